@@ -1,0 +1,128 @@
+/**
+ * The contract between a KV policy and the runtime. A policy is pure logic over
+ * numbers: it sees attention scores (and, if it asks, keys and queries) and answers
+ * with plans, which are plain data. It never touches a pool, a buffer or a GPU, so
+ * every policy is unit-testable on synthetic attention.
+ *
+ * Heads are KV heads, flattened: head = layer * numKvHeads + kvHead.
+ * Positions are audio offsets 0..audioLength-1 (sequence position = audioStart + offset).
+ * Text KV (bos, instruction, generated tokens) is never a policy's business: it always stays.
+ */
+
+export interface PolicyLayout {
+  numLayers: number;
+  numKvHeads: number;
+  /** Query heads per KV head. */
+  groupSize: number;
+  headDim: number;
+  /** Number of audio tokens in this transcription. */
+  audioLength: number;
+  tokensPerSecond: number;
+  /** WnW segment length n_s = ceil(2 s * tokensPerSecond). */
+  segmentLength: number;
+  /** Number of prompt tokens after the audio (the instruction). */
+  instructionLength: number;
+}
+
+export interface AttentionRequest {
+  /** KV heads whose audio attention weights are exported after every decode step. */
+  decodeHeads: number[];
+  /** Also export each step's post-RoPE query vectors of `decodeHeads` (query-aware page selection). */
+  decodeQueries?: boolean;
+  /**
+   * Prefill scores are the softmax weights on audio positions summed over the head's
+   * query heads and over the last `prefillQueries` prompt positions
+   * (Infinity: every prompt position). WnW uses the instruction length (text-to-audio
+   * attention); SnapKV uses its observation window w = 32.
+   */
+  prefillQueries: number;
+  /** Also hand the post-RoPE audio keys of every head to `prefill` (page key bounds). */
+  prefillKeys?: boolean;
+}
+
+export interface PrefillObservation {
+  layout: PolicyLayout;
+  /** Per KV head: Float32Array[audioLength]. */
+  scores: Float32Array[];
+  /** Per KV head: Float32Array[audioLength * headDim], only when `prefillKeys` was asked. */
+  keys?: Float32Array[];
+}
+
+/** Where one head's audio positions live after prefill. Both arrays sorted ascending. */
+export interface HeadResidency {
+  /** Positions kept on the GPU. */
+  gpu: Int32Array;
+  /** Positions with a CPU copy (recallable). May overlap `gpu` (a full mirror). Positions in neither are dropped. */
+  cpu: Int32Array;
+}
+
+export interface PrefillPlan {
+  /** One entry per KV head. */
+  heads: HeadResidency[];
+}
+
+export interface StepObservation {
+  /** 0-based index of the decode step whose attention this is. */
+  step: number;
+  /**
+   * For each head of `AttentionRequest.decodeHeads`, in that order: Float32Array[audioLength]
+   * of softmax weights summed over the head's query heads (softmax over all its resident
+   * keys, text included); 0 where a position is not on the GPU.
+   */
+  weights: Float32Array[];
+  /** For each requested head: Float32Array[groupSize * headDim], when `decodeQueries` was asked. */
+  queries?: Float32Array[];
+}
+
+/** Positions of one head to move. Recall: CPU -> GPU (each needs a CPU copy). Release: leave the GPU. */
+export interface Move {
+  head: number;
+  positions: Int32Array;
+}
+
+/** Applied before the next decode step (one-step lag). */
+export interface StepPlan {
+  recall: Move[];
+  release: Move[];
+}
+
+export const EMPTY_PLAN: StepPlan = Object.freeze({ recall: [], release: [] }) as StepPlan;
+
+export interface KvPolicy {
+  readonly name: string;
+  /** What the runtime must export for this policy, for a transcription of this layout. */
+  request(layout: PolicyLayout): AttentionRequest;
+  prefill(obs: PrefillObservation): PrefillPlan;
+  afterStep(obs: StepObservation): StepPlan;
+}
+
+/** Options every policy factory accepts. `budget` is the target r_GPU (audio fraction kept on GPU). */
+export interface PolicyOptions {
+  budget: number;
+  /** Head roles and scores from calibration (needed by wnw, audiokv). */
+  heads?: HeadsFile;
+  [key: string]: unknown;
+}
+
+/** heads.json written by `npm run calibrate` next to the model. */
+export interface HeadsFile {
+  model: string;
+  numLayers: number;
+  numKvHeads: number;
+  /** Per KV head (flat index): Voice Score, Head Sensitivity and their product. */
+  voiceScore: number[];
+  headSensitivity: number[];
+  /** Role assignments per target budget, keyed by the budget as a string ("0.2"). */
+  roles: Record<string, HeadRoles>;
+}
+
+export interface HeadRoles {
+  anchors: number[];
+  tidal: number[];
+  fixed: number[];
+  /** Per KV head retention in [0, 1] (anchors 1). */
+  retention: number[];
+  /** The lambda found by the search, and the r_GPU it measured on the calibration clips. */
+  lambda: number;
+  measuredRGpu: number;
+}
