@@ -1,0 +1,209 @@
+/**
+ * Plain-TypeScript decoder kernels. They are the CPU backend's arithmetic and the
+ * numerical reference every WGSL kernel is tested against, so they favour clarity
+ * and f32 storage with higher-precision (JS number) accumulation.
+ *
+ * Layouts (row-major): a weight W is [rows, cols] (PyTorch Linear: [out, in]);
+ * activations X are [n, dim]. A KV pool stores pages of `pageSize` slots; slot s of
+ * page p holds key K[(p*pageSize+s)*headDim ..] and its sequence position in
+ * positions[p*pageSize+s] (EMPTY_SLOT when unused).
+ */
+
+export const EMPTY_SLOT = -1;
+
+/** out[r] = sum_c W[r, c] * x[c] */
+export function matvec(w: Float32Array, rows: number, cols: number, x: Float32Array, out: Float32Array, xOffset = 0): void {
+  for (let r = 0; r < rows; r++) {
+    let acc = 0;
+    const base = r * cols;
+    for (let c = 0; c < cols; c++) acc += w[base + c] * x[xOffset + c];
+    out[r] = acc;
+  }
+}
+
+/** Y[n, rows] = X[n, cols] * W^T, W [rows, cols]. */
+export function matmul(w: Float32Array, rows: number, cols: number, x: Float32Array, n: number, out: Float32Array): void {
+  for (let i = 0; i < n; i++) {
+    const xb = i * cols;
+    const ob = i * rows;
+    for (let r = 0; r < rows; r++) {
+      let acc = 0;
+      const wb = r * cols;
+      for (let c = 0; c < cols; c++) acc += w[wb + c] * x[xb + c];
+      out[ob + r] = acc;
+    }
+  }
+}
+
+/** RMSNorm of n rows of `dim`: y = x / sqrt(mean(x^2) + eps) * weight. */
+export function rmsnorm(x: Float32Array, weight: Float32Array, eps: number, dim: number, n: number, out: Float32Array): void {
+  for (let i = 0; i < n; i++) {
+    const b = i * dim;
+    let ss = 0;
+    for (let c = 0; c < dim; c++) ss += x[b + c] * x[b + c];
+    const inv = 1 / Math.sqrt(ss / dim + eps);
+    for (let c = 0; c < dim; c++) out[b + c] = x[b + c] * inv * weight[c];
+  }
+}
+
+/** RoPE inverse frequencies theta^(-2i/headDim), i < headDim/2. */
+export function ropeFrequencies(headDim: number, theta: number): Float64Array {
+  const half = headDim / 2;
+  const f = new Float64Array(half);
+  for (let i = 0; i < half; i++) f[i] = Math.pow(theta, (-2 * i) / headDim);
+  return f;
+}
+
+/**
+ * Rotate-half RoPE in place on `numHeads` heads of one position, starting at `offset`:
+ * (x[i], x[i+half]) -> (x[i] cos - x[i+half] sin, x[i+half] cos + x[i] sin).
+ */
+export function rope(x: Float32Array, offset: number, numHeads: number, headDim: number, pos: number, freqs: Float64Array): void {
+  const half = headDim / 2;
+  for (let i = 0; i < half; i++) {
+    const a = pos * freqs[i];
+    const cos = Math.cos(a);
+    const sin = Math.sin(a);
+    for (let h = 0; h < numHeads; h++) {
+      const b = offset + h * headDim;
+      const x0 = x[b + i];
+      const x1 = x[b + i + half];
+      x[b + i] = x0 * cos - x1 * sin;
+      x[b + i + half] = x1 * cos + x0 * sin;
+    }
+  }
+}
+
+/** out = silu(gate) * up, elementwise. */
+export function swiglu(gate: Float32Array, up: Float32Array, out: Float32Array, length = gate.length): void {
+  for (let i = 0; i < length; i++) {
+    const g = gate[i];
+    out[i] = (g / (1 + Math.exp(-g))) * up[i];
+  }
+}
+
+/** Index of the largest logit; ties go to the lowest index (the GPU kernel does the same). */
+export function argmax(logits: Float32Array, length = logits.length): number {
+  let best = 0;
+  for (let i = 1; i < length; i++) if (logits[i] > logits[best]) best = i;
+  return best;
+}
+
+export interface PagedHead {
+  /** Page ids of this (layer, KV head), in table order. */
+  pages: ArrayLike<number>;
+  pageCount: number;
+}
+
+/**
+ * Decode attention of the `group` query heads that share one KV head, over that
+ * head's pages. q is [group, headDim] at qOffset; out is [group, headDim] at outOffset.
+ * If `weightsOut` is given, the softmax weight of every visited slot, summed over the
+ * group, is added to weightsOut[position - positionBase] for positions >= positionBase
+ * and < positionBase + weightsOut.length (audio offsets for the policies).
+ */
+export function pagedAttention(
+  q: Float32Array, qOffset: number, group: number, headDim: number,
+  head: PagedHead, pageSize: number,
+  kPool: Float32Array, vPool: Float32Array, positions: Int32Array,
+  out: Float32Array, outOffset: number,
+  weightsOut?: Float32Array, positionBase = 0,
+): void {
+  const scale = 1 / Math.sqrt(headDim);
+  const slots = head.pageCount * pageSize;
+  const scores = new Float64Array(slots);
+  for (let j = 0; j < group; j++) {
+    const qb = qOffset + j * headDim;
+    let max = -Infinity;
+    for (let p = 0; p < head.pageCount; p++) {
+      const page = head.pages[p];
+      for (let s = 0; s < pageSize; s++) {
+        const slot = page * pageSize + s;
+        const idx = p * pageSize + s;
+        if (positions[slot] === EMPTY_SLOT) { scores[idx] = -Infinity; continue; }
+        let dot = 0;
+        const kb = slot * headDim;
+        for (let d = 0; d < headDim; d++) dot += q[qb + d] * kPool[kb + d];
+        scores[idx] = dot * scale;
+        if (scores[idx] > max) max = scores[idx];
+      }
+    }
+    let sum = 0;
+    for (let i = 0; i < slots; i++) {
+      const e = scores[i] === -Infinity ? 0 : Math.exp(scores[i] - max);
+      scores[i] = e;
+      sum += e;
+    }
+    const ob = outOffset + j * headDim;
+    for (let d = 0; d < headDim; d++) out[ob + d] = 0;
+    const acc = new Float64Array(headDim);
+    for (let p = 0; p < head.pageCount; p++) {
+      const page = head.pages[p];
+      for (let s = 0; s < pageSize; s++) {
+        const w = scores[p * pageSize + s] / sum;
+        if (w === 0) continue;
+        const slot = page * pageSize + s;
+        const vb = slot * headDim;
+        for (let d = 0; d < headDim; d++) acc[d] += w * vPool[vb + d];
+        if (weightsOut) {
+          const a = positions[slot] - positionBase;
+          if (a >= 0 && a < weightsOut.length) weightsOut[a] += w;
+        }
+      }
+    }
+    for (let d = 0; d < headDim; d++) out[ob + d] = acc[d];
+  }
+}
+
+/**
+ * Causal self-attention over a whole prompt of n positions. q [n, H*hd], k and v
+ * [n, Hkv*hd], out [n, H*hd]. When `scoresOut` is given (one Float32Array per KV head,
+ * length = audioLength), the softmax weights of the last `lastQueries` query positions
+ * on positions audioStart .. audioStart+audioLength-1 are summed over the group into it.
+ */
+export function causalAttention(
+  q: Float32Array, k: Float32Array, v: Float32Array, n: number,
+  numHeads: number, numKvHeads: number, headDim: number, out: Float32Array,
+  scoresOut?: { perKvHead: Float32Array[]; lastQueries: number; audioStart: number },
+): void {
+  const group = numHeads / numKvHeads;
+  const scale = 1 / Math.sqrt(headDim);
+  const qd = numHeads * headDim;
+  const kvd = numKvHeads * headDim;
+  const row = new Float64Array(n);
+  const acc = new Float64Array(headDim);
+  const firstScored = scoresOut ? Math.max(0, n - scoresOut.lastQueries) : n;
+  for (let h = 0; h < numHeads; h++) {
+    const kh = Math.floor(h / group);
+    for (let i = 0; i < n; i++) {
+      const qb = i * qd + h * headDim;
+      let max = -Infinity;
+      for (let t = 0; t <= i; t++) {
+        const kb = t * kvd + kh * headDim;
+        let dot = 0;
+        for (let d = 0; d < headDim; d++) dot += q[qb + d] * k[kb + d];
+        row[t] = dot * scale;
+        if (row[t] > max) max = row[t];
+      }
+      let sum = 0;
+      for (let t = 0; t <= i; t++) {
+        row[t] = Math.exp(row[t] - max);
+        sum += row[t];
+      }
+      acc.fill(0);
+      for (let t = 0; t <= i; t++) {
+        const w = row[t] / sum;
+        const vb = t * kvd + kh * headDim;
+        for (let d = 0; d < headDim; d++) acc[d] += w * v[vb + d];
+      }
+      const ob = i * qd + h * headDim;
+      for (let d = 0; d < headDim; d++) out[ob + d] = acc[d];
+      if (scoresOut && i >= firstScored) {
+        const dst = scoresOut.perKvHead[kh];
+        const a0 = scoresOut.audioStart;
+        const end = Math.min(i + 1, a0 + dst.length);
+        for (let t = a0; t < end; t++) dst[t - a0] += row[t] / sum;
+      }
+    }
+  }
+}

@@ -1,0 +1,249 @@
+/**
+ * Residency: which position of which KV head sits in which pool slot, and which
+ * positions have a CPU copy. It turns policy plans (positions) into pool operations
+ * (pages, slots) and keeps the accounting the policies and reports read. It is shared
+ * by both backends; they only move the bytes (PageStorage).
+ *
+ * Audio and text live in separate pages of the same per-head table: text pages are
+ * appended densely and never released; audio pages are packed densely at prefill and
+ * each recall batch of one head gets fresh pages, so releasing a recalled segment
+ * frees whole pages.
+ */
+import { KvPool } from './pool.js';
+import { OffloadStore } from './offload.js';
+import type { ResidencyStats, TransferStats } from './types.js';
+import type { PrefillPlan, StepPlan } from '../policy/types.js';
+
+export const EMPTY = -1;
+
+/** Where a backend keeps page contents. Slot index = page * pageSize + slot-in-page. */
+export interface PageStorage {
+  /** Writes `count` keys and values ([count, headDim] each) into consecutive slots from `slot`. */
+  writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void;
+  /** Makes the given slots' positions (from `positions`, the residency mirror) visible to attention. */
+  syncPositions(firstSlot: number, count: number, positions: Int32Array): void;
+}
+
+/** Reads one K/V row of the full prefill cache: head, sequence position. */
+export type KvSource = (head: number, seqPos: number, k: Float32Array, kOff: number, v: Float32Array, vOff: number) => void;
+
+/** A gather the backend performs: copy prefill row `seqPositions[i]` of `head` into pool slot `slots[i]`. */
+export interface Gather {
+  head: number;
+  slots: Int32Array;
+  seqPositions: Int32Array;
+}
+
+export interface ResidencyShape {
+  heads: number;
+  headDim: number;
+  pageSize: number;
+  numPages: number;
+  audioStart: number;
+  audioLength: number;
+}
+
+export class Residency {
+  readonly pool: KvPool;
+  readonly offload: OffloadStore;
+  /** Sequence position held by every pool slot (EMPTY when unused): the attention kernels' view. */
+  readonly positions: Int32Array;
+  private readonly audioSlot: Int32Array[]; // per head, per audio offset: slot or EMPTY
+  private readonly live: Int32Array; // live slots per page
+  private readonly textTail: Int32Array; // per head: next free text slot, or EMPTY
+  private readonly gpuCount: Int32Array;
+  private readonly rowK: Float32Array;
+  private readonly rowV: Float32Array;
+
+  constructor(readonly shape: ResidencyShape, private readonly storage: PageStorage) {
+    const { heads, headDim, pageSize, numPages, audioLength } = shape;
+    this.pool = new KvPool({ heads, pageSize, numPages, bytesPerPage: pageSize * (8 * headDim + 4) });
+    this.offload = new OffloadStore(headDim, audioLength);
+    this.positions = new Int32Array(numPages * pageSize).fill(EMPTY);
+    this.audioSlot = Array.from({ length: heads }, () => new Int32Array(audioLength).fill(EMPTY));
+    this.live = new Int32Array(numPages);
+    this.textTail = new Int32Array(heads).fill(EMPTY);
+    this.gpuCount = new Int32Array(heads);
+    this.rowK = new Float32Array(pageSize * headDim);
+    this.rowV = new Float32Array(pageSize * headDim);
+  }
+
+  get pageSize(): number {
+    return this.shape.pageSize;
+  }
+
+  /** Pool slot of an audio position of a head, or EMPTY. */
+  slotOf(head: number, audioPos: number): number {
+    return this.audioSlot[head][audioPos];
+  }
+
+  /** Sorted audio offsets of a head currently on the GPU. */
+  gpuPositions(head: number): Int32Array {
+    const s = this.audioSlot[head];
+    const out: number[] = [];
+    for (let i = 0; i < s.length; i++) if (s[i] !== EMPTY) out.push(i);
+    return Int32Array.from(out);
+  }
+
+  /**
+   * Places the prefill KV as the plan says. Text positions (`textSeqPositions`) are
+   * kept on the GPU for every head. CPU copies are read through `source` now; the
+   * returned gathers say which prefill rows the backend must copy into which slots.
+   */
+  applyPrefill(plan: PrefillPlan, textSeqPositions: number[], source: KvSource): { gathers: Gather[]; transfer: TransferStats } {
+    const { heads, audioStart, audioLength, headDim } = this.shape;
+    if (plan.heads.length !== heads) throw new Error(`prefill plan has ${plan.heads.length} heads, expected ${heads}`);
+    const gathers: Gather[] = [];
+    let bytesToCpu = 0;
+    for (let h = 0; h < heads; h++) {
+      const { gpu, cpu } = plan.heads[h];
+      checkPositions(gpu, audioLength, `head ${h} gpu`);
+      checkPositions(cpu, audioLength, `head ${h} cpu`);
+      const slots: number[] = [];
+      const seq: number[] = [];
+      for (const pos of textSeqPositions) {
+        slots.push(this.allocTextSlot(h));
+        seq.push(pos);
+      }
+      const audioSlots = this.allocDense(h, gpu.length);
+      for (let i = 0; i < gpu.length; i++) {
+        this.bind(h, gpu[i], audioSlots[i]);
+        slots.push(audioSlots[i]);
+        seq.push(audioStart + gpu[i]);
+      }
+      for (let i = 0; i < slots.length; i++) this.positions[slots[i]] = seq[i];
+      gathers.push({ head: h, slots: Int32Array.from(slots), seqPositions: Int32Array.from(seq) });
+      for (const pos of cpu) {
+        source(h, audioStart + pos, this.rowK, 0, this.rowV, 0);
+        this.offload.put(h, pos, this.rowK, 0, this.rowV, 0);
+        bytesToCpu += 8 * headDim;
+      }
+    }
+    this.storage.syncPositions(0, this.positions.length, this.positions);
+    return { gathers, transfer: { bytesToGpu: 0, bytesToCpu, recalledPositions: 0, releasedPositions: 0 } };
+  }
+
+  /** Reserves the slot for a generated token at `seqPos` in every head; returns slot per head. */
+  appendText(seqPos: number, out: Int32Array): Int32Array {
+    for (let h = 0; h < this.shape.heads; h++) {
+      const slot = this.allocTextSlot(h);
+      this.positions[slot] = seqPos;
+      out[h] = slot;
+      this.storage.syncPositions(slot, 1, this.positions);
+    }
+    return out;
+  }
+
+  /** Applies releases first (they free pages), then recalls from the CPU store. */
+  apply(plan: StepPlan): TransferStats {
+    const hd = this.shape.headDim;
+    let released = 0;
+    let recalled = 0;
+    for (const { head, positions } of plan.release) {
+      for (const pos of positions) {
+        const slot = this.audioSlot[head][pos];
+        if (slot === EMPTY) continue;
+        this.unbind(head, pos, slot);
+        released++;
+      }
+    }
+    for (const { head, positions } of plan.recall) {
+      const todo: number[] = [];
+      for (const pos of positions) {
+        if (this.audioSlot[head][pos] !== EMPTY) continue;
+        if (!this.offload.has(head, pos)) throw new Error(`recall of head ${head} position ${pos}, which has no CPU copy`);
+        todo.push(pos);
+      }
+      const slots = this.allocDense(head, todo.length);
+      // Slots from allocDense are runs within pages: write each run with one call.
+      let i = 0;
+      while (i < todo.length) {
+        let j = i;
+        while (j + 1 < todo.length && slots[j + 1] === slots[j] + 1) j++;
+        const count = j - i + 1;
+        for (let r = 0; r < count; r++) {
+          this.offload.get(head, todo[i + r], this.rowK, r * hd, this.rowV, r * hd);
+          this.bind(head, todo[i + r], slots[i + r]);
+          this.positions[slots[i + r]] = this.shape.audioStart + todo[i + r];
+        }
+        this.storage.writeRows(slots[i], count, this.rowK.subarray(0, count * hd), this.rowV.subarray(0, count * hd));
+        this.storage.syncPositions(slots[i], count, this.positions);
+        i = j + 1;
+      }
+      recalled += todo.length;
+    }
+    return { bytesToGpu: recalled * 8 * hd, bytesToCpu: 0, recalledPositions: recalled, releasedPositions: released };
+  }
+
+  stats(): ResidencyStats {
+    const { heads, audioLength } = this.shape;
+    const gpuOrCpu = new Int32Array(heads);
+    for (let h = 0; h < heads; h++) {
+      let n = 0;
+      const s = this.audioSlot[h];
+      for (let p = 0; p < audioLength; p++) if (s[p] !== EMPTY || this.offload.has(h, p)) n++;
+      gpuOrCpu[h] = n;
+    }
+    const total = heads * audioLength || 1;
+    const sum = (a: Int32Array) => a.reduce((x, y) => x + y, 0);
+    return {
+      gpuPerHead: Int32Array.from(this.gpuCount),
+      gpuOrCpuPerHead: gpuOrCpu,
+      rGpu: sum(this.gpuCount) / total,
+      rGpuCpu: sum(gpuOrCpu) / total,
+      gpuBytesInUse: this.pool.usedPages * this.pool.bytesPerPage,
+      gpuBytesCapacity: this.pool.numPages * this.pool.bytesPerPage,
+      cpuBytes: this.offload.bytes,
+    };
+  }
+
+  /** Slots per head (pages of the head's table), for kernels and tests. */
+  pageTable(head: number): readonly number[] {
+    return this.pool.pageTable(head);
+  }
+
+  private bind(head: number, pos: number, slot: number): void {
+    this.audioSlot[head][pos] = slot;
+    this.gpuCount[head]++;
+  }
+
+  private unbind(head: number, pos: number, slot: number): void {
+    this.audioSlot[head][pos] = EMPTY;
+    this.gpuCount[head]--;
+    this.positions[slot] = EMPTY;
+    const page = Math.floor(slot / this.pageSize);
+    this.storage.syncPositions(slot, 1, this.positions);
+    if (--this.live[page] === 0) this.pool.freePage(head, page);
+  }
+
+  private allocTextSlot(head: number): number {
+    let slot = this.textTail[head];
+    if (slot === EMPTY || slot % this.pageSize === 0) {
+      slot = this.pool.allocPage(head) * this.pageSize;
+    }
+    this.live[Math.floor(slot / this.pageSize)]++;
+    this.textTail[head] = (slot + 1) % this.pageSize === 0 ? EMPTY : slot + 1;
+    return slot;
+  }
+
+  /** `count` slots in fresh pages of `head`, filled from each page's start. */
+  private allocDense(head: number, count: number): Int32Array {
+    const out = new Int32Array(count);
+    let page = -1;
+    for (let i = 0; i < count; i++) {
+      const s = i % this.pageSize;
+      if (s === 0) page = this.pool.allocPage(head);
+      out[i] = page * this.pageSize + s;
+      this.live[page]++;
+    }
+    return out;
+  }
+}
+
+function checkPositions(a: Int32Array, n: number, what: string): void {
+  for (let i = 0; i < a.length; i++) {
+    if (a[i] < 0 || a[i] >= n || (i > 0 && a[i] <= a[i - 1])) {
+      throw new Error(`${what}: positions must be sorted, unique and within [0, ${n}); got ${a[i]} at ${i}`);
+    }
+  }
+}

@@ -1,0 +1,103 @@
+/** The public surface's types: what `loadTranscriber` takes and `transcribe` returns. */
+import type { BackendKind } from './backend/types.js';
+
+export type PolicyName = 'full' | 'wnw' | 'snapkv' | 'adakv' | 'audiokv' | 'arkvale' | 'h2o' | 'streaming' | 'quest';
+
+export type ProgressPhase = 'download' | 'compile' | 'encode' | 'prefill' | 'decode';
+
+export interface ProgressEvent {
+  phase: ProgressPhase;
+  /** 0..1 within the phase (decode: share of the audio covered, estimated from the anchors). */
+  fraction: number;
+  detail?: string;
+}
+
+export interface LoadOptions {
+  /** URL or folder of the model (config.json, decoder.safetensors, encoder.onnx, tokenizer.json, heads.json). */
+  model: string;
+  policy?: PolicyName;
+  /** Target r_GPU: share of the audio KV kept on the GPU (ignored by 'full'). */
+  budget?: number;
+  backend?: 'auto' | BackendKind;
+  /** Byte cap of the GPU KV pool; default: what the device allows. */
+  kvBudgetBytes?: number;
+  onProgress?: (e: ProgressEvent) => void;
+}
+
+export interface Word {
+  word: string;
+  /** Seconds from the start of the audio, estimated from the anchor heads' attention. */
+  start: number;
+  end: number;
+}
+
+/** One decode step, as the demo's tide chart draws it. */
+export interface StepStats {
+  step: number;
+  token: number;
+  text: string;
+  rGpu: number;
+  bytesToGpu: number;
+  msPerToken: number;
+  /** Audio position with the most anchor attention this step (audio token index), -1 if none. */
+  focus: number;
+  /** For the tidal heads: per 2 s segment, the share of tidal heads holding it fully on the GPU. */
+  tidalSegments?: Float32Array;
+  /** Anchor attention summed per segment. */
+  anchorAttention?: Float32Array;
+}
+
+export interface TranscriptionStats {
+  policy: PolicyName;
+  budget: number;
+  backend: string;
+  audioSeconds: number;
+  audioTokens: number;
+  decodeSteps: number;
+  /** Mean and peak r_GPU over decode steps. */
+  rGpu: number;
+  rGpuPeak: number;
+  rGpuCpu: number;
+  /** CPU -> GPU MB per decode step: mean and max. */
+  mbPerStep: number;
+  mbPerStepMax: number;
+  recallsPerStep: number;
+  releasesPerStep: number;
+  msPerToken: number;
+  prefillMs: number;
+  encodeMs: number;
+  /** GPU KV memory in use at the end, bytes; and CPU offload bytes. */
+  gpuKvBytes: number;
+  cpuKvBytes: number;
+  realTimeFactor: number;
+  stoppedBy: 'eos' | 'length-guard' | 'cancelled' | 'error';
+}
+
+export interface TranscribeOptions {
+  signal?: AbortSignal;
+  onToken?: (text: string, token: number) => void;
+  onStep?: (s: StepStats) => void;
+  onProgress?: (e: ProgressEvent) => void;
+  /** Override the load-time policy/budget for this call. */
+  policy?: PolicyName;
+  budget?: number;
+  /** Cap on generated tokens; default 6 per audio second. */
+  maxNewTokens?: number;
+}
+
+export interface TranscriptionResult {
+  text: string;
+  words: Word[];
+  tokens: number[];
+  stats: TranscriptionStats;
+  /** Set when the run ended early (cancel or error): `text` holds what was decoded. */
+  error?: Error;
+}
+
+export type AudioInput = ArrayBuffer | Uint8Array | Blob | Float32Array | { getChannelData(i: number): Float32Array; numberOfChannels: number; sampleRate: number; length: number };
+
+export interface Transcriber {
+  readonly backend: string;
+  transcribe(input: AudioInput, options?: TranscribeOptions): Promise<TranscriptionResult>;
+  dispose(): void;
+}

@@ -1,0 +1,29 @@
+import { defineConfig } from 'vite';
+import { resolve } from 'node:path';
+
+// `vite` serves the demo page, the example page and the e2e harness pages;
+// `vite build` builds the demo; `vite build --mode lib` builds the ES module.
+export default defineConfig(({ mode }) => ({
+  server: { host: '127.0.0.1', port: 5173, strictPort: false, fs: { allow: ['.'] } },
+  // onnxruntime-web ships its own wasm loader; pre-bundling breaks its relative imports.
+  optimizeDeps: { exclude: ['onnxruntime-web'] },
+  assetsInclude: ['**/*.wgsl'],
+  worker: { format: 'es' },
+  build:
+    mode === 'lib'
+      ? {
+          outDir: 'dist/lib',
+          lib: { entry: resolve(__dirname, 'src/index.ts'), formats: ['es'], fileName: () => 'wnw.js' },
+          rollupOptions: { external: ['onnxruntime-web', 'onnxruntime-web/webgpu', 'webgpu', /^node:/] },
+        }
+      : {
+          outDir: 'dist/demo',
+          rollupOptions: { input: { main: resolve(__dirname, 'index.html'), example: resolve(__dirname, 'example.html') } },
+        },
+  test: {
+    include: ['test/**/*.test.ts'],
+    testTimeout: 120_000,
+    pool: 'forks',
+    fileParallelism: false,
+  },
+}));
