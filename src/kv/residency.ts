@@ -52,6 +52,10 @@ export class Residency {
   private readonly live: Int32Array; // live slots per page
   private readonly textTail: Int32Array; // per head: next free text slot, or EMPTY
   private readonly gpuCount: Int32Array;
+  /** Per head, empty slots inside its audio pages (validated lazily when popped). */
+  private readonly holes: number[][];
+  /** Per page: 0 free, 1 audio, 2 text. Text pages never take recalled rows. */
+  private readonly kind: Uint8Array;
   private readonly rowK: Float32Array;
   private readonly rowV: Float32Array;
 
@@ -64,6 +68,8 @@ export class Residency {
     this.live = new Int32Array(numPages);
     this.textTail = new Int32Array(heads).fill(EMPTY);
     this.gpuCount = new Int32Array(heads);
+    this.holes = Array.from({ length: heads }, () => []);
+    this.kind = new Uint8Array(numPages);
     this.rowK = new Float32Array(pageSize * headDim);
     this.rowV = new Float32Array(pageSize * headDim);
   }
@@ -154,12 +160,12 @@ export class Residency {
         if (!this.offload.has(head, pos)) throw new Error(`recall of head ${head} position ${pos}, which has no CPU copy`);
         todo.push(pos);
       }
-      const slots = this.allocDense(head, todo.length);
-      // Slots from allocDense are runs within pages: write each run with one call.
+      const slots = this.allocAudio(head, todo.length);
+      // Slots from allocDense are runs within pages: write each page's run with one call.
       let i = 0;
       while (i < todo.length) {
         let j = i;
-        while (j + 1 < todo.length && slots[j + 1] === slots[j] + 1) j++;
+        while (j + 1 < todo.length && slots[j + 1] === slots[j] + 1 && slots[j + 1] % this.pageSize !== 0) j++;
         const count = j - i + 1;
         for (let r = 0; r < count; r++) {
           this.offload.get(head, todo[i + r], this.rowK, r * hd, this.rowV, r * hd);
@@ -213,28 +219,61 @@ export class Residency {
     this.positions[slot] = EMPTY;
     const page = Math.floor(slot / this.pageSize);
     this.storage.syncPositions(slot, 1, this.positions);
-    if (--this.live[page] === 0) this.pool.freePage(head, page);
+    if (--this.live[page] === 0) {
+      this.pool.freePage(head, page);
+      this.kind[page] = 0;
+    } else {
+      this.holes[head].push(slot);
+    }
+  }
+
+  /**
+   * Audio slots for a recall: holes in the head's audio pages first, then fresh pages.
+   * A head's audio page count therefore never exceeds ceil(peak live positions / pageSize).
+   */
+  private allocAudio(head: number, count: number): Int32Array {
+    const out = new Int32Array(count);
+    const holes = this.holes[head];
+    let n = 0;
+    while (n < count && holes.length > 0) {
+      const slot = holes.pop()!;
+      const page = Math.floor(slot / this.pageSize);
+      if (this.pool.ownerOf(page) !== head || this.kind[page] !== 1 || this.positions[slot] !== EMPTY || out.subarray(0, n).includes(slot)) continue;
+      this.live[page]++;
+      out[n++] = slot;
+    }
+    out.set(this.allocDense(head, count - n), n);
+    // Keep ascending order so runs within a page are written with one call.
+    return out.sort();
   }
 
   private allocTextSlot(head: number): number {
     let slot = this.textTail[head];
-    if (slot === EMPTY || slot % this.pageSize === 0) {
-      slot = this.pool.allocPage(head) * this.pageSize;
+    if (slot === EMPTY) {
+      const page = this.pool.allocPage(head);
+      this.kind[page] = 2;
+      slot = page * this.pageSize;
     }
     this.live[Math.floor(slot / this.pageSize)]++;
     this.textTail[head] = (slot + 1) % this.pageSize === 0 ? EMPTY : slot + 1;
     return slot;
   }
 
-  /** `count` slots in fresh pages of `head`, filled from each page's start. */
+  /** `count` slots in fresh audio pages of `head`, filled from each page's start; the tail of the last page becomes holes. */
   private allocDense(head: number, count: number): Int32Array {
     const out = new Int32Array(count);
     let page = -1;
     for (let i = 0; i < count; i++) {
       const s = i % this.pageSize;
-      if (s === 0) page = this.pool.allocPage(head);
+      if (s === 0) {
+        page = this.pool.allocPage(head);
+        this.kind[page] = 1;
+      }
       out[i] = page * this.pageSize + s;
       this.live[page]++;
+    }
+    if (count % this.pageSize !== 0) {
+      for (let s = count % this.pageSize; s < this.pageSize; s++) this.holes[head].push(page * this.pageSize + s);
     }
     return out;
   }

@@ -108,10 +108,12 @@ export function pagedAttention(
   kPool: Float32Array, vPool: Float32Array, positions: Int32Array,
   out: Float32Array, outOffset: number,
   weightsOut?: Float32Array, positionBase = 0,
+  scratch?: { scores: Float64Array; acc: Float64Array },
 ): void {
   const scale = 1 / Math.sqrt(headDim);
   const slots = head.pageCount * pageSize;
-  const scores = new Float64Array(slots);
+  const scores = scratch && scratch.scores.length >= slots ? scratch.scores : new Float64Array(slots);
+  const acc = scratch && scratch.acc.length >= headDim ? scratch.acc : new Float64Array(headDim);
   for (let j = 0; j < group; j++) {
     const qb = qOffset + j * headDim;
     let max = -Infinity;
@@ -135,8 +137,7 @@ export function pagedAttention(
       sum += e;
     }
     const ob = outOffset + j * headDim;
-    for (let d = 0; d < headDim; d++) out[ob + d] = 0;
-    const acc = new Float64Array(headDim);
+    acc.fill(0, 0, headDim);
     for (let p = 0; p < head.pageCount; p++) {
       const page = head.pages[p];
       for (let s = 0; s < pageSize; s++) {

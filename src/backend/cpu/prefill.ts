@@ -1,0 +1,110 @@
+/**
+ * Prefill of [bos][audio][instruction] with full causal attention, keeping every
+ * layer's keys and values (the policies choose from them afterwards) and the prefill
+ * scores the policy asked for.
+ */
+import { groupSize, kvHeadCount, segmentLength, type ModelConfig } from '../../model/config.js';
+import type { DecoderWeights } from '../../model/weights.js';
+import type { AttentionRequest, PolicyLayout } from '../../policy/types.js';
+import { causalAttention, matmul, rmsnorm, rope, swiglu } from './ops.js';
+
+export interface PrefillOutput {
+  /** Final hidden states [n, hiddenSize] (before the final norm). */
+  hidden: Float32Array;
+  /** Per layer, post-RoPE keys and values [n, numKvHeads * headDim]. */
+  k: Float32Array[];
+  v: Float32Array[];
+  scores: Float32Array[];
+  keys?: Float32Array[];
+  layout: PolicyLayout;
+}
+
+export function policyLayout(c: ModelConfig, audioLength: number): PolicyLayout {
+  return {
+    numLayers: c.numLayers,
+    numKvHeads: c.numKvHeads,
+    groupSize: groupSize(c),
+    headDim: c.headDim,
+    audioLength,
+    tokensPerSecond: c.audio.tokensPerSecond,
+    segmentLength: segmentLength(c),
+    instructionLength: c.instruction.length,
+  };
+}
+
+/** The prompt's input rows: embed(bos), the audio embeddings, embed(instruction). */
+export function promptInputs(c: ModelConfig, embed: Float32Array, audio: Float32Array, N: number, suffix: number[] = []): Float32Array {
+  const D = c.hiddenSize;
+  const n = 1 + N + c.instruction.length + suffix.length;
+  const x = new Float32Array(n * D);
+  x.set(embed.subarray(c.tokens.bos * D, (c.tokens.bos + 1) * D), 0);
+  x.set(audio.subarray(0, N * D), D);
+  [...c.instruction, ...suffix].forEach((t, i) => x.set(embed.subarray(t * D, (t + 1) * D), (1 + N + i) * D));
+  return x;
+}
+
+/**
+ * `suffix` appends text tokens after the instruction (teacher forcing; the dense
+ * reference the paged decode is tested against).
+ */
+export function prefillLayers(
+  c: ModelConfig, w: DecoderWeights, freqs: Float64Array, audio: Float32Array, N: number, request: AttentionRequest,
+  suffix: number[] = [],
+): PrefillOutput {
+  const D = c.hiddenSize;
+  const hd = c.headDim;
+  const qd = c.numHeads * hd;
+  const kvd = c.numKvHeads * hd;
+  const F = c.intermediateSize;
+  const n = 1 + N + c.instruction.length + suffix.length;
+  const x = promptInputs(c, w.embed, audio, N, suffix);
+  const xn = new Float32Array(n * D);
+  const q = new Float32Array(n * qd);
+  const att = new Float32Array(n * qd);
+  const tmp = new Float32Array(n * D);
+  const gate = new Float32Array(n * F);
+  const up = new Float32Array(n * F);
+  const ks: Float32Array[] = [];
+  const vs: Float32Array[] = [];
+  const scores = Array.from({ length: kvHeadCount(c) }, () => new Float32Array(N));
+  for (let l = 0; l < c.numLayers; l++) {
+    const L = w.layers[l];
+    const k = new Float32Array(n * kvd);
+    const v = new Float32Array(n * kvd);
+    rmsnorm(x, L.attnNorm, c.rmsNormEps, D, n, xn);
+    matmul(L.q, qd, D, xn, n, q);
+    matmul(L.k, kvd, D, xn, n, k);
+    matmul(L.v, kvd, D, xn, n, v);
+    for (let i = 0; i < n; i++) {
+      rope(q, i * qd, c.numHeads, hd, i, freqs);
+      rope(k, i * kvd, c.numKvHeads, hd, i, freqs);
+    }
+    causalAttention(q, k, v, n, c.numHeads, c.numKvHeads, hd, att, {
+      perKvHead: scores.slice(l * c.numKvHeads, (l + 1) * c.numKvHeads),
+      lastQueries: request.prefillQueries,
+      audioStart: 1,
+    });
+    matmul(L.o, D, qd, att, n, tmp);
+    for (let i = 0; i < n * D; i++) x[i] += tmp[i];
+    rmsnorm(x, L.mlpNorm, c.rmsNormEps, D, n, xn);
+    matmul(L.gate, F, D, xn, n, gate);
+    matmul(L.up, F, D, xn, n, up);
+    swiglu(gate, up, gate);
+    matmul(L.down, D, F, gate, n, tmp);
+    for (let i = 0; i < n * D; i++) x[i] += tmp[i];
+    ks.push(k);
+    vs.push(v);
+  }
+  let keys: Float32Array[] | undefined;
+  if (request.prefillKeys) {
+    keys = [];
+    for (let l = 0; l < c.numLayers; l++) {
+      for (let kh = 0; kh < c.numKvHeads; kh++) {
+        const out = new Float32Array(N * hd);
+        for (let p = 0; p < N; p++) out.set(ks[l].subarray((1 + p) * kvd + kh * hd, (1 + p) * kvd + (kh + 1) * hd), p * hd);
+        keys.push(out);
+      }
+    }
+  }
+  return { hidden: x, k: ks, v: vs, scores, keys, layout: policyLayout(c, N) };
+}

@@ -1,0 +1,134 @@
+import { describe, expect, it } from 'vitest';
+import { KvPool } from '../../src/kv/pool.js';
+import { EMPTY, Residency, type PageStorage } from '../../src/kv/residency.js';
+import { ContextTooLongError } from '../../src/errors.js';
+import { rng } from '../../src/model/testing.js';
+
+class RecordingStorage implements PageStorage {
+  k: Float32Array;
+  v: Float32Array;
+  constructor(slots: number, private hd: number) {
+    this.k = new Float32Array(slots * hd);
+    this.v = new Float32Array(slots * hd);
+  }
+  writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
+    this.k.set(k.subarray(0, count * this.hd), slot * this.hd);
+    this.v.set(v.subarray(0, count * this.hd), slot * this.hd);
+  }
+  syncPositions(): void {}
+}
+
+const hd = 4;
+/** A fake prefill cache whose rows encode (head, position), so misplacement is visible. */
+const value = (head: number, seq: number, d: number, isV: boolean) => head * 1e4 + seq + d / 10 + (isV ? 0.05 : 0);
+
+function make(heads: number, audioLength: number, numPages: number, pageSize = 25) {
+  const storage = new RecordingStorage(numPages * pageSize, hd);
+  const r = new Residency({ heads, headDim: hd, pageSize, numPages, audioStart: 1, audioLength }, storage);
+  return { r, storage };
+}
+
+function source(head: number, seq: number, k: Float32Array, ko: number, v: Float32Array, vo: number) {
+  for (let d = 0; d < hd; d++) {
+    k[ko + d] = value(head, seq, d, false);
+    v[vo + d] = value(head, seq, d, true);
+  }
+}
+
+function checkSlots(r: Residency, storage: RecordingStorage, heads: number, audioLength: number) {
+  for (let h = 0; h < heads; h++) {
+    for (let p = 0; p < audioLength; p++) {
+      const slot = r.slotOf(h, p);
+      if (slot === EMPTY) continue;
+      expect(r.positions[slot]).toBe(1 + p);
+      expect(r.pageTable(h)).toContain(Math.floor(slot / r.pageSize));
+      for (let d = 0; d < hd; d++) expect(storage.k[slot * hd + d]).toBe(Math.fround(value(h, 1 + p, d, false)));
+    }
+  }
+}
+
+describe('KvPool', () => {
+  it('allocates from the free list, frees, and refuses past capacity with a typed error', () => {
+    const pool = new KvPool({ heads: 2, pageSize: 25, numPages: 3, bytesPerPage: 100 });
+    const a = pool.allocPage(0);
+    const b = pool.allocPage(1);
+    pool.allocPage(1);
+    expect(pool.pageTable(1)).toHaveLength(2);
+    expect(() => pool.allocPage(0)).toThrow(ContextTooLongError);
+    pool.freePage(0, a);
+    expect(pool.freePages).toBe(1);
+    expect(() => pool.freePage(0, b)).toThrow();
+  });
+});
+
+describe('Residency', () => {
+  it('places prefill rows per head, keeps CPU copies, recalls them bit-identically into holes or fresh pages', () => {
+    const heads = 6;
+    const N = 4000;
+    const { r, storage } = make(heads, N, 2000);
+    const rand = rng(3);
+    const plan = {
+      heads: Array.from({ length: heads }, () => {
+        const gpu: number[] = [];
+        const cpu: number[] = [];
+        for (let p = 0; p < N; p++) (rand() < 0.2 ? gpu : cpu).push(p);
+        return { gpu: Int32Array.from(gpu), cpu: Int32Array.from(cpu) };
+      }),
+    };
+    const text = [0, N + 1, N + 2];
+    const { gathers } = r.applyPrefill(plan, text, source);
+    for (const g of gathers) {
+      for (let i = 0; i < g.slots.length; i++) {
+        const tmpK = new Float32Array(hd);
+        source(g.head, g.seqPositions[i], tmpK, 0, new Float32Array(hd), 0);
+        storage.k.set(tmpK, g.slots[i] * hd);
+      }
+    }
+    checkSlots(r, storage, heads, N);
+    const s0 = r.stats();
+    expect(s0.rGpu).toBeGreaterThan(0.17);
+    expect(s0.rGpu).toBeLessThan(0.23);
+    expect(s0.rGpuCpu).toBe(1);
+    // Recall a whole 25-token segment of CPU positions in head 2, then release it: pages come back.
+    const seg = Int32Array.from(plan.heads[2].cpu.filter((p) => p >= 500 && p < 525));
+    const pagesBefore = r.pool.usedPages;
+    const t = r.apply({ recall: [{ head: 2, positions: seg }], release: [] });
+    expect(t.recalledPositions).toBe(seg.length);
+    expect(t.bytesToGpu).toBe(seg.length * 8 * hd);
+    checkSlots(r, storage, heads, N);
+    r.apply({ recall: [], release: [{ head: 2, positions: seg }] });
+    expect(r.pool.usedPages).toBe(pagesBefore);
+    // Random churn: page count per head stays within ceil(peak live / pageSize) + text pages.
+    for (let step = 0; step < 50; step++) {
+      const h = Math.floor(rand() * heads);
+      const pick = (a: Int32Array) => Int32Array.from(a.filter(() => rand() < 0.05));
+      r.apply({ release: [{ head: h, positions: pick(r.gpuPositions(h)) }], recall: [{ head: h, positions: pick(plan.heads[h].cpu) }] });
+      checkSlots(r, storage, heads, N);
+      for (let hh = 0; hh < heads; hh++) {
+        const live = r.stats().gpuPerHead[hh];
+        expect(r.pageTable(hh).length).toBeLessThanOrEqual(Math.ceil(live / r.pageSize) + 1 + 50);
+      }
+    }
+  });
+
+  it('text slots are appended per head and never reused by recalls', () => {
+    const { r } = make(2, 100, 40, 10);
+    const all = Int32Array.from({ length: 100 }, (_, i) => i);
+    r.applyPrefill({ heads: [{ gpu: all, cpu: all }, { gpu: new Int32Array(0), cpu: all }] }, [0, 101], source);
+    const out = new Int32Array(2);
+    const textSlots = new Set<number>();
+    for (let i = 0; i < 15; i++) {
+      r.appendText(102 + i, out);
+      textSlots.add(out[0]).add(out[1]);
+      r.apply({ release: [{ head: 0, positions: all.filter((p) => p % 3 === i % 3) }], recall: [{ head: 1, positions: all.filter((p) => p % 7 === i % 7) }] });
+      r.apply({ release: [], recall: [{ head: 0, positions: all }] });
+      for (const s of textSlots) expect(r.positions[s]).toBeGreaterThanOrEqual(101);
+    }
+  });
+
+  it('rejects unsorted or out-of-range plan positions', () => {
+    const { r } = make(1, 10, 10);
+    expect(() => r.applyPrefill({ heads: [{ gpu: Int32Array.from([3, 2]), cpu: new Int32Array(0) }] }, [0], source)).toThrow(/sorted/);
+    expect(() => r.applyPrefill({ heads: [{ gpu: Int32Array.from([10]), cpu: new Int32Array(0) }] }, [0], source)).toThrow(/within/);
+  });
+});
