@@ -52,6 +52,9 @@ export class Residency {
   private readonly live: Int32Array; // live slots per page
   private readonly textTail: Int32Array; // per head: next free text slot, or EMPTY
   private readonly gpuCount: Int32Array;
+  /** Per head: positions with a CPU copy, and GPU positions without one (so stats are O(heads)). */
+  private readonly cpuCount: Int32Array;
+  private readonly gpuOnly: Int32Array;
   /** Per head, empty slots inside its audio pages (validated lazily when popped). */
   private readonly holes: number[][];
   /** Per page: 0 free, 1 audio, 2 text. Text pages never take recalled rows. */
@@ -68,6 +71,8 @@ export class Residency {
     this.live = new Int32Array(numPages);
     this.textTail = new Int32Array(heads).fill(EMPTY);
     this.gpuCount = new Int32Array(heads);
+    this.cpuCount = new Int32Array(heads);
+    this.gpuOnly = new Int32Array(heads);
     this.holes = Array.from({ length: heads }, () => []);
     this.kind = new Uint8Array(numPages);
     this.rowK = new Float32Array(pageSize * headDim);
@@ -124,6 +129,10 @@ export class Residency {
         this.offload.put(h, pos, this.rowK, 0, this.rowV, 0);
         bytesToCpu += 8 * headDim;
       }
+      this.cpuCount[h] = cpu.length;
+      let gpuOnly = 0;
+      for (const pos of gpu) if (!this.offload.has(h, pos)) gpuOnly++;
+      this.gpuOnly[h] = gpuOnly;
     }
     this.storage.syncPositions(0, this.positions.length, this.positions);
     return { gathers, transfer: { bytesToGpu: 0, bytesToCpu, recalledPositions: 0, releasedPositions: 0 } };
@@ -184,12 +193,7 @@ export class Residency {
   stats(): ResidencyStats {
     const { heads, audioLength } = this.shape;
     const gpuOrCpu = new Int32Array(heads);
-    for (let h = 0; h < heads; h++) {
-      let n = 0;
-      const s = this.audioSlot[h];
-      for (let p = 0; p < audioLength; p++) if (s[p] !== EMPTY || this.offload.has(h, p)) n++;
-      gpuOrCpu[h] = n;
-    }
+    for (let h = 0; h < heads; h++) gpuOrCpu[h] = this.cpuCount[h] + this.gpuOnly[h];
     const total = heads * audioLength || 1;
     const sum = (a: Int32Array) => a.reduce((x, y) => x + y, 0);
     return {
@@ -216,6 +220,7 @@ export class Residency {
   private unbind(head: number, pos: number, slot: number): void {
     this.audioSlot[head][pos] = EMPTY;
     this.gpuCount[head]--;
+    if (!this.offload.has(head, pos)) this.gpuOnly[head]--; // dropped for good
     this.positions[slot] = EMPTY;
     const page = Math.floor(slot / this.pageSize);
     this.storage.syncPositions(slot, 1, this.positions);

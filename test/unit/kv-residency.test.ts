@@ -36,15 +36,21 @@ function source(head: number, seq: number, k: Float32Array, ko: number, v: Float
 }
 
 function checkSlots(r: Residency, storage: RecordingStorage, heads: number, audioLength: number) {
+  // Plain checks collected into one assertion: thousands of expect() calls per step are slow.
+  const bad: string[] = [];
   for (let h = 0; h < heads; h++) {
+    const pages = new Set(r.pageTable(h));
     for (let p = 0; p < audioLength; p++) {
       const slot = r.slotOf(h, p);
       if (slot === EMPTY) continue;
-      expect(r.positions[slot]).toBe(1 + p);
-      expect(r.pageTable(h)).toContain(Math.floor(slot / r.pageSize));
-      for (let d = 0; d < hd; d++) expect(storage.k[slot * hd + d]).toBe(Math.fround(value(h, 1 + p, d, false)));
+      if (r.positions[slot] !== 1 + p) bad.push(`head ${h} pos ${p}: slot holds ${r.positions[slot]}`);
+      if (!pages.has(Math.floor(slot / r.pageSize))) bad.push(`head ${h} pos ${p}: page not in table`);
+      for (let d = 0; d < hd; d++) {
+        if (storage.k[slot * hd + d] !== Math.fround(value(h, 1 + p, d, false))) bad.push(`head ${h} pos ${p}: wrong key`);
+      }
     }
   }
+  expect(bad.slice(0, 5)).toEqual([]);
 }
 
 describe('KvPool', () => {

@@ -1,0 +1,15 @@
+/**
+ * wnw: long-form speech transcription in the browser (and Node) with a
+ * waxing-and-waning KV cache. Start with `loadTranscriber`.
+ */
+export { loadTranscriber, WnwTranscriber } from './transcriber.js';
+export type {
+  AudioInput, LoadOptions, PolicyName, ProgressEvent, ProgressPhase, StepStats, TranscribeOptions,
+  Transcriber, TranscriptionResult, TranscriptionStats, Word,
+} from './types.js';
+export {
+  WnwError, ModelLoadError, AudioError, ContextTooLongError, NoWebGpuError, OutOfMemoryError, DeviceLostError, CancelledError,
+  type WnwErrorCode,
+} from './errors.js';
+export { POLICIES } from './policy/registry.js';
+export type { KvPolicy, PolicyLayout, PrefillPlan, StepPlan, HeadsFile } from './policy/types.js';

@@ -1,0 +1,184 @@
+/**
+ * One transcription: encode, prefill, let the policy place the KV, then decode step by
+ * step with the policy's recall/release plan applied between steps. Whatever happens
+ * (cancel, error), the tokens decoded so far come back with the stats.
+ */
+import { CancelledError, WnwError } from './errors.js';
+import type { DecoderBackend } from './backend/types.js';
+import { policyLayout } from './backend/cpu/prefill.js';
+import type { LoadedModel } from './model/loader.js';
+import type { KvPolicy, StepObservation } from './policy/types.js';
+import type { ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult, TranscriptionStats } from './types.js';
+import { focusOf, wordsFromFocus } from './timing.js';
+import { segmentLength } from './model/config.js';
+
+export interface RunInput {
+  model: LoadedModel;
+  backend: DecoderBackend;
+  policy: KvPolicy;
+  policyName: TranscriptionStats['policy'];
+  budget: number;
+  /** Audio embeddings [audioLength, hiddenSize] and the audio's duration. */
+  embeddings: Float32Array;
+  audioLength: number;
+  audioSeconds: number;
+  encodeMs: number;
+  /** KV heads whose attention dates the words (calibrated anchors); may be empty. */
+  timingHeads: number[];
+  /** Tidal heads, for the tide chart (empty for policies without them). */
+  tidalHeads: readonly number[];
+  options: TranscribeOptions;
+  progress: (e: ProgressEvent) => void;
+}
+
+const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
+
+export async function runTranscription(r: RunInput): Promise<TranscriptionResult> {
+  const { model, backend, policy, options: o } = r;
+  const c = model.config;
+  const N = r.audioLength;
+  const maxNew = o.maxNewTokens ?? Math.max(8, Math.ceil(6 * r.audioSeconds));
+  const layout = policyLayout(c, N);
+  const req = policy.request(layout);
+  const own = req.decodeHeads.length;
+  const extra = r.timingHeads.filter((h) => !req.decodeHeads.includes(h));
+  const decodeHeads = [...req.decodeHeads, ...extra];
+  const timingIdx = r.timingHeads.map((h) => decodeHeads.indexOf(h));
+  const tokens: number[] = [];
+  const focus: number[] = [];
+  const text = model.tokenizer.decoder();
+  let out = '';
+  const acc = { steps: 0, rGpu: 0, rGpuPeak: 0, bytes: 0, bytesMax: 0, recalls: 0, releases: 0, stepMs: 0 };
+  let stoppedBy: TranscriptionStats['stoppedBy'] = 'eos';
+  let error: Error | undefined;
+  let prefillMs = 0;
+  const t0 = now();
+  const emit = (token: number, f: number) => {
+    tokens.push(token);
+    focus.push(f);
+    const piece = text.push(token);
+    out += piece;
+    if (piece) o.onToken?.(piece, token);
+  };
+  try {
+    backend.begin({ audioLength: N, maxNewTokens: maxNew + 1, request: { ...req, decodeHeads } });
+    r.progress({ phase: 'prefill', fraction: 0 });
+    const pre = await backend.prefill(r.embeddings);
+    const plan = policy.prefill(pre.observation);
+    await backend.applyPrefill(plan);
+    prefillMs = now() - t0;
+    r.progress({ phase: 'prefill', fraction: 1 });
+    let token = pre.token;
+    if (token !== c.tokens.eos) emit(token, -1);
+    while (token !== c.tokens.eos) {
+      if (o.signal?.aborted) throw new CancelledError();
+      if (tokens.length >= maxNew) {
+        stoppedBy = 'length-guard';
+        break;
+      }
+      const ts = now();
+      const res = await backend.step(token);
+      const obs: StepObservation = {
+        step: res.observation.step,
+        weights: res.observation.weights.slice(0, own),
+        queries: res.observation.queries?.slice(0, own),
+      };
+      const stepPlan = policy.afterStep(obs);
+      const moved = await backend.apply(stepPlan);
+      const ms = now() - ts;
+      // This step's attention predicts res.token, so its anchor focus dates that token.
+      const anchor = sumWeights(res.observation.weights, timingIdx, N);
+      const f = anchor ? focusOf(anchor) : -1;
+      const st = backend.residency();
+      acc.steps++;
+      acc.rGpu += st.rGpu;
+      acc.rGpuPeak = Math.max(acc.rGpuPeak, st.rGpu);
+      acc.bytes += moved.bytesToGpu;
+      acc.bytesMax = Math.max(acc.bytesMax, moved.bytesToGpu);
+      acc.recalls += moved.recalledPositions;
+      acc.releases += moved.releasedPositions;
+      acc.stepMs += ms;
+      if (o.onStep) o.onStep(stepStats(acc.steps - 1, token, out, st.rGpu, moved.bytesToGpu, ms, anchor, backend, r.tidalHeads, c.audio.tokensPerSecond, segmentLength(c), N));
+      r.progress({ phase: 'decode', fraction: f >= 0 ? Math.min(1, f / N) : Math.min(1, acc.steps / maxNew) });
+      token = res.token;
+      if (token !== c.tokens.eos) emit(token, f);
+    }
+  } catch (e) {
+    error = e instanceof Error ? e : new Error(String(e));
+    stoppedBy = e instanceof CancelledError ? 'cancelled' : 'error';
+    if (!(e instanceof WnwError) && !(e instanceof CancelledError)) error = new WnwError('BAD_ARGUMENT', `transcription failed: ${error.message}`, { cause: e });
+  }
+  out += text.flush();
+  const final = safeResidency(backend);
+  backend.end();
+  const decodeMs = acc.stepMs;
+  const steps = Math.max(1, acc.steps);
+  const stats: TranscriptionStats = {
+    policy: r.policyName,
+    budget: r.budget,
+    backend: backend.label,
+    audioSeconds: r.audioSeconds,
+    audioTokens: N,
+    decodeSteps: acc.steps,
+    rGpu: acc.steps ? acc.rGpu / acc.steps : final?.rGpu ?? 0,
+    rGpuPeak: acc.rGpuPeak,
+    rGpuCpu: final?.rGpuCpu ?? 0,
+    mbPerStep: acc.bytes / steps / 1e6,
+    mbPerStepMax: acc.bytesMax / 1e6,
+    recallsPerStep: acc.recalls / steps,
+    releasesPerStep: acc.releases / steps,
+    msPerToken: decodeMs / steps,
+    prefillMs,
+    encodeMs: r.encodeMs,
+    gpuKvBytes: final?.gpuBytesInUse ?? 0,
+    cpuKvBytes: final?.cpuBytes ?? 0,
+    realTimeFactor: (r.encodeMs + prefillMs + decodeMs) / 1000 / Math.max(1e-9, r.audioSeconds),
+    stoppedBy,
+  };
+  const words = wordsFromFocus(tokens, focus, model.tokenizer, c.audio.tokensPerSecond, r.audioSeconds);
+  return { text: out.trim(), words, tokens, stats, error };
+}
+
+function safeResidency(b: DecoderBackend) {
+  try {
+    return b.residency();
+  } catch {
+    return undefined;
+  }
+}
+
+function sumWeights(weights: Float32Array[], idx: number[], n: number): Float32Array | null {
+  if (idx.length === 0) return null;
+  const a = new Float32Array(n);
+  for (const i of idx) {
+    const w = weights[i];
+    for (let p = 0; p < n; p++) a[p] += w[p];
+  }
+  return a;
+}
+
+function stepStats(
+  step: number, token: number, text: string, rGpu: number, bytes: number, ms: number, anchor: Float32Array | null,
+  backend: DecoderBackend, tidal: readonly number[], tps: number, seg: number, N: number,
+): StepStats {
+  const segments = Math.ceil(N / seg);
+  let anchorAttention: Float32Array | undefined;
+  if (anchor) {
+    anchorAttention = new Float32Array(segments);
+    for (let p = 0; p < N; p++) anchorAttention[Math.floor(p / seg)] += anchor[p];
+  }
+  let tidalSegments: Float32Array | undefined;
+  const res = 'residencyState' in backend ? (backend as { residencyState(): { slotOf(h: number, p: number): number } | undefined }).residencyState() : undefined;
+  if (res && tidal.length > 0) {
+    tidalSegments = new Float32Array(segments);
+    for (const h of tidal) {
+      for (let s = 0; s < segments; s++) {
+        let full = true;
+        for (let p = s * seg; p < Math.min(N, (s + 1) * seg) && full; p++) full = res.slotOf(h, p) >= 0;
+        if (full) tidalSegments[s] += 1 / tidal.length;
+      }
+    }
+  }
+  void tps;
+  return { step, token, text, rGpu, bytesToGpu: bytes, msPerToken: ms, focus: anchor ? Math.round(focusOf(anchor)) : -1, tidalSegments, anchorAttention };
+}

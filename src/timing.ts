@@ -1,0 +1,77 @@
+/**
+ * Word times from the anchor heads' attention. At the decode step that predicts a
+ * token, the anchors' attention peaks where that token is spoken (that is what makes
+ * them anchors), so the attention-weighted mean position of the top mass is the
+ * token's time. Words start at their first piece's time and end where the next word
+ * starts (the last word ends at its last piece plus one segment, capped at the audio end).
+ */
+import type { Tokenizer } from './model/tokenizer.js';
+import type { Word } from './types.js';
+
+/** Attention-weighted centre of the top `k` audio positions; -1 if there is no mass. */
+export function focusOf(weights: Float32Array, k = 4): number {
+  const top: number[] = [];
+  for (let i = 0; i < weights.length; i++) {
+    if (weights[i] <= 0) continue;
+    if (top.length < k) {
+      top.push(i);
+      top.sort((a, b) => weights[b] - weights[a]);
+    } else if (weights[i] > weights[top[k - 1]]) {
+      top[k - 1] = i;
+      top.sort((a, b) => weights[b] - weights[a]);
+    }
+  }
+  let m = 0;
+  let s = 0;
+  for (const i of top) {
+    m += weights[i] * i;
+    s += weights[i];
+  }
+  return s > 0 ? m / s : -1;
+}
+
+/**
+ * Groups tokens into words (a piece starting with "▁" opens a word) and dates them.
+ * `focus[i]` is the audio position (token units) of tokens[i], or -1 when unknown: then
+ * times are interpolated from the neighbours, or spread evenly over the audio.
+ */
+export function wordsFromFocus(tokens: number[], focus: number[], tok: Tokenizer, tokensPerSecond: number, audioSeconds: number): Word[] {
+  const t = fillUnknown(focus, tokens.length, audioSeconds * tokensPerSecond);
+  const words: Word[] = [];
+  let cur: { text: string; start: number; last: number } | null = null;
+  for (let i = 0; i < tokens.length; i++) {
+    const piece = tok.render(tokens[i]).text;
+    if (piece === '') continue;
+    const startsWord = piece.startsWith(' ') || cur === null;
+    if (startsWord) {
+      if (cur) words.push({ word: cur.text, start: cur.start, end: t[i] });
+      cur = { text: piece.trim(), start: t[i], last: t[i] };
+    } else if (cur) {
+      cur.text += piece;
+      cur.last = t[i];
+    }
+  }
+  if (cur) words.push({ word: cur.text, start: cur.start, end: Math.min(cur.last + 2 * tokensPerSecond, audioSeconds * tokensPerSecond) });
+  return words
+    .filter((w) => w.word.length > 0)
+    .map((w) => ({ word: w.word, start: round(w.start / tokensPerSecond), end: round(Math.max(w.end, w.start) / tokensPerSecond) }));
+}
+
+function fillUnknown(focus: number[], n: number, audioTokens: number): number[] {
+  const t = focus.slice(0, n);
+  const known = t.map((v, i) => (v >= 0 ? i : -1)).filter((i) => i >= 0);
+  if (known.length === 0) return t.map((_, i) => ((i + 0.5) / Math.max(1, n)) * audioTokens);
+  for (let i = 0; i < n; i++) {
+    if (t[i] >= 0) continue;
+    const prev = known.filter((k) => k < i).pop();
+    const next = known.find((k) => k > i);
+    if (prev === undefined) t[i] = t[next!];
+    else if (next === undefined) t[i] = t[prev];
+    else t[i] = t[prev] + ((t[next] - t[prev]) * (i - prev)) / (next - prev);
+  }
+  // Time runs forward: a word cannot start before the previous one.
+  for (let i = 1; i < n; i++) t[i] = Math.max(t[i], t[i - 1]);
+  return t;
+}
+
+const round = (x: number) => Math.round(x * 100) / 100;
