@@ -17,7 +17,7 @@ function fullPlan(heads: number): PrefillPlan {
 }
 
 function denseLogits(tokens: number[], audio: Float32Array): Float32Array {
-  const r = prefillLayers(config, weights, ropeFrequencies(config.headDim, config.ropeTheta), audio, N, request, tokens);
+  const r = prefillLayers(config, weights, ropeFrequencies(config.headDim, config.ropeTheta), audio, N, request, { suffix: tokens });
   const D = config.hiddenSize;
   const n = 1 + N + config.instruction.length + tokens.length;
   const xn = new Float32Array(D);

@@ -166,6 +166,7 @@ export function causalAttention(
   q: Float32Array, k: Float32Array, v: Float32Array, n: number,
   numHeads: number, numKvHeads: number, headDim: number, out: Float32Array,
   scoresOut?: { perKvHead: Float32Array[]; lastQueries: number; audioStart: number },
+  capture?: { fromRow: number; onRow: (head: number, row: number, expScores: Float64Array, sum: number) => void },
 ): void {
   const group = numHeads / numKvHeads;
   const scale = 1 / Math.sqrt(headDim);
@@ -199,6 +200,7 @@ export function causalAttention(
       }
       const ob = i * qd + h * headDim;
       for (let d = 0; d < headDim; d++) out[ob + d] = acc[d];
+      if (capture && i >= capture.fromRow) capture.onRow(h, i, row, sum);
       if (scoresOut && i >= firstScored) {
         const dst = scoresOut.perKvHead[kh];
         const a0 = scoresOut.audioStart;

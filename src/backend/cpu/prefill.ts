@@ -43,14 +43,18 @@ export function promptInputs(c: ModelConfig, embed: Float32Array, audio: Float32
   return x;
 }
 
-/**
- * `suffix` appends text tokens after the instruction (teacher forcing; the dense
- * reference the paged decode is tested against).
- */
+export interface PrefillExtras {
+  /** Text tokens appended after the instruction (teacher forcing; the dense reference for tests). */
+  suffix?: number[];
+  /** Sees every query head's unnormalised softmax row (exp scores and their sum) for rows >= fromRow. */
+  capture?: { fromRow: number; onRow: (layer: number, head: number, row: number, expScores: Float64Array, sum: number) => void };
+}
+
 export function prefillLayers(
   c: ModelConfig, w: DecoderWeights, freqs: Float64Array, audio: Float32Array, N: number, request: AttentionRequest,
-  suffix: number[] = [],
+  extras: PrefillExtras = {},
 ): PrefillOutput {
+  const suffix = extras.suffix ?? [];
   const D = c.hiddenSize;
   const hd = c.headDim;
   const qd = c.numHeads * hd;
@@ -83,7 +87,7 @@ export function prefillLayers(
       perKvHead: scores.slice(l * c.numKvHeads, (l + 1) * c.numKvHeads),
       lastQueries: request.prefillQueries,
       audioStart: 1,
-    });
+    }, extras.capture ? { fromRow: extras.capture.fromRow, onRow: (h, i, e, sum) => extras.capture!.onRow(l, h, i, e, sum) } : undefined);
     matmul(L.o, D, qd, att, n, tmp);
     for (let i = 0; i < n * D; i++) x[i] += tmp[i];
     rmsnorm(x, L.mlpNorm, c.rmsNormEps, D, n, xn);

@@ -1,0 +1,84 @@
+/**
+ * `npm run calibrate`: offline head triage. Runs the reference model teacher-forced on
+ * the calibration clips for the Voice Score, takes the Head Sensitivity from PyTorch
+ * (training/head_sensitivity.py), and writes heads.json (VS × HS) next to the model,
+ * plus heads.voice.json and heads.sensitivity.json for the ablation.
+ *
+ *   npm run calibrate -- [--model public/models/wnw-ref] [--clips calibration-data]
+ *                        [--hs FILE.json] [--limit N]
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { toMono16k } from '../audio/decode.js';
+import { logMel } from '../audio/mel.js';
+import { kvHeadCount, segmentLength } from '../model/config.js';
+import { AudioEncoder } from '../model/encoder.js';
+import { loadModel } from '../model/loader.js';
+import { answerAttention, tokenWordIndex } from './attention.js';
+import { listCalibrationClips } from './clips.js';
+import { buildHeadsFile, parseHeadSensitivity } from './heads-file.js';
+import { VoiceScoreAccumulator } from './voice-score.js';
+
+function arg(name: string, dflt?: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : dflt;
+}
+
+async function main(): Promise<void> {
+  const modelDir = arg('model', 'public/models/wnw-ref')!;
+  const clipsDir = arg('clips', 'calibration-data')!;
+  const limit = Number(arg('limit', 'Infinity'));
+  const model = await loadModel(modelDir);
+  const c = model.config;
+  const encoder = await AudioEncoder.create(model.encoderBytes, c, { file: join(modelDir, 'encoder.onnx') });
+  const clips = await listCalibrationClips(clipsDir, limit);
+  const vs = new VoiceScoreAccumulator({ numLayers: c.numLayers, numHeads: c.numHeads, numKvHeads: c.numKvHeads, tokensPerSecond: c.audio.tokensPerSecond });
+  const clipLengths: number[] = [];
+  const t0 = Date.now();
+  for (const [i, clip] of clips.entries()) {
+    const samples = await toMono16k(new Uint8Array(readFileSync(clip.wav)), c.audio.sampleRate);
+    const mel = logMel(samples, c.audio);
+    const N = Math.floor(mel.frames / c.audio.framesPerToken);
+    const emb = await encoder.encode(mel.data, mel.frames);
+    const tokens = clip.tokens ?? model.tokenizer.encode(clip.text);
+    const wordOf = tokenWordIndex(tokens.map((t) => model.tokenizer.render(t).text));
+    const rows = answerAttention(c, model.weights, emb, N, tokens);
+    tokens.forEach((_, j) => {
+      const span = clip.words[wordOf[j]];
+      if (span) vs.addToken(span, N, (q) => rows[j][q]);
+    });
+    vs.endClip();
+    clipLengths.push(N);
+    process.stderr.write(`\rcalibrate: clip ${i + 1}/${clips.length} (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+  }
+  process.stderr.write('\n');
+  const v = vs.result();
+  let hsFile = arg('hs');
+  if (!hsFile) {
+    hsFile = join(mkdtempSync(join(tmpdir(), 'wnw-hs-')), 'hs.json');
+    process.stderr.write('calibrate: head sensitivity with PyTorch (training/head_sensitivity.py)\n');
+    execFileSync('/usr/bin/python3', ['training/head_sensitivity.py', '--model', modelDir, '--clips', clipsDir, '--out', hsFile, ...(Number.isFinite(limit) ? ['--limit', String(limit)] : [])], { stdio: 'inherit' });
+  }
+  const hsJson = JSON.parse(readFileSync(hsFile, 'utf8')) as Record<string, unknown>;
+  const hs = parseHeadSensitivity(hsJson['head_sensitivity'] ?? hsJson, kvHeadCount(c));
+  for (const ranking of ['product', 'voice', 'sensitivity'] as const) {
+    const heads = buildHeadsFile({
+      model: c.name, numLayers: c.numLayers, numKvHeads: c.numKvHeads,
+      voiceScore: v.voiceScore, headSensitivity: hs, ranking, clipLengths, segmentLength: segmentLength(c),
+    });
+    const name = ranking === 'product' ? 'heads.json' : `heads.${ranking}.json`;
+    writeFileSync(join(modelDir, name), JSON.stringify(heads, null, 1) + '\n');
+    process.stderr.write(`calibrate: wrote ${join(modelDir, name)}\n`);
+  }
+  const top = v.voiceScore.map((s, h) => ({ h, s, hs: hs[h] })).sort((a, b) => b.s * b.hs - a.s * a.hs).slice(0, 8);
+  console.log(`clips ${v.clips}, tokens ${v.tokens} (skipped ${v.skipped}); top heads by VS×HS:`);
+  for (const t of top) console.log(`  head ${t.h} (layer ${Math.floor(t.h / c.numKvHeads)}, kv ${t.h % c.numKvHeads}): VS ${t.s.toFixed(3)} HS ${t.hs.toExponential(2)}`);
+  await encoder.dispose();
+}
+
+main().catch((e) => {
+  console.error(`calibrate: ${e instanceof Error ? e.message : String(e)}`);
+  process.exit(1);
+});
