@@ -110,7 +110,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   }
   out += text.flush();
   const final = safeResidency(backend);
-  backend.end();
+  backend.end(o.reusePrefill);
   const decodeMs = acc.stepMs;
   const steps = Math.max(1, acc.steps);
   const stats: TranscriptionStats = {

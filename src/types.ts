@@ -83,6 +83,8 @@ export interface TranscribeOptions {
   budget?: number;
   /** Cap on generated tokens; default 6 per audio second. */
   maxNewTokens?: number;
+  /** Keep the prefill for the next call on the same encoding (evaluation runs many policies per clip). */
+  reusePrefill?: boolean;
 }
 
 export interface TranscriptionResult {

@@ -54,8 +54,12 @@ export interface DecoderBackend {
   residency(): ResidencyStats;
   /** Counters for benchmarks: dispatches and queue submits of the last step (0 on CPU). */
   stepCounters(): { dispatches: number; submits: number; buffers: number; bindGroups: number };
-  /** Ends the session: frees per-session state, keeps the weights. */
-  end(): void;
+  /**
+   * Ends the session: frees per-session state, keeps the weights. `keepPrefill` keeps
+   * the prefill for a next session on the same embeddings array (evaluation of many
+   * policies on one clip); a backend may ignore it.
+   */
+  end(keepPrefill?: boolean): void;
   /** Frees everything (weights and GPU buffers). */
   dispose(): void;
 }

@@ -13,7 +13,10 @@ import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { PrefillPlan, StepPlan } from '../../policy/types.js';
 import type { DecoderBackend, PrefillResult, SessionOptions, StepResult } from '../types.js';
 import { argmax, matvec, pagedAttention, rmsnorm, rope, ropeFrequencies, swiglu } from './ops.js';
-import { prefillLayers } from './prefill.js';
+import { audioKeys, prefillLayers, type PrefillOutput } from './prefill.js';
+
+/** Windows scored in every prefill so that one prefill serves every policy (SnapKV's w = 32, all rows). */
+const SHARED_WINDOWS = [32, Infinity];
 
 export interface CpuBackendOptions {
   /** Cap on KV pool bytes; default: whatever the session needs. */
@@ -60,6 +63,11 @@ export class CpuBackend implements DecoderBackend {
   private readonly logits: Float32Array;
   private readonly slots: Int32Array;
   private attScratch = { scores: new Float64Array(0), acc: new Float64Array(0) };
+  /**
+   * The last prefill, keyed by the embeddings array: evaluation runs many policies on
+   * one clip, and the prefill (the same for every policy) is most of a CPU run's time.
+   */
+  private memo: { embeddings: Float32Array; out: PrefillOutput } | null = null;
 
   constructor(readonly config: ModelConfig, private readonly weights: DecoderWeights, private readonly options: CpuBackendOptions = {}) {
     const c = config;
@@ -100,7 +108,13 @@ export class CpuBackend implements DecoderBackend {
     if (audioEmbeddings.length !== N * c.hiddenSize) {
       throw new RangeError(`audio embeddings hold ${audioEmbeddings.length} floats, expected ${N} x ${c.hiddenSize}`);
     }
-    const r = prefillLayers(c, this.weights, this.freqs, audioEmbeddings, N, s.opts.request);
+    const req = s.opts.request;
+    let r = this.memo?.embeddings === audioEmbeddings && this.memo.out.scores.has(req.prefillQueries) ? this.memo.out : null;
+    if (!r) {
+      this.memo = null; // free the old one before allocating the new
+      r = prefillLayers(c, this.weights, this.freqs, audioEmbeddings, N, req, { windows: [...SHARED_WINDOWS, c.instruction.length] });
+      this.memo = { embeddings: audioEmbeddings, out: r };
+    }
     s.prefillK = r.k;
     s.prefillV = r.v;
     const last = r.hidden.subarray((s.promptLength - 1) * c.hiddenSize, s.promptLength * c.hiddenSize);
@@ -108,7 +122,12 @@ export class CpuBackend implements DecoderBackend {
     return {
       token,
       logits: s.opts.returnLogits ? Float32Array.from(this.logits) : undefined,
-      observation: { layout: r.layout, scores: r.scores, keys: r.keys },
+      observation: {
+        layout: r.layout,
+        // Copies: a policy may keep or modify its scores, and the memo serves the next one.
+        scores: r.scores.get(req.prefillQueries)!.map((a) => Float32Array.from(a)),
+        keys: req.prefillKeys ? audioKeys(c, r.k, N) : undefined,
+      },
     };
   }
 
@@ -237,12 +256,14 @@ export class CpuBackend implements DecoderBackend {
     return { dispatches: 0, submits: 0, buffers: 0, bindGroups: 0 };
   }
 
-  end(): void {
+  end(keepPrefill = false): void {
     this.session = null;
+    if (!keepPrefill) this.memo = null;
   }
 
   dispose(): void {
     this.session = null;
+    this.memo = null;
   }
 
   /** Final norm + lm_head into this.logits; returns the greedy token. */

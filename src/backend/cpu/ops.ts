@@ -11,9 +11,31 @@
 
 export const EMPTY_SLOT = -1;
 
-/** out[r] = sum_c W[r, c] * x[c] */
+/** out[r] = sum_c W[r, c] * x[c]. Four rows at a time: one read of x serves four dot products. */
 export function matvec(w: Float32Array, rows: number, cols: number, x: Float32Array, out: Float32Array, xOffset = 0): void {
-  for (let r = 0; r < rows; r++) {
+  let r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const b0 = r * cols;
+    const b1 = b0 + cols;
+    const b2 = b1 + cols;
+    const b3 = b2 + cols;
+    let a0 = 0;
+    let a1 = 0;
+    let a2 = 0;
+    let a3 = 0;
+    for (let c = 0; c < cols; c++) {
+      const xv = x[xOffset + c];
+      a0 += w[b0 + c] * xv;
+      a1 += w[b1 + c] * xv;
+      a2 += w[b2 + c] * xv;
+      a3 += w[b3 + c] * xv;
+    }
+    out[r] = a0;
+    out[r + 1] = a1;
+    out[r + 2] = a2;
+    out[r + 3] = a3;
+  }
+  for (; r < rows; r++) {
     let acc = 0;
     const base = r * cols;
     for (let c = 0; c < cols; c++) acc += w[base + c] * x[xOffset + c];
@@ -21,18 +43,63 @@ export function matvec(w: Float32Array, rows: number, cols: number, x: Float32Ar
   }
 }
 
-/** Y[n, rows] = X[n, cols] * W^T, W [rows, cols]. */
+/**
+ * Y[n, rows] = X[n, cols] * W^T, W [rows, cols]. Blocked 2 x 4 (inputs x weight rows) so
+ * each loaded value feeds several accumulators; the sums are the same dot products as
+ * matvec's, in the same order, so prefill and decode agree bit for bit.
+ */
 export function matmul(w: Float32Array, rows: number, cols: number, x: Float32Array, n: number, out: Float32Array): void {
-  for (let i = 0; i < n; i++) {
-    const xb = i * cols;
-    const ob = i * rows;
-    for (let r = 0; r < rows; r++) {
-      let acc = 0;
-      const wb = r * cols;
-      for (let c = 0; c < cols; c++) acc += w[wb + c] * x[xb + c];
-      out[ob + r] = acc;
+  let i = 0;
+  for (; i + 2 <= n; i += 2) {
+    const x0 = i * cols;
+    const x1 = x0 + cols;
+    let r = 0;
+    for (; r + 4 <= rows; r += 4) {
+      const b0 = r * cols;
+      const b1 = b0 + cols;
+      const b2 = b1 + cols;
+      const b3 = b2 + cols;
+      let a00 = 0, a01 = 0, a02 = 0, a03 = 0, a10 = 0, a11 = 0, a12 = 0, a13 = 0;
+      for (let c = 0; c < cols; c++) {
+        const u = x[x0 + c];
+        const v = x[x1 + c];
+        const w0 = w[b0 + c];
+        const w1 = w[b1 + c];
+        const w2 = w[b2 + c];
+        const w3 = w[b3 + c];
+        a00 += w0 * u;
+        a01 += w1 * u;
+        a02 += w2 * u;
+        a03 += w3 * u;
+        a10 += w0 * v;
+        a11 += w1 * v;
+        a12 += w2 * v;
+        a13 += w3 * v;
+      }
+      const o0 = i * rows + r;
+      const o1 = o0 + rows;
+      out[o0] = a00;
+      out[o0 + 1] = a01;
+      out[o0 + 2] = a02;
+      out[o0 + 3] = a03;
+      out[o1] = a10;
+      out[o1 + 1] = a11;
+      out[o1 + 2] = a12;
+      out[o1 + 3] = a13;
+    }
+    for (; r < rows; r++) {
+      let a0 = 0;
+      let a1 = 0;
+      const b = r * cols;
+      for (let c = 0; c < cols; c++) {
+        a0 += w[b + c] * x[x0 + c];
+        a1 += w[b + c] * x[x1 + c];
+      }
+      out[i * rows + r] = a0;
+      out[(i + 1) * rows + r] = a1;
     }
   }
+  for (; i < n; i++) matvec(w, rows, cols, x, out.subarray(i * rows, (i + 1) * rows), i * cols);
 }
 
 /** RMSNorm of n rows of `dim`: y = x / sqrt(mean(x^2) + eps) * weight. */
@@ -158,14 +225,15 @@ export function pagedAttention(
 
 /**
  * Causal self-attention over a whole prompt of n positions. q [n, H*hd], k and v
- * [n, Hkv*hd], out [n, H*hd]. When `scoresOut` is given (one Float32Array per KV head,
- * length = audioLength), the softmax weights of the last `lastQueries` query positions
- * on positions audioStart .. audioStart+audioLength-1 are summed over the group into it.
+ * [n, Hkv*hd], out [n, H*hd]. For each window of `scoresOut` (one Float32Array per KV
+ * head, length = audioLength), the softmax weights of the last `lastQueries` query
+ * positions on positions audioStart .. audioStart+audioLength-1 are summed over the
+ * group into it.
  */
 export function causalAttention(
   q: Float32Array, k: Float32Array, v: Float32Array, n: number,
   numHeads: number, numKvHeads: number, headDim: number, out: Float32Array,
-  scoresOut?: { perKvHead: Float32Array[]; lastQueries: number; audioStart: number },
+  scoresOut?: { windows: Array<{ lastQueries: number; perKvHead: Float32Array[] }>; audioStart: number },
   capture?: { fromRow: number; onRow: (head: number, row: number, expScores: Float64Array, sum: number) => void },
 ): void {
   const group = numHeads / numKvHeads;
@@ -173,39 +241,62 @@ export function causalAttention(
   const qd = numHeads * headDim;
   const kvd = numKvHeads * headDim;
   const row = new Float64Array(n);
-  const acc = new Float64Array(headDim);
-  const firstScored = scoresOut ? Math.max(0, n - scoresOut.lastQueries) : n;
-  for (let h = 0; h < numHeads; h++) {
-    const kh = Math.floor(h / group);
-    for (let i = 0; i < n; i++) {
-      const qb = i * qd + h * headDim;
-      let max = -Infinity;
-      for (let t = 0; t <= i; t++) {
-        const kb = t * kvd + kh * headDim;
-        let dot = 0;
-        for (let d = 0; d < headDim; d++) dot += q[qb + d] * k[kb + d];
-        row[t] = dot * scale;
-        if (row[t] > max) max = row[t];
+  const qv = new Float64Array(headDim);
+  // One KV head's keys contiguous and its values transposed, so both inner loops are
+  // unit-stride dot products (this is what makes CPU prefill usable for evaluation).
+  const kh_ = new Float32Array(n * headDim);
+  const vt = new Float32Array(headDim * n);
+  const windows = scoresOut?.windows.map((w) => ({ first: Math.max(0, n - w.lastQueries), perKvHead: w.perKvHead })) ?? [];
+  const firstScored = Math.min(n, ...windows.map((w) => w.first));
+  for (let kh = 0; kh < numKvHeads; kh++) {
+    for (let t = 0; t < n; t++) {
+      const src = t * kvd + kh * headDim;
+      for (let d = 0; d < headDim; d++) {
+        kh_[t * headDim + d] = k[src + d];
+        vt[d * n + t] = v[src + d];
       }
-      let sum = 0;
-      for (let t = 0; t <= i; t++) {
-        row[t] = Math.exp(row[t] - max);
-        sum += row[t];
-      }
-      acc.fill(0);
-      for (let t = 0; t <= i; t++) {
-        const w = row[t] / sum;
-        const vb = t * kvd + kh * headDim;
-        for (let d = 0; d < headDim; d++) acc[d] += w * v[vb + d];
-      }
-      const ob = i * qd + h * headDim;
-      for (let d = 0; d < headDim; d++) out[ob + d] = acc[d];
-      if (capture && i >= capture.fromRow) capture.onRow(h, i, row, sum);
-      if (scoresOut && i >= firstScored) {
-        const dst = scoresOut.perKvHead[kh];
-        const a0 = scoresOut.audioStart;
-        const end = Math.min(i + 1, a0 + dst.length);
-        for (let t = a0; t < end; t++) dst[t - a0] += row[t] / sum;
+    }
+    for (let h = kh * group; h < (kh + 1) * group; h++) {
+      for (let i = 0; i < n; i++) {
+        const qb = i * qd + h * headDim;
+        for (let d = 0; d < headDim; d++) qv[d] = q[qb + d];
+        let max = -Infinity;
+        for (let t = 0; t <= i; t++) {
+          const kb = t * headDim;
+          let dot = 0;
+          let d = 0;
+          for (; d + 4 <= headDim; d += 4) {
+            dot += qv[d] * kh_[kb + d] + qv[d + 1] * kh_[kb + d + 1] + qv[d + 2] * kh_[kb + d + 2] + qv[d + 3] * kh_[kb + d + 3];
+          }
+          for (; d < headDim; d++) dot += qv[d] * kh_[kb + d];
+          const sc = dot * scale;
+          row[t] = sc;
+          if (sc > max) max = sc;
+        }
+        let sum = 0;
+        for (let t = 0; t <= i; t++) {
+          const e = Math.exp(row[t] - max);
+          row[t] = e;
+          sum += e;
+        }
+        const ob = i * qd + h * headDim;
+        const inv = 1 / sum;
+        for (let d = 0; d < headDim; d++) {
+          const vb = d * n;
+          let a = 0;
+          for (let t = 0; t <= i; t++) a += row[t] * vt[vb + t];
+          out[ob + d] = a * inv;
+        }
+        if (capture && i >= capture.fromRow) capture.onRow(h, i, row, sum);
+        if (scoresOut && i >= firstScored) {
+          const a0 = scoresOut.audioStart;
+          for (const w of windows) {
+            if (i < w.first) continue;
+            const dst = w.perKvHead[kh];
+            const end = Math.min(i + 1, a0 + dst.length);
+            for (let t = a0; t < end; t++) dst[t - a0] += row[t] * inv;
+          }
+        }
       }
     }
   }

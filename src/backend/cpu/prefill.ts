@@ -14,8 +14,8 @@ export interface PrefillOutput {
   /** Per layer, post-RoPE keys and values [n, numKvHeads * headDim]. */
   k: Float32Array[];
   v: Float32Array[];
-  scores: Float32Array[];
-  keys?: Float32Array[];
+  /** Prefill scores per window (number of last prompt queries), per KV head. */
+  scores: Map<number, Float32Array[]>;
   layout: PolicyLayout;
 }
 
@@ -46,6 +46,8 @@ export function promptInputs(c: ModelConfig, embed: Float32Array, audio: Float32
 export interface PrefillExtras {
   /** Text tokens appended after the instruction (teacher forcing; the dense reference for tests). */
   suffix?: number[];
+  /** More prefill-score windows to compute in the same pass. */
+  windows?: number[];
   /** Sees every query head's unnormalised softmax row (exp scores and their sum) for rows >= fromRow. */
   capture?: { fromRow: number; onRow: (layer: number, head: number, row: number, expScores: Float64Array, sum: number) => void };
 }
@@ -70,7 +72,10 @@ export function prefillLayers(
   const up = new Float32Array(n * F);
   const ks: Float32Array[] = [];
   const vs: Float32Array[] = [];
-  const scores = Array.from({ length: kvHeadCount(c) }, () => new Float32Array(N));
+  // Every window a policy is likely to ask for is scored in the same pass (the extra
+  // cost is a few additions per weight), so one prefill serves every policy.
+  const windowSet = new Set([request.prefillQueries, ...(extras.windows ?? [])]);
+  const scores = new Map([...windowSet].map((wq) => [wq, Array.from({ length: kvHeadCount(c) }, () => new Float32Array(N))]));
   for (let l = 0; l < c.numLayers; l++) {
     const L = w.layers[l];
     const k = new Float32Array(n * kvd);
@@ -84,8 +89,7 @@ export function prefillLayers(
       rope(k, i * kvd, c.numKvHeads, hd, i, freqs);
     }
     causalAttention(q, k, v, n, c.numHeads, c.numKvHeads, hd, att, {
-      perKvHead: scores.slice(l * c.numKvHeads, (l + 1) * c.numKvHeads),
-      lastQueries: request.prefillQueries,
+      windows: [...scores].map(([lastQueries, perHead]) => ({ lastQueries, perKvHead: perHead.slice(l * c.numKvHeads, (l + 1) * c.numKvHeads) })),
       audioStart: 1,
     }, extras.capture ? { fromRow: extras.capture.fromRow, onRow: (h, i, e, sum) => extras.capture!.onRow(l, h, i, e, sum) } : undefined);
     matmul(L.o, D, qd, att, n, tmp);
@@ -99,16 +103,20 @@ export function prefillLayers(
     ks.push(k);
     vs.push(v);
   }
-  let keys: Float32Array[] | undefined;
-  if (request.prefillKeys) {
-    keys = [];
-    for (let l = 0; l < c.numLayers; l++) {
-      for (let kh = 0; kh < c.numKvHeads; kh++) {
-        const out = new Float32Array(N * hd);
-        for (let p = 0; p < N; p++) out.set(ks[l].subarray((1 + p) * kvd + kh * hd, (1 + p) * kvd + (kh + 1) * hd), p * hd);
-        keys.push(out);
-      }
+  return { hidden: x, k: ks, v: vs, scores, layout: policyLayout(c, N) };
+}
+
+/** Per KV head, the post-RoPE audio keys [N, headDim] (page key bounds for Quest/ArkVale). */
+export function audioKeys(c: ModelConfig, k: Float32Array[], N: number): Float32Array[] {
+  const hd = c.headDim;
+  const kvd = c.numKvHeads * hd;
+  const keys: Float32Array[] = [];
+  for (let l = 0; l < c.numLayers; l++) {
+    for (let kh = 0; kh < c.numKvHeads; kh++) {
+      const out = new Float32Array(N * hd);
+      for (let p = 0; p < N; p++) out.set(k[l].subarray((1 + p) * kvd + kh * hd, (1 + p) * kvd + (kh + 1) * hd), p * hd);
+      keys.push(out);
     }
   }
-  return { hidden: x, k: ks, v: vs, scores, keys, layout: policyLayout(c, N) };
+  return keys;
 }
