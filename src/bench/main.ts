@@ -1,0 +1,102 @@
+/**
+ * `npm run bench [-- --json] [--minutes 1,4,10] [--steps 32] [--backends cpu,webgpu]`
+ *
+ * Prefill tokens/s and decode ms/token of the reference model at 1, 4 and 10 minutes of
+ * audio, full cache vs WnW at r_GPU 0.2, for every backend this machine reaches. Numbers
+ * are measured in one run; compare ratios. WebGPU on SwiftShader runs on the CPU: its
+ * rows are labelled so and are not GPU timings.
+ */
+import { existsSync } from 'node:fs';
+import { CpuBackend } from '../backend/cpu/backend.js';
+import { loadModel } from '../model/loader.js';
+import { kvHeadCount, type ModelConfig } from '../model/config.js';
+import { randomDecoderWeights, randomEmbeddings, referenceConfig, rng } from '../model/testing.js';
+import type { DecoderWeights } from '../model/weights.js';
+import type { HeadsFile } from '../policy/types.js';
+import { buildHeadsFile } from '../calibrate/heads-file.js';
+import { segmentLength } from '../model/config.js';
+import { timePolicy, type PolicyTiming } from './decode.js';
+import { benchWebGpu } from './webgpu.js';
+
+interface Row extends PolicyTiming {
+  backend: string;
+  minutes: number;
+  audioTokens: number;
+  msPerTokenVsFull: number;
+}
+
+function arg(name: string, dflt: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : dflt;
+}
+
+/** A heads file for random weights: random scores, roles and λ fitted exactly as calibration does. */
+function syntheticHeads(c: ModelConfig): HeadsFile {
+  const r = rng(11);
+  const n = kvHeadCount(c);
+  return buildHeadsFile({
+    model: c.name, numLayers: c.numLayers, numKvHeads: c.numKvHeads,
+    voiceScore: Array.from({ length: n }, () => r()), headSensitivity: Array.from({ length: n }, () => r()),
+    clipLengths: [750], segmentLength: segmentLength(c),
+  });
+}
+
+async function main(): Promise<void> {
+  const json = process.argv.includes('--json');
+  const minutes = arg('minutes', '1,4,10').split(',').map(Number);
+  const steps = Number(arg('steps', '32'));
+  const backends = arg('backends', 'cpu,webgpu').split(',');
+  const modelDir = arg('model', 'public/models/wnw-ref');
+  let config: ModelConfig;
+  let weights: DecoderWeights;
+  let heads: HeadsFile | undefined;
+  let modelLabel: string;
+  if (existsSync(`${modelDir}/decoder.safetensors`)) {
+    const m = await loadModel(modelDir);
+    config = m.config;
+    weights = m.weights;
+    heads = m.heads;
+    modelLabel = `${config.name} (trained weights)`;
+  } else {
+    config = referenceConfig();
+    weights = randomDecoderWeights(config, 1);
+    modelLabel = `${config.name} (random weights with the reference shapes: ${modelDir} has no decoder.safetensors)`;
+  }
+  if (!heads) heads = syntheticHeads(config);
+  const rows: Row[] = [];
+  const log = (s: string) => process.stderr.write(s + '\n');
+  for (const m of minutes) {
+    const N = Math.round(m * 60 * config.audio.tokensPerSecond);
+    const emb = randomEmbeddings(config, N, 5);
+    if (backends.includes('cpu')) {
+      const be = new CpuBackend(config, weights);
+      const full = await timePolicy(be, config, emb, N, 'full', 1, heads, steps);
+      log(`bench: cpu ${m} min full ${full.msPerToken.toFixed(1)} ms/token`);
+      const wnw = await timePolicy(be, config, emb, N, 'wnw', 0.2, heads, steps);
+      log(`bench: cpu ${m} min wnw ${wnw.msPerToken.toFixed(1)} ms/token`);
+      be.dispose();
+      wnw.prefillTokensPerSecond = NaN; // the backend reused the full-cache prefill of the same embeddings
+      for (const t of [full, wnw]) rows.push({ backend: 'cpu (TypeScript)', minutes: m, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
+    }
+  }
+  if (backends.includes('webgpu')) {
+    const gpuRows = await benchWebGpu({ modelDir, minutes, steps, log });
+    rows.push(...gpuRows);
+  }
+  const result = { model: modelLabel, steps, rows };
+  if (json) {
+    console.log(JSON.stringify(result, null, 1));
+    return;
+  }
+  console.log(`Model: ${modelLabel}; decode ms/token is the median of ${steps} steps.\n`);
+  console.log('| backend | audio | tokens | policy | prefill tok/s | decode ms/token | vs full | r_GPU | CPU→GPU MB/step (max) | GPU KV MiB | dispatches/step | submits/step |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const r of rows) {
+    console.log(`| ${r.backend} | ${r.minutes} min | ${r.audioTokens} | ${r.policy}${r.policy === 'full' ? '' : ` @${r.budget}`} | ${Number.isNaN(r.prefillTokensPerSecond) ? 'same as full' : r.prefillTokensPerSecond.toFixed(0)} | ${r.msPerToken.toFixed(2)} | ${r.msPerTokenVsFull.toFixed(3)} | ${r.rGpu.toFixed(3)} | ${r.mbPerStep.toFixed(3)} (${r.mbPerStepMax.toFixed(3)}) | ${r.gpuKvMiB.toFixed(1)} | ${r.dispatchesPerStep} | ${r.submitsPerStep} |`);
+  }
+}
+
+main().catch((e) => {
+  console.error(`bench: ${e instanceof Error ? e.stack ?? e.message : String(e)}`);
+  process.exit(1);
+});
