@@ -1,0 +1,91 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { loadTranscriber, type WnwTranscriber } from '../../src/transcriber.js';
+import { AudioError, CancelledError, ModelLoadError, WnwError } from '../../src/errors.js';
+import { pythonHasOnnx, toneWav, writeTinyModel } from '../helpers/tiny-model.js';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const hasOnnx = pythonHasOnnx();
+
+describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', () => {
+  let dir: string;
+  let asr: WnwTranscriber;
+  beforeAll(async () => {
+    dir = writeTinyModel();
+    asr = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'wnw', budget: 0.2 });
+  });
+
+  it('transcribes under WnW at r_GPU 0.2: stats are measured, the budget holds, words are dated', async () => {
+    const tokens: string[] = [];
+    const steps: number[] = [];
+    const r = await asr.transcribe(toneWav(20), { maxNewTokens: 24, onToken: (t) => tokens.push(t), onStep: (s) => steps.push(s.rGpu) });
+    expect(r.error).toBeUndefined();
+    expect(r.stats.policy).toBe('wnw');
+    expect(r.stats.audioTokens).toBe(250);
+    expect(r.stats.decodeSteps).toBeGreaterThan(0);
+    expect(r.tokens.length).toBeLessThanOrEqual(24);
+    expect(r.stats.rGpuPeak).toBeLessThanOrEqual(0.2 + 1e-9);
+    expect(r.stats.rGpu).toBeGreaterThan(0.05);
+    expect(r.stats.rGpuCpu).toBeGreaterThan(r.stats.rGpu);
+    expect(steps.every((x) => x <= 0.2 + 1e-9)).toBe(true);
+    expect(tokens.join('').trim()).toBe(r.text);
+    expect(r.words.length).toBeGreaterThan(0);
+    for (const w of r.words) {
+      expect(w.start).toBeGreaterThanOrEqual(0);
+      expect(w.end).toBeGreaterThanOrEqual(w.start);
+      expect(w.end).toBeLessThanOrEqual(20 + 1e-6);
+    }
+  });
+
+  it('the full cache keeps everything on the GPU and decodes the same first token', async () => {
+    const a = await asr.transcribe(toneWav(8), { policy: 'full', maxNewTokens: 6 });
+    const b = await asr.transcribe(toneWav(8), { policy: 'wnw', budget: 0.2, maxNewTokens: 6 });
+    expect(a.stats.rGpu).toBe(1);
+    expect(a.tokens[0]).toBe(b.tokens[0]); // both come from the same full-attention prefill
+  });
+
+  it('cancel returns the partial transcript with a CancelledError', async () => {
+    const ac = new AbortController();
+    let n = 0;
+    const r = await asr.transcribe(toneWav(10), {
+      signal: ac.signal,
+      maxNewTokens: 50,
+      onToken: () => {
+        if (++n === 5) ac.abort();
+      },
+    });
+    expect(r.error).toBeInstanceOf(CancelledError);
+    expect(r.stats.stoppedBy).toBe('cancelled');
+    expect(r.tokens.length).toBeGreaterThanOrEqual(5);
+    expect(r.tokens.length).toBeLessThan(50);
+  });
+
+  it('bad audio fails with a typed error', async () => {
+    await expect(asr.transcribe(new Uint8Array(0))).rejects.toBeInstanceOf(AudioError);
+    await expect(asr.transcribe(new Float32Array(100))).rejects.toThrow(/too short/);
+    await expect(asr.transcribe(new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8, 9]))).rejects.toBeInstanceOf(AudioError);
+  });
+
+  it('an unknown policy or budget is a BAD_ARGUMENT error', async () => {
+    await expect(asr.transcribe(toneWav(2), { policy: 'nope' as never })).rejects.toBeInstanceOf(WnwError);
+    await expect(loadTranscriber({ model: dir, backend: 'cpu', budget: 1.5 })).rejects.toThrow(/budget/);
+  });
+
+  it('a model whose config disagrees with its weights fails at load naming file and tensor', async () => {
+    const cfg = JSON.parse(require('node:fs').readFileSync(join(dir, 'config.json'), 'utf8'));
+    const bad = writeTinyModel();
+    writeFileSync(join(bad, 'config.json'), JSON.stringify({ ...cfg, intermediate_size: cfg.intermediate_size + 8 }));
+    const err = await loadTranscriber({ model: bad, backend: 'cpu', policy: 'full' }).catch((e) => e);
+    expect(err).toBeInstanceOf(ModelLoadError);
+    expect(String(err.message)).toMatch(/decoder\.safetensors.*gate_proj/);
+    const truncated = writeTinyModel();
+    const fs = require('node:fs');
+    const bytes = fs.readFileSync(join(truncated, 'decoder.safetensors'));
+    fs.writeFileSync(join(truncated, 'decoder.safetensors'), bytes.subarray(0, bytes.length - 1000));
+    await expect(loadTranscriber({ model: truncated, backend: 'cpu', policy: 'full' })).rejects.toThrow(/truncated/);
+  });
+});
+
+describe.runIf(!hasOnnx)('transcriber integration', () => {
+  it.skip('needs /usr/bin/python3 with onnx and numpy to build the tiny encoder (apt-get install python3-onnx)', () => {});
+});
