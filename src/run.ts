@@ -61,7 +61,9 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     if (piece) o.onToken?.(piece, token);
   };
   try {
-    backend.begin({ audioLength: N, maxNewTokens: maxNew + 1, request: { ...req, decodeHeads } });
+    // Word timing reads the anchors' weights even when the policy itself needs only queries.
+    const decodeWeights = req.decodeWeights !== false || extra.length > 0 || r.timingHeads.length > 0;
+    backend.begin({ audioLength: N, maxNewTokens: maxNew + 1, request: { ...req, decodeHeads, decodeWeights } });
     r.progress({ phase: 'prefill', fraction: 0 });
     const pre = await backend.prefill(r.embeddings);
     const plan = policy.prefill(pre.observation);

@@ -29,6 +29,8 @@ export interface AttentionRequest {
   decodeHeads: number[];
   /** Also export each step's post-RoPE query vectors of `decodeHeads` (query-aware page selection). */
   decodeQueries?: boolean;
+  /** Export the weights of `decodeHeads` (default true); false when a policy needs only the queries. */
+  decodeWeights?: boolean;
   /**
    * Prefill scores are the softmax weights on audio positions summed over the head's
    * query heads and over the last `prefillQueries` prompt positions
@@ -67,7 +69,8 @@ export interface StepObservation {
   /**
    * For each head of `AttentionRequest.decodeHeads`, in that order: Float32Array[audioLength]
    * of softmax weights summed over the head's query heads (softmax over all its resident
-   * keys, text included); 0 where a position is not on the GPU.
+   * keys, text included); 0 where a position is not on the GPU. Empty when
+   * `decodeWeights` is false.
    */
   weights: Float32Array[];
   /** For each requested head: Float32Array[groupSize * headDim], when `decodeQueries` was asked. */
@@ -104,15 +107,22 @@ export interface PolicyOptions {
   [key: string]: unknown;
 }
 
+/** Which calibration score ranks the heads: VS × HS (the method), or one factor (the ablation). */
+export type HeadRanking = 'product' | 'voice' | 'sensitivity';
+
 /** heads.json written by `npm run calibrate` next to the model. */
 export interface HeadsFile {
   model: string;
   numLayers: number;
   numKvHeads: number;
-  /** Per KV head (flat index): Voice Score, Head Sensitivity and their product. */
+  /** Per KV head (flat index): Voice Score and Head Sensitivity. */
   voiceScore: number[];
   headSensitivity: number[];
-  /** Role assignments per target budget, keyed by the budget as a string ("0.2"). */
+  /** What `score` is; default 'product'. */
+  ranking?: HeadRanking;
+  /** Per KV head: the ranking score (VS × HS for 'product'); derived from the two above when absent. */
+  score?: number[];
+  /** Role assignments per target budget, keyed by `budgetKey(budget)` ("0.2"). */
   roles: Record<string, HeadRoles>;
 }
 
@@ -125,4 +135,6 @@ export interface HeadRoles {
   /** The lambda found by the search, and the r_GPU it measured on the calibration clips. */
   lambda: number;
   measuredRGpu: number;
+  /** Prefill selection the search assumed; default 'segment'. */
+  selection?: 'segment' | 'global';
 }

@@ -191,7 +191,7 @@ export class CpuBackend implements DecoderBackend {
     const g = groupSize(c);
     const req = s.opts.request;
     const N = s.opts.audioLength;
-    const weights = req.decodeHeads.map(() => new Float32Array(N));
+    const weights = req.decodeWeights === false ? [] : req.decodeHeads.map(() => new Float32Array(N));
     const queries = req.decodeQueries ? req.decodeHeads.map(() => new Float32Array(g * hd)) : undefined;
     const wantIndex = new Map(req.decodeHeads.map((h, i) => [h, i]));
     res.appendText(pos, this.slots);

@@ -1,0 +1,70 @@
+/**
+ * Ada-KV (Feng et al. 2024), as Ada-SnapKV: SnapKV scores (window 32, kernel 7, max
+ * pooling), and the layer's budget H_kv · B shared by one layer-wide top-k over all its
+ * heads' scores, after each head has its guaranteed floor_alpha · B (0.8) best positions.
+ * Scores of different heads are compared raw, as Ada-KV does (each is a softmax mass).
+ * No recall.
+ */
+import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
+import { checkBudget, headBudget, NONE, numOpt, topK } from './select.js';
+import { poolingOpt, snapScores } from './snapkv.js';
+
+export class AdaKVPolicy implements KvPolicy {
+  readonly name = 'adakv';
+  private readonly budget: number;
+  private readonly window: number;
+  private readonly kernel: number;
+  private readonly pooling: 'avg' | 'max';
+  private readonly floorAlpha: number;
+
+  constructor(opts: PolicyOptions) {
+    this.budget = checkBudget(this.name, opts.budget);
+    this.window = numOpt(opts, 'window', 32, 1);
+    this.kernel = numOpt(opts, 'kernel', 7, 1);
+    this.pooling = poolingOpt(opts, 'max');
+    this.floorAlpha = numOpt(opts, 'floorAlpha', 0.8, 0);
+  }
+
+  request(_layout: PolicyLayout): AttentionRequest {
+    return { decodeHeads: [], prefillQueries: this.window };
+  }
+
+  prefill(obs: PrefillObservation): PrefillPlan {
+    const { layout } = obs;
+    const T = layout.audioLength;
+    const H = layout.numKvHeads;
+    const B = headBudget(this.budget, T);
+    const floor = Math.min(B, Math.floor(this.floorAlpha * B));
+    const heads = [];
+    for (let l = 0; l < layout.numLayers; l++) {
+      const scores = Array.from({ length: H }, (_, k) => snapScores(obs.scores[l * H + k], layout, this.window, this.kernel, this.pooling));
+      const keep = scores.map(() => new Uint8Array(T));
+      let used = 0;
+      for (let k = 0; k < H; k++) {
+        // The forced window counts inside the floor (it is kept first either way).
+        for (const p of topK(scores[k], floor)) keep[k][p] = 1;
+        used += floor;
+      }
+      // Layer-wide top-k over the flattened (head, position) scores not yet kept.
+      const flat = new Float32Array(H * T);
+      const candidates: number[] = [];
+      for (let k = 0; k < H; k++) {
+        for (let p = 0; p < T; p++) {
+          flat[k * T + p] = scores[k][p];
+          if (!keep[k][p]) candidates.push(k * T + p);
+        }
+      }
+      for (const i of topK(flat, H * B - used, candidates)) keep[Math.floor(i / T)][i % T] = 1;
+      for (let k = 0; k < H; k++) {
+        const gpu: number[] = [];
+        for (let p = 0; p < T; p++) if (keep[k][p]) gpu.push(p);
+        heads.push({ gpu: Int32Array.from(gpu), cpu: NONE });
+      }
+    }
+    return { heads };
+  }
+
+  afterStep(): StepPlan {
+    return EMPTY_PLAN;
+  }
+}

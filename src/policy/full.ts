@@ -1,0 +1,21 @@
+/** The full cache: every audio position stays on the GPU; nothing is exported, nothing moves. */
+import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type PolicyLayout, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
+import { NONE, range } from './select.js';
+
+export class FullPolicy implements KvPolicy {
+  readonly name = 'full';
+
+  request(_layout: PolicyLayout): AttentionRequest {
+    return { decodeHeads: [], prefillQueries: 1 };
+  }
+
+  prefill(obs: PrefillObservation): PrefillPlan {
+    const { numLayers, numKvHeads, audioLength } = obs.layout;
+    const all = range(0, audioLength);
+    return { heads: Array.from({ length: numLayers * numKvHeads }, () => ({ gpu: all, cpu: NONE })) };
+  }
+
+  afterStep(): StepPlan {
+    return EMPTY_PLAN;
+  }
+}

@@ -1,0 +1,39 @@
+/**
+ * H2O (Zhang et al. 2023): heavy hitters by accumulated attention plus a recent window,
+ * half of the budget each (the paper's heavy ratio = recent ratio). Accumulated attention
+ * is the prompt's: every prompt row's softmax weights summed (prefillQueries = Infinity).
+ * H2O evicts only when a new token would overflow the cache; generated tokens are text,
+ * outside the audio budget, so after prefill nothing more is evicted: a prefill-only
+ * method here, as the method doc groups it.
+ */
+import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
+import { checkBudget, headBudget, NONE, numOpt, range, topK, union } from './select.js';
+
+export class H2OPolicy implements KvPolicy {
+  readonly name = 'h2o';
+  private readonly budget: number;
+  private readonly recentRatio: number;
+
+  constructor(opts: PolicyOptions) {
+    this.budget = checkBudget(this.name, opts.budget);
+    this.recentRatio = numOpt(opts, 'recentRatio', 0.5, 0);
+  }
+
+  request(_layout: PolicyLayout): AttentionRequest {
+    return { decodeHeads: [], prefillQueries: Infinity };
+  }
+
+  prefill(obs: PrefillObservation): PrefillPlan {
+    const T = obs.layout.audioLength;
+    const B = headBudget(this.budget, T);
+    const recent = Math.min(B, Math.floor(B * this.recentRatio));
+    const older = range(0, T - recent);
+    return {
+      heads: obs.scores.map((s) => ({ gpu: union(topK(s, B - recent, older), range(T - recent, T)), cpu: NONE })),
+    };
+  }
+
+  afterStep(): StepPlan {
+    return EMPTY_PLAN;
+  }
+}

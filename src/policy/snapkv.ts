@@ -1,0 +1,61 @@
+/**
+ * SnapKV (Li et al. 2024): prompt positions scored by the attention of the last w = 32
+ * prompt queries (the observation window), pooled over neighbouring positions, top
+ * ⌊budget · T⌋ kept per head; the rest is dropped for good (no recall).
+ *
+ * The window is the last w rows of [bos][audio][instruction]: when the instruction is
+ * shorter than w, the window reaches into the audio tail. SnapKV always keeps its window,
+ * so those audio positions are kept first, inside the same per-head budget.
+ * Pooling: kernel 7, average pooling (SnapKV's released code; the method doc says 5–7).
+ */
+import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
+import { checkBudget, headBudget, NONE, numOpt, pool1d, topK } from './select.js';
+
+/** Audio positions inside SnapKV's observation window: the last max(0, w − instructionLength). */
+export function windowAudio(layout: PolicyLayout, window: number): number {
+  return Math.max(0, Math.min(layout.audioLength, window - layout.instructionLength));
+}
+
+/** Scores with the window's audio positions forced to the top (kept first), after pooling. */
+export function snapScores(raw: Float32Array, layout: PolicyLayout, window: number, kernel: number, kind: 'avg' | 'max'): Float32Array {
+  const s = pool1d(raw, kernel, kind);
+  const T = layout.audioLength;
+  for (let p = T - windowAudio(layout, window); p < T; p++) s[p] = Infinity;
+  return s;
+}
+
+export function poolingOpt(opts: PolicyOptions, dflt: 'avg' | 'max'): 'avg' | 'max' {
+  const v = opts['pooling'] ?? dflt;
+  if (v !== 'avg' && v !== 'max') throw new RangeError(`option "pooling" must be "avg" or "max", got ${String(v)}`);
+  return v;
+}
+
+export class SnapKVPolicy implements KvPolicy {
+  readonly name = 'snapkv';
+  private readonly budget: number;
+  private readonly window: number;
+  private readonly kernel: number;
+  private readonly pooling: 'avg' | 'max';
+
+  constructor(opts: PolicyOptions) {
+    this.budget = checkBudget(this.name, opts.budget);
+    this.window = numOpt(opts, 'window', 32, 1);
+    this.kernel = numOpt(opts, 'kernel', 7, 1);
+    this.pooling = poolingOpt(opts, 'avg');
+  }
+
+  request(_layout: PolicyLayout): AttentionRequest {
+    return { decodeHeads: [], prefillQueries: this.window };
+  }
+
+  prefill(obs: PrefillObservation): PrefillPlan {
+    const B = headBudget(this.budget, obs.layout.audioLength);
+    return {
+      heads: obs.scores.map((raw) => ({ gpu: topK(snapScores(raw, obs.layout, this.window, this.kernel, this.pooling), B), cpu: NONE })),
+    };
+  }
+
+  afterStep(): StepPlan {
+    return EMPTY_PLAN;
+  }
+}

@@ -1,0 +1,35 @@
+/**
+ * StreamingLLM (Xiao et al. 2023): attention sinks plus a recent window. In our prompt
+ * [bos][audio][instruction] the true first token, bos, is text and always stays, so the
+ * sinks are the first `sinks` audio positions (default 4, the paper's value) and the
+ * window is the last ⌊budget · T⌋ − sinks audio positions. Scores are not used.
+ */
+import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
+import { checkBudget, headBudget, NONE, numOpt, range, union } from './select.js';
+
+export class StreamingPolicy implements KvPolicy {
+  readonly name = 'streaming';
+  private readonly budget: number;
+  private readonly sinks: number;
+
+  constructor(opts: PolicyOptions) {
+    this.budget = checkBudget(this.name, opts.budget);
+    this.sinks = numOpt(opts, 'sinks', 4, 0);
+  }
+
+  request(_layout: PolicyLayout): AttentionRequest {
+    return { decodeHeads: [], prefillQueries: 1 };
+  }
+
+  prefill(obs: PrefillObservation): PrefillPlan {
+    const { numLayers, numKvHeads, audioLength: T } = obs.layout;
+    const B = headBudget(this.budget, T);
+    const sinks = Math.min(this.sinks, B);
+    const keep = union(range(0, sinks), range(T - (B - sinks), T));
+    return { heads: Array.from({ length: numLayers * numKvHeads }, () => ({ gpu: keep, cpu: NONE })) };
+  }
+
+  afterStep(): StepPlan {
+    return EMPTY_PLAN;
+  }
+}

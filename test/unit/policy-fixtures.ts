@@ -1,0 +1,102 @@
+/** Synthetic layouts, attention and heads files for the policy and calibration tests. */
+import type { HeadsFile, PolicyLayout, PrefillObservation, StepObservation, AttentionRequest } from '../../src/policy/types.js';
+import type { ResidencyTracker } from '../../src/policy/accounting.js';
+import { buildHeadsFile } from '../../src/calibrate/heads-file.js';
+
+/** Deterministic PRNG (mulberry32) so failures reproduce. */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export function gauss(r: () => number): number {
+  return Math.sqrt(-2 * Math.log(r() + 1e-12)) * Math.cos(2 * Math.PI * r());
+}
+
+export function makeLayout(numLayers: number, numKvHeads: number, audioLength: number, extra: Partial<PolicyLayout> = {}): PolicyLayout {
+  const tokensPerSecond = extra.tokensPerSecond ?? 12.5;
+  return {
+    numLayers,
+    numKvHeads,
+    groupSize: 2,
+    headDim: 16,
+    audioLength,
+    tokensPerSecond,
+    segmentLength: Math.ceil(2 * tokensPerSecond),
+    instructionLength: 12,
+    ...extra,
+  };
+}
+
+/** Prefill scores with a front-loaded bias (as the paper measured) plus per-head peaks. */
+export function prefillObservation(layout: PolicyLayout, seed: number, withKeys = false): PrefillObservation {
+  const r = rng(seed);
+  const N = layout.numLayers * layout.numKvHeads;
+  const T = layout.audioLength;
+  const scores = Array.from({ length: N }, () => {
+    const s = new Float32Array(T);
+    const peaks = Array.from({ length: 5 }, () => Math.floor(r() * T));
+    for (let p = 0; p < T; p++) {
+      s[p] = 0.2 * r() + 2 * Math.exp(-p / (0.1 * T));
+      for (const c of peaks) s[p] += Math.exp(-Math.abs(p - c) / 3);
+    }
+    return s;
+  });
+  const keys = withKeys
+    ? Array.from({ length: N }, () => Float32Array.from({ length: T * layout.headDim }, () => gauss(r)))
+    : undefined;
+  return { layout, scores, keys };
+}
+
+/**
+ * One decode step's exports: the requested heads' weights follow a focus that walks
+ * forward through the audio (with occasional jumps), zero where a position is not on
+ * the GPU, as the runtime exports them.
+ */
+export function stepObservation(
+  layout: PolicyLayout,
+  req: AttentionRequest,
+  tracker: ResidencyTracker,
+  step: number,
+  focus: number,
+  r: () => number,
+): StepObservation {
+  const T = layout.audioLength;
+  const d = layout.headDim;
+  const weights = (req.decodeWeights === false ? [] : req.decodeHeads).map((h) => {
+    const w = new Float32Array(T);
+    let sum = 0;
+    for (let p = 0; p < T; p++) {
+      if (!tracker.onGpu(h, p)) continue;
+      w[p] = Math.exp(-Math.abs(p - focus) / 4) + 0.01 * r();
+      sum += w[p];
+    }
+    // g query heads, each a softmax that also spends mass on text: sums to ~g·0.8 on audio.
+    if (sum > 0) for (let p = 0; p < T; p++) w[p] *= (layout.groupSize * 0.8) / sum;
+    return w;
+  });
+  const queries = req.decodeQueries ? req.decodeHeads.map(() => Float32Array.from({ length: layout.groupSize * d }, () => gauss(r))) : undefined;
+  return { step, weights, queries };
+}
+
+/** A heads file from random VS / HS over a layout, calibrated on a few clip lengths. */
+export function syntheticHeads(layout: PolicyLayout, seed: number, budgets = [0.1, 0.2, 0.4, 0.6, 0.8]): HeadsFile {
+  const r = rng(seed);
+  const N = layout.numLayers * layout.numKvHeads;
+  return buildHeadsFile({
+    model: 'synthetic',
+    numLayers: layout.numLayers,
+    numKvHeads: layout.numKvHeads,
+    voiceScore: Array.from({ length: N }, () => r()),
+    headSensitivity: Array.from({ length: N }, () => 0.1 + r()),
+    budgets,
+    clipLengths: [300, 750, 1200],
+    segmentLength: layout.segmentLength,
+  });
+}
