@@ -20,6 +20,8 @@ const now = () => (typeof performance !== 'undefined' ? performance.now() : Date
 export class WnwTranscriber implements Transcriber {
   private busy: Promise<unknown> = Promise.resolve();
   private disposed = false;
+  /** The last encoding, kept when the caller asked for reuse (evaluation: many policies, one clip). */
+  private lastEncoding: { input: AudioInput; enc: Awaited<ReturnType<WnwTranscriber['encode']>> } | null = null;
 
   constructor(
     readonly model: LoadedModel,
@@ -93,13 +95,16 @@ export class WnwTranscriber implements Transcriber {
   private async transcribeNow(input: AudioInput, options: TranscribeOptions): Promise<TranscriptionResult> {
     if (this.disposed) throw new WnwError('BAD_ARGUMENT', 'this transcriber was disposed; load a new one');
     if (options.signal?.aborted) throw new CancelledError();
-    const enc = await this.encode(input, options);
+    const reuse = options.reusePrefill && this.lastEncoding?.input === input ? this.lastEncoding.enc : null;
+    const enc = reuse ?? (await this.encode(input, options));
+    this.lastEncoding = options.reusePrefill ? { input, enc } : null;
     return this.decodeEncoded(enc, options);
   }
 
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
+    this.lastEncoding = null;
     this.decoder.dispose();
     void this.encoder.dispose();
   }
