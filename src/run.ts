@@ -100,7 +100,12 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
       acc.recalls += moved.recalledPositions;
       acc.releases += moved.releasedPositions;
       acc.stepMs += ms;
-      if (o.onStep) o.onStep(stepStats(acc.steps - 1, token, out, st.rGpu, moved.bytesToGpu, ms, anchor, backend, r.tidalHeads, c.audio.tokensPerSecond, segmentLength(c), N));
+      if (o.onStep) {
+        o.onStep({
+          step: acc.steps - 1, token, text: out, rGpu: st.rGpu, bytesToGpu: moved.bytesToGpu, msPerToken: ms,
+          focus: Math.round(f), ...segmentView(anchor, backend, r.tidalHeads, segmentLength(c), N),
+        });
+      }
       r.progress({ phase: 'decode', fraction: f >= 0 ? Math.min(1, f / N) : Math.min(1, acc.steps / maxNew) });
       token = res.token;
       if (token !== c.tokens.eos) emit(token, f);
@@ -159,10 +164,8 @@ function sumWeights(weights: Float32Array[], idx: number[], n: number): Float32A
   return a;
 }
 
-function stepStats(
-  step: number, token: number, text: string, rGpu: number, bytes: number, ms: number, anchor: Float32Array | null,
-  backend: DecoderBackend, tidal: readonly number[], tps: number, seg: number, N: number,
-): StepStats {
+/** Per 2 s segment: the anchors' attention, and the share of tidal heads holding it whole on the GPU (the tide chart). */
+function segmentView(anchor: Float32Array | null, backend: DecoderBackend, tidal: readonly number[], seg: number, N: number): Pick<StepStats, 'anchorAttention' | 'tidalSegments'> {
   const segments = Math.ceil(N / seg);
   let anchorAttention: Float32Array | undefined;
   if (anchor) {
@@ -170,7 +173,7 @@ function stepStats(
     for (let p = 0; p < N; p++) anchorAttention[Math.floor(p / seg)] += anchor[p];
   }
   let tidalSegments: Float32Array | undefined;
-  const res = 'residencyState' in backend ? (backend as { residencyState(): { slotOf(h: number, p: number): number } | undefined }).residencyState() : undefined;
+  const res = backend.residencyState?.();
   if (res && tidal.length > 0) {
     tidalSegments = new Float32Array(segments);
     for (const h of tidal) {
@@ -181,6 +184,5 @@ function stepStats(
       }
     }
   }
-  void tps;
-  return { step, token, text, rGpu, bytesToGpu: bytes, msPerToken: ms, focus: anchor ? Math.round(focusOf(anchor)) : -1, tidalSegments, anchorAttention };
+  return { anchorAttention, tidalSegments };
 }

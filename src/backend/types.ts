@@ -52,6 +52,8 @@ export interface DecoderBackend {
   /** Applies recalls and releases before the next step. */
   apply(plan: StepPlan): Promise<TransferStats>;
   residency(): ResidencyStats;
+  /** Which slot holds each head's audio positions (tide chart, tests); undefined before applyPrefill. */
+  residencyState?(): { slotOf(head: number, audioPos: number): number } | undefined;
   /** Counters for benchmarks: dispatches and queue submits of the last step (0 on CPU). */
   stepCounters(): { dispatches: number; submits: number; buffers: number; bindGroups: number };
   /**
