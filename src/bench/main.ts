@@ -80,7 +80,7 @@ async function main(): Promise<void> {
     }
   }
   if (backends.includes('webgpu')) {
-    const gpuRows = await benchWebGpu({ modelDir, minutes, steps, log });
+    const gpuRows = await benchWebGpu({ modelDir, hasModel: existsSync(`${modelDir}/decoder.safetensors`), heads, minutes, steps, log });
     rows.push(...gpuRows);
   }
   const result = { model: modelLabel, steps, rows };

@@ -1,18 +1,78 @@
 /**
- * WebGPU rows of the benchmark: in Node through Dawn when a real GPU exists, else in
- * headless Chromium (SwiftShader: CPU numbers, labelled so). Fills in once the WebGPU
- * backend's bench entry exists; until then it says why it has no rows.
+ * WebGPU rows of the benchmark: in Node through Dawn when it finds a real GPU, else in
+ * headless Chromium on SwiftShader (CPU numbers, labelled so) through a harness page.
  */
+import type { HeadsFile } from '../policy/types.js';
 import type { PolicyTiming } from './decode.js';
+import { timePolicy } from './decode.js';
+
+export type GpuRow = PolicyTiming & { backend: string; minutes: number; audioTokens: number; msPerTokenVsFull: number };
 
 export interface GpuBenchOptions {
   modelDir: string;
+  hasModel: boolean;
+  heads: HeadsFile;
   minutes: number[];
   steps: number;
   log: (s: string) => void;
 }
 
-export async function benchWebGpu(o: GpuBenchOptions): Promise<Array<PolicyTiming & { backend: string; minutes: number; audioTokens: number; msPerTokenVsFull: number }>> {
-  o.log('bench: WebGPU rows are not measured yet (no WebGPU bench entry).');
-  return [];
+async function nodeGpu(o: GpuBenchOptions): Promise<GpuRow[] | null> {
+  const { createWebGpuBackend } = await import('../backend/webgpu/index.js');
+  const { loadModel } = await import('../model/loader.js');
+  const { randomDecoderWeights, randomEmbeddings, referenceConfig } = await import('../model/testing.js');
+  const m = o.hasModel ? await loadModel(o.modelDir) : null;
+  const config = m?.config ?? referenceConfig();
+  const weights = m?.weights ?? randomDecoderWeights(config, 1);
+  let backend;
+  try {
+    backend = await createWebGpuBackend(config, weights, { allowSoftware: false });
+  } catch (e) {
+    o.log(`bench: no hardware GPU for Node (${e instanceof Error ? e.message.split('.')[0] : String(e)})`);
+    return null;
+  }
+  const rows: GpuRow[] = [];
+  for (const minutes of o.minutes) {
+    const N = Math.round(minutes * 60 * config.audio.tokensPerSecond);
+    const emb = randomEmbeddings(config, N, 5);
+    const full = await timePolicy(backend, config, emb, N, 'full', 1, o.heads, o.steps);
+    const wnw = await timePolicy(backend, config, emb, N, 'wnw', 0.2, o.heads, o.steps);
+    for (const t of [full, wnw]) rows.push({ backend: backend.label, minutes, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
+  }
+  backend.dispose();
+  return rows;
+}
+
+async function chromiumGpu(o: GpuBenchOptions): Promise<GpuRow[]> {
+  const { existsSync } = await import('node:fs');
+  const exe = process.env.WNW_CHROMIUM ?? '/usr/bin/chromium';
+  if (!existsSync(exe)) {
+    o.log(`bench: no Chromium at ${exe} (set WNW_CHROMIUM): no WebGPU rows`);
+    return [];
+  }
+  const { createServer } = await import('vite');
+  const { chromium } = await import('playwright-core');
+  const { chromiumArgs } = await import('../../playwright.config.js');
+  const server = await createServer({ server: { port: 5311, strictPort: false, host: '127.0.0.1' }, logLevel: 'error' });
+  await server.listen();
+  const url = server.resolvedUrls?.local[0] ?? 'http://127.0.0.1:5311/';
+  const browser = await chromium.launch({ executablePath: exe, args: chromiumArgs });
+  try {
+    const page = await browser.newPage();
+    page.on('console', (m) => m.type() === 'error' && o.log(`bench (page): ${m.text()}`));
+    await page.goto(new URL('e2e/harness/bench.html', url).href);
+    await page.waitForFunction(() => document.getElementById('status')?.textContent === 'ready', null, { timeout: 120_000 });
+    const rows = (await page.evaluate(
+      (req) => (window as unknown as { wnwBench(r: unknown): Promise<unknown> }).wnwBench(req),
+      { model: o.hasModel ? '/' + o.modelDir.replace(/^public\//, '') : null, minutes: o.minutes, steps: o.steps, heads: o.heads },
+    )) as GpuRow[];
+    return rows.map((r) => ({ ...r, backend: `${r.backend} in headless Chromium` }));
+  } finally {
+    await browser.close();
+    await server.close();
+  }
+}
+
+export async function benchWebGpu(o: GpuBenchOptions): Promise<GpuRow[]> {
+  return (await nodeGpu(o)) ?? (await chromiumGpu(o));
 }

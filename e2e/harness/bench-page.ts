@@ -1,0 +1,36 @@
+/**
+ * WebGPU rows of `npm run bench`, run inside Chromium: the same `timePolicy` as the
+ * CPU rows, on the WebGPU backend. The Node side calls window.wnwBench(opts).
+ */
+import { createWebGpuBackend } from '../../src/backend/webgpu/index.js';
+import { timePolicy } from '../../src/bench/decode.js';
+import { loadModel } from '../../src/model/loader.js';
+import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
+import type { HeadsFile } from '../../src/policy/types.js';
+
+interface BenchRequest {
+  model: string | null;
+  minutes: number[];
+  steps: number;
+  heads: HeadsFile;
+}
+
+async function wnwBench(req: BenchRequest) {
+  const m = req.model ? await loadModel(req.model) : null;
+  const config = m?.config ?? referenceConfig();
+  const weights = m?.weights ?? randomDecoderWeights(config, 1);
+  const backend = await createWebGpuBackend(config, weights, { allowSoftware: true });
+  const rows = [];
+  for (const minutes of req.minutes) {
+    const N = Math.round(minutes * 60 * config.audio.tokensPerSecond);
+    const emb = randomEmbeddings(config, N, 5);
+    const full = await timePolicy(backend, config, emb, N, 'full', 1, req.heads, req.steps);
+    const wnw = await timePolicy(backend, config, emb, N, 'wnw', 0.2, m?.heads ?? req.heads, req.steps);
+    for (const t of [full, wnw]) rows.push({ backend: backend.label, minutes, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
+  }
+  backend.dispose();
+  return rows;
+}
+
+(window as unknown as { wnwBench: typeof wnwBench }).wnwBench = wnwBench;
+document.getElementById('status')!.textContent = 'ready';
