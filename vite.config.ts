@@ -1,9 +1,12 @@
 import { defineConfig } from 'vite';
 import { resolve } from 'node:path';
+import { samplesPlugin } from './src/ui/samples-plugin';
 
 // `vite` serves the demo page, the example page and the e2e harness pages;
 // `vite build` builds the demo; `vite build --mode lib` builds the ES module.
 export default defineConfig(({ mode }) => ({
+  // /samples.json: the shipped clips the demo offers (see src/ui/samples-plugin.ts).
+  plugins: [samplesPlugin()],
   server: { host: '127.0.0.1', port: 5173, strictPort: false, fs: { allow: ['.'] } },
   // onnxruntime-web ships its own wasm loader; pre-bundling breaks its relative imports.
   optimizeDeps: { exclude: ['onnxruntime-web'] },

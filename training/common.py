@@ -123,17 +123,48 @@ def log_mel(x):
 
 
 def resample(x, sr_in, sr_out=SR):
-    """Band-limited FFT resampling of a whole clip."""
+    """Band-limited FFT resampling of a whole clip (input zero-padded to a
+    length whose FFT sizes factor into small primes, then trimmed)."""
     if sr_in == sr_out:
-        return x.astype(np.float32)
-    n_out = int(round(len(x) * sr_out / sr_in))
-    X = np.fft.rfft(x.astype(np.float64))
+        return np.asarray(x, dtype=np.float32)
+    from math import gcd
+    g = gcd(int(sr_in), int(sr_out))
+    p, q = sr_out // g, sr_in // g  # n_out/n_in = p/q
+    n = len(x)
+    m = 1
+    while q * m < n:
+        m *= 2
+    n_in, n_out = q * m, p * m
+    X = np.fft.rfft(np.pad(np.asarray(x, dtype=np.float64), (0, n_in - n)))
     nb = n_out // 2 + 1
     Y = np.zeros(nb, dtype=np.complex128)
     k = min(nb, len(X))
     Y[:k] = X[:k]
-    y = np.fft.irfft(Y, n=n_out) * (n_out / len(x))
-    return y.astype(np.float32)
+    y = np.fft.irfft(Y, n=n_out) * (n_out / n_in)
+    return y[:int(round(n * p / q))].astype(np.float32)
+
+
+def sox_resample(x, sr_in, sr_out=SR):
+    """Resample with sox (fast C); float32 in, float32 out."""
+    import subprocess
+    if sr_in == sr_out:
+        return np.asarray(x, dtype=np.float32)
+    r = subprocess.run(["sox", "-t", "raw", "-r", str(sr_in), "-e", "floating-point", "-b", "32", "-c", "1", "-",
+                        "-t", "raw", "-r", str(sr_out), "-e", "floating-point", "-b", "32", "-c", "1", "-"],
+                       input=np.asarray(x, dtype="<f4").tobytes(), capture_output=True, check=True)
+    return np.frombuffer(r.stdout, dtype="<f4").copy()
+
+
+def log_mel_fast(x):
+    """Same as log_mel in float32 with torch (bulk training data only)."""
+    import torch
+    x = torch.as_tensor(np.asarray(x, dtype=np.float32))
+    T = len(x) // HOP
+    xp = torch.nn.functional.pad(x[None, None], (WIN // 2, WIN // 2), mode="reflect")[0, 0]
+    fr = xp.unfold(0, WIN, HOP)[:T] * torch.as_tensor(_WINDOW, dtype=torch.float32)
+    spec = torch.fft.rfft(fr, n=N_FFT, dim=1)
+    pw = spec.real ** 2 + spec.imag ** 2
+    return torch.log(pw @ torch.as_tensor(_FB.T, dtype=torch.float32) + MEL_FLOOR).T.contiguous().numpy()
 
 
 def read_wav(path):
@@ -221,43 +252,66 @@ class Espeak:
         return x, self.sr, list(self._events)
 
 
-def espeak_words(text, events, dur_s, x16=None):
+def espeak_words(text, events, dur_s, x16=None, sr=16000):
     """Map espeak word events to normalised words with (start, end) seconds.
-    start = event audio position; end = next word's start, pulled back over
-    trailing silence (energy below 2 % of clip peak) when audio is given."""
-    # char offsets of whitespace-separated raw words
+    Every whitespace word of the text that normalises to something gets a span.
+    Words with their own espeak WORD event: start = event audio position,
+    confidence 1.0. Words espeak merged into a neighbour (no event, e.g. "the"
+    in "with the possible") share the interval up to the next event, split in
+    proportion to character count, confidence 0.5. end = next word's start,
+    pulled back over trailing silence (envelope < 2 % of the clip peak)."""
     spans = [(m.start(), m.end(), m.group()) for m in re.finditer(r"\S+", text)]
-    words = []
+    start = [None] * len(spans)
     for (tp, ln, ms) in events:
         pos = tp - 1
-        for (a, b, w) in spans:
+        for i, (a, b, w) in enumerate(spans):
             if a <= pos < b:
-                nw = normalise(w)
-                if nw:
-                    for piece in nw.split():
-                        words.append([piece, ms / 1000.0, None, a])
+                if start[i] is None:
+                    start[i] = ms / 1000.0
                 break
-    # merge duplicates (several events in one raw word) keep first time
-    out = []
-    for w in words:
-        if out and out[-1][3] == w[3] and out[-1][0] == w[0]:
+    items = []  # (norm word, start, conf, span idx)
+    for i, (a, b, w) in enumerate(spans):
+        nw = normalise(w)
+        if not nw:
             continue
-        out.append(w)
+        items.append([nw, start[i], 1.0 if start[i] is not None else 0.5])
+    # interpolate missing starts
+    n = len(items)
+    i = 0
+    while i < n:
+        if items[i][1] is None:
+            j = i
+            while j < n and items[j][1] is None:
+                j += 1
+            prev_t = items[i - 1][1] if i > 0 else 0.0
+            prev_len = len(items[i - 1][0]) if i > 0 else 0
+            next_t = items[j][1] if j < n else dur_s
+            lens = [prev_len] + [len(items[k][0]) for k in range(i, j)]
+            tot = float(sum(lens)) or 1.0
+            acc = prev_len
+            for k in range(i, j):
+                items[k][1] = prev_t + (next_t - prev_t) * acc / tot
+                acc += len(items[k][0])
+            i = j
+        else:
+            i += 1
     env = None
-    if x16 is not None:
-        fr = len(x16) // 160
-        env = np.abs(x16[:fr * 160]).reshape(fr, 160).max(1)
+    hop = sr // 100
+    if x16 is not None and len(x16) >= hop:
+        fr = len(x16) // hop
+        env = np.abs(x16[:fr * hop]).reshape(fr, hop).max(1)
         thr = 0.02 * (env.max() + 1e-9)
-    for i, w in enumerate(out):
-        end = out[i + 1][1] if i + 1 < len(out) else dur_s
+    out = []
+    for i, (w, st, conf) in enumerate(items):
+        end = items[i + 1][1] if i + 1 < n else dur_s
         if env is not None:
-            a, b = int(w[1] * 100), int(end * 100)
-            b = min(b, len(env))
+            a, b = int(st * 100), min(int(end * 100), len(env))
             while b - 1 > a + 1 and env[b - 1] < thr:
                 b -= 1
-            end = max(w[1] + 0.02, b / 100.0)
-        w[2] = end
-    return [{"word": w[0], "start": round(w[1], 3), "end": round(w[2], 3), "confidence": 1.0} for w in out]
+            end = max(st + 0.02, b / 100.0)
+        for piece in w.split():
+            out.append({"word": piece, "start": round(st, 3), "end": round(end, 3), "confidence": conf})
+    return out
 
 
 # --------------------------------------------------------------------------- safetensors

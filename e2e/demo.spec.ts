@@ -1,0 +1,213 @@
+/**
+ * The demo page and the example page, driven as a person would, in headless Chromium on
+ * SwiftShader (a CPU Vulkan: slow, so one compare run covers both policies).
+ * Tests that need the reference model skip, saying why, until public/models/wnw-ref holds it.
+ */
+import { expect, test, type Page } from '@playwright/test';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { wer } from '../src/eval/wer.js';
+import type { SampleEntry } from '../src/ui/samples-plugin.js';
+import { chromiumArgs } from '../playwright.config.js';
+
+/*
+ * WER ceilings for a ~60 s held-out espeak-ng clip. They come from the reference model's
+ * acceptance target in issue 3 (full cache, held-out espeak-ng voices, 60-120 s: WER <= 10 %)
+ * and from the method doc (WnW at r_GPU 0.2 stays within about a point of the full cache;
+ * we allow 5 points on one short clip). The model is still training: once its MODEL_CARD
+ * reports measured held-out WER, set FULL_WER_MAX to that value plus a margin of a few points.
+ */
+const FULL_WER_MAX = 0.1;
+const WNW_WER_MAX = FULL_WER_MAX + 0.05;
+const WNW_BUDGET = '0.2';
+
+// Chromium's fake capture device (a beep) with permission granted, for the microphone test; nothing else records.
+test.use({
+  launchOptions: {
+    executablePath: process.env.WNW_CHROMIUM ?? '/usr/bin/chromium',
+    args: [...chromiumArgs, '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream'],
+  },
+});
+
+/** WNW_E2E_MODEL: another model folder, as a URL path the dev server serves (e.g. to try a new checkpoint). */
+const MODEL = process.env.WNW_E2E_MODEL ?? '';
+const modelQuery = MODEL ? `model=${encodeURIComponent(MODEL)}` : '';
+const modelReady = MODEL !== '' || existsSync(join('public', 'models', 'wnw-ref', 'config.json'));
+const needsModel = () => test.skip(!modelReady, 'no reference model in public/models/wnw-ref yet (issue 3)');
+
+async function samples(page: Page): Promise<SampleEntry[]> {
+  const res = await page.request.get('/samples.json');
+  expect(res.ok()).toBe(true);
+  return (await res.json()) as SampleEntry[];
+}
+
+/** The held-out espeak-ng clip closest to 60 s (the test sets are regenerated; names may change). */
+async function sixtySecondClip(page: Page): Promise<SampleEntry> {
+  const held = (await samples(page)).filter((s) => s.group === 'espeak-heldout' && s.reference && s.seconds);
+  expect(held.length, 'no espeak-heldout clips with references under public/test-sets').toBeGreaterThan(0);
+  return held.sort((a, b) => Math.abs(a.seconds! - 60) - Math.abs(b.seconds! - 60))[0];
+}
+
+async function chooseSample(page: Page, url: string): Promise<void> {
+  await page.selectOption('#sample-select', url);
+  await page.click('#sample-use');
+  await expect(page.locator('#start')).toBeEnabled({ timeout: 60_000 });
+}
+
+/** Share of canvas pixels that differ from the empty background: the chart drew something. */
+async function tideInk(page: Page): Promise<{ rows: number; ink: number; colours: number }> {
+  return page.evaluate(() => {
+    const c = document.getElementById('tide') as HTMLCanvasElement;
+    const d = c.getContext('2d')!.getImageData(0, 0, c.width, Math.floor(c.height * 0.8)).data;
+    let ink = 0;
+    const colours = new Set<number>();
+    for (let i = 0; i < d.length; i += 4 * 7) {
+      if (Math.abs(d[i] - 15) + Math.abs(d[i + 1] - 23) + Math.abs(d[i + 2] - 42) > 24) ink++;
+      colours.add((d[i] >> 4) * 256 + (d[i + 1] >> 4) * 16 + (d[i + 2] >> 4));
+    }
+    return { rows: Number(c.dataset.rows ?? 0), ink: ink / (d.length / 28), colours: colours.size };
+  });
+}
+
+test.describe('demo page without a model', () => {
+  test('an unsupported file shows a plain-language error', async ({ page }) => {
+    await page.goto('/');
+    await page.setInputFiles('#file-input', { name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('this is not audio') });
+    const notice = page.locator('#notice');
+    await expect(notice).toBeVisible();
+    await expect(notice).toHaveAttribute('data-code', 'BAD_AUDIO');
+    await expect(notice).toContainText('This audio cannot be transcribed');
+    await expect(notice).toContainText(/WAV/);
+    await expect(page.locator('#start')).toBeDisabled();
+  });
+
+  test('an empty file says it is empty', async ({ page }) => {
+    await page.goto('/');
+    await page.setInputFiles('#file-input', { name: 'empty.wav', mimeType: 'audio/wav', buffer: Buffer.alloc(0) });
+    await expect(page.locator('#notice')).toHaveAttribute('data-code', 'BAD_AUDIO');
+    await expect(page.locator('#notice')).toContainText(/empty/i);
+  });
+
+  test('without WebGPU the page says which browsers work and switches to the CPU backend', async ({ page }) => {
+    await page.addInitScript(() => Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined }));
+    await page.goto('/');
+    await expect(page.locator('#notice')).toContainText('No WebGPU in this browser');
+    await expect(page.locator('#notice')).toContainText(/Chrome and Edge 113/);
+    await expect(page.locator('#backend')).toHaveValue('cpu');
+    await expect(page.locator('#backend-readout')).toContainText('CPU');
+  });
+
+  test('a model that is not there is reported, through the worker, with what to check', async ({ page }) => {
+    const clip = (await samples(page)).find((x) => x.seconds);
+    test.skip(!clip, 'no sample clips to start a run with');
+    await page.goto('/?model=/models/not-there/');
+    await chooseSample(page, clip!.url);
+    await page.click('#start');
+    const notice = page.locator('#notice');
+    await expect(notice).toHaveAttribute('data-code', 'MODEL_LOAD', { timeout: 60_000 });
+    await expect(notice).toContainText('The model could not be loaded');
+    await expect(notice).toContainText('not-there/config.json');
+    await expect(page.locator('#start')).toBeEnabled();
+  });
+
+  test('lists the shipped sample clips', async ({ page }) => {
+    await page.goto('/');
+    const list = await samples(page);
+    test.skip(list.length === 0, 'no clips under public/samples or public/test-sets');
+    await expect(page.locator('#sample-select option')).toHaveCount(list.length);
+  });
+});
+
+test('the tide chart draws decode steps (synthetic steps, no model)', async ({ page }) => {
+  await page.goto('/e2e/harness/tide.html');
+  await expect(page.locator('body')).toHaveAttribute('data-done', '1');
+  const chart = await tideInk(page);
+  expect(chart.rows).toBe(120);
+  expect(chart.ink).toBeGreaterThan(0.3);
+  // Teal (on GPU), slate (on CPU) and amber (anchors), blended: many distinct colours.
+  expect(chart.colours).toBeGreaterThan(5);
+  await page.locator('#tide').screenshot({ path: 'test-results/tide-chart.png' });
+});
+
+test.describe('microphone', () => {
+  test('a recording becomes the clip to transcribe', async ({ page }) => {
+    await page.goto('/');
+    await page.click('#record');
+    await expect(page.locator('#record')).toHaveAttribute('aria-pressed', 'true');
+    await page.waitForTimeout(2500);
+    await page.click('#record');
+    await expect(page.locator('#clip-name')).toContainText(/Recording .* — \d/, { timeout: 30_000 });
+    await expect(page.locator('#start')).toBeEnabled();
+  });
+});
+
+test.describe('demo page with the reference model', () => {
+  test.beforeEach(needsModel);
+
+  test('full cache and WnW at 0.2 transcribe a 60 s clip within the WER ceilings; progress and the tide chart show', async ({ page }) => {
+    // Two decodes of ~60 s of audio on SwiftShader (CPU-emulated GPU).
+    test.setTimeout(1_200_000);
+    const clip = await sixtySecondClip(page);
+    const reference = readFileSync(join('public', clip.reference!), 'utf8');
+    await page.goto(`/?${modelQuery}`);
+    await chooseSample(page, clip.url);
+    await page.selectOption('#policy', 'wnw');
+    await page.selectOption('#budget', WNW_BUDGET);
+    // WebGPU explicitly: 'auto' passes over SwiftShader (a software adapter) for the CPU backend.
+    await page.selectOption('#backend', 'webgpu');
+    await page.check('#compare');
+    await page.click('#start');
+
+    // Progress: the model phases complete, then decoding reports audio covered.
+    await expect(page.locator('#progress-compile')).toHaveJSProperty('value', 1, { timeout: 300_000 });
+    await expect.poll(() => page.locator('#progress-decode').evaluate((e) => (e as HTMLProgressElement).value), { timeout: 300_000 }).toBeGreaterThan(0);
+    await expect(page.locator('#backend-readout')).toContainText(/WebGPU/);
+    // Tokens stream into the first pane before its run ends.
+    await expect(page.locator('#transcript-full')).not.toBeEmpty({ timeout: 300_000 });
+
+    await expect(page.locator('[data-pane="wnw"]')).toHaveAttribute('data-done', 'done', { timeout: 1_100_000 });
+    await expect(page.locator('[data-pane="full"]')).toHaveAttribute('data-done', 'done');
+    const full = await page.locator('#transcript-full').innerText();
+    const wnw = await page.locator('#transcript-wnw').innerText();
+    const werFull = wer(reference, full);
+    const werWnw = wer(reference, wnw);
+    console.log(`${clip.url}: WER full ${(werFull * 100).toFixed(1)} %, WnW@${WNW_BUDGET} ${(werWnw * 100).toFixed(1)} %`);
+    expect(werFull).toBeLessThanOrEqual(FULL_WER_MAX);
+    expect(werWnw).toBeLessThanOrEqual(WNW_WER_MAX);
+    // The page's own WER readout agrees with ours.
+    expect(Number(await page.locator('[data-pane="wnw"] [data-wer]').getAttribute('data-wer'))).toBeCloseTo(werWnw, 6);
+    // WnW at 0.2 keeps less KV on the GPU than the full cache.
+    await expect(page.locator('#status')).toContainText(/Compared: GPU KV memory/);
+
+    const chart = await tideInk(page);
+    expect(chart.rows).toBeGreaterThan(0);
+    expect(chart.ink).toBeGreaterThan(0.05);
+    expect(chart.colours).toBeGreaterThan(2);
+  });
+
+  test('cancel keeps the partial transcript', async ({ page }) => {
+    const clip = await sixtySecondClip(page);
+    await page.goto(`/?${modelQuery}`);
+    await chooseSample(page, clip.url);
+    await page.selectOption('#policy', 'wnw');
+    await page.click('#start');
+    const text = page.locator('#transcript-main');
+    await expect.poll(async () => (await text.innerText()).length, { timeout: 400_000 }).toBeGreaterThan(10);
+    await page.click('#cancel');
+    await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', 'partial', { timeout: 60_000 });
+    await expect(page.locator('#notice')).toHaveAttribute('data-code', 'CANCELLED');
+    await expect(page.locator('#notice')).toContainText('transcript so far is kept');
+    expect((await text.innerText()).trim().length).toBeGreaterThan(10);
+    await expect(page.locator('#start')).toBeEnabled();
+  });
+
+  test('the example page imports the ES module and transcribes a clip', async ({ page }) => {
+    const shortest = (await samples(page)).filter((s) => s.seconds && s.reference).sort((a, b) => a.seconds! - b.seconds!)[0];
+    await page.goto(`/example.html?clip=/${shortest.url}&${modelQuery}`);
+    await expect(page.locator('body')).toHaveAttribute('data-state', /done|error/, { timeout: 590_000 });
+    await expect(page.locator('#status')).toContainText('Done');
+    const text = await page.locator('#out').innerText();
+    const reference = readFileSync(join('public', shortest.reference!), 'utf8');
+    expect(wer(reference, text)).toBeLessThanOrEqual(WNW_WER_MAX);
+  });
+});

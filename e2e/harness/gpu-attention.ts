@@ -1,0 +1,309 @@
+/**
+ * RoPE, KV append, gather and both attentions against ops.ts at shipped scale:
+ * > 4,000 positions, a paged pool built by the real Residency (per-head subsets that
+ * differ, releases and recalls that leave EMPTY slots and non-contiguous page tables,
+ * text pages interleaved), split-K boundaries, exported weights.
+ */
+import { groupSize, kvHeadCount, segmentLength } from '../../src/model/config.js';
+import { randomArray, rng } from '../../src/model/testing.js';
+import { causalAttention, matvec, pagedAttention, rope, ropeFrequencies } from '../../src/backend/cpu/ops.js';
+import { Residency, type PageStorage } from '../../src/kv/residency.js';
+import { grid, ropeTable } from '../../src/backend/webgpu/kernels.js';
+import { NO_EXPORT, buildTables } from '../../src/backend/webgpu/pool.js';
+import type { PrefillPlan } from '../../src/policy/types.js';
+import { config, loadKernels } from './gpu-kernels.js';
+import { compare, dispatch, empty, gpu, nonZero, readF32, upload, type CheckResult } from './gpu-util.js';
+
+const ATTN_BOUND = 5e-4;
+const F32_BOUND = 1e-7;
+const c = config;
+const HD = c.headDim;
+const H = c.numHeads;
+const HKV = c.numKvHeads;
+const G = groupSize(c);
+const QD = H * HD;
+const KVD = HKV * HD;
+const LONG = 4100;
+
+async function ropeSplitTest(): Promise<CheckResult> {
+  const t0 = performance.now();
+  const { ctx } = await gpu();
+  const k = await loadKernels();
+  const n = LONG;
+  const stride = QD + 2 * KVD;
+  const qkv = randomArray(n * stride, 1, rng(21));
+  const freqs = ropeFrequencies(HD, c.ropeTheta);
+  const q = new Float32Array(n * QD);
+  const kk = new Float32Array(n * KVD);
+  const v = new Float32Array(n * KVD);
+  for (let i = 0; i < n; i++) {
+    q.set(qkv.subarray(i * stride, i * stride + QD), i * QD);
+    kk.set(qkv.subarray(i * stride + QD, i * stride + QD + KVD), i * KVD);
+    v.set(qkv.subarray(i * stride + QD + KVD, (i + 1) * stride), i * KVD);
+    rope(q, i * QD, H, HD, i, freqs);
+    rope(kk, i * KVD, HKV, HD, i, freqs);
+  }
+  const qb = empty(ctx, n * QD * 4);
+  const kb = empty(ctx, n * KVD * 4);
+  const vb = empty(ctx, n * KVD * 4);
+  dispatch(ctx, k.ropeSplit, { 1: upload(ctx, qkv), 2: qb, 3: kb, 4: vb, 5: upload(ctx, ropeTable(c, n)), 8: ctx.uniform('p', [n, 0, 0, 0]) }, n);
+  const want = new Float32Array([...q, ...kk, ...v]);
+  const got = new Float32Array([...(await readF32(ctx, qb, n * QD)), ...(await readF32(ctx, kb, n * KVD)), ...(await readF32(ctx, vb, n * KVD))]);
+  return compare('rope_split', want, got, F32_BOUND, t0, 0.99);
+}
+
+async function qkvAppendTest(): Promise<CheckResult> {
+  const t0 = performance.now();
+  const { ctx } = await gpu();
+  const k = await loadKernels();
+  const D = c.hiddenSize;
+  const rows = QD + 2 * KVD;
+  const r = rng(31);
+  const w = randomArray(rows * D, Math.sqrt(3 / D), r);
+  const x = randomArray(D, 1, r);
+  const pos = 4321;
+  const layer = 3;
+  const heads = kvHeadCount(c);
+  const slotsTotal = 64 * 25;
+  const slots = new Uint32Array(heads);
+  for (let h = 0; h < heads; h++) slots[h] = (h * 37 + 11) % slotsTotal;
+  const y = new Float32Array(rows);
+  matvec(w, rows, D, x, y);
+  const freqs = ropeFrequencies(HD, c.ropeTheta);
+  rope(y, 0, H + HKV, HD, pos, freqs);
+  const kPool = randomArray(slotsTotal * HD, 1, r);
+  const vPool = randomArray(slotsTotal * HD, 1, r);
+  const wantK = Float32Array.from(kPool);
+  const wantV = Float32Array.from(vPool);
+  for (let kh = 0; kh < HKV; kh++) {
+    const s = slots[layer * HKV + kh];
+    wantK.set(y.subarray(QD + kh * HD, QD + (kh + 1) * HD), s * HD);
+    wantV.set(y.subarray(QD + KVD + kh * HD, QD + KVD + (kh + 1) * HD), s * HD);
+  }
+  const step = new Uint32Array(4 + heads);
+  step[0] = pos;
+  step.set(slots, 4);
+  const qb = empty(ctx, QD * 4);
+  const kb = upload(ctx, kPool);
+  const vb = upload(ctx, vPool);
+  dispatch(ctx, k.qkvRopeAppend, [upload(ctx, w), upload(ctx, x), qb, kb, vb, upload(ctx, ropeTable(c, pos + 1)), upload(ctx, step), ctx.uniform('l', [layer, 0, 0, 0])], H + 2 * HKV);
+  const want = new Float32Array([...y.subarray(0, QD), ...wantK, ...wantV]);
+  const got = new Float32Array([...(await readF32(ctx, qb, QD)), ...(await readF32(ctx, kb, kPool.length)), ...(await readF32(ctx, vb, vPool.length))]);
+  return compare('qkv_rope_append', want, got, F32_BOUND, t0, 0.99);
+}
+
+/** CPU page storage that records what the residency writes. */
+class Capture implements PageStorage {
+  constructor(readonly k: Float32Array, readonly v: Float32Array) {}
+  writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
+    this.k.set(k.subarray(0, count * HD), slot * HD);
+    this.v.set(v.subarray(0, count * HD), slot * HD);
+  }
+  syncPositions(): void {}
+}
+
+/**
+ * A pool as WnW leaves it mid-decode: every head keeps a different random subset of
+ * LONG audio positions, then releases some and recalls others, and text tokens are
+ * appended in between, so page tables interleave and contain EMPTY slots.
+ */
+export function buildPool(A: number, seed: number, layers: number[]) {
+  const r = rng(seed);
+  const heads = kvHeadCount(c);
+  const P = segmentLength(c);
+  const numPages = heads * (Math.ceil(A / P) + 60) ;
+  const store = new Capture(new Float32Array(numPages * P * HD), new Float32Array(numPages * P * HD));
+  const res = new Residency({ heads, headDim: HD, pageSize: P, numPages, audioStart: 1, audioLength: A }, store);
+  const plan: PrefillPlan = { heads: [] };
+  const all = Int32Array.from({ length: A }, (_, i) => i);
+  for (let h = 0; h < heads; h++) {
+    const on = layers.includes(Math.floor(h / HKV));
+    const keep = h % HKV === 0 ? 1 : 0.55 + 0.45 * r(); // one head per layer keeps every position
+    plan.heads.push({ gpu: on ? all.filter(() => r() < keep) : new Int32Array(0), cpu: on ? all : new Int32Array(0) });
+  }
+  const text = [0, A + 1, A + 2, A + 3];
+  const source = (_h: number, _p: number, k: Float32Array, ko: number, v: Float32Array, vo: number) => {
+    for (let d = 0; d < HD; d++) { k[ko + d] = r() * 2 - 1; v[vo + d] = r() * 2 - 1; }
+  };
+  const { gathers } = res.applyPrefill(plan, text, source);
+  const slotsOut = new Int32Array(heads);
+  let pos = A + 4;
+  for (let round = 0; round < 6; round++) {
+    for (let t = 0; t < 9; t++) res.appendText(pos++, slotsOut);
+    const release = [];
+    const recall = [];
+    for (const l of layers) {
+      for (let kh = 0; kh < HKV; kh++) {
+        const h = l * HKV + kh;
+        const a0 = Math.floor(r() * (A - 200));
+        release.push({ head: h, positions: Int32Array.from({ length: 60 + kh * 10 }, (_, i) => a0 + i * 2) });
+        const b0 = Math.floor(r() * (A - 100));
+        recall.push({ head: h, positions: Int32Array.from({ length: 25 + 13 * kh }, (_, i) => b0 + i) });
+      }
+    }
+    res.apply({ release, recall });
+  }
+  // Every slot gets random K/V (free and EMPTY slots too: the kernels must skip them).
+  const fill = (a: Float32Array) => { for (let i = 0; i < a.length; i++) if (a[i] === 0) a[i] = r() * 2 - 1; };
+  fill(store.k);
+  fill(store.v);
+  return { res, store, gathers, numPages, pageSize: P, nextPos: pos };
+}
+
+async function pagedDecodeTest(): Promise<CheckResult> {
+  const t0 = performance.now();
+  const { ctx } = await gpu();
+  const kn = await loadKernels();
+  const A = LONG;
+  const layers = [0, 5];
+  const { res, store, numPages, pageSize: P } = buildPool(A, 41, layers);
+  const heads = kvHeadCount(c);
+  const exportIndex = new Uint32Array(heads).fill(NO_EXPORT);
+  const exported: number[] = [];
+  for (const l of layers) for (let kh = 0; kh < HKV; kh++) { exportIndex[l * HKV + kh] = exported.length; exported.push(l * HKV + kh); }
+  const tables = buildTables(res, heads, exportIndex);
+  let maxPages = 0;
+  const distinct = new Set<string>();
+  for (let h = 0; h < heads; h++) { maxPages = Math.max(maxPages, res.pageTable(h).length); distinct.add(res.pageTable(h).join(',')); }
+  const pps = kn.pagesPerSplit;
+  const splits = Math.ceil(maxPages / pps);
+  const kb = upload(ctx, store.k);
+  const vb = upload(ctx, store.v);
+  const posb = upload(ctx, res.positions);
+  const tb = upload(ctx, tables);
+  const scores = empty(ctx, numPages * P * G * 4);
+  const partials = empty(ctx, splits * H * (HD + 2) * 4);
+  const ml = empty(ctx, c.numLayers * H * 2 * 4);
+  const weights = empty(ctx, exported.length * A * 4);
+  const r = rng(43);
+  const want: number[] = [];
+  const got: number[] = [];
+  const wantW = exported.map(() => new Float32Array(A));
+  for (const l of layers) {
+    const q = randomArray(QD, 4, r);
+    const out = new Float32Array(QD);
+    for (let kh = 0; kh < HKV; kh++) {
+      const h = l * HKV + kh;
+      const pages = res.pageTable(h);
+      pagedAttention(q, kh * G * HD, G, HD, { pages, pageCount: pages.length }, P, store.k, store.v, res.positions, out, kh * G * HD, wantW[exportIndex[h]], 1);
+    }
+    const qb = upload(ctx, q);
+    const attn = empty(ctx, QD * 4);
+    const lu = ctx.uniform('layer', [l, 0, 0, 0]);
+    dispatch(ctx, kn.attnSplit, [qb, kb, vb, posb, tb, scores, partials, lu], HKV, splits);
+    dispatch(ctx, kn.attnReduce, { 4: tb, 6: partials, 7: lu, 8: attn, 9: ml }, H);
+    want.push(...out);
+    got.push(...(await readF32(ctx, attn, QD)));
+  }
+  ctx.device.queue.writeBuffer(weights, 0, new Float32Array(exported.length * A));
+  dispatch(ctx, kn.attnExport, { 3: posb, 4: tb, 5: scores, 10: weights, 11: ctx.uniform('e', [heads, 1, A, 0]), 12: ml }, exported.length);
+  const gotW = await readF32(ctx, weights, exported.length * A);
+  const wantWAll = new Float32Array(exported.length * A);
+  wantW.forEach((w, i) => wantWAll.set(w, i * A));
+  const attnRes = compare('paged_decode_attention', want, got, ATTN_BOUND, t0, 0.99);
+  const wRes = compare('weights', wantWAll, gotW, ATTN_BOUND, t0, 0.3);
+  const shape = `pages/head max ${maxPages}, ${splits} splits of ${pps} pages, ${distinct.size} distinct tables, gpu positions/head ${Array.from(res.stats().gpuPerHead).filter((x) => x > 0).join(',')}`;
+  return { ...attnRes, pass: attnRes.pass && wRes.pass, detail: `out: ${attnRes.detail}; exported weights: ${wRes.detail}; ${shape}` };
+}
+
+
+async function gatherTest(): Promise<CheckResult> {
+  const t0 = performance.now();
+  const { ctx } = await gpu();
+  const kn = await loadKernels();
+  const A = LONG;
+  const n = A + 4;
+  const layer = 5;
+  const { res, gathers, numPages, pageSize: P } = buildPool(A, 51, [layer]);
+  const r = rng(52);
+  const srcK = randomArray(n * KVD, 1, r);
+  const srcV = randomArray(n * KVD, 1, r);
+  const entries: number[] = [];
+  const wantK = new Float32Array(numPages * P * HD);
+  const wantV = new Float32Array(numPages * P * HD);
+  for (const g of gathers) {
+    if (Math.floor(g.head / HKV) !== layer) continue;
+    const kh = g.head % HKV;
+    for (let i = 0; i < g.slots.length; i++) {
+      entries.push(g.slots[i], g.seqPositions[i], kh);
+      const o = g.seqPositions[i] * KVD + kh * HD;
+      wantK.set(srcK.subarray(o, o + HD), g.slots[i] * HD);
+      wantV.set(srcV.subarray(o, o + HD), g.slots[i] * HD);
+    }
+  }
+  const count = entries.length / 3;
+  const kb = empty(ctx, wantK.length * 4);
+  const vb = empty(ctx, wantV.length * 4);
+  const [gx, gy] = grid(Math.ceil((count * HD) / 64));
+  dispatch(ctx, kn.gather, [upload(ctx, Uint32Array.from(entries)), upload(ctx, srcK), upload(ctx, srcV), kb, vb, ctx.uniform('p', [0, count, 0, 0])], gx, gy);
+  const want = new Float32Array([...wantK, ...wantV]);
+  const got = new Float32Array([...(await readF32(ctx, kb, wantK.length)), ...(await readF32(ctx, vb, wantV.length))]);
+  void res;
+  return compare('kv_gather', want, got, 0, t0, 0.99 * nonZero(want), `${count} rows`);
+}
+
+/**
+ * Causal attention over LONG prompt positions for one KV group (its GROUP query heads;
+ * the grid's head offset selects them), plus the prefill scores for a SnapKV-style
+ * window of 32 query rows and for every row (prefillQueries = Infinity).
+ */
+async function causalTest(): Promise<CheckResult> {
+  const t0 = performance.now();
+  const { ctx } = await gpu();
+  const kn = await loadKernels();
+  const n = LONG;
+  const A = n - 4;
+  const kh = HKV - 1;
+  const r = rng(61);
+  const q = randomArray(n * QD, 2, r);
+  const k = randomArray(n * KVD, 1, r);
+  const v = randomArray(n * KVD, 1, r);
+  // Reference on the selected group only: slices as a 1-KV-head model.
+  const qs = new Float32Array(n * G * HD);
+  const ks = new Float32Array(n * HD);
+  const vs = new Float32Array(n * HD);
+  for (let i = 0; i < n; i++) {
+    qs.set(q.subarray(i * QD + kh * G * HD, i * QD + (kh + 1) * G * HD), i * G * HD);
+    ks.set(k.subarray(i * KVD + kh * HD, i * KVD + (kh + 1) * HD), i * HD);
+    vs.set(v.subarray(i * KVD + kh * HD, i * KVD + (kh + 1) * HD), i * HD);
+  }
+  const outRef = new Float32Array(n * G * HD);
+  const window = [new Float32Array(A)];
+  causalAttention(qs, ks, vs, n, G, 1, HD, outRef, { windows: [{ perKvHead: window, lastQueries: 32 }], audioStart: 1 });
+  const everyRow = [new Float32Array(A)];
+  causalAttention(qs, ks, vs, n, G, 1, HD, new Float32Array(n * G * HD), { windows: [{ perKvHead: everyRow, lastQueries: Infinity }], audioStart: 1 });
+
+  const qb = upload(ctx, q);
+  const kb = upload(ctx, k);
+  const vb = upload(ctx, v);
+  const out = empty(ctx, n * QD * 4);
+  const ml = empty(ctx, n * H * 2 * 4);
+  const layer = 2;
+  const scores = empty(ctx, c.numLayers * HKV * A * 4);
+  const params = (firstQuery: number) => ctx.uniform('p', [n, 1, A, firstQuery, layer, kh * G, kh, 0]);
+  const tg = performance.now();
+  dispatch(ctx, kn.causalAttention, [qb, kb, vb, out, ml, params(0)], Math.ceil(n / 64), G);
+  const outAll = await readF32(ctx, out, n * QD);
+  const gpuMs = performance.now() - tg;
+  const got = new Float32Array(n * G * HD);
+  for (let i = 0; i < n; i++) got.set(outAll.subarray(i * QD + kh * G * HD, i * QD + (kh + 1) * G * HD), i * G * HD);
+  const off = (layer * HKV + kh) * A;
+  const sc = { 0: qb, 1: kb, 5: params(n - 32), 6: scores, 7: ml };
+  dispatch(ctx, kn.prefillScores, sc, Math.ceil(A / 64), 1);
+  const gotWindow = (await readF32(ctx, scores, c.numLayers * HKV * A)).slice(off, off + A);
+  dispatch(ctx, kn.prefillScores, { ...sc, 5: params(0) }, Math.ceil(A / 64), 1);
+  const gotEvery = (await readF32(ctx, scores, c.numLayers * HKV * A)).slice(off, off + A);
+  const o = compare('causal_prefill_attention', outRef, got, ATTN_BOUND, t0, 0.99);
+  // The window only reaches the last 32 audio positions' neighbours: most scores are tiny but non-zero.
+  const w = compare('scores_window32', window[0], gotWindow, ATTN_BOUND, t0, 0.99);
+  const e = compare('scores_all_rows', everyRow[0], gotEvery, ATTN_BOUND, t0, 0.99);
+  return { ...o, pass: o.pass && w.pass && e.pass, detail: `out: ${o.detail} (GPU ${Math.round(gpuMs)} ms); scores(last 32 rows): ${w.detail}; scores(all rows): ${e.detail}` };
+}
+
+export const attentionTests: Record<string, () => Promise<CheckResult>> = {
+  rope_split: ropeSplitTest,
+  qkv_rope_append: qkvAppendTest,
+  kv_gather: gatherTest,
+  paged_decode_attention: pagedDecodeTest,
+  causal_prefill_attention: causalTest,
+};

@@ -1,0 +1,98 @@
+// Causal prefill attention over the whole prompt (thousands of positions), flash-style:
+// one thread per query row, 64 rows per workgroup, online softmax rescaled once per
+// block of BK keys. The final (max, sum) of every (row, head) is kept so prefill_scores
+// can recompute exact softmax weights.
+//   causal_attention: out [n, QD] from q [n, QD], k/v [n, KVD].
+//   prefill_scores:   per KV head and audio position t: softmax weight summed over the
+//                     group and over query rows >= firstQuery (WnW: the instruction rows;
+//                     SnapKV: its window), as ops.causalAttention's scoresOut.
+// Keys and values are read straight from storage: all rows of a workgroup read the same
+// key at once, so a GPU serves it from cache, and there are no workgroup barriers, which
+// dominate on CPU implementations (SwiftShader). vec4 loads need HD % 4 == 0.
+// Constants: H, HKV, HD, GROUP, QD, KVD, SCALE, BK.
+
+const NEG: f32 = -3.0e38;
+const HD4: u32 = HD / 4u;
+const KVD4: u32 = KVD / 4u;
+
+// head0 / kvHead0 offset the grid's head index (tests run a slice of the heads).
+struct Params { n: u32, audioStart: u32, audioLength: u32, firstQuery: u32, layer: u32, head0: u32, kvHead0: u32, _p0: u32 }
+
+@group(0) @binding(0) var<storage, read> q4: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> k4: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> v4: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> out4: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> ml: array<f32>;      // [n, H, 2]
+@group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding(6) var<storage, read_write> scores: array<f32>;  // [layers * HKV, audioLength]
+@group(0) @binding(7) var<storage, read> mlIn: array<f32>;
+
+fn hsum(v: vec4<f32>) -> f32 {
+  return (v.x + v.y) + (v.z + v.w);
+}
+
+@compute @workgroup_size(64)
+fn causal_attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let h = wid.y + p.head0;
+  let kb = (h / GROUP) * HD4;
+  let i = wid.x * 64u + lid;
+  if (i >= p.n) { return; }
+  var qv: array<vec4<f32>, HD4>;
+  var acc: array<vec4<f32>, HD4>;
+  var sb: array<f32, BK>;
+  let qb = (i * QD + h * HD) / 4u;
+  for (var d = 0u; d < HD4; d++) {
+    qv[d] = q4[qb + d];
+    acc[d] = vec4<f32>(0.0);
+  }
+  var m = NEG;
+  var l = 0.0;
+  for (var t0 = 0u; t0 <= i; t0 += BK) {
+    let cnt = min(BK, i + 1u - t0);
+    var bm = m;
+    for (var tt = 0u; tt < cnt; tt++) {
+      let kr = (t0 + tt) * KVD4 + kb;
+      var dot = vec4<f32>(0.0);
+      for (var d = 0u; d < HD4; d++) { dot += qv[d] * k4[kr + d]; }
+      let s = hsum(dot) * SCALE;
+      sb[tt] = s;
+      bm = max(bm, s);
+    }
+    let corr = exp(m - bm);
+    l *= corr;
+    for (var d = 0u; d < HD4; d++) { acc[d] *= corr; }
+    for (var tt = 0u; tt < cnt; tt++) {
+      let e = exp(sb[tt] - bm);
+      l += e;
+      let vr = (t0 + tt) * KVD4 + kb;
+      for (var d = 0u; d < HD4; d++) { acc[d] += e * v4[vr + d]; }
+    }
+    m = bm;
+  }
+  for (var d = 0u; d < HD4; d++) { out4[qb + d] = acc[d] / l; }
+  ml[(i * H + h) * 2u] = m;
+  ml[(i * H + h) * 2u + 1u] = l;
+}
+
+// One thread per audio position of a KV head; the queried rows are few (the instruction
+// or a window) or, with firstQuery = 0, the whole prompt.
+@compute @workgroup_size(64)
+fn prefill_scores(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let kh = wid.y + p.kvHead0;
+  let a = wid.x * 64u + lid;
+  if (a >= p.audioLength) { return; }
+  let t = p.audioStart + a;
+  var kv: array<vec4<f32>, HD4>;
+  for (var d = 0u; d < HD4; d++) { kv[d] = k4[t * KVD4 + kh * HD4 + d]; }
+  var w = 0.0;
+  for (var i = max(p.firstQuery, t); i < p.n; i++) {
+    for (var j = 0u; j < GROUP; j++) {
+      let h = kh * GROUP + j;
+      let qb = (i * QD + h * HD) / 4u;
+      var dot = vec4<f32>(0.0);
+      for (var d = 0u; d < HD4; d++) { dot += q4[qb + d] * kv[d]; }
+      w += exp(hsum(dot) * SCALE - mlIn[(i * H + h) * 2u]) / mlIn[(i * H + h) * 2u + 1u];
+    }
+  }
+  scores[(p.layer * HKV + kh) * p.audioLength + a] = w;
+}

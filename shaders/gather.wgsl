@@ -1,0 +1,27 @@
+// Prefill KV -> pool pages: entry e copies row seq of KV head kh of this layer's prefill
+// K/V into pool slot `slot` (entries are (slot, seq, kh) triples, made by
+// Residency.applyPrefill's gathers). One thread per (entry, dim).
+// Constants: HD, KVD.
+
+struct Params { first: u32, count: u32, _p0: u32, _p1: u32 }
+
+@group(0) @binding(0) var<storage, read> entries: array<u32>;
+@group(0) @binding(1) var<storage, read> srcK: array<f32>;
+@group(0) @binding(2) var<storage, read> srcV: array<f32>;
+@group(0) @binding(3) var<storage, read_write> kPool: array<f32>;
+@group(0) @binding(4) var<storage, read_write> vPool: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+@compute @workgroup_size(64)
+fn kv_gather(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+  let t = (wid.x + wid.y * nwg.x) * 64u + lid;
+  let e = t / HD;
+  let d = t % HD;
+  if (e >= p.count) { return; }
+  let b = (p.first + e) * 3u;
+  let slot = entries[b];
+  let src = entries[b + 1u] * KVD + entries[b + 2u] * HD + d;
+  kPool[slot * HD + d] = srcK[src];
+  vPool[slot * HD + d] = srcV[src];
+}

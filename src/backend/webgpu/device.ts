@@ -1,0 +1,170 @@
+/**
+ * One GPU device for the browser (`navigator.gpu`) and Node (the `webgpu` package, Dawn),
+ * with the adapter's maxima requested, loud typed errors (no adapter, out of memory via
+ * error scopes, device loss), and counters of live buffers and created bind groups so a
+ * test can assert that decode steps allocate nothing.
+ */
+import { DeviceLostError, NoWebGpuError, OutOfMemoryError } from '../../errors.js';
+
+export interface GpuInfo {
+  vendor: string;
+  architecture: string;
+  description: string;
+  /** SwiftShader or another CPU rasteriser: timings are CPU timings. */
+  software: boolean;
+  features: string[];
+  label: string;
+}
+
+export interface AcquireOptions {
+  /** A GPU object to use (tests, embedding apps); default navigator.gpu, else Node's `webgpu`. */
+  gpu?: GPU;
+  /** An existing device (e.g. onnxruntime-web's), so encoder outputs can stay on the GPU. */
+  device?: GPUDevice;
+  powerPreference?: GPUPowerPreference;
+}
+
+const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+
+async function nodeGpu(): Promise<GPU | null> {
+  const g = globalThis as { process?: { versions?: { node?: string }; env: Record<string, string | undefined> } };
+  if (!g.process?.versions?.node) return null;
+  const name = 'webgpu';
+  const mod = (await import(/* @vite-ignore */ name)) as { create(o: string[]): GPU; globals: object };
+  Object.assign(globalThis, mod.globals);
+  return mod.create([]);
+}
+
+async function nodeSwiftShader(): Promise<GPU | null> {
+  // Dawn finds no Vulkan driver on a machine without a GPU; Chromium's SwiftShader ICD, when
+  // installed, makes it work (barrier-using shaders are unreliable there: see engine notes).
+  const g = globalThis as { process?: { env: Record<string, string | undefined> } };
+  if (!g.process || g.process.env.VK_ICD_FILENAMES) return null;
+  const fsName = 'node:fs';
+  const fs = (await import(/* @vite-ignore */ fsName)) as typeof import('node:fs');
+  if (!fs.existsSync(SWIFTSHADER_ICD)) return null;
+  g.process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
+  return nodeGpu();
+}
+
+export type Bindings = (GPUBuffer | GPUBufferBinding)[] | Record<number, GPUBuffer | GPUBufferBinding>;
+
+export class GpuContext {
+  liveBuffers = 0;
+  bindGroupsCreated = 0;
+  lostReason: string | null = null;
+  readonly limits: GPUSupportedLimits;
+
+  constructor(readonly device: GPUDevice, readonly info: GpuInfo) {
+    this.limits = device.limits;
+    device.lost.then((l) => {
+      this.lostReason = `${l.reason}: ${l.message}`;
+    });
+  }
+
+  static async acquire(opts: AcquireOptions = {}): Promise<GpuContext> {
+    if (opts.device) return new GpuContext(opts.device, describe(null, opts.device));
+    let gpu: GPU | null = opts.gpu ?? (typeof navigator !== 'undefined' && navigator.gpu ? navigator.gpu : null);
+    if (!gpu) gpu = await nodeGpu().catch(() => null);
+    if (!gpu) throw new NoWebGpuError('navigator.gpu is missing and the `webgpu` package could not be loaded');
+    let adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference ?? 'high-performance' });
+    if (!adapter && !opts.gpu) {
+      const ss = await nodeSwiftShader().catch(() => null);
+      if (ss) adapter = await ss.requestAdapter();
+    }
+    if (!adapter) throw new NoWebGpuError('requestAdapter() returned no adapter');
+    const want = [
+      'maxStorageBufferBindingSize', 'maxBufferSize', 'maxStorageBuffersPerShaderStage',
+      'maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupsPerDimension',
+      'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupSizeY', 'maxBindingsPerBindGroup',
+    ] as const;
+    const requiredLimits: Record<string, number> = {};
+    for (const k of want) requiredLimits[k] = adapter.limits[k];
+    const requiredFeatures = (['shader-f16'] as GPUFeatureName[]).filter((f) => adapter!.features.has(f));
+    let device: GPUDevice;
+    try {
+      device = await adapter.requestDevice({ requiredLimits, requiredFeatures });
+    } catch (e) {
+      throw new NoWebGpuError(`requestDevice failed: ${(e as Error).message}`);
+    }
+    return new GpuContext(device, describe(adapter, device));
+  }
+
+  /** Throws DeviceLostError once the device is gone. */
+  check(): void {
+    if (this.lostReason !== null) throw new DeviceLostError(this.lostReason);
+  }
+
+  buffer(label: string, size: number, usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC, data?: ArrayBufferView): GPUBuffer {
+    const padded = Math.max(16, Math.ceil(size / 16) * 16);
+    const b = this.device.createBuffer({ label, size: padded, usage, mappedAtCreation: data !== undefined });
+    if (data) {
+      new Uint8Array(b.getMappedRange()).set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+      b.unmap();
+    }
+    this.liveBuffers++;
+    return b;
+  }
+
+  uniform(label: string, values: ArrayLike<number>): GPUBuffer {
+    return this.buffer(label, values.length * 4, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, Uint32Array.from(values));
+  }
+
+  destroy(b: GPUBuffer | undefined | null): void {
+    if (!b) return;
+    b.destroy();
+    this.liveBuffers--;
+  }
+
+  /** Group 0 of `pipeline`; an array binds 0..n-1, an object names sparse binding numbers. */
+  bindGroup(pipeline: GPUComputePipeline, resources: Bindings, label?: string): GPUBindGroup {
+    this.bindGroupsCreated++;
+    return this.device.createBindGroup({
+      label,
+      layout: pipeline.getBindGroupLayout(0),
+      entries: Object.entries(resources).map(([i, r]) => ({ binding: Number(i), resource: 'buffer' in r ? r : { buffer: r } })),
+    });
+  }
+
+  /**
+   * Runs allocations inside out-of-memory and validation error scopes, so a failed
+   * allocation is an OutOfMemoryError naming what and how much, not a silent zero buffer.
+   */
+  async allocating<T>(what: string, bytes: number, fn: () => T): Promise<T> {
+    this.check();
+    this.device.pushErrorScope('out-of-memory');
+    this.device.pushErrorScope('validation');
+    let out: T;
+    let validation: GPUError | null = null;
+    let oom: GPUError | null = null;
+    try {
+      out = fn();
+    } finally {
+      validation = await this.device.popErrorScope();
+      oom = await this.device.popErrorScope();
+    }
+    if (oom) throw new OutOfMemoryError(what, bytes);
+    if (validation) throw new Error(`allocating ${what}: ${validation.message}`);
+    return out;
+  }
+
+  /** Binding-size-limited tensors must fit; say which and by how much otherwise. */
+  fitsBinding(bytes: number): boolean {
+    return bytes <= this.limits.maxStorageBufferBindingSize && bytes <= this.limits.maxBufferSize;
+  }
+}
+
+function describe(adapter: GPUAdapter | null, device: GPUDevice): GpuInfo {
+  const info = (adapter as (GPUAdapter & { info?: GPUAdapterInfo }) | null)?.info ?? (device as GPUDevice & { adapterInfo?: GPUAdapterInfo }).adapterInfo;
+  const vendor = info?.vendor ?? '';
+  const architecture = info?.architecture ?? '';
+  const description = info?.description ?? '';
+  const all = `${vendor} ${architecture} ${description}`.toLowerCase();
+  const software = all.includes('swiftshader') || all.includes('llvmpipe') || all.includes('lavapipe') || (info as { isFallbackAdapter?: boolean } | undefined)?.isFallbackAdapter === true;
+  const name = [vendor, architecture, description].filter(Boolean).join(' ') || 'unknown adapter';
+  return {
+    vendor, architecture, description, software,
+    features: [...device.features].map(String),
+    label: software ? `WebGPU (${name}: a CPU rasteriser, timings are CPU timings)` : `WebGPU (${name})`,
+  };
+}

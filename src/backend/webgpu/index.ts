@@ -1,0 +1,20 @@
+/** The WebGPU backend's public surface (loaded lazily by backend/create.ts). */
+import type { ModelConfig } from '../../model/config.js';
+import type { DecoderWeights } from '../../model/weights.js';
+import { WebGpuBackend, type WebGpuBackendOptions } from './backend.js';
+
+export { WebGpuBackend, type WebGpuBackendOptions } from './backend.js';
+export { GpuContext, type GpuInfo, type AcquireOptions } from './device.js';
+export { PipelineCache } from './pipelines.js';
+export { defaultShaderLoader, type ShaderLoader } from './shader-source.js';
+export { benchWebGpu, type WebGpuBench } from './bench.js';
+
+export interface CreateWebGpuOptions extends Omit<WebGpuBackendOptions, 'requireHardware'> {
+  /** Accept a software adapter (SwiftShader); otherwise it fails with NoWebGpuError. */
+  allowSoftware?: boolean;
+}
+
+export function createWebGpuBackend(config: ModelConfig, weights: DecoderWeights, opts: CreateWebGpuOptions = {}): Promise<WebGpuBackend> {
+  const { allowSoftware, ...rest } = opts;
+  return WebGpuBackend.create(config, weights, { ...rest, requireHardware: !allowSoftware });
+}

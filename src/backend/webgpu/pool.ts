@@ -1,0 +1,128 @@
+/**
+ * The KV pool's bytes on the GPU: K and V pages [numPages, pageSize, headDim], the
+ * positions buffer (mirror of Residency.positions; EMPTY = -1 marks a free slot) and
+ * the page tables of every (layer, KV head). All placement decisions are the shared
+ * Residency's; this class only moves bytes, batching position and table uploads so a
+ * decode step writes each at most once.
+ */
+import { ContextTooLongError } from '../../errors.js';
+import type { PageStorage, Residency } from '../../kv/residency.js';
+import type { GpuContext } from './device.js';
+
+export const NO_EXPORT = 0xffffffff;
+
+/** Bytes of one pool slot on the GPU: K and V rows plus its position. */
+export function slotBytes(headDim: number): number {
+  return 8 * headDim + 4;
+}
+
+/**
+ * The page-table buffer: meta[4h..4h+3] = (offset of head h's page list in this array,
+ * page count, export index or NO_EXPORT, 0), then the lists back to back.
+ */
+export function buildTables(res: { pageTable(h: number): readonly number[] }, heads: number, exportIndex: ArrayLike<number>, out?: Uint32Array): Uint32Array {
+  let total = heads * 4;
+  for (let h = 0; h < heads; h++) total += res.pageTable(h).length;
+  const t = out && out.length >= total ? out : new Uint32Array(total);
+  let off = heads * 4;
+  for (let h = 0; h < heads; h++) {
+    const pages = res.pageTable(h);
+    t[h * 4] = off;
+    t[h * 4 + 1] = pages.length;
+    t[h * 4 + 2] = exportIndex[h];
+    t[h * 4 + 3] = 0;
+    for (let i = 0; i < pages.length; i++) t[off + i] = pages[i];
+    off += pages.length;
+  }
+  return t;
+}
+
+export class GpuPool implements PageStorage {
+  readonly k: GPUBuffer;
+  readonly v: GPUBuffer;
+  readonly positions: GPUBuffer;
+  readonly tables: GPUBuffer;
+  /** Changed slot ranges [first, end) since the last flush: text appends touch one slot per head, far apart. */
+  private dirty: [number, number][] = [];
+  private mirror: Int32Array | null = null;
+  private tableVersion = -1;
+  private readonly tableScratch: Uint32Array;
+  /** Bytes written into pages by writeRows since the last take(). */
+  bytesWritten = 0;
+
+  constructor(
+    private readonly ctx: GpuContext,
+    readonly capacityPages: number,
+    readonly pageSize: number,
+    readonly headDim: number,
+    readonly heads: number,
+    private readonly exportIndex: Uint32Array,
+  ) {
+    const slots = capacityPages * pageSize;
+    const kvBytes = slots * headDim * 4;
+    if (!ctx.fitsBinding(kvBytes)) {
+      // Splitting K/V across several bindings is not implemented: say so with numbers.
+      throw new ContextTooLongError(kvBytes, Math.min(ctx.limits.maxStorageBufferBindingSize, ctx.limits.maxBufferSize), `the K page buffer (${capacityPages} pages) exceeds one storage binding`);
+    }
+    this.k = ctx.buffer('kv.k', kvBytes);
+    this.v = ctx.buffer('kv.v', kvBytes);
+    this.positions = ctx.buffer('kv.positions', slots * 4);
+    this.tables = ctx.buffer('kv.tables', (heads * 4 + capacityPages) * 4);
+    this.tableScratch = new Uint32Array(heads * 4 + capacityPages);
+    ctx.device.queue.writeBuffer(this.positions, 0, new Int32Array(slots).fill(-1));
+  }
+
+  static bytes(capacityPages: number, pageSize: number, headDim: number, heads: number): number {
+    return capacityPages * pageSize * slotBytes(headDim) + (heads * 4 + capacityPages) * 4;
+  }
+
+  writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
+    const n = count * this.headDim;
+    const q = this.ctx.device.queue;
+    q.writeBuffer(this.k, slot * this.headDim * 4, k.buffer, k.byteOffset, n * 4);
+    q.writeBuffer(this.v, slot * this.headDim * 4, v.buffer, v.byteOffset, n * 4);
+    this.bytesWritten += 8 * n;
+  }
+
+  syncPositions(firstSlot: number, count: number, positions: Int32Array): void {
+    this.mirror = positions;
+    this.dirty.push([firstSlot, firstSlot + count]);
+  }
+
+  /** Uploads changed positions and, if the page tables changed, the tables. Before each submit. */
+  flush(res: Residency): void {
+    const q = this.ctx.device.queue;
+    if (this.mirror && this.dirty.length) {
+      // Merge ranges closer than a page: fewer writes, few wasted bytes.
+      const r = this.dirty.sort((a, b) => a[0] - b[0]);
+      let [lo, hi] = r[0];
+      const write = (a: number, b: number) => q.writeBuffer(this.positions, a * 4, this.mirror!.buffer, this.mirror!.byteOffset + a * 4, (b - a) * 4);
+      for (let i = 1; i < r.length; i++) {
+        if (r[i][0] <= hi + this.pageSize) hi = Math.max(hi, r[i][1]);
+        else {
+          write(lo, hi);
+          [lo, hi] = r[i];
+        }
+      }
+      write(lo, hi);
+    }
+    this.dirty = [];
+    if (res.pool.version !== this.tableVersion) {
+      const t = buildTables(res, this.heads, this.exportIndex, this.tableScratch);
+      const used = this.heads * 4 + res.pool.usedPages;
+      q.writeBuffer(this.tables, 0, t.buffer, t.byteOffset, used * 4);
+      this.tableVersion = res.pool.version;
+    }
+  }
+
+  /** The most pages any head holds: sizes the split-K grid of this step. */
+  static maxPages(res: Residency): number {
+    let m = 0;
+    for (let h = 0; h < res.pool.heads; h++) m = Math.max(m, res.pageTable(h).length);
+    return m;
+  }
+
+  destroy(): void {
+    for (const b of [this.k, this.v, this.positions, this.tables]) this.ctx.destroy(b);
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * Argument parsing shared by `wnw transcribe` and `npm run eval`. Hand-rolled because
+ * the grammar is tiny and a dependency would be the only one the CLI pulls in.
+ * Every mistake becomes a UsageError whose message is one line a person can act on.
+ */
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { PolicyName } from '../types.js';
+
+export const POLICIES = ['full', 'wnw', 'snapkv', 'adakv', 'audiokv', 'arkvale', 'h2o', 'streaming', 'quest'] as const satisfies readonly PolicyName[];
+// Fails to compile when a policy is added to PolicyName but not here.
+const everyPolicy: [Exclude<PolicyName, (typeof POLICIES)[number]>] extends [never] ? true : false = true;
+void everyPolicy;
+
+export const BACKENDS = ['auto', 'webgpu', 'cpu'] as const;
+export type BackendChoice = (typeof BACKENDS)[number];
+
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+export interface TranscribeArgs {
+  file: string;
+  policy: PolicyName;
+  budget: number;
+  backend: BackendChoice;
+  model: string;
+  json: boolean;
+}
+
+/** The package root (the folder holding our package.json), found from this file so it works from src/ or a build. */
+export function packageRoot(from = fileURLToPath(import.meta.url)): string {
+  let dir = dirname(from);
+  for (;;) {
+    if (existsSync(join(dir, 'package.json'))) return dir;
+    const up = dirname(dir);
+    if (up === dir) throw new Error(`no package.json above ${from}`);
+    dir = up;
+  }
+}
+
+export function defaultModelDir(): string {
+  return join(packageRoot(), 'public', 'models', 'wnw-ref');
+}
+
+/** Splits argv into flags (`--name value`, `--name=value`, boolean `--name`) and positionals. */
+export function splitArgs(argv: string[], booleans: readonly string[]): { flags: Map<string, string>; positional: string[] } {
+  const flags = new Map<string, string>();
+  const positional: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--') {
+      positional.push(...argv.slice(i + 1));
+      break;
+    }
+    if (!a.startsWith('--')) {
+      positional.push(a);
+      continue;
+    }
+    const eq = a.indexOf('=');
+    const name = a.slice(2, eq < 0 ? undefined : eq);
+    if (eq >= 0) flags.set(name, a.slice(eq + 1));
+    else if (booleans.includes(name)) flags.set(name, 'true');
+    else {
+      const v = argv[i + 1];
+      if (v === undefined || v.startsWith('--')) throw new UsageError(`--${name} needs a value`);
+      flags.set(name, v);
+      i++;
+    }
+  }
+  return { flags, positional };
+}
+
+export function rejectUnknown(flags: Map<string, string>, known: readonly string[]): void {
+  for (const k of flags.keys()) if (!known.includes(k)) throw new UsageError(`unknown option --${k}`);
+}
+
+export function parsePolicy(s: string): PolicyName {
+  if (!(POLICIES as readonly string[]).includes(s)) throw new UsageError(`unknown policy "${s}" (one of ${POLICIES.join(', ')})`);
+  return s as PolicyName;
+}
+
+export function parseBudget(s: string): number {
+  const b = Number(s);
+  if (!(s.trim() !== '' && Number.isFinite(b) && b > 0 && b <= 1)) throw new UsageError(`budget must be a number in (0, 1], got "${s}"`);
+  return b;
+}
+
+export function parseBackend(s: string): BackendChoice {
+  if (!(BACKENDS as readonly string[]).includes(s)) throw new UsageError(`backend must be one of ${BACKENDS.join(', ')}, got "${s}"`);
+  return s as BackendChoice;
+}
+
+export const TRANSCRIBE_USAGE =
+  'usage: wnw transcribe FILE.wav [--policy full|wnw|snapkv|adakv|audiokv|arkvale|h2o|streaming|quest] ' +
+  '[--budget 0.2] [--backend auto|webgpu|cpu] [--model DIR] [--json]';
+
+export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): TranscribeArgs {
+  const { flags, positional } = splitArgs(argv, ['json']);
+  rejectUnknown(flags, ['policy', 'budget', 'backend', 'model', 'json']);
+  if (positional.length !== 1) throw new UsageError(positional.length ? `expected one audio file, got ${positional.length}` : 'missing the audio file');
+  return {
+    file: resolve(cwd, positional[0]),
+    policy: parsePolicy(flags.get('policy') ?? 'wnw'),
+    budget: parseBudget(flags.get('budget') ?? '0.2'),
+    backend: parseBackend(flags.get('backend') ?? 'auto'),
+    model: flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir(),
+    json: flags.get('json') === 'true',
+  };
+}

@@ -1,0 +1,158 @@
+/**
+ * `wnw transcribe FILE.wav ...`: the transcript on stdout (or JSON with --json), what
+ * happened on stderr, and a non-zero exit with a one-line reason when it fails.
+ * The work is in `runCli`, which takes its I/O as arguments so tests run it with a fake
+ * transcriber and no model.
+ */
+import { readFile } from 'node:fs/promises';
+import type { LoadOptions, ProgressEvent, Transcriber, TranscriptionResult } from '../types.js';
+import { TRANSCRIBE_USAGE, UsageError, parseTranscribeArgs, type TranscribeArgs } from './args.js';
+
+export interface CliIo {
+  load: (options: LoadOptions) => Promise<Transcriber>;
+  stdout: (s: string) => void;
+  stderr: (s: string) => void;
+  readFile: (path: string) => Promise<Uint8Array>;
+  /** File bytes to 16 kHz mono: run before the model loads, so a bad file fails fast and alone. */
+  decode: (bytes: Uint8Array) => Promise<Float32Array>;
+  /** Live progress redraws one stderr line; off when stderr is a file or pipe. */
+  tty: boolean;
+  /** Aborted by Ctrl-C: the partial transcript is still printed. */
+  signal?: AbortSignal;
+}
+
+export const USAGE = `${TRANSCRIBE_USAGE}\n\nTranscribes a WAV file (PCM16, PCM24 or float32; any rate; mono or stereo).\n`;
+
+/** What --json prints. The names are read by other tools: keep them. */
+export function jsonOutput(r: TranscriptionResult, budget: number) {
+  const s = r.stats;
+  return {
+    text: r.text,
+    words: r.words,
+    stats: {
+      policy: s.policy,
+      budget: s.policy === 'full' ? 1 : budget,
+      rGpu: s.rGpu,
+      rGpuCpu: s.rGpuCpu,
+      mbPerStep: s.mbPerStep,
+      msPerToken: s.msPerToken,
+      decodeSteps: s.decodeSteps,
+      audioSeconds: s.audioSeconds,
+      backend: s.backend,
+      realTimeFactor: s.realTimeFactor,
+      stoppedBy: s.stoppedBy,
+    },
+    ...(r.error ? { error: oneLine(r.error) } : {}),
+  };
+}
+
+/** A reason on one line: messages of nested causes can carry newlines. */
+export function oneLine(e: unknown): string {
+  const msg = e instanceof Error ? e.message : String(e);
+  return msg.replace(/\s*\n\s*/g, ' ').trim() || 'unknown error';
+}
+
+function progressLine(e: ProgressEvent): string {
+  const pct = Math.round(Math.max(0, Math.min(1, e.fraction)) * 100);
+  return `${e.phase} ${String(pct).padStart(3)}%${e.detail ? ` ${e.detail}` : ''}`;
+}
+
+export async function runCli(argv: string[], io: CliIo): Promise<number> {
+  const [command, ...rest] = argv;
+  if (!command || command === '--help' || command === '-h' || command === 'help') {
+    (command ? io.stdout : io.stderr)(USAGE);
+    return command ? 0 : 2;
+  }
+  if (command !== 'transcribe') {
+    io.stderr(`wnw: unknown command "${command}"\n${TRANSCRIBE_USAGE}\n`);
+    return 2;
+  }
+  let args: TranscribeArgs;
+  try {
+    args = parseTranscribeArgs(rest);
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    io.stderr(`wnw: ${e.message}\n${TRANSCRIBE_USAGE}\n`);
+    return 2;
+  }
+  return transcribeFile(args, io);
+}
+
+async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> {
+  let bytes: Uint8Array;
+  try {
+    bytes = await io.readFile(args.file);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : oneLine(e);
+    io.stderr(`wnw: cannot read ${args.file}: ${why}\n`);
+    return 1;
+  }
+  if (bytes.byteLength === 0) {
+    io.stderr(`wnw: ${args.file} is empty (0 bytes)\n`);
+    return 1;
+  }
+  let audio: Float32Array;
+  try {
+    audio = await io.decode(bytes);
+  } catch (e) {
+    io.stderr(`wnw: ${args.file}: ${oneLine(e)}\n`);
+    return 1;
+  }
+
+  let lastLine = '';
+  const onProgress = (e: ProgressEvent) => {
+    if (!io.tty) return;
+    const line = progressLine(e);
+    if (line !== lastLine) io.stderr(`\r\x1b[2K${(lastLine = line)}`);
+  };
+  const clearProgress = () => {
+    if (io.tty && lastLine) io.stderr('\r\x1b[2K');
+  };
+
+  let asr: Transcriber | undefined;
+  try {
+    asr = await io.load({ model: args.model, policy: args.policy, budget: args.budget, backend: args.backend, onProgress });
+    clearProgress();
+    // Said every time, not only for auto: a CPU fallback is 10-100x slower and people should know why.
+    io.stderr(`wnw: backend ${asr.backend}${args.backend === 'auto' ? ' (auto)' : ''}; policy ${args.policy}${args.policy === 'full' ? '' : ` at budget ${args.budget}`}\n`);
+    const result = await asr.transcribe(audio, { signal: io.signal, onProgress });
+    clearProgress();
+    if (args.json) io.stdout(`${JSON.stringify(jsonOutput(result, args.budget))}\n`);
+    else io.stdout(`${result.text}\n`);
+    const s = result.stats;
+    io.stderr(
+      `wnw: ${s.audioSeconds.toFixed(1)} s of audio, ${s.decodeSteps} tokens, ${s.msPerToken.toFixed(1)} ms/token, ` +
+        `r_GPU ${s.rGpu.toFixed(3)}, ${s.mbPerStep.toFixed(3)} MB/step CPU->GPU, stopped by ${s.stoppedBy}\n`,
+    );
+    if (result.error) {
+      io.stderr(`wnw: ${oneLine(result.error)} (the transcript above is partial)\n`);
+      return (result.error as { code?: string }).code === 'CANCELLED' ? 130 : 1;
+    }
+    return 0;
+  } catch (e) {
+    clearProgress();
+    io.stderr(`wnw: ${oneLine(e)}\n`);
+    if (process.env.WNW_DEBUG && e instanceof Error && e.stack) io.stderr(`${e.stack}\n`);
+    return 1;
+  } finally {
+    asr?.dispose();
+  }
+}
+
+/** The real entry point: bin/wnw.mjs imports this module and calls `main`. */
+export async function main(argv = process.argv.slice(2)): Promise<number> {
+  const abort = new AbortController();
+  process.once('SIGINT', () => abort.abort());
+  return runCli(argv, {
+    // Imported here, not at the top, so `--help` and usage errors answer without loading the engine.
+    load: async (o) => (await import('../index.js')).loadTranscriber(o),
+    stdout: (s) => process.stdout.write(s),
+    stderr: (s) => process.stderr.write(s),
+    readFile: (p) => readFile(p),
+    // TODO(lead): switch to a decode function exported by index.ts; the CLI should not reach into audio/.
+    decode: async (b) => (await import('../audio/index.js')).toMono16k(b),
+    tty: Boolean(process.stderr.isTTY),
+    signal: abort.signal,
+  });
+}

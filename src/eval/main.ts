@@ -1,0 +1,246 @@
+/**
+ * `npm run eval -- --data DIR --policies full,wnw --budgets 0.2,0.4 --out FILE.json [--limit N] [--readme]`
+ *
+ * Runs every clip of DIR (`*.wav` with a same-named `*.txt` reference) through each
+ * (policy, budget), then writes the JSON report, prints the markdown table and, with
+ * --readme, rewrites the README's eval block. One transcriber is loaded and each run
+ * overrides the policy, so every method uses the same weights and the same device.
+ */
+import { readFile, readdir, writeFile } from 'node:fs/promises';
+import { join, relative, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { LoadOptions, PolicyName, TranscribeOptions, Transcriber } from '../types.js';
+import {
+  type BackendChoice,
+  UsageError,
+  defaultModelDir,
+  packageRoot,
+  parseBackend,
+  parseBudget,
+  parsePolicy,
+  rejectUnknown,
+  splitArgs,
+} from '../cli/args.js';
+import { FULL_BUDGET, type ClipRecord, type EvalReport, type RunRecord, markdownTable, readmeBlock, replaceReadmeBlock, summarise } from './report.js';
+import { wer } from './wer.js';
+
+export interface EvalArgs {
+  data: string;
+  policies: PolicyName[];
+  budgets: number[];
+  out: string;
+  limit: number;
+  model: string;
+  backend: BackendChoice;
+  /** README path to rewrite, or null. */
+  readme: string | null;
+}
+
+export const EVAL_USAGE =
+  'usage: npm run eval -- --data DIR --out FILE.json [--policies full,wnw] [--budgets 0.2,0.4] [--limit N] ' +
+  '[--model DIR] [--backend auto|webgpu|cpu] [--readme [README.md]]';
+
+export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
+  // --readme takes an optional path: a following non-flag argument is its value.
+  const i = argv.indexOf('--readme');
+  const hasPath = i >= 0 && argv[i + 1] !== undefined && !argv[i + 1].startsWith('--');
+  const { flags, positional } = splitArgs(hasPath ? argv : argv.map((a) => (a === '--readme' ? '--readme=' : a)), []);
+  rejectUnknown(flags, ['data', 'policies', 'budgets', 'out', 'limit', 'model', 'backend', 'readme']);
+  if (positional.length) throw new UsageError(`unexpected argument "${positional[0]}"`);
+  const data = flags.get('data');
+  const out = flags.get('out');
+  if (!data) throw new UsageError('--data DIR is required');
+  if (!out) throw new UsageError('--out FILE.json is required');
+  const list = (s: string) => s.split(',').map((x) => x.trim()).filter(Boolean);
+  const policies = [...new Set(list(flags.get('policies') ?? 'full,wnw').map(parsePolicy))];
+  const budgets = [...new Set(list(flags.get('budgets') ?? '0.2').map(parseBudget))];
+  if (!policies.length) throw new UsageError('--policies is empty');
+  if (!budgets.length) throw new UsageError('--budgets is empty');
+  const limitStr = flags.get('limit');
+  const limit = limitStr === undefined ? Infinity : Number(limitStr);
+  if (!(Number.isInteger(limit) || limit === Infinity) || limit < 1) throw new UsageError(`--limit must be a positive integer, got "${limitStr}"`);
+  const readme = flags.has('readme') ? resolve(cwd, flags.get('readme') || join(packageRoot(), 'README.md')) : null;
+  return {
+    data: resolve(cwd, data),
+    policies,
+    budgets,
+    out: resolve(cwd, out),
+    limit,
+    model: flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir(),
+    backend: parseBackend(flags.get('backend') ?? 'auto'),
+    readme,
+  };
+}
+
+export interface EvalClip {
+  id: string;
+  wav: string;
+  reference: string;
+}
+
+/** Clips of DIR in name order; a `.wav` without its `.txt` is skipped with a warning, not silently. */
+export async function listClips(dir: string, warn: (s: string) => void): Promise<EvalClip[]> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    throw new UsageError(`cannot read the data folder ${dir}`);
+  }
+  const clips: EvalClip[] = [];
+  for (const name of names.filter((n) => n.toLowerCase().endsWith('.wav')).sort()) {
+    const id = name.slice(0, -4);
+    try {
+      const reference = (await readFile(join(dir, `${id}.txt`), 'utf8')).trim();
+      clips.push({ id, wav: join(dir, name), reference });
+    } catch {
+      warn(`skipping ${name}: no ${id}.txt reference next to it`);
+    }
+  }
+  if (!clips.length) throw new UsageError(`no *.wav files with a matching *.txt in ${dir}`);
+  return clips;
+}
+
+/** The runs each clip gets: the full cache once (for WER and msPerTokenVsFull), then every other policy at every budget. */
+export function plannedRuns(policies: PolicyName[], budgets: number[]): { policy: PolicyName; budget: number }[] {
+  const runs: { policy: PolicyName; budget: number }[] = [{ policy: 'full', budget: FULL_BUDGET }];
+  for (const policy of policies) if (policy !== 'full') for (const budget of budgets) runs.push({ policy, budget });
+  return runs;
+}
+
+export interface EvalIo {
+  load: (options: LoadOptions) => Promise<Transcriber>;
+  readFile: (path: string) => Promise<Uint8Array>;
+  /** File bytes to 16 kHz mono, once per clip rather than once per run. */
+  decode: (bytes: Uint8Array) => Promise<Float32Array>;
+  /** Progress and warnings (stderr). */
+  log: (s: string) => void;
+  tty: boolean;
+  signal?: AbortSignal;
+}
+
+const SAMPLE_RATE = 16000;
+
+/** Inside the package: relative to it; elsewhere: as given. */
+function shortPath(p: string): string {
+  const r = relative(packageRoot(), p);
+  return r.startsWith('..') ? p : r;
+}
+
+/**
+ * One (policy, budget) on one clip. A run that throws (say the full cache does not fit a
+ * 10-minute clip) is recorded with its error and an empty transcript, so it counts as
+ * all-deleted in the pooled WER instead of ending the whole evaluation; a cancel still ends it.
+ */
+async function runOnce(
+  asr: Transcriber,
+  audio: Float32Array,
+  reference: string,
+  policy: PolicyName,
+  budget: number,
+  options: TranscribeOptions,
+): Promise<RunRecord> {
+  try {
+    const r = await asr.transcribe(audio, { ...options, policy, budget });
+    const s = r.stats;
+    return {
+      policy, budget, text: r.text, wer: wer(reference, r.text),
+      rGpu: s.rGpu, rGpuCpu: s.rGpuCpu, mbPerStep: s.mbPerStep, msPerToken: s.msPerToken, decodeSteps: s.decodeSteps,
+      stoppedBy: s.stoppedBy,
+      ...(r.error ? { error: r.error.message } : {}),
+    };
+  } catch (e) {
+    if (options.signal?.aborted) throw e;
+    const error = e instanceof Error ? e.message.replace(/\s*\n\s*/g, ' ') : String(e);
+    return { policy, budget, text: '', wer: wer(reference, ''), rGpu: 0, rGpuCpu: 0, mbPerStep: 0, msPerToken: 0, decodeSteps: 0, stoppedBy: 'error', error };
+  }
+}
+
+export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
+  const clips = (await listClips(args.data, (s) => io.log(`eval: ${s}\n`))).slice(0, args.limit);
+  const runs = plannedRuns(args.policies, args.budgets);
+  const total = clips.length * runs.length;
+  let done = 0;
+  let shown = '';
+  const show = (line: string, final = false) => {
+    // On a terminal one line is redrawn; in a log every run gets its own line, but not every percent.
+    if (io.tty) io.log(`\r\x1b[2K${line}${final ? '\n' : ''}`);
+    else if (final) io.log(`${line}\n`);
+    shown = line;
+  };
+
+  const asr = await io.load({ model: args.model, policy: 'full', backend: args.backend });
+  io.log(`eval: backend ${asr.backend}; ${clips.length} clips x ${runs.length} runs\n`);
+  const records: ClipRecord[] = [];
+  try {
+    for (const clip of clips) {
+      const audio = await io.decode(await io.readFile(clip.wav));
+      const record: ClipRecord = { id: clip.id, audioSeconds: audio.length / SAMPLE_RATE, reference: clip.reference, runs: [] };
+      records.push(record);
+      for (const [i, { policy, budget }] of runs.entries()) {
+        if (io.signal?.aborted) throw new Error('eval cancelled');
+        const label = `[${done + 1}/${total}] ${clip.id} ${policy}${policy === 'full' ? '' : `@${budget}`}`;
+        show(`${label} ...`);
+        const run = await runOnce(asr, audio, clip.reference, policy, budget, {
+          signal: io.signal,
+          // Every run of a clip shares one encoding and prefill; the last run lets it go.
+          reusePrefill: i < runs.length - 1,
+          onProgress: (e) => {
+            if (e.phase === 'decode' && io.tty) show(`${label} decode ${Math.round(e.fraction * 100)}%`);
+          },
+        });
+        record.runs.push(run);
+        done++;
+        show(`${label} WER ${(run.wer * 100).toFixed(1)}% ${run.msPerToken.toFixed(1)} ms/token${run.error ? ` (${run.error})` : ''}`, true);
+      }
+    }
+  } finally {
+    asr.dispose();
+    if (io.tty && shown) io.log('\r\x1b[2K');
+  }
+  return {
+    // Paths relative to the package, so the README and committed reports carry no machine's home folder.
+    meta: { model: shortPath(args.model), backend: asr.backend, date: new Date().toISOString(), data: shortPath(args.data) },
+    clips: records,
+    summary: summarise(records),
+  };
+}
+
+export async function main(argv = process.argv.slice(2)): Promise<number> {
+  let args: EvalArgs;
+  try {
+    args = parseEvalArgs(argv);
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    process.stderr.write(`eval: ${e.message}\n${EVAL_USAGE}\n`);
+    return 2;
+  }
+  const abort = new AbortController();
+  process.once('SIGINT', () => abort.abort());
+  try {
+    const report = await runEval(args, {
+      load: async (o) => (await import('../index.js')).loadTranscriber(o),
+      readFile: (p) => readFile(p),
+      // TODO(lead): switch to a decode function exported by index.ts; eval should not reach into audio/.
+      decode: async (b) => (await import('../audio/index.js')).toMono16k(b),
+      log: (s) => process.stderr.write(s),
+      tty: Boolean(process.stderr.isTTY),
+      signal: abort.signal,
+    });
+    await writeFile(args.out, `${JSON.stringify(report, null, 2)}\n`);
+    process.stdout.write(`${markdownTable(report.summary)}\n`);
+    process.stderr.write(`eval: wrote ${args.out}\n`);
+    if (args.readme) {
+      const command = `npm run eval -- ${argv.join(' ')}`;
+      await writeFile(args.readme, replaceReadmeBlock(await readFile(args.readme, 'utf8'), readmeBlock(report, command)));
+      process.stderr.write(`eval: updated the table in ${args.readme}\n`);
+    }
+    return 0;
+  } catch (e) {
+    process.stderr.write(`eval: ${e instanceof Error ? e.message.replace(/\s*\n\s*/g, ' ') : String(e)}\n`);
+    return 1;
+  }
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  main().then((code) => process.stdout.write('', () => process.exit(code)));
+}

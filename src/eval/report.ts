@@ -1,0 +1,139 @@
+/**
+ * The eval report: the JSON shape other tools (and the README table) read, the pooled
+ * summary, and the markdown table. Pure functions, so they are tested without a model.
+ * The field names are a contract: add fields, never rename them.
+ */
+import { pooledWer } from './wer.js';
+
+export interface RunRecord {
+  policy: string;
+  /** Target r_GPU; 1 for the full cache (it keeps everything). */
+  budget: number;
+  text: string;
+  wer: number;
+  rGpu: number;
+  rGpuCpu: number;
+  mbPerStep: number;
+  msPerToken: number;
+  decodeSteps: number;
+  stoppedBy?: string;
+  /** Set when the run failed or was cut short; `text` is then the partial transcript. */
+  error?: string;
+}
+
+export interface ClipRecord {
+  id: string;
+  audioSeconds: number;
+  reference: string;
+  runs: RunRecord[];
+}
+
+export interface SummaryRow {
+  policy: string;
+  budget: number;
+  /** Pooled over clips: total word errors / total reference words (after 1.2x truncation). */
+  wer: number;
+  rGpu: number;
+  rGpuCpu: number;
+  mbPerStep: number;
+  msPerToken: number;
+  /** msPerToken divided by the full cache's, measured in the same run (null without a full run). */
+  msPerTokenVsFull: number | null;
+  clips: number;
+}
+
+export interface EvalReport {
+  meta?: { model: string; backend: string; date: string; data: string };
+  clips: ClipRecord[];
+  summary: SummaryRow[];
+}
+
+/** The full cache ignores the budget; it is filed under budget 1 so every key is (policy, budget). */
+export const FULL_BUDGET = 1;
+
+const key = (policy: string, budget: number) => `${policy}@${budget}`;
+
+/**
+ * One row per (policy, budget), in first-seen order with 'full' first.
+ * rGpu and rGpuCpu are plain means over clips (each clip's own mean over steps);
+ * msPerToken and mbPerStep are weighted by decode steps, i.e. total time (or bytes)
+ * over total steps, so a long clip counts for what it cost.
+ */
+export function summarise(clips: ClipRecord[]): SummaryRow[] {
+  const groups = new Map<string, { policy: string; budget: number; runs: { run: RunRecord; reference: string }[] }>();
+  for (const clip of clips) {
+    for (const run of clip.runs) {
+      const k = key(run.policy, run.budget);
+      let g = groups.get(k);
+      if (!g) groups.set(k, (g = { policy: run.policy, budget: run.budget, runs: [] }));
+      g.runs.push({ run, reference: clip.reference });
+    }
+  }
+  const rows: SummaryRow[] = [];
+  for (const g of groups.values()) {
+    const n = g.runs.length;
+    const steps = g.runs.reduce((s, r) => s + r.run.decodeSteps, 0);
+    const weighted = (f: (r: RunRecord) => number) =>
+      steps > 0 ? g.runs.reduce((s, r) => s + f(r.run) * r.run.decodeSteps, 0) / steps : mean(g.runs.map((r) => f(r.run)));
+    rows.push({
+      policy: g.policy,
+      budget: g.budget,
+      wer: pooledWer(g.runs.map((r) => ({ reference: r.reference, hypothesis: r.run.text }))),
+      rGpu: mean(g.runs.map((r) => r.run.rGpu)),
+      rGpuCpu: mean(g.runs.map((r) => r.run.rGpuCpu)),
+      mbPerStep: weighted((r) => r.mbPerStep),
+      msPerToken: weighted((r) => r.msPerToken),
+      msPerTokenVsFull: null,
+      clips: n,
+    });
+  }
+  const full = rows.find((r) => r.policy === 'full');
+  for (const r of rows) r.msPerTokenVsFull = full && full.msPerToken > 0 ? r.msPerToken / full.msPerToken : null;
+  return rows.sort((a, b) => (a.policy === 'full' ? -1 : b.policy === 'full' ? 1 : 0));
+}
+
+function mean(xs: number[]): number {
+  return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
+}
+
+const fmt = (x: number | null, digits: number) => (x === null || !Number.isFinite(x) ? '–' : x.toFixed(digits));
+
+/** The table printed by `npm run eval` and pasted into the README. */
+export function markdownTable(summary: SummaryRow[]): string {
+  const lines = [
+    '| policy | budget | WER % | r_GPU | r_GPU+CPU | CPU→GPU MB/step | ms/token | vs full | clips |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const r of summary) {
+    lines.push(
+      `| ${r.policy} | ${r.policy === 'full' ? '–' : fmt(r.budget, 2)} | ${fmt(r.wer * 100, 2)} | ${fmt(r.rGpu, 3)} | ` +
+        `${fmt(r.rGpuCpu, 3)} | ${fmt(r.mbPerStep, 3)} | ${fmt(r.msPerToken, 1)} | ${fmt(r.msPerTokenVsFull, 2)}× | ${r.clips} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+export const README_BEGIN = '<!-- eval:begin -->';
+export const README_END = '<!-- eval:end -->';
+
+/**
+ * Replaces what lies between the eval markers, keeping the markers. Throws when they are
+ * missing, because silently appending would leave a second, stale table in the README.
+ */
+export function replaceReadmeBlock(readme: string, block: string): string {
+  const a = readme.indexOf(README_BEGIN);
+  const b = readme.indexOf(README_END);
+  if (a < 0 || b < 0 || b < a) {
+    throw new Error(`README has no "${README_BEGIN}" ... "${README_END}" block to rewrite`);
+  }
+  return `${readme.slice(0, a + README_BEGIN.length)}\n${block.trim()}\n${readme.slice(b)}`;
+}
+
+/** The README block: the table plus where it came from, so a stale table is recognisable. */
+export function readmeBlock(report: EvalReport, command: string): string {
+  const m = report.meta;
+  const source = m ? `${report.clips.length} clips from \`${m.data}\`, model \`${m.model}\`, backend ${m.backend}, ${m.date}` : '';
+  return `${markdownTable(report.summary)}\n\n<sub>Generated by \`${command}\`${source ? `: ${source}` : ''}. ` +
+    'WER is pooled over clips (lower-case, punctuation stripped except apostrophes and periods, hypothesis truncated to 1.2× the reference). ' +
+    'ms/token is the time on that backend; compare methods by the "vs full" ratio, measured in the same run.</sub>';
+}

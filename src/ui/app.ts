@@ -1,0 +1,336 @@
+/**
+ * The demo page's controller: picks a clip, loads the model once per backend, runs one
+ * transcription (or two in compare mode), streams tokens and steps into the views, and
+ * turns every failure into a notice with a way forward. The transcriber comes from
+ * `deps.load`, so the same page runs the engine in a worker or on the main thread.
+ */
+import type { LoadOptions, PolicyName, Transcriber, TranscriptionResult } from '../types.js';
+import { wireFileInput, wireRecorder, wireSamples, type Clip } from './audio-input.js';
+import { WEBGPU_HELP, describeError, webGpuMissing, type UiMessage } from './messages.js';
+import { Pane, ProgressView, StatsView, formatBytes, formatSeconds } from './readouts.js';
+import { TideChart } from './tide-chart.js';
+
+export interface AppDeps {
+  load(options: LoadOptions): Promise<Transcriber>;
+  /** Any audio the browser decodes, to 16 kHz mono; throws a BAD_AUDIO error otherwise. */
+  decode(blob: Blob): Promise<Float32Array>;
+  wer(reference: string, hypothesis: string): number;
+  /** Absolute URL of the model folder (a worker resolves relative URLs against its own script). */
+  modelUrl: string;
+  sampleRate: number;
+}
+
+/** The one-line verdict of compare mode: memory saved and time paid. */
+function compareLine(full: TranscriptionResult, other: TranscriptionResult): string {
+  const a = full.stats;
+  const b = other.stats;
+  const saved = a.gpuKvBytes > 0 ? Math.round((1 - b.gpuKvBytes / a.gpuKvBytes) * 100) : 0;
+  const time = a.msPerToken > 0 ? `${(b.msPerToken / a.msPerToken).toFixed(2)}× the time per token` : '';
+  return `Compared: GPU KV memory ${formatBytes(a.gpuKvBytes)} (full) vs ${formatBytes(b.gpuKvBytes)} (${b.policy}), ${saved} % less; ${time}.`;
+}
+
+/** Why 'auto' chose the CPU. A software adapter (SwiftShader) is a deliberate choice, not a browser problem. */
+function fallbackNotice(detail: string): UiMessage {
+  if (/software adapter/i.test(detail)) {
+    return {
+      level: 'info',
+      title: 'Running on the CPU backend',
+      body: 'This browser offers only a software WebGPU adapter (no GPU driver in use), which is slower than the CPU backend, so the CPU backend runs. Choose "WebGPU" under Backend to use it anyway.',
+    };
+  }
+  return { level: 'info', title: 'Running on the CPU backend', body: detail, hint: WEBGPU_HELP };
+}
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+
+export class App {
+  private readonly ui = {
+    notice: $<HTMLDivElement>('notice'),
+    backendReadout: $('backend-readout'),
+    clip: $('clip'),
+    clipName: $('clip-name'),
+    clipAudio: $<HTMLAudioElement>('clip-audio'),
+    policy: $<HTMLSelectElement>('policy'),
+    budget: $<HTMLSelectElement>('budget'),
+    backend: $<HTMLSelectElement>('backend'),
+    compare: $<HTMLInputElement>('compare'),
+    start: $<HTMLButtonElement>('start'),
+    cancel: $<HTMLButtonElement>('cancel'),
+    status: $('status'),
+    panes: $('panes'),
+  };
+  private readonly progress = new ProgressView($('progress'));
+  private readonly stats = new StatsView($('readouts'));
+  private readonly chart = new TideChart($<HTMLCanvasElement>('tide'));
+  private clip: Clip | null = null;
+  private audio: Float32Array | null = null;
+  private transcriber: { backend: string; asr: Promise<Transcriber> } | null = null;
+  private abort: AbortController | null = null;
+
+  constructor(private readonly deps: AppDeps) {
+    const cb = { onClip: (c: Clip) => void this.setClip(c), onError: (title: string, body: string) => this.show({ level: 'error', title, body }) };
+    wireFileInput($('drop'), $<HTMLInputElement>('file-input'), cb);
+    wireRecorder($<HTMLButtonElement>('record'), $('record-time'), cb);
+    void wireSamples($<HTMLSelectElement>('sample-select'), $<HTMLButtonElement>('sample-use'), cb);
+    this.ui.start.addEventListener('click', () => void this.run());
+    this.ui.cancel.addEventListener('click', () => this.abort?.abort());
+    this.ui.policy.addEventListener('change', () => (this.ui.budget.disabled = this.ui.policy.value === 'full'));
+    this.ui.backend.addEventListener('change', () => this.dropTranscriber());
+    this.chart.reset(60);
+    void this.describeBackend();
+    const missing = webGpuMissing();
+    if (missing) {
+      this.ui.backend.value = 'cpu';
+      this.show(missing);
+    }
+  }
+
+  /** Says what WebGPU adapter exists before anything loads; after loading, the transcriber's own label replaces it. */
+  private async describeBackend(): Promise<void> {
+    const gpu = (navigator as Navigator & { gpu?: GPU }).gpu;
+    if (!gpu) {
+      this.ui.backendReadout.textContent = 'CPU (no WebGPU in this browser)';
+      return;
+    }
+    try {
+      const adapter = await gpu.requestAdapter();
+      if (!adapter) throw new Error('no adapter');
+      const i = adapter.info;
+      const name = [i.vendor, i.architecture, i.description].filter(Boolean).join(' ') || 'unknown adapter';
+      if (!this.transcriber) this.ui.backendReadout.textContent = `WebGPU available: ${name}`;
+    } catch {
+      this.ui.backendReadout.textContent = 'CPU (WebGPU present but no adapter)';
+    }
+  }
+
+  private show(m: UiMessage | null): void {
+    const n = this.ui.notice;
+    if (!m) {
+      n.hidden = true;
+      n.replaceChildren();
+      return;
+    }
+    n.className = `notice ${m.level}`;
+    n.setAttribute('role', m.level === 'error' ? 'alert' : 'status');
+    const h = document.createElement('h3');
+    h.textContent = m.title;
+    const body = document.createElement('p');
+    body.textContent = m.body;
+    n.replaceChildren(h, body);
+    n.dataset.code = m.code ?? '';
+    if (m.hint) {
+      const hint = document.createElement('p');
+      hint.className = 'hint';
+      hint.textContent = m.hint;
+      n.append(hint);
+    }
+    if (m.action) {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.textContent = m.action.label;
+      const action = m.action;
+      b.addEventListener('click', () => {
+        if (action.kind === 'use-cpu') this.ui.backend.value = 'cpu';
+        if (action.kind === 'lower-budget' && action.budget) {
+          // In compare mode it is usually the full cache that does not fit: run WnW alone.
+          this.ui.compare.checked = false;
+          this.ui.policy.value = 'wnw';
+          this.ui.budget.value = String(action.budget);
+          this.ui.budget.disabled = false;
+        }
+        this.dropTranscriber();
+        void this.run();
+      });
+      n.append(b);
+    }
+    n.hidden = false;
+  }
+
+  private async setClip(clip: Clip): Promise<void> {
+    if (this.abort) return; // a run is in progress: the controls say so
+    this.show(null);
+    this.clip = clip;
+    this.audio = null;
+    this.ui.start.disabled = true;
+    this.ui.clip.hidden = false;
+    this.ui.clipName.textContent = `${clip.name} — decoding…`;
+    if (this.ui.clipAudio.src) URL.revokeObjectURL(this.ui.clipAudio.src);
+    this.ui.clipAudio.src = URL.createObjectURL(clip.blob);
+    this.ui.clipAudio.hidden = false;
+    try {
+      const audio = await this.deps.decode(clip.blob);
+      if (this.clip !== clip) return;
+      let peak = 0;
+      for (let i = 0; i < audio.length; i += 16) peak = Math.max(peak, Math.abs(audio[i]));
+      if (peak < 1e-4) throw Object.assign(new Error(`"${clip.name}" is silent: there is no sound to transcribe.`), { code: 'BAD_AUDIO' });
+      this.audio = audio;
+      this.ui.clipName.textContent = `${clip.name} — ${formatSeconds(audio.length / this.deps.sampleRate)}${clip.reference ? ' (has a reference transcript: WER is shown)' : ''}`;
+      this.ui.start.disabled = false;
+      this.ui.status.textContent = 'Ready.';
+    } catch (e) {
+      if (this.clip !== clip) return;
+      this.ui.clipName.textContent = `${clip.name} — cannot be used`;
+      this.ui.clipAudio.hidden = true;
+      this.show(describeError(e, this.context()));
+    }
+  }
+
+  private context() {
+    return { policy: this.ui.policy.value, budget: Number(this.ui.budget.value), backend: this.ui.backend.value };
+  }
+
+  private dropTranscriber(): void {
+    const t = this.transcriber;
+    this.transcriber = null;
+    t?.asr.then((a) => a.dispose(), () => {});
+  }
+
+  private getTranscriber(): Promise<Transcriber> {
+    const backend = this.ui.backend.value;
+    if (this.transcriber?.backend !== backend) {
+      this.dropTranscriber();
+      let fallback = '';
+      const asr = this.deps.load({
+        model: this.deps.modelUrl,
+        backend: backend as LoadOptions['backend'],
+        policy: 'wnw',
+        budget: 0.2,
+        onProgress: (e) => {
+          this.progress.update(e);
+          if (e.detail) this.ui.status.textContent = `Loading the model: ${e.detail}`;
+          // 'auto' passes over software adapters (SwiftShader) and missing WebGPU: say why, once.
+          if (e.detail && /using the CPU backend/.test(e.detail)) fallback = e.detail;
+        },
+      });
+      this.transcriber = { backend, asr };
+      asr.then(
+        (a) => {
+          this.ui.backendReadout.textContent = a.backend;
+          if (fallback && this.ui.notice.hidden) this.show(fallbackNotice(fallback));
+        },
+        () => this.transcriber?.asr === asr && (this.transcriber = null),
+      );
+    }
+    return this.transcriber!.asr;
+  }
+
+  private setRunning(running: boolean): void {
+    this.ui.start.disabled = running || !this.audio;
+    this.ui.cancel.disabled = !running;
+    for (const c of [this.ui.policy, this.ui.backend, this.ui.compare]) c.disabled = running;
+    this.ui.budget.disabled = running || this.ui.policy.value === 'full';
+    document.body.dataset.state = running ? 'running' : 'idle';
+  }
+
+  /** The runs of one click: the chosen policy, or the full cache then WnW side by side. */
+  private plan(): { policy: PolicyName; budget: number; title: string; key: string }[] {
+    const policy = this.ui.policy.value as PolicyName;
+    const budget = Number(this.ui.budget.value);
+    const label = (p: PolicyName, b: number) => (p === 'full' ? 'Full cache' : `${this.ui.policy.querySelector(`option[value="${p}"]`)?.textContent?.split(' — ')[0] ?? p} at ${Math.round(b * 100)} % GPU`);
+    if (!this.ui.compare.checked) return [{ policy, budget, title: label(policy, budget), key: 'main' }];
+    const other: PolicyName = policy === 'full' ? 'wnw' : policy;
+    return [
+      { policy: 'full', budget: 1, title: label('full', 1), key: 'full' },
+      { policy: other, budget, title: label(other, budget), key: other },
+    ];
+  }
+
+  async run(): Promise<void> {
+    if (!this.audio || !this.clip || this.abort) return;
+    const audio = this.audio;
+    const clip = this.clip;
+    const abort = (this.abort = new AbortController());
+    this.show(null);
+    this.setRunning(true);
+    const runs = this.plan();
+    const panes = runs.map((r) => new Pane(r.title, r.key));
+    this.ui.panes.replaceChildren(...panes.map((p) => p.root));
+    this.ui.panes.classList.toggle('two', panes.length > 1);
+    try {
+      this.ui.status.textContent = 'Loading the model…';
+      const asr = await this.getTranscriber();
+      const results: TranscriptionResult[] = [];
+      for (let i = 0; i < runs.length && !abort.signal.aborted; i++) {
+        const last = i === runs.length - 1;
+        const r = await this.runOne(asr, audio, clip, runs[i], panes[i], abort.signal, runs.length > 1 ? ` (${i + 1} of ${runs.length})` : '', !last);
+        results.push(r);
+        if (r.error) break;
+      }
+      if (results.length === 2 && !results[1].error) this.ui.status.textContent = compareLine(results[0], results[1]);
+      if (!results.length && abort.signal.aborted) {
+        // Stopped while the model was still loading: nothing was transcribed.
+        panes.forEach((p) => p.failed('not run'));
+        this.ui.status.textContent = 'Stopped before transcription started.';
+      }
+    } catch (e) {
+      panes.forEach((p) => p.root.dataset.done || p.failed('not run'));
+      // Advice (e.g. a lower budget) is about the run that failed, which in compare mode is not what the selectors say.
+      const failed = runs[panes.findIndex((p) => p.root.dataset.done === 'failed')] ?? runs[0];
+      this.show(describeError(e, { ...this.context(), policy: failed.policy, budget: failed.budget }));
+      this.ui.status.textContent = 'Failed.';
+    } finally {
+      this.abort = null;
+      this.setRunning(false);
+    }
+  }
+
+  private async runOne(
+    asr: Transcriber,
+    audio: Float32Array,
+    clip: Clip,
+    run: { policy: PolicyName; budget: number; title: string },
+    pane: Pane,
+    signal: AbortSignal,
+    suffix: string,
+    reusePrefill: boolean,
+  ): Promise<TranscriptionResult> {
+    const seconds = audio.length / this.deps.sampleRate;
+    this.progress.reset(true);
+    this.stats.clear();
+    this.chart.reset(seconds);
+    pane.start();
+    this.ui.status.textContent = `Transcribing with ${run.title}${suffix}…`;
+    const t0 = performance.now();
+    let decodeStart = 0;
+    let tokens = 0;
+    let result: TranscriptionResult;
+    try {
+      result = await asr.transcribe(audio, {
+        policy: run.policy,
+        budget: run.budget,
+        signal,
+        // Compare mode: the second policy starts from the same encoding and prefill.
+        reusePrefill,
+        onProgress: (e) => {
+          this.progress.update(e);
+          if (e.phase === 'decode') this.stats.covered(e.fraction);
+        },
+        onToken: (text) => pane.append(text),
+        onStep: (s) => {
+          if (!decodeStart) decodeStart = performance.now();
+          tokens++;
+          this.chart.addStep(s);
+          const now = performance.now();
+          this.stats.step(s, tokens, now - decodeStart, now - t0, seconds);
+        },
+      });
+    } catch (e) {
+      pane.failed('failed: see the message above');
+      throw e;
+    }
+    const score = clip.reference ? this.deps.wer(clip.reference, result.text) : null;
+    pane.finish(result, score);
+    this.stats.final(result);
+    if (!result.error) {
+      this.progress.update({ phase: 'decode', fraction: 1 });
+      this.stats.covered(1);
+    }
+    if (result.error) {
+      this.show(describeError(result.error, this.context()));
+      this.ui.status.textContent = (result.error as { code?: string }).code === 'CANCELLED' ? 'Stopped; partial transcript kept.' : 'Stopped by an error; partial transcript kept.';
+    } else {
+      this.ui.status.textContent = `Done${suffix}: ${result.stats.decodeSteps} tokens in ${((performance.now() - t0) / 1000).toFixed(1)} s.`;
+    }
+    return result;
+  }
+}

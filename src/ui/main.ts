@@ -1,0 +1,40 @@
+/**
+ * Entry of the demo page. The engine runs in a Web Worker so that decoding never blocks
+ * the page; `?worker=0` runs it on the main thread instead, and a worker that cannot
+ * start at all falls back to the main thread on its own. `?model=URL` picks the model.
+ */
+import './style.css';
+import type { LoadOptions, Transcriber } from '../types.js';
+import { wer } from '../eval/wer.js';
+// TODO(lead): take this from index.ts once it re-exports the decoder; the UI should not reach into audio/.
+import { toMono16k } from '../audio/index.js';
+import { loadTranscriberInWorker } from '../worker-client.js';
+import { App } from './app.js';
+import { siteUrl } from './audio-input.js';
+
+const params = new URLSearchParams(location.search);
+let useWorker = params.get('worker') !== '0' && typeof Worker !== 'undefined';
+
+async function load(options: LoadOptions): Promise<Transcriber> {
+  if (useWorker) {
+    try {
+      return await loadTranscriberInWorker(options);
+    } catch (e) {
+      // A typed error (bad model, no WebGPU, ...) would fail the same way here: show it.
+      if (typeof e === 'object' && e !== null && 'code' in e) throw e;
+      console.warn('wnw: the worker could not run the transcriber; running it on the page instead.', e);
+      useWorker = false;
+    }
+  }
+  return (await import('../index.js')).loadTranscriber(options);
+}
+
+const app = new App({
+  load,
+  decode: (blob) => toMono16k(blob),
+  wer,
+  modelUrl: params.has('model') ? new URL(params.get('model')!, location.href).href : siteUrl('models/wnw-ref/').href,
+  sampleRate: 16000,
+});
+// For the console and the e2e tests; nothing in the page depends on it.
+(globalThis as unknown as { wnwDemo: App }).wnwDemo = app;

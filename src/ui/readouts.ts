@@ -1,0 +1,186 @@
+/**
+ * The page's live numbers: a progress bar per phase, the statistics strip, and the
+ * transcript panes (one, or two in compare mode). Plain DOM; each piece owns its nodes.
+ */
+import type { ProgressEvent, ProgressPhase, StepStats, TranscriptionResult } from '../types.js';
+
+const PHASES: [ProgressPhase, string][] = [
+  ['download', 'Model download'],
+  ['compile', 'Shader compilation'],
+  ['encode', 'Audio encoding'],
+  ['prefill', 'Prefill'],
+  ['decode', 'Decoding'],
+];
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls?: string, text?: string): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+export function formatBytes(b: number): string {
+  if (!Number.isFinite(b) || b < 0) return '–';
+  if (b < 2 ** 20) return `${(b / 2 ** 10).toFixed(0)} KiB`;
+  if (b < 2 ** 30) return `${(b / 2 ** 20).toFixed(1)} MiB`;
+  return `${(b / 2 ** 30).toFixed(2)} GiB`;
+}
+
+export function formatSeconds(s: number): string {
+  if (!Number.isFinite(s)) return '–';
+  const m = Math.floor(s / 60);
+  return m ? `${m}:${String(Math.round(s % 60)).padStart(2, '0')} min` : `${s.toFixed(1)} s`;
+}
+
+export class ProgressView {
+  private readonly bars = new Map<ProgressPhase, { box: HTMLElement; bar: HTMLProgressElement; pct: HTMLElement }>();
+
+  constructor(root: HTMLElement) {
+    for (const [phase, label] of PHASES) {
+      const box = el('div', 'phase');
+      box.dataset.phase = phase;
+      const head = el('div', 'label');
+      const id = `progress-${phase}`;
+      const name = el('label', undefined, label);
+      name.htmlFor = id;
+      const pct = el('span', undefined, '');
+      head.append(name, pct);
+      const bar = el('progress');
+      bar.id = id;
+      bar.max = 1;
+      bar.value = 0;
+      box.append(head, bar);
+      root.append(box);
+      this.bars.set(phase, { box, bar, pct });
+    }
+  }
+
+  /** Resets the per-clip phases; the model phases stay done once the model is loaded. */
+  reset(keepModel: boolean): void {
+    for (const [phase, b] of this.bars) {
+      if (keepModel && (phase === 'download' || phase === 'compile')) continue;
+      b.bar.value = 0;
+      b.pct.textContent = '';
+      b.box.classList.remove('active');
+    }
+  }
+
+  update(e: ProgressEvent): void {
+    const b = this.bars.get(e.phase);
+    if (!b) return;
+    for (const other of this.bars.values()) other.box.classList.toggle('active', other === b && e.fraction < 1);
+    const f = Math.max(0, Math.min(1, e.fraction));
+    b.bar.value = f;
+    b.pct.textContent = `${Math.round(f * 100)} %`;
+    b.bar.title = e.detail ?? '';
+  }
+}
+
+const STATS = [
+  ['covered', 'Audio covered'],
+  ['gpuKv', 'GPU KV memory'],
+  ['rGpu', 'r_GPU'],
+  ['mb', 'CPU→GPU MB/step'],
+  ['tps', 'Tokens/s'],
+  ['ms', 'ms/token'],
+  ['rtf', 'Real-time factor'],
+] as const;
+type StatKey = (typeof STATS)[number][0];
+
+export class StatsView {
+  private readonly values = new Map<StatKey, HTMLElement>();
+
+  constructor(root: HTMLElement) {
+    for (const [key, label] of STATS) {
+      const box = el('div', 'stat');
+      const v = el('div', 'v', '–');
+      v.id = `stat-${key}`;
+      box.append(el('div', 'k', label), v);
+      root.append(box);
+      this.values.set(key, v);
+    }
+  }
+
+  private set(key: StatKey, text: string): void {
+    this.values.get(key)!.textContent = text;
+  }
+
+  clear(): void {
+    for (const v of this.values.values()) v.textContent = '–';
+  }
+
+  covered(fraction: number): void {
+    this.set('covered', `${Math.round(Math.max(0, Math.min(1, fraction)) * 100)} %`);
+  }
+
+  /** Per decode step. Rates are over the whole decode so far, not the last step: they would flicker. */
+  step(s: StepStats, tokens: number, decodeMs: number, elapsedMs: number, audioSeconds: number): void {
+    this.set('rGpu', s.rGpu.toFixed(3));
+    this.set('mb', (s.bytesToGpu / 1e6).toFixed(3));
+    this.set('ms', s.msPerToken.toFixed(1));
+    if (decodeMs > 0) this.set('tps', (tokens / (decodeMs / 1000)).toFixed(1));
+    if (audioSeconds > 0) this.set('rtf', `${(elapsedMs / 1000 / audioSeconds).toFixed(2)}×`);
+  }
+
+  final(r: TranscriptionResult): void {
+    const s = r.stats;
+    this.set('gpuKv', formatBytes(s.gpuKvBytes));
+    this.set('rGpu', s.rGpu.toFixed(3));
+    this.set('mb', s.mbPerStep.toFixed(3));
+    this.set('ms', s.msPerToken.toFixed(1));
+    if (s.msPerToken > 0) this.set('tps', (1000 / s.msPerToken).toFixed(1));
+    this.set('rtf', `${s.realTimeFactor.toFixed(2)}×`);
+  }
+}
+
+/** One transcript with its heading and numbers; in compare mode there are two. */
+export class Pane {
+  readonly root = el('div', 'pane');
+  private readonly meta = el('div', 'meta');
+  readonly text = el('div', 'transcript');
+
+  constructor(title: string, key: string) {
+    this.root.dataset.pane = key;
+    this.text.id = `transcript-${key}`;
+    this.text.tabIndex = 0;
+    this.text.setAttribute('aria-label', `${title} transcript`);
+    this.root.append(el('h3', undefined, title), this.meta, this.text);
+    this.meta.textContent = 'waiting…';
+  }
+
+  start(): void {
+    this.text.textContent = '';
+    this.text.classList.add('partial');
+    this.meta.textContent = 'transcribing…';
+  }
+
+  append(piece: string): void {
+    this.text.textContent += piece;
+    this.text.scrollTop = this.text.scrollHeight;
+  }
+
+  finish(r: TranscriptionResult, werValue: number | null): void {
+    this.text.textContent = r.text;
+    this.text.classList.toggle('partial', Boolean(r.error));
+    const s = r.stats;
+    const parts = [
+      `GPU KV <b>${formatBytes(s.gpuKvBytes)}</b>`,
+      `CPU KV <b>${formatBytes(s.cpuKvBytes)}</b>`,
+      `r_GPU <b>${s.rGpu.toFixed(3)}</b>`,
+      `<b>${s.mbPerStep.toFixed(3)}</b> MB/step`,
+      `<b>${s.msPerToken.toFixed(1)}</b> ms/token`,
+      `${s.decodeSteps} tokens`,
+    ];
+    if (werValue !== null) parts.unshift(`WER <b data-wer="${werValue}">${(werValue * 100).toFixed(1)} %</b>`);
+    if (r.error) parts.push(`<span class="partial-note">stopped early: partial</span>`);
+    // Only numbers and fixed words go through innerHTML; the transcript itself is set as text above.
+    this.meta.innerHTML = parts.join(' · ');
+    this.root.dataset.done = r.error ? 'partial' : 'done';
+  }
+
+  failed(message: string): void {
+    this.text.classList.remove('partial');
+    this.meta.textContent = message;
+    this.root.dataset.done = 'failed';
+  }
+}

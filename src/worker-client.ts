@@ -1,0 +1,165 @@
+/**
+ * The page side of worker.ts: `loadTranscriberInWorker` returns an object with the same
+ * `Transcriber` interface as `loadTranscriber`, whose work runs in a Web Worker.
+ * AbortSignal, callbacks and typed errors behave as they do on the main thread; a cancel
+ * also works while the engine is busy in a computation that never yields to the worker.
+ */
+import { CancelledError, WnwError, type WnwErrorCode } from './errors.js';
+import type { AudioInput, LoadOptions, PolicyName, StepStats, TranscribeOptions, Transcriber, TranscriptionResult } from './types.js';
+import type { FromWorker, SerializedError, ToWorker, WorkerAudio } from './worker-protocol.js';
+
+/** Rebuilds a typed error: `code` and the extra fields survive; CancelledError keeps its class for instanceof checks. */
+export function deserializeError(s: SerializedError): Error {
+  if (s.code === 'CANCELLED') return new CancelledError();
+  const e = s.code ? new WnwError(s.code as WnwErrorCode, s.message) : new Error(s.message);
+  e.name = s.name;
+  if (s.fields) Object.assign(e, s.fields);
+  return e;
+}
+
+/** AudioBuffers cannot be posted: downmix here (the worker resamples). Anything else goes as is. */
+function toWorkerAudio(input: AudioInput): WorkerAudio {
+  if (input instanceof ArrayBuffer || input instanceof Uint8Array || input instanceof Float32Array) return input;
+  if (typeof Blob !== 'undefined' && input instanceof Blob) return input;
+  throw new WnwError('BAD_ARGUMENT', 'In a worker, pass a File/Blob, ArrayBuffer or a 16 kHz mono Float32Array; decode AudioBuffers on the page first.');
+}
+
+export function defaultWorker(): Worker {
+  return new Worker(new URL('./worker.ts', import.meta.url), { type: 'module', name: 'wnw' });
+}
+
+/** How long a cancelled run may take to answer before its worker is stopped by force. */
+export const CANCEL_GRACE_MS = 3000;
+
+/** One worker with the model loaded in it. */
+class Session {
+  private nextId = 1;
+  private readonly handlers = new Map<number, (m: FromWorker) => void>();
+  crashed: Error | null = null;
+  readonly ready: Promise<string>;
+
+  constructor(
+    readonly worker: Worker,
+    options: Omit<LoadOptions, 'onProgress'>,
+    onProgress?: LoadOptions['onProgress'],
+  ) {
+    worker.addEventListener('message', (e: MessageEvent<FromWorker>) => this.handlers.get(e.data.id)?.(e.data));
+    // A worker that fails to start (bad URL, syntax error) only reports an ErrorEvent: fail every pending call with it.
+    worker.addEventListener('error', (e: ErrorEvent) => {
+      this.crashed = new Error(`the transcription worker failed: ${e.message || 'could not start'}`);
+      for (const h of this.handlers.values()) h({ type: 'failed', id: -1, error: { name: 'Error', message: this.crashed.message } });
+    });
+    this.ready = new Promise<string>((resolve, reject) => {
+      const id = this.open((m) => {
+        if (m.type === 'progress') onProgress?.(m.event);
+        else if (m.type === 'loaded') (this.close(id), resolve(m.backend));
+        else if (m.type === 'failed') (this.close(id), reject(deserializeError(m.error)));
+      });
+      this.send({ type: 'load', id, options });
+    });
+    // A reload after a forced stop is awaited by the next transcribe; until then nobody listens.
+    this.ready.catch(() => {});
+  }
+
+  open(handler: (m: FromWorker) => void): number {
+    const id = this.nextId++;
+    this.handlers.set(id, handler);
+    return id;
+  }
+
+  close(id: number): void {
+    this.handlers.delete(id);
+  }
+
+  send(m: ToWorker): void {
+    this.worker.postMessage(m);
+  }
+}
+
+/** What the page saw of a run, to hand back if the worker has to be stopped mid-run. */
+interface Seen {
+  text: string;
+  tokens: number[];
+  steps: StepStats[];
+}
+
+function partialResult(seen: Seen, input: AudioInput, policy: PolicyName, budget: number, backend: string): TranscriptionResult {
+  const n = seen.steps.length;
+  const mean = (f: (s: StepStats) => number) => (n ? seen.steps.reduce((a, s) => a + f(s), 0) / n : 0);
+  const audioSeconds = input instanceof Float32Array ? input.length / 16000 : 0;
+  return {
+    text: seen.text,
+    words: [],
+    tokens: seen.tokens,
+    error: new CancelledError(),
+    // Only what the page observed; the engine's own totals went down with the worker.
+    stats: {
+      policy, budget, backend, audioSeconds, audioTokens: 0, decodeSteps: seen.tokens.length,
+      rGpu: mean((s) => s.rGpu), rGpuPeak: Math.max(0, ...seen.steps.map((s) => s.rGpu)), rGpuCpu: 0,
+      mbPerStep: mean((s) => s.bytesToGpu) / 1e6, mbPerStepMax: Math.max(0, ...seen.steps.map((s) => s.bytesToGpu)) / 1e6,
+      recallsPerStep: 0, releasesPerStep: 0, msPerToken: mean((s) => s.msPerToken), prefillMs: 0, encodeMs: 0,
+      gpuKvBytes: 0, cpuKvBytes: 0, realTimeFactor: 0, stoppedBy: 'cancelled',
+    },
+  };
+}
+
+/**
+ * Like `loadTranscriber`, but the model lives in a Web Worker. A cancel that the engine does
+ * not answer within CANCEL_GRACE_MS (it is inside a long computation that does not yield)
+ * stops the worker and returns what was streamed so far; the next call starts a new worker
+ * and loads the model again.
+ */
+export async function loadTranscriberInWorker(
+  options: LoadOptions,
+  makeWorker: () => Worker = defaultWorker,
+): Promise<Transcriber> {
+  const { onProgress, ...rest } = options;
+  let session = new Session(makeWorker(), rest, onProgress);
+  const backend = await session.ready;
+
+  return {
+    backend,
+    async transcribe(input: AudioInput, opts: TranscribeOptions = {}): Promise<TranscriptionResult> {
+      if (session.crashed) throw session.crashed;
+      const s = session;
+      await s.ready;
+      const { signal, onToken, onStep, onProgress: onCallProgress, ...callOptions } = opts;
+      const seen: Seen = { text: '', tokens: [], steps: [] };
+      return new Promise<TranscriptionResult>((resolve, reject) => {
+        let kill: ReturnType<typeof setTimeout> | undefined;
+        const finish = () => {
+          s.close(id);
+          clearTimeout(kill);
+          signal?.removeEventListener('abort', onAbort);
+        };
+        const id = s.open((m) => {
+          if (m.type === 'progress') onCallProgress?.(m.event);
+          else if (m.type === 'token') (seen.text += m.text, seen.tokens.push(m.token), onToken?.(m.text, m.token));
+          else if (m.type === 'step') (seen.steps.push(m.stats), onStep?.(m.stats));
+          else if (m.type === 'result') (finish(), resolve({ ...m.result, ...(m.error ? { error: deserializeError(m.error) } : {}) }));
+          else if (m.type === 'failed') (finish(), reject(deserializeError(m.error)));
+        });
+        const onAbort = () => {
+          s.send({ type: 'cancel', id });
+          kill = setTimeout(() => {
+            finish();
+            s.worker.terminate();
+            if (session === s) session = new Session(makeWorker(), rest, onProgress);
+            resolve(partialResult(seen, input, opts.policy ?? options.policy ?? 'wnw', opts.budget ?? options.budget ?? 0.2, backend));
+          }, CANCEL_GRACE_MS);
+        };
+        signal?.addEventListener('abort', onAbort, { once: true });
+        // Tokens always come back, even without onToken: they are the partial transcript if the worker must be stopped.
+        s.send({ type: 'transcribe', id, audio: toWorkerAudio(input), options: callOptions, wantSteps: !!onStep, wantTokens: true });
+        if (signal?.aborted) onAbort();
+      });
+    },
+    dispose() {
+      const s = session;
+      // Terminate once the worker has freed its GPU buffers, or after a grace period if it hangs.
+      const kill = setTimeout(() => s.worker.terminate(), 5000);
+      const id = s.open(() => (clearTimeout(kill), s.worker.terminate()));
+      s.send({ type: 'dispose', id });
+    },
+  };
+}

@@ -1,0 +1,48 @@
+/**
+ * Messages between a page and `worker.ts`. Callbacks cannot cross postMessage, so each
+ * becomes a message tagged with the request id; errors cross as plain objects carrying
+ * the WnwError `code` and are rebuilt on the page side.
+ */
+import type { LoadOptions, ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult } from './types.js';
+
+export type WorkerLoadOptions = Omit<LoadOptions, 'onProgress'>;
+export type WorkerTranscribeOptions = Omit<TranscribeOptions, 'signal' | 'onToken' | 'onStep' | 'onProgress'>;
+/** What the worker can receive: bytes, a Blob, or 16 kHz mono samples (AudioBuffers do not transfer). */
+export type WorkerAudio = ArrayBuffer | Uint8Array | Blob | Float32Array;
+
+export interface SerializedError {
+  name: string;
+  message: string;
+  code?: string;
+  /** Extra fields of the typed errors (neededBytes, availableBytes, file, tensor). */
+  fields?: Record<string, string | number>;
+}
+
+export type ToWorker =
+  | { type: 'load'; id: number; options: WorkerLoadOptions }
+  | { type: 'transcribe'; id: number; audio: WorkerAudio; options: WorkerTranscribeOptions; wantSteps: boolean; wantTokens: boolean }
+  | { type: 'cancel'; id: number }
+  | { type: 'dispose'; id: number };
+
+export type FromWorker =
+  | { type: 'progress'; id: number; event: ProgressEvent }
+  | { type: 'loaded'; id: number; backend: string }
+  | { type: 'token'; id: number; text: string; token: number }
+  | { type: 'step'; id: number; stats: StepStats }
+  | { type: 'result'; id: number; result: Omit<TranscriptionResult, 'error'>; error?: SerializedError }
+  | { type: 'failed'; id: number; error: SerializedError }
+  | { type: 'disposed'; id: number };
+
+export function serializeError(e: unknown): SerializedError {
+  if (!(e instanceof Error)) return { name: 'Error', message: String(e) };
+  const out: SerializedError = { name: e.name, message: e.message };
+  const rec = e as unknown as Record<string, unknown>;
+  if (typeof rec.code === 'string') out.code = rec.code;
+  const fields: Record<string, string | number> = {};
+  for (const k of ['neededBytes', 'availableBytes', 'file', 'tensor']) {
+    const v = rec[k];
+    if (typeof v === 'string' || typeof v === 'number') fields[k] = v;
+  }
+  if (Object.keys(fields).length) out.fields = fields;
+  return out;
+}

@@ -1,0 +1,126 @@
+import { describe, expect, it } from 'vitest';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
+import { runCli, type CliIo } from '../../src/cli/main.js';
+import { parseTranscribeArgs, defaultModelDir } from '../../src/cli/args.js';
+import { AudioError, CancelledError } from '../../src/errors.js';
+import type { LoadOptions, TranscribeOptions, Transcriber, TranscriptionResult, TranscriptionStats } from '../../src/types.js';
+
+// A stand-in for loadTranscriber, local to this test: the CLI's job is argument handling,
+// I/O and exit codes, which must not wait for a trained model.
+function fakeLoad(seen: { load?: LoadOptions; call?: TranscribeOptions; disposed?: boolean }) {
+  return async (o: LoadOptions): Promise<Transcriber> => {
+    seen.load = o;
+    return {
+      backend: 'CPU (TypeScript)',
+      dispose: () => void (seen.disposed = true),
+      async transcribe(input, call = {}): Promise<TranscriptionResult> {
+        seen.call = call;
+        const samples = input as Float32Array;
+        const stats: TranscriptionStats = {
+          policy: call.policy ?? o.policy ?? 'full', budget: o.budget ?? 1, backend: 'CPU (TypeScript)', audioSeconds: 2.5,
+          audioTokens: 31, decodeSteps: 12, rGpu: 0.21, rGpuPeak: 0.3, rGpuCpu: 0.45, mbPerStep: 0.01, mbPerStepMax: 0.02,
+          recallsPerStep: 1, releasesPerStep: 1, msPerToken: 3.5, prefillMs: 10, encodeMs: 5, gpuKvBytes: 1000, cpuKvBytes: 2000,
+          realTimeFactor: 0.1, stoppedBy: 'eos',
+        };
+        const partial = samples[0] === 1;
+        return {
+          text: partial ? 'hello' : 'hello world', words: [{ word: 'hello', start: 0.1, end: 0.5 }], tokens: [1, 2], stats,
+          ...(partial ? { error: new CancelledError() } : {}),
+        };
+      },
+    };
+  };
+}
+
+function io(seen = {}): CliIo & { out: string; err: string } {
+  const r = {
+    out: '', err: '', tty: false,
+    load: fakeLoad(seen),
+    stdout: (s: string) => void (r.out += s),
+    stderr: (s: string) => void (r.err += s),
+    readFile: async (p: string) => new Uint8Array(await readFile(p)),
+    decode: async (b: Uint8Array) => {
+      if (String.fromCharCode(...b.slice(0, 4)) !== 'RIFF') throw new AudioError('not a WAV file: no RIFF header\n(expected PCM16, PCM24 or float32)');
+      return new Float32Array([b[4], 0, 0]);
+    },
+  };
+  return r;
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'wnw-cli-'));
+const wav = join(dir, 'a.wav');
+writeFileSync(wav, Buffer.from('RIFF\0\0\0\0WAVE'));
+const bad = join(dir, 'bad.wav');
+writeFileSync(bad, Buffer.from('this is not audio'));
+const empty = join(dir, 'empty.wav');
+writeFileSync(empty, Buffer.alloc(0));
+const partial = join(dir, 'partial.wav');
+writeFileSync(partial, Buffer.from('RIFF\x01\0\0\0WAVE', 'latin1'));
+
+describe('wnw transcribe', () => {
+  it('prints the transcript and says the backend on stderr', async () => {
+    const seen: { load?: LoadOptions; disposed?: boolean } = {};
+    const t = io(seen);
+    expect(await runCli(['transcribe', wav], t)).toBe(0);
+    expect(seen.load).toBeDefined();
+    expect(t.out).toBe('hello world\n');
+    expect(t.err).toMatch(/backend CPU \(TypeScript\) \(auto\)/);
+    expect(seen.load).toMatchObject({ policy: 'wnw', budget: 0.2, backend: 'auto', model: defaultModelDir() });
+    expect(seen.disposed).toBe(true);
+  });
+
+  it('--json prints the documented fields', async () => {
+    const t = io();
+    expect(await runCli(['transcribe', wav, '--json', '--policy', 'snapkv', '--budget=0.4', '--backend', 'cpu'], t)).toBe(0);
+    const j = JSON.parse(t.out);
+    expect(j.text).toBe('hello world');
+    expect(j.words[0]).toEqual({ word: 'hello', start: 0.1, end: 0.5 });
+    for (const k of ['policy', 'budget', 'rGpu', 'rGpuCpu', 'mbPerStep', 'msPerToken', 'decodeSteps', 'audioSeconds']) expect(j.stats).toHaveProperty(k);
+    expect(j.stats).toMatchObject({ policy: 'snapkv', budget: 0.4, rGpu: 0.21, decodeSteps: 12, audioSeconds: 2.5 });
+  });
+
+  it('a bad file exits non-zero with a one-line reason, before loading the model', async () => {
+    for (const [file, pattern] of [[bad, /bad\.wav: not a WAV file: no RIFF header \(expected/], [empty, /is empty/], [join(dir, 'missing.wav'), /no such file/]] as const) {
+      const seen: { load?: LoadOptions } = {};
+      const t = io(seen);
+      expect(await runCli(['transcribe', file], t)).toBe(1);
+      expect(t.out).toBe('');
+      const lines = t.err.trim().split('\n');
+      expect(lines.length).toBe(1);
+      expect(lines[0]).toMatch(pattern);
+      expect(seen.load).toBeUndefined();
+    }
+  });
+
+  it('a cancelled run still prints the partial transcript', async () => {
+    const t = io();
+    expect(await runCli(['transcribe', partial], t)).toBe(130);
+    expect(t.out).toBe('hello\n');
+    expect(t.err).toMatch(/cancelled.*partial/);
+  });
+
+  it('usage errors exit 2 and name the problem', async () => {
+    for (const [argv, pattern] of [
+      [['transcribe'], /missing the audio file/],
+      [['transcribe', wav, '--policy', 'nope'], /unknown policy "nope"/],
+      [['transcribe', wav, '--budget', '2'], /budget must be a number in \(0, 1\]/],
+      [['transcribe', wav, '--backend', 'tpu'], /backend must be one of/],
+      [['transcribe', wav, '--frobnicate'], /--frobnicate needs a value|unknown option --frobnicate/],
+      [['translate', wav], /unknown command/],
+    ] as const) {
+      const t = io();
+      expect(await runCli([...argv], t)).toBe(2);
+      expect(t.err).toMatch(pattern);
+    }
+  });
+
+  it('resolves paths against the working directory', () => {
+    const a = parseTranscribeArgs(['x.wav', '--model', 'm'], '/data');
+    expect(a.file).toBe('/data/x.wav');
+    expect(a.model).toBe('/data/m');
+    expect(defaultModelDir()).toMatch(/public\/models\/wnw-ref$/);
+  });
+});

@@ -1,0 +1,123 @@
+import { describe, expect, it } from 'vitest';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { listClips, parseEvalArgs, plannedRuns, runEval } from '../../src/eval/main.js';
+import { ContextTooLongError } from '../../src/errors.js';
+import type { LoadOptions, TranscribeOptions, Transcriber, TranscriptionResult } from '../../src/types.js';
+
+// A stand-in for loadTranscriber, local to this test. It "transcribes" by echoing the
+// reference stored in the file, dropping the last word for any policy but 'full', so
+// the WERs the eval computes are known in advance.
+function fakeLoad(calls: TranscribeOptions[], loads: LoadOptions[]) {
+  return async (o: LoadOptions): Promise<Transcriber> => {
+    loads.push(o);
+    return {
+      backend: 'fake',
+      dispose() {},
+      async transcribe(input, call = {}): Promise<TranscriptionResult> {
+        calls.push(call);
+        const words = new TextDecoder().decode(new Uint8Array((input as Float32Array).buffer)).trim().split(/\s+/);
+        const policy = call.policy ?? 'full';
+        if (policy === 'h2o') throw new ContextTooLongError(2e9, 1e9, 'the H2O window');
+        const text = (policy === 'full' ? words : words.slice(0, -1)).join(' ');
+        call.onProgress?.({ phase: 'decode', fraction: 0.5 });
+        return {
+          text, words: [], tokens: [],
+          stats: {
+            policy, budget: call.budget ?? 1, backend: 'fake', audioSeconds: words.length, audioTokens: 0, decodeSteps: words.length,
+            rGpu: policy === 'full' ? 1 : call.budget!, rGpuPeak: 1, rGpuCpu: 1, mbPerStep: 0.1, mbPerStepMax: 0.1, recallsPerStep: 0,
+            releasesPerStep: 0, msPerToken: policy === 'full' ? 10 : 11, prefillMs: 0, encodeMs: 0, gpuKvBytes: 0, cpuKvBytes: 0,
+            realTimeFactor: 0.1, stoppedBy: 'eos',
+          },
+        };
+      },
+    };
+  };
+}
+
+// Keeps the bytes intact through the Float32Array the eval hands to transcribe.
+const decode = async (b: Uint8Array) => new Float32Array(new Uint8Array([...b, 32, 32, 32, 32].slice(0, Math.ceil(b.length / 4) * 4)).buffer);
+
+function dataDir() {
+  const dir = mkdtempSync(join(tmpdir(), 'wnw-eval-'));
+  // The fake reads the "audio" as text: the clip says exactly its reference.
+  for (const [id, ref] of [['b', 'five six seven eight nine ten'], ['a', 'one two three four']]) {
+    writeFileSync(join(dir, `${id}.wav`), ref);
+    writeFileSync(join(dir, `${id}.txt`), `${ref}\n`);
+  }
+  writeFileSync(join(dir, 'orphan.wav'), 'x');
+  return dir;
+}
+
+describe('npm run eval', () => {
+  it('parses its arguments', () => {
+    const a = parseEvalArgs(['--data', 'd', '--policies', 'full,wnw,snapkv', '--budgets', '0.2,0.4', '--out', 'o.json', '--limit', '3', '--readme'], '/w');
+    expect(a).toMatchObject({ data: '/w/d', out: '/w/o.json', policies: ['full', 'wnw', 'snapkv'], budgets: [0.2, 0.4], limit: 3 });
+    expect(a.readme).toMatch(/README\.md$/);
+    expect(parseEvalArgs(['--data', 'd', '--out', 'o', '--readme', 'R.md'], '/w').readme).toBe('/w/R.md');
+    expect(parseEvalArgs(['--data', 'd', '--out', 'o'], '/w').readme).toBeNull();
+    expect(() => parseEvalArgs(['--out', 'o'])).toThrow(/--data DIR is required/);
+    expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'wnw,foo'])).toThrow(/unknown policy "foo"/);
+    expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--limit', '0'])).toThrow(/--limit/);
+  });
+
+  it('runs the full cache once per clip, whatever the lists say', () => {
+    expect(plannedRuns(['wnw', 'full', 'snapkv'], [0.2, 0.4]).map((r) => `${r.policy}@${r.budget}`)).toEqual(['full@1', 'wnw@0.2', 'wnw@0.4', 'snapkv@0.2', 'snapkv@0.4']);
+  });
+
+  it('lists clips in name order and warns about a wav without a reference', async () => {
+    const warnings: string[] = [];
+    const clips = await listClips(dataDir(), (s) => warnings.push(s));
+    expect(clips.map((c) => [c.id, c.reference])).toEqual([['a', 'one two three four'], ['b', 'five six seven eight nine ten']]);
+    expect(warnings).toEqual(['skipping orphan.wav: no orphan.txt reference next to it']);
+  });
+
+  it('writes the documented report with pooled WER and a progress line per run', async () => {
+    const calls: TranscribeOptions[] = [];
+    const loads: LoadOptions[] = [];
+    let log = '';
+    const args = parseEvalArgs(['--data', dataDir(), '--policies', 'wnw', '--budgets', '0.2,0.4', '--out', '/tmp/x.json', '--backend', 'cpu']);
+    const report = await runEval(args, { load: fakeLoad(calls, loads), readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: (s) => void (log += s), tty: false });
+
+    expect(loads).toHaveLength(1);
+    expect(loads[0].backend).toBe('cpu');
+    expect(calls.map((c) => `${c.policy}@${c.budget}`)).toEqual(['full@1', 'wnw@0.2', 'wnw@0.4', 'full@1', 'wnw@0.2', 'wnw@0.4']);
+    expect(calls.map((c) => c.reusePrefill)).toEqual([true, true, false, true, true, false]);
+    expect(report.clips.map((c) => c.id)).toEqual(['a', 'b']);
+    const a = report.clips[0];
+    expect(a).toMatchObject({ id: 'a', reference: 'one two three four' });
+    expect(a.audioSeconds).toBeCloseTo(20 / 4 / 16000, 10);
+    expect(a.runs[1]).toMatchObject({ policy: 'wnw', budget: 0.2, text: 'one two three', rGpu: 0.2, decodeSteps: 4 });
+    expect(a.runs[1].wer).toBeCloseTo(0.25, 10);
+    for (const k of ['policy', 'budget', 'text', 'wer', 'rGpu', 'rGpuCpu', 'mbPerStep', 'msPerToken', 'decodeSteps']) expect(a.runs[0]).toHaveProperty(k);
+
+    expect(report.summary.map((r) => [r.policy, r.budget])).toEqual([['full', 1], ['wnw', 0.2], ['wnw', 0.4]]);
+    expect(report.summary[0].wer).toBe(0);
+    expect(report.summary[1].wer).toBeCloseTo(2 / 10, 10);
+    expect(report.summary[1].msPerTokenVsFull).toBeCloseTo(1.1, 10);
+    for (const k of ['policy', 'budget', 'wer', 'rGpu', 'rGpuCpu', 'mbPerStep', 'msPerToken', 'msPerTokenVsFull']) expect(report.summary[1]).toHaveProperty(k);
+
+    expect(log).toMatch(/\[1\/6\] a full WER 0\.0%/);
+    expect(log).toMatch(/\[6\/6\] b wnw@0\.4 WER 16\.7%/);
+    expect(log).toMatch(/skipping orphan\.wav/);
+  });
+
+  it('records a run that throws and goes on with the next', async () => {
+    const args = parseEvalArgs(['--data', dataDir(), '--policies', 'h2o,wnw', '--budgets', '0.2', '--out', '/tmp/x.json']);
+    const report = await runEval(args, { load: fakeLoad([], []), readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: () => {}, tty: false });
+    const h2o = report.clips[0].runs.find((r) => r.policy === 'h2o')!;
+    expect(h2o).toMatchObject({ text: '', wer: 1, decodeSteps: 0, stoppedBy: 'error' });
+    expect(h2o.error).toMatch(/needs .* MiB of KV memory/);
+    expect(report.clips[0].runs.map((r) => r.policy)).toEqual(['full', 'h2o', 'wnw']);
+    expect(report.summary.find((r) => r.policy === 'h2o')!.wer).toBe(1);
+  });
+
+  it('respects --limit', async () => {
+    const args = parseEvalArgs(['--data', dataDir(), '--policies', 'full', '--out', '/tmp/x.json', '--limit', '1']);
+    const report = await runEval(args, { load: fakeLoad([], []), readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: () => {}, tty: false });
+    expect(report.clips.map((c) => c.id)).toEqual(['a']);
+    expect(report.summary.map((r) => r.policy)).toEqual(['full']);
+  });
+});

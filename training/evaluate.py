@@ -1,0 +1,72 @@
+"""Held-out evaluation of an exported wnw-ref: full cache, greedy, stop at eos
+or 6 tokens per audio second, method-doc WER (lower-case, strip punctuation
+except apostrophe and period, truncate hypothesis to 1.2x reference words).
+
+  /usr/bin/python3 training/evaluate.py --model public/models/wnw-ref \
+      [--sets espeak-heldout,flite,long-4min,long-10min] [--out FILE.json]
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from common import read_wav, wer  # noqa: E402
+from export import load_model  # noqa: E402
+from infer import detok, encode_windows, greedy, mel_for  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="public/models/wnw-ref")
+    ap.add_argument("--repo", default=".")
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--sets", default="espeak-heldout,flite,long-4min,long-10min")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--limit", type=int, default=0)
+    a = ap.parse_args()
+    torch.set_num_threads(2)
+    cfg, enc, dec, pieces = load_model(a.model, a.work)
+    results = {}
+    for name in a.sets.split(","):
+        d = os.path.join(a.repo, "public", "test-sets", name)
+        if not os.path.isdir(d):
+            continue
+        files = sorted(f for f in os.listdir(d) if f.endswith(".wav"))
+        if a.limit:
+            files = files[:a.limit]
+        errs = refs = 0
+        clips = []
+        for f in files:
+            t = time.time()
+            x, sr = read_wav(os.path.join(d, f))
+            ref = open(os.path.join(d, f[:-4] + ".txt")).read().strip()
+            mel = mel_for(x, cfg)
+            audio = encode_windows(enc, mel, cfg)
+            with torch.no_grad():
+                toks, _ = greedy(dec, audio, cfg)
+            hyp = detok(toks, pieces)
+            w, e, n = wer(ref, hyp)
+            errs += e
+            refs += n
+            ended = bool(toks and toks[-1] == cfg["tokens"]["eos"])
+            clips.append({"file": f, "seconds": round(len(x) / 16000, 1), "wer": round(w, 4), "ref_words": n,
+                          "hyp_words": len(hyp.split()), "ended_at_eos": ended, "tokens": len(toks),
+                          "decode_s": round(time.time() - t, 1), "hyp": hyp})
+            print(f"{name}/{f}: {len(x) / 16000:.0f}s WER {w:.3f} eos {ended} ({time.time() - t:.0f}s) | {hyp[:100]}",
+                  flush=True)
+        results[name] = {"wer_pooled": round(errs / max(1, refs), 4),
+                         "wer_mean": round(float(np.mean([c["wer"] for c in clips])), 4), "clips": clips}
+        print(f"== {name}: pooled WER {errs / max(1, refs):.4f}", flush=True)
+    if a.out:
+        json.dump(results, open(a.out, "w"), indent=1)
+    print(json.dumps({k: v["wer_pooled"] for k, v in results.items()}))
+
+
+if __name__ == "__main__":
+    main()

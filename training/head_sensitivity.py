@@ -1,0 +1,124 @@
+"""Head Sensitivity (WnW calibration, keys only).
+
+  /usr/bin/python3 training/head_sensitivity.py --model public/models/wnw-ref \
+      --clips calibration-data --out FILE.json
+
+For each calibration clip: teacher-forced forward over
+[bos][audio][instruction][transcript][eos], cross-entropy (mean) on the answer
+tokens (transcript + eos), gradient w.r.t. every layer's post-RoPE keys.
+HS(l,k) = mean over clips, answer tokens and audio positions tau of
+||dCE_t/dK_{l,k,tau}||_2, where CE_t is the cross-entropy of answer token t.
+Per-token gradients are computed with one backward per answer token (exact
+definition; cost = number of answer tokens backward passes per clip).
+Use --pooled to take the gradient of the clip's mean CE instead (one backward
+per clip; cheaper approximation).
+Output: {"num_layers", "num_kv_heads", "head_sensitivity": [L*Hkv floats,
+head = layer*num_kv_heads + kv_head], "clips", "mode"}.
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from common import read_wav  # noqa: E402
+from export import load_model  # noqa: E402
+from infer import encode_windows, mel_for  # noqa: E402
+
+
+def tokenize(text, pieces):
+    """Greedy longest-match BPE-free fallback is not exact; use sentencepiece
+    model if available via the shipped pieces: encode with sentencepiece-like
+    segmentation by re-training-free lookup (longest match over pieces)."""
+    vocab = {p: i for i, p in enumerate(pieces)}
+    ids = []
+    for w in text.split():
+        s = "\u2581" + w
+        i = 0
+        while i < len(s):
+            for j in range(len(s), i, -1):
+                if s[i:j] in vocab and j - i >= 1:
+                    ids.append(vocab[s[i:j]])
+                    i = j
+                    break
+            else:
+                ids.append(3)
+                i += 1
+    return ids
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="public/models/wnw-ref")
+    ap.add_argument("--clips", default="calibration-data")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--pooled", action="store_true")
+    ap.add_argument("--sp-model", default=None, help="default: MODEL/sentencepiece.model")
+    a = ap.parse_args()
+    torch.set_num_threads(2)
+    cfg, enc, dec, pieces = load_model(a.model)
+    enc_sp = None
+    a.sp_model = a.sp_model or os.path.join(a.model, "sentencepiece.model")
+    if os.path.exists(a.sp_model):
+        import sentencepiece as spm
+        enc_sp = spm.SentencePieceProcessor(model_file=a.sp_model)
+    L, Hkv = cfg["num_layers"], cfg["num_kv_heads"]
+    names = sorted(f[:-4] for f in os.listdir(a.clips) if f.endswith(".wav"))
+    if a.limit:
+        names = names[:a.limit]
+    total = np.zeros((L, Hkv))
+    count = 0
+    for p in dec.parameters():
+        p.requires_grad_(False)
+    for n in names:
+        x, sr = read_wav(os.path.join(a.clips, n + ".wav"))
+        meta = json.load(open(os.path.join(a.clips, n + ".json")))
+        mel = mel_for(x, cfg)
+        audio = encode_windows(enc, mel, cfg)
+        N = audio.shape[0]
+        ids = enc_sp.encode(meta["text"]) if enc_sp else tokenize(meta["text"], pieces)
+        instr = cfg["instruction"]
+        eos = cfg["tokens"]["eos"]
+        pre = torch.tensor([cfg["tokens"]["bos"]])
+        post = torch.tensor(instr + ids + [eos])
+        h = torch.cat([dec.embed_tokens(pre), audio, dec.embed_tokens(post)], 0)[None]
+        keys = {}
+
+        def hook(i, k):
+            k = k.detach().requires_grad_(True)
+            keys[i] = k
+            return k
+
+        logits = dec(h, key_hook=hook)[0]
+        start = 1 + N + len(instr)
+        tg = torch.tensor(ids + [eos])
+        lg = logits[start - 1:start - 1 + len(tg)]
+        ce = F.cross_entropy(lg, tg, reduction="none")
+        ks = [keys[i] for i in range(L)]
+        if a.pooled:
+            grads = torch.autograd.grad(ce.mean(), ks)
+            for li, g in enumerate(grads):
+                # g [1, Hkv, S, hd]; audio positions 1..N
+                total[li] += g[0, :, 1:1 + N].norm(dim=-1).mean(-1).numpy()
+            count += 1
+        else:
+            for t in range(len(tg)):
+                grads = torch.autograd.grad(ce[t], ks, retain_graph=t + 1 < len(tg))
+                for li, g in enumerate(grads):
+                    total[li] += g[0, :, 1:1 + N].norm(dim=-1).mean(-1).numpy()
+                count += 1
+        print(f"{n}: N={N} answer tokens={len(tg)} mean CE {float(ce.mean()):.3f}", flush=True)
+    hs = (total / max(1, count)).reshape(-1)
+    json.dump({"num_layers": L, "num_kv_heads": Hkv, "head_sensitivity": [float(v) for v in hs],
+               "clips": len(names), "mode": "pooled" if a.pooled else "per-token"}, open(a.out, "w"), indent=1)
+    print("wrote", a.out)
+
+
+if __name__ == "__main__":
+    main()
