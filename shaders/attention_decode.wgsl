@@ -38,8 +38,6 @@ struct Export { heads: u32, audioStart: u32, audioLength: u32, _p0: u32 }
 var<workgroup> pg: array<u32, PPS>;
 var<workgroup> qs: array<f32, GROUP * HD>;
 var<workgroup> sc: array<f32, GROUP * CH>;
-var<workgroup> red: array<f32, 64>;
-var<workgroup> stat: array<f32, 2 * GROUP>;
 
 @compute @workgroup_size(64)
 fn attn_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -75,44 +73,21 @@ fn attn_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     }
   }
   workgroupBarrier();
-  for (var j = 0u; j < GROUP; j++) {
-    var m = NEG;
-    for (var idx = lid; idx < nslots; idx += 64u) { m = max(m, sc[j * CH + idx]); }
-    red[lid] = m;
-    workgroupBarrier();
-    for (var s = 32u; s > 0u; s >>= 1u) {
-      if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }
-      workgroupBarrier();
-    }
-    let mj = red[0];
-    workgroupBarrier();
-    var l = 0.0;
-    for (var idx = lid; idx < nslots; idx += 64u) {
-      let v = sc[j * CH + idx];
-      var e = 0.0;
-      if (v > NEG) { e = exp(v - mj); }
-      sc[j * CH + idx] = e;
-      l += e;
-    }
-    red[lid] = l;
-    workgroupBarrier();
-    for (var s = 32u; s > 0u; s >>= 1u) {
-      if (lid < s) { red[lid] += red[lid + s]; }
-      workgroupBarrier();
-    }
-    if (lid == 0u) {
-      stat[2u * j] = mj;
-      stat[2u * j + 1u] = red[0];
-    }
-    workgroupBarrier();
-  }
+  // Each output (query head j, dim d) scans the chunk's scores for its own (max, sum):
+  // a few hundred reads instead of tree reductions, whose barriers cost more on CPU
+  // implementations than the repeated exp does on GPUs.
   for (var o = lid; o < GROUP * HD; o += 64u) {
     let j = o / HD;
     let d = o % HD;
+    var m = NEG;
+    for (var idx = 0u; idx < nslots; idx++) { m = max(m, sc[j * CH + idx]); }
+    var l = 0.0;
     var acc = 0.0;
     for (var idx = 0u; idx < nslots; idx++) {
-      let e = sc[j * CH + idx];
-      if (e != 0.0) {
+      let v = sc[j * CH + idx];
+      if (v > NEG) {
+        let e = exp(v - m);
+        l += e;
         let slot = pg[idx / PAGE] * PAGE + idx % PAGE;
         acc += e * vPool[slot * HD + d];
       }
@@ -120,8 +95,8 @@ fn attn_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     let pb = (split * H + kh * GROUP + j) * (HD + 2u);
     partials[pb + d] = acc;
     if (d == 0u) {
-      partials[pb + HD] = stat[2u * j];
-      partials[pb + HD + 1u] = stat[2u * j + 1u];
+      partials[pb + HD] = m;
+      partials[pb + HD + 1u] = l;
     }
   }
 }

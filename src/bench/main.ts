@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --json] [--minutes 1,4,10] [--steps 32] [--backends cpu,webgpu]`
+ * `npm run bench [-- --json] [--minutes 1,4,10] [--steps 32] [--backends cpu,webgpu] [--software-max-minutes 1]`
  *
  * Prefill tokens/s and decode ms/token of the reference model at 1, 4 and 10 minutes of
  * audio, full cache vs WnW at r_GPU 0.2, for every backend this machine reaches. Numbers
@@ -80,7 +80,7 @@ async function main(): Promise<void> {
     }
   }
   if (backends.includes('webgpu')) {
-    const gpuRows = await benchWebGpu({ modelDir, hasModel: existsSync(`${modelDir}/decoder.safetensors`), heads, minutes, steps, log });
+    const gpuRows = await benchWebGpu({ modelDir, hasModel: existsSync(`${modelDir}/decoder.safetensors`), heads, minutes, steps, log, softwareMaxMinutes: Number(arg('software-max-minutes', '1')) });
     rows.push(...gpuRows);
   }
   const result = { model: modelLabel, steps, rows };

@@ -73,6 +73,15 @@ async function chromiumGpu(o: GpuBenchOptions): Promise<GpuRow[]> {
   }
 }
 
-export async function benchWebGpu(o: GpuBenchOptions): Promise<GpuRow[]> {
-  return (await nodeGpu(o)) ?? (await chromiumGpu(o));
+/**
+ * SwiftShader's prefill attention is quadratic on the CPU (~1 min for 1,000 tokens), so
+ * in Chromium without a real GPU only lengths up to `softwareMaxMinutes` are run.
+ */
+export async function benchWebGpu(o: GpuBenchOptions & { softwareMaxMinutes?: number }): Promise<GpuRow[]> {
+  const hw = await nodeGpu(o);
+  if (hw) return hw;
+  const cap = o.softwareMaxMinutes ?? 1;
+  const minutes = o.minutes.filter((m) => m <= cap);
+  if (minutes.length < o.minutes.length) o.log(`bench: SwiftShader WebGPU rows only up to ${cap} min (--software-max-minutes to raise)`);
+  return minutes.length ? chromiumGpu({ ...o, minutes }) : [];
 }

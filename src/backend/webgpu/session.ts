@@ -42,8 +42,9 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   const I = c.intermediateSize;
   const G = groupSize(c);
   const textTokens = 1 + c.instruction.length + opts.maxNewTokens;
-  // Worst plan: every audio position on the GPU, plus the recall headroom of kv/sizing.ts.
-  const worst = heads * (Math.ceil(A / P) + Math.min(Math.ceil(A / P), RECALL_PAGES_PER_HEAD) + Math.ceil(textTokens / P));
+  // Upper bound of kv/sizing.ts poolNeed over all plans: per head, ceil(gpu/P) + ceil(cpuOnly/P)
+  // <= ceil(A/P) + 1 (gpu and cpuOnly are disjoint), plus recall headroom <= min(ceil(A/P), cap).
+  const worst = heads * (Math.ceil(A / P) + 1 + Math.min(Math.ceil(A / P), RECALL_PAGES_PER_HEAD) + Math.ceil(textTokens / P));
   const bytesPerPage = P * slotBytes(c.headDim);
   const capacityPages = kvBudgetBytes === undefined ? worst : Math.min(worst, Math.floor(kvBudgetBytes / bytesPerPage));
   const PPS = pagesPerSplit(P);
