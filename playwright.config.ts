@@ -17,6 +17,9 @@ export const chromiumArgs = [
   '--no-first-run',
 ];
 
+// WNW_E2E_PORT lets two runs (or a run and a dev server) coexist.
+const port = Number(process.env.WNW_E2E_PORT ?? 5199);
+
 export default defineConfig({
   testDir: 'e2e',
   testMatch: '**/*.spec.ts',
@@ -24,12 +27,12 @@ export default defineConfig({
   workers: 1,
   reporter: [['list']],
   use: {
-    baseURL: 'http://127.0.0.1:5199',
+    baseURL: `http://127.0.0.1:${port}`,
     launchOptions: { executablePath: process.env.WNW_CHROMIUM ?? '/usr/bin/chromium', args: chromiumArgs },
   },
   webServer: {
-    command: 'npx vite --port 5199 --strictPort',
-    url: 'http://127.0.0.1:5199/e2e/harness/ping.html',
+    command: `npx vite --port ${port} --strictPort`,
+    url: `http://127.0.0.1:${port}/e2e/harness/ping.html`,
     reuseExistingServer: !process.env.CI,
     timeout: 120_000,
   },

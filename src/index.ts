@@ -12,4 +12,6 @@ export {
   type WnwErrorCode,
 } from './errors.js';
 export { POLICIES } from './policy/registry.js';
+export { toMono16k } from './audio/decode.js';
+export { loadTranscriberInWorker } from './worker-client.js';
 export type { KvPolicy, PolicyLayout, PrefillPlan, StepPlan, HeadsFile } from './policy/types.js';

@@ -33,6 +33,23 @@ export interface RunInput {
 
 const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
 
+/**
+ * Lets the event loop run (a cancel click, a worker message, a repaint). The CPU
+ * backend computes synchronously, so without this a long decode would never see its
+ * AbortSignal. setTimeout(0) is clamped to 4 ms in browsers; a MessageChannel is not.
+ */
+const yieldToEventLoop = (): Promise<void> =>
+  new Promise((resolve) => {
+    if (typeof MessageChannel !== 'undefined') {
+      const ch = new MessageChannel();
+      ch.port1.onmessage = () => {
+        ch.port1.close();
+        resolve();
+      };
+      ch.port2.postMessage(0);
+    } else setTimeout(resolve, 0);
+  });
+
 export async function runTranscription(r: RunInput): Promise<TranscriptionResult> {
   const { model, backend, policy, options: o } = r;
   const c = model.config;
@@ -65,6 +82,8 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     const decodeWeights = req.decodeWeights !== false || extra.length > 0 || r.timingHeads.length > 0;
     backend.begin({ audioLength: N, maxNewTokens: maxNew + 1, request: { ...req, decodeHeads, decodeWeights } });
     r.progress({ phase: 'prefill', fraction: 0 });
+    await yieldToEventLoop();
+    if (o.signal?.aborted) throw new CancelledError();
     const pre = await backend.prefill(r.embeddings);
     const plan = policy.prefill(pre.observation);
     await backend.applyPrefill(plan);
@@ -72,7 +91,12 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     r.progress({ phase: 'prefill', fraction: 1 });
     let token = pre.token;
     if (token !== c.tokens.eos) emit(token, -1);
+    let lastYield = now();
     while (token !== c.tokens.eos) {
+      if (now() - lastYield > 16) {
+        await yieldToEventLoop();
+        lastYield = now();
+      }
       if (o.signal?.aborted) throw new CancelledError();
       if (tokens.length >= maxNew) {
         stoppedBy = 'length-guard';
@@ -102,7 +126,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
       acc.stepMs += ms;
       if (o.onStep) {
         o.onStep({
-          step: acc.steps - 1, token, text: out, rGpu: st.rGpu, bytesToGpu: moved.bytesToGpu, msPerToken: ms,
+          step: acc.steps - 1, token, text: out, rGpu: st.rGpu, bytesToGpu: moved.bytesToGpu, msPerToken: ms, gpuKvBytes: st.gpuBytesInUse,
           focus: Math.round(f), ...segmentView(anchor, backend, r.tidalHeads, segmentLength(c), N),
         });
       }

@@ -35,7 +35,10 @@ export interface Word {
 export interface StepStats {
   step: number;
   token: number;
+  /** The whole transcript so far (onToken gets one piece at a time). */
   text: string;
+  /** GPU KV pages in use, bytes. */
+  gpuKvBytes: number;
   rGpu: number;
   bytesToGpu: number;
   msPerToken: number;

@@ -50,8 +50,11 @@ export async function readBytes(source: string, onProgress?: (loaded: number, to
 
 export async function readJson(source: string): Promise<unknown> {
   const bytes = await readBytes(source);
+  const text = new TextDecoder().decode(bytes);
+  // Dev servers (Vite) answer a missing file with their HTML page rather than a 404.
+  if (/^\s*<(!doctype|html)/i.test(text)) throw new ModelLoadError(source, 'not found (the server answered with an HTML page); check the model URL');
   try {
-    return JSON.parse(new TextDecoder().decode(bytes));
+    return JSON.parse(text);
   } catch (e) {
     throw new ModelLoadError(source, `not valid JSON (${e instanceof Error ? e.message : String(e)})`);
   }
