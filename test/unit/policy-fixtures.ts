@@ -4,16 +4,8 @@ import type { ResidencyTracker } from '../../src/policy/accounting.js';
 import { buildHeadsFile } from '../../src/calibrate/heads-file.js';
 
 /** Deterministic PRNG (mulberry32) so failures reproduce. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from '../../src/model/testing.js';
+export { rng };
 
 export function gauss(r: () => number): number {
   return Math.sqrt(-2 * Math.log(r() + 1e-12)) * Math.cos(2 * Math.PI * r());
