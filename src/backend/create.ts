@@ -18,9 +18,29 @@ export interface CreateBackendOptions {
   onCompile?: (fraction: number) => void;
 }
 
+/**
+ * On Linux, Dawn needs a Vulkan driver manifest; without one it only prints warnings
+ * and finds no adapter, so 'auto' skips it up front (and stays quiet).
+ */
+async function nodeVulkanMissing(): Promise<string | null> {
+  const g = globalThis as { process?: { platform?: string; versions?: { node?: string }; env: Record<string, string | undefined> } };
+  if (!g.process?.versions?.node || typeof (globalThis as { window?: unknown }).window !== 'undefined') return null;
+  if (g.process.platform !== 'linux' || g.process.env.VK_ICD_FILENAMES || g.process.env.VK_DRIVER_FILES) return null;
+  const fsName = 'node:fs';
+  const fs = (await import(/* @vite-ignore */ fsName)) as typeof import('node:fs');
+  const dirs = ['/usr/share/vulkan/icd.d', '/etc/vulkan/icd.d', '/usr/local/share/vulkan/icd.d'];
+  const found = dirs.some((d) => fs.existsSync(d) && fs.readdirSync(d).some((f) => f.endsWith('.json')));
+  return found ? null : 'no Vulkan driver is installed (no ICD manifest in /usr/share/vulkan/icd.d)';
+}
+
 export async function createBackend(config: ModelConfig, weights: DecoderWeights, opts: CreateBackendOptions = {}): Promise<DecoderBackend> {
   const want = opts.backend ?? 'auto';
   if (want === 'cpu') return new CpuBackend(config, weights, { kvBudgetBytes: opts.kvBudgetBytes });
+  const missing = want === 'auto' ? await nodeVulkanMissing() : null;
+  if (missing) {
+    opts.onFallback?.(missing);
+    return new CpuBackend(config, weights, { kvBudgetBytes: opts.kvBudgetBytes });
+  }
   try {
     const gpu = await import('./webgpu/index.js');
     return await gpu.createWebGpuBackend(config, weights, {
