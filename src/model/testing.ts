@@ -11,11 +11,11 @@ export function referenceConfig(overrides: Partial<ModelConfig> = {}): ModelConf
   const base = parseConfig({
     name: 'wnw-ref-random',
     vocab_size: 512,
-    hidden_size: 256,
-    intermediate_size: 768,
-    num_layers: 8,
-    num_heads: 8,
-    num_kv_heads: 4,
+    hidden_size: 192,
+    intermediate_size: 512,
+    num_layers: 4,
+    num_heads: 16,
+    num_kv_heads: 8,
     head_dim: 32,
     rope_theta: 10000,
     rms_norm_eps: 1e-5,
@@ -25,7 +25,7 @@ export function referenceConfig(overrides: Partial<ModelConfig> = {}): ModelConf
     audio: {
       sample_rate: 16000, n_fft: 512, win_length: 400, hop_length: 160, n_mels: 80,
       f_min: 0, f_max: 8000, mel_floor: 1e-6, mel_mean: 0, mel_std: 1,
-      frames_per_token: 8, tokens_per_second: 12.5, encoder_window_frames: 1600,
+      frames_per_token: 8, tokens_per_second: 12.5, encoder_window_frames: 3000,
     },
   });
   return { ...base, ...overrides };
