@@ -29,6 +29,7 @@ def main():
     ap.add_argument("--sets", default="espeak-heldout,flite,long-4min,long-10min")
     ap.add_argument("--out", default=None)
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--full-decode", action="store_true", help="decode to eos/guard even past the 1.2x truncation")
     a = ap.parse_args()
     torch.set_num_threads(2)
     cfg, enc, dec, pieces = load_model(a.model, a.work)
@@ -48,15 +49,23 @@ def main():
             ref = open(os.path.join(d, f[:-4] + ".txt")).read().strip()
             mel = mel_for(x, cfg)
             audio = encode_windows(enc, mel, cfg)
+            # Exact shortcut: the metric truncates the hypothesis to 1.2x the reference words, so once
+            # the hypothesis has more words than that (+1 for a possibly unfinished word) further
+            # tokens cannot change the WER; decoding stops there (reported as truncated_early).
+            keep = int(1.2 * len(ref.split())) + 2
+            stop = None if a.full_decode else (lambda tk: len(tk) % 16 == 0 and len(detok(tk, pieces).split()) > keep)
             with torch.no_grad():
-                toks, _ = greedy(dec, audio, cfg)
+                toks, _ = greedy(dec, audio, cfg, stop_fn=stop)
             hyp = detok(toks, pieces)
             w, e, n = wer(ref, hyp)
             errs += e
             refs += n
             ended = bool(toks and toks[-1] == cfg["tokens"]["eos"])
+            guard = int(6 * audio.shape[0] / cfg["audio"]["tokens_per_second"])
+            early = (not ended) and len(toks) < guard
             clips.append({"file": f, "seconds": round(len(x) / 16000, 1), "wer": round(w, 4), "ref_words": n,
                           "hyp_words": len(hyp.split()), "ended_at_eos": ended, "tokens": len(toks),
+                          "truncated_early": early, "guard_tokens": guard,
                           "decode_s": round(time.time() - t, 1), "hyp": hyp})
             print(f"{name}/{f}: {len(x) / 16000:.0f}s WER {w:.3f} eos {ended} ({time.time() - t:.0f}s) | {hyp[:100]}",
                   flush=True)

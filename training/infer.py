@@ -26,7 +26,7 @@ def encode_windows(enc, mel, cfg):
     W = cfg["audio"]["encoder_window_frames"]
     outs = []
     for s in range(0, mel.shape[1], W):
-        w = torch.from_numpy(np.ascontiguousarray(mel[:, s:s + W]))[None]
+        w = torch.from_numpy(np.ascontiguousarray(mel[:, s:s + W]))[None].to(next(enc.parameters()).device)
         outs.append(enc(w)[0])
     return torch.cat(outs, 0)
 
@@ -37,16 +37,18 @@ def build_prompt(n_audio, cfg):
 
 
 def embed_prompt(dec, prompt, audio):
-    ids = torch.tensor([max(0, i) for i in prompt])
+    dev = dec.embed_tokens.weight.device
+    ids = torch.tensor([max(0, i) for i in prompt], device=dev)
     h = dec.embed_tokens(ids)
-    is_audio = torch.tensor([i < 0 for i in prompt])
+    is_audio = torch.tensor([i < 0 for i in prompt], device=dev)
     h = h.clone()
     h[is_audio] = audio
     return h[None]
 
 
 @torch.no_grad()
-def greedy(dec, audio, cfg, max_new=None, stop_at_eos=True, n_steps=None, chunk=1024, return_logits=False):
+def greedy(dec, audio, cfg, max_new=None, stop_at_eos=True, n_steps=None, chunk=1024, return_logits=False,
+           stop_fn=None):
     """audio [N, D]. Returns (tokens, logits list). max_new defaults to the
     6-tokens-per-audio-second guard."""
     N = audio.shape[0]
@@ -71,7 +73,9 @@ def greedy(dec, audio, cfg, max_new=None, stop_at_eos=True, n_steps=None, chunk=
         toks.append(t)
         if t == eos and stop_at_eos:
             break
-        e = dec.embed_tokens(torch.tensor([[t]]))
+        if stop_fn is not None and stop_fn(toks):
+            break
+        e = dec.embed_tokens(torch.tensor([[t]], device=dec.embed_tokens.weight.device))
         logits = dec(e, start_pos=pos, caches=caches)
         pos += 1
     return toks, all_logits

@@ -185,13 +185,14 @@ class DecLayer(nn.Module):
                 v = torch.cat([cache["v"], v], dim=2)
             cache["k"], cache["v"] = k, v
         g = self.H // self.Hkv
-        kk = k.repeat_interleave(g, dim=1)
-        vv = v.repeat_interleave(g, dim=1)
-        att = torch.matmul(q, kk.transpose(-1, -2)) * (1.0 / math.sqrt(self.hd))
+        # GQA without copying K/V: query head j = kv_head * g + i uses KV head j // g
+        q5 = q.reshape(B, self.Hkv, g, L, self.hd)
+        att = torch.matmul(q5, k[:, :, None].transpose(-1, -2)) * (1.0 / math.sqrt(self.hd))
         if mask is not None:
             att = att + mask
         att = torch.softmax(att, dim=-1)
-        y = torch.matmul(att, vv).transpose(1, 2).reshape(B, L, self.H * self.hd)
+        y = torch.matmul(att, v[:, :, None]).reshape(B, self.H, L, self.hd)
+        y = y.transpose(1, 2).reshape(B, L, self.H * self.hd)
         h = h + self.o_proj(y)
         x = self.mlp_norm(h)
         return h + self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -211,11 +212,19 @@ class Decoder(nn.Module):
         """h [B, L, D] input embeddings (audio already spliced in).
         Returns logits for positions logits_from: (or all)."""
         B, L, _ = h.shape
-        pos = torch.arange(start_pos, start_pos + L, device=h.device)
-        cos, sin = rope_cos_sin(pos, self.cfg["head_dim"], self.cfg["rope_theta"], h.device, h.dtype)
+        need = start_pos + L
+        tab = getattr(self, "_rope_tab", None)
+        if tab is None or tab[0].shape[0] < need or tab[0].device != h.device or tab[0].dtype != h.dtype:
+            n = max(need, 4096)
+            tab = rope_cos_sin(torch.arange(n, device=h.device), self.cfg["head_dim"], self.cfg["rope_theta"],
+                               h.device, h.dtype)
+            self._rope_tab = tab
+        cos, sin = tab[0][start_pos:need], tab[1][start_pos:need]
         past = start_pos
-        mask = torch.full((L, past + L), float("-inf"), device=h.device, dtype=h.dtype)
-        mask = torch.triu(mask, diagonal=past + 1)
+        mask = None
+        if L > 1:
+            mask = torch.full((L, past + L), float("-inf"), device=h.device, dtype=h.dtype)
+            mask = torch.triu(mask, diagonal=past + 1)
         for i, layer in enumerate(self.layers):
             h = layer(h, cos, sin, mask, cache=None if caches is None else caches[i],
                       key_hook=None if key_hook is None else (lambda k, i=i: key_hook(i, k)))

@@ -29,17 +29,16 @@ torch.set_num_threads(2)
 
 
 def _grad_pair(fn, shape=(6, 40, 24)):
-    """Gradient of fn wrt its input with a contiguous vs a transposed
-    (non-contiguous) input and incoming gradient."""
+    """Value and gradient of fn wrt its input: contiguous input and incoming
+    gradient vs the same values stored transposed (non-contiguous views)."""
     torch.manual_seed(0)
     x = torch.randn(*shape, dtype=torch.float32)
-    g = torch.randn(*shape, dtype=torch.float32)
     a = x.clone().requires_grad_(True)
     ya = fn(a)
+    g = torch.randn(ya.shape, dtype=torch.float32)
     ya.backward(g)
-    # same values, stored transposed -> non-contiguous views
-    xt = x.transpose(1, 2).contiguous().transpose(1, 2)
-    b = xt.clone().transpose(1, 2).contiguous().transpose(1, 2).requires_grad_(True)
+    b = x.transpose(1, 2).contiguous().transpose(1, 2).requires_grad_(True)
+    assert not b.is_contiguous()
     yb = fn(b)
     gt = g.transpose(1, 2).contiguous().transpose(1, 2)
     assert not gt.is_contiguous()
@@ -132,15 +131,16 @@ def test_pipeline_tiny():
         work, repo = os.path.join(d, "work"), os.path.join(d, "repo")
         os.makedirs(repo)
         cmd = [sys.executable, os.path.join(HERE, "train.py"), "--work", work, "--repo", repo, "--tiny",
-               "--ctc-steps", "12", "--ctc-batch-s", "12", "--ctc-lr", "3e-3", "--phases", "12:2-6:10",
-               "--dec-lr", "3e-3", "--log-every", "1", "--val-every", "1000", "--warmup", "2", "--skip-eval"]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+               "--ctc-steps", "8", "--ctc-batch-s", "8", "--ctc-lr", "3e-3", "--phases", "8:2-5:6",
+               "--dec-lr", "3e-3", "--log-every", "1", "--val-every", "1000", "--warmup", "2", "--skip-eval",
+               "--threads", "1"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         log = os.path.join(work, "train.log")
         for kind in ("ctc", "dec"):
             ls = _losses(log, kind)
             assert len(ls) >= 6, (kind, ls)
-            assert np.mean(ls[-3:]) < np.mean(ls[:3]), (kind, ls)
+            assert np.mean(ls[-2:]) < np.mean(ls[:2]), (kind, ls)
         out = os.path.join(repo, "public", "models", "wnw-ref")
         cfg = json.load(open(os.path.join(out, "config.json")))
         with open(os.path.join(out, "decoder.safetensors"), "rb") as f:

@@ -33,6 +33,7 @@ from infer import detok, encode_windows, greedy, mel_for  # noqa: E402
 from model import CHARS, Decoder, Encoder  # noqa: E402
 
 INSTRUCTION = "transcribe"
+DEV = torch.device("cpu")  # set in main(): cuda when available (--device auto)
 
 
 def default_cfg(vocab=512):
@@ -112,7 +113,7 @@ def pad_mels(mels):
     out = np.zeros((len(mels), mels[0].shape[0], T), dtype=np.float32)
     for i, m in enumerate(mels):
         out[i, :, :m.shape[1]] = m
-    return torch.from_numpy(out), torch.tensor([m.shape[1] for m in mels])
+    return torch.from_numpy(out).to(DEV), torch.tensor([m.shape[1] for m in mels]).to(DEV)
 
 
 def finite_step(model_params, loss, opt, clip=1.0):
@@ -164,7 +165,7 @@ def ctc_val(enc, val, cfg, sp):
         W = cfg["audio"]["encoder_window_frames"]
         hyp_c, hyp_b = [], []
         for s in range(0, mel.shape[1], W):
-            m = torch.from_numpy(np.ascontiguousarray(mel[:, s:s + W]))[None]
+            m = torch.from_numpy(np.ascontiguousarray(mel[:, s:s + W]))[None].to(DEV)
             emb, cl, bl = enc(m, return_all=True)
             p = cl[0].argmax(-1).tolist()
             prev = 0
@@ -234,11 +235,11 @@ def save_ckpt(path, **kw):
 
 def stage_ctc(a, cfg, sp, data, val):
     ck = os.path.join(a.work, "ctc.pt")
-    enc = Encoder(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], **ENC_KW)
+    enc = Encoder(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], **ENC_KW).to(DEV)
     opt = torch.optim.AdamW(enc.parameters(), lr=a.ctc_lr, betas=(0.9, 0.98), weight_decay=0.01)
     step, elapsed = 0, 0.0
     if os.path.exists(ck):
-        st = torch.load(ck)
+        st = torch.load(ck, map_location=DEV)
         enc.load_state_dict(st["enc"])
         opt.load_state_dict(st["opt"])
         step, elapsed = st["step"], st["elapsed"]
@@ -269,11 +270,11 @@ def stage_ctc(a, cfg, sp, data, val):
         emb, cl, bl = enc(mel, lens, return_all=True)
         lp = F.log_softmax(cl, -1).transpose(0, 1)
         ct = [torch.tensor(char_ids(t)) for t in texts]
-        loss_c = F.ctc_loss(lp, torch.cat(ct), lens // 4, torch.tensor([len(c) for c in ct]), blank=0,
+        loss_c = F.ctc_loss(lp, torch.cat(ct).to(DEV), lens // 4, torch.tensor([len(c) for c in ct]).to(DEV), blank=0,
                             reduction="mean", zero_infinity=True)
         lpb = F.log_softmax(bl, -1).transpose(0, 1)
         bt = [torch.tensor(sp.encode(t)) for t in texts]
-        loss_b = F.ctc_loss(lpb, torch.cat(bt), lens // 8, torch.tensor([len(c) for c in bt]), blank=V,
+        loss_b = F.ctc_loss(lpb, torch.cat(bt).to(DEV), lens // 8, torch.tensor([len(c) for c in bt]).to(DEV), blank=V,
                             reduction="mean", zero_infinity=True)
         loss = loss_c + 0.5 * loss_b
         ok, gn = finite_step(list(enc.parameters()), loss, opt)
@@ -305,7 +306,7 @@ def parse_phases(s):
     return out
 
 
-def dec_batch(enc, dec, cfg, sp, data, rng, lo, hi, batch_s, train_top=True):
+def dec_batch(enc, dec, cfg, sp, data, rng, lo, hi, batch_s, train_top=True, train_base=False):
     W = cfg["audio"]["encoder_window_frames"]
     mels, texts = [], []
     tot = 0.0
@@ -323,8 +324,11 @@ def dec_batch(enc, dec, cfg, sp, data, rng, lo, hi, batch_s, train_top=True):
             wins.append(m[:, s:s + W])
             owner.append(i)
     wm, wl = pad_mels(wins)
-    with torch.no_grad():
-        x, _, keep4 = enc.forward_base(wm, wl)
+    if train_base:
+        x, char_logits, keep4 = enc.forward_base(wm, wl)
+    else:
+        with torch.no_grad():
+            x, char_logits, keep4 = enc.forward_base(wm, wl)
     emb_w = enc.forward_top(x, keep4) if train_top else enc.forward_top(x, keep4).detach()
     # aux subword CTC on window embeddings
     V = cfg["vocab_size"]
@@ -338,51 +342,60 @@ def dec_batch(enc, dec, cfg, sp, data, rng, lo, hi, batch_s, train_top=True):
     for i, t in enumerate(texts):
         ids = sp.encode(t)
         N = audio[i].shape[0]
-        pre = torch.tensor([bos])
-        post = torch.tensor(instr + ids + [eos])
+        pre = torch.tensor([bos], device=DEV)
+        post = torch.tensor(instr + ids + [eos], device=DEV)
         h = torch.cat([dec.embed_tokens(pre), audio[i], dec.embed_tokens(post)], 0)
-        tg = torch.full((h.shape[0],), -100, dtype=torch.long)
+        tg = torch.full((h.shape[0],), -100, dtype=torch.long, device=DEV)
         # position p predicts token p+1; targets = transcript tokens + eos
         start = 1 + N + len(instr)
-        tg[start - 1: start - 1 + len(ids) + 1] = torch.tensor(ids + [eos])
+        tg[start - 1: start - 1 + len(ids) + 1] = torch.tensor(ids + [eos], device=DEV)
         seqs.append(h)
         tgts.append(tg)
     L = max(s.shape[0] for s in seqs)
     D = seqs[0].shape[1]
-    hb = torch.zeros(len(seqs), L, D)
-    tb = torch.full((len(seqs), L), -100, dtype=torch.long)
+    hb = torch.zeros(len(seqs), L, D, device=DEV)
+    tb = torch.full((len(seqs), L), -100, dtype=torch.long, device=DEV)
     for i, (h, tg) in enumerate(zip(seqs, tgts)):
         hb[i, :h.shape[0]] = h
         tb[i, :tg.shape[0]] = tg
     logits = dec(hb)
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tb.reshape(-1), ignore_index=-100)
-    aux = torch.zeros(())
+    aux = torch.zeros((), device=DEV)
     if train_top:
         lpb = F.log_softmax(enc.ctc_bpe(emb_w), -1).transpose(0, 1)
         # per-window targets unknown -> aux CTC only on single-window clips
         sel = [wi for wi, i in enumerate(owner) if owner.count(i) == 1]
         if sel:
             bt = [torch.tensor(sp.encode(texts[owner[wi]])) for wi in sel]
-            aux = F.ctc_loss(lpb[:, sel], torch.cat(bt), wl[sel] // 8, torch.tensor([len(b) for b in bt]), blank=V,
+            aux = F.ctc_loss(lpb[:, sel], torch.cat(bt).to(DEV), wl[sel] // 8, torch.tensor([len(b) for b in bt]).to(DEV),
+                             blank=V,
                              reduction="mean", zero_infinity=True)
+            if train_base:
+                lpc = F.log_softmax(char_logits, -1).transpose(0, 1)
+                ct = [torch.tensor(char_ids(texts[owner[wi]])) for wi in sel]
+                aux = aux + F.ctc_loss(lpc[:, sel], torch.cat(ct).to(DEV), wl[sel] // 4,
+                                       torch.tensor([len(c) for c in ct]).to(DEV), blank=0, reduction="mean",
+                                       zero_infinity=True)
     ntok = int((tb != -100).sum())
     return loss, aux, ntok, L, len(seqs)
 
 
 def stage_dec(a, cfg, sp, data, val, enc):
     ck = os.path.join(a.work, "dec.pt")
-    dec = Decoder(cfg)
+    dec = Decoder(cfg).to(DEV)
     top_params = list(enc.stack.parameters()) + list(enc.top.parameters()) + list(enc.top_norm.parameters()) + \
         list(enc.out.parameters()) + list(enc.ctc_bpe.parameters())
+    if a.enc_joint:  # whole encoder trained jointly (char + subword CTC kept as auxiliary losses)
+        top_params = list(enc.parameters())
     opt = torch.optim.AdamW([{"params": list(dec.parameters()), "lr": a.dec_lr, "base": a.dec_lr},
-                             {"params": top_params, "lr": a.dec_lr * 0.3, "base": a.dec_lr * 0.3}],
+                             {"params": top_params, "lr": a.dec_lr * a.enc_lr_scale, "base": a.dec_lr * a.enc_lr_scale}],
                             betas=(0.9, 0.98), weight_decay=0.01)
     step, elapsed = 0, 0.0
     phases = parse_phases(a.phases)
     total = sum(p[0] for p in phases)
     pieces = [sp.id_to_piece(i) for i in range(cfg["vocab_size"])]
     if os.path.exists(ck):
-        st = torch.load(ck)
+        st = torch.load(ck, map_location=DEV)
         dec.load_state_dict(st["dec"])
         enc.load_state_dict(st["enc"])
         opt.load_state_dict(st["opt"])
@@ -406,7 +419,7 @@ def stage_dec(a, cfg, sp, data, val, enc):
                 break
         for g in opt.param_groups:
             g["lr"] = lr_at(step, g["base"], a.warmup, prog)
-        loss, aux, ntok, L, B = dec_batch(enc, dec, cfg, sp, data, rng, lo, hi, bs)
+        loss, aux, ntok, L, B = dec_batch(enc, dec, cfg, sp, data, rng, lo, hi, bs, train_base=a.enc_joint)
         ok, gn = finite_step(params, loss + 0.3 * aux, opt)
         step += 1
         tok_count += B * L
@@ -434,9 +447,12 @@ def stage_dec(a, cfg, sp, data, val, enc):
 
 
 def do_export(a, cfg, sp, enc, dec, quick=False):
+    import copy
     from export import export_all
     t = time.time()
-    export_all(a.out, cfg, sp, enc, dec, repo=a.repo, work=a.work, quick=quick)
+    # export and fixtures always from float32 CPU copies
+    export_all(a.out, cfg, sp, copy.deepcopy(enc).cpu().float(), copy.deepcopy(dec).cpu().float(), repo=a.repo,
+               work=a.work, quick=quick)
     log(a.work, f"exported to {a.out} ({time.time() - t:.0f}s)")
 
 
@@ -464,8 +480,14 @@ def main():
     ap.add_argument("--stop-after", default="", help="ctc|dec: stop after this stage")
     ap.add_argument("--threads", type=int, default=int(os.environ.get("WNW_THREADS", "2")),
                     help="torch intra-op threads (use 1 when the cores are shared: OpenMP barriers stall)")
+    ap.add_argument("--device", default="auto", help="auto|cpu|cuda")
+    ap.add_argument("--enc-joint", type=int, default=1, help="1: train the whole encoder in the decoder stage")
+    ap.add_argument("--enc-lr-scale", type=float, default=0.5)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    global DEV
+    DEV = torch.device("cuda" if a.device == "auto" and torch.cuda.is_available() else
+                       ("cpu" if a.device == "auto" else a.device))
     torch.manual_seed(0)
     a.out = a.out or os.path.join(a.repo, "public", "models", "wnw-ref")
     os.makedirs(a.work, exist_ok=True)
