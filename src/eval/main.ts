@@ -6,8 +6,8 @@
  * --readme, rewrites the README's eval block. One transcriber is loaded and each run
  * overrides the policy, so every method uses the same weights and the same device.
  */
-import { readFile, readdir, writeFile } from 'node:fs/promises';
-import { join, relative, resolve } from 'node:path';
+import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
+import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { LoadOptions, PolicyName, TranscribeOptions, Transcriber } from '../types.js';
 import {
@@ -226,6 +226,7 @@ export async function main(argv = process.argv.slice(2)): Promise<number> {
       tty: Boolean(process.stderr.isTTY),
       signal: abort.signal,
     });
+    await mkdir(dirname(args.out), { recursive: true });
     await writeFile(args.out, `${JSON.stringify(report, null, 2)}\n`);
     process.stdout.write(`${markdownTable(report.summary)}\n`);
     process.stderr.write(`eval: wrote ${args.out}\n`);
