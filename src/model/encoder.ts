@@ -9,6 +9,7 @@ import type * as Ort from 'onnxruntime-web';
 import type { AudioConfig, ModelConfig } from './config.js';
 import { CancelledError, ModelLoadError } from '../errors.js';
 import { LogMel } from '../audio/mel.js';
+import { isNode, readBytes } from './files.js';
 
 /** Runs one window: mel [nMels, frames] (mel-major) -> embeddings [frames / framesPerToken, hiddenSize]. */
 export type EncoderRunFn = (mel: Float32Array, frames: number) => Promise<Float32Array>;
@@ -103,7 +104,6 @@ export function encodeWindowed(
 type OrtModule = typeof Ort;
 export type ExecutionProvider = 'webgpu' | 'wasm';
 
-const isNode = (): boolean => typeof process !== 'undefined' && !!process.versions?.node && typeof window === 'undefined';
 
 /** onnxruntime-web, configured for this environment (once). */
 async function loadOrt(): Promise<OrtModule> {
@@ -130,19 +130,9 @@ export interface EncoderLoadOptions {
   file?: string;
 }
 
-async function readModel(model: string | ArrayBuffer | Uint8Array, file: string): Promise<Uint8Array> {
+async function readModel(model: string | ArrayBuffer | Uint8Array): Promise<Uint8Array> {
   if (typeof model !== 'string') return model instanceof Uint8Array ? model : new Uint8Array(model);
-  try {
-    if (isNode() && !/^(https?|blob|data):/.test(model)) {
-      const fs = await import('node:fs/promises');
-      return new Uint8Array(await fs.readFile(model.startsWith('file:') ? new URL(model) : model));
-    }
-    const res = await fetch(model);
-    if (!res.ok) throw new Error(`HTTP ${res.status} ${res.statusText}`);
-    return new Uint8Array(await res.arrayBuffer());
-  } catch (e) {
-    throw new ModelLoadError(file, `cannot read the encoder model from ${model} (${e instanceof Error ? e.message : String(e)})`);
-  }
+  return new Uint8Array(await readBytes(model));
 }
 
 export class AudioEncoder {
@@ -162,7 +152,7 @@ export class AudioEncoder {
   /** Loads encoder.onnx (URL, Node path, or bytes) and checks its input/output names. */
   static async create(model: string | ArrayBuffer | Uint8Array, config: ModelConfig, opts: EncoderLoadOptions = {}): Promise<AudioEncoder> {
     const file = opts.file ?? (typeof model === 'string' ? model : 'encoder.onnx');
-    const bytes = await readModel(model, file);
+    const bytes = await readModel(model);
     const ort = await loadOrt();
     const hasGpu = !isNode() && typeof navigator !== 'undefined' && 'gpu' in navigator;
     const providers = opts.executionProviders ?? (hasGpu ? ['webgpu', 'wasm'] : ['wasm']);
