@@ -208,18 +208,22 @@ class Decoder(nn.Module):
         self.lm_head = nn.Linear(cfg["hidden_size"], cfg["vocab_size"], bias=False)
         nn.init.normal_(self.embed_tokens.weight, std=0.02)
 
-    def forward(self, h, start_pos=0, caches=None, key_hook=None, logits_from=None):
+    def forward(self, h, start_pos=0, caches=None, key_hook=None, logits_from=None, positions=None):
         """h [B, L, D] input embeddings (audio already spliced in).
-        Returns logits for positions logits_from: (or all)."""
+        Returns logits for positions logits_from: (or all). `positions` [L]
+        (training only) replaces the position ids start_pos.. of RoPE."""
         B, L, _ = h.shape
         need = start_pos + L
-        tab = getattr(self, "_rope_tab", None)
-        if tab is None or tab[0].shape[0] < need or tab[0].device != h.device or tab[0].dtype != h.dtype:
-            n = max(need, 4096)
-            tab = rope_cos_sin(torch.arange(n, device=h.device), self.cfg["head_dim"], self.cfg["rope_theta"],
-                               h.device, h.dtype)
-            self._rope_tab = tab
-        cos, sin = tab[0][start_pos:need], tab[1][start_pos:need]
+        if positions is not None:
+            cos, sin = rope_cos_sin(positions, self.cfg["head_dim"], self.cfg["rope_theta"], h.device, h.dtype)
+        else:
+            tab = getattr(self, "_rope_tab", None)
+            if tab is None or tab[0].shape[0] < need or tab[0].device != h.device or tab[0].dtype != h.dtype:
+                n = max(need, 4096)
+                tab = rope_cos_sin(torch.arange(n, device=h.device), self.cfg["head_dim"], self.cfg["rope_theta"],
+                                   h.device, h.dtype)
+                self._rope_tab = tab
+            cos, sin = tab[0][start_pos:need], tab[1][start_pos:need]
         past = start_pos
         mask = None
         if L > 1:

@@ -18,6 +18,7 @@ def main():
     ap.add_argument("--work", default=os.path.join(HERE, "work"))
     ap.add_argument("--command", default="/usr/bin/python3 training/train.py")
     ap.add_argument("--notes", default="")
+    ap.add_argument("--machine", default="2 CPU cores, torch 1.13 (Debian) with OpenBLAS, 2 threads.")
     a = ap.parse_args()
     import torch
     from model import Decoder, Encoder
@@ -101,11 +102,10 @@ Command (resumable; state in `training/work/`):
 - CTC stage: {('%s steps in %s min (loss EMA %s)' % ctc_done[-1]) if ctc_done else 'n/a'};
   last held-out greedy CTC WER (char / subword):
   {('step %s: %s / %s' % ctc_val[-1]) if ctc_val else 'n/a'}.
-- Decoder stage (whole encoder trained jointly, CTC kept as auxiliary loss):
+- Decoder stage (encoder frozen, its embeddings cached):
   {('%s steps in %s min (loss EMA %s nats/token)' % dec_done[-1]) if dec_done else 'n/a'};
   validation greedy WER during training: {', '.join('step %s: %s' % v for v in dec_val) or 'n/a'}.
-- Machine: 2 CPU cores shared with other jobs (load average 6–12 during the run; the
-  training process got roughly 0.3–0.9 of one core), torch 1.13 (Debian), 1 thread.
+- Machine: {a.machine}
 {a.notes}
 
 ## Held-out results (Python eval: `training/evaluate.py`, full cache, greedy, stop at eos or 6 tokens per audio second, method-doc WER with 1.2× truncation)

@@ -5,21 +5,11 @@
  * normalisation, ln(mel + melFloor), then (x - melMean) / melStd.
  * Work is float64 like numpy; output is float32 [nMels, T] (mel-major, the ONNX layout).
  */
+import type { AudioConfig } from '../model/config.js';
 import { RealFft } from './fft.js';
 
-/** The subset of the model's AudioConfig the front-end needs (field names match it). */
-export interface MelParams {
-  sampleRate: number;
-  nFft: number;
-  winLength: number;
-  hopLength: number;
-  nMels: number;
-  fMin: number;
-  fMax: number;
-  melFloor: number;
-  melMean: number;
-  melStd: number;
-}
+/** The part of the model's AudioConfig the front-end needs. */
+export type MelParams = Pick<AudioConfig, 'sampleRate' | 'nFft' | 'winLength' | 'hopLength' | 'nMels' | 'fMin' | 'fMax' | 'melFloor' | 'melMean' | 'melStd'>;
 
 export const hzToMel = (f: number): number => 2595 * Math.log10(1 + f / 700);
 export const melToHz = (m: number): number => 700 * (10 ** (m / 2595) - 1);

@@ -11,13 +11,7 @@ import { assignRoles, budgetKey, fitLambda, normalizedScores, rankingScore, type
 /** The paper's budgets, plus 0.1 (the issue reports WnW there too). */
 export const DEFAULT_BUDGETS = [0.1, 0.2, 0.4, 0.6, 0.8];
 
-export interface CalibrationInput {
-  model: string;
-  numLayers: number;
-  numKvHeads: number;
-  voiceScore: number[];
-  headSensitivity: number[];
-  ranking?: HeadRanking;
+export interface CalibrationInput extends Pick<HeadsFile, 'model' | 'numLayers' | 'numKvHeads' | 'voiceScore' | 'headSensitivity' | 'ranking'> {
   budgets?: number[];
   /** Audio tokens of each calibration clip: the λ search measures r_GPU over these. */
   clipLengths: number[];

@@ -291,3 +291,9 @@ function checkPositions(a: Int32Array, n: number, what: string): void {
     }
   }
 }
+
+/** The residency of a live session; a backend call made before the prefill is a programming error. */
+export function liveResidency(r: Residency | null | undefined, call: string): Residency {
+  if (!r) throw new Error(`${call}() before applyPrefill()`);
+  return r;
+}

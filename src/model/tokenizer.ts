@@ -6,6 +6,7 @@
  * is a greedy longest match, enough for tests and prompts, not SentencePiece's Viterbi.
  */
 import { ModelLoadError } from '../errors.js';
+import { readJson } from './files.js';
 
 const WORD = '\u2581';
 const BYTE_PIECE = /^<0x([0-9A-Fa-f]{2})>$/;
@@ -83,26 +84,7 @@ export class Tokenizer {
 
   /** Loads tokenizer.json from a URL (fetch) or, in Node, a file path. */
   static async load(source: string): Promise<Tokenizer> {
-    let text: string;
-    try {
-      if (/^(https?|blob|data):/.test(source) || typeof process === 'undefined' || !process.versions?.node) {
-        const res = await fetch(source);
-        if (!res.ok) throw new Error(`HTTP ${res.status}`);
-        text = await res.text();
-      } else {
-        const fs = await import('node:fs/promises');
-        text = await fs.readFile(source.startsWith('file:') ? new URL(source) : source, 'utf8');
-      }
-    } catch (e) {
-      throw new ModelLoadError(source, `cannot read the tokenizer (${e instanceof Error ? e.message : String(e)})`);
-    }
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch (e) {
-      throw new ModelLoadError(source, `not valid JSON (${e instanceof Error ? e.message : String(e)})`);
-    }
-    return Tokenizer.fromJSON(json, source);
+    return Tokenizer.fromJSON(await readJson(source), source);
   }
 
   get vocabSize(): number {

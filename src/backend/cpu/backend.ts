@@ -7,7 +7,7 @@
 import { ContextTooLongError } from '../../errors.js';
 import { groupSize, kvHeadCount, segmentLength, type ModelConfig } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
-import { Residency, type PageStorage } from '../../kv/residency.js';
+import { Residency, liveResidency, type PageStorage } from '../../kv/residency.js';
 import { poolNeed } from '../../kv/sizing.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { PrefillPlan, StepPlan } from '../../policy/types.js';
@@ -236,15 +236,11 @@ export class CpuBackend implements DecoderBackend {
   }
 
   async apply(plan: StepPlan): Promise<TransferStats> {
-    const res = this.s.residency;
-    if (!res) throw new Error('apply() before applyPrefill()');
-    return res.apply(plan);
+    return liveResidency(this.s.residency, 'apply').apply(plan);
   }
 
   residency(): ResidencyStats {
-    const res = this.s.residency;
-    if (!res) throw new Error('residency() before applyPrefill()');
-    return res.stats();
+    return liveResidency(this.s.residency, 'residency').stats();
   }
 
   /** The live residency (tests and the tide chart read page tables through it). */

@@ -6,7 +6,7 @@
 import { ContextTooLongError, NoWebGpuError, OutOfMemoryError } from '../../errors.js';
 import { kvHeadCount, segmentLength, type ModelConfig } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
-import { Residency } from '../../kv/residency.js';
+import { Residency, liveResidency } from '../../kv/residency.js';
 import { poolNeed } from '../../kv/sizing.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { PrefillPlan, StepPlan } from '../../policy/types.js';
@@ -231,16 +231,12 @@ export class WebGpuBackend implements DecoderBackend {
   }
 
   async apply(plan: StepPlan): Promise<TransferStats> {
-    const res = this.s.residency;
-    if (!res) throw new Error('apply() before applyPrefill()');
     // Recalled rows are written with queue.writeBuffer now; positions and tables upload with the next step.
-    return res.apply(plan);
+    return liveResidency(this.s.residency, 'apply').apply(plan);
   }
 
   residency(): ResidencyStats {
-    const res = this.s.residency;
-    if (!res) throw new Error('residency() before applyPrefill()');
-    return res.stats();
+    return liveResidency(this.s.residency, 'residency').stats();
   }
 
   /** The live residency (tests compare page tables with the CPU backend's). */

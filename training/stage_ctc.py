@@ -1,0 +1,109 @@
+"""Stage 3: encoder pretraining with char CTC at 25 Hz and subword CTC at
+12.5 Hz, on augmented mels (see augment.py)."""
+import os
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from augment import augment
+from common import wer
+from model import CHARS, Encoder
+from train_common import budget_reached, char_ids, dev, finite_step, log, lr_at, pad_mels, save_ckpt
+
+ENC_KW = dict(n_mels=80, d=128, layers=4, heads=4, f=320, top_layers=1)
+
+
+@torch.no_grad()
+def ctc_val(enc, val, cfg, sp):
+    enc.eval()
+    res = []
+    for (n, f, x, ref) in val:
+        mel = mel_for(x, cfg)
+        W = cfg["audio"]["encoder_window_frames"]
+        hyp_c, hyp_b = [], []
+        for s in range(0, mel.shape[1], W):
+            m = torch.from_numpy(np.ascontiguousarray(mel[:, s:s + W]))[None].to(dev())
+            emb, cl, bl = enc(m, return_all=True)
+            p = cl[0].argmax(-1).tolist()
+            prev = 0
+            for t in p:
+                if t != prev and t != 0:
+                    hyp_c.append(CHARS[t - 1])
+                prev = t
+            p = bl[0].argmax(-1).tolist()
+            prev = -1
+            V = cfg["vocab_size"]
+            for t in p:
+                if t != prev and t != V:
+                    hyp_b.append(t)
+                prev = t
+        res.append((wer(ref, "".join(hyp_c))[0], wer(ref, sp.decode(hyp_b))[0]))
+    enc.train()
+    return np.mean([r[0] for r in res]), np.mean([r[1] for r in res])
+
+
+def stage_ctc(a, cfg, sp, data, val):
+    ck = os.path.join(a.work, "ctc.pt")
+    enc = Encoder(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], **ENC_KW).to(dev())
+    opt = torch.optim.AdamW(enc.parameters(), lr=a.ctc_lr, betas=(0.9, 0.98), weight_decay=0.01)
+    step, elapsed = 0, 0.0
+    if os.path.exists(ck):
+        st = torch.load(ck, map_location=dev())
+        enc.load_state_dict(st["enc"])
+        opt.load_state_dict(st["opt"])
+        step, elapsed = st["step"], st["elapsed"]
+        if budget_reached(st, a.ctc_steps, a.ctc_minutes):
+            log(a.work, f"ctc: done at step {step} ({elapsed / 60:.1f} min)")
+            return enc
+    rng = np.random.default_rng(1000 + step)
+    t0 = time.time() - elapsed
+    ema = None
+    V = cfg["vocab_size"]
+    last_ck = time.time()
+    while step < a.ctc_steps and (time.time() - t0) < a.ctc_minutes * 60:
+        # batch: ~a.ctc_batch_s seconds of audio, clips 2-30 s (longer later)
+        prog = max(step / a.ctc_steps, (time.time() - t0) / (a.ctc_minutes * 60))
+        hi = 8 + 14 * min(1.0, prog / 0.6)
+        mels, texts = [], []
+        tot = 0.0
+        while tot < a.ctc_batch_s:
+            m, t = data.sample(rng, 2.0, hi)
+            if not t:
+                continue
+            mels.append(augment(m, rng) if a.augment else m)
+            texts.append(t)
+            tot += m.shape[1] / 100
+        mel, lens = pad_mels(mels)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, a.ctc_lr, a.warmup, prog)
+        emb, cl, bl = enc(mel, lens, return_all=True)
+        lp = F.log_softmax(cl, -1).transpose(0, 1)
+        ct = [torch.tensor(char_ids(t)) for t in texts]
+        loss_c = F.ctc_loss(lp, torch.cat(ct).to(dev()), lens // 4, torch.tensor([len(c) for c in ct]).to(dev()), blank=0,
+                            reduction="mean", zero_infinity=True)
+        lpb = F.log_softmax(bl, -1).transpose(0, 1)
+        bt = [torch.tensor(sp.encode(t)) for t in texts]
+        loss_b = F.ctc_loss(lpb, torch.cat(bt).to(dev()), lens // 8, torch.tensor([len(c) for c in bt]).to(dev()), blank=V,
+                            reduction="mean", zero_infinity=True)
+        loss = loss_c + 0.5 * loss_b
+        ok, gn = finite_step(list(enc.parameters()), loss, opt)
+        step += 1
+        if ok:
+            ema = float(loss) if ema is None else 0.95 * ema + 0.05 * float(loss)
+        if step % a.log_every == 0 or step == 1:
+            log(a.work, f"ctc step {step} loss {float(loss):.3f} (char {float(loss_c):.3f} bpe {float(loss_b):.3f}) "
+                        f"ema {ema if ema is None else round(ema, 3)} gn {gn:.2f} ok {ok} "
+                        f"batch {len(mels)}x{mel.shape[2]} t {(time.time() - t0) / 60:.1f}m")
+        if step % a.val_every == 0 and val:
+            cw, bw = ctc_val(enc, val, cfg, sp)
+            log(a.work, f"ctc val step {step}: greedy CTC WER char {cw:.3f} subword {bw:.3f}")
+        if time.time() - last_ck > a.ckpt_minutes * 60:
+            save_ckpt(ck, enc=enc.state_dict(), opt=opt.state_dict(), step=step, elapsed=time.time() - t0)
+            last_ck = time.time()
+    save_ckpt(ck, enc=enc.state_dict(), opt=opt.state_dict(), step=step, elapsed=time.time() - t0, done=True)
+    log(a.work, f"ctc: finished step {step} in {(time.time() - t0) / 60:.1f} min, loss ema {ema}")
+    return enc
+
+

@@ -1,0 +1,187 @@
+"""Stage 4: the decoder-only LM on [bos][audio][instruction][text][eos].
+
+The encoder is frozen after its CTC stage, so its 12.5 Hz embeddings of every
+training session are computed once (windows of `encoder_window_frames` from
+the session start, as the runtime cuts a recording) and cached on disk; the
+decoder then trains on spans of that cache at a fraction of the cost of
+re-running the encoder each step.
+
+Long recordings put the first transcript tokens thousands of positions after
+the audio they describe, further than any training clip. Half of the batches
+therefore use position ids spread by a random stride (RoPE only sees
+differences of position ids), so the decoder meets the relative distances of
+a 10-minute recording while training on clips of at most a few minutes.
+"""
+import json
+import os
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from common import wer
+from infer import detok, encode_windows, greedy, mel_for
+from model import Decoder
+from train_common import budget_reached, dev, finite_step, log, lr_at, save_ckpt
+
+
+def parse_phases(s):
+    # "steps:lo-hi:batch_s,..." e.g. "400:2-12:40,200:10-40:80"
+    out = []
+    for p in s.split(","):
+        st, rng_, b = p.split(":")
+        lo, hi = rng_.split("-")
+        out.append((int(st), float(lo), float(hi), float(b)))
+    return out
+
+
+class EmbeddingCache:
+    """float16 encoder embeddings of every training session, on disk."""
+
+    def __init__(self, work, cfg, data, enc, tag):
+        path = os.path.join(work, "data", "dec_cache.npy")
+        meta = path + ".json"
+        fpt = cfg["audio"]["frames_per_token"]
+        self.offsets = np.cumsum([0] + [s["frames"] // fpt for s in data.sessions])
+        if not (os.path.exists(meta) and json.load(open(meta)).get("tag") == tag):
+            t0 = time.time()
+            out = np.lib.format.open_memmap(path + ".tmp", mode="w+", dtype=np.float16,
+                                            shape=(int(self.offsets[-1]), cfg["hidden_size"]))
+            enc.eval()
+            for si, s in enumerate(data.sessions):
+                n = (s["frames"] // fpt) * fpt
+                emb = encode_windows(enc, data.frames(si, 0, n), cfg)
+                out[self.offsets[si]:self.offsets[si + 1]] = emb.cpu().numpy().astype(np.float16)
+            out.flush()
+            del out
+            os.replace(path + ".tmp", path)
+            json.dump({"tag": tag}, open(meta, "w"))
+            log(work, f"dec: cached encoder embeddings of {len(data.sessions)} sessions "
+                      f"({self.offsets[-1]} tokens) in {time.time() - t0:.0f}s")
+        self.emb = np.load(path, mmap_mode="r")
+        self.fpt = fpt
+
+    def span(self, si, a, n):
+        s0 = self.offsets[si] + a // self.fpt
+        s1 = min(self.offsets[si + 1], s0 + n // self.fpt)
+        return torch.from_numpy(np.asarray(self.emb[s0:s1], dtype=np.float32)).to(dev())
+
+
+def dec_batch(dec, cfg, sp, data, cache, rng, lo, hi, batch_s, spread):
+    bos, eos = cfg["tokens"]["bos"], cfg["tokens"]["eos"]
+    instr = cfg["instruction"]
+    seqs, tgts = [], []
+    tot = 0.0
+    while tot < batch_s:
+        si, a, n, text = data.span(rng, lo, hi)
+        if not text:
+            continue
+        tot += n / 100
+        audio = cache.span(si, a, n)
+        ids = sp.encode(text)
+        N = audio.shape[0]
+        pre = torch.tensor([bos], device=dev())
+        post = torch.tensor(instr + ids + [eos], device=dev())
+        h = torch.cat([dec.embed_tokens(pre), audio, dec.embed_tokens(post)], 0)
+        tg = torch.full((h.shape[0],), -100, dtype=torch.long, device=dev())
+        # position p predicts token p+1; targets = transcript tokens + eos
+        start = 1 + N + len(instr)
+        tg[start - 1: start - 1 + len(ids) + 1] = torch.tensor(ids + [eos], device=dev())
+        seqs.append(h)
+        tgts.append(tg)
+    L = max(s.shape[0] for s in seqs)
+    hb = torch.zeros(len(seqs), L, seqs[0].shape[1], device=dev())
+    tb = torch.full((len(seqs), L), -100, dtype=torch.long, device=dev())
+    for i, (h, tg) in enumerate(zip(seqs, tgts)):
+        hb[i, :h.shape[0]] = h
+        tb[i, :tg.shape[0]] = tg
+    stride = 1.0
+    if spread > 0 and rng.random() < 0.5:
+        # capped: wider strides would leave RoPE's fast dimensions nothing local to learn
+        stride = float(rng.uniform(1.0, min(4.0, max(1.0, spread / L))))
+    positions = torch.arange(L, device=dev(), dtype=torch.float32) * stride
+    logits = dec(hb, positions=positions)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tb.reshape(-1), ignore_index=-100)
+    return loss, L, len(seqs), stride
+
+
+@torch.no_grad()
+def dec_val(enc, dec, val, cfg, pieces, max_clips=1):
+    enc.eval()
+    dec.eval()
+    ws = []
+    hyp = ""
+    for (n, f, x, ref) in val[:max_clips]:
+        audio = encode_windows(enc, mel_for(x, cfg), cfg)
+        toks, _ = greedy(dec, audio, cfg)
+        hyp = detok(toks, pieces)
+        ws.append(wer(ref, hyp)[0])
+    dec.train()
+    return float(np.mean(ws)), hyp
+
+
+def stage_dec(a, cfg, sp, data, val, enc, enc_tag, export):
+    ck = os.path.join(a.work, "dec.pt")
+    dec = Decoder(cfg).to(dev())
+    opt = torch.optim.AdamW(dec.parameters(), lr=a.dec_lr, betas=(0.9, 0.98), weight_decay=0.01)
+    step, elapsed = 0, 0.0
+    phases = parse_phases(a.phases)
+    total = sum(p[0] for p in phases)
+    pieces = [sp.id_to_piece(i) for i in range(cfg["vocab_size"])]
+    if os.path.exists(ck):
+        st = torch.load(ck, map_location=dev())
+        if st.get("enc_tag") == enc_tag:
+            dec.load_state_dict(st["dec"])
+            opt.load_state_dict(st["opt"])
+            step, elapsed = st["step"], st["elapsed"]
+            if budget_reached(st, total, a.dec_minutes):
+                log(a.work, f"dec: done at step {step}")
+                return dec
+        else:
+            log(a.work, "dec: checkpoint belongs to another encoder; starting afresh")
+    enc.requires_grad_(False)
+    cache = EmbeddingCache(a.work, cfg, data, enc, enc_tag)
+    t0 = time.time() - elapsed
+    rng = np.random.default_rng(2000 + step)
+    ema = None
+    last_ck = last_export = tok_t = time.time()
+    tok_count = 0
+
+    def save(done=False):
+        save_ckpt(ck, dec=dec.state_dict(), opt=opt.state_dict(), step=step, elapsed=time.time() - t0,
+                  enc_tag=enc_tag, done=done)
+
+    while step < total and (time.time() - t0) < a.dec_minutes * 60:
+        prog = max(step / total, (time.time() - t0) / (a.dec_minutes * 60))
+        acc = 0
+        for (n, lo, hi, bs) in phases:
+            acc += n / total
+            if prog < acc:
+                break
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, a.dec_lr, a.warmup, prog)
+        loss, L, B, stride = dec_batch(dec, cfg, sp, data, cache, rng, lo, hi, bs, a.spread_positions)
+        ok, gn = finite_step(list(dec.parameters()), loss, opt)
+        step += 1
+        tok_count += B * L
+        if ok:
+            ema = float(loss) if ema is None else 0.95 * ema + 0.05 * float(loss)
+        if step % a.log_every == 0 or step == 1:
+            log(a.work, f"dec step {step} phase {lo:.0f}-{hi:.0f}s loss {float(loss):.3f} "
+                        f"ema {ema if ema is None else round(ema, 3)} gn {gn:.2f} ok {ok} B {B} L {L} "
+                        f"stride {stride:.2f} pos/s {tok_count / (time.time() - tok_t):.0f} "
+                        f"t {(time.time() - t0) / 60:.1f}m")
+            tok_count, tok_t = 0, time.time()
+        if step % a.val_every == 0 and val:
+            w, hyp = dec_val(enc, dec, val, cfg, pieces)
+            log(a.work, f"dec val step {step}: greedy WER {w:.3f} | {hyp[:160]}")
+        if time.time() - last_ck > a.ckpt_minutes * 60:
+            save()
+            last_ck = time.time()
+            if a.export_every and time.time() - last_export > a.export_every * 60:
+                export(enc, dec, quick=True)
+                last_export = time.time()
+    save(done=True)
+    log(a.work, f"dec: finished step {step} in {(time.time() - t0) / 60:.1f} min, loss ema {ema}")
+    return dec

@@ -1,0 +1,145 @@
+"""Shared pieces of the training stages: device, logging, training data,
+batching helpers, checkpoints, validation clips."""
+import json
+import math
+import os
+import time
+
+import numpy as np
+import torch
+
+from common import read_wav
+from model import CHARS
+
+_DEV = [torch.device("cpu")]
+
+
+def set_dev(d):
+    _DEV[0] = d
+
+
+def dev():
+    """the training device (set once by train.py: cuda when available)."""
+    return _DEV[0]
+
+
+def log(work, msg):
+    line = f"[{time.strftime('%H:%M:%S')}] {msg}"
+    print(line, flush=True)
+    with open(os.path.join(work, "train.log"), "a") as f:
+        f.write(line + "\n")
+
+
+class Data:
+    def __init__(self, work, cfg, sp):
+        d = os.path.join(work, "data")
+        self.mel = np.load(os.path.join(d, "train_mel.npy"), mmap_mode="r")
+        self.index = json.load(open(os.path.join(d, "train_index.json")))
+        self.mean = cfg["audio"]["mel_mean"]
+        self.std = cfg["audio"]["mel_std"]
+        self.sp = sp
+        self.sessions = [s for s in self.index if s["utts"]]
+        self.w = np.array([len(s["utts"]) for s in self.sessions], dtype=np.float64)
+        self.w /= self.w.sum()
+
+    def span(self, rng, lo_s, hi_s):
+        """consecutive utterances of one session, total span in [lo_s, hi_s]
+        where possible; returns (session index, first frame, frame count (a
+        multiple of 8), text)."""
+        si = int(rng.choice(len(self.sessions), p=self.w))
+        s = self.sessions[si]
+        utts = s["utts"]
+        target = rng.uniform(lo_s, hi_s)
+        i = rng.integers(len(utts))
+        j = i + 1
+        while j < len(utts) and utts[j][1] - utts[i][0] <= target:
+            j += 1
+        # extend backwards if short
+        while i > 0 and utts[j - 1][1] - utts[i - 1][0] <= target and utts[j - 1][1] - utts[i][0] < lo_s:
+            i -= 1
+        a = max(0, int((utts[i][0] - 0.12) * 100))
+        if i > 0:
+            a = max(a, int(utts[i - 1][1] * 100) + 2)
+        b = int((utts[j - 1][1] + 0.12) * 100)
+        if j < len(utts):
+            b = min(b, int(utts[j][0] * 100) - 2)
+        b = min(b, s["frames"])
+        n = ((b - a) // 8) * 8
+        if n < 16:
+            n = 16
+        return si, a, n, " ".join(u[2] for u in utts[i:j])
+
+    def frames(self, si, a, n):
+        """normalised mel [80, n] of session si from frame a (edge-padded)."""
+        s = self.sessions[si]
+        m = np.asarray(self.mel[:, s["offset"] + a: s["offset"] + a + n], dtype=np.float32)
+        if m.shape[1] < n:
+            m = np.pad(m, ((0, 0), (0, n - m.shape[1])), mode="edge")
+        return (m - self.mean) / self.std
+
+    def sample(self, rng, lo_s, hi_s):
+        """(mel [80, T] float32 normalised, text) of a random span."""
+        si, a, n, text = self.span(rng, lo_s, hi_s)
+        return self.frames(si, a, n), text
+
+
+def char_ids(text):
+    return [CHARS.index(c) + 1 for c in text if c in CHARS]
+
+
+def pad_mels(mels):
+    T = max(m.shape[1] for m in mels)
+    out = np.zeros((len(mels), mels[0].shape[0], T), dtype=np.float32)
+    for i, m in enumerate(mels):
+        out[i, :, :m.shape[1]] = m
+    return torch.from_numpy(out).to(dev()), torch.tensor([m.shape[1] for m in mels]).to(dev())
+
+
+def finite_step(model_params, loss, opt, clip=1.0):
+    if not torch.isfinite(loss):
+        opt.zero_grad(set_to_none=True)
+        return False, float("nan")
+    loss.backward()
+    gn = torch.nn.utils.clip_grad_norm_(model_params, clip)
+    if not torch.isfinite(gn):
+        opt.zero_grad(set_to_none=True)
+        return False, float(gn)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return True, float(gn)
+
+
+def lr_at(step, base, warm, p, floor=0.1):
+    """linear warmup over `warm` steps, then cosine to floor*base over progress
+    p in [0, 1] (p = max(step fraction, wall-clock fraction) of the stage)."""
+    if step < warm:
+        return base * (step + 1) / warm
+    p = min(1.0, max(0.0, p))
+    return base * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def save_ckpt(path, **kw):
+    tmp = path + ".tmp"
+    torch.save(kw, tmp)
+    os.replace(tmp, path)
+
+
+def budget_reached(st, steps, minutes):
+    """a checkpoint marked done resumes when the budgets were raised since."""
+    return bool(st.get("done")) and (st["step"] >= steps or st["elapsed"] >= minutes * 60)
+
+
+def load_val(repo, cfg, names=("espeak-heldout",), limit=2):
+    out = []
+    for n in names:
+        d = os.path.join(repo, "public", "test-sets", n)
+        if not os.path.isdir(d):
+            continue
+        for f in sorted(os.listdir(d))[::-1]:
+            if f.endswith(".wav") and len([o for o in out if o[0] == n]) < limit:
+                x, sr = read_wav(os.path.join(d, f))
+                ref = open(os.path.join(d, f[:-4] + ".txt")).read().strip()
+                out.append((n, f, x, ref))
+    return out
+
+
