@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from augment import augment
 from common import wer
+from infer import mel_for
 from model import CHARS, Encoder
 from train_common import budget_reached, char_ids, dev, finite_step, log, lr_at, pad_mels, save_ckpt
 

@@ -1,5 +1,5 @@
 /**
- * `npm run eval -- --data DIR --policies full,wnw --budgets 0.2,0.4 --out FILE.json [--limit N] [--readme]`
+ * `npm run eval -- --data DIR[,DIR...] --policies full,wnw --budgets 0.2,0.4 --out FILE.json [--limit N] [--readme]`
  *
  * Runs every clip of DIR (`*.wav` with a same-named `*.txt` reference) through each
  * (policy, budget), then writes the JSON report, prints the markdown table and, with
@@ -7,7 +7,7 @@
  * overrides the policy, so every method uses the same weights and the same device.
  */
 import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
-import { dirname, join, relative, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { LoadOptions, PolicyName, TranscribeOptions, Transcriber } from '../types.js';
 import {
@@ -25,7 +25,8 @@ import { FULL_BUDGET, type ClipRecord, type EvalReport, type RunRecord, markdown
 import { wer } from './wer.js';
 
 export interface EvalArgs {
-  data: string;
+  /** Clip folders; with more than one, clip ids are prefixed by the folder name. */
+  data: string[];
   policies: PolicyName[];
   budgets: number[];
   out: string;
@@ -37,7 +38,7 @@ export interface EvalArgs {
 }
 
 export const EVAL_USAGE =
-  'usage: npm run eval -- --data DIR --out FILE.json [--policies full,wnw] [--budgets 0.2,0.4] [--limit N] ' +
+  'usage: npm run eval -- --data DIR[,DIR...] --out FILE.json [--policies full,wnw] [--budgets 0.2,0.4] [--limit N] ' +
   '[--model DIR] [--backend auto|webgpu|cpu] [--readme [README.md]]';
 
 export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
@@ -61,7 +62,7 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
   if (!(Number.isInteger(limit) || limit === Infinity) || limit < 1) throw new UsageError(`--limit must be a positive integer, got "${limitStr}"`);
   const readme = flags.has('readme') ? resolve(cwd, flags.get('readme') || join(packageRoot(), 'README.md')) : null;
   return {
-    data: resolve(cwd, data),
+    data: data.split(',').filter(Boolean).map((d) => resolve(cwd, d)),
     policies,
     budgets,
     out: resolve(cwd, out),
@@ -156,7 +157,13 @@ async function runOnce(
 }
 
 export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
-  const clips = (await listClips(args.data, (s) => io.log(`eval: ${s}\n`))).slice(0, args.limit);
+  const warn = (s: string) => io.log(`eval: ${s}\n`);
+  const clips: EvalClip[] = [];
+  for (const dir of args.data) {
+    const prefix = args.data.length > 1 ? `${basename(dir)}/` : '';
+    for (const c of await listClips(dir, warn)) clips.push({ ...c, id: prefix + c.id });
+  }
+  clips.splice(args.limit);
   const runs = plannedRuns(args.policies, args.budgets);
   const total = clips.length * runs.length;
   let done = 0;
@@ -199,7 +206,7 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
   }
   return {
     // Paths relative to the package, so the README and committed reports carry no machine's home folder.
-    meta: { model: shortPath(args.model), backend: asr.backend, date: new Date().toISOString(), data: shortPath(args.data) },
+    meta: { model: shortPath(args.model), backend: asr.backend, date: new Date().toISOString(), data: args.data.map(shortPath).join(', ') },
     clips: records,
     summary: summarise(records),
   };

@@ -54,6 +54,9 @@ export class TideChart {
     const h = Math.max(120, Math.floor(this.canvas.clientHeight || 240));
     this.canvas.width = w * this.dpr;
     this.canvas.height = h * this.dpr;
+    // The e2e test measures ink over the plot (above the time axis) and compares it with the rows drawn.
+    this.canvas.dataset.plotHeight = String(this.plotHeight);
+    this.canvas.dataset.rowHeight = String(ROW * this.dpr);
   }
 
   private get plotHeight(): number {

@@ -54,10 +54,11 @@ function dataDir() {
 describe('npm run eval', () => {
   it('parses its arguments', () => {
     const a = parseEvalArgs(['--data', 'd', '--policies', 'full,wnw,snapkv', '--budgets', '0.2,0.4', '--out', 'o.json', '--limit', '3', '--readme'], '/w');
-    expect(a).toMatchObject({ data: '/w/d', out: '/w/o.json', policies: ['full', 'wnw', 'snapkv'], budgets: [0.2, 0.4], limit: 3 });
+    expect(a).toMatchObject({ data: ['/w/d'], out: '/w/o.json', policies: ['full', 'wnw', 'snapkv'], budgets: [0.2, 0.4], limit: 3 });
     expect(a.readme).toMatch(/README\.md$/);
     expect(parseEvalArgs(['--data', 'd', '--out', 'o', '--readme', 'R.md'], '/w').readme).toBe('/w/R.md');
     expect(parseEvalArgs(['--data', 'd', '--out', 'o'], '/w').readme).toBeNull();
+    expect(parseEvalArgs(['--data', 'a,b', '--out', 'o'], '/w').data).toEqual(['/w/a', '/w/b']);
     expect(() => parseEvalArgs(['--out', 'o'])).toThrow(/--data DIR is required/);
     expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'wnw,foo'])).toThrow(/unknown policy "foo"/);
     expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--limit', '0'])).toThrow(/--limit/);
