@@ -28,10 +28,16 @@ def main():
     enc = Encoder(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], **ENC_KW)
     enc_n = sum(p.numel() for n, p in enc.named_parameters() if "ctc" not in n)
     log = open(os.path.join(a.work, "train.log")).read() if os.path.exists(os.path.join(a.work, "train.log")) else ""
-    ctc_done = re.findall(r"ctc: finished step (\d+) in ([0-9.]+) min, loss ema ([0-9.]+)", log)
+    ctc_done = re.findall(r"ctc: finished step (\d+) in ([0-9.]+) min, loss ema (\S+)", log)
+    # a stage closed by a resume with a lowered budget logs no EMA: take the last logged one
+    ctc_emas = re.findall(r"ctc step \d+ loss \S+ \(char \S+ bpe \S+\) ema ([0-9.]+)", log)
+    if ctc_done and ctc_done[-1][2] == "None" and ctc_emas:
+        ctc_done[-1] = (ctc_done[-1][0], ctc_done[-1][1], ctc_emas[-1])
     dec_done = re.findall(r"dec: finished step (\d+) in ([0-9.]+) min, loss ema ([0-9.]+)", log)
     ctc_val = re.findall(r"ctc val step (\d+): greedy CTC WER char ([0-9.]+) subword ([0-9.]+)", log)
-    dec_val = re.findall(r"dec val step (\d+): greedy WER ([0-9.]+)", log)
+    # validations of the shipped decoder run only (the log keeps earlier runs)
+    last_start = log.rfind("] dec step 1 phase")
+    dec_val = re.findall(r"dec val step (\d+): greedy WER ([0-9.]+)", log[max(0, last_start):])
     stats = json.load(open(os.path.join(a.work, "data", "mel_stats.json")))
     ev = {}
     if os.path.exists(os.path.join(a.model, "eval.json")):
@@ -109,7 +115,7 @@ Command (resumable; state in `training/work/`):
   last held-out greedy CTC WER (char / subword):
   {('step %s: %s / %s' % ctc_val[-1]) if ctc_val else 'n/a'}.
 - Decoder stage (encoder frozen, its embeddings cached):
-  {('%s steps in %s min (loss EMA %s nats/token)' % dec_done[-1]) if dec_done else 'n/a'};
+  {('%s steps in %s min (loss EMA %.3f nats/token)' % (dec_done[-1][0], dec_done[-1][1], float(dec_done[-1][2]))) if dec_done else 'n/a'};
   validation greedy WER during training: {', '.join('step %s: %s' % v for v in dec_val) or 'n/a'}.
 - Machine: {a.machine}
 {a.notes}
