@@ -229,34 +229,44 @@ test.describe('demo page with the reference model', () => {
 // Independent of the compare run: they run even when it fails.
 test.describe('the reference model, beyond the compare run', () => {
   test.beforeEach(needsModel);
+  /** WER of the example page's transcript, checked against the ceiling by the test after it. */
+  let exampleWer: number | null = null;
 
   test('cancel keeps the partial transcript, and the next run works', async ({ page }) => {
-    const clip = await shortestClip(page);
+    // A clip long enough that decoding runs for a while (on a short one a model may stop after a word).
+    const clip = await sixtySecondClip(page);
     await page.goto(`/?${modelQuery}`);
     await chooseSample(page, clip.url);
     await page.selectOption('#policy', 'wnw');
     await page.click('#start');
     const text = page.locator('#transcript-main');
-    // Cancel from inside the page the moment some text has streamed in: decoding a short clip
-    // can take only seconds, less than a poll from the test runner may lag.
-    await page.evaluate(
+    // Cancel from inside the page the moment the first text streams in: decoding can take only
+    // seconds, less than a poll from the test runner may lag. A run that ends first is reported, not waited on.
+    const seen = await page.evaluate(
       () =>
-        new Promise<void>((resolve) => {
+        new Promise<string>((resolve) => {
           const t = document.getElementById('transcript-main')!;
+          const pane = document.querySelector('[data-pane="main"]')!;
           const obs = new MutationObserver(() => {
-            if ((t.textContent ?? '').length > 10) {
+            if ((t.textContent ?? '').trim().length > 0) {
               obs.disconnect();
               (document.getElementById('cancel') as HTMLButtonElement).click();
-              resolve();
+              resolve(t.textContent ?? '');
+            } else if (pane.getAttribute('data-done')) {
+              obs.disconnect();
+              resolve(`ended (${pane.getAttribute('data-done')}) before any text`);
             }
           });
           obs.observe(t, { childList: true, characterData: true, subtree: true });
+          obs.observe(pane, { attributes: true, attributeFilter: ['data-done'] });
         }),
     );
+    expect(seen, 'the run ended before it could be cancelled').not.toMatch(/^ended \(/);
     await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', 'partial', { timeout: 60_000 });
     await expect(page.locator('#notice')).toHaveAttribute('data-code', 'CANCELLED');
     await expect(page.locator('#notice')).toContainText('transcript so far is kept');
-    expect((await text.innerText()).trim().length).toBeGreaterThan(10);
+    // What had streamed in when cancel was pressed is still there.
+    expect((await text.innerText()).trim().length).toBeGreaterThanOrEqual(seen.trim().length);
     // A cancel may have stopped the worker by force (CPU backend mid-step): the next run reloads it.
     await expect(page.locator('#start')).toBeEnabled();
     await page.click('#start');
@@ -273,7 +283,12 @@ test.describe('the reference model, beyond the compare run', () => {
     const reference = readFileSync(join('public', shortest.reference!), 'utf8');
     const w = wer(reference, text);
     console.log(`example page: WER ${(w * 100).toFixed(1)} %`);
+    exampleWer = w;
+  });
+
+  test('the example page\'s transcript is within the WER ceiling derived from the model\'s measured accuracy', () => {
     accuracyGate();
-    expect(w).toBeLessThanOrEqual(WNW_WER_MAX);
+    expect(exampleWer, 'the example page test above did not finish').not.toBeNull();
+    expect(exampleWer!).toBeLessThanOrEqual(WNW_WER_MAX);
   });
 });
