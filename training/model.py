@@ -74,13 +74,17 @@ class Encoder(nn.Module):
     """mel [B, 80, T] (T multiple of 8) -> 25 Hz features (char CTC) -> stacked
     pairs -> 12.5 Hz embeddings [B, T/8, hidden] (+ subword CTC head)."""
 
-    def __init__(self, n_mels=80, d=192, layers=6, heads=4, f=512, hidden=192, vocab=512, top_layers=1):
+    def __init__(self, n_mels=80, d=192, layers=6, heads=4, f=512, hidden=192, vocab=512, top_layers=1,
+                 char_per_frame=1):
         super().__init__()
+        # char CTC logits per 25 Hz frame: 2 gives a 50 Hz char head, since fast speech (12-17
+        # characters/s) leaves a 25 Hz char CTC almost no blank frames
+        self.char_per_frame = char_per_frame
         self.conv1 = nn.Conv1d(n_mels, d, 3, stride=2, padding=1)
         self.conv2 = nn.Conv1d(d, d, 3, stride=2, padding=1)
         self.blocks = nn.ModuleList([EncBlock(d, heads, f) for _ in range(layers)])
         self.norm = RMSNorm(d)
-        self.ctc_char = nn.Linear(d, len(CHARS) + 1)
+        self.ctc_char = nn.Linear(d, char_per_frame * (len(CHARS) + 1))
         self.stack = nn.Linear(2 * d, d, bias=False)
         self.top = nn.ModuleList([EncBlock(d, heads, f, conv_k=7) for _ in range(top_layers)])
         self.top_norm = RMSNorm(d)
@@ -88,7 +92,7 @@ class Encoder(nn.Module):
         self.ctc_bpe = nn.Linear(hidden, vocab + 1)  # blank = vocab
 
     def forward_base(self, mel, lengths=None):
-        """-> 25 Hz features x [B, T/4, d], char logits, keep4 (or None)."""
+        """-> 25 Hz features x [B, T/4, d], char logits [B, T/4 * char_per_frame, 29], keep4 (or None)."""
         B = mel.shape[0]
         keep4 = bias4 = None
         x = F.silu(self.conv1(mel))
@@ -104,7 +108,7 @@ class Encoder(nn.Module):
         for blk in self.blocks:
             x = blk(x, keep4, bias4)
         x = self.norm(x)
-        return x, self.ctc_char(x), keep4
+        return x, self.ctc_char(x).reshape(B, -1, len(CHARS) + 1), keep4
 
     def forward_top(self, x, keep4=None):
         B, _, d = x.shape

@@ -47,7 +47,7 @@ def ctc_val(enc, val, cfg, sp):
 
 def stage_ctc(a, cfg, sp, data, val):
     ck = os.path.join(a.work, "ctc.pt")
-    enc = Encoder(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], **ENC_KW).to(dev())
+    enc = Encoder(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], char_per_frame=a.char_per_frame, **ENC_KW).to(dev())
     opt = torch.optim.AdamW(enc.parameters(), lr=a.ctc_lr, betas=(0.9, 0.98), weight_decay=0.01)
     step, elapsed = 0, 0.0
     if os.path.exists(ck):
@@ -82,7 +82,7 @@ def stage_ctc(a, cfg, sp, data, val):
         emb, cl, bl = enc(mel, lens, return_all=True)
         lp = F.log_softmax(cl, -1).transpose(0, 1)
         ct = [torch.tensor(char_ids(t)) for t in texts]
-        loss_c = F.ctc_loss(lp, torch.cat(ct).to(dev()), lens // 4, torch.tensor([len(c) for c in ct]).to(dev()), blank=0,
+        loss_c = F.ctc_loss(lp, torch.cat(ct).to(dev()), lens // 4 * enc.char_per_frame, torch.tensor([len(c) for c in ct]).to(dev()), blank=0,
                             reduction="mean", zero_infinity=True)
         lpb = F.log_softmax(bl, -1).transpose(0, 1)
         bt = [torch.tensor(sp.encode(t)) for t in texts]

@@ -124,6 +124,16 @@ def _losses(logfile, kind):
     return out
 
 
+def test_char_head_rates():
+    """char_per_frame=2 turns the 25 Hz char head into 50 Hz logits."""
+    from model import CHARS, Encoder
+    mel = torch.randn(2, 80, 64)
+    for cpf, frames in ((1, 16), (2, 32)):
+        enc = Encoder(d=32, layers=1, heads=2, f=64, hidden=32, vocab=16, char_per_frame=cpf)
+        _, char_logits, _ = enc(mel, return_all=True)
+        assert tuple(char_logits.shape) == (2, frames, len(CHARS) + 1), (cpf, char_logits.shape)
+
+
 def test_pipeline_tiny():
     import struct
     from common import load_safetensors

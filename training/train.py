@@ -86,6 +86,8 @@ def main():
     ap.add_argument("--ctc-minutes", type=float, default=66)
     ap.add_argument("--ctc-lr", type=float, default=1.5e-3)
     ap.add_argument("--ctc-batch-s", type=float, default=32)
+    ap.add_argument("--char-per-frame", type=int, default=1,
+                    help="char CTC logits per 25 Hz encoder frame (2: a 50 Hz char head, the next thing to try)")
     ap.add_argument("--augment", type=int, default=1, help="1: frequency warp + SpecAugment in the CTC stage")
     ap.add_argument("--dec-lr", type=float, default=1e-3)
     ap.add_argument("--phases", default="500:3-15:40,500:10-45:60,400:30-100:90,300:80-200:150",
