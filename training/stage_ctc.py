@@ -49,19 +49,24 @@ def stage_ctc(a, cfg, sp, data, val):
     ck = os.path.join(a.work, "ctc.pt")
     enc = Encoder(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], char_per_frame=a.char_per_frame, **ENC_KW).to(dev())
     opt = torch.optim.AdamW(enc.parameters(), lr=a.ctc_lr, betas=(0.9, 0.98), weight_decay=0.01)
-    step, elapsed = 0, 0.0
+    step, elapsed, ema = 0, 0.0, None
     if os.path.exists(ck):
         st = torch.load(ck, map_location=dev())
         enc.load_state_dict(st["enc"])
         opt.load_state_dict(st["opt"])
-        step, elapsed = st["step"], st["elapsed"]
+        # the loss EMA travels with the checkpoint, so a resumed stage reports it
+        step, elapsed, ema = st["step"], st["elapsed"], st.get("ema")
         if budget_reached(st, a.ctc_steps, a.ctc_minutes):
             log(a.work, f"ctc: done at step {step} ({elapsed / 60:.1f} min)")
             return enc
     rng = np.random.default_rng(1000 + step)
     t0 = time.time() - elapsed
-    ema = None
     V = cfg["vocab_size"]
+
+    def save(done=False):
+        save_ckpt(ck, enc=enc.state_dict(), opt=opt.state_dict(), step=step, elapsed=time.time() - t0, ema=ema,
+                  done=done)
+
     last_ck = time.time()
     while step < a.ctc_steps and (time.time() - t0) < a.ctc_minutes * 60:
         # batch: ~a.ctc_batch_s seconds of audio, clips 2-30 s (longer later)
@@ -101,9 +106,9 @@ def stage_ctc(a, cfg, sp, data, val):
             cw, bw = ctc_val(enc, val, cfg, sp)
             log(a.work, f"ctc val step {step}: greedy CTC WER char {cw:.3f} subword {bw:.3f}")
         if time.time() - last_ck > a.ckpt_minutes * 60:
-            save_ckpt(ck, enc=enc.state_dict(), opt=opt.state_dict(), step=step, elapsed=time.time() - t0)
+            save()
             last_ck = time.time()
-    save_ckpt(ck, enc=enc.state_dict(), opt=opt.state_dict(), step=step, elapsed=time.time() - t0, done=True)
+    save(done=True)
     log(a.work, f"ctc: finished step {step} in {(time.time() - t0) / 60:.1f} min, loss ema {ema}")
     return enc
 

@@ -125,7 +125,7 @@ def stage_dec(a, cfg, sp, data, val, enc, enc_tag, export):
     ck = os.path.join(a.work, "dec.pt")
     dec = Decoder(cfg).to(dev())
     opt = torch.optim.AdamW(dec.parameters(), lr=a.dec_lr, betas=(0.9, 0.98), weight_decay=0.01)
-    step, elapsed = 0, 0.0
+    step, elapsed, ema = 0, 0.0, None
     phases = parse_phases(a.phases)
     total = sum(p[0] for p in phases)
     pieces = [sp.id_to_piece(i) for i in range(cfg["vocab_size"])]
@@ -134,7 +134,7 @@ def stage_dec(a, cfg, sp, data, val, enc, enc_tag, export):
         if st.get("enc_tag") == enc_tag:
             dec.load_state_dict(st["dec"])
             opt.load_state_dict(st["opt"])
-            step, elapsed = st["step"], st["elapsed"]
+            step, elapsed, ema = st["step"], st["elapsed"], st.get("ema")
             if budget_reached(st, total, a.dec_minutes):
                 log(a.work, f"dec: done at step {step}")
                 return dec
@@ -144,13 +144,12 @@ def stage_dec(a, cfg, sp, data, val, enc, enc_tag, export):
     cache = EmbeddingCache(a.work, cfg, data, enc, enc_tag)
     t0 = time.time() - elapsed
     rng = np.random.default_rng(2000 + step)
-    ema = None
     last_ck = last_export = tok_t = time.time()
     tok_count = 0
 
     def save(done=False):
         save_ckpt(ck, dec=dec.state_dict(), opt=opt.state_dict(), step=step, elapsed=time.time() - t0,
-                  enc_tag=enc_tag, done=done)
+                  enc_tag=enc_tag, ema=ema, done=done)
 
     while step < total and (time.time() - t0) < a.dec_minutes * 60:
         prog = max(step / total, (time.time() - t0) / (a.dec_minutes * 60))
