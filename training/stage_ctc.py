@@ -2,6 +2,7 @@
 12.5 Hz, on augmented mels (see augment.py)."""
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -45,15 +46,49 @@ def ctc_val(enc, val, cfg, sp):
     return np.mean([r[0] for r in res]), np.mean([r[1] for r in res])
 
 
+def _clip(data, seed, hi, aug):
+    r = np.random.default_rng(seed)
+    while True:
+        m, t = data.sample(r, 2.0, hi)
+        if t:
+            return (augment(m, r) if aug else m), t
+
+
+def ctc_batch(data, rng, hi, batch_s, aug, mapper=map, per_round=1):
+    """~batch_s seconds of (augmented mel, text) clips of 2..hi s. Each clip has
+    its own seed from rng, so the batch is the same whichever threads build it
+    (numpy releases the GIL in the array work: a GPU step is otherwise
+    starved by this loop)."""
+    mels, texts = [], []
+    tot = 0.0
+    while tot < batch_s:
+        seeds = rng.integers(0, 2 ** 62, size=per_round)
+        for m, t in mapper(lambda sd: _clip(data, int(sd), hi, aug), seeds):
+            mels.append(m)
+            texts.append(t)
+            tot += m.shape[1] / 100
+    return mels, texts
+
+
 def stage_ctc(a, cfg, sp, data, val):
     ck = os.path.join(a.work, "ctc.pt")
     enc = Encoder(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], char_per_frame=a.char_per_frame, **ENC_KW).to(dev())
     opt = torch.optim.AdamW(enc.parameters(), lr=a.ctc_lr, betas=(0.9, 0.98), weight_decay=0.01)
     step, elapsed, ema = 0, 0.0, None
+    if not os.path.exists(ck) and a.ctc_init:
+        # warm start from another run's encoder: every tensor whose shape matches (a changed
+        # char head, e.g. --char-per-frame 2, starts afresh); optimizer and schedule start anew
+        src = torch.load(a.ctc_init, map_location=dev())["enc"]
+        own = enc.state_dict()
+        same = {k: v for k, v in src.items() if k in own and own[k].shape == v.shape}
+        enc.load_state_dict(same, strict=False)
+        log(a.work, f"ctc: warm start from {a.ctc_init}: {len(same)}/{len(own)} tensors "
+                    f"(fresh: {sorted(set(own) - set(same))})")
     if os.path.exists(ck):
         st = torch.load(ck, map_location=dev())
         enc.load_state_dict(st["enc"])
-        opt.load_state_dict(st["opt"])
+        if "opt" in st:  # weights-only checkpoints (brought back from another machine) have none
+            opt.load_state_dict(st["opt"])
         # the loss EMA travels with the checkpoint, so a resumed stage reports it
         step, elapsed, ema = st["step"], st["elapsed"], st.get("ema")
         if budget_reached(st, a.ctc_steps, a.ctc_minutes):
@@ -68,19 +103,13 @@ def stage_ctc(a, cfg, sp, data, val):
                   done=done)
 
     last_ck = time.time()
+    pool = ThreadPoolExecutor(a.loader_threads) if a.loader_threads > 1 else None
+    mapper = pool.map if pool else map
     while step < a.ctc_steps and (time.time() - t0) < a.ctc_minutes * 60:
         # batch: ~a.ctc_batch_s seconds of audio, clips 2-30 s (longer later)
         prog = max(step / a.ctc_steps, (time.time() - t0) / (a.ctc_minutes * 60))
         hi = 8 + 14 * min(1.0, prog / 0.6)
-        mels, texts = [], []
-        tot = 0.0
-        while tot < a.ctc_batch_s:
-            m, t = data.sample(rng, 2.0, hi)
-            if not t:
-                continue
-            mels.append(augment(m, rng) if a.augment else m)
-            texts.append(t)
-            tot += m.shape[1] / 100
+        mels, texts = ctc_batch(data, rng, hi, a.ctc_batch_s, a.augment, mapper, max(1, a.loader_threads))
         mel, lens = pad_mels(mels)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, a.ctc_lr, a.warmup, prog)
@@ -108,6 +137,8 @@ def stage_ctc(a, cfg, sp, data, val):
         if time.time() - last_ck > a.ckpt_minutes * 60:
             save()
             last_ck = time.time()
+    if pool:
+        pool.shutdown()
     save(done=True)
     log(a.work, f"ctc: finished step {step} in {(time.time() - t0) / 60:.1f} min, loss ema {ema}")
     return enc

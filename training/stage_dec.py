@@ -68,6 +68,20 @@ class EmbeddingCache:
         return torch.from_numpy(np.asarray(self.emb[s0:s1], dtype=np.float32)).to(dev())
 
 
+@torch.no_grad()
+def init_embeddings_from_ctc(dec, enc, cache, vocab):
+    """Token t's embedding starts as the subword CTC head's row for t: the
+    direction in which the frozen encoder's audio embeddings point where they
+    carry t. Text and audio then share one space from the first step, so
+    matching a transcript token to its place in the audio (what the decoder
+    must learn before anything else) starts as a dot product instead of a
+    learned map. Rows are scaled to the audio embeddings' rms, so neither
+    stream dominates the residual."""
+    w = enc.ctc_bpe.weight[:vocab].detach().float()
+    rms = float(np.sqrt(np.mean(np.square(np.asarray(cache.emb[:4096], dtype=np.float32)))))
+    dec.embed_tokens.weight.copy_(w / w.pow(2).mean(1, keepdim=True).sqrt() * rms)
+
+
 def dec_batch(dec, cfg, sp, data, cache, rng, lo, hi, batch_s, spread):
     bos, eos = cfg["tokens"]["bos"], cfg["tokens"]["eos"]
     instr = cfg["instruction"]
@@ -133,7 +147,8 @@ def stage_dec(a, cfg, sp, data, val, enc, enc_tag, export):
         st = torch.load(ck, map_location=dev())
         if st.get("enc_tag") == enc_tag:
             dec.load_state_dict(st["dec"])
-            opt.load_state_dict(st["opt"])
+            if "opt" in st:  # weights-only checkpoints have none
+                opt.load_state_dict(st["opt"])
             step, elapsed, ema = st["step"], st["elapsed"], st.get("ema")
             if budget_reached(st, total, a.dec_minutes):
                 log(a.work, f"dec: done at step {step}")
@@ -142,6 +157,9 @@ def stage_dec(a, cfg, sp, data, val, enc, enc_tag, export):
             log(a.work, "dec: checkpoint belongs to another encoder; starting afresh")
     enc.requires_grad_(False)
     cache = EmbeddingCache(a.work, cfg, data, enc, enc_tag)
+    if step == 0 and a.dec_embed_init == "ctc":
+        init_embeddings_from_ctc(dec, enc, cache, cfg["vocab_size"])
+        log(a.work, "dec: token embeddings initialised from the encoder's subword CTC head")
     t0 = time.time() - elapsed
     rng = np.random.default_rng(2000 + step)
     last_ck = last_export = tok_t = time.time()

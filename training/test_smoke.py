@@ -134,6 +134,21 @@ def test_char_head_rates():
         assert tuple(char_logits.shape) == (2, frames, len(CHARS) + 1), (cpf, char_logits.shape)
 
 
+def test_packed_mels():
+    from pack_data import dequantise, quantise
+    rng = np.random.default_rng(0)
+    lo, step = float(np.log(1e-6)), 0.6
+    mel = rng.uniform(lo, 6.0, size=(80, 500)).astype(np.float32)
+    mel[:, :50] = lo  # digital silence sits on the log floor
+    codes = quantise(mel, lo, step)
+    assert codes.dtype == np.uint8 and codes.shape == (500, 80)
+    back = dequantise(codes, lo, step, rng)
+    assert back.shape == mel.shape
+    assert np.abs(back - mel).max() <= step + 1e-5  # code rounding + dither, each at most half a code
+    assert (back[:, :50] == lo).all()  # the floor is restored exactly
+    assert abs(float(np.mean(back - mel))) < 0.02  # dither leaves no bias
+
+
 def test_pipeline_tiny():
     import struct
     from common import load_safetensors
@@ -182,6 +197,19 @@ def test_pipeline_tiny():
         assert fx["logits"].shape == (32, V) and fx["tokens"].shape == (32,) and fx["tokens"].dtype == np.int32
         assert fx["embeddings"].shape[1] == D and fx["mel"].shape[1] == 8 * fx["embeddings"].shape[0]
         assert (fx["prompt"] == -1).sum() == fx["embeddings"].shape[0]
+        # the same data packed for another machine trains there (a few steps, no export)
+        pack = os.path.join(d, "pack")
+        r = subprocess.run([sys.executable, os.path.join(HERE, "pack_data.py"), "--work", work, "--out", pack,
+                            "--jobs", "1"], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        assert not os.path.exists(os.path.join(pack, "data", "train_mel.npy"))
+        r = subprocess.run(cmd[:2] + ["--work", pack] + cmd[4:] + ["--ctc-steps", "2", "--phases", "2:2-5:6",
+                                                                    "--no-export", "--loader-threads", "2",
+                                                                    "--char-per-frame", "2"],
+                           capture_output=True, text=True, timeout=1200)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert len(_losses(os.path.join(pack, "train.log"), "dec")) == 2
+        assert os.path.exists(os.path.join(pack, "dec.pt"))
 
 
 if __name__ == "__main__":

@@ -88,11 +88,14 @@ def main():
     ap.add_argument("--ctc-batch-s", type=float, default=32)
     ap.add_argument("--char-per-frame", type=int, default=1,
                     help="char CTC logits per 25 Hz encoder frame (2: a 50 Hz char head, the next thing to try)")
+    ap.add_argument("--ctc-init", default="", help="warm-start the encoder from this ctc.pt (matching tensors)")
     ap.add_argument("--augment", type=int, default=1, help="1: frequency warp + SpecAugment in the CTC stage")
     ap.add_argument("--dec-lr", type=float, default=1e-3)
     ap.add_argument("--phases", default="500:3-15:40,500:10-45:60,400:30-100:90,300:80-200:150",
                     help="steps:min_s-max_s:batch_audio_s,...; a phase ends at its share of the steps or of "
                          "--dec-minutes, whichever comes first")
+    ap.add_argument("--dec-embed-init", default="ctc", choices=["ctc", "random"],
+                    help="token embeddings of a fresh decoder: the encoder's subword CTC rows, or random")
     ap.add_argument("--dec-minutes", type=float, default=34)
     ap.add_argument("--warmup", type=int, default=60)
     ap.add_argument("--log-every", type=int, default=10)
@@ -104,12 +107,19 @@ def main():
     ap.add_argument("--threads", type=int, default=int(os.environ.get("WNW_THREADS", "2")),
                     help="torch intra-op threads (use 1 when the cores are shared: OpenMP barriers stall)")
     ap.add_argument("--device", default="auto", help="auto|cpu|cuda")
+    ap.add_argument("--loader-threads", type=int, default=1,
+                    help="threads building CTC batches (8 on a GPU machine, whose steps outrun one)")
+    ap.add_argument("--no-export", action="store_true",
+                    help="stop after training (e.g. on a GPU machine; export where the checkpoints land)")
     ap.add_argument("--spread-positions", type=float, default=10000,
                     help="half of the decoder batches spread position ids over up to this many (0: off)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     set_dev(torch.device("cuda" if a.device == "auto" and torch.cuda.is_available() else
                          ("cpu" if a.device == "auto" else a.device)))
+    if torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = True  # a small model: TF32 precision is plenty
+        torch.backends.cudnn.allow_tf32 = True
     torch.manual_seed(0)
     a.out = a.out or os.path.join(a.repo, "public", "models", "wnw-ref")
     os.makedirs(a.work, exist_ok=True)
@@ -135,7 +145,9 @@ def main():
     st = torch.load(os.path.join(a.work, "ctc.pt"), map_location="cpu")
     enc_tag = f"ctc step {st['step']} elapsed {st['elapsed']:.0f}"
     dec = stage_dec(a, cfg, sp, data, val, enc, enc_tag,
-                    lambda e, d, quick=False: do_export(a, cfg, sp, e, d, quick=quick))
+                    lambda e, d, quick=False: None if a.no_export else do_export(a, cfg, sp, e, d, quick=quick))
+    if a.no_export:
+        return
     do_export(a, cfg, sp, enc, dec)
     if a.stop_after == "dec" or a.skip_eval:
         return

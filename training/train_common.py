@@ -10,6 +10,7 @@ import torch
 
 from common import read_wav
 from model import CHARS
+from pack_data import dequantise, load_packed
 
 _DEV = [torch.device("cpu")]
 
@@ -33,7 +34,12 @@ def log(work, msg):
 class Data:
     def __init__(self, work, cfg, sp):
         d = os.path.join(work, "data")
-        self.mel = np.load(os.path.join(d, "train_mel.npy"), mmap_mode="r")
+        self.packed = None
+        if os.path.exists(os.path.join(d, "train_mel.npy")):
+            self.mel = np.load(os.path.join(d, "train_mel.npy"), mmap_mode="r")
+        else:  # a folder made by pack_data.py for another machine
+            self.mel, self.packed = load_packed(d)
+            self.dither = np.random.default_rng(7)
         self.index = json.load(open(os.path.join(d, "train_index.json")))
         self.mean = cfg["audio"]["mel_mean"]
         self.std = cfg["audio"]["mel_std"]
@@ -69,10 +75,16 @@ class Data:
             n = 16
         return si, a, n, " ".join(u[2] for u in utts[i:j])
 
-    def frames(self, si, a, n):
-        """normalised mel [80, n] of session si from frame a (edge-padded)."""
+    def frames(self, si, a, n, rng=None):
+        """normalised mel [80, n] of session si from frame a (edge-padded);
+        rng draws the dither of packed mels (default: the Data's own)."""
         s = self.sessions[si]
-        m = np.asarray(self.mel[:, s["offset"] + a: s["offset"] + a + n], dtype=np.float32)
+        if self.packed:
+            p = self.packed
+            m = dequantise(self.mel[s["offset"] + a: s["offset"] + a + n], p["lo"], p["step"],
+                           rng if rng is not None else self.dither)
+        else:
+            m = np.asarray(self.mel[:, s["offset"] + a: s["offset"] + a + n], dtype=np.float32)
         if m.shape[1] < n:
             m = np.pad(m, ((0, 0), (0, n - m.shape[1])), mode="edge")
         return (m - self.mean) / self.std
@@ -80,7 +92,7 @@ class Data:
     def sample(self, rng, lo_s, hi_s):
         """(mel [80, T] float32 normalised, text) of a random span."""
         si, a, n, text = self.span(rng, lo_s, hi_s)
-        return self.frames(si, a, n), text
+        return self.frames(si, a, n, rng), text
 
 
 def char_ids(text):
