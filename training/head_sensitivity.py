@@ -8,8 +8,9 @@ For each calibration clip: teacher-forced forward over
 tokens (transcript + eos), gradient w.r.t. every layer's post-RoPE keys.
 HS(l,k) = mean over clips, answer tokens and audio positions tau of
 ||dCE_t/dK_{l,k,tau}||_2, where CE_t is the cross-entropy of answer token t.
-Per-token gradients are computed with one backward per answer token (exact
-definition; cost = number of answer tokens backward passes per clip).
+Per-token gradients are exact: one backward per answer token, --batch of them
+at a time through a batched backward (one-hot incoming gradients; about 1.5x
+faster at 16-64 here, the same numbers).
 Use --pooled to take the gradient of the clip's mean CE instead (one backward
 per clip; cheaper approximation).
 Output: {"num_layers", "num_kv_heads", "head_sensitivity": [L*Hkv floats,
@@ -52,6 +53,27 @@ def tokenize(text, pieces):
     return ids
 
 
+def per_token_norms(ce, ks, N, batch, keep_graph=False):
+    """sum over answer tokens t of mean over audio positions of ||dCE_t/dK||_2,
+    [L, Hkv]. `batch` tokens share one batched backward (one-hot incoming
+    gradients through vmap); 1 is a plain backward per token."""
+    T, L = ce.shape[0], len(ks)
+    out = np.zeros((L, ks[0].shape[1]))
+    eye = torch.eye(T)
+    for t0 in range(0, T, batch):
+        t1 = min(T, t0 + batch)
+        last = t1 == T and not keep_graph
+        if batch == 1:
+            grads = [g[None] for g in torch.autograd.grad(ce[t0], ks, retain_graph=not last)]
+        else:
+            grads = torch.autograd.grad(ce, ks, grad_outputs=eye[t0:t1], is_grads_batched=True,
+                                        retain_graph=not last)
+        for li, g in enumerate(grads):
+            # g [b, 1, Hkv, S, hd]; audio positions 1..N
+            out[li] += g[:, 0, :, 1:1 + N].norm(dim=-1).mean(-1).sum(0).numpy()
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="public/models/wnw-ref")
@@ -59,6 +81,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--pooled", action="store_true")
+    ap.add_argument("--batch", type=int, default=16, help="answer tokens per batched backward (1: one backward each)")
     ap.add_argument("--sp-model", default=None, help="default: MODEL/sentencepiece.model")
     a = ap.parse_args()
     torch.set_num_threads(2)
@@ -108,11 +131,8 @@ def main():
                 total[li] += g[0, :, 1:1 + N].norm(dim=-1).mean(-1).numpy()
             count += 1
         else:
-            for t in range(len(tg)):
-                grads = torch.autograd.grad(ce[t], ks, retain_graph=t + 1 < len(tg))
-                for li, g in enumerate(grads):
-                    total[li] += g[0, :, 1:1 + N].norm(dim=-1).mean(-1).numpy()
-                count += 1
+            total += per_token_norms(ce, ks, N, a.batch)
+            count += len(tg)
         print(f"{n}: N={N} answer tokens={len(tg)} mean CE {float(ce.mean()):.3f}", flush=True)
     hs = (total / max(1, count)).reshape(-1)
     json.dump({"num_layers": L, "num_kv_heads": Hkv, "head_sensitivity": [float(v) for v in hs],

@@ -149,6 +149,29 @@ def test_packed_mels():
     assert abs(float(np.mean(back - mel))) < 0.02  # dither leaves no bias
 
 
+def test_head_sensitivity_batched_backward():
+    from head_sensitivity import per_token_norms
+    from model import Decoder
+    from train import default_cfg
+    torch.manual_seed(0)
+    cfg = default_cfg(vocab=40)
+    cfg.update(hidden_size=32, intermediate_size=48, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8)
+    dec = Decoder(cfg)
+    dec.requires_grad_(False)  # as head_sensitivity.py: gradients w.r.t. the keys only
+    keys = {}
+
+    def hook(i, k):
+        keys[i] = k.detach().requires_grad_(True)
+        return keys[i]
+    ce = F.cross_entropy(dec(torch.randn(1, 30, 32), key_hook=hook)[0, -9:], torch.randint(0, 40, (9,)),
+                         reduction="none")
+    ks = [keys[i] for i in range(2)]
+    batched = per_token_norms(ce, ks, 12, 4, keep_graph=True)
+    one = per_token_norms(ce, ks, 12, 1)
+    assert one.shape == (2, 2) and (one > 0).all()
+    assert np.allclose(one, batched, rtol=1e-5, atol=1e-9), (one, batched)
+
+
 def test_pipeline_tiny():
     import struct
     from common import load_safetensors
