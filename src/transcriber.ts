@@ -72,7 +72,7 @@ export class WnwTranscriber implements Transcriber {
     if (NEEDS_HEADS.has(policyName) && !heads) {
       throw new WnwError('BAD_ARGUMENT', `policy "${policyName}" needs heads.json next to the model; run npm run calibrate first`);
     }
-    const policy = createPolicy(policyName, { budget, heads });
+    const policy = createPolicy(policyName, { ...options.policyOptions, budget, heads });
     const roles = heads ? heads.roles[budgetKey(budget)] ?? assignRoles(headsScore(heads), Math.min(budget, 0.8)) : undefined;
     const progress = options.onProgress ?? this.defaults.onProgress ?? (() => {});
     return runTranscription({

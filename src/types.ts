@@ -84,6 +84,8 @@ export interface TranscribeOptions {
   /** Override the load-time policy/budget for this call. */
   policy?: PolicyName;
   budget?: number;
+  /** Extra options for the policy's factory, for ablations, e.g. { ranking: 'voice' } or { selection: 'global' } for wnw. */
+  policyOptions?: Record<string, string | number | boolean>;
   /** Cap on generated tokens; default 6 per audio second. */
   maxNewTokens?: number;
   /** Keep the prefill for the next call on the same encoding (evaluation runs many policies per clip). */

@@ -81,6 +81,29 @@ export function parsePolicy(s: string): PolicyName {
   return s as PolicyName;
 }
 
+/** A policy with ablation options, as written on a command line: `wnw:ranking=voice:nVoice=8`. */
+export interface PolicySpec {
+  policy: PolicyName;
+  /** Passed to the policy's factory; numbers and true/false are converted. */
+  options: Record<string, string | number | boolean>;
+  /** The options as written (`ranking=voice:nVoice=8`), '' for none: labels runs and table rows. */
+  variant: string;
+}
+
+export function parsePolicySpec(s: string): PolicySpec {
+  const [name, ...parts] = s.split(':');
+  const policy = parsePolicy(name);
+  const options: Record<string, string | number | boolean> = {};
+  for (const part of parts) {
+    const m = /^([A-Za-z]\w*)=([^=]+)$/.exec(part);
+    if (!m) throw new UsageError(`policy option "${part}" in "${s}" is not key=value (e.g. wnw:ranking=voice)`);
+    const v = m[2];
+    options[m[1]] = v === 'true' ? true : v === 'false' ? false : v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : v;
+  }
+  if (policy === 'full' && parts.length) throw new UsageError('the full cache takes no options');
+  return { policy, options, variant: parts.join(':') };
+}
+
 export function parseBudget(s: string): number {
   const b = Number(s);
   if (!(s.trim() !== '' && Number.isFinite(b) && b > 0 && b <= 1)) throw new UsageError(`budget must be a number in (0, 1], got "${s}"`);

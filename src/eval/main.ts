@@ -5,11 +5,13 @@
  * (policy, budget), then writes the JSON report, prints the markdown table and, with
  * --readme, rewrites the README's eval block. One transcriber is loaded and each run
  * overrides the policy, so every method uses the same weights and the same device.
+ * A policy may carry ablation options, `wnw:ranking=voice:nVoice=8`: they go to its
+ * factory, and its runs and summary row carry them as `variant`.
  */
 import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { LoadOptions, PolicyName, TranscribeOptions, Transcriber } from '../types.js';
+import type { LoadOptions, TranscribeOptions, Transcriber } from '../types.js';
 import {
   type BackendChoice,
   UsageError,
@@ -17,7 +19,7 @@ import {
   packageRoot,
   parseBackend,
   parseBudget,
-  parsePolicy,
+  parsePolicySpec,
   rejectUnknown,
   splitArgs,
 } from '../cli/args.js';
@@ -27,7 +29,8 @@ import { wer } from './wer.js';
 export interface EvalArgs {
   /** Clip folders; with more than one, clip ids are prefixed by the folder name. */
   data: string[];
-  policies: PolicyName[];
+  /** Policy specs: a name, or a name with ablation options (`wnw:ranking=voice`). */
+  policies: string[];
   budgets: number[];
   out: string;
   limit: number;
@@ -38,7 +41,7 @@ export interface EvalArgs {
 }
 
 export const EVAL_USAGE =
-  'usage: npm run eval -- --data DIR[,DIR...] --out FILE.json [--policies full,wnw] [--budgets 0.2,0.4] [--limit N] ' +
+  'usage: npm run eval -- --data DIR[,DIR...] --out FILE.json [--policies full,wnw,wnw:ranking=voice] [--budgets 0.2,0.4] [--limit N] ' +
   '[--model DIR] [--backend auto|webgpu|cpu] [--readme [README.md]]';
 
 export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
@@ -53,7 +56,8 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
   if (!data) throw new UsageError('--data DIR is required');
   if (!out) throw new UsageError('--out FILE.json is required');
   const list = (s: string) => s.split(',').map((x) => x.trim()).filter(Boolean);
-  const policies = [...new Set(list(flags.get('policies') ?? 'full,wnw').map(parsePolicy))];
+  const policies = [...new Set(list(flags.get('policies') ?? 'full,wnw'))];
+  for (const p of policies) parsePolicySpec(p);
   const budgets = [...new Set(list(flags.get('budgets') ?? '0.2').map(parseBudget))];
   if (!policies.length) throw new UsageError('--policies is empty');
   if (!budgets.length) throw new UsageError('--budgets is empty');
@@ -102,8 +106,8 @@ export async function listClips(dir: string, warn: (s: string) => void): Promise
 }
 
 /** The runs each clip gets: the full cache once (for WER and msPerTokenVsFull), then every other policy at every budget. */
-export function plannedRuns(policies: PolicyName[], budgets: number[]): { policy: PolicyName; budget: number }[] {
-  const runs: { policy: PolicyName; budget: number }[] = [{ policy: 'full', budget: FULL_BUDGET }];
+export function plannedRuns(policies: string[], budgets: number[]): { policy: string; budget: number }[] {
+  const runs: { policy: string; budget: number }[] = [{ policy: 'full', budget: FULL_BUDGET }];
   for (const policy of policies) if (policy !== 'full') for (const budget of budgets) runs.push({ policy, budget });
   return runs;
 }
@@ -138,15 +142,17 @@ async function runOnce(
   asr: Transcriber,
   audio: Float32Array,
   reference: string,
-  policy: PolicyName,
+  spec: string,
   budget: number,
   options: TranscribeOptions,
 ): Promise<RunRecord> {
+  const { policy, options: policyOptions, variant } = parsePolicySpec(spec);
+  const named = { policy, ...(variant ? { variant } : {}), budget };
   try {
-    const r = await asr.transcribe(audio, { ...options, policy, budget });
+    const r = await asr.transcribe(audio, { ...options, policy, budget, ...(variant ? { policyOptions } : {}) });
     const s = r.stats;
     return {
-      policy, budget, text: r.text, wer: wer(reference, r.text),
+      ...named, text: r.text, wer: wer(reference, r.text),
       rGpu: s.rGpu, rGpuCpu: s.rGpuCpu, mbPerStep: s.mbPerStep, msPerToken: s.msPerToken, decodeSteps: s.decodeSteps,
       stoppedBy: s.stoppedBy,
       ...(r.error ? { error: r.error.message } : {}),
@@ -154,7 +160,7 @@ async function runOnce(
   } catch (e) {
     if (options.signal?.aborted) throw e;
     const error = e instanceof Error ? e.message.replace(/\s*\n\s*/g, ' ') : String(e);
-    return { policy, budget, text: '', wer: wer(reference, ''), rGpu: 0, rGpuCpu: 0, mbPerStep: 0, msPerToken: 0, decodeSteps: 0, stoppedBy: 'error', error };
+    return { ...named, text: '', wer: wer(reference, ''), rGpu: 0, rGpuCpu: 0, mbPerStep: 0, msPerToken: 0, decodeSteps: 0, stoppedBy: 'error', error };
   }
 }
 

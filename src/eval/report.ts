@@ -7,6 +7,8 @@ import { pooledWer } from './wer.js';
 
 export interface RunRecord {
   policy: string;
+  /** Ablation options the policy ran with, as written (`ranking=voice`); absent for the method's defaults. */
+  variant?: string;
   /** Target r_GPU; 1 for the full cache (it keeps everything). */
   budget: number;
   text: string;
@@ -30,6 +32,7 @@ export interface ClipRecord {
 
 export interface SummaryRow {
   policy: string;
+  variant?: string;
   budget: number;
   /** Pooled over clips: total word errors / total reference words (after 1.2x truncation). */
   wer: number;
@@ -51,21 +54,21 @@ export interface EvalReport {
 /** The full cache ignores the budget; it is filed under budget 1 so every key is (policy, budget). */
 export const FULL_BUDGET = 1;
 
-const key = (policy: string, budget: number) => `${policy}@${budget}`;
+const key = (r: { policy: string; variant?: string; budget: number }) => `${r.policy}:${r.variant ?? ''}@${r.budget}`;
 
 /**
- * One row per (policy, budget), in first-seen order with 'full' first.
+ * One row per (policy, variant, budget), in first-seen order with 'full' first.
  * rGpu and rGpuCpu are plain means over clips (each clip's own mean over steps);
  * msPerToken and mbPerStep are weighted by decode steps, i.e. total time (or bytes)
  * over total steps, so a long clip counts for what it cost.
  */
 export function summarise(clips: ClipRecord[]): SummaryRow[] {
-  const groups = new Map<string, { policy: string; budget: number; runs: { run: RunRecord; reference: string }[] }>();
+  const groups = new Map<string, { policy: string; variant?: string; budget: number; runs: { run: RunRecord; reference: string }[] }>();
   for (const clip of clips) {
     for (const run of clip.runs) {
-      const k = key(run.policy, run.budget);
+      const k = key(run);
       let g = groups.get(k);
-      if (!g) groups.set(k, (g = { policy: run.policy, budget: run.budget, runs: [] }));
+      if (!g) groups.set(k, (g = { policy: run.policy, ...(run.variant ? { variant: run.variant } : {}), budget: run.budget, runs: [] }));
       g.runs.push({ run, reference: clip.reference });
     }
   }
@@ -77,6 +80,7 @@ export function summarise(clips: ClipRecord[]): SummaryRow[] {
       steps > 0 ? g.runs.reduce((s, r) => s + f(r.run) * r.run.decodeSteps, 0) / steps : mean(g.runs.map((r) => f(r.run)));
     rows.push({
       policy: g.policy,
+      ...(g.variant ? { variant: g.variant } : {}),
       budget: g.budget,
       wer: pooledWer(g.runs.map((r) => ({ reference: r.reference, hypothesis: r.run.text }))),
       rGpu: mean(g.runs.map((r) => r.run.rGpu)),
@@ -87,7 +91,7 @@ export function summarise(clips: ClipRecord[]): SummaryRow[] {
       clips: n,
     });
   }
-  const full = rows.find((r) => r.policy === 'full');
+  const full = rows.find((r) => r.policy === 'full' && !r.variant);
   for (const r of rows) r.msPerTokenVsFull = full && full.msPerToken > 0 ? r.msPerToken / full.msPerToken : null;
   return rows.sort((a, b) => (a.policy === 'full' ? -1 : b.policy === 'full' ? 1 : 0));
 }
@@ -106,7 +110,7 @@ export function markdownTable(summary: SummaryRow[]): string {
   ];
   for (const r of summary) {
     lines.push(
-      `| ${r.policy} | ${r.policy === 'full' ? '–' : fmt(r.budget, 2)} | ${fmt(r.wer * 100, 2)} | ${fmt(r.rGpu, 3)} | ` +
+      `| ${r.variant ? `${r.policy} (${r.variant.replaceAll(':', ', ')})` : r.policy} | ${r.policy === 'full' ? '–' : fmt(r.budget, 2)} | ${fmt(r.wer * 100, 2)} | ${fmt(r.rGpu, 3)} | ` +
         `${fmt(r.rGpuCpu, 3)} | ${fmt(r.mbPerStep, 3)} | ${fmt(r.msPerToken, 1)} | ${fmt(r.msPerTokenVsFull, 2)}× | ${r.clips} |`,
     );
   }

@@ -4,6 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { listClips, parseEvalArgs, plannedRuns, runEval, WARMUP_TOKENS } from '../../src/eval/main.js';
+import { markdownTable } from '../../src/eval/report.js';
 import { ContextTooLongError } from '../../src/errors.js';
 import type { LoadOptions, TranscribeOptions, Transcriber, TranscriptionResult } from '../../src/types.js';
 
@@ -116,6 +117,27 @@ describe('npm run eval', () => {
     expect(h2o.error).toMatch(/needs .* MiB of KV memory/);
     expect(report.clips[0].runs.map((r) => r.policy)).toEqual(['full', 'h2o', 'wnw']);
     expect(report.summary.find((r) => r.policy === 'h2o')!.wer).toBe(1);
+  });
+
+  it('runs ablation variants of a policy as their own rows', async () => {
+    const calls: TranscribeOptions[] = [];
+    const args = parseEvalArgs(['--data', dataDir(), '--policies', 'wnw,wnw:ranking=voice,wnw:selection=global:nVoice=8', '--budgets', '0.2', '--out', '/tmp/x.json']);
+    expect(args.policies).toEqual(['wnw', 'wnw:ranking=voice', 'wnw:selection=global:nVoice=8']);
+    const report = await runEval(args, { load: fakeLoad(calls, []), readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: () => {}, tty: false });
+    // the policy factory gets the options, typed; the method's own run gets none
+    expect(calls.slice(1, 5).map((c) => [c.policy, c.policyOptions])).toEqual([
+      ['full', undefined], ['wnw', undefined], ['wnw', { ranking: 'voice' }], ['wnw', { selection: 'global', nVoice: 8 }],
+    ]);
+    expect(report.clips[0].runs.map((r) => [r.policy, r.variant])).toEqual([['full', undefined], ['wnw', undefined], ['wnw', 'ranking=voice'], ['wnw', 'selection=global:nVoice=8']]);
+    expect(report.summary.map((r) => [r.policy, r.variant, r.clips])).toEqual([
+      ['full', undefined, 2], ['wnw', undefined, 2], ['wnw', 'ranking=voice', 2], ['wnw', 'selection=global:nVoice=8', 2],
+    ]);
+    const table = markdownTable(report.summary);
+    expect(table).toMatch(/^\| wnw \(ranking=voice\) \| 0\.20 \|/m);
+    expect(table).toMatch(/^\| wnw \(selection=global, nVoice=8\) \|/m);
+    expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'wnw:ranking'])).toThrow(/not key=value/);
+    expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'full:ranking=voice'])).toThrow(/takes no options/);
+    expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'nope:ranking=voice'])).toThrow(/unknown policy "nope"/);
   });
 
   it('respects --limit', async () => {
