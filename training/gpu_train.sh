@@ -23,7 +23,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.used,memo
 ${PYTHON:-python3} -c "import torch,numpy,sentencepiece;print('torch',torch.__version__,'numpy',numpy.__version__,'cuda',torch.cuda.is_available())"
 W=$(mktemp -d); P=$(mktemp -d)
 cp -r "$PACK"/data "$PACK"/tok "$W"/ && cp -r "$PACK"/data "$PACK"/tok "$P"/
-COMMON="--no-export --char-per-frame 2 --loader-threads 8 --threads 4 --device ${DEVICE:-cuda}"
+COMMON="--no-export --char-per-frame 2 --dec-embed-init ctc --loader-threads 8 --threads 4 --device ${DEVICE:-cuda}"
 S=$(date +%s)
 ${PYTHON:-python3} training/train.py --work "$P" $COMMON --ctc-steps 4 --ctc-batch-s 200 --phases "${PREFLIGHT_PHASES:-2:3-15:100,2:80-200:900}" \
   --log-every 1 --val-every 100000 > "$OUT"/preflight.out 2>&1

@@ -228,10 +228,11 @@ def test_pipeline_tiny():
         assert not os.path.exists(os.path.join(pack, "data", "train_mel.npy"))
         r = subprocess.run(cmd[:2] + ["--work", pack] + cmd[4:] + ["--ctc-steps", "2", "--phases", "2:2-5:6",
                                                                     "--no-export", "--loader-threads", "2",
-                                                                    "--char-per-frame", "2"],
+                                                                    "--char-per-frame", "2", "--dec-embed-init", "ctc"],
                            capture_output=True, text=True, timeout=1200)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         assert len(_losses(os.path.join(pack, "train.log"), "dec")) == 2
+        assert "token embeddings initialised from the encoder's subword CTC head" in open(os.path.join(pack, "train.log")).read()
         assert os.path.exists(os.path.join(pack, "dec.pt"))
 
 
