@@ -12,16 +12,18 @@ export default defineConfig(({ mode }) => ({
   optimizeDeps: { exclude: ['onnxruntime-web'] },
   assetsInclude: ['**/*.wgsl'],
   worker: { format: 'es' },
+  // The library ships code only: models and test audio are fetched from where the page puts them.
+  publicDir: mode === 'lib' ? false : 'public',
   build:
     mode === 'lib'
       ? {
           outDir: 'dist/lib',
-          lib: { entry: resolve(__dirname, 'src/index.ts'), formats: ['es'], fileName: () => 'wnw.js' },
+          lib: { entry: resolve(import.meta.dirname, 'src/index.ts'), formats: ['es'], fileName: () => 'wnw.js' },
           rollupOptions: { external: ['onnxruntime-web', 'onnxruntime-web/webgpu', 'webgpu', /^node:/] },
         }
       : {
           outDir: 'dist/demo',
-          rollupOptions: { input: { main: resolve(__dirname, 'index.html'), example: resolve(__dirname, 'example.html') } },
+          rollupOptions: { input: { main: resolve(import.meta.dirname, 'index.html'), example: resolve(import.meta.dirname, 'example.html') } },
         },
   test: {
     include: ['test/**/*.test.ts'],

@@ -73,7 +73,8 @@ export class WnwTranscriber implements Transcriber {
       throw new WnwError('BAD_ARGUMENT', `policy "${policyName}" needs heads.json next to the model; run npm run calibrate first`);
     }
     const policy = createPolicy(policyName, { ...options.policyOptions, budget, heads });
-    const roles = heads ? heads.roles[budgetKey(budget)] ?? assignRoles(headsScore(heads), Math.min(budget, 0.8)) : undefined;
+    // A policy's own roles first (an ablation may have changed them), else the calibrated ones.
+    const roles = policy.headRoles ?? (heads ? heads.roles[budgetKey(budget)] ?? assignRoles(headsScore(heads), Math.min(budget, 0.8)) : undefined);
     const progress = options.onProgress ?? this.defaults.onProgress ?? (() => {});
     return runTranscription({
       model: this.model,
@@ -86,7 +87,7 @@ export class WnwTranscriber implements Transcriber {
       audioSeconds: enc.audioSeconds,
       encodeMs: enc.encodeMs,
       timingHeads: roles ? [...roles.anchors] : [],
-      tidalHeads: policyName === 'wnw' && roles ? roles.tidal : [],
+      tidalHeads: policy.headRoles?.tidal ?? [],
       options,
       progress,
     });

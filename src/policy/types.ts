@@ -93,6 +93,12 @@ export const EMPTY_PLAN: StepPlan = Object.freeze({ recall: [], release: [] }) a
 
 export interface KvPolicy {
   readonly name: string;
+  /**
+   * For policies that triage heads (wnw): the roles this instance runs with, which an
+   * ablation option may have changed from the calibrated ones. Word timings read the
+   * anchors, the tide chart the tidal heads.
+   */
+  readonly headRoles?: { readonly anchors: readonly number[]; readonly tidal: readonly number[] };
   /** What the runtime must export for this policy, for a transcription of this layout. */
   request(layout: PolicyLayout): AttentionRequest;
   prefill(obs: PrefillObservation): PrefillPlan;

@@ -260,12 +260,12 @@ describe('WnW decode on the real Residency', () => {
     const tracker = new ResidencyTracker(big, plan);
     const req = policy.request(big);
     const rr = rng(1);
-    const tidal = new Set(policy.tidalHeads);
+    const tidal = new Set(policy.headRoles.tidal);
     for (let s = 0; s < 150; s++) {
       const p = policy.afterStep(stepObservation(big, req, tracker, s, Math.floor(rr() * 1500), rr));
       for (const m of [...p.recall, ...p.release]) expect(tidal.has(m.head)).toBe(true);
       tracker.apply(p);
     }
-    for (const h of policy.tidalHeads) for (const pos of plan.heads[h].gpu) expect(tracker.onGpu(h, pos)).toBe(true);
+    for (const h of policy.headRoles.tidal) for (const pos of plan.heads[h].gpu) expect(tracker.onGpu(h, pos)).toBe(true);
   });
 });

@@ -44,6 +44,18 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     expect(a.tokens[0]).toBe(b.tokens[0]); // both come from the same full-attention prefill
   });
 
+  it('policy options reach the policy (ablations): one voice head leaves no tidal head to offload', async () => {
+    const tidalShares: number[] = [];
+    const r = await asr.transcribe(toneWav(8), {
+      policy: 'wnw', budget: 0.2, maxNewTokens: 6, policyOptions: { nVoice: 1 },
+      onStep: (s) => tidalShares.push(...(s.tidalSegments ?? [])),
+    });
+    expect(r.error).toBeUndefined();
+    expect(r.stats.rGpuCpu).toBeCloseTo(r.stats.rGpu, 12); // nothing kept in CPU memory: no tidal heads
+    expect(tidalShares.every((x) => x === 0)).toBe(true);
+    await expect(asr.transcribe(toneWav(8), { policy: 'wnw', budget: 0.2, maxNewTokens: 2, policyOptions: { ranking: 'nope' } })).rejects.toThrow(/option "ranking"/);
+  });
+
   it('cancel returns the partial transcript with a CancelledError', async () => {
     const ac = new AbortController();
     let n = 0;

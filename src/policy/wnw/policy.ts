@@ -102,8 +102,8 @@ export class WnwPolicy implements KvPolicy {
     return this.scheduler;
   }
 
-  get tidalHeads(): readonly number[] {
-    return this.roles.tidal;
+  get headRoles(): { readonly anchors: readonly number[]; readonly tidal: readonly number[] } {
+    return this.roles;
   }
 
   prefill(obs: PrefillObservation): PrefillPlan {
