@@ -38,18 +38,20 @@ export interface EvalArgs {
   backend: BackendChoice;
   /** README path to rewrite, or null. */
   readme: string | null;
+  /** Which README block --readme rewrites: 'eval' (default) or another name, e.g. 'ablations'. */
+  block: string;
 }
 
 export const EVAL_USAGE =
   'usage: npm run eval -- --data DIR[,DIR...] --out FILE.json [--policies full,wnw,wnw:ranking=voice] [--budgets 0.2,0.4] [--limit N] ' +
-  '[--model DIR] [--backend auto|webgpu|cpu] [--readme [README.md]]';
+  '[--model DIR] [--backend auto|webgpu|cpu] [--readme [README.md]] [--block eval|NAME]';
 
 export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
   // --readme takes an optional path: a following non-flag argument is its value.
   const i = argv.indexOf('--readme');
   const hasPath = i >= 0 && argv[i + 1] !== undefined && !argv[i + 1].startsWith('--');
   const { flags, positional } = splitArgs(hasPath ? argv : argv.map((a) => (a === '--readme' ? '--readme=' : a)), []);
-  rejectUnknown(flags, ['data', 'policies', 'budgets', 'out', 'limit', 'model', 'backend', 'readme']);
+  rejectUnknown(flags, ['data', 'policies', 'budgets', 'out', 'limit', 'model', 'backend', 'readme', 'block']);
   if (positional.length) throw new UsageError(`unexpected argument "${positional[0]}"`);
   const data = flags.get('data');
   const out = flags.get('out');
@@ -74,7 +76,13 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
     model: flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir(),
     backend: parseBackend(flags.get('backend') ?? 'auto'),
     readme,
+    block: parseBlockName(flags.get('block') ?? 'eval'),
   };
+}
+
+function parseBlockName(s: string): string {
+  if (!/^[a-z][a-z0-9-]*$/.test(s)) throw new UsageError(`--block must be a lower-case name such as "ablations", got "${s}"`);
+  return s;
 }
 
 export interface EvalClip {
@@ -241,8 +249,7 @@ export async function main(argv = process.argv.slice(2)): Promise<number> {
     const report = await runEval(args, {
       load: async (o) => (await import('../index.js')).loadTranscriber(o),
       readFile: (p) => readFile(p),
-      // TODO(lead): switch to a decode function exported by index.ts; eval should not reach into audio/.
-      decode: async (b) => (await import('../audio/index.js')).toMono16k(b),
+      decode: async (b) => (await import('../index.js')).toMono16k(b),
       log: (s) => process.stderr.write(s),
       tty: Boolean(process.stderr.isTTY),
       signal: abort.signal,
@@ -253,8 +260,8 @@ export async function main(argv = process.argv.slice(2)): Promise<number> {
     process.stderr.write(`eval: wrote ${args.out}\n`);
     if (args.readme) {
       const command = `npm run eval -- ${argv.join(' ')}`;
-      await writeFile(args.readme, replaceReadmeBlock(await readFile(args.readme, 'utf8'), readmeBlock(report, command)));
-      process.stderr.write(`eval: updated the table in ${args.readme}\n`);
+      await writeFile(args.readme, replaceReadmeBlock(await readFile(args.readme, 'utf8'), readmeBlock(report, command), args.block));
+      process.stderr.write(`eval: updated the ${args.block} table in ${args.readme}\n`);
     }
     return 0;
   } catch (e) {

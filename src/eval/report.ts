@@ -120,17 +120,23 @@ export function markdownTable(summary: SummaryRow[]): string {
 export const README_BEGIN = '<!-- eval:begin -->';
 export const README_END = '<!-- eval:end -->';
 
+/** The markers of a named README block: 'eval' (the policy table) or another, e.g. 'ablations'. */
+export function readmeMarkers(name = 'eval'): [string, string] {
+  return [`<!-- ${name}:begin -->`, `<!-- ${name}:end -->`];
+}
+
 /**
- * Replaces what lies between the eval markers, keeping the markers. Throws when they are
+ * Replaces what lies between a block's markers, keeping the markers. Throws when they are
  * missing, because silently appending would leave a second, stale table in the README.
  */
-export function replaceReadmeBlock(readme: string, block: string): string {
-  const a = readme.indexOf(README_BEGIN);
-  const b = readme.indexOf(README_END);
+export function replaceReadmeBlock(readme: string, block: string, name = 'eval'): string {
+  const [begin, end] = readmeMarkers(name);
+  const a = readme.indexOf(begin);
+  const b = readme.indexOf(end);
   if (a < 0 || b < 0 || b < a) {
-    throw new Error(`README has no "${README_BEGIN}" ... "${README_END}" block to rewrite`);
+    throw new Error(`README has no "${begin}" ... "${end}" block to rewrite`);
   }
-  return `${readme.slice(0, a + README_BEGIN.length)}\n${block.trim()}\n${readme.slice(b)}`;
+  return `${readme.slice(0, a + begin.length)}\n${block.trim()}\n${readme.slice(b)}`;
 }
 
 /** The README block: the table plus where it came from, so a stale table is recognisable. */

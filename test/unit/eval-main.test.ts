@@ -59,6 +59,9 @@ describe('npm run eval', () => {
     expect(a.readme).toMatch(/README\.md$/);
     expect(parseEvalArgs(['--data', 'd', '--out', 'o', '--readme', 'R.md'], '/w').readme).toBe('/w/R.md');
     expect(parseEvalArgs(['--data', 'd', '--out', 'o'], '/w').readme).toBeNull();
+    expect(parseEvalArgs(['--data', 'd', '--out', 'o'], '/w').block).toBe('eval');
+    expect(parseEvalArgs(['--data', 'd', '--out', 'o', '--readme', '--block', 'ablations'], '/w').block).toBe('ablations');
+    expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--block', 'Bad Name'])).toThrow(/--block/);
     expect(parseEvalArgs(['--data', 'a,b', '--out', 'o'], '/w').data).toEqual(['/w/a', '/w/b']);
     expect(() => parseEvalArgs(['--out', 'o'])).toThrow(/--data DIR is required/);
     expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'wnw,foo'])).toThrow(/unknown policy "foo"/);

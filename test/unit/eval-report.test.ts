@@ -55,6 +55,14 @@ describe('README block', () => {
     expect(replaceReadmeBlock(once, block)).toBe(once);
   });
 
+  it('rewrites a named block and leaves the others', () => {
+    const two = `${readme}\n<!-- ablations:begin -->\nold ablations\n<!-- ablations:end -->\n`;
+    const out = replaceReadmeBlock(two, 'new ablations', 'ablations');
+    expect(out).toMatch(/old table/);
+    expect(out).toMatch(/<!-- ablations:begin -->\nnew ablations\n<!-- ablations:end -->/);
+    expect(() => replaceReadmeBlock(readme, 'x', 'ablations')).toThrow(/ablations:begin/);
+  });
+
   it('refuses a README without the markers', () => {
     expect(() => replaceReadmeBlock('# no markers\n', 'x')).toThrow(/eval:begin/);
   });
