@@ -201,7 +201,11 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
         // A process's first decode pays for compiling its code paths (the JIT here, shader
         // pipelines on a GPU). The full row is what every "vs full" ratio divides by, so an
         // untimed short full-cache run goes first; it shares the clip's encoding and prefill.
-        await asr.transcribe(audio, { policy: 'full', budget: 1, maxNewTokens: WARMUP_TOKENS, reusePrefill: true, signal: io.signal });
+        // A full cache that does not fit (a long clip) must not end the evaluation: its own
+        // run records that error below.
+        await asr.transcribe(audio, { policy: 'full', budget: 1, maxNewTokens: WARMUP_TOKENS, reusePrefill: true, signal: io.signal }).catch((e: unknown) => {
+          if (io.signal?.aborted) throw e;
+        });
       }
       const record: ClipRecord = { id: clip.id, audioSeconds: audio.length / SAMPLE_RATE, reference: clip.reference, runs: [] };
       records.push(record);

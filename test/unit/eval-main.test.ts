@@ -143,6 +143,23 @@ describe('npm run eval', () => {
     expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'nope:ranking=voice'])).toThrow(/unknown policy "nope"/);
   });
 
+  it('goes on when the full cache does not fit: the warm-up failing ends nothing, the full run records its error', async () => {
+    const args = parseEvalArgs(['--data', dataDir(), '--policies', 'wnw', '--budgets', '0.2', '--out', '/tmp/x.json', '--limit', '1']);
+    const inner = fakeLoad([], []);
+    const load = async (o: LoadOptions): Promise<Transcriber> => {
+      const t = await inner(o);
+      return {
+        ...t,
+        transcribe: async (input, call = {}) => {
+          if ((call.policy ?? 'full') === 'full') throw new ContextTooLongError(4e9, 1e9, 'the full cache');
+          return t.transcribe(input, call);
+        },
+      };
+    };
+    const report = await runEval(args, { load, readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: () => {}, tty: false });
+    expect(report.clips[0].runs.map((r) => [r.policy, r.stoppedBy])).toEqual([['full', 'error'], ['wnw', 'eos']]);
+  });
+
   it('respects --limit', async () => {
     const args = parseEvalArgs(['--data', dataDir(), '--policies', 'full', '--out', '/tmp/x.json', '--limit', '1']);
     const report = await runEval(args, { load: fakeLoad([], []), readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: () => {}, tty: false });
