@@ -2,6 +2,8 @@ import { defineConfig } from 'vite';
 import { resolve } from 'node:path';
 import { samplesPlugin } from './src/ui/samples-plugin';
 
+const LIB_EXTERNAL = ['onnxruntime-web', 'onnxruntime-web/webgpu', 'webgpu', /^node:/];
+
 // `vite` serves the demo page, the example page and the e2e harness pages;
 // `vite build` builds the demo; `vite build --mode lib` builds the ES module.
 export default defineConfig(({ mode }) => ({
@@ -11,7 +13,9 @@ export default defineConfig(({ mode }) => ({
   // onnxruntime-web ships its own wasm loader; pre-bundling breaks its relative imports.
   optimizeDeps: { exclude: ['onnxruntime-web'] },
   assetsInclude: ['**/*.wgsl'],
-  worker: { format: 'es' },
+  // The library's worker chunk must leave onnxruntime-web to the consumer's bundler as the main
+  // chunk does; otherwise both of ORT's bundles are inlined into it (~150 MB).
+  worker: { format: 'es', ...(mode === 'lib' ? { rollupOptions: { external: LIB_EXTERNAL } } : {}) },
   // The library ships code only: models and test audio are fetched from where the page puts them.
   publicDir: mode === 'lib' ? false : 'public',
   build:
@@ -19,7 +23,7 @@ export default defineConfig(({ mode }) => ({
       ? {
           outDir: 'dist/lib',
           lib: { entry: resolve(import.meta.dirname, 'src/index.ts'), formats: ['es'], fileName: () => 'wnw.js' },
-          rollupOptions: { external: ['onnxruntime-web', 'onnxruntime-web/webgpu', 'webgpu', /^node:/] },
+          rollupOptions: { external: LIB_EXTERNAL },
         }
       : {
           outDir: 'dist/demo',

@@ -186,14 +186,14 @@ def _train_job(args):
     if kind == "festival":
         x, utts = festival_session(texts, rng)
         voice = "festival:kal_diphone"
-        words = None
+        words = []
     else:
         voice = f"{r.choice(TRAIN_BASES)}+{r.choice(train_vars)}"
         x, utts, words = synth_session(texts, voice, rate=r.randint(130, 190), pitch=r.randint(25, 75),
                                        prange=r.randint(30, 80), rng=rng)
     x = pcm16_roundtrip(augment(x, rng))
     mel = log_mel_fast(x)
-    return sid, voice, mel.astype(np.float16), utts
+    return sid, voice, mel.astype(np.float16), utts, [[w["start"], w["end"], w["word"]] for w in words]
 
 
 def group(texts, size):
@@ -224,10 +224,13 @@ def build_train(work, train_texts, tiny, procs=2):
     mels, index = [], []
     off = 0
     with Pool(procs) as pool:
-        for k, (sid, voice, mel, utts) in enumerate(pool.imap(_train_job, jobs)):
+        for k, (sid, voice, mel, utts, words) in enumerate(pool.imap(_train_job, jobs)):
             mels.append(mel)
             index.append({"session": sid, "voice": voice, "offset": off, "frames": mel.shape[1],
-                          "utts": [[round(a, 3), round(b, 3), t] for (a, b, t) in utts]})
+                          "utts": [[round(a, 3), round(b, 3), t] for (a, b, t) in utts],
+                          # word spans (espeak word events; festival sessions have none): the
+                          # frame-level and attention-guide targets of training
+                          "words": words})
             off += mel.shape[1]
             if k % 20 == 0:
                 print(f"  session {k}/{len(jobs)} {time.time() - t0:.0f}s", flush=True)

@@ -5,7 +5,7 @@
 #   bash training/gpu_train.sh PACK_DIR OUT_DIR
 #
 # Then, here: copy OUT_DIR/{ctc,dec}.pt into training/work/ and run
-#   /usr/bin/python3 training/train.py --char-per-frame 2 --ctc-minutes $CTC_MIN --dec-minutes $DEC_MIN \
+#   /usr/bin/python3 training/train.py --ctc-minutes $CTC_MIN --dec-minutes $DEC_MIN \
 #       --ctc-steps 100000 --phases "$PHASES"
 # with the same budgets: both stages read as done, so it exports and evaluates.
 #
@@ -23,7 +23,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.used,memo
 ${PYTHON:-python3} -c "import torch,numpy,sentencepiece;print('torch',torch.__version__,'numpy',numpy.__version__,'cuda',torch.cuda.is_available())"
 W=$(mktemp -d); P=$(mktemp -d)
 cp -r "$PACK"/data "$PACK"/tok "$W"/ && cp -r "$PACK"/data "$PACK"/tok "$P"/
-COMMON="--no-export --char-per-frame 2 --dec-embed-init ctc --loader-threads 8 --threads 4 --device ${DEVICE:-cuda}"
+COMMON="--no-export --loader-threads 8 --threads 4 --device ${DEVICE:-cuda}"
 S=$(date +%s)
 ${PYTHON:-python3} training/train.py --work "$P" $COMMON --ctc-steps 4 --ctc-batch-s 200 --phases "${PREFLIGHT_PHASES:-2:3-15:100,2:80-200:900}" \
   --log-every 1 --val-every 100000 > "$OUT"/preflight.out 2>&1

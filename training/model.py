@@ -90,6 +90,11 @@ class Encoder(nn.Module):
         self.top_norm = RMSNorm(d)
         self.out = nn.Linear(d, hidden, bias=False)
         self.ctc_bpe = nn.Linear(hidden, vocab + 1)  # blank = vocab
+        # framewise heads (training only), trained on labels laid out from the synthesiser's
+        # word spans: characters at 25 Hz (0 = silence), subword pieces at 12.5 Hz
+        # (vocab = silence). Unlike CTC they have no blank plateau to climb out of.
+        self.frame_char = nn.Linear(d, len(CHARS) + 1)
+        self.frame_bpe = nn.Linear(hidden, vocab + 1)
 
     def forward_base(self, mel, lengths=None):
         """-> 25 Hz features x [B, T/4, d], char logits [B, T/4 * char_per_frame, 29], keep4 (or None)."""
@@ -124,10 +129,12 @@ class Encoder(nn.Module):
         return self.out(self.top_norm(y))
 
     def forward(self, mel, lengths=None, return_all=False):
+        """return_all: (emb, char CTC logits, subword CTC logits, framewise char logits at
+        25 Hz, framewise subword logits at 12.5 Hz)."""
         x, char_logits, keep4 = self.forward_base(mel, lengths)
         emb = self.forward_top(x, keep4)
         if return_all:
-            return emb, char_logits, self.ctc_bpe(emb)
+            return emb, char_logits, self.ctc_bpe(emb), self.frame_char(x), self.frame_bpe(emb)
         return emb
 
 
@@ -146,7 +153,7 @@ class EncoderExport(nn.Module):
 def rope_cos_sin(positions, head_dim, theta, device=None, dtype=torch.float32):
     half = head_dim // 2
     freq = theta ** (-torch.arange(0, half, dtype=torch.float64, device=device) * 2.0 / head_dim)
-    ang = positions.to(torch.float64)[:, None] * freq[None, :]
+    ang = positions.to(torch.float64)[..., None] * freq  # positions [L] or [B, L]
     return torch.cos(ang).to(dtype), torch.sin(ang).to(dtype)
 
 
@@ -172,6 +179,9 @@ class DecLayer(nn.Module):
         self.gate_proj = nn.Linear(D, Fd, bias=False)
         self.up_proj = nn.Linear(D, Fd, bias=False)
         self.down_proj = nn.Linear(Fd, D, bias=False)
+        # training only: query heads whose softmax weights forward() keeps in `guided_att`
+        self.guide_heads = None
+        self.guided_att = None
 
     def forward(self, h, cos, sin, mask, cache=None, key_hook=None):
         B, L, _ = h.shape
@@ -195,6 +205,8 @@ class DecLayer(nn.Module):
         if mask is not None:
             att = att + mask
         att = torch.softmax(att, dim=-1)
+        if self.guide_heads and self.training:
+            self.guided_att = att.reshape(B, self.H, L, -1)[:, self.guide_heads]
         y = torch.matmul(att, v[:, :, None]).reshape(B, self.H, L, self.hd)
         y = y.transpose(1, 2).reshape(B, L, self.H * self.hd)
         h = h + self.o_proj(y)
@@ -214,12 +226,14 @@ class Decoder(nn.Module):
 
     def forward(self, h, start_pos=0, caches=None, key_hook=None, logits_from=None, positions=None):
         """h [B, L, D] input embeddings (audio already spliced in).
-        Returns logits for positions logits_from: (or all). `positions` [L]
-        (training only) replaces the position ids start_pos.. of RoPE."""
+        Returns logits for positions logits_from: (or all). `positions` [L] or
+        [B, L] (training only) replaces the position ids start_pos.. of RoPE."""
         B, L, _ = h.shape
         need = start_pos + L
         if positions is not None:
             cos, sin = rope_cos_sin(positions, self.cfg["head_dim"], self.cfg["rope_theta"], h.device, h.dtype)
+            if positions.dim() == 2:  # per-sequence position ids [B, L]: broadcast over heads
+                cos, sin = cos[:, None], sin[:, None]
         else:
             tab = getattr(self, "_rope_tab", None)
             if tab is None or tab[0].shape[0] < need or tab[0].device != h.device or tab[0].dtype != h.dtype:

@@ -26,11 +26,11 @@ def main():
     cfg = json.load(open(os.path.join(a.model, "config.json")))
     dec_n = sum(p.numel() for p in Decoder(cfg).parameters())
     enc = Encoder(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], **ENC_KW)
-    enc_n = sum(p.numel() for n, p in enc.named_parameters() if "ctc" not in n)
+    enc_n = sum(p.numel() for n, p in enc.named_parameters() if "ctc" not in n and "frame_" not in n)
     log = open(os.path.join(a.work, "train.log")).read() if os.path.exists(os.path.join(a.work, "train.log")) else ""
     ctc_done = re.findall(r"ctc: finished step (\d+) in ([0-9.]+) min, loss ema (\S+)", log)
     # a stage closed by a resume with a lowered budget logs no EMA: take the last logged one
-    ctc_emas = re.findall(r"ctc step \d+ loss \S+ \(char \S+ bpe \S+\) ema ([0-9.]+)", log)
+    ctc_emas = re.findall(r"ctc step \d+ loss \S+ \((?:frame char \S+ piece \S+; ctc )?char \S+ bpe \S+\) ema ([0-9.]+)", log)
     if ctc_done and ctc_done[-1][2] == "None" and ctc_emas:
         ctc_done[-1] = (ctc_done[-1][0], ctc_done[-1][1], ctc_emas[-1])
     dec_done = re.findall(r"dec: finished step (\d+) in ([0-9.]+) min, loss ema ([0-9.]+)", log)
@@ -73,13 +73,14 @@ Trained from scratch on this project's machines by `training/`.
   periodic, hop 160, reflect padding 200, HTK mel 0–8 kHz, no area norm, ln(mel + 1e-6)),
   normalised with global mel_mean {A['mel_mean']} / mel_std {A['mel_std']} (measured on the
   training audio). T is cut to a multiple of 8 frames (N = floor(frames / 8) audio tokens).
-- Encoder (`encoder.onnx`, {enc_n / 1e6:.2f} M parameters without the CTC heads): two stride-2
+- Encoder (`encoder.onnx`, {enc_n / 1e6:.2f} M parameters without the training-only heads): two stride-2
   Conv1d (80→{ENC_KW['d']}, SiLU) to 25 Hz; {ENC_KW['layers']} blocks (pre-RMSNorm,
   {ENC_KW['heads']}-head full self-attention within the window, depthwise conv k=15 + SiLU,
   SwiGLU {ENC_KW['f']}); RMSNorm; stack frame pairs → 12.5 Hz; 1 block; RMSNorm; linear to
   hidden {cfg['hidden_size']}. Windows of {A['encoder_window_frames']} mel frames (30 s) are
   encoded independently (attention only inside a window); trained on windows of varying
-  length. Training-only heads: char CTC at 25 Hz, subword CTC at 12.5 Hz.
+  length. Training-only heads: char CTC and framewise chars at 25 Hz, subword CTC and
+  framewise subword pieces at 12.5 Hz.
 - Decoder (`decoder.safetensors`, {dec_n / 1e6:.2f} M parameters): Llama-style,
   {cfg['num_layers']} layers, hidden {cfg['hidden_size']}, {cfg['num_heads']} query heads /
   {cfg['num_kv_heads']} KV heads (GQA ratio {cfg['num_heads'] // cfg['num_kv_heads']}), head dim
@@ -111,7 +112,7 @@ Command (resumable; state in `training/work/`):
 {a.command}
 ```
 
-- CTC stage: {('%s steps in %s min (loss EMA %s)' % ctc_done[-1]) if ctc_done else 'n/a'};
+- Encoder stage (framewise + CTC losses): {('%s steps in %s min (loss EMA %s)' % ctc_done[-1]) if ctc_done else 'n/a'};
   last held-out greedy CTC WER (char / subword):
   {('step %s: %s / %s' % ctc_val[-1]) if ctc_val else 'n/a'}.
 - Decoder stage (encoder frozen, its embeddings cached):

@@ -1,5 +1,12 @@
-"""Stage 3: encoder pretraining with char CTC at 25 Hz and subword CTC at
-12.5 Hz, on augmented mels (see augment.py)."""
+"""Stage 3: encoder pretraining on augmented mels (see augment.py).
+
+Losses: framewise cross-entropy on labels laid out from the synthesiser's word
+spans (characters at 25 Hz, subword pieces at 12.5 Hz; see
+train_common.frame_labels), plus char CTC at 25 Hz and subword CTC at 12.5 Hz
+(weights --ctc-weight). CTC alone spends its first thousands of steps on a
+blank plateau, more than these CPUs can give; the framewise targets carry the
+timing the synthesiser already knows, and CTC keeps the clips that have no
+word spans (festival) in the mix."""
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -12,7 +19,8 @@ from augment import augment
 from common import wer
 from infer import mel_for
 from model import CHARS, Encoder
-from train_common import budget_reached, char_ids, dev, finite_step, log, lr_at, pad_mels, save_ckpt
+from train_common import (budget_reached, char_ids, dev, finite_step, frame_labels, log, lr_at, pad_mels,
+                          save_ckpt)
 
 ENC_KW = dict(n_mels=80, d=128, layers=4, heads=4, f=320, top_layers=1)
 
@@ -24,10 +32,16 @@ def ctc_val(enc, val, cfg, sp):
     for (n, f, x, ref) in val:
         mel = mel_for(x, cfg)
         W = cfg["audio"]["encoder_window_frames"]
-        hyp_c, hyp_b = [], []
+        hyp_c, hyp_b, hyp_f = [], [], []
+        V = cfg["vocab_size"]
         for s in range(0, mel.shape[1], W):
             m = torch.from_numpy(np.ascontiguousarray(mel[:, s:s + W]))[None].to(dev())
-            emb, cl, bl = enc(m, return_all=True)
+            emb, cl, bl, _, fl = enc(m, return_all=True)
+            prev = -1
+            for t in fl[0].argmax(-1).tolist():  # framewise pieces: runs collapse, silence dropped
+                if t != prev and t != V:
+                    hyp_f.append(t)
+                prev = t
             p = cl[0].argmax(-1).tolist()
             prev = 0
             for t in p:
@@ -36,22 +50,21 @@ def ctc_val(enc, val, cfg, sp):
                 prev = t
             p = bl[0].argmax(-1).tolist()
             prev = -1
-            V = cfg["vocab_size"]
             for t in p:
                 if t != prev and t != V:
                     hyp_b.append(t)
                 prev = t
-        res.append((wer(ref, "".join(hyp_c))[0], wer(ref, sp.decode(hyp_b))[0]))
+        res.append((wer(ref, "".join(hyp_c))[0], wer(ref, sp.decode(hyp_b))[0], wer(ref, sp.decode(hyp_f))[0]))
     enc.train()
-    return np.mean([r[0] for r in res]), np.mean([r[1] for r in res])
+    return tuple(float(np.mean([r[k] for r in res])) for k in range(3))
 
 
 def _clip(data, seed, hi, aug):
     r = np.random.default_rng(seed)
     while True:
-        m, t = data.sample(r, 2.0, hi)
+        m, t, w = data.sample(r, 2.0, hi)
         if t:
-            return (augment(m, r) if aug else m), t
+            return (augment(m, r) if aug else m), t, w
 
 
 def ctc_batch(data, rng, hi, batch_s, aug, mapper=map, per_round=1):
@@ -59,15 +72,26 @@ def ctc_batch(data, rng, hi, batch_s, aug, mapper=map, per_round=1):
     its own seed from rng, so the batch is the same whichever threads build it
     (numpy releases the GIL in the array work: a GPU step is otherwise
     starved by this loop)."""
-    mels, texts = [], []
+    mels, texts, words = [], [], []
     tot = 0.0
     while tot < batch_s:
         seeds = rng.integers(0, 2 ** 62, size=per_round)
-        for m, t in mapper(lambda sd: _clip(data, int(sd), hi, aug), seeds):
+        for m, t, w in mapper(lambda sd: _clip(data, int(sd), hi, aug), seeds):
             mels.append(m)
             texts.append(t)
+            words.append(w)
             tot += m.shape[1] / 100
-    return mels, texts
+    return mels, texts, words
+
+
+def frame_targets(sp, words, T, V):
+    """[B, T/4] char and [B, T/8] piece targets of a batch padded to T mel frames."""
+    ch = np.full((len(words), T // 4), -100, dtype=np.int64)
+    bp = np.full((len(words), T // 8), -100, dtype=np.int64)
+    for i, w in enumerate(words):
+        c, b = frame_labels(sp, w, T // 4, V)
+        ch[i], bp[i] = c, b
+    return torch.from_numpy(ch).to(dev()), torch.from_numpy(bp).to(dev())
 
 
 def stage_ctc(a, cfg, sp, data, val):
@@ -109,11 +133,20 @@ def stage_ctc(a, cfg, sp, data, val):
         # batch: ~a.ctc_batch_s seconds of audio, clips 2-30 s (longer later)
         prog = max(step / a.ctc_steps, (time.time() - t0) / (a.ctc_minutes * 60))
         hi = 8 + 14 * min(1.0, prog / 0.6)
-        mels, texts = ctc_batch(data, rng, hi, a.ctc_batch_s, a.augment, mapper, max(1, a.loader_threads))
+        mels, texts, words = ctc_batch(data, rng, hi, a.ctc_batch_s, a.augment, mapper, max(1, a.loader_threads))
         mel, lens = pad_mels(mels)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, a.ctc_lr, a.warmup, prog)
-        emb, cl, bl = enc(mel, lens, return_all=True)
+        emb, cl, bl, fc, fb = enc(mel, lens, return_all=True)
+        # padding frames past a clip's end: silence beyond its own length is masked below
+        tc, tb = frame_targets(sp, words, mel.shape[2], V)
+        for i, ln in enumerate(lens.tolist()):
+            tc[i, ln // 4:] = -100
+            tb[i, ln // 8:] = -100
+        loss_fc = F.cross_entropy(fc.reshape(-1, fc.shape[-1]), tc.reshape(-1), ignore_index=-100)
+        loss_fb = F.cross_entropy(fb.reshape(-1, fb.shape[-1]), tb.reshape(-1), ignore_index=-100)
+        if not bool((tc >= 0).any()):  # a batch without word spans (all festival)
+            loss_fc = loss_fb = torch.zeros((), device=dev())
         lp = F.log_softmax(cl, -1).transpose(0, 1)
         ct = [torch.tensor(char_ids(t)) for t in texts]
         loss_c = F.ctc_loss(lp, torch.cat(ct).to(dev()), lens // 4 * enc.char_per_frame, torch.tensor([len(c) for c in ct]).to(dev()), blank=0,
@@ -122,18 +155,19 @@ def stage_ctc(a, cfg, sp, data, val):
         bt = [torch.tensor(sp.encode(t)) for t in texts]
         loss_b = F.ctc_loss(lpb, torch.cat(bt).to(dev()), lens // 8, torch.tensor([len(c) for c in bt]).to(dev()), blank=V,
                             reduction="mean", zero_infinity=True)
-        loss = loss_c + 0.5 * loss_b
+        loss = loss_fc + loss_fb + a.ctc_weight * (loss_c + 0.5 * loss_b)
         ok, gn = finite_step(list(enc.parameters()), loss, opt)
         step += 1
         if ok:
             ema = float(loss) if ema is None else 0.95 * ema + 0.05 * float(loss)
         if step % a.log_every == 0 or step == 1:
-            log(a.work, f"ctc step {step} loss {float(loss):.3f} (char {float(loss_c):.3f} bpe {float(loss_b):.3f}) "
+            log(a.work, f"ctc step {step} loss {float(loss):.3f} (frame char {float(loss_fc):.3f} piece "
+                        f"{float(loss_fb):.3f}; ctc char {float(loss_c):.3f} bpe {float(loss_b):.3f}) "
                         f"ema {ema if ema is None else round(ema, 3)} gn {gn:.2f} ok {ok} "
                         f"batch {len(mels)}x{mel.shape[2]} t {(time.time() - t0) / 60:.1f}m")
         if step % a.val_every == 0 and val:
-            cw, bw = ctc_val(enc, val, cfg, sp)
-            log(a.work, f"ctc val step {step}: greedy CTC WER char {cw:.3f} subword {bw:.3f}")
+            cw, bw, fw = ctc_val(enc, val, cfg, sp)
+            log(a.work, f"ctc val step {step}: greedy CTC WER char {cw:.3f} subword {bw:.3f}; framewise pieces {fw:.3f}")
         if time.time() - last_ck > a.ckpt_minutes * 60:
             save()
             last_ck = time.time()

@@ -6,11 +6,24 @@ the session start, as the runtime cuts a recording) and cached on disk; the
 decoder then trains on spans of that cache at a fraction of the cost of
 re-running the encoder each step.
 
+The decoder has to find, at every transcript token, the audio it is reading:
+from the LM loss alone that alignment emerges late (the CPU runs before this one
+stopped at a text-only LM's loss). A few query heads (--guide-heads) therefore
+get an auxiliary loss, -log of their softmax mass on the frames of the word
+being transcribed (the synthesiser's word spans), the guided-attention idea of
+TTS aligners. The other heads are left free, so head triage still has to find
+which heads point at the audio.
+
 Long recordings put the first transcript tokens thousands of positions after
 the audio they describe, further than any training clip. Half of the batches
-therefore use position ids spread by a random stride (RoPE only sees
-differences of position ids), so the decoder meets the relative distances of
-a 10-minute recording while training on clips of at most a few minutes.
+therefore shift the position ids of everything after the audio by a random
+gap (RoPE only sees differences of position ids), so the decoder meets the
+text-to-audio distances of a 10-minute recording while training on clips of
+at most a few minutes. Only the gap moves: neighbouring positions stay one
+apart, so the local patterns (the previous-token heads that copying rests on)
+are the ones inference sees. (Spreading every position by a stride, as an
+earlier run did, broke exactly those: its guided heads lost their target at
+strides above 3.)
 """
 import json
 import os
@@ -23,7 +36,7 @@ import torch.nn.functional as F
 from common import wer
 from infer import detok, encode_windows, greedy, mel_for
 from model import Decoder
-from train_common import budget_reached, dev, finite_step, log, lr_at, save_ckpt
+from train_common import budget_reached, dev, finite_step, log, lr_at, piece_spans, save_ckpt
 
 
 def parse_phases(s):
@@ -69,23 +82,72 @@ class EmbeddingCache:
 
 
 @torch.no_grad()
-def init_embeddings_from_ctc(dec, enc, cache, vocab):
-    """Token t's embedding starts as the subword CTC head's row for t: the
+def init_embeddings_from_ctc(dec, enc, cache, vocab, head="ctc"):
+    """Token t's embedding starts as the encoder's subword head's row for t (the
+    CTC head, or with head="frame" the framewise one): the
     direction in which the frozen encoder's audio embeddings point where they
     carry t. Text and audio then share one space from the first step, so
     matching a transcript token to its place in the audio (what the decoder
     must learn before anything else) starts as a dot product instead of a
     learned map. Rows are scaled to the audio embeddings' rms, so neither
     stream dominates the residual."""
-    w = enc.ctc_bpe.weight[:vocab].detach().float()
+    w = (enc.frame_bpe if head == "frame" else enc.ctc_bpe).weight[:vocab].detach().float()
     rms = float(np.sqrt(np.mean(np.square(np.asarray(cache.emb[:4096], dtype=np.float32)))))
     dec.embed_tokens.weight.copy_(w / w.pow(2).mean(1, keepdim=True).sqrt() * rms)
 
 
-def dec_batch(dec, cfg, sp, data, cache, rng, lo, hi, batch_s, spread):
+def parse_guide(s):
+    """"layer:head,..." -> {layer: [query heads]}"""
+    out = {}
+    for p in filter(None, s.split(",")):
+        l, h = p.split(":")
+        out.setdefault(int(l), []).append(int(h))
+    return out
+
+
+def guide_rows(sp, words, ids, N, start):
+    """[(row, lo, hi)]: the row that predicts transcript piece k and the sequence
+    positions of its word's audio frames (one frame of slack each side); empty
+    where the clip has no word spans or they do not give `ids`."""
+    if words is None:
+        return []
+    ps = piece_spans(sp, words)
+    if [p[0] for p in ps] != list(ids):
+        return []
+    rows = []
+    for k, (_, _, _, w0, w1) in enumerate(ps):
+        lo = max(0, int(np.floor(w0 * 12.5)) - 1)
+        hi = min(N, int(np.ceil(w1 * 12.5)) + 1)
+        if hi > lo:
+            rows.append((start - 1 + k, 1 + lo, 1 + hi))  # audio frame j sits at position 1 + j
+    return rows
+
+
+def guide_loss(dec, guides, L):
+    """mean -log(softmax mass of the guided heads on the target word's frames)."""
+    B = len(guides)
+    mask = torch.zeros(B, L, L, device=dev())
+    rowm = torch.zeros(B, L, device=dev())
+    for b, rows in enumerate(guides):
+        for (r, lo, hi) in rows:
+            mask[b, r, lo:hi] = 1.0
+            rowm[b, r] = 1.0
+    if float(rowm.sum()) == 0:
+        return torch.zeros((), device=dev())
+    tot, n = 0.0, 0
+    for layer in dec.layers:
+        if layer.guide_heads and layer.guided_att is not None:
+            mass = (layer.guided_att * mask[:, None]).sum(-1)  # [B, heads, L]
+            tot = tot + (-torch.log(mass + 1e-6) * rowm[:, None]).sum() / (rowm.sum() * mass.shape[1])
+            n += 1
+            layer.guided_att = None
+    return tot / max(1, n)
+
+
+def dec_batch(dec, cfg, sp, data, cache, rng, lo, hi, batch_s, spread, guide_w=0.0):
     bos, eos = cfg["tokens"]["bos"], cfg["tokens"]["eos"]
     instr = cfg["instruction"]
-    seqs, tgts = [], []
+    seqs, tgts, guides, starts = [], [], [], []
     tot = 0.0
     while tot < batch_s:
         si, a, n, text = data.span(rng, lo, hi)
@@ -104,20 +166,24 @@ def dec_batch(dec, cfg, sp, data, cache, rng, lo, hi, batch_s, spread):
         tg[start - 1: start - 1 + len(ids) + 1] = torch.tensor(ids + [eos], device=dev())
         seqs.append(h)
         tgts.append(tg)
+        starts.append(1 + N)
+        guides.append(guide_rows(sp, data.span_words(si, a, n, text), ids, N, start) if guide_w > 0 else [])
     L = max(s.shape[0] for s in seqs)
     hb = torch.zeros(len(seqs), L, seqs[0].shape[1], device=dev())
     tb = torch.full((len(seqs), L), -100, dtype=torch.long, device=dev())
     for i, (h, tg) in enumerate(zip(seqs, tgts)):
         hb[i, :h.shape[0]] = h
         tb[i, :tg.shape[0]] = tg
-    stride = 1.0
-    if spread > 0 and rng.random() < 0.5:
-        # capped: wider strides would leave RoPE's fast dimensions nothing local to learn
-        stride = float(rng.uniform(1.0, min(4.0, max(1.0, spread / L))))
-    positions = torch.arange(L, device=dev(), dtype=torch.float32) * stride
+    positions = torch.arange(L, device=dev(), dtype=torch.float32)[None].repeat(len(seqs), 1)
+    gap = 0.0
+    if spread > L and rng.random() < 0.5:
+        gap = float(rng.uniform(0, spread - L))
+        for b, s0 in enumerate(starts):
+            positions[b, s0:] += gap
     logits = dec(hb, positions=positions)
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tb.reshape(-1), ignore_index=-100)
-    return loss, L, len(seqs), stride
+    g = guide_loss(dec, guides, L) if guide_w > 0 else torch.zeros((), device=dev())
+    return loss + guide_w * g, float(loss), float(g), L, len(seqs), gap
 
 
 @torch.no_grad()
@@ -143,6 +209,10 @@ def stage_dec(a, cfg, sp, data, val, enc, enc_tag, export):
     phases = parse_phases(a.phases)
     total = sum(p[0] for p in phases)
     pieces = [sp.id_to_piece(i) for i in range(cfg["vocab_size"])]
+    if not os.path.exists(ck) and a.dec_init:
+        # warm start from another run's decoder (same encoder); optimizer and schedule start anew
+        dec.load_state_dict(torch.load(a.dec_init, map_location=dev())["dec"])
+        log(a.work, f"dec: warm start from {a.dec_init}")
     if os.path.exists(ck):
         st = torch.load(ck, map_location=dev())
         if st.get("enc_tag") == enc_tag:
@@ -157,9 +227,11 @@ def stage_dec(a, cfg, sp, data, val, enc, enc_tag, export):
             log(a.work, "dec: checkpoint belongs to another encoder; starting afresh")
     enc.requires_grad_(False)
     cache = EmbeddingCache(a.work, cfg, data, enc, enc_tag)
-    if step == 0 and a.dec_embed_init == "ctc":
-        init_embeddings_from_ctc(dec, enc, cache, cfg["vocab_size"])
-        log(a.work, "dec: token embeddings initialised from the encoder's subword CTC head")
+    if step == 0 and not a.dec_init and a.dec_embed_init in ("ctc", "frame"):
+        init_embeddings_from_ctc(dec, enc, cache, cfg["vocab_size"], a.dec_embed_init)
+        log(a.work, f"dec: token embeddings initialised from the encoder's subword {a.dec_embed_init} head")
+    for l, heads in parse_guide(a.guide_heads).items():
+        dec.layers[l].guide_heads = heads
     t0 = time.time() - elapsed
     rng = np.random.default_rng(2000 + step)
     last_ck = last_export = tok_t = time.time()
@@ -178,16 +250,17 @@ def stage_dec(a, cfg, sp, data, val, enc, enc_tag, export):
                 break
         for g in opt.param_groups:
             g["lr"] = lr_at(step, a.dec_lr, a.warmup, prog)
-        loss, L, B, stride = dec_batch(dec, cfg, sp, data, cache, rng, lo, hi, bs, a.spread_positions)
+        loss, lce, lg, L, B, gap = dec_batch(dec, cfg, sp, data, cache, rng, lo, hi, bs, a.spread_positions,
+                                                a.guide_weight)
         ok, gn = finite_step(list(dec.parameters()), loss, opt)
         step += 1
         tok_count += B * L
         if ok:
-            ema = float(loss) if ema is None else 0.95 * ema + 0.05 * float(loss)
+            ema = lce if ema is None else 0.95 * ema + 0.05 * lce  # the LM loss, nats/token
         if step % a.log_every == 0 or step == 1:
-            log(a.work, f"dec step {step} phase {lo:.0f}-{hi:.0f}s loss {float(loss):.3f} "
+            log(a.work, f"dec step {step} phase {lo:.0f}-{hi:.0f}s loss {float(loss):.3f} (lm {lce:.3f} guide {lg:.3f}) "
                         f"ema {ema if ema is None else round(ema, 3)} gn {gn:.2f} ok {ok} B {B} L {L} "
-                        f"stride {stride:.2f} pos/s {tok_count / (time.time() - tok_t):.0f} "
+                        f"gap {gap:.0f} pos/s {tok_count / (time.time() - tok_t):.0f} "
                         f"t {(time.time() - t0) / 60:.1f}m")
             tok_count, tok_t = 0, time.time()
         if step % a.val_every == 0 and val:

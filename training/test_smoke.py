@@ -130,8 +130,73 @@ def test_char_head_rates():
     mel = torch.randn(2, 80, 64)
     for cpf, frames in ((1, 16), (2, 32)):
         enc = Encoder(d=32, layers=1, heads=2, f=64, hidden=32, vocab=16, char_per_frame=cpf)
-        _, char_logits, _ = enc(mel, return_all=True)
+        _, char_logits, _, frame_char, frame_bpe = enc(mel, return_all=True)
+        assert tuple(frame_char.shape) == (2, 16, len(CHARS) + 1) and tuple(frame_bpe.shape) == (2, 8, 17)
         assert tuple(char_logits.shape) == (2, frames, len(CHARS) + 1), (cpf, char_logits.shape)
+
+
+class _FakeSp:
+    """two words, each split into two pieces"""
+    PIECES = {"hello": [(10, "\u2581hel"), (11, "lo")], "world": [(12, "\u2581wo"), (13, "rld")]}
+
+    def encode(self, w):
+        return [i for word in w.split() for i, _ in self.PIECES[word]]
+
+    def id_to_piece(self, i):
+        return {i: p for v in self.PIECES.values() for i, p in v}[i]
+
+
+def test_frame_labels():
+    """framewise targets follow the word spans: silence outside words, a word's letters
+    (25 Hz) and pieces (12.5 Hz) in order inside it, nothing without spans."""
+    from train_common import char_ids, frame_labels
+    sp = _FakeSp()
+    words = [(0.2, 0.6, "hello"), (1.0, 1.4, "world")]
+    ch, bp = frame_labels(sp, words, 50, 99)
+    assert ch.shape == (50,) and bp.shape == (25,)
+    assert (ch[:5] == 0).all() and (ch[15:25] == 0).all() and (ch[35:] == 0).all()
+    runs = [int(c) for k, c in enumerate(ch[5:15]) if k == 0 or c != ch[5 + k - 1]]
+    assert runs == char_ids("helo"), runs  # the double l is one run
+    assert [int(c) for k, c in enumerate(ch[25:35]) if k == 0 or c != ch[25 + k - 1]] == char_ids("world")
+    seq = [int(b) for k, b in enumerate(bp) if k == 0 or b != bp[k - 1]]
+    assert seq == [99, 10, 11, 99, 12, 13, 99], seq
+    ch0, bp0 = frame_labels(sp, None, 50, 99)
+    assert (ch0 == -100).all() and (bp0 == -100).all()
+
+
+def test_guide_rows_and_loss():
+    """guide rows point each transcript piece's row at its word's audio frames; the
+    guide loss is what it says (-log mass) and training on it moves the mass there."""
+    from model import Decoder
+    from stage_dec import guide_loss, guide_rows
+    from train import default_cfg
+    sp = _FakeSp()
+    words = [(0.2, 0.6, "hello"), (1.0, 1.4, "world")]
+    N, start = 25, 1 + 25 + 2
+    rows = guide_rows(sp, words, [10, 11, 12, 13], N, start)
+    assert [r[0] for r in rows] == [start - 1, start, start + 1, start + 2]
+    assert rows[0][1:] == rows[1][1:] == (1 + 1, 1 + 9) and rows[2][1:] == (1 + 11, 1 + 19), rows
+    assert guide_rows(sp, words, [10, 11, 12], N, start) == []  # ids that the spans do not give
+    torch.manual_seed(0)
+    cfg = default_cfg(vocab=40)
+    cfg.update(hidden_size=32, intermediate_size=48, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8)
+    dec = Decoder(cfg)
+    dec.layers[1].guide_heads = [0, 2]
+    L = start + 5
+    h = torch.randn(1, L, 32)
+    opt = torch.optim.Adam(dec.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(40):
+        dec(h)
+        att = dec.layers[1].guided_att.detach()
+        g = guide_loss(dec, [rows], L)
+        want = -torch.log(torch.stack([att[0, :, r, lo:hi].sum(-1) for r, lo, hi in rows]) + 1e-6).mean()
+        assert abs(float(g) - float(want)) < 1e-4
+        losses.append(float(g))
+        opt.zero_grad()
+        g.backward()
+        opt.step()
+    assert losses[-1] < 0.5 * losses[0], losses
 
 
 def test_packed_mels():
@@ -232,7 +297,7 @@ def test_pipeline_tiny():
                            capture_output=True, text=True, timeout=1200)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         assert len(_losses(os.path.join(pack, "train.log"), "dec")) == 2
-        assert "token embeddings initialised from the encoder's subword CTC head" in open(os.path.join(pack, "train.log")).read()
+        assert "token embeddings initialised from the encoder's subword ctc head" in open(os.path.join(pack, "train.log")).read()
         assert os.path.exists(os.path.join(pack, "dec.pt"))
 
 

@@ -83,24 +83,31 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--tiny", action="store_true", help="smoke-test sizes")
     ap.add_argument("--ctc-steps", type=int, default=5000)
-    ap.add_argument("--ctc-minutes", type=float, default=66)
+    ap.add_argument("--ctc-minutes", type=float, default=25)
     ap.add_argument("--ctc-lr", type=float, default=1.5e-3)
     ap.add_argument("--ctc-batch-s", type=float, default=32)
     ap.add_argument("--char-per-frame", type=int, default=1,
                     help="char CTC logits per 25 Hz encoder frame (2: a 50 Hz char head, the next thing to try)")
+    ap.add_argument("--ctc-weight", type=float, default=0.5,
+                    help="weight of the CTC losses beside the framewise ones in the encoder stage")
     ap.add_argument("--ctc-init", default="", help="warm-start the encoder from this ctc.pt (matching tensors)")
     ap.add_argument("--augment", type=int, default=1, help="1: frequency warp + SpecAugment in the CTC stage")
     ap.add_argument("--dec-lr", type=float, default=1e-3)
     ap.add_argument("--phases", default="500:3-15:40,500:10-45:60,400:30-100:90,300:80-200:150",
                     help="steps:min_s-max_s:batch_audio_s,...; a phase ends at its share of the steps or of "
                          "--dec-minutes, whichever comes first")
-    ap.add_argument("--dec-embed-init", default="random", choices=["ctc", "random"],
-                    help="token embeddings of a fresh decoder: random (the shipped run) or the encoder's subword "
-                         "CTC rows (ctc: the decoder loss falls faster; see the model card)")
-    ap.add_argument("--dec-minutes", type=float, default=34)
+    ap.add_argument("--dec-embed-init", default="frame", choices=["ctc", "frame", "random"],
+                    help="token embeddings of a fresh decoder: the encoder's framewise subword head's rows (frame), "
+                         "its subword CTC head's rows (ctc) or random")
+    ap.add_argument("--dec-minutes", type=float, default=45)
+    ap.add_argument("--dec-init", default="", help="warm-start the decoder from this dec.pt (same encoder)")
+    ap.add_argument("--guide-heads", default="1:0,1:8,2:0,2:8",
+                    help="layer:query_head,... whose attention is guided toward the audio of the word being "
+                         "transcribed (empty: none); see stage_dec.guide_loss")
+    ap.add_argument("--guide-weight", type=float, default=0.5)
     ap.add_argument("--warmup", type=int, default=60)
     ap.add_argument("--log-every", type=int, default=10)
-    ap.add_argument("--val-every", type=int, default=150)
+    ap.add_argument("--val-every", type=int, default=100)
     ap.add_argument("--ckpt-minutes", type=float, default=3)
     ap.add_argument("--export-every", type=float, default=20)
     ap.add_argument("--skip-eval", action="store_true")
@@ -113,7 +120,8 @@ def main():
     ap.add_argument("--no-export", action="store_true",
                     help="stop after training (e.g. on a GPU machine; export where the checkpoints land)")
     ap.add_argument("--spread-positions", type=float, default=10000,
-                    help="half of the decoder batches spread position ids over up to this many (0: off)")
+                    help="half of the decoder batches shift the text's position ids by a random gap so that "
+                         "sequences reach up to this many positions (0: off)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     set_dev(torch.device("cuda" if a.device == "auto" and torch.cuda.is_available() else

@@ -90,9 +90,55 @@ class Data:
         return (m - self.mean) / self.std
 
     def sample(self, rng, lo_s, hi_s):
-        """(mel [80, T] float32 normalised, text) of a random span."""
+        """(mel [80, T] float32 normalised, text, words) of a random span; words as
+        span_words gives them."""
         si, a, n, text = self.span(rng, lo_s, hi_s)
-        return self.frames(si, a, n, rng), text
+        return self.frames(si, a, n, rng), text, self.span_words(si, a, n, text)
+
+    def span_words(self, si, a, n, text):
+        """[(start_s, end_s, word)] from the span's first frame, or None where the session
+        has no word spans (festival) or they do not spell the span's text."""
+        s = self.sessions[si]
+        t0, t1 = a / 100.0, (a + n) / 100.0
+        ws = [(w0 - t0, w1 - t0, w) for (w0, w1, w) in s.get("words") or [] if w1 > t0 and w0 < t1]
+        if not ws or " ".join(w for _, _, w in ws) != text:
+            return None
+        return ws
+
+
+def piece_spans(sp, words):
+    """Per transcript piece of `words` [(start_s, end_s, word)]: (id, start_s, end_s,
+    word_start_s, word_end_s). A word's span is split among its pieces in proportion
+    to their letters: the synthesiser gives word times only."""
+    out = []
+    for (w0, w1, w) in words:
+        ids = sp.encode(w)
+        lens = [max(1, len(sp.id_to_piece(i).replace("\u2581", ""))) for i in ids]
+        tot, acc = float(sum(lens)), 0
+        for i, ln in zip(ids, lens):
+            out.append((i, w0 + (w1 - w0) * acc / tot, w0 + (w1 - w0) * (acc + ln) / tot, w0, w1))
+            acc += ln
+    return out
+
+
+def frame_labels(sp, words, n25, silence_bpe):
+    """Framewise targets of a clip of n25 frames at 25 Hz: char ids at 25 Hz (0 =
+    silence) and piece ids at 12.5 Hz (silence_bpe between words); all -100 (ignored)
+    without word spans."""
+    ch = np.full(n25, -100 if words is None else 0, dtype=np.int64)
+    bp = np.full(n25 // 2, -100 if words is None else silence_bpe, dtype=np.int64)
+    if words is None:
+        return ch, bp
+    for (w0, w1, w) in words:
+        f0, f1 = int(round(w0 * 25)), max(int(round(w0 * 25)) + 1, int(round(w1 * 25)))
+        ids = char_ids(w)
+        for k in range(max(0, f0), min(n25, f1)):
+            ch[k] = ids[min(len(ids) - 1, (k - f0) * len(ids) // (f1 - f0))]
+    for (i, p0, p1, _, _) in piece_spans(sp, words):
+        f0 = int(round(p0 * 12.5))
+        f1 = max(f0 + 1, int(round(p1 * 12.5)))
+        bp[max(0, f0):min(len(bp), f1)] = i
+    return ch, bp
 
 
 def char_ids(text):

@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PolicyName } from '../types.js';
+import { checkPolicyOptions } from '../policy/registry.js';
 
 export const POLICIES = ['full', 'wnw', 'snapkv', 'adakv', 'audiokv', 'arkvale', 'h2o', 'streaming', 'quest'] as const satisfies readonly PolicyName[];
 // Fails to compile when a policy is added to PolicyName but not here.
@@ -101,6 +102,11 @@ export function parsePolicySpec(s: string): PolicySpec {
     options[m[1]] = v === 'true' ? true : v === 'false' ? false : v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : v;
   }
   if (policy === 'full' && parts.length) throw new UsageError('the full cache takes no options');
+  try {
+    checkPolicyOptions(policy, options);
+  } catch (e) {
+    throw new UsageError(`${(e as Error).message} (in "${s}")`);
+  }
   return { policy, options, variant: parts.join(':') };
 }
 

@@ -10,6 +10,8 @@ import { checkBudget, headBudget, NONE, numOpt, topK } from './select.js';
 import { poolingOpt, snapScores } from './snapkv.js';
 
 export class AdaKVPolicy implements KvPolicy {
+  /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
+  static readonly options: readonly string[] = ['window', 'kernel', 'floorAlpha'];
   readonly name = 'adakv';
   private readonly budget: number;
   private readonly window: number;

@@ -11,6 +11,8 @@ import { numOpt } from './select.js';
 import { PagedRecallPolicy } from './pages.js';
 
 export class ArkValePolicy extends PagedRecallPolicy {
+  /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
+  static readonly options: readonly string[] = ['pageSize', 'sinkPages', 'recentPages'];
   constructor(opts: PolicyOptions) {
     super(opts, {
       name: 'arkvale',

@@ -53,6 +53,8 @@ export function allocateBudgets(weights: number[], base: number, total: number, 
 }
 
 export class AudioKVPolicy implements KvPolicy {
+  /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
+  static readonly options: readonly string[] = ['window', 'alpha', 'lowpassWindow', 'baseShare'];
   readonly name = 'audiokv';
   private readonly budget: number;
   private readonly grounding: number[];

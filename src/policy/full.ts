@@ -3,6 +3,8 @@ import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type PolicyLayout, ty
 import { NONE, range } from './select.js';
 
 export class FullPolicy implements KvPolicy {
+  /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
+  static readonly options: readonly string[] = [];
   readonly name = 'full';
 
   request(_layout: PolicyLayout): AttentionRequest {

@@ -10,6 +10,8 @@ import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type PolicyLayout, ty
 import { checkBudget, headBudget, NONE, numOpt, range, topK, union } from './select.js';
 
 export class H2OPolicy implements KvPolicy {
+  /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
+  static readonly options: readonly string[] = ['recentRatio'];
   readonly name = 'h2o';
   private readonly budget: number;
   private readonly recentRatio: number;

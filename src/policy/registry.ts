@@ -18,23 +18,55 @@ import { QuestPolicy } from './quest.js';
 
 export type PolicyFactory = (opts: PolicyOptions) => KvPolicy;
 
-export const POLICIES: Readonly<Record<PolicyName, PolicyFactory>> = {
-  full: () => new FullPolicy(),
-  wnw: (o) => new WnwPolicy(o),
-  snapkv: (o) => new SnapKVPolicy(o),
-  adakv: (o) => new AdaKVPolicy(o),
-  audiokv: (o) => new AudioKVPolicy(o),
-  arkvale: (o) => new ArkValePolicy(o),
-  h2o: (o) => new H2OPolicy(o),
-  streaming: (o) => new StreamingPolicy(o),
-  quest: (o) => new QuestPolicy(o),
+/** A policy class: its constructor and the option names it reads. */
+interface PolicyClass {
+  new (opts: PolicyOptions): KvPolicy;
+  readonly options: readonly string[];
+}
+
+export const POLICIES: Readonly<Record<PolicyName, PolicyClass>> = {
+  full: FullPolicy,
+  wnw: WnwPolicy,
+  snapkv: SnapKVPolicy,
+  adakv: AdaKVPolicy,
+  audiokv: AudioKVPolicy,
+  arkvale: ArkValePolicy,
+  h2o: H2OPolicy,
+  streaming: StreamingPolicy,
+  quest: QuestPolicy,
 };
+
+/** Options every factory takes, whatever the policy. */
+const COMMON_OPTIONS = new Set(['budget', 'heads']);
+
+function policyClass(name: string): PolicyClass {
+  const c = (POLICIES as Record<string, PolicyClass>)[name];
+  if (!c) throw new WnwError('BAD_ARGUMENT', `unknown policy "${name}"; choose one of ${Object.keys(POLICIES).join(', ')}`);
+  return c;
+}
+
+/**
+ * A typed error for an option the policy does not read (a typo such as `rankng` would
+ * otherwise run the default and label the run with the misspelt option).
+ */
+export function checkPolicyOptions(name: string, opts: Record<string, unknown>): void {
+  const known = policyClass(name).options;
+  for (const key of Object.keys(opts)) {
+    if (COMMON_OPTIONS.has(key) || known.includes(key)) continue;
+    throw new WnwError(
+      'BAD_ARGUMENT',
+      known.length
+        ? `policy "${name}" has no option "${key}"; its options are ${known.join(', ')}`
+        : `policy "${name}" takes no options (got "${key}")`,
+    );
+  }
+}
 
 /** Policies that need heads.json. */
 export const NEEDS_HEADS: ReadonlySet<PolicyName> = new Set<PolicyName>(['wnw', 'audiokv']);
 
 export function createPolicy(name: string, opts: PolicyOptions): KvPolicy {
-  const f = (POLICIES as Record<string, PolicyFactory>)[name];
-  if (!f) throw new WnwError('BAD_ARGUMENT', `unknown policy "${name}"; choose one of ${Object.keys(POLICIES).join(', ')}`);
-  return f(opts);
+  const C = policyClass(name);
+  checkPolicyOptions(name, opts);
+  return new C(opts);
 }

@@ -31,6 +31,8 @@ export function poolingOpt(opts: PolicyOptions, dflt: 'avg' | 'max'): 'avg' | 'm
 }
 
 export class SnapKVPolicy implements KvPolicy {
+  /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
+  static readonly options: readonly string[] = ['window', 'kernel', 'pooling'];
   readonly name = 'snapkv';
   private readonly budget: number;
   private readonly window: number;

@@ -8,6 +8,8 @@ import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type PolicyLayout, ty
 import { checkBudget, headBudget, NONE, numOpt, range, union } from './select.js';
 
 export class StreamingPolicy implements KvPolicy {
+  /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
+  static readonly options: readonly string[] = ['sinks'];
   readonly name = 'streaming';
   private readonly budget: number;
   private readonly sinks: number;

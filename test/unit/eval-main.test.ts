@@ -141,6 +141,8 @@ describe('npm run eval', () => {
     expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'wnw:ranking'])).toThrow(/not key=value/);
     expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'full:ranking=voice'])).toThrow(/takes no options/);
     expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'nope:ranking=voice'])).toThrow(/unknown policy "nope"/);
+    // a misspelt option fails before any clip runs, instead of running the default under its label
+    expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'wnw:rankng=voice'])).toThrow(/policy "wnw" has no option "rankng"; its options are .*ranking/);
   });
 
   it('goes on when the full cache does not fit: the warm-up failing ends nothing, the full run records its error', async () => {

@@ -161,4 +161,11 @@ describe('registry', () => {
     expect(() => createPolicy('snapkv', { budget: 0 })).toThrow(/budget/);
     expect(() => createPolicy('snapkv', { budget: 0.2, window: 'x' })).toThrow(/window/);
   });
+
+  it('rejects an option the policy does not read, naming the ones it does', () => {
+    expect(() => createPolicy('snapkv', { budget: 0.2, windw: 32 })).toThrow(/policy "snapkv" has no option "windw"; its options are window, kernel, pooling/);
+    expect(() => createPolicy('full', { budget: 1, window: 32 })).toThrow(/takes no options/);
+    expect(createPolicy('snapkv', { budget: 0.2, window: 16 }).name).toBe('snapkv');
+    for (const C of Object.values(POLICIES)) expect(Array.isArray(C.options)).toBe(true);
+  });
 });

@@ -38,6 +38,8 @@ export interface WnwState {
 }
 
 export class WnwPolicy implements KvPolicy {
+  /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
+  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors'];
   readonly name = 'wnw';
   private readonly budget: number;
   private readonly heads: HeadsFile;
