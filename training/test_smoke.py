@@ -254,6 +254,10 @@ def test_pipeline_tiny():
             ls = _losses(log, kind)
             assert len(ls) >= 6, (kind, ls)
             assert np.mean(ls[-2:]) < np.mean(ls[:2]), (kind, ls)
+        # the word spans reach both stages: framewise targets and guided heads are trained on
+        text = open(log).read()
+        assert max(float(v) for v in re.findall(r"frame char ([0-9.]+)", text)) > 0, "no framewise loss"
+        assert max(float(v) for v in re.findall(r"guide ([0-9.]+)\)", text)) > 0, "no guide loss"
         out = os.path.join(repo, "public", "models", "wnw-ref")
         cfg = json.load(open(os.path.join(out, "config.json")))
         with open(os.path.join(out, "decoder.safetensors"), "rb") as f:

@@ -100,6 +100,9 @@ def main():
                     help="token embeddings of a fresh decoder: the encoder's framewise subword head's rows (frame), "
                          "its subword CTC head's rows (ctc) or random")
     ap.add_argument("--dec-minutes", type=float, default=45)
+    ap.add_argument("--spread-mode", default="gap", choices=["gap", "stride"],
+                    help="gap: shift the text's position ids after the audio; stride: spread every position "
+                         "(the first decoder run of the shipped model; see stage_dec)")
     ap.add_argument("--dec-init", default="", help="warm-start the decoder from this dec.pt (same encoder)")
     ap.add_argument("--guide-heads", default="1:0,1:8,2:0,2:8",
                     help="layer:query_head,... whose attention is guided toward the audio of the word being "
