@@ -25,35 +25,32 @@ from train_common import (budget_reached, char_ids, dev, finite_step, frame_labe
 ENC_KW = dict(n_mels=80, d=128, layers=4, heads=4, f=320, top_layers=1)
 
 
+def collapse(ids, blank):
+    """greedy CTC / framewise read-out: one token per run, blanks (silence) dropped."""
+    out, prev = [], -1
+    for t in ids:
+        if t != prev and t != blank:
+            out.append(t)
+        prev = t
+    return out
+
+
 @torch.no_grad()
 def ctc_val(enc, val, cfg, sp):
+    """held-out greedy WER of the char CTC, subword CTC and framewise subword heads."""
     enc.eval()
     res = []
+    V = cfg["vocab_size"]
     for (n, f, x, ref) in val:
         mel = mel_for(x, cfg)
         W = cfg["audio"]["encoder_window_frames"]
         hyp_c, hyp_b, hyp_f = [], [], []
-        V = cfg["vocab_size"]
         for s in range(0, mel.shape[1], W):
             m = torch.from_numpy(np.ascontiguousarray(mel[:, s:s + W]))[None].to(dev())
             emb, cl, bl, _, fl = enc(m, return_all=True)
-            prev = -1
-            for t in fl[0].argmax(-1).tolist():  # framewise pieces: runs collapse, silence dropped
-                if t != prev and t != V:
-                    hyp_f.append(t)
-                prev = t
-            p = cl[0].argmax(-1).tolist()
-            prev = 0
-            for t in p:
-                if t != prev and t != 0:
-                    hyp_c.append(CHARS[t - 1])
-                prev = t
-            p = bl[0].argmax(-1).tolist()
-            prev = -1
-            for t in p:
-                if t != prev and t != V:
-                    hyp_b.append(t)
-                prev = t
+            hyp_c += [CHARS[t - 1] for t in collapse(cl[0].argmax(-1).tolist(), 0)]
+            hyp_b += collapse(bl[0].argmax(-1).tolist(), V)
+            hyp_f += collapse(fl[0].argmax(-1).tolist(), V)
         res.append((wer(ref, "".join(hyp_c))[0], wer(ref, sp.decode(hyp_b))[0], wer(ref, sp.decode(hyp_f))[0]))
     enc.train()
     return tuple(float(np.mean([r[k] for r in res])) for k in range(3))
