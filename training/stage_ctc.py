@@ -81,12 +81,12 @@ def ctc_batch(data, rng, hi, batch_s, aug, mapper=map, per_round=1):
     return mels, texts, words
 
 
-def frame_targets(sp, words, T, V):
+def frame_targets(sp, words, T, V, token_rate):
     """[B, T/4] char and [B, T/8] piece targets of a batch padded to T mel frames."""
     ch = np.full((len(words), T // 4), -100, dtype=np.int64)
     bp = np.full((len(words), T // 8), -100, dtype=np.int64)
     for i, w in enumerate(words):
-        c, b = frame_labels(sp, w, T // 4, V)
+        c, b = frame_labels(sp, w, T // 4, V, token_rate)
         ch[i], bp[i] = c, b
     return torch.from_numpy(ch).to(dev()), torch.from_numpy(bp).to(dev())
 
@@ -136,7 +136,7 @@ def stage_ctc(a, cfg, sp, data, val):
             g["lr"] = lr_at(step, a.ctc_lr, a.warmup, prog)
         emb, cl, bl, fc, fb = enc(mel, lens, return_all=True)
         # padding frames past a clip's end: silence beyond its own length is masked below
-        tc, tb = frame_targets(sp, words, mel.shape[2], V)
+        tc, tb = frame_targets(sp, words, mel.shape[2], V, cfg["audio"]["tokens_per_second"])
         for i, ln in enumerate(lens.tolist()):
             tc[i, ln // 4:] = -100
             tb[i, ln // 8:] = -100

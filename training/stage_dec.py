@@ -107,7 +107,7 @@ def parse_guide(s):
     return out
 
 
-def guide_rows(sp, words, ids, N, start):
+def guide_rows(sp, words, ids, N, start, token_rate=12.5):
     """[(row, lo, hi)]: the row that predicts transcript piece k and the sequence
     positions of its word's audio frames (one frame of slack each side); empty
     where the clip has no word spans or they do not give `ids`."""
@@ -118,8 +118,8 @@ def guide_rows(sp, words, ids, N, start):
         return []
     rows = []
     for k, (_, _, _, w0, w1) in enumerate(ps):
-        lo = max(0, int(np.floor(w0 * 12.5)) - 1)
-        hi = min(N, int(np.ceil(w1 * 12.5)) + 1)
+        lo = max(0, int(np.floor(w0 * token_rate)) - 1)
+        hi = min(N, int(np.ceil(w1 * token_rate)) + 1)
         if hi > lo:
             rows.append((start - 1 + k, 1 + lo, 1 + hi))  # audio frame j sits at position 1 + j
     return rows
@@ -169,7 +169,8 @@ def dec_batch(dec, cfg, sp, data, cache, rng, lo, hi, batch_s, spread, guide_w=0
         seqs.append(h)
         tgts.append(tg)
         starts.append(1 + N)
-        guides.append(guide_rows(sp, data.span_words(si, a, n, text), ids, N, start) if guide_w > 0 else [])
+        guides.append(guide_rows(sp, data.span_words(si, a, n, text), ids, N, start,
+                                 cfg["audio"]["tokens_per_second"]) if guide_w > 0 else [])
     L = max(s.shape[0] for s in seqs)
     hb = torch.zeros(len(seqs), L, seqs[0].shape[1], device=dev())
     tb = torch.full((len(seqs), L), -100, dtype=torch.long, device=dev())

@@ -121,7 +121,7 @@ def piece_spans(sp, words):
     return out
 
 
-def frame_labels(sp, words, n25, silence_bpe):
+def frame_labels(sp, words, n25, silence_bpe, token_rate=12.5):
     """Framewise targets of a clip of n25 frames at 25 Hz: char ids at 25 Hz (0 =
     silence) and piece ids at 12.5 Hz (silence_bpe between words); all -100 (ignored)
     without word spans."""
@@ -130,13 +130,15 @@ def frame_labels(sp, words, n25, silence_bpe):
     if words is None:
         return ch, bp
     for (w0, w1, w) in words:
-        f0, f1 = int(round(w0 * 25)), max(int(round(w0 * 25)) + 1, int(round(w1 * 25)))
+        # the char head runs at twice the audio token rate (before frame pairs are stacked)
+        r2 = 2 * token_rate
+        f0, f1 = int(round(w0 * r2)), max(int(round(w0 * r2)) + 1, int(round(w1 * r2)))
         ids = char_ids(w)
         for k in range(max(0, f0), min(n25, f1)):
             ch[k] = ids[min(len(ids) - 1, (k - f0) * len(ids) // (f1 - f0))]
     for (i, p0, p1, _, _) in piece_spans(sp, words):
-        f0 = int(round(p0 * 12.5))
-        f1 = max(f0 + 1, int(round(p1 * 12.5)))
+        f0 = int(round(p0 * token_rate))
+        f1 = max(f0 + 1, int(round(p1 * token_rate)))
         bp[max(0, f0):min(len(bp), f1)] = i
     return ch, bp
 
