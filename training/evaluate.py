@@ -3,7 +3,7 @@ or 6 tokens per audio second, method-doc WER (lower-case, strip punctuation
 except apostrophe and period, truncate hypothesis to 1.2x reference words).
 
   /usr/bin/python3 training/evaluate.py --model public/models/wnw-ref \
-      [--sets espeak-heldout,flite,long-4min,long-10min] [--out FILE.json]
+      [--sets espeak-heldout,flite,long-4min,long-10min | --dir DIR] [--limit N] [--out FILE.json]
 """
 import argparse
 import json
@@ -28,14 +28,18 @@ def main():
     ap.add_argument("--work", default=None)
     ap.add_argument("--sets", default="espeak-heldout,flite,long-4min,long-10min")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--dir", default=None,
+                    help="evaluate this folder instead of the test sets: NAME.wav + NAME.txt, or NAME.json "
+                         "with a `text` (calibration-data)")
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--full-decode", action="store_true", help="decode to eos/guard even past the 1.2x truncation")
     a = ap.parse_args()
     torch.set_num_threads(2)
     cfg, enc, dec, pieces = load_model(a.model, a.work)
     results = {}
-    for name in a.sets.split(","):
-        d = os.path.join(a.repo, "public", "test-sets", name)
+    sets = [(os.path.basename(os.path.normpath(a.dir)), a.dir)] if a.dir else \
+        [(n, os.path.join(a.repo, "public", "test-sets", n)) for n in a.sets.split(",")]
+    for name, d in sets:
         if not os.path.isdir(d):
             continue
         files = sorted(f for f in os.listdir(d) if f.endswith(".wav"))
@@ -46,7 +50,8 @@ def main():
         for f in files:
             t = time.time()
             x, sr = read_wav(os.path.join(d, f))
-            ref = open(os.path.join(d, f[:-4] + ".txt")).read().strip()
+            txt = os.path.join(d, f[:-4] + ".txt")
+            ref = (open(txt).read() if os.path.exists(txt) else json.load(open(txt[:-4] + ".json"))["text"]).strip()
             mel = mel_for(x, cfg)
             audio = encode_windows(enc, mel, cfg)
             # Exact shortcut: the metric truncates the hypothesis to 1.2x the reference words, so once

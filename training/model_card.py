@@ -34,6 +34,7 @@ def main():
     if ctc_done and ctc_done[-1][2] == "None" and ctc_emas:
         ctc_done[-1] = (ctc_done[-1][0], ctc_done[-1][1], ctc_emas[-1])
     dec_done = re.findall(r"dec: finished step (\d+) in ([0-9.]+) min, loss ema ([0-9.]+)", log)
+    label_done = re.findall(r"label: finished step (\d+) in ([0-9.]+) min, loss ema ([0-9.]+)", log)
     ctc_val = re.findall(r"ctc val step (\d+): greedy CTC WER char ([0-9.]+) subword ([0-9.]+)", log)
     # validations of the shipped decoder run only (the log keeps earlier runs)
     last_start = log.rfind("] dec step 1 phase")
@@ -112,9 +113,10 @@ Command (resumable; state in `training/work/`):
 {a.command}
 ```
 
-- Encoder stage (framewise + CTC losses): {('%s steps in %s min (loss EMA %s)' % ctc_done[-1]) if ctc_done else 'n/a'};
+- Encoder stage (framewise + CTC losses): {('%s steps in %s min (loss EMA %.3f)' % (ctc_done[-1][0], ctc_done[-1][1], float(ctc_done[-1][2]))) if ctc_done else 'n/a'};
   last held-out greedy CTC WER (char / subword):
   {('step %s: %s / %s' % ctc_val[-1]) if ctc_val else 'n/a'}.
+- Label stage (decoder on label embeddings, see `training/README.md`): {('%s steps in %s min (loss EMA %.3f nats/token)' % (label_done[-1][0], label_done[-1][1], float(label_done[-1][2]))) if label_done else 'not in this log (see below)'}.
 - Decoder stage (encoder frozen, its embeddings cached):
   {('%s steps in %s min (loss EMA %.3f nats/token)' % (dec_done[-1][0], dec_done[-1][1], float(dec_done[-1][2]))) if dec_done else 'n/a'};
   validation greedy WER during training: {', '.join('step %s: %s' % v for v in dec_val) or 'n/a'}.

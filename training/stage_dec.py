@@ -22,10 +22,20 @@ text-to-audio distances of a 10-minute recording while training on clips of
 at most a few minutes. Only the gap moves: neighbouring positions stay one
 apart, so the local patterns (the previous-token heads that copying rests on)
 are the ones inference sees (`--spread-mode stride`, the older augmentation,
-spreads every position instead). Neither is enough yet: in the runs recorded
-in the model card the guided heads' -log mass was 0.7-1.7 on plain batches
-but 2.3-3.6 on gap batches and 2.4-5.5 at strides >= 3, i.e. the alignment
-leans on RoPE distances that a long recording does not keep.
+spreads every position instead). A gap only helps if some dimensions of each
+head can compare content across it: at RoPE theta 1e4 and head dim 32 even the
+slowest pair turns 1.8 rad over 10,000 positions, so a content match cannot
+survive the distance: in two runs on label embeddings (below) that differed only
+in theta, the guided heads' -log mass at steps 200-300 was 3.4-3.6 on gap batches
+against 1.2-1.4 on plain ones at theta 1e4, and 1.3-1.9 against 0.9-1.1 at theta
+1e6 (four pairs turn less than 0.5 rad over 10,000 positions), the default now.
+
+Reading the audio at all is the other hurdle: on the real encoder embeddings
+the CPU runs' LM loss sat at a text-only level for most of their budgets. The
+label stage (LabelCache) first trains the decoder on clean-ish label
+embeddings, where the reading circuits appear within ~20 minutes on two cores
+(LM loss 4.1 -> 1.1 nats/token between minutes 12 and 31), and the decoder
+stage starts from it.
 """
 import json
 import os
@@ -38,7 +48,7 @@ import torch.nn.functional as F
 from common import wer
 from infer import detok, encode_windows, greedy, mel_for
 from model import Decoder
-from train_common import budget_reached, dev, finite_step, log, lr_at, piece_spans, save_ckpt
+from train_common import budget_reached, dev, finite_step, frame_labels, log, lr_at, piece_spans, save_ckpt
 
 
 def parse_phases(s):
@@ -83,6 +93,47 @@ class EmbeddingCache:
         return torch.from_numpy(np.asarray(self.emb[s0:s1], dtype=np.float32)).to(dev())
 
 
+class LabelCache(EmbeddingCache):
+    """Label embeddings in the place of the encoder's, for the label stage: at each
+    12.5 Hz audio token, the framewise subword head's row for the piece the
+    synthesiser's word spans put there (train_common.frame_labels; its silence row
+    between words), scaled to the encoder embeddings' rms, with a share
+    `corrupt` of the tokens given a random piece and Gaussian noise of `noise` x rms
+    (drawn once per session, in session order, seed 0). On these a decoder finds the
+    reading circuits (where is the next piece, copy it out) in minutes, where on the
+    noisy real embeddings the LM loss sat at a text-only level for the CPU runs'
+    whole budgets; the decoder stage then adapts them to the real encoder. Only
+    sessions with word spans (not festival) are sampled (`weights`)."""
+
+    def __init__(self, work, cfg, sp, data, enc, real, enc_tag, noise, corrupt):
+        path = os.path.join(work, "data", "label_cache.npy")
+        tag = f"{enc_tag} noise {noise} corrupt {corrupt}"
+        V, fpt = cfg["vocab_size"], cfg["audio"]["frames_per_token"]
+        self.offsets = np.cumsum([0] + [s["frames"] // fpt for s in data.sessions])
+        self.fpt = fpt
+        self.weights = np.array([len(s["utts"]) if s.get("words") else 0 for s in data.sessions], dtype=np.float64)
+        self.weights /= self.weights.sum()
+        if not (os.path.exists(path + ".json") and json.load(open(path + ".json")).get("tag") == tag):
+            w = enc.frame_bpe.weight.detach().float().cpu().numpy()
+            rms = float(np.sqrt(np.mean(np.square(np.asarray(real.emb[:4096], dtype=np.float32)))))
+            table = w / np.sqrt((w ** 2).mean(1, keepdims=True)) * rms
+            rng = np.random.default_rng(0)
+            out = np.zeros((int(self.offsets[-1]), w.shape[1]), dtype=np.float16)
+            for si, s in enumerate(data.sessions):
+                n = s["frames"] // fpt
+                if not s.get("words"):
+                    continue
+                lab = frame_labels(sp, [tuple(x) for x in s["words"]], 2 * n, V, cfg["audio"]["tokens_per_second"])[1][:n]
+                lab = lab.copy()
+                m = rng.random(len(lab)) < corrupt
+                lab[m] = rng.integers(0, V + 1, size=int(m.sum()))
+                out[self.offsets[si]:self.offsets[si + 1]] = table[lab] + rng.normal(0, noise * rms, size=(n, w.shape[1]))
+            np.save(path, out)
+            json.dump({"tag": tag}, open(path + ".json", "w"))
+            log(work, f"label: label embeddings of {int((self.weights > 0).sum())} sessions written")
+        self.emb = np.load(path, mmap_mode="r")
+
+
 @torch.no_grad()
 def init_embeddings_from_ctc(dec, enc, cache, vocab, head="ctc"):
     """Token t's embedding starts as the encoder's subword head's row for t (the
@@ -98,6 +149,17 @@ def init_embeddings_from_ctc(dec, enc, cache, vocab, head="ctc"):
     dec.embed_tokens.weight.copy_(w / w.pow(2).mean(1, keepdim=True).sqrt() * rms)
 
 
+@torch.no_grad()
+def init_head_from_embeddings(dec, logit=5.0):
+    """lm_head row t starts along token t's embedding (untied afterwards), scaled so
+    that a final hidden state along it scores `logit`: a head that copies an audio
+    embedding into the residual then already names the piece it copied, so the
+    attention path to the output does not have to be found from random weights."""
+    e = dec.embed_tokens.weight.float()
+    D = e.shape[1]
+    dec.lm_head.weight.copy_(e / e.pow(2).mean(1, keepdim=True).sqrt() * (logit / D))
+
+
 def parse_guide(s):
     """"layer:head,..." -> {layer: [query heads]}"""
     out = {}
@@ -107,17 +169,20 @@ def parse_guide(s):
     return out
 
 
-def guide_rows(sp, words, ids, N, start, token_rate=12.5):
+def guide_rows(sp, words, ids, N, start, token_rate=12.5, span="word"):
     """[(row, lo, hi)]: the row that predicts transcript piece k and the sequence
-    positions of its word's audio frames (one frame of slack each side); empty
-    where the clip has no word spans or they do not give `ids`."""
+    positions of its audio frames (span="word": its word's frames; "piece": the
+    share of the word that piece_spans gives the piece), one frame of slack each
+    side; empty where the clip has no word spans or they do not give `ids`."""
     if words is None:
         return []
     ps = piece_spans(sp, words)
     if [p[0] for p in ps] != list(ids):
         return []
     rows = []
-    for k, (_, _, _, w0, w1) in enumerate(ps):
+    for k, (_, p0, p1, w0, w1) in enumerate(ps):
+        if span == "piece":
+            w0, w1 = p0, p1
         lo = max(0, int(np.floor(w0 * token_rate)) - 1)
         hi = min(N, int(np.ceil(w1 * token_rate)) + 1)
         if hi > lo:
@@ -146,13 +211,14 @@ def guide_loss(dec, guides, L):
     return tot / max(1, n)
 
 
-def dec_batch(dec, cfg, sp, data, cache, rng, lo, hi, batch_s, spread, guide_w=0.0, spread_mode="gap"):
+def dec_batch(dec, cfg, sp, data, cache, rng, lo, hi, batch_s, spread, guide_w=0.0, spread_mode="gap",
+              guide_span="word"):
     bos, eos = cfg["tokens"]["bos"], cfg["tokens"]["eos"]
     instr = cfg["instruction"]
     seqs, tgts, guides, starts = [], [], [], []
     tot = 0.0
     while tot < batch_s:
-        si, a, n, text = data.span(rng, lo, hi)
+        si, a, n, text = data.span(rng, lo, hi, getattr(cache, "weights", None))
         if not text:
             continue
         tot += n / 100
@@ -170,7 +236,7 @@ def dec_batch(dec, cfg, sp, data, cache, rng, lo, hi, batch_s, spread, guide_w=0
         tgts.append(tg)
         starts.append(1 + N)
         guides.append(guide_rows(sp, data.span_words(si, a, n, text), ids, N, start,
-                                 cfg["audio"]["tokens_per_second"]) if guide_w > 0 else [])
+                                 cfg["audio"]["tokens_per_second"], guide_span) if guide_w > 0 else [])
     L = max(s.shape[0] for s in seqs)
     hb = torch.zeros(len(seqs), L, seqs[0].shape[1], device=dev())
     tb = torch.full((len(seqs), L), -100, dtype=torch.long, device=dev())
@@ -210,34 +276,51 @@ def dec_val(enc, dec, val, cfg, pieces, max_clips=1):
 
 
 def stage_dec(a, cfg, sp, data, val, enc, enc_tag, export):
-    ck = os.path.join(a.work, "dec.pt")
+    """The label stage (--label-minutes > 0: the decoder first learns to read label
+    embeddings, see LabelCache), then the decoder stage proper on the frozen encoder's
+    cached embeddings, warm-started from the label stage."""
+    enc.requires_grad_(False)
+    cache = EmbeddingCache(a.work, cfg, data, enc, enc_tag)
+    init = a.dec_init
+    if a.label_minutes > 0 and not init:
+        labels = LabelCache(a.work, cfg, sp, data, enc, cache, enc_tag, a.label_noise, a.label_corrupt)
+        init = os.path.join(a.work, "dec_label.pt")
+        run_stage(a, "label", init, cfg, sp, data, [], enc, labels, enc_tag + " labels", a.label_phases,
+                  a.label_minutes, a.label_lr, a.label_warmup, None, None)
+    return run_stage(a, "dec", os.path.join(a.work, "dec.pt"), cfg, sp, data, val, enc, cache, enc_tag, a.phases,
+                     a.dec_minutes, a.dec_lr, a.dec_warmup, export, init)
+
+
+def run_stage(a, name, ck, cfg, sp, data, val, enc, cache, tag, phases_s, minutes, lr, warmup, export, init):
+    """One resumable decoder training run on `cache` (checkpoint `ck` tied to `tag`): a fresh
+    decoder, or `init`'s weights when given, with a fresh optimizer and schedule."""
     dec = Decoder(cfg).to(dev())
-    opt = torch.optim.AdamW(dec.parameters(), lr=a.dec_lr, betas=(0.9, 0.98), weight_decay=0.01)
+    opt = torch.optim.AdamW(dec.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
     step, elapsed, ema = 0, 0.0, None
-    phases = parse_phases(a.phases)
+    phases = parse_phases(phases_s)
     total = sum(p[0] for p in phases)
     pieces = [sp.id_to_piece(i) for i in range(cfg["vocab_size"])]
-    if not os.path.exists(ck) and a.dec_init:
-        # warm start from another run's decoder (same encoder); optimizer and schedule start anew
-        dec.load_state_dict(torch.load(a.dec_init, map_location=dev())["dec"])
-        log(a.work, f"dec: warm start from {a.dec_init}")
+    if not os.path.exists(ck) and init:
+        dec.load_state_dict(torch.load(init, map_location=dev())["dec"])
+        log(a.work, f"{name}: warm start from {init}")
     if os.path.exists(ck):
         st = torch.load(ck, map_location=dev())
-        if st.get("enc_tag") == enc_tag:
+        if st.get("enc_tag") == tag:
             dec.load_state_dict(st["dec"])
             if "opt" in st:  # weights-only checkpoints have none
                 opt.load_state_dict(st["opt"])
             step, elapsed, ema = st["step"], st["elapsed"], st.get("ema")
-            if budget_reached(st, total, a.dec_minutes):
-                log(a.work, f"dec: done at step {step}")
+            if budget_reached(st, total, minutes):
+                log(a.work, f"{name}: done at step {step}")
                 return dec
         else:
-            log(a.work, "dec: checkpoint belongs to another encoder; starting afresh")
-    enc.requires_grad_(False)
-    cache = EmbeddingCache(a.work, cfg, data, enc, enc_tag)
-    if step == 0 and not a.dec_init and a.dec_embed_init in ("ctc", "frame"):
+            log(a.work, f"{name}: checkpoint belongs to another encoder; starting afresh")
+    if step == 0 and not init and a.dec_embed_init in ("ctc", "frame"):
         init_embeddings_from_ctc(dec, enc, cache, cfg["vocab_size"], a.dec_embed_init)
-        log(a.work, f"dec: token embeddings initialised from the encoder's subword {a.dec_embed_init} head")
+        log(a.work, f"{name}: token embeddings initialised from the encoder's subword {a.dec_embed_init} head")
+        if a.dec_head_init == "embed":
+            init_head_from_embeddings(dec)
+            log(a.work, f"{name}: lm_head initialised from the token embeddings")
     for l, heads in parse_guide(a.guide_heads).items():
         dec.layers[l].guide_heads = heads
     t0 = time.time() - elapsed
@@ -247,39 +330,39 @@ def stage_dec(a, cfg, sp, data, val, enc, enc_tag, export):
 
     def save(done=False):
         save_ckpt(ck, dec=dec.state_dict(), opt=opt.state_dict(), step=step, elapsed=time.time() - t0,
-                  enc_tag=enc_tag, ema=ema, done=done)
+                  enc_tag=tag, ema=ema, done=done)
 
-    while step < total and (time.time() - t0) < a.dec_minutes * 60:
-        prog = max(step / total, (time.time() - t0) / (a.dec_minutes * 60))
+    while step < total and (time.time() - t0) < minutes * 60:
+        prog = max(step / total, (time.time() - t0) / (minutes * 60))
         acc = 0
         for (n, lo, hi, bs) in phases:
             acc += n / total
             if prog < acc:
                 break
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, a.dec_lr, a.warmup, prog)
+            g["lr"] = lr_at(step, lr, warmup, prog)
         loss, lce, lg, L, B, gap = dec_batch(dec, cfg, sp, data, cache, rng, lo, hi, bs, a.spread_positions,
-                                                a.guide_weight, a.spread_mode)
+                                             a.guide_weight, a.spread_mode, a.guide_span)
         ok, gn = finite_step(list(dec.parameters()), loss, opt)
         step += 1
         tok_count += B * L
         if ok:
             ema = lce if ema is None else 0.95 * ema + 0.05 * lce  # the LM loss, nats/token
         if step % a.log_every == 0 or step == 1:
-            log(a.work, f"dec step {step} phase {lo:.0f}-{hi:.0f}s loss {float(loss):.3f} (lm {lce:.3f} guide {lg:.3f}) "
-                        f"ema {ema if ema is None else round(ema, 3)} gn {gn:.2f} ok {ok} B {B} L {L} "
+            log(a.work, f"{name} step {step} phase {lo:.0f}-{hi:.0f}s loss {float(loss):.3f} (lm {lce:.3f} guide "
+                        f"{lg:.3f}) ema {ema if ema is None else round(ema, 3)} gn {gn:.2f} ok {ok} B {B} L {L} "
                         f"{a.spread_mode} {gap:.2f} pos/s {tok_count / (time.time() - tok_t):.0f} "
                         f"t {(time.time() - t0) / 60:.1f}m")
             tok_count, tok_t = 0, time.time()
         if step % a.val_every == 0 and val:
             w, hyp = dec_val(enc, dec, val, cfg, pieces)
-            log(a.work, f"dec val step {step}: greedy WER {w:.3f} | {hyp[:160]}")
+            log(a.work, f"{name} val step {step}: greedy WER {w:.3f} | {hyp[:160]}")
         if time.time() - last_ck > a.ckpt_minutes * 60:
             save()
             last_ck = time.time()
-            if a.export_every and time.time() - last_export > a.export_every * 60:
+            if export and a.export_every and time.time() - last_export > a.export_every * 60:
                 export(enc, dec, quick=True)
                 last_export = time.time()
     save(done=True)
-    log(a.work, f"dec: finished step {step} in {(time.time() - t0) / 60:.1f} min, loss ema {ema}")
+    log(a.work, f"{name}: finished step {step} in {(time.time() - t0) / 60:.1f} min, loss ema {ema}")
     return dec

@@ -164,6 +164,36 @@ def test_frame_labels():
     assert (ch0 == -100).all() and (bp0 == -100).all()
 
 
+def test_label_cache():
+    """label embeddings: the framewise subword head's row (rms-scaled) of the piece the word
+    spans put at each token, silence between words; sessions without spans never drawn;
+    noise and corruption as asked."""
+    from types import SimpleNamespace
+    from stage_dec import LabelCache
+    from train_common import frame_labels
+    sp = _FakeSp()
+    V, D, n = 20, 6, 25
+    words = [[0.2, 0.6, "hello"], [1.0, 1.4, "world"]]
+    data = SimpleNamespace(sessions=[dict(frames=8 * n, utts=[[0, 1, "hello world"]], words=words),
+                                     dict(frames=8 * n, utts=[[0, 1, "x"]])])
+    cfg = {"vocab_size": V, "audio": {"frames_per_token": 8, "tokens_per_second": 12.5}}
+    torch.manual_seed(0)
+    enc = SimpleNamespace(frame_bpe=torch.nn.Linear(D, V + 1))
+    real = SimpleNamespace(emb=np.full((4096, D), 2.0, dtype=np.float16))
+    with tempfile.TemporaryDirectory() as d:
+        os.makedirs(os.path.join(d, "data"))
+        lc = LabelCache(d, cfg, sp, data, enc, real, "t", 0.0, 0.0)
+        lab = frame_labels(sp, [tuple(w) for w in words], 2 * n, V)[1]
+        w = enc.frame_bpe.weight.detach().numpy()
+        want = w[lab] / np.sqrt((w[lab] ** 2).mean(1, keepdims=True)) * 2.0
+        got = lc.span(0, 0, 8 * n).numpy()
+        assert np.allclose(got, want, atol=2e-2), np.abs(got - want).max()
+        assert list(lc.weights) == [1.0, 0.0]
+        noisy = LabelCache(d, cfg, sp, data, enc, real, "t", 0.5, 0.2).span(0, 0, 8 * n).numpy()
+        resid = noisy - want
+        assert 0.5 < float(resid.std()) < 2.0, resid.std()  # noise of 0.5 x rms 2, plus corrupted rows
+
+
 def test_guide_rows_and_loss():
     """guide rows point each transcript piece's row at its word's audio frames; the
     guide loss is what it says (-log mass) and training on it moves the mass there."""
@@ -245,12 +275,13 @@ def test_pipeline_tiny():
         os.makedirs(repo)
         cmd = [sys.executable, os.path.join(HERE, "train.py"), "--work", work, "--repo", repo, "--tiny",
                "--ctc-steps", "8", "--ctc-batch-s", "8", "--ctc-lr", "3e-3", "--phases", "8:2-5:6",
+               "--label-phases", "8:2-5:6", "--label-lr", "3e-3", "--label-warmup", "2", "--dec-warmup", "2",
                "--dec-lr", "3e-3", "--log-every", "1", "--val-every", "1000", "--warmup", "2", "--skip-eval",
                "--threads", "1"]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         log = os.path.join(work, "train.log")
-        for kind in ("ctc", "dec"):
+        for kind in ("ctc", "label", "dec"):
             ls = _losses(log, kind)
             assert len(ls) >= 6, (kind, ls)
             assert np.mean(ls[-2:]) < np.mean(ls[:2]), (kind, ls)

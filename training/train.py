@@ -36,7 +36,7 @@ def default_cfg(vocab=512):
     return {
         "name": "wnw-ref", "vocab_size": vocab, "hidden_size": 192, "intermediate_size": 512,
         "num_layers": 4, "num_heads": 16, "num_kv_heads": 8, "head_dim": 32,
-        "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "max_positions": 16384,
+        "rope_theta": 1e6, "rms_norm_eps": 1e-5, "max_positions": 16384,
         "tokens": {"bos": 1, "eos": 2, "pad": 0}, "instruction": [],
         "audio": {"sample_rate": 16000, "n_fft": 512, "win_length": 400, "hop_length": 160, "n_mels": 80,
                   "f_min": 0.0, "f_max": 8000.0, "mel_floor": 1e-6, "mel_mean": 0.0, "mel_std": 1.0,
@@ -93,22 +93,35 @@ def main():
     ap.add_argument("--ctc-init", default="", help="warm-start the encoder from this ctc.pt (matching tensors)")
     ap.add_argument("--augment", type=int, default=1, help="1: frequency warp + SpecAugment in the CTC stage")
     ap.add_argument("--dec-lr", type=float, default=1e-3)
-    ap.add_argument("--phases", default="500:3-15:40,500:10-45:60,400:30-100:90,300:80-200:150",
+    ap.add_argument("--phases", default="5000:3-15:40,12500:10-45:60,7500:30-100:90",
                     help="steps:min_s-max_s:batch_audio_s,...; a phase ends at its share of the steps or of "
                          "--dec-minutes, whichever comes first")
     ap.add_argument("--dec-embed-init", default="frame", choices=["ctc", "frame", "random"],
                     help="token embeddings of a fresh decoder: the encoder's framewise subword head's rows (frame), "
                          "its subword CTC head's rows (ctc) or random")
-    ap.add_argument("--dec-minutes", type=float, default=45)
+    ap.add_argument("--dec-minutes", type=float, default=35)
+    ap.add_argument("--label-minutes", type=float, default=32,
+                    help="label stage before the decoder stage (0: none): the decoder first reads label "
+                         "embeddings laid out from the word spans (stage_dec.LabelCache)")
+    ap.add_argument("--label-phases", default="1200:3-15:40,1200:10-45:60", help="--phases of the label stage")
+    ap.add_argument("--label-lr", type=float, default=2e-3)
+    ap.add_argument("--label-warmup", type=int, default=60)
+    ap.add_argument("--label-noise", type=float, default=0.3, help="label stage: Gaussian noise, x embedding rms")
+    ap.add_argument("--label-corrupt", type=float, default=0.1, help="label stage: share of tokens given a random piece")
     ap.add_argument("--spread-mode", default="gap", choices=["gap", "stride"],
                     help="gap: shift the text's position ids after the audio; stride: spread every position "
                          "(the first decoder run of the shipped model; see stage_dec)")
     ap.add_argument("--dec-init", default="", help="warm-start the decoder from this dec.pt (same encoder)")
-    ap.add_argument("--guide-heads", default="1:0,1:8,2:0,2:8",
+    ap.add_argument("--guide-heads", default="1:0,1:4,1:8,1:12,2:0,2:4,2:8,2:12",
                     help="layer:query_head,... whose attention is guided toward the audio of the word being "
                          "transcribed (empty: none); see stage_dec.guide_loss")
-    ap.add_argument("--guide-weight", type=float, default=0.5)
-    ap.add_argument("--warmup", type=int, default=60)
+    ap.add_argument("--guide-weight", type=float, default=1.0)
+    ap.add_argument("--guide-span", default="piece", choices=["word", "piece"],
+                    help="frames a guided row is pulled toward: its word's, or its piece's share of the word")
+    ap.add_argument("--dec-head-init", default="embed", choices=["random", "embed"],
+                    help="lm_head of a fresh decoder: random, or along the token embeddings (see stage_dec)")
+    ap.add_argument("--warmup", type=int, default=60, help="LR warmup steps of the encoder stage")
+    ap.add_argument("--dec-warmup", type=int, default=30, help="LR warmup steps of the decoder stage")
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--val-every", type=int, default=100)
     ap.add_argument("--ckpt-minutes", type=float, default=3)

@@ -48,11 +48,11 @@ class Data:
         self.w = np.array([len(s["utts"]) for s in self.sessions], dtype=np.float64)
         self.w /= self.w.sum()
 
-    def span(self, rng, lo_s, hi_s):
-        """consecutive utterances of one session, total span in [lo_s, hi_s]
-        where possible; returns (session index, first frame, frame count (a
-        multiple of 8), text)."""
-        si = int(rng.choice(len(self.sessions), p=self.w))
+    def span(self, rng, lo_s, hi_s, weights=None):
+        """consecutive utterances of one session (drawn by `weights`, default: by
+        utterance count), total span in [lo_s, hi_s] where possible; returns
+        (session index, first frame, frame count (a multiple of 8), text)."""
+        si = int(rng.choice(len(self.sessions), p=self.w if weights is None else weights))
         s = self.sessions[si]
         utts = s["utts"]
         target = rng.uniform(lo_s, hi_s)

@@ -13,7 +13,9 @@ export interface CalibrationClip {
 export async function listCalibrationClips(dir: string, limit = Infinity): Promise<CalibrationClip[]> {
   const fs = await import('node:fs/promises');
   const path = await import('node:path');
-  const names = (await fs.readdir(dir)).filter((n) => n.endsWith('.json')).sort();
+  const files = await fs.readdir(dir);
+  // a clip is a NAME.json beside a NAME.wav: other json there (manifest.json) is not a clip
+  const names = files.filter((n) => n.endsWith('.json') && files.includes(`${n.slice(0, -5)}.wav`)).sort();
   const clips: CalibrationClip[] = [];
   for (const n of names.slice(0, limit)) {
     const id = n.slice(0, -5);

@@ -125,3 +125,25 @@ describe('heads.json validation', () => {
     expect(() => parseHeadSensitivity([1], 2)).toThrow(/2 non-negative/);
   });
 });
+
+describe('listCalibrationClips', () => {
+  it('takes NAME.json beside NAME.wav as clips and leaves other json (a manifest) alone', async () => {
+    const { mkdtempSync, writeFileSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { listCalibrationClips } = await import('../../src/calibrate/clips.js');
+    const d = mkdtempSync(join(tmpdir(), 'wnw-calib-'));
+    const clip = { text: 'hello world', words: [{ word: 'hello', start: 0.1, end: 0.4, confidence: 1 }] };
+    for (const id of ['b', 'a']) {
+      writeFileSync(join(d, `${id}.json`), JSON.stringify(clip));
+      writeFileSync(join(d, `${id}.wav`), '');
+    }
+    writeFileSync(join(d, 'manifest.json'), JSON.stringify([{ id: 'a' }]));
+    const clips = await listCalibrationClips(d);
+    expect(clips.map((c) => c.id)).toEqual(['a', 'b']);
+    expect((await listCalibrationClips(d, 1)).length).toBe(1);
+    writeFileSync(join(d, 'c.json'), '{"text": 1}');
+    writeFileSync(join(d, 'c.wav'), '');
+    await expect(listCalibrationClips(d)).rejects.toThrow(/c\.json: expected/);
+  });
+});
