@@ -21,6 +21,17 @@ from export import load_model  # noqa: E402
 from infer import detok, encode_windows, greedy, mel_for  # noqa: E402
 
 
+def reference(stem):
+    """the transcript of clip `stem`: STEM.txt, or the `text` of STEM.json (calibration clips)."""
+    if os.path.exists(stem + ".txt"):
+        return open(stem + ".txt").read().strip()
+    if os.path.exists(stem + ".json"):
+        text = json.load(open(stem + ".json")).get("text")
+        if isinstance(text, str):
+            return text.strip()
+    sys.exit(f"evaluate: {stem}.wav has no reference ({stem}.txt, or {stem}.json with a \"text\")")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="public/models/wnw-ref")
@@ -34,6 +45,8 @@ def main():
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--full-decode", action="store_true", help="decode to eos/guard even past the 1.2x truncation")
     a = ap.parse_args()
+    if a.dir and not os.path.isdir(a.dir):
+        sys.exit(f"evaluate: --dir {a.dir} is not a folder (expected NAME.wav + NAME.txt or NAME.json clips)")
     torch.set_num_threads(2)
     cfg, enc, dec, pieces = load_model(a.model, a.work)
     results = {}
@@ -50,8 +63,7 @@ def main():
         for f in files:
             t = time.time()
             x, sr = read_wav(os.path.join(d, f))
-            txt = os.path.join(d, f[:-4] + ".txt")
-            ref = (open(txt).read() if os.path.exists(txt) else json.load(open(txt[:-4] + ".json"))["text"]).strip()
+            ref = reference(os.path.join(d, f[:-4]))
             mel = mel_for(x, cfg)
             audio = encode_windows(enc, mel, cfg)
             # Exact shortcut: the metric truncates the hypothesis to 1.2x the reference words, so once

@@ -65,27 +65,33 @@ class EmbeddingCache:
     """float16 encoder embeddings of every training session, on disk."""
 
     def __init__(self, work, cfg, data, enc, tag):
-        path = os.path.join(work, "data", "dec_cache.npy")
-        meta = path + ".json"
-        fpt = cfg["audio"]["frames_per_token"]
-        self.offsets = np.cumsum([0] + [s["frames"] // fpt for s in data.sessions])
-        if not (os.path.exists(meta) and json.load(open(meta)).get("tag") == tag):
-            t0 = time.time()
-            out = np.lib.format.open_memmap(path + ".tmp", mode="w+", dtype=np.float16,
-                                            shape=(int(self.offsets[-1]), cfg["hidden_size"]))
+        def fill(out):
             enc.eval()
             for si, s in enumerate(data.sessions):
-                n = (s["frames"] // fpt) * fpt
+                n = (s["frames"] // self.fpt) * self.fpt
                 emb = encode_windows(enc, data.frames(si, 0, n), cfg)
                 out[self.offsets[si]:self.offsets[si + 1]] = emb.cpu().numpy().astype(np.float16)
+            return f"dec: cached encoder embeddings of {len(data.sessions)} sessions ({self.offsets[-1]} tokens)"
+
+        self._load(work, "dec_cache.npy", cfg, data, tag, cfg["hidden_size"], fill)
+
+    def _load(self, work, name, cfg, data, tag, width, fill):
+        """the cache file `name` of work/data ([tokens, width] float16), rebuilt by
+        fill(memmap) -> log line unless its json sidecar carries `tag`."""
+        path = os.path.join(work, "data", name)
+        self.fpt = cfg["audio"]["frames_per_token"]
+        self.offsets = np.cumsum([0] + [s["frames"] // self.fpt for s in data.sessions])
+        if not (os.path.exists(path + ".json") and json.load(open(path + ".json")).get("tag") == tag):
+            t0 = time.time()
+            out = np.lib.format.open_memmap(path + ".tmp", mode="w+", dtype=np.float16,
+                                            shape=(int(self.offsets[-1]), width))
+            msg = fill(out)
             out.flush()
             del out
             os.replace(path + ".tmp", path)
-            json.dump({"tag": tag}, open(meta, "w"))
-            log(work, f"dec: cached encoder embeddings of {len(data.sessions)} sessions "
-                      f"({self.offsets[-1]} tokens) in {time.time() - t0:.0f}s")
+            json.dump({"tag": tag}, open(path + ".json", "w"))
+            log(work, f"{msg} in {time.time() - t0:.0f}s")
         self.emb = np.load(path, mmap_mode="r")
-        self.fpt = fpt
 
     def span(self, si, a, n):
         s0 = self.offsets[si] + a // self.fpt
@@ -106,32 +112,29 @@ class LabelCache(EmbeddingCache):
     sessions with word spans (not festival) are sampled (`weights`)."""
 
     def __init__(self, work, cfg, sp, data, enc, real, enc_tag, noise, corrupt):
-        path = os.path.join(work, "data", "label_cache.npy")
-        tag = f"{enc_tag} noise {noise} corrupt {corrupt}"
-        V, fpt = cfg["vocab_size"], cfg["audio"]["frames_per_token"]
-        self.offsets = np.cumsum([0] + [s["frames"] // fpt for s in data.sessions])
-        self.fpt = fpt
+        V = cfg["vocab_size"]
         self.weights = np.array([len(s["utts"]) if s.get("words") else 0 for s in data.sessions], dtype=np.float64)
         self.weights /= self.weights.sum()
-        if not (os.path.exists(path + ".json") and json.load(open(path + ".json")).get("tag") == tag):
-            w = enc.frame_bpe.weight.detach().float().cpu().numpy()
+
+        w = enc.frame_bpe.weight.detach().float().cpu().numpy()
+
+        def fill(out):
             rms = float(np.sqrt(np.mean(np.square(np.asarray(real.emb[:4096], dtype=np.float32)))))
             table = w / np.sqrt((w ** 2).mean(1, keepdims=True)) * rms
             rng = np.random.default_rng(0)
-            out = np.zeros((int(self.offsets[-1]), w.shape[1]), dtype=np.float16)
             for si, s in enumerate(data.sessions):
-                n = s["frames"] // fpt
+                n = s["frames"] // self.fpt
                 if not s.get("words"):
+                    out[self.offsets[si]:self.offsets[si + 1]] = 0
                     continue
-                lab = frame_labels(sp, [tuple(x) for x in s["words"]], 2 * n, V, cfg["audio"]["tokens_per_second"])[1][:n]
-                lab = lab.copy()
+                lab = frame_labels(sp, [tuple(x) for x in s["words"]], 2 * n, V,
+                                   cfg["audio"]["tokens_per_second"])[1][:n].copy()
                 m = rng.random(len(lab)) < corrupt
                 lab[m] = rng.integers(0, V + 1, size=int(m.sum()))
                 out[self.offsets[si]:self.offsets[si + 1]] = table[lab] + rng.normal(0, noise * rms, size=(n, w.shape[1]))
-            np.save(path, out)
-            json.dump({"tag": tag}, open(path + ".json", "w"))
-            log(work, f"label: label embeddings of {int((self.weights > 0).sum())} sessions written")
-        self.emb = np.load(path, mmap_mode="r")
+            return f"label: label embeddings of {int((self.weights > 0).sum())} sessions written"
+
+        self._load(work, "label_cache.npy", cfg, data, f"{enc_tag} noise {noise} corrupt {corrupt}", w.shape[1], fill)
 
 
 @torch.no_grad()
