@@ -1,6 +1,7 @@
 import { defineConfig } from 'vite';
 import { resolve } from 'node:path';
-import { samplesPlugin } from './src/ui/samples-plugin';
+// The extension is spelled out: Vite's native config loader (its future default) needs it.
+import { samplesPlugin } from './src/ui/samples-plugin.ts';
 
 const LIB_EXTERNAL = ['onnxruntime-web', 'onnxruntime-web/webgpu', 'webgpu', /^node:/];
 

@@ -47,23 +47,27 @@ def main():
     a = ap.parse_args()
     if a.dir and not os.path.isdir(a.dir):
         sys.exit(f"evaluate: --dir {a.dir} is not a folder (expected NAME.wav + NAME.txt or NAME.json clips)")
-    torch.set_num_threads(2)
-    cfg, enc, dec, pieces = load_model(a.model, a.work)
-    results = {}
     sets = [(os.path.basename(os.path.normpath(a.dir)), a.dir)] if a.dir else \
         [(n, os.path.join(a.repo, "public", "test-sets", n)) for n in a.sets.split(",")]
+    # every clip's reference is read before any decoding, so a clip without one ends the run
+    # at once instead of after the (long) clips before it
+    plan = []
     for name, d in sets:
         if not os.path.isdir(d):
             continue
         files = sorted(f for f in os.listdir(d) if f.endswith(".wav"))
         if a.limit:
             files = files[:a.limit]
+        plan.append((name, d, [(f, reference(os.path.join(d, f[:-4]))) for f in files]))
+    torch.set_num_threads(2)
+    cfg, enc, dec, pieces = load_model(a.model, a.work)
+    results = {}
+    for name, d, clips_in in plan:
         errs = refs = 0
         clips = []
-        for f in files:
+        for f, ref in clips_in:
             t = time.time()
             x, sr = read_wav(os.path.join(d, f))
-            ref = reference(os.path.join(d, f[:-4]))
             mel = mel_for(x, cfg)
             audio = encode_windows(enc, mel, cfg)
             # Exact shortcut: the metric truncates the hypothesis to 1.2x the reference words, so once

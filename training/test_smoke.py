@@ -267,6 +267,20 @@ def test_head_sensitivity_batched_backward():
     assert np.allclose(one, batched, rtol=1e-5, atol=1e-9), (one, batched)
 
 
+def test_evaluate_checks_references_first():
+    """a clip without a reference ends evaluate.py before the model is even loaded."""
+    with tempfile.TemporaryDirectory() as d:
+        from common import write_wav
+        x = 0.1 * np.sin(np.arange(1600) * 0.05)
+        write_wav(os.path.join(d, "a.wav"), x, 16000)
+        open(os.path.join(d, "a.txt"), "w").write("hello")
+        write_wav(os.path.join(d, "b.wav"), x, 16000)
+        r = subprocess.run([sys.executable, os.path.join(HERE, "evaluate.py"), "--dir", d,
+                            "--model", os.path.join(d, "no-model")], capture_output=True, text=True, timeout=120)
+        assert r.returncode != 0
+        assert "b.wav has no reference" in r.stderr, r.stderr[-1000:]
+
+
 def test_pipeline_tiny():
     import struct
     from common import load_safetensors

@@ -7,6 +7,7 @@
 import { NoWebGpuError } from '../errors.js';
 import type { ModelConfig } from '../model/config.js';
 import type { DecoderWeights } from '../model/weights.js';
+import { nodeBuiltin } from '../model/files.js';
 import { CpuBackend } from './cpu/backend.js';
 import type { DecoderBackend } from './types.js';
 
@@ -26,8 +27,7 @@ async function nodeVulkanMissing(): Promise<string | null> {
   const g = globalThis as { process?: { platform?: string; versions?: { node?: string }; env: Record<string, string | undefined> } };
   if (!g.process?.versions?.node || typeof (globalThis as { window?: unknown }).window !== 'undefined') return null;
   if (g.process.platform !== 'linux' || g.process.env.VK_ICD_FILENAMES || g.process.env.VK_DRIVER_FILES) return null;
-  const fsName = 'node:fs';
-  const fs = (await import(/* @vite-ignore */ fsName)) as typeof import('node:fs');
+  const fs = await nodeBuiltin<typeof import('node:fs')>('node:fs');
   const dirs = ['/usr/share/vulkan/icd.d', '/etc/vulkan/icd.d', '/usr/local/share/vulkan/icd.d'];
   const found = dirs.some((d) => fs.existsSync(d) && fs.readdirSync(d).some((f) => f.endsWith('.json')));
   return found ? null : 'no Vulkan driver is installed (no ICD manifest in /usr/share/vulkan/icd.d)';

@@ -9,7 +9,7 @@ import type * as Ort from 'onnxruntime-web';
 import type { AudioConfig, ModelConfig } from './config.js';
 import { CancelledError, ModelLoadError } from '../errors.js';
 import { LogMel } from '../audio/mel.js';
-import { isNode, readBytes } from './files.js';
+import { isNode, nodeBuiltin, readBytes } from './files.js';
 
 /** Runs one window: mel [nMels, frames] (mel-major) -> embeddings [frames / framesPerToken, hiddenSize]. */
 export type EncoderRunFn = (mel: Float32Array, frames: number) => Promise<Float32Array>;
@@ -109,9 +109,9 @@ export type ExecutionProvider = 'webgpu' | 'wasm';
 async function loadOrt(): Promise<OrtModule> {
   if (isNode()) {
     const ort: OrtModule = await import('onnxruntime-web');
-    const { createRequire } = await import('node:module');
-    const { dirname } = await import('node:path');
-    const { pathToFileURL } = await import('node:url');
+    const { createRequire } = await nodeBuiltin<typeof import('node:module')>('node:module');
+    const { dirname } = await nodeBuiltin<typeof import('node:path')>('node:path');
+    const { pathToFileURL } = await nodeBuiltin<typeof import('node:url')>('node:url');
     // The package's node entry lives in dist/, next to the .wasm and .mjs loaders ORT fetches.
     const entry = createRequire(import.meta.url).resolve('onnxruntime-web');
     ort.env.wasm.wasmPaths = pathToFileURL(dirname(entry)).href + '/';

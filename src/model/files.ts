@@ -7,6 +7,14 @@ import { ModelLoadError } from '../errors.js';
 export const isNode = (): boolean =>
   typeof process !== 'undefined' && !!process.versions?.node && typeof (globalThis as { window?: unknown }).window === 'undefined';
 
+/**
+ * Imports a Node builtin from a Node-only branch. The specifier is a variable so that a
+ * browser bundle neither resolves nor warns about modules its code never loads.
+ */
+export function nodeBuiltin<T>(name: 'node:fs' | 'node:fs/promises' | 'node:module' | 'node:path' | 'node:url'): Promise<T> {
+  return import(/* @vite-ignore */ name) as Promise<T>;
+}
+
 const isUrl = (s: string) => /^(https?|blob|data):/.test(s);
 
 /** Joins a model folder (URL or path) and a file name. */
@@ -17,7 +25,7 @@ export function joinModelPath(base: string, name: string): string {
 export async function readBytes(source: string, onProgress?: (loaded: number, total: number) => void): Promise<ArrayBuffer> {
   try {
     if (isNode() && !isUrl(source)) {
-      const fs = await import('node:fs/promises');
+      const fs = await nodeBuiltin<typeof import('node:fs/promises')>('node:fs/promises');
       const buf = await fs.readFile(source.startsWith('file:') ? new URL(source) : source);
       onProgress?.(buf.byteLength, buf.byteLength);
       return buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength) as ArrayBuffer;
@@ -63,7 +71,7 @@ export async function readJson(source: string): Promise<unknown> {
 /** Whether a file exists (optional model files such as heads.json). */
 export async function exists(source: string): Promise<boolean> {
   if (isNode() && !isUrl(source)) {
-    const fs = await import('node:fs/promises');
+    const fs = await nodeBuiltin<typeof import('node:fs/promises')>('node:fs/promises');
     return fs.access(source.startsWith('file:') ? new URL(source) : source).then(() => true, () => false);
   }
   try {

@@ -5,6 +5,7 @@
  * test can assert that decode steps allocate nothing.
  */
 import { DeviceLostError, NoWebGpuError, OutOfMemoryError } from '../../errors.js';
+import { nodeBuiltin } from '../../model/files.js';
 
 export interface GpuInfo {
   vendor: string;
@@ -40,8 +41,7 @@ async function nodeSwiftShader(): Promise<GPU | null> {
   // installed, makes it work (barrier-using shaders are unreliable there: see engine notes).
   const g = globalThis as { process?: { env: Record<string, string | undefined> } };
   if (!g.process || g.process.env.VK_ICD_FILENAMES) return null;
-  const fsName = 'node:fs';
-  const fs = (await import(/* @vite-ignore */ fsName)) as typeof import('node:fs');
+  const fs = await nodeBuiltin<typeof import('node:fs')>('node:fs');
   if (!fs.existsSync(SWIFTSHADER_ICD)) return null;
   g.process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
   return nodeGpu();

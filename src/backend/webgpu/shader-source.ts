@@ -4,6 +4,8 @@
  * plain Node (tsx, the CLI on a machine with a real GPU) that call does not exist, so
  * the files are read from the package's `shaders/` folder instead.
  */
+import { nodeBuiltin } from '../../model/files.js';
+
 export type ShaderLoader = (file: string) => Promise<string>;
 
 function bundled(): Record<string, string> | null {
@@ -27,8 +29,6 @@ export const defaultShaderLoader: ShaderLoader = async (file) => {
     if (src === undefined) throw new Error(`shader ${file} is not in shaders/`);
     return src;
   }
-  // A computed specifier keeps bundlers from trying to resolve node: modules for the browser.
-  const fsName = 'node:fs/promises';
-  const { readFile } = (await import(/* @vite-ignore */ fsName)) as typeof import('node:fs/promises');
+  const { readFile } = await nodeBuiltin<typeof import('node:fs/promises')>('node:fs/promises');
   return readFile(new URL(`../../../shaders/${file}`, import.meta.url), 'utf8');
 };
