@@ -7,7 +7,7 @@
 import { NoWebGpuError } from '../errors.js';
 import type { ModelConfig } from '../model/config.js';
 import type { DecoderWeights } from '../model/weights.js';
-import { nodeBuiltin } from '../model/files.js';
+import { isNode, nodeBuiltin } from '../model/files.js';
 import { CpuBackend } from './cpu/backend.js';
 import type { DecoderBackend } from './types.js';
 
@@ -24,8 +24,8 @@ export interface CreateBackendOptions {
  * and finds no adapter, so 'auto' skips it up front (and stays quiet).
  */
 async function nodeVulkanMissing(): Promise<string | null> {
-  const g = globalThis as { process?: { platform?: string; versions?: { node?: string }; env: Record<string, string | undefined> } };
-  if (!g.process?.versions?.node || typeof (globalThis as { window?: unknown }).window !== 'undefined') return null;
+  if (!isNode()) return null;
+  const g = globalThis as unknown as { process: { platform: string; env: Record<string, string | undefined> } };
   if (g.process.platform !== 'linux' || g.process.env.VK_ICD_FILENAMES || g.process.env.VK_DRIVER_FILES) return null;
   const fs = await nodeBuiltin<typeof import('node:fs')>('node:fs');
   const dirs = ['/usr/share/vulkan/icd.d', '/etc/vulkan/icd.d', '/usr/local/share/vulkan/icd.d'];
