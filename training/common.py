@@ -213,14 +213,17 @@ _CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_in
 
 
 class Espeak:
-    """espeak-ng through its C library: samples plus word events (ms)."""
+    """espeak-ng through its C library: samples plus word events (ms); the phoneme
+    events of the last synth() are in `phonemes` [(ms, mnemonic)]."""
 
     def __init__(self):
         self.lib = ctypes.CDLL("libespeak-ng.so.1")
         self.lib.espeak_Initialize.restype = ctypes.c_int
-        self.sr = self.lib.espeak_Initialize(2, 0, None, 0)  # AUDIO_OUTPUT_SYNCHRONOUS
+        # AUDIO_OUTPUT_SYNCHRONOUS; espeakINITIALIZE_PHONEME_EVENTS (the audio is the same)
+        self.sr = self.lib.espeak_Initialize(2, 0, None, 1)
         self._chunks = []
         self._events = []
+        self.phonemes = []
 
         def cb(wav, n, ev):
             if n > 0 and wav:
@@ -230,6 +233,8 @@ class Espeak:
                 e = ev[i]
                 if e.type == 1:  # espeakEVENT_WORD
                     self._events.append((e.text_position, e.length, e.audio_position))
+                elif e.type == 7:  # espeakEVENT_PHONEME
+                    self.phonemes.append((e.audio_position, bytes(e.id.string).split(b"\0")[0].decode("ascii", "replace")))
                 i += 1
             return 0
 
@@ -239,7 +244,7 @@ class Espeak:
                                           ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p]
 
     def synth(self, text, voice, rate=170, pitch=50, prange=50, wordgap=0):
-        self._chunks, self._events = [], []
+        self._chunks, self._events, self.phonemes = [], [], []
         self.lib.espeak_SetVoiceByName(voice.encode())
         self.lib.espeak_SetParameter(1, int(rate), 0)
         self.lib.espeak_SetParameter(3, int(pitch), 0)

@@ -120,10 +120,8 @@ def load_model(model_dir, work=None):
     dec.load_state_dict({k: torch.from_numpy(v) for k, v in w.items()})
     from model import Encoder
     from train import ENC_KW
-    from model import CHARS
     ew = load_safetensors(os.path.join(model_dir, "encoder.safetensors"))
-    enc = Encoder(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], **ENC_KW,
-                  char_per_frame=ew["ctc_char.weight"].shape[0] // (len(CHARS) + 1))
+    enc = Encoder(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], **ENC_KW, **Encoder.head_sizes(ew))
     enc.load_state_dict({k: torch.from_numpy(v) for k, v in ew.items()})
     enc.eval()
     tok = json.load(open(os.path.join(model_dir, "tokenizer.json")))

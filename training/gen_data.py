@@ -72,9 +72,9 @@ def es():
 def synth_session(texts, voice, rate, pitch, prange, rng, gaps=(0.15, 0.7)):
     """Concatenate utterances of one voice (at espeak's rate, then one sox
     resample to 16 kHz); returns samples, utterance spans [(start_s, end_s,
-    text)], words with global times."""
+    text)], words and phonemes [start_s, mnemonic] with global times."""
     e = es()
-    parts, utts, words = [], [], []
+    parts, utts, words, phonemes = [], [], [], []
     t = 0.0
     sr = e.sr
     for txt in texts:
@@ -93,9 +93,16 @@ def synth_session(texts, voice, rate, pitch, prange, rng, gaps=(0.15, 0.7)):
         utts.append((t, t + len(x) / sr, normalise(txt)))
         for w in ws:
             words.append({**w, "start": round(max(0.0, w["start"]) + t, 3), "end": round(w["end"] + t, 3)})
+        evs = [(ms / 1000.0 - a0 / sr, ph) for (ms, ph) in e.phonemes]
+        for k, (p0, ph) in enumerate(evs):
+            # a phoneme that began in the trimmed lead-in sounds from the cut on
+            if p0 < len(x) / sr and (k + 1 == len(evs) or evs[k + 1][0] > 0.0):
+                phonemes.append([round(max(0.0, p0) + t, 3), ph])
+        # the trimmed tail after the last phoneme event is silence
+        phonemes.append([round(t + len(x) / sr, 3), "_"])
         t += len(x) / sr
     parts.append(np.zeros(int(0.3 * sr), np.float32))
-    return sox_resample(np.concatenate(parts), sr), utts, words
+    return sox_resample(np.concatenate(parts), sr), utts, words, phonemes
 
 
 def synth_until(pool, voice, rate, pitch, prange, rng, min_s, max_s, gaps=(0.15, 0.7)):
@@ -114,7 +121,7 @@ def synth_until(pool, voice, rate, pitch, prange, rng, min_s, max_s, gaps=(0.15,
             continue
         chosen.append(t)
         dur += d
-    return synth_session(chosen, voice, rate, pitch, prange, rng, gaps=gaps)
+    return synth_session(chosen, voice, rate, pitch, prange, rng, gaps=gaps)[:3]
 
 
 def flite_until(pool, voice, rng, min_s, max_s):
@@ -186,21 +193,21 @@ def _train_job(args):
     if kind == "festival":
         x, utts = festival_session(texts, rng)
         voice = "festival:kal_diphone"
-        words = []
+        words, phonemes = [], []
     else:
         voice = f"{r.choice(TRAIN_BASES)}+{r.choice(train_vars)}"
-        x, utts, words = synth_session(texts, voice, rate=r.randint(130, 190), pitch=r.randint(25, 75),
+        x, utts, words, phonemes = synth_session(texts, voice, rate=r.randint(130, 190), pitch=r.randint(25, 75),
                                        prange=r.randint(30, 80), rng=rng)
     x = pcm16_roundtrip(augment(x, rng))
     mel = log_mel_fast(x)
-    return sid, voice, mel.astype(np.float16), utts, [[w["start"], w["end"], w["word"]] for w in words]
+    return sid, voice, mel.astype(np.float16), utts, [[w["start"], w["end"], w["word"]] for w in words], phonemes
 
 
 def group(texts, size):
     return [texts[i:i + size] for i in range(0, len(texts), size)]
 
 
-def build_train(work, train_texts, tiny, procs=2):
+def build_train(work, train_texts, tiny, procs=2, espeak_texts=3000):
     out = os.path.join(work, "data")
     os.makedirs(out, exist_ok=True)
     if os.path.exists(os.path.join(out, "train_index.json")):
@@ -214,7 +221,7 @@ def build_train(work, train_texts, tiny, procs=2):
     fest = [t for i, t in enumerate(texts) if i % 12 == 5][:n_fest]
     fest_set = set(fest)
     esp = [t for t in texts if t not in fest_set]
-    esp = esp[:30] if tiny else esp[:3000]  # ~5-6 h of espeak speech
+    esp = esp[:30] if tiny else (esp[:espeak_texts] if espeak_texts else esp)  # 3000: ~5.8 h
     jobs = []
     for i, g in enumerate(group(esp, 30)):
         jobs.append((len(jobs), g, "espeak", 1000 + i, train_vars))
@@ -224,13 +231,16 @@ def build_train(work, train_texts, tiny, procs=2):
     mels, index = [], []
     off = 0
     with Pool(procs) as pool:
-        for k, (sid, voice, mel, utts, words) in enumerate(pool.imap(_train_job, jobs)):
+        for k, (sid, voice, mel, utts, words, phonemes) in enumerate(pool.imap(_train_job, jobs)):
             mels.append(mel)
             index.append({"session": sid, "voice": voice, "offset": off, "frames": mel.shape[1],
                           "utts": [[round(a, 3), round(b, 3), t] for (a, b, t) in utts],
                           # word spans (espeak word events; festival sessions have none): the
                           # frame-level and attention-guide targets of training
-                          "words": words})
+                          "words": words,
+                          # espeak phoneme events [start_s, mnemonic] (none for festival): the
+                          # encoder's framewise phoneme targets
+                          "phonemes": phonemes})
             off += mel.shape[1]
             if k % 20 == 0:
                 print(f"  session {k}/{len(jobs)} {time.time() - t0:.0f}s", flush=True)
@@ -342,6 +352,7 @@ def main():
     ap.add_argument("--repo", default=".")
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--skip-tests", action="store_true")
+    ap.add_argument("--espeak-texts", type=int, default=3000, help="training texts for espeak sessions (0: all)")
     a = ap.parse_args()
     texts = load_fortunes()
     split = {"train": [], "test": [], "calib": []}
@@ -355,7 +366,7 @@ def main():
         build_tests(a.repo, split["test"], split["calib"], a.tiny)
         open(os.path.join(a.work, "tests_done"), "w").write("ok")
         print("test sets written")
-    build_train(a.work, split["train"], a.tiny)
+    build_train(a.work, split["train"], a.tiny, espeak_texts=a.espeak_texts)
 
 
 if __name__ == "__main__":

@@ -75,7 +75,7 @@ class Encoder(nn.Module):
     pairs -> 12.5 Hz embeddings [B, T/8, hidden] (+ subword CTC head)."""
 
     def __init__(self, n_mels=80, d=192, layers=6, heads=4, f=512, hidden=192, vocab=512, top_layers=1,
-                 char_per_frame=1):
+                 char_per_frame=1, n_phonemes=0):
         super().__init__()
         # char CTC logits per 25 Hz frame: 2 gives a 50 Hz char head, since fast speech (12-17
         # characters/s) leaves a 25 Hz char CTC almost no blank frames
@@ -95,6 +95,11 @@ class Encoder(nn.Module):
         # (vocab = silence). Unlike CTC they have no blank plateau to climb out of.
         self.frame_char = nn.Linear(d, len(CHARS) + 1)
         self.frame_bpe = nn.Linear(hidden, vocab + 1)
+        # framewise phonemes from the embeddings, both 25 Hz frames of each 12.5 Hz token
+        # (0 = silence; espeak's phoneme events give exact times): it makes the embeddings
+        # the decoder reads carry what was said rather than how the voice sounds
+        self.n_phonemes = n_phonemes
+        self.frame_ph = nn.Linear(hidden, 2 * (n_phonemes + 1)) if n_phonemes else None
 
     def forward_base(self, mel, lengths=None):
         """-> 25 Hz features x [B, T/4, d], char logits [B, T/4 * char_per_frame, 29], keep4 (or None)."""
@@ -130,12 +135,22 @@ class Encoder(nn.Module):
 
     def forward(self, mel, lengths=None, return_all=False):
         """return_all: (emb, char CTC logits, subword CTC logits, framewise char logits at
-        25 Hz, framewise subword logits at 12.5 Hz)."""
+        25 Hz, framewise subword logits at 12.5 Hz, framewise phoneme logits at 25 Hz or
+        None)."""
         x, char_logits, keep4 = self.forward_base(mel, lengths)
         emb = self.forward_top(x, keep4)
         if return_all:
-            return emb, char_logits, self.ctc_bpe(emb), self.frame_char(x), self.frame_bpe(emb)
+            ph = None
+            if self.frame_ph is not None:
+                ph = self.frame_ph(emb).reshape(emb.shape[0], -1, self.n_phonemes + 1)
+            return emb, char_logits, self.ctc_bpe(emb), self.frame_char(x), self.frame_bpe(emb), ph
         return emb
+
+    @staticmethod
+    def head_sizes(state):
+        """constructor arguments that a saved state's training heads imply."""
+        n = state["frame_ph.weight"].shape[0] // 2 - 1 if "frame_ph.weight" in state else 0
+        return dict(char_per_frame=state["ctc_char.weight"].shape[0] // (len(CHARS) + 1), n_phonemes=n)
 
 
 class EncoderExport(nn.Module):

@@ -25,7 +25,11 @@ def main():
     from train import ENC_KW
     cfg = json.load(open(os.path.join(a.model, "config.json")))
     dec_n = sum(p.numel() for p in Decoder(cfg).parameters())
-    enc = Encoder(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], **ENC_KW)
+    from common import load_safetensors
+    ew = load_safetensors(os.path.join(a.model, "encoder.safetensors"))
+    enc = Encoder(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], **ENC_KW, **Encoder.head_sizes(ew))
+    ph_head = (f", framewise espeak phonemes ({enc.n_phonemes} + silence) of both 25 Hz frames from each "
+               "12.5 Hz embedding") if enc.n_phonemes else ""
     enc_n = sum(p.numel() for n, p in enc.named_parameters() if "ctc" not in n and "frame_" not in n)
     log = open(os.path.join(a.work, "train.log")).read() if os.path.exists(os.path.join(a.work, "train.log")) else ""
     ctc_done = re.findall(r"ctc: finished step (\d+) in ([0-9.]+) min, loss ema (\S+)", log)
@@ -40,6 +44,7 @@ def main():
     last_start = log.rfind("] dec step 1 phase")
     dec_val = re.findall(r"dec val step (\d+): greedy WER ([0-9.]+)", log[max(0, last_start):])
     stats = json.load(open(os.path.join(a.work, "data", "mel_stats.json")))
+    n_sessions = len(json.load(open(os.path.join(a.work, "data", "train_index.json"))))
     ev = {}
     if os.path.exists(os.path.join(a.model, "eval.json")):
         ev = json.load(open(os.path.join(a.model, "eval.json")))
@@ -81,7 +86,7 @@ Trained from scratch on this project's machines by `training/`.
   hidden {cfg['hidden_size']}. Windows of {A['encoder_window_frames']} mel frames (30 s) are
   encoded independently (attention only inside a window); trained on windows of varying
   length. Training-only heads: char CTC and framewise chars at 25 Hz, subword CTC and
-  framewise subword pieces at 12.5 Hz.
+  framewise subword pieces at 12.5 Hz{ph_head}.
 - Decoder (`decoder.safetensors`, {dec_n / 1e6:.2f} M parameters): Llama-style,
   {cfg['num_layers']} layers, hidden {cfg['hidden_size']}, {cfg['num_heads']} query heads /
   {cfg['num_kv_heads']} KV heads (GQA ratio {cfg['num_heads'] // cfg['num_kv_heads']}), head dim
@@ -101,7 +106,7 @@ Trained from scratch on this project's machines by `training/`.
 ## Data
 espeak-ng (6 training accents × ~90 variants, rate 130–190, pitch/range random) and
 festival kal_diphone (speed-perturbed) reading Debian `fortunes` texts, with gain and
-noise augmentation: {stats['hours']:.2f} h of training audio in 103 long-form sessions. Held-out espeak voices
+noise augmentation: {stats['hours']:.2f} h of training audio in {n_sessions} long-form sessions. Held-out espeak voices
 (base voices en-us-nyc, en-gb-x-gbcwmd × 10 held-out variants) and flite voices (never
 trained on) for testing; texts split by hash into train / calibration / test. Details in
 `training/README.md`.

@@ -48,7 +48,8 @@ import torch.nn.functional as F
 from common import wer
 from infer import detok, encode_windows, greedy, mel_for
 from model import Decoder
-from train_common import budget_reached, dev, finite_step, frame_labels, log, lr_at, piece_spans, save_ckpt
+from train_common import (budget_reached, dev, finite_step, frame_labels, log, lr_at, phoneme_labels, piece_spans,
+                          save_ckpt)
 
 
 def parse_phases(s):
@@ -101,22 +102,48 @@ class EmbeddingCache:
 
 class LabelCache(EmbeddingCache):
     """Label embeddings in the place of the encoder's, for the label stage: at each
-    12.5 Hz audio token, the framewise subword head's row for the piece the
-    synthesiser's word spans put there (train_common.frame_labels; its silence row
-    between words), scaled to the encoder embeddings' rms, with a share
-    `corrupt` of the tokens given a random piece and Gaussian noise of `noise` x rms
-    (drawn once per session, in session order, seed 0). On these a decoder finds the
+    12.5 Hz audio token, with `source` "phoneme" (an encoder with a phoneme head), the
+    sum of the phoneme head's rows for the phonemes of its two 25 Hz frames (espeak's
+    phoneme events, train_common.phoneme_labels); with "piece", the framewise subword
+    head's row for the piece the synthesiser's word spans put there
+    (train_common.frame_labels; its silence row between words). Each is scaled to
+    the encoder embeddings' rms, with a share `corrupt` of the frames (tokens) given
+    a random phoneme (piece) and Gaussian noise of `noise` x rms (drawn once per
+    session, in session order, seed 0). Phoneme labels are what the real embeddings
+    carry in every voice (the encoder's phoneme head is about as right on held-out
+    voices as on training ones, where its spelling heads are not), so the decoder
+    learns to spell from sounds, not to copy pieces. On these a decoder finds the
     reading circuits (where is the next piece, copy it out) in minutes, where on the
     noisy real embeddings the LM loss sat at a text-only level for the CPU runs'
     whole budgets; the decoder stage then adapts them to the real encoder. Only
     sessions with word spans (not festival) are sampled (`weights`)."""
 
-    def __init__(self, work, cfg, sp, data, enc, real, enc_tag, noise, corrupt):
+    def __init__(self, work, cfg, sp, data, enc, real, enc_tag, noise, corrupt, source="phoneme"):
         V = cfg["vocab_size"]
-        self.weights = np.array([len(s["utts"]) if s.get("words") else 0 for s in data.sessions], dtype=np.float64)
+        rate = cfg["audio"]["tokens_per_second"]
+        if source == "phoneme" and enc.frame_ph is None:
+            raise ValueError("--label-source phoneme needs an encoder with a phoneme head (--phoneme-weight > 0)")
+        key = "phonemes" if source == "phoneme" else "words"
+        self.weights = np.array([len(s["utts"]) if s.get(key) else 0 for s in data.sessions], dtype=np.float64)
         self.weights /= self.weights.sum()
+        if source == "phoneme":
+            P = enc.n_phonemes + 1
+            wp = enc.frame_ph.weight.detach().float().cpu().numpy()
+            w = (wp[:P, None, :] + wp[None, P:, :]).reshape(P * P, -1)  # row p1 * P + p2
+            ids = {p: i + 1 for i, p in enumerate(data.phonemes)}
+        else:
+            w = enc.frame_bpe.weight.detach().float().cpu().numpy()
 
-        w = enc.frame_bpe.weight.detach().float().cpu().numpy()
+        def labels(s, n, rng):
+            if source == "piece":
+                lab = frame_labels(sp, [tuple(x) for x in s["words"]], 2 * n, V, rate)[1][:n].copy()
+                m = rng.random(len(lab)) < corrupt
+                lab[m] = rng.integers(0, V + 1, size=int(m.sum()))
+                return lab
+            ph = phoneme_labels([(t, ids.get(p, 0)) for t, p in s["phonemes"]], 2 * n, 2 * rate)
+            m = rng.random(len(ph)) < corrupt
+            ph[m] = rng.integers(0, P, size=int(m.sum()))
+            return ph[0::2] * P + ph[1::2]
 
         def fill(out):
             rms = float(np.sqrt(np.mean(np.square(np.asarray(real.emb[:4096], dtype=np.float32)))))
@@ -124,17 +151,15 @@ class LabelCache(EmbeddingCache):
             rng = np.random.default_rng(0)
             for si, s in enumerate(data.sessions):
                 n = s["frames"] // self.fpt
-                if not s.get("words"):
+                if not s.get(key):
                     out[self.offsets[si]:self.offsets[si + 1]] = 0
                     continue
-                lab = frame_labels(sp, [tuple(x) for x in s["words"]], 2 * n, V,
-                                   cfg["audio"]["tokens_per_second"])[1][:n].copy()
-                m = rng.random(len(lab)) < corrupt
-                lab[m] = rng.integers(0, V + 1, size=int(m.sum()))
-                out[self.offsets[si]:self.offsets[si + 1]] = table[lab] + rng.normal(0, noise * rms, size=(n, w.shape[1]))
-            return f"label: label embeddings of {int((self.weights > 0).sum())} sessions written"
+                out[self.offsets[si]:self.offsets[si + 1]] = table[labels(s, n, rng)] + rng.normal(
+                    0, noise * rms, size=(n, w.shape[1]))
+            return f"label: {source} label embeddings of {int((self.weights > 0).sum())} sessions written"
 
-        self._load(work, "label_cache.npy", cfg, data, f"{enc_tag} noise {noise} corrupt {corrupt}", w.shape[1], fill)
+        self._load(work, "label_cache.npy", cfg, data, f"{enc_tag} {source} noise {noise} corrupt {corrupt}",
+                   w.shape[1], fill)
 
 
 @torch.no_grad()
@@ -286,7 +311,7 @@ def stage_dec(a, cfg, sp, data, val, enc, enc_tag, export):
     cache = EmbeddingCache(a.work, cfg, data, enc, enc_tag)
     init = a.dec_init
     if a.label_minutes > 0 and not init:
-        labels = LabelCache(a.work, cfg, sp, data, enc, cache, enc_tag, a.label_noise, a.label_corrupt)
+        labels = LabelCache(a.work, cfg, sp, data, enc, cache, enc_tag, a.label_noise, a.label_corrupt, a.label_source)
         init = os.path.join(a.work, "dec_label.pt")
         run_stage(a, "label", init, cfg, sp, data, [], enc, labels, enc_tag + " labels", a.label_phases,
                   a.label_minutes, a.label_lr, a.label_warmup, None, None)

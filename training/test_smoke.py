@@ -20,6 +20,7 @@ import sys
 import tempfile
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -129,10 +130,30 @@ def test_char_head_rates():
     from model import CHARS, Encoder
     mel = torch.randn(2, 80, 64)
     for cpf, frames in ((1, 16), (2, 32)):
-        enc = Encoder(d=32, layers=1, heads=2, f=64, hidden=32, vocab=16, char_per_frame=cpf)
-        _, char_logits, _, frame_char, frame_bpe = enc(mel, return_all=True)
+        enc = Encoder(d=32, layers=1, heads=2, f=64, hidden=32, vocab=16, char_per_frame=cpf, n_phonemes=5)
+        _, char_logits, _, frame_char, frame_bpe, frame_ph = enc(mel, return_all=True)
         assert tuple(frame_char.shape) == (2, 16, len(CHARS) + 1) and tuple(frame_bpe.shape) == (2, 8, 17)
         assert tuple(char_logits.shape) == (2, frames, len(CHARS) + 1), (cpf, char_logits.shape)
+        assert tuple(frame_ph.shape) == (2, 16, 6)  # both 25 Hz frames of each embedding
+        assert Encoder.head_sizes(enc.state_dict()) == dict(char_per_frame=cpf, n_phonemes=5)
+
+
+def test_phoneme_labels_and_events():
+    """espeak's phoneme events reach the index relative to the session, and their
+    framewise targets hold each phoneme until the next event (pauses are silence)."""
+    from gen_data import synth_session
+    from train_common import phoneme_inventory, phoneme_labels
+    x, utts, words, phs = synth_session(["young men think", "old men are fools"], "en-us", 170, 50, 50,
+                                        np.random.default_rng(0))
+    assert [p for _, p in phs[:3]] == ["j", "V", "N"], phs[:5]
+    times = [t for t, _ in phs]
+    assert times == sorted(times) and utts[1][0] <= times[-1] <= utts[1][1] + 0.01
+    assert abs(phs[0][0] - utts[0][0]) < 0.002  # the first phoneme starts the utterance (times kept to ms)
+    inv = phoneme_inventory([{"phonemes": phs}])
+    assert "_" not in inv and "j" in inv
+    lab = phoneme_labels([(0.0, 0), (0.2, 3), (0.4, 1)], 20)
+    assert (lab[:5] == 0).all() and (lab[5:10] == 3).all() and (lab[10:] == 1).all()
+    assert (phoneme_labels(None, 7) == -100).all()
 
 
 class _FakeSp:
@@ -182,16 +203,44 @@ def test_label_cache():
     real = SimpleNamespace(emb=np.full((4096, D), 2.0, dtype=np.float16))
     with tempfile.TemporaryDirectory() as d:
         os.makedirs(os.path.join(d, "data"))
-        lc = LabelCache(d, cfg, sp, data, enc, real, "t", 0.0, 0.0)
+        lc = LabelCache(d, cfg, sp, data, enc, real, "t", 0.0, 0.0, source="piece")
         lab = frame_labels(sp, [tuple(w) for w in words], 2 * n, V)[1]
         w = enc.frame_bpe.weight.detach().numpy()
         want = w[lab] / np.sqrt((w[lab] ** 2).mean(1, keepdims=True)) * 2.0
         got = lc.span(0, 0, 8 * n).numpy()
         assert np.allclose(got, want, atol=2e-2), np.abs(got - want).max()
         assert list(lc.weights) == [1.0, 0.0]
-        noisy = LabelCache(d, cfg, sp, data, enc, real, "t", 0.5, 0.2).span(0, 0, 8 * n).numpy()
+        noisy = LabelCache(d, cfg, sp, data, enc, real, "t", 0.5, 0.2, source="piece").span(0, 0, 8 * n).numpy()
         resid = noisy - want
         assert 0.5 < float(resid.std()) < 2.0, resid.std()  # noise of 0.5 x rms 2, plus corrupted rows
+        with pytest.raises(ValueError, match="phoneme head"):
+            LabelCache(d, cfg, sp, data, SimpleNamespace(frame_bpe=enc.frame_bpe, frame_ph=None), real, "t", 0, 0)
+
+
+def test_label_cache_phonemes():
+    """phoneme label embeddings: at each token the sum of the phoneme head's rows for its
+    two 25 Hz frames (first frame from the first half of the head), rms-scaled; sessions
+    without phoneme events never drawn."""
+    from types import SimpleNamespace
+    from stage_dec import LabelCache
+    D, n, P = 6, 10, 3  # two phonemes + silence
+    phs = [[0.0, "_"], [0.12, "a"], [0.2, "b"], [0.5, "_"]]
+    data = SimpleNamespace(phonemes=["a", "b"], sessions=[dict(frames=8 * n, utts=[[0, 1, "x"]], phonemes=phs),
+                                                         dict(frames=8 * n, utts=[[0, 1, "y"]])])
+    cfg = {"vocab_size": 16, "audio": {"frames_per_token": 8, "tokens_per_second": 12.5}}
+    torch.manual_seed(0)
+    enc = SimpleNamespace(frame_ph=torch.nn.Linear(D, 2 * P), n_phonemes=P - 1)
+    real = SimpleNamespace(emb=np.full((4096, D), 2.0, dtype=np.float16))
+    with tempfile.TemporaryDirectory() as d:
+        os.makedirs(os.path.join(d, "data"))
+        lc = LabelCache(d, cfg, None, data, enc, real, "t", 0.0, 0.0)
+        w = enc.frame_ph.weight.detach().numpy()
+        frames = [0, 0, 0, 1, 1, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0]  # 25 Hz, 40 ms each
+        want = np.stack([w[frames[2 * t]] + w[P + frames[2 * t + 1]] for t in range(n)])
+        want = want / np.sqrt((want ** 2).mean(1, keepdims=True)) * 2.0
+        got = lc.span(0, 0, 8 * n).numpy()
+        assert np.allclose(got, want, atol=2e-2), np.abs(got - want).max()
+        assert list(lc.weights) == [1.0, 0.0]
 
 
 def test_guide_rows_and_loss():
@@ -281,17 +330,36 @@ def test_evaluate_checks_references_first():
         assert "b.wav has no reference" in r.stderr, r.stderr[-1000:]
 
 
+TINY = ["--tiny", "--ctc-steps", "8", "--ctc-batch-s", "8", "--ctc-lr", "3e-3", "--phases", "8:2-5:6",
+        "--label-phases", "8:2-5:6", "--label-lr", "3e-3", "--label-warmup", "2", "--dec-warmup", "2",
+        "--dec-lr", "3e-3", "--log-every", "1", "--val-every", "1000", "--warmup", "2", "--skip-eval", "--threads", "1"]
+
+
+def test_pipeline_tiny_phonemes():
+    """the phoneme head and phoneme label embeddings, end to end: trained, exported,
+    loaded back by the Python tools."""
+    from export import load_model
+    with tempfile.TemporaryDirectory() as d:
+        work, repo = os.path.join(d, "work"), os.path.join(d, "repo")
+        os.makedirs(repo)
+        cmd = [sys.executable, os.path.join(HERE, "train.py"), "--work", work, "--repo", repo, *TINY,
+               "--phoneme-weight", "1", "--label-source", "phoneme"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        text = open(os.path.join(work, "train.log")).read()
+        assert max(float(v) for v in re.findall(r"phoneme ([0-9.]+);", text)) > 0, "no phoneme loss"
+        assert "label: phoneme label embeddings" in text
+        _, enc, _, _ = load_model(os.path.join(repo, "public", "models", "wnw-ref"))
+        assert enc.n_phonemes > 10
+
+
 def test_pipeline_tiny():
     import struct
     from common import load_safetensors
     with tempfile.TemporaryDirectory() as d:
         work, repo = os.path.join(d, "work"), os.path.join(d, "repo")
         os.makedirs(repo)
-        cmd = [sys.executable, os.path.join(HERE, "train.py"), "--work", work, "--repo", repo, "--tiny",
-               "--ctc-steps", "8", "--ctc-batch-s", "8", "--ctc-lr", "3e-3", "--phases", "8:2-5:6",
-               "--label-phases", "8:2-5:6", "--label-lr", "3e-3", "--label-warmup", "2", "--dec-warmup", "2",
-               "--dec-lr", "3e-3", "--log-every", "1", "--val-every", "1000", "--warmup", "2", "--skip-eval",
-               "--threads", "1"]
+        cmd = [sys.executable, os.path.join(HERE, "train.py"), "--work", work, "--repo", repo, *TINY]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         log = os.path.join(work, "train.log")

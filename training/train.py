@@ -82,6 +82,8 @@ def main():
     ap.add_argument("--repo", default=os.path.dirname(HERE))
     ap.add_argument("--out", default=None)
     ap.add_argument("--tiny", action="store_true", help="smoke-test sizes")
+    ap.add_argument("--espeak-texts", type=int, default=3000,
+                    help="training texts read by espeak voices when the data is made (0: all 9,643)")
     ap.add_argument("--ctc-steps", type=int, default=5000)
     ap.add_argument("--ctc-minutes", type=float, default=25)
     ap.add_argument("--ctc-lr", type=float, default=1.5e-3)
@@ -90,6 +92,8 @@ def main():
                     help="char CTC logits per 25 Hz encoder frame (2: a 50 Hz char head, the next thing to try)")
     ap.add_argument("--ctc-weight", type=float, default=0.5,
                     help="weight of the CTC losses beside the framewise ones in the encoder stage")
+    ap.add_argument("--phoneme-weight", type=float, default=0.0,
+                    help="weight of the framewise phoneme loss on the encoder's embeddings (0: no phoneme head)")
     ap.add_argument("--ctc-init", default="", help="warm-start the encoder from this ctc.pt (matching tensors)")
     ap.add_argument("--augment", type=int, default=1, help="1: frequency warp + SpecAugment in the CTC stage")
     ap.add_argument("--dec-lr", type=float, default=1e-3)
@@ -107,6 +111,9 @@ def main():
     ap.add_argument("--label-lr", type=float, default=2e-3)
     ap.add_argument("--label-warmup", type=int, default=60)
     ap.add_argument("--label-noise", type=float, default=0.3, help="label stage: Gaussian noise, x embedding rms")
+    ap.add_argument("--label-source", default="piece", choices=["phoneme", "piece"],
+                    help="label stage: embeddings from the phoneme head's rows (espeak phoneme events) or "
+                         "the framewise subword head's (word spans)")
     ap.add_argument("--label-corrupt", type=float, default=0.1, help="label stage: share of tokens given a random piece")
     ap.add_argument("--spread-mode", default="gap", choices=["gap", "stride"],
                     help="gap: shift the text's position ids after the audio; stride: spread every position "
@@ -153,7 +160,7 @@ def main():
         cmd = [sys.executable, os.path.join(HERE, "gen_data.py"), "--work", a.work, "--repo", a.repo]
         if a.tiny:
             cmd.append("--tiny")
-        subprocess.run(cmd, check=True)
+        subprocess.run(cmd + ["--espeak-texts", str(a.espeak_texts)], check=True)
     cfg = default_cfg()
     stats = json.load(open(os.path.join(a.work, "data", "mel_stats.json")))
     cfg["audio"]["mel_mean"] = round(stats["mel_mean"], 6)

@@ -45,6 +45,7 @@ class Data:
         self.std = cfg["audio"]["mel_std"]
         self.sp = sp
         self.sessions = [s for s in self.index if s["utts"]]
+        self.phonemes = phoneme_inventory(self.sessions)
         self.w = np.array([len(s["utts"]) for s in self.sessions], dtype=np.float64)
         self.w /= self.w.sum()
 
@@ -90,10 +91,25 @@ class Data:
         return (m - self.mean) / self.std
 
     def sample(self, rng, lo_s, hi_s):
-        """(mel [80, T] float32 normalised, text, words) of a random span; words as
-        span_words gives them."""
+        """(mel [80, T] float32 normalised, text, words, phonemes) of a random span;
+        words as span_words gives them, phonemes as span_phonemes."""
         si, a, n, text = self.span(rng, lo_s, hi_s)
-        return self.frames(si, a, n, rng), text, self.span_words(si, a, n, text)
+        return self.frames(si, a, n, rng), text, self.span_words(si, a, n, text), self.span_phonemes(si, a, n)
+
+    def span_phonemes(self, si, a, n):
+        """[(start_s, phoneme id)] from the span's first frame (the phoneme sounding at
+        its start included, at 0), 0 = silence; None where the session has none."""
+        evs = self.sessions[si].get("phonemes")
+        if not evs:
+            return None
+        t0, t1 = a / 100.0, (a + n) / 100.0
+        ids = {p: i + 1 for i, p in enumerate(self.phonemes)}
+        out = []
+        for k, (p0, ph) in enumerate(evs):
+            p1 = evs[k + 1][0] if k + 1 < len(evs) else p0 + 1.0
+            if p1 > t0 and p0 < t1:
+                out.append((max(0.0, p0 - t0), ids.get(ph, 0)))
+        return out
 
     def span_words(self, si, a, n, text):
         """[(start_s, end_s, word)] from the span's first frame, or None where the session
@@ -141,6 +157,23 @@ def frame_labels(sp, words, n25, silence_bpe, token_rate=12.5):
         f1 = max(f0 + 1, int(round(p1 * token_rate)))
         bp[max(0, f0):min(len(bp), f1)] = i
     return ch, bp
+
+
+def phoneme_inventory(sessions):
+    """sorted espeak phoneme mnemonics of the training sessions; pauses ("_", "_:", ...)
+    are silence (class 0), so phoneme i of the list is class i + 1."""
+    return sorted({ph for s in sessions for (_, ph) in s.get("phonemes") or [] if not ph.startswith("_")})
+
+
+def phoneme_labels(phonemes, n25, rate=25.0):
+    """framewise phoneme classes at 25 Hz from span_phonemes' events (each holds until
+    the next one); all -100 (ignored) without events."""
+    out = np.full(n25, -100 if phonemes is None else 0, dtype=np.int64)
+    for k, (p0, c) in enumerate(phonemes or []):
+        f0 = int(round(p0 * rate))
+        f1 = int(round(phonemes[k + 1][0] * rate)) if k + 1 < len(phonemes) else n25
+        out[max(0, f0):min(n25, max(f1, f0 + 1))] = c
+    return out
 
 
 def char_ids(text):
