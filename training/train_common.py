@@ -46,6 +46,7 @@ class Data:
         self.sp = sp
         self.sessions = [s for s in self.index if s["utts"]]
         self.phonemes = phoneme_inventory(self.sessions)
+        self.phoneme_ids = {p: i + 1 for i, p in enumerate(self.phonemes)}
         self.w = np.array([len(s["utts"]) for s in self.sessions], dtype=np.float64)
         self.w /= self.w.sum()
 
@@ -103,7 +104,7 @@ class Data:
         if not evs:
             return None
         t0, t1 = a / 100.0, (a + n) / 100.0
-        ids = {p: i + 1 for i, p in enumerate(self.phonemes)}
+        ids = self.phoneme_ids
         out = []
         for k, (p0, ph) in enumerate(evs):
             p1 = evs[k + 1][0] if k + 1 < len(evs) else p0 + 1.0
