@@ -32,6 +32,10 @@ def main():
                     help="the training data folder it was trained on (phoneme inventory, mel stats)")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    for path, what in ((a.ckpt, "--ckpt: an encoder checkpoint (training/work/ctc*.pt)"),
+                       (os.path.join(a.data, "train_index.json"), "--data: the training data folder")):
+        if not os.path.isfile(path):
+            sys.exit(f"{path} not found; {what}")
     idx = json.load(open(os.path.join(a.data, "train_index.json")))
     ids = {p: i + 1 for i, p in enumerate(phoneme_inventory(idx))}
     stats = json.load(open(os.path.join(a.data, "mel_stats.json")))
