@@ -12,13 +12,15 @@
 //                audio offsets (positions not on the GPU stay 0).
 // tables: per flat head h, meta[4h..4h+3] = (offset of its page list in `tables`,
 // page count, export index or 0xffffffff, 0); page lists follow the meta block.
+// Slots are pool-wide (positions, tables and scores index them so); kPool/vPool are the
+// shard that holds this layer's heads, whose first slot is lp.base.
 // Constants: H, HKV, HD, GROUP, PAGE, PPS, SCALE.
 
 const CH: u32 = PPS * PAGE;
 const NEG: f32 = -3.0e38;
 const NONE: u32 = 0xffffffffu;
 
-struct Layer { layer: u32, _p0: u32, _p1: u32, _p2: u32 }
+struct Layer { layer: u32, base: u32, _p1: u32, _p2: u32 }
 struct Export { heads: u32, audioStart: u32, audioLength: u32, _p0: u32 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;              // [H * HD] this layer
@@ -65,7 +67,7 @@ fn attn_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
       var s = NEG;
       if (valid) {
         var dot = 0.0;
-        for (var d = 0u; d < HD; d++) { dot += qs[j * HD + d] * kPool[slot * HD + d]; }
+        for (var d = 0u; d < HD; d++) { dot += qs[j * HD + d] * kPool[(slot - lp.base) * HD + d]; }
         s = dot * SCALE;
         if (exported) { scores[slot * GROUP + j] = s; }
       }
@@ -89,7 +91,7 @@ fn attn_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
         let e = exp(v - m);
         l += e;
         let slot = pg[idx / PAGE] * PAGE + idx % PAGE;
-        acc += e * vPool[slot * HD + d];
+        acc += e * vPool[(slot - lp.base) * HD + d];
       }
     }
     let pb = (split * H + kh * GROUP + j) * (HD + 2u);

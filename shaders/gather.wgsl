@@ -1,9 +1,10 @@
 // Prefill KV -> pool pages: entry e copies row seq of KV head kh of this layer's prefill
 // K/V into pool slot `slot` (entries are (slot, seq, kh) triples, made by
-// Residency.applyPrefill's gathers). One thread per (entry, dim).
+// Residency.applyPrefill's gathers). One thread per (entry, dim). Slots are pool-wide;
+// kPool/vPool are the shard that holds this layer, starting at slot p.base.
 // Constants: HD, KVD.
 
-struct Params { first: u32, count: u32, _p0: u32, _p1: u32 }
+struct Params { first: u32, count: u32, base: u32, _p1: u32 }
 
 @group(0) @binding(0) var<storage, read> entries: array<u32>;
 @group(0) @binding(1) var<storage, read> srcK: array<f32>;
@@ -22,6 +23,6 @@ fn kv_gather(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   let b = (p.first + e) * 3u;
   let slot = entries[b];
   let src = entries[b + 1u] * KVD + entries[b + 2u] * HD + d;
-  kPool[slot * HD + d] = srcK[src];
-  vPool[slot * HD + d] = srcV[src];
+  kPool[(slot - p.base) * HD + d] = srcK[src];
+  vPool[(slot - p.base) * HD + d] = srcV[src];
 }

@@ -3,6 +3,7 @@
 //     then HKV key heads, then HKV value heads; Wqkv is [q; k; v] concatenated), each thread
 //     one row; the rotated key and the value go straight into the pool slot that the
 //     residency reserved for this (layer, KV head), so no separate append pass exists.
+//     Slots are pool-wide; kOut/vOut are the shard of this layer, starting at slot lp.base.
 //   rope_split (prefill): rotates the rows of a [n, QD + 2 KVD] matmul output into q and
 //     the layer's prefill K/V buffers (the policies choose from those afterwards).
 // cos/sin come from a table computed in f64 on the CPU: f32 angles pos * freq lose
@@ -10,7 +11,7 @@
 // Constants: D, H, HKV, HD, HALF, QD, KVD.
 
 struct Step { pos: u32, _p0: u32, _p1: u32, _p2: u32, slots: array<u32> }
-struct Layer { layer: u32, _p0: u32, _p1: u32, _p2: u32 }
+struct Layer { layer: u32, base: u32, _p1: u32, _p2: u32 }
 struct Params { n: u32, pos0: u32, _p0: u32, _p1: u32 }
 
 @group(0) @binding(0) var<storage, read> w: array<f32>;          // Wqkv [QD + 2 KVD, D]
@@ -49,10 +50,10 @@ fn qkv_rope_append(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
     q[hv * HD + d] = outV;
   } else if (hv < H + HKV) {
     let slot = st.slots[lp.layer * HKV + hv - H];
-    kOut[slot * HD + d] = outV;
+    kOut[(slot - lp.base) * HD + d] = outV;
   } else {
     let slot = st.slots[lp.layer * HKV + hv - H - HKV];
-    vOut[slot * HD + d] = outV;
+    vOut[(slot - lp.base) * HD + d] = outV;
   }
 }
 

@@ -149,7 +149,7 @@ def sox_resample(x, sr_in, sr_out=SR):
     import subprocess
     if sr_in == sr_out:
         return np.asarray(x, dtype=np.float32)
-    r = subprocess.run(["sox", "-t", "raw", "-r", str(sr_in), "-e", "floating-point", "-b", "32", "-c", "1", "-",
+    r = subprocess.run(["sox", "-R", "-t", "raw", "-r", str(sr_in), "-e", "floating-point", "-b", "32", "-c", "1", "-",
                         "-t", "raw", "-r", str(sr_out), "-e", "floating-point", "-b", "32", "-c", "1", "-"],
                        input=np.asarray(x, dtype="<f4").tobytes(), capture_output=True, check=True)
     return np.frombuffer(r.stdout, dtype="<f4").copy()

@@ -168,7 +168,8 @@ def festival_session(texts, rng):
             subprocess.run(["text2wave", "-o", p], input=txt.encode(), check=True, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
             sp = rng.uniform(0.88, 1.15)
-            subprocess.run(["sox", p, "-r", "16000", q, "speed", f"{sp:.3f}"], check=True)
+            # -R: sox seeds its dither (16-bit output) with a fixed number, so reruns match
+            subprocess.run(["sox", "-R", p, "-r", "16000", q, "speed", f"{sp:.3f}"], check=True)
             x, sr = read_wav(q)
             x16 = resample(x, sr)
             nz = np.nonzero(np.abs(x16) > 0.003)[0]
@@ -207,7 +208,7 @@ def group(texts, size):
     return [texts[i:i + size] for i in range(0, len(texts), size)]
 
 
-def build_train(work, train_texts, tiny, procs=2, espeak_texts=3000):
+def build_train(work, train_texts, tiny, procs=2, espeak_texts=3000, festival_texts=60):
     out = os.path.join(work, "data")
     os.makedirs(out, exist_ok=True)
     if os.path.exists(os.path.join(out, "train_index.json")):
@@ -217,7 +218,7 @@ def build_train(work, train_texts, tiny, procs=2, espeak_texts=3000):
     rng = random.Random(0)
     texts = list(train_texts)
     # sessions keep text order (same fortune file -> related topics)
-    n_fest = 3 if tiny else 60
+    n_fest = 3 if tiny else festival_texts
     fest = [t for i, t in enumerate(texts) if i % 12 == 5][:n_fest]
     fest_set = set(fest)
     esp = [t for t in texts if t not in fest_set]
@@ -230,7 +231,11 @@ def build_train(work, train_texts, tiny, procs=2, espeak_texts=3000):
     t0 = time.time()
     mels, index = [], []
     off = 0
-    with Pool(procs) as pool:
+    # One fresh worker per session: espeak-ng carries synthesis state from one call to the
+    # next (the same text in the same voice comes out a few samples different), so a worker
+    # reused across sessions would make a session's audio depend on which sessions that
+    # worker happened to synthesise before it, and the data would differ from run to run.
+    with Pool(procs, maxtasksperchild=1) as pool:
         for k, (sid, voice, mel, utts, words, phonemes) in enumerate(pool.imap(_train_job, jobs)):
             mels.append(mel)
             index.append({"session": sid, "voice": voice, "offset": off, "frames": mel.shape[1],

@@ -95,6 +95,13 @@ async function benchSmoke(): Promise<CheckResult> {
 export const decoderTests: Record<string, () => Promise<CheckResult>> = {
   parity_quick: () => runParity(randomCase('random reference model (quick)', 150, 12)),
   parity_reference_random: () => runParity(randomCase('random reference model', 1024, 64)),
+  // A 2.5 MiB binding cap: one layer per K/V shard (2.2 MB each) and the prefill's QKV and
+  // MLP in two row blocks, on the same plans as above.
+  parity_sharded_pool: () => runParity({
+    ...randomCase('random reference model, sharded pool, prefill in blocks', 1024, 64),
+    backend: { maxBindingBytes: 2.5 * 2 ** 20 },
+    layout: { shards: 4, prefillBlocks: 2 },
+  }),
   // clip1: full cache, both backends against the golden tokens and logits;
   // clip2: the policy-like plans on the real model (golden only before the first plan).
   parity_shipped_clip1: () => parityOf(() => shippedCase(1, 'full'), 'parity_shipped_clip1'),

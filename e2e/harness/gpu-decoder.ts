@@ -10,7 +10,7 @@ import type { DecoderWeights } from '../../src/model/weights.js';
 import type { DecoderBackend, SessionOptions } from '../../src/backend/types.js';
 import type { PrefillPlan, StepPlan } from '../../src/policy/types.js';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
-import { WebGpuBackend } from '../../src/backend/webgpu/backend.js';
+import { WebGpuBackend, type WebGpuBackendOptions } from '../../src/backend/webgpu/backend.js';
 import { gpu, nmse, type CheckResult } from './gpu-util.js';
 
 export interface ParityCase {
@@ -29,6 +29,10 @@ export interface ParityCase {
    * prompt), full cache. In 'policy' mode only step 0 (before any plan) is compared.
    */
   golden?: { tokens: Int32Array; logits?: Float32Array };
+  /** Options of the GPU backend (e.g. a binding cap that shards the pool). */
+  backend?: Omit<WebGpuBackendOptions, 'context'>;
+  /** The pool shards and prefill row blocks the GPU session must use. */
+  layout?: { shards: number; prefillBlocks: number };
 }
 
 /** Keeps a different top-scored share of the audio per head; CPU copies: mirror, offload or drop. */
@@ -126,7 +130,10 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   const opts: SessionOptions = { audioLength: A, maxNewTokens: pc.steps + 2, request, returnLogits: true };
   const cpu = new CpuBackend(c, pc.weights);
   const ref = await trace(cpu, pc, opts, (s) => (pc.mode === 'full' ? fullPlan(c, A) : prefillPlan(c, A, s)));
-  const gpuBackend = await WebGpuBackend.create(c, pc.weights, { context: ctx });
+  const gpuBackend = await WebGpuBackend.create(c, pc.weights, { ...pc.backend, context: ctx });
+  const sizes = gpuBackend.plan(opts);
+  const blocks = Math.ceil(sizes.promptLength / sizes.prefillChunk);
+  const layoutOk = !pc.layout || (sizes.shards === pc.layout.shards && blocks === pc.layout.prefillBlocks);
   // The GPU run applies the plan made from the CPU's scores: identical plans on both.
   const got = await trace(gpuBackend, pc, opts, () => ref.plan);
   gpuBackend.dispose();
@@ -157,8 +164,8 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
     goldenOk = cpuG && gpuG && lg < 1e-5;
     golden = ` golden (${n} steps, full cache): tokens cpu ${cpuG ? 'match' : 'DIFFER'}, gpu ${gpuG ? 'match' : 'DIFFER'}, logits nmse ${lg.toExponential(2)};`;
   }
-  const pass = firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && constant && goldenOk;
-  const detail = `${pc.name} (${pc.mode} plan): audio ${A}, ${pc.steps} steps, tokens ${firstDiff === -1 ? 'identical' : `differ from step ${firstDiff} (cpu ${ref.tokens.slice(firstDiff, firstDiff + 4)} gpu ${got.tokens.slice(firstDiff, firstDiff + 4)})`};` +
+  const pass = layoutOk && firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && constant && goldenOk;
+  const detail = `${pc.name} (${pc.mode} plan): audio ${A}, ${pc.steps} steps, pool shards ${sizes.shards}, prefill blocks ${blocks}${layoutOk ? '' : ` (WANTED ${JSON.stringify(pc.layout)})`}, tokens ${firstDiff === -1 ? 'identical' : `differ from step ${firstDiff} (cpu ${ref.tokens.slice(firstDiff, firstDiff + 4)} gpu ${got.tokens.slice(firstDiff, firstDiff + 4)})`};` +
     `${golden} logits nmse ${logitsNmse.toExponential(2)}, exported weights ${weightsNmse.toExponential(2)}, queries ${queriesNmse.toExponential(2)}, prefill scores ${scoresNmse.toExponential(2)};` +
     ` residency after plans ${sameResidency ? 'equal' : 'DIFFERS'} (${got.residency.length} plans);` +
     ` counters constant ${constant} (dispatches ${cN.dispatches}, submits ${cN.submits}, buffers ${cN.buffers}, bindGroups ${cN.bindGroups});` +

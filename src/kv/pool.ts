@@ -9,6 +9,11 @@
  * (25 slots at 12.5 tokens/s). A recalled segment then fills exactly one page and its
  * release frees exactly that page, so the pool never fragments under WnW's
  * recall/release traffic; policies that keep scattered subsets pack them densely.
+ *
+ * Shards: a backend whose storage cannot hold every page in one buffer (WebGPU's
+ * per-binding limit) splits the pages into shards, each serving a contiguous range of
+ * heads, so a kernel that reads one layer's heads binds one shard's buffers. A head
+ * only ever gets pages of its own shard; without shards there is one for all heads.
  */
 import { ContextTooLongError } from '../errors.js';
 
@@ -18,15 +23,31 @@ export interface PoolShape {
   numPages: number;
   /** Bytes one page occupies (keys + values + positions), for accounting and errors. */
   bytesPerPage: number;
+  /** Disjoint page ranges, each serving a contiguous range of heads; default: one shard of every page for every head. */
+  shards?: PoolShard[];
+}
+
+export interface PoolShard {
+  /** Heads [firstHead, firstHead + heads) allocate from this shard only. */
+  firstHead: number;
+  heads: number;
+  /** Pages [firstPage, firstPage + pages), within [0, numPages). */
+  firstPage: number;
+  pages: number;
 }
 
 export class KvPool {
   readonly heads: number;
   readonly pageSize: number;
+  /** Page ids run over [0, numPages); with shards, pages between shards are never handed out. */
   readonly numPages: number;
+  /** Pages that can be handed out (the shards' pages together). */
+  readonly capacity: number;
   readonly bytesPerPage: number;
+  readonly shards: readonly PoolShard[];
   private readonly tables: number[][];
-  private readonly free: number[];
+  private readonly free: number[][]; // per shard
+  private readonly shardOf: Int32Array; // per head
   private readonly owner: Int32Array;
   /** Bumped on every page-table change so a backend knows when to re-upload tables. */
   version = 0;
@@ -39,27 +60,33 @@ export class KvPool {
     this.pageSize = shape.pageSize;
     this.numPages = shape.numPages;
     this.bytesPerPage = shape.bytesPerPage;
+    this.shards = shape.shards ?? [{ firstHead: 0, heads: shape.heads, firstPage: 0, pages: shape.numPages }];
+    this.shardOf = checkShards(this.shards, shape.heads, shape.numPages);
+    this.capacity = this.shards.reduce((n, s) => n + s.pages, 0);
     this.tables = Array.from({ length: shape.heads }, () => []);
     // Pop from the end: pages come out in ascending order, which keeps tests readable.
-    this.free = Array.from({ length: shape.numPages }, (_, i) => shape.numPages - 1 - i);
+    this.free = this.shards.map((s) => Array.from({ length: s.pages }, (_, i) => s.firstPage + s.pages - 1 - i));
     this.owner = new Int32Array(shape.numPages).fill(-1);
   }
 
   get freePages(): number {
-    return this.free.length;
+    return this.free.reduce((n, f) => n + f.length, 0);
   }
 
   get usedPages(): number {
-    return this.numPages - this.free.length;
+    return this.capacity - this.freePages;
   }
 
   allocPage(head: number): number {
-    const page = this.free.pop();
+    const shard = this.shardOf[head];
+    const page = this.free[shard].pop();
     if (page === undefined) {
+      const s = this.shards[shard];
+      const where = this.shards.length > 1 ? ` in shard ${shard} (heads ${s.firstHead}..${s.firstHead + s.heads - 1})` : '';
       throw new ContextTooLongError(
-        (this.numPages + 1) * this.bytesPerPage,
-        this.numPages * this.bytesPerPage,
-        `KV pool is full (${this.numPages} pages of ${this.pageSize} slots)`,
+        (s.pages + 1) * this.bytesPerPage,
+        s.pages * this.bytesPerPage,
+        `KV pool is full${where} (${s.pages} pages of ${this.pageSize} slots)`,
       );
     }
     this.owner[page] = head;
@@ -73,7 +100,7 @@ export class KvPool {
     const t = this.tables[head];
     t.splice(t.indexOf(page), 1);
     this.owner[page] = -1;
-    this.free.push(page);
+    this.free[this.shardOf[head]].push(page);
     this.version++;
   }
 
@@ -90,4 +117,26 @@ export class KvPool {
   reset(): void {
     for (let h = 0; h < this.heads; h++) for (const p of [...this.tables[h]]) this.freePage(h, p);
   }
+}
+
+/** Shard index per head; throws unless the shards cover every head once and their pages do not overlap. */
+function checkShards(shards: readonly PoolShard[], heads: number, numPages: number): Int32Array {
+  const of = new Int32Array(heads).fill(-1);
+  const pages = new Uint8Array(numPages);
+  shards.forEach((s, i) => {
+    const bad = (why: string) => new RangeError(`pool shard ${i} ${JSON.stringify(s)}: ${why}`);
+    if (s.heads < 1 || s.firstHead < 0 || s.firstHead + s.heads > heads) throw bad(`heads outside 0..${heads - 1}`);
+    if (s.pages < 0 || s.firstPage < 0 || s.firstPage + s.pages > numPages) throw bad(`pages outside 0..${numPages - 1}`);
+    for (let h = s.firstHead; h < s.firstHead + s.heads; h++) {
+      if (of[h] !== -1) throw bad(`head ${h} is in shard ${of[h]} too`);
+      of[h] = i;
+    }
+    for (let p = s.firstPage; p < s.firstPage + s.pages; p++) {
+      if (pages[p]) throw bad(`page ${p} is in another shard too`);
+      pages[p] = 1;
+    }
+  });
+  const missing = of.indexOf(-1);
+  if (missing !== -1) throw new RangeError(`pool shards leave head ${missing} without pages`);
+  return of;
 }

@@ -9,7 +9,7 @@
  * each recall batch of one head gets fresh pages, so releasing a recalled segment
  * frees whole pages.
  */
-import { KvPool } from './pool.js';
+import { KvPool, type PoolShard } from './pool.js';
 import { OffloadStore } from './offload.js';
 import type { ResidencyStats, TransferStats } from './types.js';
 import type { PrefillPlan, StepPlan } from '../policy/types.js';
@@ -39,6 +39,8 @@ export interface ResidencyShape {
   headDim: number;
   pageSize: number;
   numPages: number;
+  /** The pool's shards (see KvPool); default one for all heads. */
+  shards?: PoolShard[];
   audioStart: number;
   audioLength: number;
 }
@@ -63,8 +65,8 @@ export class Residency {
   private readonly rowV: Float32Array;
 
   constructor(readonly shape: ResidencyShape, private readonly storage: PageStorage) {
-    const { heads, headDim, pageSize, numPages, audioLength } = shape;
-    this.pool = new KvPool({ heads, pageSize, numPages, bytesPerPage: pageSize * (8 * headDim + 4) });
+    const { heads, headDim, pageSize, numPages, audioLength, shards } = shape;
+    this.pool = new KvPool({ heads, pageSize, numPages, bytesPerPage: pageSize * (8 * headDim + 4), shards });
     this.offload = new OffloadStore(headDim, audioLength);
     this.positions = new Int32Array(numPages * pageSize).fill(EMPTY);
     this.audioSlot = Array.from({ length: heads }, () => new Int32Array(audioLength).fill(EMPTY));
@@ -202,7 +204,7 @@ export class Residency {
       rGpu: sum(this.gpuCount) / total,
       rGpuCpu: sum(gpuOrCpu) / total,
       gpuBytesInUse: this.pool.usedPages * this.pool.bytesPerPage,
-      gpuBytesCapacity: this.pool.numPages * this.pool.bytesPerPage,
+      gpuBytesCapacity: this.pool.capacity * this.pool.bytesPerPage,
       cpuBytes: this.offload.bytes,
     };
   }

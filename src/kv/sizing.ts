@@ -12,6 +12,8 @@ export interface PoolNeed {
   /** Room for recalled segments: each recall batch takes fresh pages. */
   recallPages: number;
   total: number;
+  /** Every page above, per head (a backend with a sharded pool sums them per shard). */
+  perHead: Int32Array;
 }
 
 /** Recall headroom per head with recallable positions, in pages (a recall window of a few chunks). */
@@ -20,15 +22,17 @@ export const RECALL_PAGES_PER_HEAD = 48;
 export function poolNeed(plan: PrefillPlan, pageSize: number, textTokens: number): PoolNeed {
   let audioPages = 0;
   let recallPages = 0;
-  for (const { gpu, cpu } of plan.heads) {
-    audioPages += Math.ceil(gpu.length / pageSize);
-    if (cpu.length > 0) {
-      const cpuOnly = countNotIn(cpu, gpu);
-      recallPages += Math.min(Math.ceil(cpuOnly / pageSize) + Math.ceil(cpu.length / pageSize), RECALL_PAGES_PER_HEAD);
-    }
-  }
-  const textPages = plan.heads.length * Math.ceil(textTokens / pageSize);
-  return { audioPages, textPages, recallPages, total: audioPages + textPages + recallPages };
+  const text = Math.ceil(textTokens / pageSize);
+  const perHead = new Int32Array(plan.heads.length);
+  plan.heads.forEach(({ gpu, cpu }, h) => {
+    const audio = Math.ceil(gpu.length / pageSize);
+    const recall = cpu.length > 0 ? Math.min(Math.ceil(countNotIn(cpu, gpu) / pageSize) + Math.ceil(cpu.length / pageSize), RECALL_PAGES_PER_HEAD) : 0;
+    audioPages += audio;
+    recallPages += recall;
+    perHead[h] = audio + recall + text;
+  });
+  const textPages = plan.heads.length * text;
+  return { audioPages, textPages, recallPages, total: audioPages + textPages + recallPages, perHead };
 }
 
 function countNotIn(a: Int32Array, sortedB: Int32Array): number {

@@ -28,6 +28,11 @@ export interface WebGpuBackendOptions {
   acquire?: AcquireOptions;
   /** Cap on the KV pool's bytes; default: the worst plan's need. */
   kvBudgetBytes?: number;
+  /**
+   * Cap on one storage binding, below the device's own limit: a KV pool past it is split
+   * into shards of whole layers. Tests use it to exercise a sharded pool on any device.
+   */
+  maxBindingBytes?: number;
   shaderLoader?: ShaderLoader;
   /** Refuse software adapters (SwiftShader, llvmpipe) with NoWebGpuError; default false. */
   requireHardware?: boolean;
@@ -85,7 +90,10 @@ export class WebGpuBackend implements DecoderBackend {
 
   /** The memory a session of this length needs, without allocating (for "will it fit?" UIs). */
   plan(opts: SessionOptions) {
-    return sessionSizes(this.config, opts, this.ctx.limits, this.options.kvBudgetBytes);
+    const cap = this.options.maxBindingBytes ?? Infinity;
+    const { maxStorageBufferBindingSize, maxBufferSize } = this.ctx.limits;
+    const limits = { maxStorageBufferBindingSize: Math.min(maxStorageBufferBindingSize, cap), maxBufferSize: Math.min(maxBufferSize, cap) };
+    return sessionSizes(this.config, opts, limits, this.options.kvBudgetBytes);
   }
 
   begin(opts: SessionOptions): void {
@@ -159,11 +167,13 @@ export class WebGpuBackend implements DecoderBackend {
     for (let i = 0; i < c.instruction.length; i++) text.push(1 + A + i);
     const need = poolNeed(plan, P, text.length + s.opts.maxNewTokens);
     const bytesPerPage = P * slotBytes(c.headDim);
-    if (need.total > sizes.capacityPages) {
-      throw new ContextTooLongError(need.total * bytesPerPage, sizes.capacityPages * bytesPerPage, `${A} audio tokens under this plan`);
-    }
     const pool = s.buffers.pool;
-    const residency = new Residency({ heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: need.total, audioStart: 1, audioLength: A }, pool);
+    const { shards, numPages, overShard } = pool.residencyShards(need.perHead);
+    if (need.total > sizes.capacityPages || overShard !== -1) {
+      const where = overShard !== -1 && sizes.shards > 1 ? ` (the pool's shard ${overShard}, layers ${overShard * sizes.layersPerShard}.., is full)` : '';
+      throw new ContextTooLongError(need.total * bytesPerPage, sizes.capacityPages * bytesPerPage, `${A} audio tokens under this plan${where}`);
+    }
+    const residency = new Residency({ heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages, shards, audioStart: 1, audioLength: A }, pool);
     // CPU copies: read back once, only the layers that keep any.
     const cpuLayers = new Set<number>();
     plan.heads.forEach((h, i) => { if (h.cpu.length > 0) cpuLayers.add(Math.floor(i / c.numKvHeads)); });

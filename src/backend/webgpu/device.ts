@@ -147,11 +147,6 @@ export class GpuContext {
     if (validation) throw new Error(`allocating ${what}: ${validation.message}`);
     return out;
   }
-
-  /** Binding-size-limited tensors must fit; say which and by how much otherwise. */
-  fitsBinding(bytes: number): boolean {
-    return bytes <= this.limits.maxStorageBufferBindingSize && bytes <= this.limits.maxBufferSize;
-  }
 }
 
 function describe(adapter: GPUAdapter | null, device: GPUDevice): GpuInfo {

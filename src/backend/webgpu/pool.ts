@@ -1,13 +1,20 @@
 /**
- * The KV pool's bytes on the GPU: K and V pages [numPages, pageSize, headDim], the
+ * The KV pool's bytes on the GPU: K and V pages [pages, pageSize, headDim], the
  * positions buffer (mirror of Residency.positions; EMPTY = -1 marks a free slot) and
  * the page tables of every (layer, KV head). All placement decisions are the shared
  * Residency's; this class only moves bytes, batching position and table uploads so a
  * decode step writes each at most once.
+ *
+ * Shards: when the K pages of all layers exceed one storage binding, K and V are split
+ * into one buffer pair per `layersPerShard` consecutive layers (shard s holds pages
+ * [s * shardPages, (s + 1) * shardPages), and the Residency gives a layer's heads pages
+ * of its shard only). Slots stay pool-wide everywhere else; a kernel that touches one
+ * layer binds that layer's shard and subtracts its first slot (`baseSlot`).
  */
-import { ContextTooLongError } from '../../errors.js';
+import type { PoolShard } from '../../kv/pool.js';
 import type { PageStorage, Residency } from '../../kv/residency.js';
 import type { GpuContext } from './device.js';
+import type { SessionSizes } from './session.js';
 
 export const NO_EXPORT = 0xffffffff;
 
@@ -38,8 +45,9 @@ export function buildTables(res: { pageTable(h: number): readonly number[] }, he
 }
 
 export class GpuPool implements PageStorage {
-  readonly k: GPUBuffer;
-  readonly v: GPUBuffer;
+  /** Per shard. */
+  readonly k: GPUBuffer[] = [];
+  readonly v: GPUBuffer[] = [];
   readonly positions: GPUBuffer;
   readonly tables: GPUBuffer;
   /** Changed slot ranges [first, end) since the last flush: text appends touch one slot per head, far apart. */
@@ -50,26 +58,75 @@ export class GpuPool implements PageStorage {
   /** Bytes written into pages by writeRows since the last take(). */
   bytesWritten = 0;
 
+  readonly capacityPages: number;
+  readonly pageSize: number;
+  readonly heads: number;
+  private readonly shardSlots: number;
+  private readonly layersPerShard: number;
+
+  /** `sizes` come from sessionSizes, which has checked every buffer against the binding limit. */
   constructor(
     private readonly ctx: GpuContext,
-    readonly capacityPages: number,
-    readonly pageSize: number,
+    sizes: Pick<SessionSizes, 'capacityPages' | 'pageSize' | 'shards' | 'layersPerShard' | 'shardPages'>,
     readonly headDim: number,
-    readonly heads: number,
+    private readonly kvHeadsPerLayer: number,
     private readonly exportIndex: Uint32Array,
   ) {
+    const { capacityPages, pageSize, shards, layersPerShard, shardPages } = sizes;
+    this.capacityPages = capacityPages;
+    this.pageSize = pageSize;
+    this.heads = exportIndex.length;
+    this.layersPerShard = layersPerShard;
+    this.shardSlots = shardPages * pageSize;
     const slots = capacityPages * pageSize;
-    const kvBytes = slots * headDim * 4;
-    if (!ctx.fitsBinding(kvBytes)) {
-      // Splitting K/V across several bindings is not implemented: say so with numbers.
-      throw new ContextTooLongError(kvBytes, Math.min(ctx.limits.maxStorageBufferBindingSize, ctx.limits.maxBufferSize), `the K page buffer (${capacityPages} pages) exceeds one storage binding`);
+    for (let s = 0; s < shards; s++) {
+      const suffix = shards > 1 ? `.${s}` : '';
+      this.k.push(ctx.buffer(`kv.k${suffix}`, this.shardSlots * headDim * 4));
+      this.v.push(ctx.buffer(`kv.v${suffix}`, this.shardSlots * headDim * 4));
     }
-    this.k = ctx.buffer('kv.k', kvBytes);
-    this.v = ctx.buffer('kv.v', kvBytes);
     this.positions = ctx.buffer('kv.positions', slots * 4);
-    this.tables = ctx.buffer('kv.tables', (heads * 4 + capacityPages) * 4);
-    this.tableScratch = new Uint32Array(heads * 4 + capacityPages);
+    this.tables = ctx.buffer('kv.tables', (this.heads * 4 + capacityPages) * 4);
+    this.tableScratch = new Uint32Array(this.heads * 4 + capacityPages);
     ctx.device.queue.writeBuffer(this.positions, 0, new Int32Array(slots).fill(-1));
+  }
+
+  private shardOfLayer(layer: number): number {
+    return Math.floor(layer / this.layersPerShard);
+  }
+
+  /** The K and V buffers that hold `layer`'s pages. */
+  kOf(layer: number): GPUBuffer {
+    return this.k[this.shardOfLayer(layer)];
+  }
+
+  vOf(layer: number): GPUBuffer {
+    return this.v[this.shardOfLayer(layer)];
+  }
+
+  /** Pool-wide slot of the first slot of `layer`'s shard: kernels index K/V with slot - baseSlot. */
+  baseSlot(layer: number): number {
+    return this.shardOfLayer(layer) * this.shardSlots;
+  }
+
+  /**
+   * The Residency's shards for a plan that needs `perHead` pages per head (kv/sizing.ts):
+   * shard s serves the heads of its layers from pages [s * shardPages, ...); the
+   * Residency's page count is the end of the last shard's pages.
+   */
+  residencyShards(perHead: Int32Array): { shards: PoolShard[]; numPages: number; overShard: number } {
+    const shardPages = this.shardSlots / this.pageSize;
+    const perShard = this.layersPerShard * this.kvHeadsPerLayer;
+    const shards: PoolShard[] = [];
+    let overShard = -1;
+    for (let firstHead = 0, s = 0; firstHead < this.heads; firstHead += perShard, s++) {
+      const heads = Math.min(perShard, this.heads - firstHead);
+      let pages = 0;
+      for (let h = firstHead; h < firstHead + heads; h++) pages += perHead[h];
+      if (pages > shardPages && overShard === -1) overShard = s;
+      shards.push({ firstHead, heads, firstPage: s * shardPages, pages: Math.min(pages, shardPages) });
+    }
+    const last = shards[shards.length - 1];
+    return { shards, numPages: last.firstPage + last.pages, overShard };
   }
 
   static bytes(capacityPages: number, pageSize: number, headDim: number, heads: number): number {
@@ -77,10 +134,13 @@ export class GpuPool implements PageStorage {
   }
 
   writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
+    // A run of rows lies within one page, hence within one shard.
     const n = count * this.headDim;
     const q = this.ctx.device.queue;
-    q.writeBuffer(this.k, slot * this.headDim * 4, k.buffer, k.byteOffset, n * 4);
-    q.writeBuffer(this.v, slot * this.headDim * 4, v.buffer, v.byteOffset, n * 4);
+    const s = Math.floor(slot / this.shardSlots);
+    const at = (slot - s * this.shardSlots) * this.headDim * 4;
+    q.writeBuffer(this.k[s], at, k.buffer, k.byteOffset, n * 4);
+    q.writeBuffer(this.v[s], at, v.buffer, v.byteOffset, n * 4);
     this.bytesWritten += 8 * n;
   }
 
@@ -123,6 +183,6 @@ export class GpuPool implements PageStorage {
   }
 
   destroy(): void {
-    for (const b of [this.k, this.v, this.positions, this.tables]) this.ctx.destroy(b);
+    for (const b of [...this.k, ...this.v, this.positions, this.tables]) this.ctx.destroy(b);
   }
 }

@@ -3,6 +3,12 @@
  * attention, keeping each layer's post-RoPE K/V (the policy chooses from them), the
  * prefill scores the policy asked for, and the greedy token after the prompt. One
  * submit per layer keeps each submit short (browsers' GPU watchdogs).
+ *
+ * The QKV projection and the MLP run over blocks of `prefillChunk` rows: their outputs
+ * ([rows, QD + 2 KVD], [rows, 2 I]) are the widest per-row buffers of the prefill, and
+ * blocks keep them within one storage binding and their memory small. Attention needs
+ * every row at once and runs over the whole prompt, so the prompt's queries are now the
+ * widest buffer that grows with the recording.
  */
 import { kvHeadCount, type ModelConfig } from '../../model/config.js';
 import type { AttentionRequest } from '../../policy/types.js';
@@ -59,10 +65,23 @@ export async function runPrefill(
   const uni = (label: string, v: number[]) => p.adopt(ctx.uniform(label, v));
   const rows = uni('u.rows', [n, 0, 0, 0]);
   const firstQuery = Number.isFinite(request.prefillQueries) ? Math.max(0, n - request.prefillQueries) : 0;
-  const uQkv = uni('u.qkv', [QD + 2 * KVD, D, n, 0]);
   const uO = uni('u.o', [D, QD, n, 0]);
-  const uGu = uni('u.gate_up', [2 * I, D, n, 0]);
-  const uDown = uni('u.down', [D, I, n, 0]);
+  // Row blocks: [first row, rows, uniforms]. Offsets are multiples of 64 rows, which keeps
+  // every sub-binding at a multiple of the 256-byte storage offset alignment.
+  const C = s.sizes.prefillChunk;
+  const blocks = Array.from({ length: Math.ceil(n / C) }, (_, b) => {
+    const r0 = b * C;
+    const m = Math.min(C, n - r0);
+    return {
+      r0, m,
+      uQkv: uni(`u.qkv${b}`, [QD + 2 * KVD, D, m, 0]),
+      uRope: uni(`u.rope${b}`, [m, r0, 0, 0]),
+      uGu: uni(`u.gate_up${b}`, [2 * I, D, m, 0]),
+      uAct: uni(`u.act${b}`, [m, 0, 0, 0]),
+      uDown: uni(`u.down${b}`, [D, I, m, 0]),
+    };
+  });
+  const rowsOf = (buffer: GPUBuffer, width: number, r0: number, m: number): GPUBufferBinding => ({ buffer, offset: 4 * r0 * width, size: 4 * m * width });
   const run = (enc: GPUCommandEncoder, pipeline: GPUComputePipeline, res: Bindings, x: number, y = 1) => {
     const pass = enc.beginComputePass();
     pass.setPipeline(pipeline);
@@ -76,15 +95,19 @@ export async function runPrefill(
     const L = w.layers[l];
     const attnU = uni(`u.attn${l}`, [n, 1, A, firstQuery, l, 0, 0, 0]);
     run(enc, k.rmsnorm, [p.x, L.attnNorm, p.h, rows], Math.ceil(n / 64));
-    run(enc, k.matmul, [L.qkv, p.h, p.qkv, uQkv], ...matmulGroups(QD + 2 * KVD, n));
-    run(enc, k.ropeSplit, { 1: p.qkv, 2: p.q, 3: p.k[l], 4: p.v[l], 5: s.rope, 8: rows }, n);
+    for (const b of blocks) {
+      run(enc, k.matmul, [L.qkv, rowsOf(p.h, D, b.r0, b.m), p.qkv, b.uQkv], ...matmulGroups(QD + 2 * KVD, b.m));
+      run(enc, k.ropeSplit, { 1: p.qkv, 2: rowsOf(p.q, QD, b.r0, b.m), 3: rowsOf(p.k[l], KVD, b.r0, b.m), 4: rowsOf(p.v[l], KVD, b.r0, b.m), 5: s.rope, 8: b.uRope }, b.m);
+    }
     run(enc, k.causalAttention, [p.q, p.k[l], p.v[l], p.attn, p.ml, attnU], Math.ceil(n / 64), c.numHeads);
     if (A > 0) run(enc, k.prefillScores, { 0: p.q, 1: p.k[l], 5: attnU, 6: p.scores, 7: p.ml }, Math.ceil(A / 64), c.numKvHeads);
     run(enc, k.matmulAdd, [L.o, p.attn, p.x, uO], ...matmulGroups(D, n));
     run(enc, k.rmsnorm, [p.x, L.mlpNorm, p.h, rows], Math.ceil(n / 64));
-    run(enc, k.matmul, [L.gateUp, p.h, p.gateUp, uGu], ...matmulGroups(2 * I, n));
-    run(enc, k.swiglu, [p.gateUp, p.act, rows], ...grid(Math.ceil((n * I) / 64)));
-    run(enc, k.matmulAdd, [L.down, p.act, p.x, uDown], ...matmulGroups(D, n));
+    for (const b of blocks) {
+      run(enc, k.matmul, [L.gateUp, rowsOf(p.h, D, b.r0, b.m), p.gateUp, b.uGu], ...matmulGroups(2 * I, b.m));
+      run(enc, k.swiglu, [p.gateUp, p.act, b.uAct], ...grid(Math.ceil((b.m * I) / 64)));
+      run(enc, k.matmulAdd, [L.down, p.act, rowsOf(p.x, D, b.r0, b.m), b.uDown], ...matmulGroups(D, b.m));
+    }
     q.submit([enc.finish()]);
     enc = ctx.device.createCommandEncoder({ label: `prefill layer ${l + 1}` });
   }
@@ -151,8 +174,8 @@ export function gatherIntoPool(ctx: GpuContext, c: ModelConfig, k: Kernels, s: S
   perLayer.forEach((e, l) => {
     const count = e.length / 3;
     if (count === 0) return;
-    const u = p.adopt(ctx.uniform(`u.gather${l}`, [firsts[l], count, 0, 0]));
-    pass.setBindGroup(0, ctx.bindGroup(k.gather, [entries, p.k[l], p.v[l], s.pool.k, s.pool.v, u]));
+    const u = p.adopt(ctx.uniform(`u.gather${l}`, [firsts[l], count, s.pool.baseSlot(l), 0]));
+    pass.setBindGroup(0, ctx.bindGroup(k.gather, [entries, p.k[l], p.v[l], s.pool.kOf(l), s.pool.vOf(l), u]));
     pass.dispatchWorkgroups(...grid(Math.ceil((count * c.headDim) / 64)));
   });
   pass.end();

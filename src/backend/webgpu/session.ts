@@ -20,9 +20,16 @@ export interface SessionSizes {
   /** Text tokens per head: bos, instruction, generated. */
   textTokens: number;
   pageSize: number;
+  /** Pool pages: shards x shardPages. */
   capacityPages: number;
+  /** K (and V) buffers of the pool, each holding the pages of layersPerShard consecutive layers. */
+  shards: number;
+  layersPerShard: number;
+  shardPages: number;
   maxSplits: number;
   exported: number;
+  /** Rows per block of the prefill's QKV projection and MLP (a multiple of 64). */
+  prefillChunk: number;
   /** Bytes per prefill buffer, the largest single buffer, and the totals. */
   prefillBytes: number;
   largestBuffer: number;
@@ -46,29 +53,65 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   // <= ceil(A/P) + 1 (gpu and cpuOnly are disjoint), plus recall headroom <= min(ceil(A/P), cap).
   const worst = heads * (Math.ceil(A / P) + 1 + Math.min(Math.ceil(A / P), RECALL_PAGES_PER_HEAD) + Math.ceil(textTokens / P));
   const bytesPerPage = P * slotBytes(c.headDim);
-  const capacityPages = kvBudgetBytes === undefined ? worst : Math.min(worst, Math.floor(kvBudgetBytes / bytesPerPage));
+  const limit = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
+  const wanted = kvBudgetBytes === undefined ? worst : Math.min(worst, Math.floor(kvBudgetBytes / bytesPerPage));
+  const { shards, layersPerShard, shardPages } = shardLayout(c, wanted, P, limit);
+  const capacityPages = shards * shardPages;
   const PPS = pagesPerSplit(P);
   const maxSplits = Math.max(1, Math.ceil(capacityPages / PPS));
   const exported = opts.request.decodeHeads.length;
-  const prefill = [n * D, n * D, n * (QD + 2 * KVD), n * QD, n * QD, n * 2 * I, n * I, n * c.numHeads * 2, n, A * D, heads * A];
+  const prefillChunk = prefillChunkRows(Math.max(QD + 2 * KVD, 2 * I), limit);
+  const m = Math.min(n, prefillChunk);
+  // [what, floats] of every buffer whose size grows with the recording (PrefillBuffers, the pool).
+  const prefill: [string, number][] = [
+    ['prompt hidden states', n * D], ['prompt normed states', n * D], ['QKV block', m * (QD + 2 * KVD)],
+    ['prompt queries', n * QD], ['prompt attention output', n * QD], ['gate/up block', m * 2 * I], ['SwiGLU block', m * I],
+    ['softmax statistics', n * c.numHeads * 2], ['prompt ids', n], ['audio embeddings', A * D], ['prefill scores', heads * A],
+  ];
   const perLayerKv = n * KVD;
-  const prefillBytes = 4 * (prefill.reduce((a, b) => a + b, 0) + 2 * c.numLayers * perLayerKv);
-  const kvBytes = capacityPages * P * c.headDim * 4;
-  const largestBuffer = 4 * Math.max(...prefill, perLayerKv) > kvBytes ? 4 * Math.max(...prefill, perLayerKv) : kvBytes;
+  const prefillBytes = 4 * (prefill.reduce((a, [, f]) => a + f, 0) + 2 * c.numLayers * perLayerKv);
+  const grown: [string, number][] = [...prefill, ["one layer's prefill K", perLayerKv], ['K pages of one pool shard', shardPages * P * c.headDim],
+    ['decode attention scores', capacityPages * P * G]];
+  const [largestWhat, largestFloats] = grown.reduce((a, b) => (b[1] > a[1] ? b : a));
+  const largestBuffer = 4 * largestFloats;
   const readbackBytes = 16 + 4 * (opts.returnLogits ? c.vocabSize : 0) + 4 * exported * A + 4 * (opts.request.decodeQueries ? exported * G * c.headDim : 0);
   const decodeBytes = 4 * (2 * D + 2 * QD + I + c.vocabSize + maxSplits * c.numHeads * (c.headDim + 2) + capacityPages * P * G + c.numLayers * c.numHeads * 2 + exported * A + exported * G * c.headDim + (n + opts.maxNewTokens) * c.headDim) + 2 * readbackBytes;
   const poolBytes = GpuPool.bytes(capacityPages, P, c.headDim, heads);
-  const limit = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
   const total = prefillBytes + poolBytes + decodeBytes;
-  const textPages = heads * Math.ceil(textTokens / P);
-  if (kvBudgetBytes !== undefined && capacityPages < textPages + heads) {
-    throw new ContextTooLongError(worst * bytesPerPage, kvBudgetBytes, `${A} audio tokens: the KV budget holds ${capacityPages} pages, not even the text's ${textPages} plus one audio page per head`);
+  const shardHeads = layersPerShard * c.numKvHeads;
+  const textPages = shardHeads * Math.ceil(textTokens / P);
+  if (kvBudgetBytes !== undefined && shardPages < textPages + shardHeads) {
+    const where = shards > 1 ? ` per shard of ${layersPerShard} layers` : '';
+    throw new ContextTooLongError(worst * bytesPerPage, kvBudgetBytes, `${A} audio tokens: the KV budget holds ${shardPages} pages${where}, not even the text's ${textPages} plus one audio page per head`);
   }
   if (largestBuffer > limit) {
-    throw new ContextTooLongError(total, limit, `${A} audio tokens need a ${(largestBuffer / 2 ** 20).toFixed(1)} MiB GPU buffer, over this device's binding limit`);
+    throw new ContextTooLongError(total, limit, `${A} audio tokens need a ${(largestBuffer / 2 ** 20).toFixed(1)} MiB GPU buffer (${largestWhat}), over this device's binding limit`);
   }
   if (n > 65535) throw new ContextTooLongError(total, limit, `a prompt of ${n} positions exceeds the 65,535 rows one prefill dispatch covers`);
-  return { audioLength: A, promptLength: n, textTokens, pageSize: P, capacityPages, maxSplits, exported, prefillBytes, largestBuffer, poolBytes, decodeBytes, readbackBytes };
+  return { audioLength: A, promptLength: n, textTokens, pageSize: P, capacityPages, shards, layersPerShard, shardPages, maxSplits, prefillChunk, exported, prefillBytes, largestBuffer, poolBytes, decodeBytes, readbackBytes };
+}
+
+/** Most rows one prefill block takes: PREFILL_CHUNK_ROWS, fewer when a block of `width` floats per row would pass `limit`. */
+export function prefillChunkRows(width: number, limit: number): number {
+  return Math.max(64, Math.min(PREFILL_CHUNK_ROWS, Math.floor(limit / (4 * width) / 64) * 64));
+}
+
+/** Rows per prefill block by default: large enough that blocks cost nothing, small enough to bound their memory. */
+export const PREFILL_CHUNK_ROWS = 4096;
+
+/**
+ * Splits `pages` (spread evenly over the layers, as every plan's worst case is) into
+ * shards of whole layers whose K pages fit one storage binding: one shard when all fit.
+ * A layer too big for a binding alone gets a shard of its own, which sessionSizes then
+ * reports as over the limit.
+ */
+export function shardLayout(c: ModelConfig, pages: number, pageSize: number, limit: number): { shards: number; layersPerShard: number; shardPages: number } {
+  const pageBytes = pageSize * c.headDim * 4;
+  if (pages * pageBytes <= limit) return { shards: 1, layersPerShard: c.numLayers, shardPages: pages };
+  // floor: a budget-capped pool never grows past its budget by rounding.
+  const layerPages = Math.max(1, Math.floor(pages / c.numLayers));
+  const layersPerShard = Math.max(1, Math.floor(limit / (layerPages * pageBytes)));
+  return { shards: Math.ceil(c.numLayers / layersPerShard), layersPerShard, shardPages: layerPages * layersPerShard };
 }
 
 /** Buffers of the decode step, the pool and the readback ring: created once per session. */
@@ -105,7 +148,7 @@ export class SessionBuffers {
       if (h < 0 || h >= heads) throw new RangeError(`decode head ${h} outside 0..${heads - 1}`);
       this.exportIndex[h] = i;
     });
-    this.pool = new GpuPool(ctx, sizes.capacityPages, sizes.pageSize, c.headDim, heads, this.exportIndex);
+    this.pool = new GpuPool(ctx, sizes, c.headDim, c.numKvHeads, this.exportIndex);
     const b = (label: string, floats: number) => {
       const buf = ctx.buffer(label, Math.max(1, floats) * 4);
       this.all.push(buf);
@@ -172,11 +215,12 @@ export class PrefillBuffers {
     };
     this.x = b('x', n * c.hiddenSize);
     this.h = b('h', n * c.hiddenSize);
-    this.qkv = b('qkv', n * (QD + 2 * KVD));
+    const m = Math.min(n, sizes.prefillChunk);
+    this.qkv = b('qkv', m * (QD + 2 * KVD));
     this.q = b('q', n * QD);
     this.attn = b('attn', n * QD);
-    this.gateUp = b('gate_up', n * 2 * c.intermediateSize);
-    this.act = b('act', n * c.intermediateSize);
+    this.gateUp = b('gate_up', m * 2 * c.intermediateSize);
+    this.act = b('act', m * c.intermediateSize);
     this.ml = b('ml', n * c.numHeads * 2);
     this.ids = b('ids', n);
     this.audio = b('audio', A * c.hiddenSize);

@@ -72,11 +72,11 @@ export class DecodeStep {
     this.embed = mk(k.embed, [w.embed, b.tokenIn, b.h, b.x, one], 1);
     for (let l = 0; l < c.numLayers; l++) {
       const L = w.layers[l];
-      const lu = uni(`u.layer${l}`, [l, 0, 0, 0]);
+      const lu = uni(`u.layer${l}`, [l, pool.baseSlot(l), 0, 0]);
       this.dispatches.push([
         mk(k.rmsnorm, [b.x, L.attnNorm, b.h, one], 1),
-        mk(k.qkvRopeAppend, [L.qkv, b.h, b.q, pool.k, pool.v, b.rope, b.step, lu], c.numHeads + 2 * c.numKvHeads),
-        mk(k.attnSplit, { 0: b.q, 1: pool.k, 2: pool.v, 3: pool.positions, 4: pool.tables, 5: b.scores, 6: b.partials, 7: lu }, c.numKvHeads, 1, true),
+        mk(k.qkvRopeAppend, [L.qkv, b.h, b.q, pool.kOf(l), pool.vOf(l), b.rope, b.step, lu], c.numHeads + 2 * c.numKvHeads),
+        mk(k.attnSplit, { 0: b.q, 1: pool.kOf(l), 2: pool.vOf(l), 3: pool.positions, 4: pool.tables, 5: b.scores, 6: b.partials, 7: lu }, c.numKvHeads, 1, true),
         mk(k.attnReduce, { 4: pool.tables, 6: b.partials, 7: lu, 8: b.attn, 9: b.ml }, c.numHeads),
         mk(k.matvecAdd, [L.o, b.attn, b.x, uO], ...matvecGroups(D)),
         mk(k.rmsnorm, [b.x, L.mlpNorm, b.h, one], 1),

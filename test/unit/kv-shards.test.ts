@@ -1,0 +1,181 @@
+/**
+ * A KV pool split into shards (WebGPU: one K/V buffer pair per group of layers when the
+ * pool exceeds one storage binding): the allocator keeps every head inside its shard,
+ * the residency behaves exactly as unsharded, and the GPU session sizing splits only
+ * when it must and never makes a buffer past the limit.
+ */
+import { describe, expect, it } from 'vitest';
+import { KvPool } from '../../src/kv/pool.js';
+import { Residency, type PageStorage } from '../../src/kv/residency.js';
+import { poolNeed } from '../../src/kv/sizing.js';
+import { ContextTooLongError } from '../../src/errors.js';
+import { kvHeadCount, segmentLength } from '../../src/model/config.js';
+import { referenceConfig, rng } from '../../src/model/testing.js';
+import { PREFILL_CHUNK_ROWS, prefillChunkRows, sessionSizes, shardLayout } from '../../src/backend/webgpu/session.js';
+import { slotBytes } from '../../src/backend/webgpu/pool.js';
+
+const noStorage: PageStorage = { writeRows() {}, syncPositions() {} };
+
+describe('KvPool shards', () => {
+  it('gives each head pages of its own shard only, and names the shard that is full', () => {
+    const pool = new KvPool({
+      heads: 4, pageSize: 10, numPages: 12, bytesPerPage: 100,
+      shards: [{ firstHead: 0, heads: 2, firstPage: 0, pages: 3 }, { firstHead: 2, heads: 2, firstPage: 6, pages: 6 }],
+    });
+    expect(pool.capacity).toBe(9);
+    for (let i = 0; i < 3; i++) expect(pool.allocPage(i % 2)).toBeLessThan(3);
+    expect(() => pool.allocPage(1)).toThrow(/shard 0 \(heads 0\.\.1\)/);
+    expect(() => pool.allocPage(0)).toThrow(ContextTooLongError);
+    for (let i = 0; i < 6; i++) {
+      const p = pool.allocPage(2 + (i % 2));
+      expect(p).toBeGreaterThanOrEqual(6);
+      expect(p).toBeLessThan(12);
+    }
+    expect(pool.freePages).toBe(0);
+    pool.freePage(0, pool.pageTable(0)[0]);
+    expect(() => pool.allocPage(2)).toThrow(/shard 1/);
+    expect(pool.allocPage(1)).toBeLessThan(3);
+  });
+
+  it('rejects shards that overlap, leave a head out or run past the pages', () => {
+    const make = (shards: { firstHead: number; heads: number; firstPage: number; pages: number }[]) =>
+      () => new KvPool({ heads: 4, pageSize: 10, numPages: 8, bytesPerPage: 100, shards });
+    expect(make([{ firstHead: 0, heads: 2, firstPage: 0, pages: 4 }, { firstHead: 2, heads: 2, firstPage: 3, pages: 4 }])).toThrow(/page 3/);
+    expect(make([{ firstHead: 0, heads: 3, firstPage: 0, pages: 4 }])).toThrow(/head 3/);
+    expect(make([{ firstHead: 0, heads: 2, firstPage: 0, pages: 4 }, { firstHead: 1, heads: 3, firstPage: 4, pages: 4 }])).toThrow(/head 1/);
+    expect(make([{ firstHead: 0, heads: 4, firstPage: 2, pages: 7 }])).toThrow(/pages outside/);
+  });
+});
+
+describe('Residency on a sharded pool', () => {
+  it('places, recalls and releases exactly as on one pool, each head inside its shard', () => {
+    const heads = 8;
+    const N = 3000;
+    const P = 25;
+    const rand = rng(11);
+    const plan = {
+      heads: Array.from({ length: heads }, (_, h) => {
+        const gpu: number[] = [];
+        const cpu: number[] = [];
+        const share = 0.1 + 0.1 * h;
+        for (let p = 0; p < N; p++) {
+          const onGpu = rand() < share;
+          if (onGpu) gpu.push(p);
+          if (h % 2 === 0 || !onGpu) cpu.push(p);
+        }
+        return { gpu: Int32Array.from(gpu), cpu: Int32Array.from(cpu) };
+      }),
+    };
+    const text = [0, N + 1];
+    const need = poolNeed(plan, P, text.length + 20);
+    const perShard = [0, 1, 2, 3].map((s) => need.perHead[2 * s] + need.perHead[2 * s + 1]);
+    const stride = Math.max(...perShard) + 7; // gaps between shards, as a GPU pool has
+    const shards = perShard.map((pages, s) => ({ firstHead: 2 * s, heads: 2, firstPage: s * stride, pages }));
+    const sharded = new Residency({ heads, headDim: 4, pageSize: P, numPages: 3 * stride + perShard[3], shards, audioStart: 1, audioLength: N }, noStorage);
+    const plain = new Residency({ heads, headDim: 4, pageSize: P, numPages: need.total, audioStart: 1, audioLength: N }, noStorage);
+    const src = (_h: number, _s: number, k: Float32Array, ko: number, v: Float32Array, vo: number) => { k[ko] = 1; v[vo] = 1; };
+    for (const r of [sharded, plain]) r.applyPrefill(plan, text, src);
+    const out = new Int32Array(heads);
+    for (let step = 0; step < 40; step++) {
+      const h = step % heads;
+      const pick = (a: Int32Array) => Int32Array.from(a.filter(() => rand() < 0.08));
+      const sp = { release: [{ head: h, positions: pick(plain.gpuPositions(h)) }], recall: [{ head: h, positions: pick(plan.heads[h].cpu) }] };
+      for (const r of [sharded, plain]) {
+        r.apply(sp);
+        r.appendText(N + 2 + step, out);
+      }
+      const a = sharded.stats();
+      const b = plain.stats();
+      expect(Array.from(a.gpuPerHead)).toEqual(Array.from(b.gpuPerHead));
+      expect(a.rGpu).toBe(b.rGpu);
+      expect(a.gpuBytesInUse).toBe(b.gpuBytesInUse);
+      // Plain checks collected into one assertion: thousands of expect() calls are slow.
+      const bad: string[] = [];
+      for (let hh = 0; hh < heads; hh++) {
+        const s = shards[Math.floor(hh / 2)];
+        for (const page of sharded.pageTable(hh)) {
+          if (page < s.firstPage || page >= s.firstPage + s.pages) bad.push(`head ${hh}: page ${page} outside its shard`);
+        }
+        for (const p of sharded.gpuPositions(hh)) {
+          if (sharded.positions[sharded.slotOf(hh, p)] !== 1 + p) bad.push(`head ${hh}: position ${p} misplaced`);
+        }
+      }
+      expect(bad.slice(0, 5)).toEqual([]);
+    }
+    expect(sharded.stats().gpuBytesCapacity).toBe(plain.stats().gpuBytesCapacity);
+  });
+});
+
+describe('GPU session sizing with shards', () => {
+  const c = referenceConfig();
+  const P = segmentLength(c);
+  const opts = (audioLength: number) => ({ audioLength, maxNewTokens: 400, request: { decodeHeads: [0, 9], prefillQueries: 6 } });
+  const limits = (bytes: number) => ({ maxStorageBufferBindingSize: bytes, maxBufferSize: bytes });
+  const pageKBytes = P * c.headDim * 4;
+  const A = 20_000; // 27 minutes
+
+  it('keeps one K/V pair while the pool fits one binding', () => {
+    const s = sessionSizes(c, opts(2000), limits(2 ** 30));
+    expect(s.shards).toBe(1);
+    expect(s.layersPerShard).toBe(c.numLayers);
+    expect(s.shardPages).toBe(s.capacityPages);
+  });
+
+  it('splits a pool past the limit into shards of whole layers, every buffer within the limit', () => {
+    const one = sessionSizes(c, opts(A), limits(2 ** 30));
+    const poolK = one.capacityPages * pageKBytes;
+    for (const divisor of [1.2, 1.5, 2]) {
+      const limit = Math.ceil(poolK / divisor);
+      const s = sessionSizes(c, opts(A), limits(limit));
+      expect(s.shards).toBeGreaterThan(1);
+      expect(s.layersPerShard * s.shards).toBeGreaterThanOrEqual(c.numLayers);
+      expect(s.shardPages * pageKBytes).toBeLessThanOrEqual(limit);
+      expect(s.largestBuffer).toBeLessThanOrEqual(limit);
+      // Each shard holds the worst case of its layers: no plan needs more than before.
+      expect(s.shardPages).toBe((one.capacityPages / c.numLayers) * s.layersPerShard);
+    }
+  });
+
+  it('says a context is too long when one layer alone exceeds the binding', () => {
+    const one = sessionSizes(c, opts(A), limits(2 ** 30));
+    const layerK = (one.capacityPages / c.numLayers) * pageKBytes;
+    const limit = Math.floor(layerK * 0.9);
+    expect(shardLayout(c, one.capacityPages, P, limit)).toEqual({ shards: c.numLayers, layersPerShard: 1, shardPages: one.capacityPages / c.numLayers });
+    expect(() => sessionSizes(c, opts(A), limits(limit))).toThrow(ContextTooLongError);
+    // Just above one layer and the prompt's query rows (the widest unblocked prefill buffer), it fits.
+    const queries = 4 * one.promptLength * c.numHeads * c.headDim;
+    const s = sessionSizes(c, opts(A), limits(Math.ceil(Math.max(layerK, queries) * 1.01)));
+    expect(s.shards).toBe(c.numLayers);
+  });
+
+  it("an hour of audio at full cache fits WebGPU's default 128 MiB binding limit", () => {
+    const hour = 3600 * c.audio.tokensPerSecond;
+    const s = sessionSizes(c, opts(hour), limits(128 * 2 ** 20));
+    // The pool alone is past one binding: it takes several shards.
+    expect(s.capacityPages * pageKBytes).toBeGreaterThan(128 * 2 ** 20);
+    expect(s.shards).toBeGreaterThan(1);
+    expect(s.largestBuffer).toBeLessThanOrEqual(128 * 2 ** 20);
+    // Past it, the error names the buffer that does not fit.
+    expect(() => sessionSizes(c, opts(hour), limits(64 * 2 ** 20))).toThrow(/prompt queries/);
+  });
+
+  it('a budget-capped sharded pool stays within its budget', () => {
+    const budget = 150e6;
+    const s = sessionSizes(c, opts(A), limits(50e6), budget);
+    expect(s.shards).toBeGreaterThan(1);
+    expect(s.capacityPages * P * slotBytes(c.headDim)).toBeLessThanOrEqual(budget);
+    expect(s.shardPages * pageKBytes).toBeLessThanOrEqual(50e6);
+  });
+
+  it('runs the prefill projections in row blocks that fit the binding', () => {
+    const QKV = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
+    const big = sessionSizes(c, opts(A), limits(2 ** 30));
+    expect(big.prefillChunk).toBe(PREFILL_CHUNK_ROWS);
+    const limit = 3 * 2 ** 20;
+    expect(prefillChunkRows(QKV, limit) * QKV * 4).toBeLessThanOrEqual(limit);
+    expect(prefillChunkRows(QKV, limit) % 64).toBe(0);
+    const small = sessionSizes(c, opts(500), limits(2 ** 30));
+    // A short prompt is one block: its buffers are no larger than the prompt.
+    expect(small.prefillBytes).toBeLessThan(big.prefillBytes);
+  });
+});
