@@ -31,8 +31,8 @@ export interface ParityCase {
   golden?: { tokens: Int32Array; logits?: Float32Array };
   /** Options of the GPU backend (e.g. a binding cap that shards the pool). */
   backend?: Omit<WebGpuBackendOptions, 'context'>;
-  /** The pool shards and prefill row blocks the GPU session must use. */
-  layout?: { shards: number; prefillBlocks: number };
+  /** Pool shards (at least) and prefill row blocks the GPU session must use. */
+  layout?: { minShards: number; prefillBlocks: number };
 }
 
 /** Keeps a different top-scored share of the audio per head; CPU copies: mirror, offload or drop. */
@@ -79,6 +79,8 @@ interface Trace {
   prefillScores: Float32Array[];
   counters: ReturnType<DecoderBackend['stepCounters']>[];
   ms: { prefill: number; decode: number };
+  /** WebGPU: the pool the plan made (shards, pages). */
+  pool?: { shards: number; pages: number };
 }
 
 /** Every audio position on the GPU, no CPU copies. */
@@ -95,7 +97,8 @@ async function trace(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, pl
   const prefillMs = performance.now() - t;
   const p = plan(pre.observation.scores);
   await b.applyPrefill(p);
-  const tr: Trace = { tokens: [pre.token], logits: [pre.logits!], weights: [], queries: [], residency: [], prefillScores: pre.observation.scores, counters: [], ms: { prefill: prefillMs, decode: 0 } };
+  const info = b instanceof WebGpuBackend ? b.poolInfo() : null;
+  const tr: Trace = { tokens: [pre.token], logits: [pre.logits!], weights: [], queries: [], residency: [], prefillScores: pre.observation.scores, counters: [], ms: { prefill: prefillMs, decode: 0 }, pool: info ? { shards: info.shards.length, pages: info.capacityPages } : undefined };
   t = performance.now();
   for (let s = 0; s < pc.steps; s++) {
     if (pc.mode === 'policy' && PLAN_STEPS.includes(s)) {
@@ -133,10 +136,11 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   const gpuBackend = await WebGpuBackend.create(c, pc.weights, { ...pc.backend, context: ctx });
   const sizes = gpuBackend.plan(opts);
   const blocks = Math.ceil(sizes.promptLength / sizes.prefillChunk);
-  const layoutOk = !pc.layout || (sizes.shards === pc.layout.shards && blocks === pc.layout.prefillBlocks);
   // The GPU run applies the plan made from the CPU's scores: identical plans on both.
   const got = await trace(gpuBackend, pc, opts, () => ref.plan);
   gpuBackend.dispose();
+  const shards = got.pool?.shards ?? 0;
+  const layoutOk = !pc.layout || (shards >= pc.layout.minShards && blocks === pc.layout.prefillBlocks);
   const firstDiff = ref.tokens.findIndex((t, i) => got.tokens[i] !== t);
   const logitsNmse = worst([ref.logits], [got.logits]);
   const weightsNmse = worst(ref.weights, got.weights);
@@ -165,7 +169,7 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
     golden = ` golden (${n} steps, full cache): tokens cpu ${cpuG ? 'match' : 'DIFFER'}, gpu ${gpuG ? 'match' : 'DIFFER'}, logits nmse ${lg.toExponential(2)};`;
   }
   const pass = layoutOk && firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && constant && goldenOk;
-  const detail = `${pc.name} (${pc.mode} plan): audio ${A}, ${pc.steps} steps, pool shards ${sizes.shards}, prefill blocks ${blocks}${layoutOk ? '' : ` (WANTED ${JSON.stringify(pc.layout)})`}, tokens ${firstDiff === -1 ? 'identical' : `differ from step ${firstDiff} (cpu ${ref.tokens.slice(firstDiff, firstDiff + 4)} gpu ${got.tokens.slice(firstDiff, firstDiff + 4)})`};` +
+  const detail = `${pc.name} (${pc.mode} plan): audio ${A}, ${pc.steps} steps, pool ${got.pool?.pages} pages (worst plan ${sizes.worstPoolPages}) in ${shards} shards, prefill blocks ${blocks}${layoutOk ? '' : ` (WANTED ${JSON.stringify(pc.layout)})`}, tokens ${firstDiff === -1 ? 'identical' : `differ from step ${firstDiff} (cpu ${ref.tokens.slice(firstDiff, firstDiff + 4)} gpu ${got.tokens.slice(firstDiff, firstDiff + 4)})`};` +
     `${golden} logits nmse ${logitsNmse.toExponential(2)}, exported weights ${weightsNmse.toExponential(2)}, queries ${queriesNmse.toExponential(2)}, prefill scores ${scoresNmse.toExponential(2)};` +
     ` residency after plans ${sameResidency ? 'equal' : 'DIFFERS'} (${got.residency.length} plans);` +
     ` counters constant ${constant} (dispatches ${cN.dispatches}, submits ${cN.submits}, buffers ${cN.buffers}, bindGroups ${cN.bindGroups});` +

@@ -1,8 +1,8 @@
 /**
  * A KV pool split into shards (WebGPU: one K/V buffer pair per group of layers when the
  * pool exceeds one storage binding): the allocator keeps every head inside its shard,
- * the residency behaves exactly as unsharded, and the GPU session sizing splits only
- * when it must and never makes a buffer past the limit.
+ * the residency behaves exactly as unsharded, and the GPU pool layout is sized by the
+ * plan, splits only when it must and never makes a buffer past the limit.
  */
 import { describe, expect, it } from 'vitest';
 import { KvPool } from '../../src/kv/pool.js';
@@ -11,8 +11,8 @@ import { poolNeed } from '../../src/kv/sizing.js';
 import { ContextTooLongError } from '../../src/errors.js';
 import { kvHeadCount, segmentLength } from '../../src/model/config.js';
 import { referenceConfig, rng } from '../../src/model/testing.js';
-import { PREFILL_CHUNK_ROWS, prefillChunkRows, sessionSizes, shardLayout } from '../../src/backend/webgpu/session.js';
-import { slotBytes } from '../../src/backend/webgpu/pool.js';
+import { PREFILL_CHUNK_ROWS, prefillChunkRows, sessionSizes } from '../../src/backend/webgpu/session.js';
+import { poolLayout, slotBytes } from '../../src/backend/webgpu/pool-layout.js';
 
 const noStorage: PageStorage = { writeRows() {}, syncPositions() {} };
 
@@ -106,76 +106,95 @@ describe('Residency on a sharded pool', () => {
   });
 });
 
-describe('GPU session sizing with shards', () => {
+describe('GPU pool layout', () => {
   const c = referenceConfig();
   const P = segmentLength(c);
-  const opts = (audioLength: number) => ({ audioLength, maxNewTokens: 400, request: { decodeHeads: [0, 9], prefillQueries: 6 } });
-  const limits = (bytes: number) => ({ maxStorageBufferBindingSize: bytes, maxBufferSize: bytes });
+  const heads = kvHeadCount(c);
   const pageKBytes = P * c.headDim * 4;
-  const A = 20_000; // 27 minutes
+  const text = 1 + c.instruction.length + 400;
+  const planOf = (A: number, share: number, cpu: boolean) => {
+    const all = Int32Array.from({ length: A }, (_, i) => i);
+    const keep = all.filter((p) => (p * 7919) % 100 < share * 100);
+    return { heads: Array.from({ length: heads }, () => ({ gpu: keep, cpu: cpu ? all : new Int32Array(0) })) };
+  };
+  const limits = (bytes: number) => ({ maxStorageBufferBindingSize: bytes, maxBufferSize: bytes });
 
   it('keeps one K/V pair while the pool fits one binding', () => {
-    const s = sessionSizes(c, opts(2000), limits(2 ** 30));
-    expect(s.shards).toBe(1);
-    expect(s.layersPerShard).toBe(c.numLayers);
-    expect(s.shardPages).toBe(s.capacityPages);
+    const need = poolNeed(planOf(2000, 1, false), P, text);
+    const l = poolLayout(c, need.perHead, P, 2 ** 30);
+    expect(l.shards).toEqual([{ firstLayer: 0, layers: c.numLayers, firstPage: 0, pages: need.total }]);
+    expect(l.capacityPages).toBe(need.total);
   });
 
-  it('splits a pool past the limit into shards of whole layers, every buffer within the limit', () => {
-    const one = sessionSizes(c, opts(A), limits(2 ** 30));
-    const poolK = one.capacityPages * pageKBytes;
-    for (const divisor of [1.2, 1.5, 2]) {
-      const limit = Math.ceil(poolK / divisor);
-      const s = sessionSizes(c, opts(A), limits(limit));
-      expect(s.shards).toBeGreaterThan(1);
-      expect(s.layersPerShard * s.shards).toBeGreaterThanOrEqual(c.numLayers);
-      expect(s.shardPages * pageKBytes).toBeLessThanOrEqual(limit);
-      expect(s.largestBuffer).toBeLessThanOrEqual(limit);
-      // Each shard holds the worst case of its layers: no plan needs more than before.
-      expect(s.shardPages).toBe((one.capacityPages / c.numLayers) * s.layersPerShard);
+  it('packs whole layers into shards whose K pages fit the limit', () => {
+    const need = poolNeed(planOf(20_000, 1, false), P, text);
+    for (const divisor of [1.2, 2, 3.5]) {
+      const limit = Math.ceil((need.total * pageKBytes) / divisor);
+      const l = poolLayout(c, need.perHead, P, limit);
+      expect(l.shards.length).toBeGreaterThanOrEqual(Math.ceil(divisor));
+      let layer = 0;
+      let page = 0;
+      for (const sh of l.shards) {
+        expect(sh.firstLayer).toBe(layer);
+        expect(sh.firstPage).toBe(page);
+        let pages = 0;
+        for (let h = sh.firstLayer * c.numKvHeads; h < (sh.firstLayer + sh.layers) * c.numKvHeads; h++) pages += need.perHead[h];
+        expect(sh.pages).toBe(pages);
+        expect(sh.pages * pageKBytes).toBeLessThanOrEqual(limit);
+        layer += sh.layers;
+        page += sh.pages;
+      }
+      expect(layer).toBe(c.numLayers);
+      expect(l.capacityPages).toBe(need.total);
     }
   });
 
-  it('says a context is too long when one layer alone exceeds the binding', () => {
-    const one = sessionSizes(c, opts(A), limits(2 ** 30));
-    const layerK = (one.capacityPages / c.numLayers) * pageKBytes;
-    const limit = Math.floor(layerK * 0.9);
-    expect(shardLayout(c, one.capacityPages, P, limit)).toEqual({ shards: c.numLayers, layersPerShard: 1, shardPages: one.capacityPages / c.numLayers });
-    expect(() => sessionSizes(c, opts(A), limits(limit))).toThrow(ContextTooLongError);
-    // Just above one layer and the prompt's query rows (the widest unblocked prefill buffer), it fits.
-    const queries = 4 * one.promptLength * c.numHeads * c.headDim;
-    const s = sessionSizes(c, opts(A), limits(Math.ceil(Math.max(layerK, queries) * 1.01)));
-    expect(s.shards).toBe(c.numLayers);
+  it('says which layer is too big when one layer alone exceeds the binding', () => {
+    const need = poolNeed(planOf(20_000, 1, false), P, text);
+    const layerK = (need.total / c.numLayers) * pageKBytes;
+    expect(() => poolLayout(c, need.perHead, P, Math.floor(layerK * 0.9))).toThrow(ContextTooLongError);
+    expect(() => poolLayout(c, need.perHead, P, Math.floor(layerK * 0.9))).toThrow(/layer 0 keeps/);
+  });
+
+  it('allocates what the plan keeps: a fifth of the audio is not the full cache', () => {
+    const A = 20_000;
+    const full = poolLayout(c, poolNeed(planOf(A, 1, false), P, text).perHead, P, 2 ** 30);
+    const wnwLike = poolLayout(c, poolNeed(planOf(A, 0.2, true), P, text).perHead, P, 2 ** 30);
+    // 20 % of the audio pages, plus the recall headroom and the text pages of every head.
+    expect(wnwLike.bytes / full.bytes).toBeLessThan(0.3);
+    expect(wnwLike.bytes / full.bytes).toBeGreaterThan(0.2);
+    expect(sessionSizes(c, { audioLength: A, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 } }, limits(2 ** 30)).worstPoolPages)
+      .toBeGreaterThanOrEqual(poolNeed(planOf(A, 1, true), P, text).total);
   });
 
   it("an hour of audio at full cache fits WebGPU's default 128 MiB binding limit", () => {
     const hour = 3600 * c.audio.tokensPerSecond;
-    const s = sessionSizes(c, opts(hour), limits(128 * 2 ** 20));
-    // The pool alone is past one binding: it takes several shards.
-    expect(s.capacityPages * pageKBytes).toBeGreaterThan(128 * 2 ** 20);
-    expect(s.shards).toBeGreaterThan(1);
-    expect(s.largestBuffer).toBeLessThanOrEqual(128 * 2 ** 20);
+    const limit = 128 * 2 ** 20;
+    const s = sessionSizes(c, { audioLength: hour, maxNewTokens: 400, request: { decodeHeads: [0, 9], prefillQueries: 6 } }, limits(limit));
+    expect(s.largestBuffer).toBeLessThanOrEqual(limit);
+    const need = poolNeed(planOf(hour, 1, false), P, text);
+    expect(need.total * pageKBytes).toBeGreaterThan(limit); // one K buffer would not do
+    const l = poolLayout(c, need.perHead, P, limit);
+    expect(l.shards.length).toBeGreaterThan(1);
     // Past it, the error names the buffer that does not fit.
-    expect(() => sessionSizes(c, opts(hour), limits(64 * 2 ** 20))).toThrow(/prompt queries/);
-  });
-
-  it('a budget-capped sharded pool stays within its budget', () => {
-    const budget = 150e6;
-    const s = sessionSizes(c, opts(A), limits(50e6), budget);
-    expect(s.shards).toBeGreaterThan(1);
-    expect(s.capacityPages * P * slotBytes(c.headDim)).toBeLessThanOrEqual(budget);
-    expect(s.shardPages * pageKBytes).toBeLessThanOrEqual(50e6);
+    expect(() => sessionSizes(c, { audioLength: hour, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 } }, limits(64 * 2 ** 20))).toThrow(/prompt queries/);
   });
 
   it('runs the prefill projections in row blocks that fit the binding', () => {
     const QKV = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
-    const big = sessionSizes(c, opts(A), limits(2 ** 30));
+    const opts = (audioLength: number) => ({ audioLength, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 } });
+    const big = sessionSizes(c, opts(20_000), limits(2 ** 30));
     expect(big.prefillChunk).toBe(PREFILL_CHUNK_ROWS);
     const limit = 3 * 2 ** 20;
     expect(prefillChunkRows(QKV, limit) * QKV * 4).toBeLessThanOrEqual(limit);
     expect(prefillChunkRows(QKV, limit) % 64).toBe(0);
-    const small = sessionSizes(c, opts(500), limits(2 ** 30));
     // A short prompt is one block: its buffers are no larger than the prompt.
-    expect(small.prefillBytes).toBeLessThan(big.prefillBytes);
+    expect(sessionSizes(c, opts(500), limits(2 ** 30)).prefillBytes).toBeLessThan(big.prefillBytes);
+  });
+
+  it('a KV budget too small for the text fails before any GPU work', () => {
+    const opts = { audioLength: 1000, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 } };
+    expect(() => sessionSizes(c, opts, limits(2 ** 30), heads * P * slotBytes(c.headDim))).toThrow(ContextTooLongError);
+    expect(() => sessionSizes(c, opts, limits(2 ** 30), 100 * heads * P * slotBytes(c.headDim))).not.toThrow();
   });
 });

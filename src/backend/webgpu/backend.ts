@@ -16,6 +16,7 @@ import { GpuContext, type AcquireOptions } from './device.js';
 import { Kernels } from './kernels.js';
 import { PipelineCache } from './pipelines.js';
 import { GpuPool, slotBytes } from './pool.js';
+import { poolLayout, residencyShards, type PoolLayout } from './pool-layout.js';
 import { gatherIntoPool, readPrefillKv, runPrefill } from './prefill.js';
 import { PrefillBuffers, SessionBuffers, sessionSizes } from './session.js';
 import type { ShaderLoader } from './shader-source.js';
@@ -26,7 +27,7 @@ export interface WebGpuBackendOptions {
   /** An existing context (shared with other work, or made by a test); default: acquire one. */
   context?: GpuContext;
   acquire?: AcquireOptions;
-  /** Cap on the KV pool's bytes; default: the worst plan's need. */
+  /** Cap on the KV pool's bytes; default: whatever the plan needs (the pool is sized from it). */
   kvBudgetBytes?: number;
   /**
    * Cap on one storage binding, below the device's own limit: a KV pool past it is split
@@ -47,7 +48,9 @@ interface Session {
   /** Resolves to an error when begin()'s allocations failed (OOM is only known asynchronously). */
   allocation: Promise<Error | null>;
   residency: Residency | null;
-  step: DecodeStep;
+  /** The pool and the decode step over it: made at applyPrefill, sized by the plan. */
+  pool: GpuPool | null;
+  step: DecodeStep | null;
   nextPos: number;
   steps: number;
   ringIndex: number;
@@ -88,12 +91,49 @@ export class WebGpuBackend implements DecoderBackend {
     return new WebGpuBackend(config, ctx, kernels, gpuWeights, options, !options.context);
   }
 
-  /** The memory a session of this length needs, without allocating (for "will it fit?" UIs). */
+  /**
+   * The memory a session of this length needs, without allocating (for "will it fit?"
+   * UIs): the prefill and decode buffers exactly, the KV pool as its worst case
+   * (`worstPoolBytes`); the pool a session allocates is its plan's (see poolBytes()).
+   */
   plan(opts: SessionOptions) {
+    return sessionSizes(this.config, opts, this.limits(), this.options.kvBudgetBytes);
+  }
+
+  /** The live session's KV pool: its pages, shards and bytes (null before applyPrefill). */
+  poolInfo(): PoolLayout | null {
+    return this.session?.pool?.layout ?? null;
+  }
+
+  private limits() {
     const cap = this.options.maxBindingBytes ?? Infinity;
     const { maxStorageBufferBindingSize, maxBufferSize } = this.ctx.limits;
-    const limits = { maxStorageBufferBindingSize: Math.min(maxStorageBufferBindingSize, cap), maxBufferSize: Math.min(maxBufferSize, cap) };
-    return sessionSizes(this.config, opts, limits, this.options.kvBudgetBytes);
+    return { maxStorageBufferBindingSize: Math.min(maxStorageBufferBindingSize, cap), maxBufferSize: Math.min(maxBufferSize, cap) };
+  }
+
+  /**
+   * Runs `make` inside out-of-memory and validation error scopes. WebGPU reports both
+   * only asynchronously: `failure` resolves to the typed error, or null.
+   */
+  private scoped<T>(make: () => T, what: string, bytes: number): { value: T; failure: Promise<Error | null> } {
+    const d = this.ctx.device;
+    d.pushErrorScope('out-of-memory');
+    d.pushErrorScope('validation');
+    let value: T | null = null;
+    let thrown: unknown = null;
+    try {
+      value = make();
+    } catch (e) {
+      thrown = e;
+    }
+    const failure = d.popErrorScope().then(async (validation) => {
+      const oom = await d.popErrorScope();
+      if (oom) return new OutOfMemoryError(what, bytes) as Error;
+      if (validation) return new Error(`WebGPU setup of ${what} failed: ${validation.message}`);
+      return null;
+    });
+    if (thrown !== null || value === null) throw thrown;
+    return { value, failure };
   }
 
   begin(opts: SessionOptions): void {
@@ -101,35 +141,18 @@ export class WebGpuBackend implements DecoderBackend {
     if (this.session) this.end();
     const sizes = this.plan(opts); // throws ContextTooLongError before any GPU work
     const c = this.config;
-    const d = this.ctx.device;
-    d.pushErrorScope('out-of-memory');
-    d.pushErrorScope('validation');
-    let buffers: SessionBuffers | null = null;
-    let prefill: PrefillBuffers | null = null;
-    let step: DecodeStep | null = null;
-    let thrown: unknown = null;
-    try {
-      buffers = new SessionBuffers(this.ctx, c, opts, sizes);
-      prefill = new PrefillBuffers(this.ctx, c, sizes);
-      step = new DecodeStep(this.ctx, c, this.kernels, this.weights, buffers, opts.request.decodeHeads, !!opts.request.decodeQueries, !!opts.returnLogits);
-    } catch (e) {
-      thrown = e;
-    }
-    const bytes = sizes.prefillBytes + sizes.poolBytes + sizes.decodeBytes;
-    const allocation = d.popErrorScope().then(async (validation) => {
-      const oom = await d.popErrorScope();
-      if (oom) return new OutOfMemoryError(`the KV pool and session buffers for ${opts.audioLength} audio tokens`, bytes) as Error;
-      if (validation) return new Error(`WebGPU session setup failed: ${validation.message}`);
-      return null;
-    });
-    if (thrown || !buffers || !prefill || !step) {
-      prefill?.destroy();
-      buffers?.destroy();
-      throw thrown;
-    }
+    const { value: [buffers, prefill], failure: allocation } = this.scoped(() => {
+      const buffers = new SessionBuffers(this.ctx, c, opts, sizes);
+      try {
+        return [buffers, new PrefillBuffers(this.ctx, c, sizes)] as const;
+      } catch (e) {
+        buffers.destroy();
+        throw e;
+      }
+    }, `the prefill and decode buffers for ${opts.audioLength} audio tokens`, sizes.prefillBytes + sizes.decodeBytes);
     const heads = kvHeadCount(c);
     this.session = {
-      opts, buffers, prefill, allocation, residency: null, step,
+      opts, buffers, prefill, allocation, residency: null, pool: null, step: null,
       nextPos: sizes.promptLength, steps: 0, ringIndex: 0,
       slots: new Int32Array(heads), stepState: new Uint32Array(4 + heads), tokenIn: new Int32Array(1),
     };
@@ -165,15 +188,33 @@ export class WebGpuBackend implements DecoderBackend {
     const P = sizes.pageSize;
     const text = [0];
     for (let i = 0; i < c.instruction.length; i++) text.push(1 + A + i);
+    if (s.pool) throw new Error('applyPrefill() may run once per session');
     const need = poolNeed(plan, P, text.length + s.opts.maxNewTokens);
     const bytesPerPage = P * slotBytes(c.headDim);
-    const pool = s.buffers.pool;
-    const { shards, numPages, overShard } = pool.residencyShards(need.perHead);
-    if (need.total > sizes.capacityPages || overShard !== -1) {
-      const where = overShard !== -1 && sizes.shards > 1 ? ` (the pool's shard ${overShard}, layers ${overShard * sizes.layersPerShard}.., is full)` : '';
-      throw new ContextTooLongError(need.total * bytesPerPage, sizes.capacityPages * bytesPerPage, `${A} audio tokens under this plan${where}`);
+    const budget = this.options.kvBudgetBytes;
+    if (budget !== undefined && need.total * bytesPerPage > budget) {
+      throw new ContextTooLongError(need.total * bytesPerPage, budget, `${A} audio tokens under this plan`);
     }
-    const residency = new Residency({ heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages, shards, audioStart: 1, audioLength: A }, pool);
+    // The pool holds what this plan keeps (and its recall headroom), not the worst case.
+    const layout = poolLayout(c, need.perHead, P, Math.min(...Object.values(this.limits())));
+    const { value: [pool, step], failure } = this.scoped(() => {
+      const pool = new GpuPool(this.ctx, c, layout, s.buffers.exportIndex);
+      try {
+        return [pool, new DecodeStep(this.ctx, c, this.kernels, this.weights, s.buffers, pool, s.opts.request.decodeHeads, !!s.opts.request.decodeQueries, !!s.opts.returnLogits)] as const;
+      } catch (e) {
+        pool.destroy();
+        throw e;
+      }
+    }, `the KV pool of this plan (${need.total} pages)`, layout.bytes);
+    const failed = await failure;
+    if (failed) {
+      step.destroy();
+      pool.destroy();
+      throw failed;
+    }
+    s.pool = pool;
+    s.step = step;
+    const residency = new Residency({ heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: layout.capacityPages, shards: residencyShards(c, layout), audioStart: 1, audioLength: A }, pool);
     // CPU copies: read back once, only the layers that keep any.
     const cpuLayers = new Set<number>();
     plan.heads.forEach((h, i) => { if (h.cpu.length > 0) cpuLayers.add(Math.floor(i / c.numKvHeads)); });
@@ -186,7 +227,7 @@ export class WebGpuBackend implements DecoderBackend {
       k.set(src.k.subarray(o, o + hd), kOff);
       v.set(src.v.subarray(o, o + hd), vOff);
     });
-    gatherIntoPool(this.ctx, c, this.kernels, s.buffers, p, gathers);
+    gatherIntoPool(this.ctx, c, this.kernels, pool, p, gathers);
     pool.flush(residency);
     // Prefill buffers go as soon as the gather is queued (WebGPU defers the free).
     p.destroy();
@@ -200,7 +241,9 @@ export class WebGpuBackend implements DecoderBackend {
     const s = this.s;
     const c = this.config;
     const res = s.residency;
-    if (!res) throw new Error('step() before applyPrefill()');
+    const pool = s.pool;
+    const step = s.step;
+    if (!res || !pool || !step) throw new Error('step() before applyPrefill()');
     if (!Number.isInteger(token) || token < 0 || token >= c.vocabSize) throw new RangeError(`token ${token} outside vocabulary`);
     this.ctx.check();
     const pos = s.nextPos++;
@@ -211,12 +254,12 @@ export class WebGpuBackend implements DecoderBackend {
     q.writeBuffer(s.buffers.step, 0, s.stepState);
     s.tokenIn[0] = token;
     q.writeBuffer(s.buffers.tokenIn, 0, s.tokenIn);
-    s.buffers.pool.flush(res);
+    pool.flush(res);
     const splits = Math.max(1, Math.ceil(GpuPool.maxPages(res) / this.kernels.pagesPerSplit));
     const ring = s.buffers.ring[s.ringIndex];
     s.ringIndex = (s.ringIndex + 1) % s.buffers.ring.length;
-    q.submit([s.step.encode(splits, ring)]);
-    this.counters = { dispatches: s.step.dispatchCount, submits: 1 };
+    q.submit([step.encode(splits, ring)]);
+    this.counters = { dispatches: step.dispatchCount, submits: 1 };
     try {
       await ring.mapAsync(GPUMapMode.READ);
     } catch (e) {
@@ -225,7 +268,7 @@ export class WebGpuBackend implements DecoderBackend {
     }
     this.ctx.check();
     const data = ring.getMappedRange();
-    const L = s.step.layout;
+    const L = step.layout;
     const next = new Uint32Array(data, L.token, 1)[0];
     const logits = s.opts.returnLogits ? new Float32Array(data.slice(L.logits, L.weights)) : undefined;
     const req = s.opts.request;
@@ -262,7 +305,8 @@ export class WebGpuBackend implements DecoderBackend {
     const s = this.session;
     if (!s) return;
     s.prefill?.destroy();
-    s.step.destroy();
+    s.step?.destroy();
+    s.pool?.destroy();
     s.buffers.destroy();
     this.session = null;
   }

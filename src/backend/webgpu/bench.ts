@@ -76,7 +76,7 @@ export async function benchWebGpu(config: ModelConfig, weights: DecoderWeights, 
       decodeSteps: steps,
       dispatchesPerStep: counters.dispatches,
       submitsPerStep: counters.submits,
-      sessionBytes: sizes.prefillBytes + sizes.poolBytes + sizes.decodeBytes,
+      sessionBytes: sizes.prefillBytes + (backend.poolInfo()?.bytes ?? 0) + sizes.decodeBytes,
     };
   } finally {
     backend.end();

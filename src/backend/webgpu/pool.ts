@@ -1,27 +1,22 @@
 /**
- * The KV pool's bytes on the GPU: K and V pages [pages, pageSize, headDim], the
- * positions buffer (mirror of Residency.positions; EMPTY = -1 marks a free slot) and
- * the page tables of every (layer, KV head). All placement decisions are the shared
- * Residency's; this class only moves bytes, batching position and table uploads so a
- * decode step writes each at most once.
- *
- * Shards: when the K pages of all layers exceed one storage binding, K and V are split
- * into one buffer pair per `layersPerShard` consecutive layers (shard s holds pages
- * [s * shardPages, (s + 1) * shardPages), and the Residency gives a layer's heads pages
- * of its shard only). Slots stay pool-wide everywhere else; a kernel that touches one
- * layer binds that layer's shard and subtracts its first slot (`baseSlot`).
+ * The KV pool's bytes on the GPU, in the shape of a PoolLayout (pool-layout.ts): K and V
+ * pages [pages, pageSize, headDim] per shard, the positions buffer (mirror of
+ * Residency.positions; EMPTY = -1 marks a free slot), the page tables of every (layer,
+ * KV head), and the decode attention's per-slot scores and split-K partials, which are
+ * sized by the pool. All placement decisions are the shared Residency's; this class only
+ * moves bytes, batching position and table uploads so a decode step writes each at most
+ * once. Slots are pool-wide; a kernel that touches one layer binds that layer's shard
+ * and subtracts its first slot (`baseSlot`).
  */
-import type { PoolShard } from '../../kv/pool.js';
+import type { ModelConfig } from '../../model/config.js';
+import { groupSize, kvHeadCount } from '../../model/config.js';
 import type { PageStorage, Residency } from '../../kv/residency.js';
 import type { GpuContext } from './device.js';
-import type { SessionSizes } from './session.js';
+import type { PoolLayout } from './pool-layout.js';
+
+export { slotBytes } from './pool-layout.js';
 
 export const NO_EXPORT = 0xffffffff;
-
-/** Bytes of one pool slot on the GPU: K and V rows plus its position. */
-export function slotBytes(headDim: number): number {
-  return 8 * headDim + 4;
-}
 
 /**
  * The page-table buffer: meta[4h..4h+3] = (offset of head h's page list in this array,
@@ -50,6 +45,9 @@ export class GpuPool implements PageStorage {
   readonly v: GPUBuffer[] = [];
   readonly positions: GPUBuffer;
   readonly tables: GPUBuffer;
+  /** Raw decode scores per slot and query of the group (exported heads read them back). */
+  readonly scores: GPUBuffer;
+  readonly partials: GPUBuffer;
   /** Changed slot ranges [first, end) since the last flush: text appends touch one slot per head, far apart. */
   private dirty: [number, number][] = [];
   private mirror: Int32Array | null = null;
@@ -57,88 +55,55 @@ export class GpuPool implements PageStorage {
   private readonly tableScratch: Uint32Array;
   /** Bytes written into pages by writeRows since the last take(). */
   bytesWritten = 0;
-
-  readonly capacityPages: number;
   readonly pageSize: number;
   readonly heads: number;
-  private readonly shardSlots: number;
-  private readonly layersPerShard: number;
+  readonly headDim: number;
+  private readonly shardOfLayer: Int32Array;
+  private readonly shardOfPage: Int32Array;
 
-  /** `sizes` come from sessionSizes, which has checked every buffer against the binding limit. */
-  constructor(
-    private readonly ctx: GpuContext,
-    sizes: Pick<SessionSizes, 'capacityPages' | 'pageSize' | 'shards' | 'layersPerShard' | 'shardPages'>,
-    readonly headDim: number,
-    private readonly kvHeadsPerLayer: number,
-    private readonly exportIndex: Uint32Array,
-  ) {
-    const { capacityPages, pageSize, shards, layersPerShard, shardPages } = sizes;
-    this.capacityPages = capacityPages;
+  constructor(private readonly ctx: GpuContext, c: ModelConfig, readonly layout: PoolLayout, private readonly exportIndex: Uint32Array) {
+    const { capacityPages, pageSize, shards } = layout;
     this.pageSize = pageSize;
-    this.heads = exportIndex.length;
-    this.layersPerShard = layersPerShard;
-    this.shardSlots = shardPages * pageSize;
+    this.heads = kvHeadCount(c);
+    this.headDim = c.headDim;
+    this.shardOfLayer = new Int32Array(c.numLayers);
+    this.shardOfPage = new Int32Array(capacityPages);
+    shards.forEach((sh, i) => {
+      this.shardOfLayer.fill(i, sh.firstLayer, sh.firstLayer + sh.layers);
+      this.shardOfPage.fill(i, sh.firstPage, sh.firstPage + sh.pages);
+      const suffix = shards.length > 1 ? `.${i}` : '';
+      this.k.push(ctx.buffer(`kv.k${suffix}`, Math.max(1, sh.pages) * pageSize * c.headDim * 4));
+      this.v.push(ctx.buffer(`kv.v${suffix}`, Math.max(1, sh.pages) * pageSize * c.headDim * 4));
+    });
     const slots = capacityPages * pageSize;
-    for (let s = 0; s < shards; s++) {
-      const suffix = shards > 1 ? `.${s}` : '';
-      this.k.push(ctx.buffer(`kv.k${suffix}`, this.shardSlots * headDim * 4));
-      this.v.push(ctx.buffer(`kv.v${suffix}`, this.shardSlots * headDim * 4));
-    }
     this.positions = ctx.buffer('kv.positions', slots * 4);
     this.tables = ctx.buffer('kv.tables', (this.heads * 4 + capacityPages) * 4);
+    this.scores = ctx.buffer('attn.scores', slots * groupSize(c) * 4);
+    this.partials = ctx.buffer('attn.partials', layout.maxSplits * c.numHeads * (c.headDim + 2) * 4);
     this.tableScratch = new Uint32Array(this.heads * 4 + capacityPages);
     ctx.device.queue.writeBuffer(this.positions, 0, new Int32Array(slots).fill(-1));
   }
 
-  private shardOfLayer(layer: number): number {
-    return Math.floor(layer / this.layersPerShard);
-  }
-
   /** The K and V buffers that hold `layer`'s pages. */
   kOf(layer: number): GPUBuffer {
-    return this.k[this.shardOfLayer(layer)];
+    return this.k[this.shardOfLayer[layer]];
   }
 
   vOf(layer: number): GPUBuffer {
-    return this.v[this.shardOfLayer(layer)];
+    return this.v[this.shardOfLayer[layer]];
   }
 
   /** Pool-wide slot of the first slot of `layer`'s shard: kernels index K/V with slot - baseSlot. */
   baseSlot(layer: number): number {
-    return this.shardOfLayer(layer) * this.shardSlots;
-  }
-
-  /**
-   * The Residency's shards for a plan that needs `perHead` pages per head (kv/sizing.ts):
-   * shard s serves the heads of its layers from pages [s * shardPages, ...); the
-   * Residency's page count is the end of the last shard's pages.
-   */
-  residencyShards(perHead: Int32Array): { shards: PoolShard[]; numPages: number; overShard: number } {
-    const shardPages = this.shardSlots / this.pageSize;
-    const perShard = this.layersPerShard * this.kvHeadsPerLayer;
-    const shards: PoolShard[] = [];
-    let overShard = -1;
-    for (let firstHead = 0, s = 0; firstHead < this.heads; firstHead += perShard, s++) {
-      const heads = Math.min(perShard, this.heads - firstHead);
-      let pages = 0;
-      for (let h = firstHead; h < firstHead + heads; h++) pages += perHead[h];
-      if (pages > shardPages && overShard === -1) overShard = s;
-      shards.push({ firstHead, heads, firstPage: s * shardPages, pages: Math.min(pages, shardPages) });
-    }
-    const last = shards[shards.length - 1];
-    return { shards, numPages: last.firstPage + last.pages, overShard };
-  }
-
-  static bytes(capacityPages: number, pageSize: number, headDim: number, heads: number): number {
-    return capacityPages * pageSize * slotBytes(headDim) + (heads * 4 + capacityPages) * 4;
+    return this.layout.shards[this.shardOfLayer[layer]].firstPage * this.pageSize;
   }
 
   writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
     // A run of rows lies within one page, hence within one shard.
     const n = count * this.headDim;
     const q = this.ctx.device.queue;
-    const s = Math.floor(slot / this.shardSlots);
-    const at = (slot - s * this.shardSlots) * this.headDim * 4;
+    const s = this.shardOfPage[Math.floor(slot / this.pageSize)];
+    const at = (slot - this.layout.shards[s].firstPage * this.pageSize) * this.headDim * 4;
     q.writeBuffer(this.k[s], at, k.buffer, k.byteOffset, n * 4);
     q.writeBuffer(this.v[s], at, v.buffer, v.byteOffset, n * 4);
     this.bytesWritten += 8 * n;
@@ -183,6 +148,6 @@ export class GpuPool implements PageStorage {
   }
 
   destroy(): void {
-    for (const b of [...this.k, ...this.v, this.positions, this.tables]) this.ctx.destroy(b);
+    for (const b of [...this.k, ...this.v, this.positions, this.tables, this.scores, this.partials]) this.ctx.destroy(b);
   }
 }

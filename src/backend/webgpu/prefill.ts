@@ -14,6 +14,7 @@ import { kvHeadCount, type ModelConfig } from '../../model/config.js';
 import type { AttentionRequest } from '../../policy/types.js';
 import type { Gather } from '../../kv/residency.js';
 import type { GpuContext, Bindings } from './device.js';
+import type { GpuPool } from './pool.js';
 import { grid, matmulGroups, matvecGroups, type Kernels } from './kernels.js';
 import type { PrefillBuffers, SessionBuffers } from './session.js';
 import type { GpuWeights } from './weights.js';
@@ -151,7 +152,7 @@ export async function readPrefillKv(ctx: GpuContext, c: ModelConfig, p: PrefillB
 }
 
 /** Copies the prefill rows the residency placed on the GPU into their pool slots. */
-export function gatherIntoPool(ctx: GpuContext, c: ModelConfig, k: Kernels, s: SessionBuffers, p: PrefillBuffers, gathers: Gather[]): void {
+export function gatherIntoPool(ctx: GpuContext, c: ModelConfig, k: Kernels, pool: GpuPool, p: PrefillBuffers, gathers: Gather[]): void {
   const perLayer: number[][] = Array.from({ length: c.numLayers }, () => []);
   for (const g of gathers) {
     const l = Math.floor(g.head / c.numKvHeads);
@@ -174,8 +175,8 @@ export function gatherIntoPool(ctx: GpuContext, c: ModelConfig, k: Kernels, s: S
   perLayer.forEach((e, l) => {
     const count = e.length / 3;
     if (count === 0) return;
-    const u = p.adopt(ctx.uniform(`u.gather${l}`, [firsts[l], count, s.pool.baseSlot(l), 0]));
-    pass.setBindGroup(0, ctx.bindGroup(k.gather, [entries, p.k[l], p.v[l], s.pool.kOf(l), s.pool.vOf(l), u]));
+    const u = p.adopt(ctx.uniform(`u.gather${l}`, [firsts[l], count, pool.baseSlot(l), 0]));
+    pass.setBindGroup(0, ctx.bindGroup(k.gather, [entries, p.k[l], p.v[l], pool.kOf(l), pool.vOf(l), u]));
     pass.dispatchWorkgroups(...grid(Math.ceil((count * c.headDim) / 64)));
   });
   pass.end();

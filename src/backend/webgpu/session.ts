@@ -1,17 +1,18 @@
 /**
- * Per-session GPU memory: the KV pool (sized for the worst plan a policy may return),
- * the decode step's buffers, the readback ring, and the prefill buffers that live only
- * until applyPrefill. `sessionSizes` computes every size from the config and the session
- * options alone, so an impossible context fails with ContextTooLongError before any
- * GPU work.
+ * Per-session GPU memory: the decode step's buffers, the readback ring, and the prefill
+ * buffers that live only until applyPrefill. The KV pool is sized later, from the
+ * policy's plan (pool-layout.ts). `sessionSizes` computes every size from the config and
+ * the session options alone, so an impossible context fails with ContextTooLongError
+ * before any GPU work.
  */
 import { ContextTooLongError } from '../../errors.js';
 import { groupSize, kvHeadCount, segmentLength, type ModelConfig } from '../../model/config.js';
 import { RECALL_PAGES_PER_HEAD } from '../../kv/sizing.js';
 import type { SessionOptions } from '../types.js';
 import type { GpuContext } from './device.js';
-import { GpuPool, NO_EXPORT, slotBytes } from './pool.js';
-import { pagesPerSplit, ropeTable } from './kernels.js';
+import { NO_EXPORT } from './pool.js';
+import { slotBytes } from './pool-layout.js';
+import { ropeTable } from './kernels.js';
 
 export interface SessionSizes {
   audioLength: number;
@@ -20,22 +21,21 @@ export interface SessionSizes {
   /** Text tokens per head: bos, instruction, generated. */
   textTokens: number;
   pageSize: number;
-  /** Pool pages: shards x shardPages. */
-  capacityPages: number;
-  /** K (and V) buffers of the pool, each holding the pages of layersPerShard consecutive layers. */
-  shards: number;
-  layersPerShard: number;
-  shardPages: number;
-  maxSplits: number;
   exported: number;
   /** Rows per block of the prefill's QKV projection and MLP (a multiple of 64). */
   prefillChunk: number;
-  /** Bytes per prefill buffer, the largest single buffer, and the totals. */
+  /** Bytes of the prefill buffers, of the largest single buffer, of the decode step's buffers. */
   prefillBytes: number;
   largestBuffer: number;
-  poolBytes: number;
   decodeBytes: number;
   readbackBytes: number;
+  /**
+   * Pages (and their bytes) of the worst plan: every audio position of every head on the
+   * GPU, with recall headroom. An upper bound for "will it fit?" questions; a session
+   * allocates only the pages its plan needs, at applyPrefill.
+   */
+  worstPoolPages: number;
+  worstPoolBytes: number;
 }
 
 export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { maxStorageBufferBindingSize: number; maxBufferSize: number }, kvBudgetBytes?: number): SessionSizes {
@@ -51,18 +51,13 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   const textTokens = 1 + c.instruction.length + opts.maxNewTokens;
   // Upper bound of kv/sizing.ts poolNeed over all plans: per head, ceil(gpu/P) + ceil(cpuOnly/P)
   // <= ceil(A/P) + 1 (gpu and cpuOnly are disjoint), plus recall headroom <= min(ceil(A/P), cap).
-  const worst = heads * (Math.ceil(A / P) + 1 + Math.min(Math.ceil(A / P), RECALL_PAGES_PER_HEAD) + Math.ceil(textTokens / P));
+  const worstPoolPages = heads * (Math.ceil(A / P) + 1 + Math.min(Math.ceil(A / P), RECALL_PAGES_PER_HEAD) + Math.ceil(textTokens / P));
   const bytesPerPage = P * slotBytes(c.headDim);
   const limit = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
-  const wanted = kvBudgetBytes === undefined ? worst : Math.min(worst, Math.floor(kvBudgetBytes / bytesPerPage));
-  const { shards, layersPerShard, shardPages } = shardLayout(c, wanted, P, limit);
-  const capacityPages = shards * shardPages;
-  const PPS = pagesPerSplit(P);
-  const maxSplits = Math.max(1, Math.ceil(capacityPages / PPS));
   const exported = opts.request.decodeHeads.length;
   const prefillChunk = prefillChunkRows(Math.max(QD + 2 * KVD, 2 * I), limit);
   const m = Math.min(n, prefillChunk);
-  // [what, floats] of every buffer whose size grows with the recording (PrefillBuffers, the pool).
+  // [what, floats] of every buffer whose size grows with the recording (PrefillBuffers, the ring).
   const prefill: [string, number][] = [
     ['prompt hidden states', n * D], ['prompt normed states', n * D], ['QKV block', m * (QD + 2 * KVD)],
     ['prompt queries', n * QD], ['prompt attention output', n * QD], ['gate/up block', m * 2 * I], ['SwiGLU block', m * I],
@@ -70,25 +65,22 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   ];
   const perLayerKv = n * KVD;
   const prefillBytes = 4 * (prefill.reduce((a, [, f]) => a + f, 0) + 2 * c.numLayers * perLayerKv);
-  const grown: [string, number][] = [...prefill, ["one layer's prefill K", perLayerKv], ['K pages of one pool shard', shardPages * P * c.headDim],
-    ['decode attention scores', capacityPages * P * G]];
+  const readbackBytes = 16 + 4 * (opts.returnLogits ? c.vocabSize : 0) + 4 * exported * A + 4 * (opts.request.decodeQueries ? exported * G * c.headDim : 0);
+  const grown: [string, number][] = [...prefill, ["one layer's prefill K", perLayerKv], ['exported decode weights', exported * A], ['readback slot', readbackBytes / 4]];
   const [largestWhat, largestFloats] = grown.reduce((a, b) => (b[1] > a[1] ? b : a));
   const largestBuffer = 4 * largestFloats;
-  const readbackBytes = 16 + 4 * (opts.returnLogits ? c.vocabSize : 0) + 4 * exported * A + 4 * (opts.request.decodeQueries ? exported * G * c.headDim : 0);
-  const decodeBytes = 4 * (2 * D + 2 * QD + I + c.vocabSize + maxSplits * c.numHeads * (c.headDim + 2) + capacityPages * P * G + c.numLayers * c.numHeads * 2 + exported * A + exported * G * c.headDim + (n + opts.maxNewTokens) * c.headDim) + 2 * readbackBytes;
-  const poolBytes = GpuPool.bytes(capacityPages, P, c.headDim, heads);
-  const total = prefillBytes + poolBytes + decodeBytes;
-  const shardHeads = layersPerShard * c.numKvHeads;
-  const textPages = shardHeads * Math.ceil(textTokens / P);
-  if (kvBudgetBytes !== undefined && shardPages < textPages + shardHeads) {
-    const where = shards > 1 ? ` per shard of ${layersPerShard} layers` : '';
-    throw new ContextTooLongError(worst * bytesPerPage, kvBudgetBytes, `${A} audio tokens: the KV budget holds ${shardPages} pages${where}, not even the text's ${textPages} plus one audio page per head`);
+  const decodeBytes = 4 * (2 * D + 2 * QD + I + c.vocabSize + c.numLayers * c.numHeads * 2 + exported * A + exported * G * c.headDim + (n + opts.maxNewTokens) * c.headDim) + 2 * readbackBytes;
+  const worstPoolBytes = worstPoolPages * bytesPerPage;
+  const total = prefillBytes + decodeBytes;
+  const minPages = heads * (Math.ceil(textTokens / P) + 1);
+  if (kvBudgetBytes !== undefined && minPages * bytesPerPage > kvBudgetBytes) {
+    throw new ContextTooLongError(minPages * bytesPerPage, kvBudgetBytes, `the KV budget holds ${Math.floor(kvBudgetBytes / bytesPerPage)} pages, not even the text's ${minPages - heads} plus one audio page per head`);
   }
   if (largestBuffer > limit) {
     throw new ContextTooLongError(total, limit, `${A} audio tokens need a ${(largestBuffer / 2 ** 20).toFixed(1)} MiB GPU buffer (${largestWhat}), over this device's binding limit`);
   }
   if (n > 65535) throw new ContextTooLongError(total, limit, `a prompt of ${n} positions exceeds the 65,535 rows one prefill dispatch covers`);
-  return { audioLength: A, promptLength: n, textTokens, pageSize: P, capacityPages, shards, layersPerShard, shardPages, maxSplits, prefillChunk, exported, prefillBytes, largestBuffer, poolBytes, decodeBytes, readbackBytes };
+  return { audioLength: A, promptLength: n, textTokens, pageSize: P, exported, prefillChunk, prefillBytes, largestBuffer, decodeBytes, readbackBytes, worstPoolPages, worstPoolBytes };
 }
 
 /** Most rows one prefill block takes: PREFILL_CHUNK_ROWS, fewer when a block of `width` floats per row would pass `limit`. */
@@ -99,24 +91,8 @@ export function prefillChunkRows(width: number, limit: number): number {
 /** Rows per prefill block by default: large enough that blocks cost nothing, small enough to bound their memory. */
 export const PREFILL_CHUNK_ROWS = 4096;
 
-/**
- * Splits `pages` (spread evenly over the layers, as every plan's worst case is) into
- * shards of whole layers whose K pages fit one storage binding: one shard when all fit.
- * A layer too big for a binding alone gets a shard of its own, which sessionSizes then
- * reports as over the limit.
- */
-export function shardLayout(c: ModelConfig, pages: number, pageSize: number, limit: number): { shards: number; layersPerShard: number; shardPages: number } {
-  const pageBytes = pageSize * c.headDim * 4;
-  if (pages * pageBytes <= limit) return { shards: 1, layersPerShard: c.numLayers, shardPages: pages };
-  // floor: a budget-capped pool never grows past its budget by rounding.
-  const layerPages = Math.max(1, Math.floor(pages / c.numLayers));
-  const layersPerShard = Math.max(1, Math.floor(limit / (layerPages * pageBytes)));
-  return { shards: Math.ceil(c.numLayers / layersPerShard), layersPerShard, shardPages: layerPages * layersPerShard };
-}
-
-/** Buffers of the decode step, the pool and the readback ring: created once per session. */
+/** Buffers of the decode step (but the pool's) and the readback ring: created once per session. */
 export class SessionBuffers {
-  readonly pool: GpuPool;
   readonly x: GPUBuffer;
   readonly h: GPUBuffer;
   readonly q: GPUBuffer;
@@ -126,8 +102,6 @@ export class SessionBuffers {
   readonly tokenIn: GPUBuffer;
   readonly tokenOut: GPUBuffer;
   readonly step: GPUBuffer;
-  readonly partials: GPUBuffer;
-  readonly scores: GPUBuffer;
   readonly ml: GPUBuffer;
   readonly exportW: GPUBuffer;
   readonly exportQ: GPUBuffer;
@@ -148,7 +122,6 @@ export class SessionBuffers {
       if (h < 0 || h >= heads) throw new RangeError(`decode head ${h} outside 0..${heads - 1}`);
       this.exportIndex[h] = i;
     });
-    this.pool = new GpuPool(ctx, sizes, c.headDim, c.numKvHeads, this.exportIndex);
     const b = (label: string, floats: number) => {
       const buf = ctx.buffer(label, Math.max(1, floats) * 4);
       this.all.push(buf);
@@ -163,8 +136,6 @@ export class SessionBuffers {
     this.tokenIn = b('token.in', 1);
     this.tokenOut = b('token.out', 1);
     this.step = b('step', 4 + heads);
-    this.partials = b('attn.partials', sizes.maxSplits * c.numHeads * (c.headDim + 2));
-    this.scores = b('attn.scores', sizes.capacityPages * sizes.pageSize * G);
     this.ml = b('attn.ml', c.numLayers * c.numHeads * 2);
     this.exportW = b('export.weights', R * A);
     this.exportQ = b('export.queries', R * G * c.headDim);
@@ -180,7 +151,6 @@ export class SessionBuffers {
   }
 
   destroy(): void {
-    this.pool.destroy();
     for (const b of this.all) this.ctx.destroy(b);
     this.all.length = 0;
   }

@@ -1,11 +1,13 @@
 /**
- * The decode step encoder: every bind group of a step is created once per session, and
+ * The decode step encoder: every bind group of a step is created once per session (at
+ * applyPrefill, when the plan has sized the pool), and
  * each step is recorded into one command encoder (one compute pass, plus copies into
  * the readback ring) and submitted once. Only the split-K grid size changes between
  * steps (it follows the longest page table); buffers and bind groups never do.
  */
 import { groupSize, type ModelConfig } from '../../model/config.js';
 import type { GpuContext } from './device.js';
+import type { GpuPool } from './pool.js';
 import { matvecGroups, type Kernels } from './kernels.js';
 import type { SessionBuffers } from './session.js';
 import type { GpuWeights } from './weights.js';
@@ -43,6 +45,7 @@ export class DecodeStep {
     k: Kernels,
     w: GpuWeights,
     private readonly b: SessionBuffers,
+    pool: GpuPool,
     decodeHeads: number[],
     decodeQueries: boolean,
     private readonly returnLogits: boolean,
@@ -65,7 +68,6 @@ export class DecodeStep {
     const uGu = uni('u.gate_up', [I, D, 1, 0]);
     const uDown = uni('u.down', [D, I, 1, 0]);
     const uLm = uni('u.lm_head', [c.vocabSize, D, 1, 0]);
-    const pool = b.pool;
     const mk = (pipeline: GPUComputePipeline, res: Parameters<GpuContext['bindGroup']>[1], x: number, y = 1, splitK = false): Dispatch =>
       ({ pipeline, bindGroup: ctx.bindGroup(pipeline, res), x, y, splitK });
     // Decode rows are token rows: the audio binding is never read (ids >= 0), h stands in.
@@ -76,8 +78,8 @@ export class DecodeStep {
       this.dispatches.push([
         mk(k.rmsnorm, [b.x, L.attnNorm, b.h, one], 1),
         mk(k.qkvRopeAppend, [L.qkv, b.h, b.q, pool.kOf(l), pool.vOf(l), b.rope, b.step, lu], c.numHeads + 2 * c.numKvHeads),
-        mk(k.attnSplit, { 0: b.q, 1: pool.kOf(l), 2: pool.vOf(l), 3: pool.positions, 4: pool.tables, 5: b.scores, 6: b.partials, 7: lu }, c.numKvHeads, 1, true),
-        mk(k.attnReduce, { 4: pool.tables, 6: b.partials, 7: lu, 8: b.attn, 9: b.ml }, c.numHeads),
+        mk(k.attnSplit, { 0: b.q, 1: pool.kOf(l), 2: pool.vOf(l), 3: pool.positions, 4: pool.tables, 5: pool.scores, 6: pool.partials, 7: lu }, c.numKvHeads, 1, true),
+        mk(k.attnReduce, { 4: pool.tables, 6: pool.partials, 7: lu, 8: b.attn, 9: b.ml }, c.numHeads),
         mk(k.matvecAdd, [L.o, b.attn, b.x, uO], ...matvecGroups(D)),
         mk(k.rmsnorm, [b.x, L.mlpNorm, b.h, one], 1),
         mk(k.matvecSwiglu, [L.gateUp, b.h, b.act, uGu], ...matvecGroups(I)),
@@ -91,7 +93,7 @@ export class DecodeStep {
     );
     const R = decodeHeads.length;
     this.exportDispatch = R > 0
-      ? mk(k.attnExport, { 3: pool.positions, 4: pool.tables, 5: b.scores, 10: b.exportW, 11: uni('u.export', [b.exportIndex.length, 1, A, 0]), 12: b.ml }, R)
+      ? mk(k.attnExport, { 3: pool.positions, 4: pool.tables, 5: pool.scores, 10: b.exportW, 11: uni('u.export', [b.exportIndex.length, 1, A, 0]), 12: b.ml }, R)
       : null;
     if (decodeQueries) {
       decodeHeads.forEach((h, r) => {

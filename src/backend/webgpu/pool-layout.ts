@@ -1,0 +1,79 @@
+/**
+ * The shape of a session's KV pool on the GPU, decided at applyPrefill from the plan's
+ * pages (kv/sizing.ts poolNeed), so a policy that keeps a fifth of the audio allocates
+ * about a fifth of the full cache's pool, not the worst case.
+ *
+ * Shards: one buffer can be bound only up to maxStorageBufferBindingSize, so the pages
+ * are grouped by consecutive layers into shards whose K pages fit one binding (one shard
+ * when the whole pool does). Each shard has its own K and V buffer; page ids stay
+ * pool-wide (shard s holds pages [firstPage, firstPage + pages)), and the Residency
+ * gives a layer's heads pages of its shard only.
+ */
+import { ContextTooLongError } from '../../errors.js';
+import { groupSize, type ModelConfig } from '../../model/config.js';
+import type { PoolShard } from '../../kv/pool.js';
+import { pagesPerSplit } from './kernels.js';
+
+export interface PoolShardLayout {
+  firstLayer: number;
+  layers: number;
+  firstPage: number;
+  pages: number;
+}
+
+export interface PoolLayout {
+  pageSize: number;
+  capacityPages: number;
+  shards: PoolShardLayout[];
+  /** Split-K workgroups per KV head at most: a head's table never outgrows its shard. */
+  maxSplits: number;
+  /** Every byte the pool allocates: K/V pages, positions, tables, decode scores and partials. */
+  bytes: number;
+}
+
+/** Bytes of one pool slot on the GPU: K and V rows plus its position. */
+export function slotBytes(headDim: number): number {
+  return 8 * headDim + 4;
+}
+
+/**
+ * The pool for `perHead` pages per flat KV head (layer-major), packed greedily into
+ * shards of whole layers under `limit` bytes per K buffer. Throws ContextTooLongError,
+ * naming the buffer, when one layer's pages or a pool-wide buffer cannot fit a binding.
+ */
+export function poolLayout(c: ModelConfig, perHead: ArrayLike<number>, pageSize: number, limit: number): PoolLayout {
+  const HKV = c.numKvHeads;
+  const pageKBytes = pageSize * c.headDim * 4;
+  const shards: PoolShardLayout[] = [];
+  let cur: PoolShardLayout = { firstLayer: 0, layers: 0, firstPage: 0, pages: 0 };
+  for (let l = 0; l < c.numLayers; l++) {
+    let pages = 0;
+    for (let h = l * HKV; h < (l + 1) * HKV; h++) pages += perHead[h];
+    if (pages * pageKBytes > limit) {
+      throw new ContextTooLongError(pages * pageKBytes, limit, `layer ${l} keeps ${pages} KV pages under this plan, whose ${(pages * pageKBytes / 2 ** 20).toFixed(1)} MiB of keys exceed this device's binding limit`);
+    }
+    if (cur.layers > 0 && (cur.pages + pages) * pageKBytes > limit) {
+      shards.push(cur);
+      cur = { firstLayer: l, layers: 0, firstPage: cur.firstPage + cur.pages, pages: 0 };
+    }
+    cur.layers++;
+    cur.pages += pages;
+  }
+  shards.push(cur);
+  const capacityPages = cur.firstPage + cur.pages;
+  const slots = capacityPages * pageSize;
+  const heads = c.numLayers * HKV;
+  const maxSplits = Math.max(1, Math.ceil(Math.max(...shards.map((s) => s.pages)) / pagesPerSplit(pageSize)));
+  const scores = slots * groupSize(c) * 4;
+  const tables = (heads * 4 + capacityPages) * 4;
+  const partials = maxSplits * c.numHeads * (c.headDim + 2) * 4;
+  for (const [what, bytes] of [['decode attention scores', scores], ['slot positions', slots * 4], ['page tables', tables], ['split-K partials', partials]] as const) {
+    if (bytes > limit) throw new ContextTooLongError(bytes, limit, `the KV pool's ${what} (${(bytes / 2 ** 20).toFixed(1)} MiB) exceed this device's binding limit`);
+  }
+  return { pageSize, capacityPages, shards, maxSplits, bytes: slots * slotBytes(c.headDim) + scores + tables + partials };
+}
+
+/** The Residency's shards for a layout: layer ranges become flat-head ranges. */
+export function residencyShards(c: ModelConfig, layout: PoolLayout): PoolShard[] {
+  return layout.shards.map((s) => ({ firstHead: s.firstLayer * c.numKvHeads, heads: s.layers * c.numKvHeads, firstPage: s.firstPage, pages: s.pages }));
+}
