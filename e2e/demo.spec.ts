@@ -273,6 +273,34 @@ test.describe('the reference model, beyond the compare run', () => {
     await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', 'done', { timeout: 500_000 });
   });
 
+  test('with the f16 KV pool the page transcribes on WebGPU in half the GPU KV memory of f32', async ({ page }) => {
+    test.setTimeout(900_000);
+    const shortest = await shortestClip(page);
+    await page.goto(`/?${modelQuery}`);
+    await chooseSample(page, shortest.url);
+    await page.selectOption('#policy', 'full');
+    await page.selectOption('#backend', 'webgpu');
+    const kib = async () => {
+      const t = (await page.locator('#stat-gpuKv').innerText()).trim();
+      const m = /^([0-9.]+) (KiB|MiB|GiB)$/.exec(t);
+      expect(m, `GPU KV readout "${t}"`).not.toBeNull();
+      return Number(m![1]) * { KiB: 1, MiB: 1024, GiB: 1024 ** 2 }[m![2] as 'KiB' | 'MiB' | 'GiB'];
+    };
+    const used: Record<string, number> = {};
+    for (const kv of ['f32', 'f16']) {
+      await page.selectOption('#kv', kv);
+      await page.click('#start');
+      await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', 'done', { timeout: 400_000 });
+      expect((await page.locator('#transcript-main').innerText()).trim().length).toBeGreaterThan(0);
+      await expect(page.locator('#backend-readout')).toContainText(/WebGPU/);
+      used[kv] = await kib();
+    }
+    // Keys and values take half the bytes; each slot's 4-byte position does not shrink.
+    console.log(`GPU KV memory: f32 ${used.f32} KiB, f16 ${used.f16} KiB`);
+    expect(used.f16 / used.f32).toBeGreaterThan(0.45);
+    expect(used.f16 / used.f32).toBeLessThan(0.56);
+  });
+
   test('the example page imports the ES module and transcribes a clip', async ({ page }) => {
     const shortest = await shortestClip(page);
     await page.goto(`/example.html?clip=/${shortest.url}&${modelQuery}`);

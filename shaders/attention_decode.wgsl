@@ -14,7 +14,8 @@
 // page count, export index or 0xffffffff, 0); page lists follow the meta block.
 // Slots are pool-wide (positions, tables and scores index them so); kPool/vPool are the
 // shard that holds this layer's heads, whose first slot is lp.base.
-// Constants: H, HKV, HD, GROUP, PAGE, PPS, SCALE.
+// kPool/vPool hold f32 bits, or with KV_F16 two f16 per u32 word (pack2x16float).
+// Constants: H, HKV, HD, HALF, GROUP, PAGE, PPS, SCALE, KV_F16.
 
 const CH: u32 = PPS * PAGE;
 const NEG: f32 = -3.0e38;
@@ -24,8 +25,8 @@ struct Layer { layer: u32, base: u32, _p1: u32, _p2: u32 }
 struct Export { heads: u32, audioStart: u32, audioLength: u32, _p0: u32 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;              // [H * HD] this layer
-@group(0) @binding(1) var<storage, read> kPool: array<f32>;
-@group(0) @binding(2) var<storage, read> vPool: array<f32>;
+@group(0) @binding(1) var<storage, read> kPool: array<u32>;
+@group(0) @binding(2) var<storage, read> vPool: array<u32>;
 @group(0) @binding(3) var<storage, read> positions: array<i32>;
 @group(0) @binding(4) var<storage, read> tables: array<u32>;
 @group(0) @binding(5) var<storage, read_write> scores: array<f32>;   // [slots * GROUP] raw scores
@@ -67,7 +68,16 @@ fn attn_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
       var s = NEG;
       if (valid) {
         var dot = 0.0;
-        for (var d = 0u; d < HD; d++) { dot += qs[j * HD + d] * kPool[(slot - lp.base) * HD + d]; }
+        if (KV_F16) {
+          let row = (slot - lp.base) * HALF;
+          for (var d = 0u; d < HALF; d++) {
+            let kk = unpack2x16float(kPool[row + d]);
+            dot += qs[j * HD + 2u * d] * kk.x;
+            dot += qs[j * HD + 2u * d + 1u] * kk.y;
+          }
+        } else {
+          for (var d = 0u; d < HD; d++) { dot += qs[j * HD + d] * bitcast<f32>(kPool[(slot - lp.base) * HD + d]); }
+        }
         s = dot * SCALE;
         if (exported) { scores[slot * GROUP + j] = s; }
       }
@@ -91,7 +101,13 @@ fn attn_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
         let e = exp(v - m);
         l += e;
         let slot = pg[idx / PAGE] * PAGE + idx % PAGE;
-        acc += e * vPool[(slot - lp.base) * HD + d];
+        var vd: f32;
+        if (KV_F16) {
+          vd = unpack2x16float(vPool[(slot - lp.base) * HALF + d / 2u])[d % 2u];
+        } else {
+          vd = bitcast<f32>(vPool[(slot - lp.base) * HD + d]);
+        }
+        acc += e * vd;
       }
     }
     let pb = (split * H + kh * GROUP + j) * (HD + 2u);

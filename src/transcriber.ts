@@ -126,6 +126,7 @@ export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscri
   const decoder = await createBackend(model.config, model.weights, {
     backend: options.backend,
     kvBudgetBytes: options.kvBudgetBytes,
+    kvPrecision: options.kvPrecision,
     onCompile: (fraction) => progress({ phase: 'compile', fraction, detail: 'decoder kernels' }),
     onFallback: (reason) => progress({ phase: 'compile', fraction: 1, detail: `WebGPU unavailable (${reason}); using the CPU backend` }),
   });

@@ -1,5 +1,6 @@
 /** The public surface's types: what `loadTranscriber` takes and `transcribe` returns. */
 import type { BackendKind } from './backend/types.js';
+import type { KvPrecision } from './kv/precision.js';
 
 export type PolicyName = 'full' | 'wnw' | 'snapkv' | 'adakv' | 'audiokv' | 'arkvale' | 'h2o' | 'streaming' | 'quest';
 
@@ -21,6 +22,8 @@ export interface LoadOptions {
   backend?: 'auto' | BackendKind;
   /** Byte cap of the GPU KV pool; default: what the device allows. */
   kvBudgetBytes?: number;
+  /** What the KV pool stores keys and values as: 'f32' (default) or 'f16' (half the GPU KV memory and recall traffic). */
+  kvPrecision?: KvPrecision;
   onProgress?: (e: ProgressEvent) => void;
 }
 

@@ -7,19 +7,21 @@ import { timePolicy } from '../../src/bench/decode.js';
 import { loadModel } from '../../src/model/loader.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
 import type { HeadsFile } from '../../src/policy/types.js';
+import type { KvPrecision } from '../../src/kv/precision.js';
 
 interface BenchRequest {
   model: string | null;
   minutes: number[];
   steps: number;
   heads: HeadsFile;
+  kv: KvPrecision;
 }
 
 async function wnwBench(req: BenchRequest) {
   const m = req.model ? await loadModel(req.model) : null;
   const config = m?.config ?? referenceConfig();
   const weights = m?.weights ?? randomDecoderWeights(config, 1);
-  const backend = await createWebGpuBackend(config, weights, { allowSoftware: true });
+  const backend = await createWebGpuBackend(config, weights, { allowSoftware: true, kvPrecision: req.kv });
   const rows = [];
   for (const minutes of req.minutes) {
     const N = Math.round(minutes * 60 * config.audio.tokensPerSecond);

@@ -2,7 +2,10 @@
  * RoPE, KV append, gather and both attentions against ops.ts at shipped scale:
  * > 4,000 positions, a paged pool built by the real Residency (per-head subsets that
  * differ, releases and recalls that leave EMPTY slots and non-contiguous page tables,
- * text pages interleaved), split-K boundaries, exported weights.
+ * text pages interleaved), split-K boundaries, exported weights. The kernels that touch
+ * the pool run with f32 and with f16 storage (two halves per u32 word): the f16 pool is
+ * checked against the same references on f16-rounded values, and the gather bit for bit
+ * against the CPU's rounding (kv/precision.ts), which the CPU backend mirrors.
  */
 import { groupSize, kvHeadCount, segmentLength } from '../../src/model/config.js';
 import { randomArray, rng } from '../../src/model/testing.js';
@@ -11,8 +14,9 @@ import { Residency, type PageStorage } from '../../src/kv/residency.js';
 import { grid, ropeTable } from '../../src/backend/webgpu/kernels.js';
 import { NO_EXPORT, buildTables } from '../../src/backend/webgpu/pool.js';
 import type { PrefillPlan } from '../../src/policy/types.js';
+import { f16Value, packF16, roundF16, type KvPrecision } from '../../src/kv/precision.js';
 import { config, loadKernels } from './gpu-kernels.js';
-import { compare, dispatch, empty, gpu, nonZero, readF32, upload, type CheckResult } from './gpu-util.js';
+import { compare, dispatch, empty, gpu, nonZero, read, readF32, upload, type CheckResult } from './gpu-util.js';
 
 const ATTN_BOUND = 5e-4;
 const F32_BOUND = 1e-7;
@@ -24,6 +28,24 @@ const G = groupSize(c);
 const QD = H * HD;
 const KVD = HKV * HD;
 const LONG = 4100;
+
+/** What a pool of this precision holds for these values (f16: each rounded). */
+function stored(values: Float32Array, kv: KvPrecision): Float32Array {
+  if (kv === 'f32') return values;
+  const out = new Float32Array(values.length);
+  roundF16(values, values.length, out);
+  return out;
+}
+
+/** A pool buffer in the kernels' format: f32 as is, f16 as packed halves. */
+function poolBuffer(ctx: Parameters<typeof upload>[0], values: Float32Array, kv: KvPrecision): GPUBuffer {
+  return upload(ctx, kv === 'f16' ? packF16(values, values.length) : values);
+}
+
+async function readPool(ctx: Parameters<typeof upload>[0], buf: GPUBuffer, n: number, kv: KvPrecision): Promise<Float32Array> {
+  if (kv === 'f32') return readF32(ctx, buf, n);
+  return Float32Array.from(new Uint16Array(await read(ctx, buf, n * 2)), f16Value);
+}
 
 async function ropeSplitTest(): Promise<CheckResult> {
   const t0 = performance.now();
@@ -52,10 +74,10 @@ async function ropeSplitTest(): Promise<CheckResult> {
   return compare('rope_split', want, got, F32_BOUND, t0, 0.99);
 }
 
-async function qkvAppendTest(): Promise<CheckResult> {
+async function qkvAppendTest(kv: KvPrecision): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx } = await gpu();
-  const k = await loadKernels();
+  const k = await loadKernels(kv);
   const D = c.hiddenSize;
   const rows = QD + 2 * KVD;
   const r = rng(31);
@@ -71,25 +93,25 @@ async function qkvAppendTest(): Promise<CheckResult> {
   matvec(w, rows, D, x, y);
   const freqs = ropeFrequencies(HD, c.ropeTheta);
   rope(y, 0, H + HKV, HD, pos, freqs);
-  const kPool = randomArray(slotsTotal * HD, 1, r);
-  const vPool = randomArray(slotsTotal * HD, 1, r);
+  const kPool = stored(randomArray(slotsTotal * HD, 1, r), kv);
+  const vPool = stored(randomArray(slotsTotal * HD, 1, r), kv);
   const wantK = Float32Array.from(kPool);
   const wantV = Float32Array.from(vPool);
   for (let kh = 0; kh < HKV; kh++) {
     const s = slots[layer * HKV + kh];
-    wantK.set(y.subarray(QD + kh * HD, QD + (kh + 1) * HD), s * HD);
-    wantV.set(y.subarray(QD + KVD + kh * HD, QD + KVD + (kh + 1) * HD), s * HD);
+    wantK.set(stored(y.slice(QD + kh * HD, QD + (kh + 1) * HD), kv), s * HD);
+    wantV.set(stored(y.slice(QD + KVD + kh * HD, QD + KVD + (kh + 1) * HD), kv), s * HD);
   }
   const step = new Uint32Array(4 + heads);
   step[0] = pos;
   step.set(slots, 4);
   const qb = empty(ctx, QD * 4);
-  const kb = upload(ctx, kPool);
-  const vb = upload(ctx, vPool);
+  const kb = poolBuffer(ctx, kPool, kv);
+  const vb = poolBuffer(ctx, vPool, kv);
   dispatch(ctx, k.qkvRopeAppend, [upload(ctx, w), upload(ctx, x), qb, kb, vb, upload(ctx, ropeTable(c, pos + 1)), upload(ctx, step), ctx.uniform('l', [layer, 0, 0, 0])], H + 2 * HKV);
   const want = new Float32Array([...y.subarray(0, QD), ...wantK, ...wantV]);
-  const got = new Float32Array([...(await readF32(ctx, qb, QD)), ...(await readF32(ctx, kb, kPool.length)), ...(await readF32(ctx, vb, vPool.length))]);
-  return compare('qkv_rope_append', want, got, F32_BOUND, t0, 0.99);
+  const got = new Float32Array([...(await readF32(ctx, qb, QD)), ...(await readPool(ctx, kb, kPool.length, kv)), ...(await readPool(ctx, vb, vPool.length, kv))]);
+  return compare(`qkv_rope_append (${kv} pool)`, want, got, F32_BOUND, t0, 0.99);
 }
 
 /** CPU page storage that records what the residency writes. */
@@ -150,10 +172,10 @@ export function buildPool(A: number, seed: number, layers: number[]) {
   return { res, store, gathers, numPages, pageSize: P, nextPos: pos };
 }
 
-async function pagedDecodeTest(): Promise<CheckResult> {
+async function pagedDecodeTest(kv: KvPrecision): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx } = await gpu();
-  const kn = await loadKernels();
+  const kn = await loadKernels(kv);
   const A = LONG;
   const layers = [0, c.numLayers - 1]; // first and last layer: tables of two layers interleave in one pool
   const { res, store, numPages, pageSize: P } = buildPool(A, 41, layers);
@@ -167,8 +189,10 @@ async function pagedDecodeTest(): Promise<CheckResult> {
   for (let h = 0; h < heads; h++) { maxPages = Math.max(maxPages, res.pageTable(h).length); distinct.add(res.pageTable(h).join(',')); }
   const pps = kn.pagesPerSplit;
   const splits = Math.ceil(maxPages / pps);
-  const kb = upload(ctx, store.k);
-  const vb = upload(ctx, store.v);
+  const sk = stored(store.k, kv);
+  const sv = stored(store.v, kv);
+  const kb = poolBuffer(ctx, sk, kv);
+  const vb = poolBuffer(ctx, sv, kv);
   const posb = upload(ctx, res.positions);
   const tb = upload(ctx, tables);
   const scores = empty(ctx, numPages * P * G * 4);
@@ -185,7 +209,7 @@ async function pagedDecodeTest(): Promise<CheckResult> {
     for (let kh = 0; kh < HKV; kh++) {
       const h = l * HKV + kh;
       const pages = res.pageTable(h);
-      pagedAttention(q, kh * G * HD, G, HD, { pages, pageCount: pages.length }, P, store.k, store.v, res.positions, out, kh * G * HD, wantW[exportIndex[h]], 1);
+      pagedAttention(q, kh * G * HD, G, HD, { pages, pageCount: pages.length }, P, sk, sv, res.positions, out, kh * G * HD, wantW[exportIndex[h]], 1);
     }
     const qb = upload(ctx, q);
     const attn = empty(ctx, QD * 4);
@@ -200,17 +224,17 @@ async function pagedDecodeTest(): Promise<CheckResult> {
   const gotW = await readF32(ctx, weights, exported.length * A);
   const wantWAll = new Float32Array(exported.length * A);
   wantW.forEach((w, i) => wantWAll.set(w, i * A));
-  const attnRes = compare('paged_decode_attention', want, got, ATTN_BOUND, t0, 0.99);
+  const attnRes = compare(`paged_decode_attention (${kv} pool)`, want, got, ATTN_BOUND, t0, 0.99);
   const wRes = compare('weights', wantWAll, gotW, ATTN_BOUND, t0, 0.3);
   const shape = `pages/head max ${maxPages}, ${splits} splits of ${pps} pages, ${distinct.size} distinct tables, gpu positions/head ${Array.from(res.stats().gpuPerHead).filter((x) => x > 0).join(',')}`;
   return { ...attnRes, pass: attnRes.pass && wRes.pass, detail: `out: ${attnRes.detail}; exported weights: ${wRes.detail}; ${shape}` };
 }
 
 
-async function gatherTest(): Promise<CheckResult> {
+async function gatherTest(kv: KvPrecision): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx } = await gpu();
-  const kn = await loadKernels();
+  const kn = await loadKernels(kv);
   const A = LONG;
   const n = A + 4;
   const layer = c.numLayers - 1;
@@ -232,14 +256,16 @@ async function gatherTest(): Promise<CheckResult> {
     }
   }
   const count = entries.length / 3;
-  const kb = empty(ctx, wantK.length * 4);
-  const vb = empty(ctx, wantV.length * 4);
+  const eb = kv === 'f16' ? 2 : 4;
+  const kb = empty(ctx, wantK.length * eb);
+  const vb = empty(ctx, wantV.length * eb);
   const [gx, gy] = grid(Math.ceil((count * HD) / 64));
   dispatch(ctx, kn.gather, [upload(ctx, Uint32Array.from(entries)), upload(ctx, srcK), upload(ctx, srcV), kb, vb, ctx.uniform('p', [0, count, 0, 0])], gx, gy);
-  const want = new Float32Array([...wantK, ...wantV]);
-  const got = new Float32Array([...(await readF32(ctx, kb, wantK.length)), ...(await readF32(ctx, vb, wantV.length))]);
+  // Bound 0: an f16 pool holds exactly the CPU's rounding of each value (ties to even).
+  const want = new Float32Array([...stored(wantK, kv), ...stored(wantV, kv)]);
+  const got = new Float32Array([...(await readPool(ctx, kb, wantK.length, kv)), ...(await readPool(ctx, vb, wantV.length, kv))]);
   void res;
-  return compare('kv_gather', want, got, 0, t0, 0.99 * nonZero(want), `${count} rows`);
+  return compare(`kv_gather (${kv} pool)`, want, got, 0, t0, 0.99 * nonZero(want), `${count} rows`);
 }
 
 /**
@@ -302,8 +328,11 @@ async function causalTest(): Promise<CheckResult> {
 
 export const attentionTests: Record<string, () => Promise<CheckResult>> = {
   rope_split: ropeSplitTest,
-  qkv_rope_append: qkvAppendTest,
-  kv_gather: gatherTest,
-  paged_decode_attention: pagedDecodeTest,
+  qkv_rope_append: () => qkvAppendTest('f32'),
+  kv_gather: () => gatherTest('f32'),
+  paged_decode_attention: () => pagedDecodeTest('f32'),
+  qkv_rope_append_f16: () => qkvAppendTest('f16'),
+  kv_gather_f16: () => gatherTest('f16'),
+  paged_decode_attention_f16: () => pagedDecodeTest('f16'),
   causal_prefill_attention: causalTest,
 };

@@ -103,6 +103,8 @@ export const decoderTests: Record<string, () => Promise<CheckResult>> = {
     backend: { maxBindingBytes: 2.5 * 2 ** 20 },
     layout: { minShards: 3, prefillBlocks: 2 },
   }),
+  // An f16 pool on both backends (the CPU rounds what it stores as the GPU packs it).
+  parity_f16_pool: () => runParity({ ...randomCase('random reference model, f16 KV pool', 1024, 64), backend: { kvPrecision: 'f16' } }),
   // clip1: full cache, both backends against the golden tokens and logits;
   // clip2: the policy-like plans on the real model (golden only before the first plan).
   parity_shipped_clip1: () => parityOf(() => shippedCase(1, 'full'), 'parity_shipped_clip1'),

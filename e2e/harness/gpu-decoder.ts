@@ -131,7 +131,8 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   const heads = kvHeadCount(c);
   const request = { decodeHeads: [0, 5, Math.floor(heads / 2) + 1, heads - 1], decodeQueries: true, prefillQueries: c.instruction.length };
   const opts: SessionOptions = { audioLength: A, maxNewTokens: pc.steps + 2, request, returnLogits: true };
-  const cpu = new CpuBackend(c, pc.weights);
+  // The CPU reference stores K/V at the same precision as the GPU pool.
+  const cpu = new CpuBackend(c, pc.weights, { kvPrecision: pc.backend?.kvPrecision });
   const ref = await trace(cpu, pc, opts, (s) => (pc.mode === 'full' ? fullPlan(c, A) : prefillPlan(c, A, s)));
   const gpuBackend = await WebGpuBackend.create(c, pc.weights, { ...pc.backend, context: ctx });
   const sizes = gpuBackend.plan(opts);

@@ -5,6 +5,7 @@
  */
 import { referenceConfig, randomArray, rng } from '../../src/model/testing.js';
 import { segmentLength } from '../../src/model/config.js';
+import type { KvPrecision } from '../../src/kv/precision.js';
 import { Kernels, grid, matmulGroups, matvecGroups } from '../../src/backend/webgpu/kernels.js';
 import { argmax, matmul, matvec, rmsnorm, swiglu } from '../../src/backend/cpu/ops.js';
 import { compare, dispatch, empty, gpu, readF32, read, upload, type CheckResult } from './gpu-util.js';
@@ -14,11 +15,12 @@ const F32_BOUND = 1e-7;
 /** Prompt-sized row counts: > 1,000 rows and not a multiple of the 16-row tile. */
 const ROWS = 1027;
 
-let kernels: Promise<Kernels> | null = null;
-export async function loadKernels(): Promise<Kernels> {
+const kernels = new Map<KvPrecision, Promise<Kernels>>();
+/** The kernels for a pool of this precision (the dense ones are the same for both). */
+export async function loadKernels(kv: KvPrecision = 'f32'): Promise<Kernels> {
   const { cache } = await gpu();
-  kernels ??= Kernels.load(cache, config, segmentLength(config));
-  return kernels;
+  if (!kernels.has(kv)) kernels.set(kv, Kernels.load(cache, config, segmentLength(config), undefined, kv));
+  return kernels.get(kv)!;
 }
 
 async function matvecTest(name: string, rows: number, cols: number, add: boolean): Promise<CheckResult> {

@@ -10,10 +10,13 @@ import type { DecoderWeights } from '../model/weights.js';
 import { isNode, nodeBuiltin } from '../model/files.js';
 import { CpuBackend } from './cpu/backend.js';
 import type { DecoderBackend } from './types.js';
+import type { KvPrecision } from '../kv/precision.js';
 
 export interface CreateBackendOptions {
   backend?: 'auto' | 'cpu' | 'webgpu';
   kvBudgetBytes?: number;
+  /** What the KV pool stores keys and values as; default 'f32'. */
+  kvPrecision?: KvPrecision;
   /** Called when 'auto' falls back to the CPU, with the reason. */
   onFallback?: (reason: string) => void;
   onCompile?: (fraction: number) => void;
@@ -35,22 +38,24 @@ async function nodeVulkanMissing(): Promise<string | null> {
 
 export async function createBackend(config: ModelConfig, weights: DecoderWeights, opts: CreateBackendOptions = {}): Promise<DecoderBackend> {
   const want = opts.backend ?? 'auto';
-  if (want === 'cpu') return new CpuBackend(config, weights, { kvBudgetBytes: opts.kvBudgetBytes });
+  const cpuOptions = { kvBudgetBytes: opts.kvBudgetBytes, kvPrecision: opts.kvPrecision };
+  if (want === 'cpu') return new CpuBackend(config, weights, cpuOptions);
   const missing = want === 'auto' ? await nodeVulkanMissing() : null;
   if (missing) {
     opts.onFallback?.(missing);
-    return new CpuBackend(config, weights, { kvBudgetBytes: opts.kvBudgetBytes });
+    return new CpuBackend(config, weights, cpuOptions);
   }
   try {
     const gpu = await import('./webgpu/index.js');
     return await gpu.createWebGpuBackend(config, weights, {
       kvBudgetBytes: opts.kvBudgetBytes,
+      kvPrecision: opts.kvPrecision,
       allowSoftware: want === 'webgpu',
       onCompile: opts.onCompile,
     });
   } catch (e) {
     if (want === 'webgpu') throw e instanceof NoWebGpuError ? e : new NoWebGpuError(e instanceof Error ? e.message : String(e));
     opts.onFallback?.(e instanceof Error ? e.message : String(e));
-    return new CpuBackend(config, weights, { kvBudgetBytes: opts.kvBudgetBytes });
+    return new CpuBackend(config, weights, cpuOptions);
   }
 }

@@ -1,11 +1,12 @@
 /**
- * `npm run bench [-- --json] [--minutes 1,4,10] [--steps 32] [--backends cpu,webgpu] [--software-max-minutes 1]`
+ * `npm run bench [-- --json] [--minutes 1,4,10] [--steps 32] [--backends cpu,webgpu] [--kv f32|f16] [--software-max-minutes 1]`
  *
  * Prefill tokens/s and decode ms/token of the reference model at 1, 4 and 10 minutes of
  * audio, full cache vs WnW at r_GPU 0.2, for every backend this machine reaches. Numbers
  * are measured in one run; compare ratios. WebGPU on SwiftShader runs on the CPU: its
  * rows are labelled so and are not GPU timings.
  */
+import { parseKvPrecision } from '../cli/args.js';
 import { existsSync } from 'node:fs';
 import { CpuBackend } from '../backend/cpu/backend.js';
 import { loadModel } from '../model/loader.js';
@@ -47,6 +48,7 @@ async function main(): Promise<void> {
   const steps = Number(arg('steps', '32'));
   const backends = arg('backends', 'cpu,webgpu').split(',');
   const modelDir = arg('model', 'public/models/wnw-ref');
+  const kv = parseKvPrecision(arg('kv', 'f32'));
   let config: ModelConfig;
   let weights: DecoderWeights;
   let heads: HeadsFile | undefined;
@@ -69,7 +71,7 @@ async function main(): Promise<void> {
     const N = Math.round(m * 60 * config.audio.tokensPerSecond);
     const emb = randomEmbeddings(config, N, 5);
     if (backends.includes('cpu')) {
-      const be = new CpuBackend(config, weights);
+      const be = new CpuBackend(config, weights, { kvPrecision: kv });
       const full = await timePolicy(be, config, emb, N, 'full', 1, heads, steps);
       log(`bench: cpu ${m} min full ${full.msPerToken.toFixed(1)} ms/token`);
       const wnw = await timePolicy(be, config, emb, N, 'wnw', 0.2, heads, steps);
@@ -80,15 +82,15 @@ async function main(): Promise<void> {
     }
   }
   if (backends.includes('webgpu')) {
-    const gpuRows = await benchWebGpu({ modelDir, hasModel: existsSync(`${modelDir}/decoder.safetensors`), heads, minutes, steps, log, softwareMaxMinutes: Number(arg('software-max-minutes', '1')) });
+    const gpuRows = await benchWebGpu({ modelDir, hasModel: existsSync(`${modelDir}/decoder.safetensors`), heads, minutes, steps, log, kv, softwareMaxMinutes: Number(arg('software-max-minutes', '1')) });
     rows.push(...gpuRows);
   }
-  const result = { model: modelLabel, steps, rows };
+  const result = { model: modelLabel, kv, steps, rows };
   if (json) {
     console.log(JSON.stringify(result, null, 1));
     return;
   }
-  console.log(`Model: ${modelLabel}; decode ms/token is the median of ${steps} steps.\n`);
+  console.log(`Model: ${modelLabel}; ${kv} KV pool; decode ms/token is the median of ${steps} steps.\n`);
   console.log('| backend | audio | tokens | policy | prefill tok/s | decode ms/token | vs full | r_GPU | CPU→GPU MB/step (max) | GPU KV MiB | dispatches/step | submits/step |');
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {

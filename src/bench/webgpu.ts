@@ -3,6 +3,7 @@
  * headless Chromium on SwiftShader (CPU numbers, labelled so) through a harness page.
  */
 import type { HeadsFile } from '../policy/types.js';
+import type { KvPrecision } from '../kv/precision.js';
 import type { PolicyTiming } from './decode.js';
 import { timePolicy } from './decode.js';
 
@@ -15,6 +16,7 @@ export interface GpuBenchOptions {
   minutes: number[];
   steps: number;
   log: (s: string) => void;
+  kv: KvPrecision;
 }
 
 async function nodeGpu(o: GpuBenchOptions): Promise<GpuRow[] | null> {
@@ -26,7 +28,7 @@ async function nodeGpu(o: GpuBenchOptions): Promise<GpuRow[] | null> {
   const weights = m?.weights ?? randomDecoderWeights(config, 1);
   let backend;
   try {
-    backend = await createWebGpuBackend(config, weights, { allowSoftware: false });
+    backend = await createWebGpuBackend(config, weights, { allowSoftware: false, kvPrecision: o.kv });
   } catch (e) {
     o.log(`bench: no hardware GPU for Node (${e instanceof Error ? e.message.split('.')[0] : String(e)})`);
     return null;
@@ -64,7 +66,7 @@ async function chromiumGpu(o: GpuBenchOptions): Promise<GpuRow[]> {
     await page.waitForFunction(() => document.getElementById('status')?.textContent === 'ready', null, { timeout: 120_000 });
     const rows = (await page.evaluate(
       (req) => (window as unknown as { wnwBench(r: unknown): Promise<unknown> }).wnwBench(req),
-      { model: o.hasModel ? '/' + o.modelDir.replace(/^public\//, '') : null, minutes: o.minutes, steps: o.steps, heads: o.heads },
+      { model: o.hasModel ? '/' + o.modelDir.replace(/^public\//, '') : null, minutes: o.minutes, steps: o.steps, heads: o.heads, kv: o.kv },
     )) as GpuRow[];
     return rows.map((r) => ({ ...r, backend: `${r.backend} in headless Chromium` }));
   } finally {

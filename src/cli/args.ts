@@ -3,6 +3,7 @@
  * the grammar is tiny and a dependency would be the only one the CLI pulls in.
  * Every mistake becomes a UsageError whose message is one line a person can act on.
  */
+import { KV_PRECISIONS, type KvPrecision } from '../kv/precision.js';
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,6 +27,7 @@ export interface TranscribeArgs {
   policy: PolicyName;
   budget: number;
   backend: BackendChoice;
+  kv: KvPrecision;
   model: string;
   json: boolean;
 }
@@ -121,19 +123,25 @@ export function parseBackend(s: string): BackendChoice {
   return s as BackendChoice;
 }
 
+export function parseKvPrecision(s: string): KvPrecision {
+  if (!(KV_PRECISIONS as readonly string[]).includes(s)) throw new UsageError(`kv must be one of ${KV_PRECISIONS.join(', ')}, got "${s}"`);
+  return s as KvPrecision;
+}
+
 export const TRANSCRIBE_USAGE =
   'usage: wnw transcribe FILE.wav [--policy full|wnw|snapkv|adakv|audiokv|arkvale|h2o|streaming|quest] ' +
-  '[--budget 0.2] [--backend auto|webgpu|cpu] [--model DIR] [--json]';
+  '[--budget 0.2] [--backend auto|webgpu|cpu] [--kv f32|f16] [--model DIR] [--json]';
 
 export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): TranscribeArgs {
   const { flags, positional } = splitArgs(argv, ['json']);
-  rejectUnknown(flags, ['policy', 'budget', 'backend', 'model', 'json']);
+  rejectUnknown(flags, ['policy', 'budget', 'backend', 'kv', 'model', 'json']);
   if (positional.length !== 1) throw new UsageError(positional.length ? `expected one audio file, got ${positional.length}` : 'missing the audio file');
   return {
     file: resolve(cwd, positional[0]),
     policy: parsePolicy(flags.get('policy') ?? 'wnw'),
     budget: parseBudget(flags.get('budget') ?? '0.2'),
     backend: parseBackend(flags.get('backend') ?? 'auto'),
+    kv: parseKvPrecision(flags.get('kv') ?? 'f32'),
     model: flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir(),
     json: flags.get('json') === 'true',
   };

@@ -12,6 +12,7 @@ import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { LoadOptions, TranscribeOptions, Transcriber } from '../types.js';
+import type { KvPrecision } from '../kv/precision.js';
 import {
   type BackendChoice,
   UsageError,
@@ -19,6 +20,7 @@ import {
   packageRoot,
   parseBackend,
   parseBudget,
+  parseKvPrecision,
   parsePolicySpec,
   rejectUnknown,
   splitArgs,
@@ -36,6 +38,7 @@ export interface EvalArgs {
   limit: number;
   model: string;
   backend: BackendChoice;
+  kv: KvPrecision;
   /** README path to rewrite, or null. */
   readme: string | null;
   /** Which README block --readme rewrites: 'eval' (default) or another name, e.g. 'ablations'. */
@@ -44,14 +47,14 @@ export interface EvalArgs {
 
 export const EVAL_USAGE =
   'usage: npm run eval -- --data DIR[,DIR...] --out FILE.json [--policies full,wnw,wnw:ranking=voice] [--budgets 0.2,0.4] [--limit N] ' +
-  '[--model DIR] [--backend auto|webgpu|cpu] [--readme [README.md]] [--block eval|NAME]';
+  '[--model DIR] [--backend auto|webgpu|cpu] [--kv f32|f16] [--readme [README.md]] [--block eval|NAME]';
 
 export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
   // --readme takes an optional path: a following non-flag argument is its value.
   const i = argv.indexOf('--readme');
   const hasPath = i >= 0 && argv[i + 1] !== undefined && !argv[i + 1].startsWith('--');
   const { flags, positional } = splitArgs(hasPath ? argv : argv.map((a) => (a === '--readme' ? '--readme=' : a)), []);
-  rejectUnknown(flags, ['data', 'policies', 'budgets', 'out', 'limit', 'model', 'backend', 'readme', 'block']);
+  rejectUnknown(flags, ['data', 'policies', 'budgets', 'out', 'limit', 'model', 'backend', 'kv', 'readme', 'block']);
   if (positional.length) throw new UsageError(`unexpected argument "${positional[0]}"`);
   const data = flags.get('data');
   const out = flags.get('out');
@@ -75,6 +78,7 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
     limit,
     model: flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir(),
     backend: parseBackend(flags.get('backend') ?? 'auto'),
+    kv: parseKvPrecision(flags.get('kv') ?? 'f32'),
     readme,
     block: parseBlockName(flags.get('block') ?? 'eval'),
   };
@@ -191,7 +195,7 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
     shown = line;
   };
 
-  const asr = await io.load({ model: args.model, policy: 'full', backend: args.backend });
+  const asr = await io.load({ model: args.model, policy: 'full', backend: args.backend, kvPrecision: args.kv });
   io.log(`eval: backend ${asr.backend}; ${clips.length} clips x ${runs.length} runs\n`);
   const records: ClipRecord[] = [];
   try {
@@ -232,7 +236,7 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
   }
   return {
     // Paths relative to the package, so the README and committed reports carry no machine's home folder.
-    meta: { model: shortPath(args.model), backend: asr.backend, date: new Date().toISOString(), data: args.data.map(shortPath).join(', ') },
+    meta: { model: shortPath(args.model), backend: asr.backend, kv: args.kv, date: new Date().toISOString(), data: args.data.map(shortPath).join(', ') },
     clips: records,
     summary: summarise(records),
   };

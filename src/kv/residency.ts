@@ -41,6 +41,8 @@ export interface ResidencyShape {
   numPages: number;
   /** The pool's shards (see KvPool); default one for all heads. */
   shards?: PoolShard[];
+  /** Bytes of one stored key or value element in the pool (kv/precision.ts); default 4 (f32). */
+  kvElementBytes?: number;
   audioStart: number;
   audioLength: number;
 }
@@ -63,10 +65,13 @@ export class Residency {
   private readonly kind: Uint8Array;
   private readonly rowK: Float32Array;
   private readonly rowV: Float32Array;
+  /** Bytes of one position's key and value in the pool (what a recall moves to the GPU). */
+  private readonly rowBytes: number;
 
   constructor(readonly shape: ResidencyShape, private readonly storage: PageStorage) {
     const { heads, headDim, pageSize, numPages, audioLength, shards } = shape;
-    this.pool = new KvPool({ heads, pageSize, numPages, bytesPerPage: pageSize * (8 * headDim + 4), shards });
+    this.rowBytes = 2 * headDim * (shape.kvElementBytes ?? 4);
+    this.pool = new KvPool({ heads, pageSize, numPages, bytesPerPage: pageSize * (this.rowBytes + 4), shards });
     this.offload = new OffloadStore(headDim, audioLength);
     this.positions = new Int32Array(numPages * pageSize).fill(EMPTY);
     this.audioSlot = Array.from({ length: heads }, () => new Int32Array(audioLength).fill(EMPTY));
@@ -189,7 +194,7 @@ export class Residency {
       }
       recalled += todo.length;
     }
-    return { bytesToGpu: recalled * 8 * hd, bytesToCpu: 0, recalledPositions: recalled, releasedPositions: released };
+    return { bytesToGpu: recalled * this.rowBytes, bytesToCpu: 0, recalledPositions: recalled, releasedPositions: released };
   }
 
   stats(): ResidencyStats {

@@ -4,6 +4,7 @@
  * turns every failure into a notice with a way forward. The transcriber comes from
  * `deps.load`, so the same page runs the engine in a worker or on the main thread.
  */
+import type { KvPrecision } from '../kv/precision.js';
 import type { LoadOptions, PolicyName, Transcriber, TranscriptionResult } from '../types.js';
 import { wireFileInput, wireRecorder, wireSamples, type Clip } from './audio-input.js';
 import { WEBGPU_HELP, describeError, webGpuMissing, type UiMessage } from './messages.js';
@@ -53,6 +54,7 @@ export class App {
     policy: $<HTMLSelectElement>('policy'),
     budget: $<HTMLSelectElement>('budget'),
     backend: $<HTMLSelectElement>('backend'),
+    kv: $<HTMLSelectElement>('kv'),
     compare: $<HTMLInputElement>('compare'),
     start: $<HTMLButtonElement>('start'),
     cancel: $<HTMLButtonElement>('cancel'),
@@ -64,7 +66,8 @@ export class App {
   private readonly chart = new TideChart($<HTMLCanvasElement>('tide'));
   private clip: Clip | null = null;
   private audio: Float32Array | null = null;
-  private transcriber: { backend: string; asr: Promise<Transcriber> } | null = null;
+  /** Loaded for one (backend, KV precision) choice: `key`. */
+  private transcriber: { key: string; asr: Promise<Transcriber> } | null = null;
   private abort: AbortController | null = null;
 
   constructor(private readonly deps: AppDeps) {
@@ -187,12 +190,15 @@ export class App {
 
   private getTranscriber(): Promise<Transcriber> {
     const backend = this.ui.backend.value;
-    if (this.transcriber?.backend !== backend) {
+    const kvPrecision = this.ui.kv.value as KvPrecision;
+    const key = `${backend}/${kvPrecision}`;
+    if (this.transcriber?.key !== key) {
       this.dropTranscriber();
       let fallback = '';
       const asr = this.deps.load({
         model: this.deps.modelUrl,
         backend: backend as LoadOptions['backend'],
+        kvPrecision,
         policy: 'wnw',
         budget: 0.2,
         onProgress: (e) => {
@@ -202,7 +208,7 @@ export class App {
           if (e.detail && /using the CPU backend/.test(e.detail)) fallback = e.detail;
         },
       });
-      this.transcriber = { backend, asr };
+      this.transcriber = { key, asr };
       asr.then(
         (a) => {
           this.ui.backendReadout.textContent = a.backend;
@@ -217,7 +223,7 @@ export class App {
   private setRunning(running: boolean): void {
     this.ui.start.disabled = running || !this.audio;
     this.ui.cancel.disabled = !running;
-    for (const c of [this.ui.policy, this.ui.backend, this.ui.compare]) c.disabled = running;
+    for (const c of [this.ui.policy, this.ui.backend, this.ui.kv, this.ui.compare]) c.disabled = running;
     this.ui.budget.disabled = running || this.ui.policy.value === 'full';
     document.body.dataset.state = running ? 'running' : 'idle';
   }

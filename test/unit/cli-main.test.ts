@@ -68,7 +68,7 @@ describe('wnw transcribe', () => {
     expect(seen.load).toBeDefined();
     expect(t.out).toBe('hello world\n');
     expect(t.err).toMatch(/backend CPU \(TypeScript\) \(auto\)/);
-    expect(seen.load).toMatchObject({ policy: 'wnw', budget: 0.2, backend: 'auto', model: defaultModelDir() });
+    expect(seen.load).toMatchObject({ policy: 'wnw', budget: 0.2, backend: 'auto', kvPrecision: 'f32', model: defaultModelDir() });
     expect(seen.disposed).toBe(true);
   });
 
@@ -108,6 +108,7 @@ describe('wnw transcribe', () => {
       [['transcribe', wav, '--policy', 'nope'], /unknown policy "nope"/],
       [['transcribe', wav, '--budget', '2'], /budget must be a number in \(0, 1\]/],
       [['transcribe', wav, '--backend', 'tpu'], /backend must be one of/],
+      [['transcribe', wav, '--kv', 'f8'], /kv must be one of f32, f16/],
       [['transcribe', wav, '--frobnicate'], /--frobnicate needs a value|unknown option --frobnicate/],
       [['translate', wav], /unknown command/],
     ] as const) {
@@ -121,6 +122,7 @@ describe('wnw transcribe', () => {
     const a = parseTranscribeArgs(['x.wav', '--model', 'm'], '/data');
     expect(a.file).toBe('/data/x.wav');
     expect(a.model).toBe('/data/m');
+    expect(parseTranscribeArgs(['x.wav', '--kv', 'f16'], '/data').kv).toBe('f16');
     expect(defaultModelDir()).toMatch(/public\/models\/wnw-ref$/);
   });
 });

@@ -55,7 +55,8 @@ function dataDir() {
 describe('npm run eval', () => {
   it('parses its arguments', () => {
     const a = parseEvalArgs(['--data', 'd', '--policies', 'full,wnw,snapkv', '--budgets', '0.2,0.4', '--out', 'o.json', '--limit', '3', '--readme'], '/w');
-    expect(a).toMatchObject({ data: ['/w/d'], out: '/w/o.json', policies: ['full', 'wnw', 'snapkv'], budgets: [0.2, 0.4], limit: 3 });
+    expect(a).toMatchObject({ data: ['/w/d'], out: '/w/o.json', policies: ['full', 'wnw', 'snapkv'], budgets: [0.2, 0.4], limit: 3, kv: 'f32' });
+    expect(parseEvalArgs(['--data', 'd', '--out', 'o.json', '--kv', 'f16'], '/w').kv).toBe('f16');
     expect(a.readme).toMatch(/README\.md$/);
     expect(parseEvalArgs(['--data', 'd', '--out', 'o', '--readme', 'R.md'], '/w').readme).toBe('/w/R.md');
     expect(parseEvalArgs(['--data', 'd', '--out', 'o'], '/w').readme).toBeNull();

@@ -9,6 +9,7 @@ import { groupSize, kvHeadCount, segmentLength, type ModelConfig } from '../../m
 import type { DecoderWeights } from '../../model/weights.js';
 import { Residency, liveResidency, type PageStorage } from '../../kv/residency.js';
 import { poolNeed } from '../../kv/sizing.js';
+import { kvElementBytes, roundF16, type KvPrecision } from '../../kv/precision.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { PrefillPlan, StepPlan } from '../../policy/types.js';
 import type { DecoderBackend, PrefillResult, SessionOptions, StepResult } from '../types.js';
@@ -21,13 +22,23 @@ const SHARED_WINDOWS = [32, Infinity];
 export interface CpuBackendOptions {
   /** Cap on KV pool bytes; default: whatever the session needs. */
   kvBudgetBytes?: number;
+  /** What the pool stores keys and values as (kv/precision.ts); default 'f32'. */
+  kvPrecision?: KvPrecision;
 }
 
+/** The pool's K/V in f32 arrays; with f16 every stored value is rounded as the GPU's packing rounds it. */
 class CpuPageStorage implements PageStorage {
-  constructor(readonly k: Float32Array, readonly v: Float32Array, private readonly headDim: number) {}
+  constructor(readonly k: Float32Array, readonly v: Float32Array, private readonly headDim: number, private readonly f16: boolean) {}
   writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
-    this.k.set(k.subarray(0, count * this.headDim), slot * this.headDim);
-    this.v.set(v.subarray(0, count * this.headDim), slot * this.headDim);
+    const n = count * this.headDim;
+    const at = slot * this.headDim;
+    if (this.f16) {
+      roundF16(k, n, this.k, at);
+      roundF16(v, n, this.v, at);
+      return;
+    }
+    this.k.set(k.subarray(0, n), at);
+    this.v.set(v.subarray(0, n), at);
   }
   syncPositions(): void {
     // Attention reads Residency.positions directly.
@@ -140,13 +151,14 @@ export class CpuBackend implements DecoderBackend {
     const text = [0];
     for (let i = 0; i < c.instruction.length; i++) text.push(1 + N + i);
     const need = poolNeed(plan, P, text.length + s.opts.maxNewTokens);
-    const bytesPerPage = P * (8 * c.headDim + 4);
+    const elementBytes = kvElementBytes(this.options.kvPrecision ?? 'f32');
+    const bytesPerPage = P * (2 * elementBytes * c.headDim + 4);
     if (this.options.kvBudgetBytes !== undefined && need.total * bytesPerPage > this.options.kvBudgetBytes) {
       throw new ContextTooLongError(need.total * bytesPerPage, this.options.kvBudgetBytes, `${N} audio tokens under this policy`);
     }
-    const storage = new CpuPageStorage(new Float32Array(need.total * P * c.headDim), new Float32Array(need.total * P * c.headDim), c.headDim);
+    const storage = new CpuPageStorage(new Float32Array(need.total * P * c.headDim), new Float32Array(need.total * P * c.headDim), c.headDim, elementBytes === 2);
     const residency = new Residency(
-      { heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: need.total, audioStart: 1, audioLength: N },
+      { heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: need.total, kvElementBytes: elementBytes, audioStart: 1, audioLength: N },
       storage,
     );
     const kvd = c.numKvHeads * c.headDim;
@@ -165,8 +177,7 @@ export class CpuBackend implements DecoderBackend {
       const l = layerOf(g.head);
       for (let i = 0; i < g.slots.length; i++) {
         const o = rowOf(g.head, g.seqPositions[i]);
-        storage.k.set(pk[l].subarray(o, o + hd), g.slots[i] * hd);
-        storage.v.set(pv[l].subarray(o, o + hd), g.slots[i] * hd);
+        storage.writeRows(g.slots[i], 1, pk[l].subarray(o, o + hd), pv[l].subarray(o, o + hd));
       }
     }
     s.prefillK = undefined;

@@ -16,6 +16,7 @@ import { GpuContext, type AcquireOptions } from './device.js';
 import { Kernels } from './kernels.js';
 import { PipelineCache } from './pipelines.js';
 import { GpuPool, slotBytes } from './pool.js';
+import { kvElementBytes, type KvPrecision } from '../../kv/precision.js';
 import { poolLayout, residencyShards, type PoolLayout } from './pool-layout.js';
 import { gatherIntoPool, readPrefillKv, runPrefill } from './prefill.js';
 import { PrefillBuffers, SessionBuffers, sessionSizes } from './session.js';
@@ -29,6 +30,8 @@ export interface WebGpuBackendOptions {
   acquire?: AcquireOptions;
   /** Cap on the KV pool's bytes; default: whatever the plan needs (the pool is sized from it). */
   kvBudgetBytes?: number;
+  /** What the KV pool stores keys and values as (kv/precision.ts); default 'f32'. */
+  kvPrecision?: KvPrecision;
   /**
    * Cap on one storage binding, below the device's own limit: a KV pool past it is split
    * into shards of whole layers. Tests use it to exercise a sharded pool on any device.
@@ -85,7 +88,7 @@ export class WebGpuBackend implements DecoderBackend {
     }
     const cache = new PipelineCache(ctx, options.shaderLoader);
     const [kernels, gpuWeights] = await Promise.all([
-      Kernels.load(cache, config, segmentLength(config), options.onCompile),
+      Kernels.load(cache, config, segmentLength(config), options.onCompile, options.kvPrecision),
       GpuWeights.upload(ctx, config, weights),
     ]);
     return new WebGpuBackend(config, ctx, kernels, gpuWeights, options, !options.context);
@@ -97,12 +100,16 @@ export class WebGpuBackend implements DecoderBackend {
    * (`worstPoolBytes`); the pool a session allocates is its plan's (see poolBytes()).
    */
   plan(opts: SessionOptions) {
-    return sessionSizes(this.config, opts, this.limits(), this.options.kvBudgetBytes);
+    return sessionSizes(this.config, opts, this.limits(), this.options.kvBudgetBytes, this.elementBytes);
   }
 
   /** The live session's KV pool: its pages, shards and bytes (null before applyPrefill). */
   poolInfo(): PoolLayout | null {
     return this.session?.pool?.layout ?? null;
+  }
+
+  private get elementBytes(): number {
+    return kvElementBytes(this.options.kvPrecision ?? 'f32');
   }
 
   private limits() {
@@ -190,13 +197,13 @@ export class WebGpuBackend implements DecoderBackend {
     for (let i = 0; i < c.instruction.length; i++) text.push(1 + A + i);
     if (s.pool) throw new Error('applyPrefill() may run once per session');
     const need = poolNeed(plan, P, text.length + s.opts.maxNewTokens);
-    const bytesPerPage = P * slotBytes(c.headDim);
+    const bytesPerPage = P * slotBytes(c.headDim, this.elementBytes);
     const budget = this.options.kvBudgetBytes;
     if (budget !== undefined && need.total * bytesPerPage > budget) {
       throw new ContextTooLongError(need.total * bytesPerPage, budget, `${A} audio tokens under this plan`);
     }
     // The pool holds what this plan keeps (and its recall headroom), not the worst case.
-    const layout = poolLayout(c, need.perHead, P, Math.min(...Object.values(this.limits())));
+    const layout = poolLayout(c, need.perHead, P, Math.min(...Object.values(this.limits())), this.elementBytes);
     const { value: [pool, step], failure } = this.scoped(() => {
       const pool = new GpuPool(this.ctx, c, layout, s.buffers.exportIndex);
       try {
@@ -214,7 +221,7 @@ export class WebGpuBackend implements DecoderBackend {
     }
     s.pool = pool;
     s.step = step;
-    const residency = new Residency({ heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: layout.capacityPages, shards: residencyShards(c, layout), audioStart: 1, audioLength: A }, pool);
+    const residency = new Residency({ heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: layout.capacityPages, shards: residencyShards(c, layout), kvElementBytes: layout.elementBytes, audioStart: 1, audioLength: A }, pool);
     // CPU copies: read back once, only the layers that keep any.
     const cpuLayers = new Set<number>();
     plan.heads.forEach((h, i) => { if (h.cpu.length > 0) cpuLayers.add(Math.floor(i / c.numKvHeads)); });

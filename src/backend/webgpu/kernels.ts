@@ -3,6 +3,7 @@
  * the model config and the pool's page size, compiled once per (config, page size).
  * Both the backend and the kernel tests dispatch through these.
  */
+import type { KvPrecision } from '../../kv/precision.js';
 import { groupSize, type ModelConfig } from '../../model/config.js';
 import type { Constants, PipelineCache } from './pipelines.js';
 
@@ -34,9 +35,11 @@ export function pagesPerSplit(pageSize: number): number {
   return Math.max(1, Math.floor(256 / pageSize));
 }
 
-export function modelConstants(c: ModelConfig, pageSize: number): Constants {
+export function modelConstants(c: ModelConfig, pageSize: number, precision: KvPrecision = 'f32'): Constants {
   const hd = c.headDim;
   return {
+    // The pool's element type (kv/precision.ts): f16 pairs packed in u32 words, or f32 bits.
+    KV_F16: precision === 'f16',
     D: c.hiddenSize,
     INTER: c.intermediateSize,
     VOCAB: c.vocabSize,
@@ -83,12 +86,12 @@ export class Kernels {
     return this.constants.PPS as number;
   }
 
-  static async load(cache: PipelineCache, c: ModelConfig, pageSize: number, onCompile?: (fraction: number) => void): Promise<Kernels> {
+  static async load(cache: PipelineCache, c: ModelConfig, pageSize: number, onCompile?: (fraction: number) => void, precision: KvPrecision = 'f32'): Promise<Kernels> {
     // The matmuls and attention read vec4 rows of every weight, activation and head.
     for (const [name, v] of [['hidden_size', c.hiddenSize], ['intermediate_size', c.intermediateSize], ['num_heads * head_dim', c.numHeads * c.headDim], ['head_dim', c.headDim]] as const) {
       if (v % 4 !== 0) throw new RangeError(`the WebGPU kernels need ${name} (${v}) to be a multiple of 4`);
     }
-    const k = modelConstants(c, pageSize);
+    const k = modelConstants(c, pageSize, precision);
     const acc = (on: boolean): Constants => ({ ...k, ACC: on });
     let done = 0;
     const list: Promise<GPUComputePipeline>[] = [

@@ -23,6 +23,8 @@ export interface PoolShardLayout {
 
 export interface PoolLayout {
   pageSize: number;
+  /** Bytes of one stored key or value element: 4 (f32) or 2 (f16, two per u32 word). */
+  elementBytes: number;
   capacityPages: number;
   shards: PoolShardLayout[];
   /** Split-K workgroups per KV head at most: a head's table never outgrows its shard. */
@@ -32,8 +34,8 @@ export interface PoolLayout {
 }
 
 /** Bytes of one pool slot on the GPU: K and V rows plus its position. */
-export function slotBytes(headDim: number): number {
-  return 8 * headDim + 4;
+export function slotBytes(headDim: number, elementBytes = 4): number {
+  return 2 * elementBytes * headDim + 4;
 }
 
 /**
@@ -41,9 +43,9 @@ export function slotBytes(headDim: number): number {
  * shards of whole layers under `limit` bytes per K buffer. Throws ContextTooLongError,
  * naming the buffer, when one layer's pages or a pool-wide buffer cannot fit a binding.
  */
-export function poolLayout(c: ModelConfig, perHead: ArrayLike<number>, pageSize: number, limit: number): PoolLayout {
+export function poolLayout(c: ModelConfig, perHead: ArrayLike<number>, pageSize: number, limit: number, elementBytes = 4): PoolLayout {
   const HKV = c.numKvHeads;
-  const pageKBytes = pageSize * c.headDim * 4;
+  const pageKBytes = pageSize * c.headDim * elementBytes;
   const shards: PoolShardLayout[] = [];
   let cur: PoolShardLayout = { firstLayer: 0, layers: 0, firstPage: 0, pages: 0 };
   for (let l = 0; l < c.numLayers; l++) {
@@ -70,7 +72,7 @@ export function poolLayout(c: ModelConfig, perHead: ArrayLike<number>, pageSize:
   for (const [what, bytes] of [['decode attention scores', scores], ['slot positions', slots * 4], ['page tables', tables], ['split-K partials', partials]] as const) {
     if (bytes > limit) throw new ContextTooLongError(bytes, limit, `the KV pool's ${what} (${(bytes / 2 ** 20).toFixed(1)} MiB) exceed this device's binding limit`);
   }
-  return { pageSize, capacityPages, shards, maxSplits, bytes: slots * slotBytes(c.headDim) + scores + tables + partials };
+  return { pageSize, elementBytes, capacityPages, shards, maxSplits, bytes: slots * slotBytes(c.headDim, elementBytes) + scores + tables + partials };
 }
 
 /** The Residency's shards for a layout: layer ranges become flat-head ranges. */

@@ -13,6 +13,7 @@ import { groupSize, kvHeadCount } from '../../model/config.js';
 import type { PageStorage, Residency } from '../../kv/residency.js';
 import type { GpuContext } from './device.js';
 import type { PoolLayout } from './pool-layout.js';
+import { packF16 } from '../../kv/precision.js';
 
 export { slotBytes } from './pool-layout.js';
 
@@ -60,6 +61,7 @@ export class GpuPool implements PageStorage {
   readonly headDim: number;
   private readonly shardOfLayer: Int32Array;
   private readonly shardOfPage: Int32Array;
+  private half = new Uint16Array(0);
 
   constructor(private readonly ctx: GpuContext, c: ModelConfig, readonly layout: PoolLayout, private readonly exportIndex: Uint32Array) {
     const { capacityPages, pageSize, shards } = layout;
@@ -72,8 +74,9 @@ export class GpuPool implements PageStorage {
       this.shardOfLayer.fill(i, sh.firstLayer, sh.firstLayer + sh.layers);
       this.shardOfPage.fill(i, sh.firstPage, sh.firstPage + sh.pages);
       const suffix = shards.length > 1 ? `.${i}` : '';
-      this.k.push(ctx.buffer(`kv.k${suffix}`, Math.max(1, sh.pages) * pageSize * c.headDim * 4));
-      this.v.push(ctx.buffer(`kv.v${suffix}`, Math.max(1, sh.pages) * pageSize * c.headDim * 4));
+      const bytes = Math.max(1, sh.pages) * pageSize * c.headDim * layout.elementBytes;
+      this.k.push(ctx.buffer(`kv.k${suffix}`, bytes));
+      this.v.push(ctx.buffer(`kv.v${suffix}`, bytes));
     });
     const slots = capacityPages * pageSize;
     this.positions = ctx.buffer('kv.positions', slots * 4);
@@ -101,12 +104,20 @@ export class GpuPool implements PageStorage {
   writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
     // A run of rows lies within one page, hence within one shard.
     const n = count * this.headDim;
+    const eb = this.layout.elementBytes;
     const q = this.ctx.device.queue;
     const s = this.shardOfPage[Math.floor(slot / this.pageSize)];
-    const at = (slot - this.layout.shards[s].firstPage * this.pageSize) * this.headDim * 4;
-    q.writeBuffer(this.k[s], at, k.buffer, k.byteOffset, n * 4);
-    q.writeBuffer(this.v[s], at, v.buffer, v.byteOffset, n * 4);
-    this.bytesWritten += 8 * n;
+    const at = (slot - this.layout.shards[s].firstPage * this.pageSize) * this.headDim * eb;
+    if (eb === 2) {
+      // writeBuffer copies the data before returning: one scratch serves both rows.
+      if (this.half.length < n) this.half = new Uint16Array(n);
+      q.writeBuffer(this.k[s], at, packF16(k, n, this.half).buffer, 0, n * 2);
+      q.writeBuffer(this.v[s], at, packF16(v, n, this.half).buffer, 0, n * 2);
+    } else {
+      q.writeBuffer(this.k[s], at, k.buffer, k.byteOffset, n * 4);
+      q.writeBuffer(this.v[s], at, v.buffer, v.byteOffset, n * 4);
+    }
+    this.bytesWritten += 2 * eb * n;
   }
 
   syncPositions(firstSlot: number, count: number, positions: Int32Array): void {

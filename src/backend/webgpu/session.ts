@@ -38,7 +38,7 @@ export interface SessionSizes {
   worstPoolBytes: number;
 }
 
-export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { maxStorageBufferBindingSize: number; maxBufferSize: number }, kvBudgetBytes?: number): SessionSizes {
+export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { maxStorageBufferBindingSize: number; maxBufferSize: number }, kvBudgetBytes?: number, kvElementBytes = 4): SessionSizes {
   const A = opts.audioLength;
   const n = 1 + A + c.instruction.length;
   const P = segmentLength(c);
@@ -52,7 +52,7 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   // Upper bound of kv/sizing.ts poolNeed over all plans: per head, ceil(gpu/P) + ceil(cpuOnly/P)
   // <= ceil(A/P) + 1 (gpu and cpuOnly are disjoint), plus recall headroom <= min(ceil(A/P), cap).
   const worstPoolPages = heads * (Math.ceil(A / P) + 1 + Math.min(Math.ceil(A / P), RECALL_PAGES_PER_HEAD) + Math.ceil(textTokens / P));
-  const bytesPerPage = P * slotBytes(c.headDim);
+  const bytesPerPage = P * slotBytes(c.headDim, kvElementBytes);
   const limit = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
   const exported = opts.request.decodeHeads.length;
   const prefillChunk = prefillChunkRows(Math.max(QD + 2 * KVD, 2 * I), limit);

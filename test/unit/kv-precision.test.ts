@@ -1,0 +1,102 @@
+/** f16 KV storage: the conversion the CPU backend mirrors the GPU's pack2x16float with. */
+import { describe, expect, it } from 'vitest';
+import { f16Bits, f16Value, packF16, roundF16 } from '../../src/kv/precision.js';
+import { CpuBackend } from '../../src/backend/cpu/backend.js';
+import { kvHeadCount, segmentLength } from '../../src/model/config.js';
+import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
+
+describe('f16 conversion', () => {
+  it('round-trips every finite binary16 value exactly', () => {
+    const bad: number[] = [];
+    for (let h = 0; h < 65536; h++) {
+      const e = (h >>> 10) & 0x1f;
+      if (e === 0x1f) continue; // inf, NaN
+      if (f16Bits(f16Value(h)) !== h) bad.push(h);
+    }
+    expect(bad.slice(0, 5)).toEqual([]);
+  });
+
+  it('rounds to nearest, ties to even, also for subnormals and at overflow', () => {
+    const bad: string[] = [];
+    for (let h = 0; h < 0x7bff; h++) {
+      const a = f16Value(h);
+      const b = f16Value(h + 1);
+      const mid = (a + b) / 2; // exact in f32: two more bits than binary16
+      const want = h % 2 === 0 ? h : h + 1;
+      if (f16Bits(mid) !== want) bad.push(`tie ${h}`);
+      if (f16Bits(a + (b - a) * 0.49) !== h || f16Bits(a + (b - a) * 0.51) !== h + 1) bad.push(`near ${h}`);
+      if (f16Bits(-mid) !== (want | 0x8000)) bad.push(`negative tie ${h}`);
+    }
+    expect(bad.slice(0, 5)).toEqual([]);
+    expect(f16Bits(65504)).toBe(0x7bff);
+    expect(f16Bits(65520)).toBe(0x7c00); // halfway to the next binade rounds to infinity
+    expect(f16Bits(1e-9)).toBe(0);
+    expect(f16Bits(Number.NaN) & 0x7c00).toBe(0x7c00);
+  });
+
+  it('packs and rounds arrays', () => {
+    const x = Float32Array.from([1, -2.5, 0.1, 3.14159, 1e-5, 70000]);
+    const bits = packF16(x, x.length);
+    const out = new Float32Array(x.length);
+    roundF16(x, x.length, out);
+    for (let i = 0; i < x.length; i++) expect(out[i]).toBe(Math.fround(f16Value(bits[i])));
+    expect(out[0]).toBe(1);
+    expect(Math.abs(out[3] - 3.14159)).toBeLessThan(2e-3);
+    expect(out[5]).toBe(Infinity);
+  });
+});
+
+describe('CPU backend with an f16 pool', () => {
+  const config = referenceConfig({ numLayers: 2, name: 'small' });
+  const weights = randomDecoderWeights(config, 7);
+  const N = 120;
+  const request = { decodeHeads: [0, 5], prefillQueries: 3 };
+  const heads = kvHeadCount(config);
+  const all = Int32Array.from({ length: N }, (_, i) => i);
+  const half = all.filter((p) => p % 2 === 0);
+
+  async function run(kvPrecision: 'f32' | 'f16') {
+    const be = new CpuBackend(config, weights, { kvPrecision });
+    be.begin({ audioLength: N, maxNewTokens: 10, request, returnLogits: true });
+    const pre = await be.prefill(randomEmbeddings(config, N, 3));
+    await be.applyPrefill({ heads: Array.from({ length: heads }, () => ({ gpu: half, cpu: all })) });
+    const logits: Float32Array[] = [];
+    let token = pre.token;
+    let moved = 0;
+    let recalled = 0;
+    for (let i = 0; i < 8; i++) {
+      const r = await be.step(token);
+      logits.push(r.logits!);
+      token = r.token;
+      if (i === 3) {
+        const t = await be.apply({ recall: [{ head: 1, positions: all.filter((p) => p % 2 === 1 && p < 50) }], release: [] });
+        moved = t.bytesToGpu;
+        recalled = t.recalledPositions;
+      }
+    }
+    const stats = be.residency();
+    be.end();
+    return { logits, moved, recalled, stats };
+  }
+
+  it('decodes what the f32 pool decodes up to f16 rounding, with half the bytes', async () => {
+    const a = await run('f32');
+    const b = await run('f16');
+    for (let i = 0; i < a.logits.length; i++) {
+      let err = 0;
+      let norm = 0;
+      for (let j = 0; j < a.logits[i].length; j++) {
+        err += (a.logits[i][j] - b.logits[i][j]) ** 2;
+        norm += a.logits[i][j] ** 2;
+      }
+      // Rounded, not the same: f16 keeps ~3 significant digits of each key and value.
+      expect(err / norm).toBeGreaterThan(0);
+      expect(err / norm).toBeLessThan(1e-5);
+    }
+    expect(b.recalled).toBe(25);
+    expect(a.moved).toBe(25 * 8 * config.headDim);
+    expect(b.moved).toBe(25 * 4 * config.headDim);
+    const P = segmentLength(config);
+    expect(a.stats.gpuBytesInUse / (P * (8 * config.headDim + 4))).toBe(b.stats.gpuBytesInUse / (P * (4 * config.headDim + 4)));
+  });
+});
