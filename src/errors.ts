@@ -43,19 +43,30 @@ export class AudioError extends WnwError {
   }
 }
 
-/** The KV pool cannot hold the requested context; raised before any GPU work. */
+/**
+ * The requested context does not fit; raised before the GPU work that would fail.
+ * `limit` says which limit, and so what helps: the KV budget ('pool'), the largest buffer
+ * the device binds, for one of the KV pool's buffers ('pool-binding': a lower budget or f16
+ * shrinks it) or one of the prompt's ('prompt-binding'), or the rows one prefill dispatch
+ * covers ('rows'); for the last two only a shorter recording helps.
+ */
 export class ContextTooLongError extends WnwError {
   constructor(
     readonly neededBytes: number,
     readonly availableBytes: number,
     detail: string,
+    readonly limit: 'pool' | 'pool-binding' | 'prompt-binding' | 'rows' = 'pool',
   ) {
-    super(
-      'CONTEXT_TOO_LONG',
-      `${detail}: needs ${(neededBytes / 2 ** 20).toFixed(1)} MiB of KV memory, ` +
-        `the pool holds ${(availableBytes / 2 ** 20).toFixed(1)} MiB. ` +
-        'Use a lower GPU budget (e.g. policy "wnw" with budget 0.2), a shorter clip, or a larger kvBudgetBytes.',
-    );
+    const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`;
+    const advice = {
+      pool: `: needs ${mib(neededBytes)} of KV memory, the pool holds ${mib(availableBytes)}. ` +
+        'Use a lower GPU budget (e.g. policy "wnw" with budget 0.2), kvPrecision "f16", a shorter clip, or a larger kvBudgetBytes.',
+      'pool-binding': ` (${mib(availableBytes)} is the most this device binds as one buffer). ` +
+        'Use a lower GPU budget, kvPrecision "f16", or a shorter clip.',
+      'prompt-binding': ` (${mib(availableBytes)} is the most this device binds as one buffer). Use a shorter clip, or split the recording.`,
+      rows: '. Use a shorter clip, or split the recording.',
+    }[limit];
+    super('CONTEXT_TOO_LONG', `${detail}${advice}`);
     this.name = 'ContextTooLongError';
   }
 }

@@ -14,7 +14,7 @@ export interface SerializedError {
   name: string;
   message: string;
   code?: string;
-  /** Extra fields of the typed errors (neededBytes, availableBytes, file, tensor). */
+  /** Extra fields of the typed errors (neededBytes, availableBytes, limit, file, tensor). */
   fields?: Record<string, string | number>;
 }
 
@@ -39,7 +39,7 @@ export function serializeError(e: unknown): SerializedError {
   const rec = e as unknown as Record<string, unknown>;
   if (typeof rec.code === 'string') out.code = rec.code;
   const fields: Record<string, string | number> = {};
-  for (const k of ['neededBytes', 'availableBytes', 'file', 'tensor']) {
+  for (const k of ['neededBytes', 'availableBytes', 'limit', 'file', 'tensor']) {
     const v = rec[k];
     if (typeof v === 'string' || typeof v === 'number') fields[k] = v;
   }

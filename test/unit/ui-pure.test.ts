@@ -27,6 +27,21 @@ describe('demo error messages', () => {
     expect(lowerBudget('wnw', 0.2)).toBe(0.1);
   });
 
+  it('does not offer a lower budget when the prompt itself is too long for the device', () => {
+    const rows = new ContextTooLongError(1, 1, 'a prompt of 70004 positions exceeds the 65,535 rows one prefill dispatch covers', 'rows');
+    const prompt = deserializeError(serializeError(new ContextTooLongError(1, 2 ** 27, 'x', 'prompt-binding')));
+    for (const e of [rows, prompt]) {
+      const m = describeError(e, ctx);
+      expect(m.title).toBe('This recording is too long for this device');
+      expect(m.action).toBeUndefined();
+      expect(m.body).toMatch(/shorter clip/);
+    }
+    expect(prompt.message).toMatch(/128\.0 MiB is the most this device binds/);
+    const pool = new ContextTooLongError(1, 2 ** 27, 'layer 0 keeps 9000 KV pages', 'pool-binding');
+    expect(describeError(pool, ctx).action?.kind).toBe('lower-budget');
+    expect(pool.message).toMatch(/kvPrecision "f16"/);
+  });
+
   it('treats cancel as information, bad audio and unknown errors as errors', () => {
     expect(describeError(new CancelledError(), ctx).level).toBe('info');
     expect(describeError(new AudioError('The audio file is empty.'), ctx)).toMatchObject({ code: 'BAD_AUDIO', body: 'The audio file is empty.' });

@@ -52,7 +52,7 @@ export function poolLayout(c: ModelConfig, perHead: ArrayLike<number>, pageSize:
     let pages = 0;
     for (let h = l * HKV; h < (l + 1) * HKV; h++) pages += perHead[h];
     if (pages * pageKBytes > limit) {
-      throw new ContextTooLongError(pages * pageKBytes, limit, `layer ${l} keeps ${pages} KV pages under this plan, whose ${(pages * pageKBytes / 2 ** 20).toFixed(1)} MiB of keys exceed this device's binding limit`);
+      throw new ContextTooLongError(pages * pageKBytes, limit, `layer ${l} keeps ${pages} KV pages under this plan, whose ${(pages * pageKBytes / 2 ** 20).toFixed(1)} MiB of keys exceed this device's binding limit`, 'pool-binding');
     }
     if (cur.layers > 0 && (cur.pages + pages) * pageKBytes > limit) {
       shards.push(cur);
@@ -70,7 +70,7 @@ export function poolLayout(c: ModelConfig, perHead: ArrayLike<number>, pageSize:
   const tables = (heads * 4 + capacityPages) * 4;
   const partials = maxSplits * c.numHeads * (c.headDim + 2) * 4;
   for (const [what, bytes] of [['decode attention scores', scores], ['slot positions', slots * 4], ['page tables', tables], ['split-K partials', partials]] as const) {
-    if (bytes > limit) throw new ContextTooLongError(bytes, limit, `the KV pool's ${what} (${(bytes / 2 ** 20).toFixed(1)} MiB) exceed this device's binding limit`);
+    if (bytes > limit) throw new ContextTooLongError(bytes, limit, `the KV pool's ${what} (${(bytes / 2 ** 20).toFixed(1)} MiB) exceed this device's binding limit`, 'pool-binding');
   }
   return { pageSize, elementBytes, capacityPages, shards, maxSplits, bytes: slots * slotBytes(c.headDim, elementBytes) + scores + tables + partials };
 }

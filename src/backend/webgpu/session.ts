@@ -77,9 +77,9 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
     throw new ContextTooLongError(minPages * bytesPerPage, kvBudgetBytes, `the KV budget holds ${Math.floor(kvBudgetBytes / bytesPerPage)} pages, not even the text's ${minPages - heads} plus one audio page per head`);
   }
   if (largestBuffer > limit) {
-    throw new ContextTooLongError(total, limit, `${A} audio tokens need a ${(largestBuffer / 2 ** 20).toFixed(1)} MiB GPU buffer (${largestWhat}), over this device's binding limit`);
+    throw new ContextTooLongError(total, limit, `${A} audio tokens need a ${(largestBuffer / 2 ** 20).toFixed(1)} MiB GPU buffer (${largestWhat}), over this device's binding limit`, 'prompt-binding');
   }
-  if (n > 65535) throw new ContextTooLongError(total, limit, `a prompt of ${n} positions exceeds the 65,535 rows one prefill dispatch covers`);
+  if (n > 65535) throw new ContextTooLongError(total, limit, `a prompt of ${n} positions exceeds the 65,535 rows one prefill dispatch covers`, 'rows');
   return { audioLength: A, promptLength: n, textTokens, pageSize: P, exported, prefillChunk, prefillBytes, largestBuffer, decodeBytes, readbackBytes, worstPoolPages, worstPoolBytes };
 }
 
