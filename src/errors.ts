@@ -47,15 +47,14 @@ export class AudioError extends WnwError {
  * The requested context does not fit; raised before the GPU work that would fail.
  * `limit` says which limit, and so what helps: the KV budget ('pool'), the largest buffer
  * the device binds, for one of the KV pool's buffers ('pool-binding': a lower budget or f16
- * shrinks it) or one of the prompt's ('prompt-binding'), or the rows one prefill dispatch
- * covers ('rows'); for the last two only a shorter recording helps.
+ * shrinks it) or one of the prompt's ('prompt-binding': only a shorter recording helps).
  */
 export class ContextTooLongError extends WnwError {
   constructor(
     readonly neededBytes: number,
     readonly availableBytes: number,
     detail: string,
-    readonly limit: 'pool' | 'pool-binding' | 'prompt-binding' | 'rows' = 'pool',
+    readonly limit: 'pool' | 'pool-binding' | 'prompt-binding' = 'pool',
   ) {
     const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`;
     const advice = {
@@ -64,7 +63,6 @@ export class ContextTooLongError extends WnwError {
       'pool-binding': ` (${mib(availableBytes)} is the most this device binds as one buffer). ` +
         'Use a lower GPU budget, kvPrecision "f16", or a shorter clip.',
       'prompt-binding': ` (${mib(availableBytes)} is the most this device binds as one buffer). Use a shorter clip, or split the recording.`,
-      rows: '. Use a shorter clip, or split the recording.',
     }[limit];
     super('CONTEXT_TOO_LONG', `${detail}${advice}`);
     this.name = 'ContextTooLongError';

@@ -52,17 +52,18 @@ async function contextTooLong(): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx } = await gpu();
   const config = referenceConfig();
-  const b = await WebGpuBackend.create(config, randomDecoderWeights(config, 3), { context: ctx, kvBudgetBytes: 2 ** 20 });
+  // A 64 MiB binding cap: 90 minutes of prompt queries (143 MB) cannot be bound.
+  const b = await WebGpuBackend.create(config, randomDecoderWeights(config, 3), { context: ctx, kvBudgetBytes: 2 ** 20, maxBindingBytes: 64 * 2 ** 20 });
   const before = ctx.liveBuffers;
   const request = { decodeHeads: [], prefillQueries: 3 };
   let err: unknown = null;
   try {
-    // 90 minutes of audio under a 1 MiB budget.
+    // 90 minutes of audio: refused before any buffer is made.
     b.begin({ audioLength: 70_000, maxNewTokens: 10, request });
   } catch (e) {
     err = e;
   }
-  const tooLong = err instanceof ContextTooLongError && err.neededBytes > 0;
+  const tooLong = err instanceof ContextTooLongError && err.neededBytes > 0 && err.limit === 'prompt-binding';
   const created = ctx.liveBuffers - before;
   // Over the budget at applyPrefill: a full plan for 300 tokens in 32 heads needs ~2.7 MiB.
   let err2: unknown = null;

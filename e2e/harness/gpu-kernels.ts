@@ -133,7 +133,8 @@ async function embedTest(): Promise<CheckResult> {
   const { ctx } = await gpu();
   const k = await loadKernels();
   const D = config.hiddenSize;
-  const A = 1000;
+  // 88 minutes of audio: more rows than one grid dimension's 65,535 workgroups.
+  const A = 66_000;
   const r = rng(4);
   const table = randomArray(config.vocabSize * D, 1, r);
   const audio = randomArray(A * D, 1, r);
@@ -142,7 +143,7 @@ async function embedTest(): Promise<CheckResult> {
   const ref = new Float32Array(n * D);
   ids.forEach((id, i) => ref.set(id >= 0 ? table.subarray(id * D, (id + 1) * D) : audio.subarray((-1 - id) * D, (-id) * D), i * D));
   const xb = empty(ctx, n * D * 4);
-  dispatch(ctx, k.embed, [upload(ctx, table), upload(ctx, Int32Array.from(ids)), upload(ctx, audio), xb, ctx.uniform('p', [n, 0, 0, 0])], n);
+  dispatch(ctx, k.embed, [upload(ctx, table), upload(ctx, Int32Array.from(ids)), upload(ctx, audio), xb, ctx.uniform('p', [n, 0, 0, 0])], ...grid(n));
   return compare('embed', ref, await readF32(ctx, xb, n * D), 0, t0, 0.99);
 }
 

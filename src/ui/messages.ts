@@ -62,9 +62,8 @@ function describe(e: unknown, ctx: { policy: string; budget: number; backend: st
       };
     case 'OUT_OF_MEMORY':
     case 'CONTEXT_TOO_LONG': {
-      // A budget sizes the KV pool: it cannot shorten the prompt (rows) or its prefill buffers.
-      const limit = (e as { limit?: unknown }).limit;
-      if (limit === 'rows' || limit === 'prompt-binding') {
+      // A budget sizes the KV pool: it cannot shrink the prompt's prefill buffers.
+      if ((e as { limit?: unknown }).limit === 'prompt-binding') {
         return { level: 'error', title: 'This recording is too long for this device', body, hint: 'Split the recording into shorter parts and transcribe them one by one.' };
       }
       const next = lowerBudget(ctx.policy, ctx.budget);

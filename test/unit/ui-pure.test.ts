@@ -28,9 +28,8 @@ describe('demo error messages', () => {
   });
 
   it('does not offer a lower budget when the prompt itself is too long for the device', () => {
-    const rows = new ContextTooLongError(1, 1, 'a prompt of 70004 positions exceeds the 65,535 rows one prefill dispatch covers', 'rows');
     const prompt = deserializeError(serializeError(new ContextTooLongError(1, 2 ** 27, 'x', 'prompt-binding')));
-    for (const e of [rows, prompt]) {
+    for (const e of [prompt, { code: 'CONTEXT_TOO_LONG', message: prompt.message, limit: 'prompt-binding' }]) {
       const m = describeError(e, ctx);
       expect(m.title).toBe('This recording is too long for this device');
       expect(m.action).toBeUndefined();

@@ -91,7 +91,7 @@ export async function runPrefill(
     pass.end();
   };
   let enc = ctx.device.createCommandEncoder({ label: 'prefill embed' });
-  run(enc, k.embed, [w.embed, p.ids, p.audio, p.x, rows], n);
+  run(enc, k.embed, [w.embed, p.ids, p.audio, p.x, rows], ...grid(n));
   for (let l = 0; l < c.numLayers; l++) {
     const L = w.layers[l];
     const attnU = uni(`u.attn${l}`, [n, 1, A, firstQuery, l, 0, 0, 0]);

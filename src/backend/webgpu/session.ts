@@ -79,7 +79,6 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   if (largestBuffer > limit) {
     throw new ContextTooLongError(total, limit, `${A} audio tokens need a ${(largestBuffer / 2 ** 20).toFixed(1)} MiB GPU buffer (${largestWhat}), over this device's binding limit`, 'prompt-binding');
   }
-  if (n > 65535) throw new ContextTooLongError(total, limit, `a prompt of ${n} positions exceeds the 65,535 rows one prefill dispatch covers`, 'rows');
   return { audioLength: A, promptLength: n, textTokens, pageSize: P, exported, prefillChunk, prefillBytes, largestBuffer, decodeBytes, readbackBytes, worstPoolPages, worstPoolBytes };
 }
 
