@@ -2,21 +2,26 @@
  * CPU offload memory: K and V rows of offloaded audio positions, per KV head, kept in
  * fixed-size ArrayBuffer chunks (one ArrayBuffer is capped near 2 GB in browsers, and
  * fixed chunks never need reallocation). A row is addressed by (head, position).
+ * With 2-byte elements (an f16 pool) rows are kept as f16 bits: the pool rounds to f16
+ * anyway, so a recall restores exactly what it held, in half the CPU memory.
  */
+import { f16Bits, f16Table } from './precision.js';
+
 export class OffloadStore {
-  private readonly chunks: Float32Array[] = [];
+  private readonly chunks: (Float32Array | Uint16Array)[] = [];
   private readonly rowsPerChunk: number;
   private readonly index = new Map<number, number>(); // key(head, pos) -> row
   private freeRows: number[] = [];
   private nextRow = 0;
 
-  /** rowFloats = 2 * headDim (key then value). */
+  /** A row is 2 * headDim elements (key then value) of `elementBytes` (4: f32, 2: f16). */
   constructor(
     readonly headDim: number,
     private readonly audioLength: number,
     chunkBytes = 16 * 2 ** 20,
+    readonly elementBytes = 4,
   ) {
-    this.rowsPerChunk = Math.max(1, Math.floor(chunkBytes / (8 * headDim)));
+    this.rowsPerChunk = Math.max(1, Math.floor(chunkBytes / (2 * elementBytes * headDim)));
   }
 
   private key(head: number, pos: number): number {
@@ -28,7 +33,7 @@ export class OffloadStore {
   }
 
   get bytes(): number {
-    return this.index.size * 8 * this.headDim;
+    return this.index.size * 2 * this.elementBytes * this.headDim;
   }
 
   has(head: number, pos: number): boolean {
@@ -45,6 +50,13 @@ export class OffloadStore {
     }
     const { chunk, off } = this.locate(row, true);
     const hd = this.headDim;
+    if (chunk instanceof Uint16Array) {
+      for (let d = 0; d < hd; d++) {
+        chunk[off + d] = f16Bits(k[kOff + d]);
+        chunk[off + hd + d] = f16Bits(v[vOff + d]);
+      }
+      return;
+    }
     chunk.set(k.subarray(kOff, kOff + hd), off);
     chunk.set(v.subarray(vOff, vOff + hd), off + hd);
   }
@@ -55,6 +67,14 @@ export class OffloadStore {
     if (row === undefined) throw new Error(`no CPU copy of head ${head} position ${pos}`);
     const { chunk, off } = this.locate(row, false);
     const hd = this.headDim;
+    if (chunk instanceof Uint16Array) {
+      const t = f16Table();
+      for (let d = 0; d < hd; d++) {
+        k[kOff + d] = t[chunk[off + d]];
+        v[vOff + d] = t[chunk[off + hd + d]];
+      }
+      return;
+    }
     k.set(chunk.subarray(off, off + hd), kOff);
     v.set(chunk.subarray(off + hd, off + 2 * hd), vOff);
   }
@@ -73,9 +93,10 @@ export class OffloadStore {
     this.nextRow = 0;
   }
 
-  private locate(row: number, grow: boolean): { chunk: Float32Array; off: number } {
+  private locate(row: number, grow: boolean): { chunk: Float32Array | Uint16Array; off: number } {
     const c = Math.floor(row / this.rowsPerChunk);
-    while (grow && this.chunks.length <= c) this.chunks.push(new Float32Array(this.rowsPerChunk * 2 * this.headDim));
+    const n = this.rowsPerChunk * 2 * this.headDim;
+    while (grow && this.chunks.length <= c) this.chunks.push(this.elementBytes === 2 ? new Uint16Array(n) : new Float32Array(n));
     return { chunk: this.chunks[c], off: (row % this.rowsPerChunk) * 2 * this.headDim };
   }
 }

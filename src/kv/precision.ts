@@ -4,7 +4,8 @@
  * prefill's own attention uses f32 K/V: only what the pool keeps is rounded). The GPU
  * packs two halves per u32 word with WGSL's pack2x16float, which needs no shader-f16
  * feature; the CPU backend rounds what it stores the same way, so both backends decode
- * the same tokens for either precision. CPU copies (the offload store) stay f32.
+ * the same tokens for either precision. The offload store then keeps its CPU copies as
+ * f16 too: a recall writes back exactly what the pool would have held.
  */
 export type KvPrecision = 'f32' | 'f16';
 
@@ -69,11 +70,17 @@ export function packF16(src: Float32Array, count: number, out = new Uint16Array(
 
 let values: Float32Array | null = null;
 
-/** Rounds the first `count` values of src to the nearest f16 value into out (f32 storage). */
-export function roundF16(src: Float32Array, count: number, out: Float32Array, outOffset = 0): void {
+/** The value of every binary16 bit pattern, built on first use. */
+export function f16Table(): Float32Array {
   if (!values) {
     values = new Float32Array(65536);
     for (let h = 0; h < 65536; h++) values[h] = f16Value(h);
   }
-  for (let i = 0; i < count; i++) out[outOffset + i] = values[f16Bits(src[i])];
+  return values;
+}
+
+/** Rounds the first `count` values of src to the nearest f16 value into out (f32 storage). */
+export function roundF16(src: Float32Array, count: number, out: Float32Array, outOffset = 0): void {
+  const t = f16Table();
+  for (let i = 0; i < count; i++) out[outOffset + i] = t[f16Bits(src[i])];
 }

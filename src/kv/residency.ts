@@ -72,7 +72,7 @@ export class Residency {
     const { heads, headDim, pageSize, numPages, audioLength, shards } = shape;
     this.rowBytes = 2 * headDim * (shape.kvElementBytes ?? 4);
     this.pool = new KvPool({ heads, pageSize, numPages, bytesPerPage: pageSize * (this.rowBytes + 4), shards });
-    this.offload = new OffloadStore(headDim, audioLength);
+    this.offload = new OffloadStore(headDim, audioLength, undefined, shape.kvElementBytes ?? 4);
     this.positions = new Int32Array(numPages * pageSize).fill(EMPTY);
     this.audioSlot = Array.from({ length: heads }, () => new Int32Array(audioLength).fill(EMPTY));
     this.live = new Int32Array(numPages);
@@ -109,7 +109,7 @@ export class Residency {
    * returned gathers say which prefill rows the backend must copy into which slots.
    */
   applyPrefill(plan: PrefillPlan, textSeqPositions: number[], source: KvSource): { gathers: Gather[]; transfer: TransferStats } {
-    const { heads, audioStart, audioLength, headDim } = this.shape;
+    const { heads, audioStart, audioLength } = this.shape;
     if (plan.heads.length !== heads) throw new Error(`prefill plan has ${plan.heads.length} heads, expected ${heads}`);
     const gathers: Gather[] = [];
     let bytesToCpu = 0;
@@ -134,7 +134,7 @@ export class Residency {
       for (const pos of cpu) {
         source(h, audioStart + pos, this.rowK, 0, this.rowV, 0);
         this.offload.put(h, pos, this.rowK, 0, this.rowV, 0);
-        bytesToCpu += 8 * headDim;
+        bytesToCpu += this.rowBytes;
       }
       this.cpuCount[h] = cpu.length;
       let gpuOnly = 0;

@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { f16Bits, f16Value, packF16, roundF16 } from '../../src/kv/precision.js';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
+import { OffloadStore } from '../../src/kv/offload.js';
 import { kvHeadCount, segmentLength } from '../../src/model/config.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
 
@@ -98,5 +99,28 @@ describe('CPU backend with an f16 pool', () => {
     expect(b.moved).toBe(25 * 4 * config.headDim);
     const P = segmentLength(config);
     expect(a.stats.gpuBytesInUse / (P * (8 * config.headDim + 4))).toBe(b.stats.gpuBytesInUse / (P * (4 * config.headDim + 4)));
+    // The CPU copies are f16 too.
+    expect(b.stats.cpuBytes).toBe(a.stats.cpuBytes / 2);
+  });
+});
+
+describe('offload store with f16 rows', () => {
+  it('keeps CPU copies as f16 in half the bytes and returns exactly the rounded values', () => {
+    const hd = 8;
+    const a = new OffloadStore(hd, 100, 1024, 4);
+    const b = new OffloadStore(hd, 100, 1024, 2);
+    const k = Float32Array.from({ length: hd }, (_, i) => Math.sin(i + 1) * 3);
+    const v = Float32Array.from({ length: hd }, (_, i) => Math.cos(i + 1) / 7);
+    for (let p = 0; p < 90; p++) for (const s of [a, b]) s.put(p % 3, p, k, 0, v, 0);
+    expect(b.bytes).toBe(a.bytes / 2);
+    const gk = new Float32Array(hd);
+    const gv = new Float32Array(hd);
+    b.get(2, 89, gk, 0, gv, 0);
+    const rk = new Float32Array(hd);
+    const rv = new Float32Array(hd);
+    roundF16(k, hd, rk);
+    roundF16(v, hd, rv);
+    expect(Array.from(gk)).toEqual(Array.from(rk));
+    expect(Array.from(gv)).toEqual(Array.from(rv));
   });
 });
