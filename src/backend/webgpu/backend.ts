@@ -15,9 +15,9 @@ import type { DecoderBackend, PrefillResult, SessionOptions, StepResult } from '
 import { GpuContext, type AcquireOptions } from './device.js';
 import { Kernels } from './kernels.js';
 import { PipelineCache } from './pipelines.js';
-import { GpuPool, slotBytes } from './pool.js';
+import { GpuPool } from './pool.js';
 import { kvElementBytes, type KvPrecision } from '../../kv/precision.js';
-import { poolLayout, residencyShards, type PoolLayout } from './pool-layout.js';
+import { poolLayout, residencyShards, slotBytes, type PoolLayout } from './pool-layout.js';
 import { gatherIntoPool, readPrefillKv, runPrefill } from './prefill.js';
 import { PrefillBuffers, SessionBuffers, sessionSizes } from './session.js';
 import type { ShaderLoader } from './shader-source.js';
@@ -97,7 +97,7 @@ export class WebGpuBackend implements DecoderBackend {
   /**
    * The memory a session of this length needs, without allocating (for "will it fit?"
    * UIs): the prefill and decode buffers exactly, the KV pool as its worst case
-   * (`worstPoolBytes`); the pool a session allocates is its plan's (see poolBytes()).
+   * (`worstPoolBytes`); the pool a session allocates is its plan's (see poolInfo()).
    */
   plan(opts: SessionOptions) {
     return sessionSizes(this.config, opts, this.limits(), this.options.kvBudgetBytes, this.elementBytes);
@@ -195,7 +195,6 @@ export class WebGpuBackend implements DecoderBackend {
     const P = sizes.pageSize;
     const text = [0];
     for (let i = 0; i < c.instruction.length; i++) text.push(1 + A + i);
-    if (s.pool) throw new Error('applyPrefill() may run once per session');
     const need = poolNeed(plan, P, text.length + s.opts.maxNewTokens);
     const bytesPerPage = P * slotBytes(c.headDim, this.elementBytes);
     const budget = this.options.kvBudgetBytes;

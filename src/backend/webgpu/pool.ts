@@ -15,8 +15,6 @@ import type { GpuContext } from './device.js';
 import type { PoolLayout } from './pool-layout.js';
 import { packF16 } from '../../kv/precision.js';
 
-export { slotBytes } from './pool-layout.js';
-
 export const NO_EXPORT = 0xffffffff;
 
 /**
