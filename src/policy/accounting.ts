@@ -12,7 +12,7 @@ export interface StepCounts {
   /** Positions actually moved CPU → GPU and released from the GPU by one plan. */
   recalled: number;
   released: number;
-  /** CPU → GPU bytes: keys and values, f32 (what `Residency.apply` reports). */
+  /** CPU → GPU bytes: keys and values at f32 (what `Residency.apply` reports for an f32 pool; half with f16). */
   bytesToGpu: number;
 }
 
