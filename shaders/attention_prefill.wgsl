@@ -2,10 +2,13 @@
 // one thread per query row, 64 rows per workgroup, online softmax rescaled once per
 // block of BK keys. The final (max, sum) of every (row, head) is kept so prefill_scores
 // can recompute exact softmax weights.
-//   causal_attention: out [n, QD] from q [n, QD], k/v [n, KVD].
+//   causal_attention: out [rows, QD] from q [rows, QD] of prompt rows [row0, n) (a block
+//                     of the prompt: only its queries are bound) and k/v [n, KVD], which
+//                     hold every row up to n.
 //   prefill_scores:   per KV head and audio position t: softmax weight summed over the
 //                     group and over query rows >= firstQuery (WnW: the instruction rows;
-//                     SnapKV: its window), as ops.causalAttention's scoresOut.
+//                     SnapKV: its window), as ops.causalAttention's scoresOut; each block
+//                     adds its rows' share (the buffer starts cleared).
 // Keys and values are read straight from storage: all rows of a workgroup read the same
 // key at once, so a GPU serves it from cache, and there are no workgroup barriers, which
 // dominate on CPU implementations (SwiftShader). vec4 loads need HD % 4 == 0.
@@ -16,7 +19,8 @@ const HD4: u32 = HD / 4u;
 const KVD4: u32 = KVD / 4u;
 
 // head0 / kvHead0 offset the grid's head index (tests run a slice of the heads).
-struct Params { n: u32, audioStart: u32, audioLength: u32, firstQuery: u32, layer: u32, head0: u32, kvHead0: u32, _p0: u32 }
+// n: the end of this block's rows (the keys it may see); row0: its first row.
+struct Params { n: u32, audioStart: u32, audioLength: u32, firstQuery: u32, layer: u32, head0: u32, kvHead0: u32, row0: u32 }
 
 @group(0) @binding(0) var<storage, read> q4: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> k4: array<vec4<f32>>;
@@ -35,12 +39,12 @@ fn hsum(v: vec4<f32>) -> f32 {
 fn causal_attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let h = wid.y + p.head0;
   let kb = (h / GROUP) * HD4;
-  let i = wid.x * 64u + lid;
+  let i = p.row0 + wid.x * 64u + lid;
   if (i >= p.n) { return; }
   var qv: array<vec4<f32>, HD4>;
   var acc: array<vec4<f32>, HD4>;
   var sb: array<f32, BK>;
-  let qb = (i * QD + h * HD) / 4u;
+  let qb = ((i - p.row0) * QD + h * HD) / 4u;
   for (var d = 0u; d < HD4; d++) {
     qv[d] = q4[qb + d];
     acc[d] = vec4<f32>(0.0);
@@ -85,14 +89,14 @@ fn prefill_scores(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
   var kv: array<vec4<f32>, HD4>;
   for (var d = 0u; d < HD4; d++) { kv[d] = k4[t * KVD4 + kh * HD4 + d]; }
   var w = 0.0;
-  for (var i = max(p.firstQuery, t); i < p.n; i++) {
+  for (var i = max(max(p.firstQuery, t), p.row0); i < p.n; i++) {
     for (var j = 0u; j < GROUP; j++) {
       let h = kh * GROUP + j;
-      let qb = (i * QD + h * HD) / 4u;
+      let qb = ((i - p.row0) * QD + h * HD) / 4u;
       var dot = vec4<f32>(0.0);
       for (var d = 0u; d < HD4; d++) { dot += q4[qb + d] * kv[d]; }
       w += exp(hsum(dot) * SCALE - mlIn[(i * H + h) * 2u]) / mlIn[(i * H + h) * 2u + 1u];
     }
   }
-  scores[(p.layer * HKV + kh) * p.audioLength + a] = w;
+  scores[(p.layer * HKV + kh) * p.audioLength + a] += w;
 }

@@ -271,7 +271,9 @@ async function gatherTest(kv: KvPrecision): Promise<CheckResult> {
 /**
  * Causal attention over LONG prompt positions for one KV group (its GROUP query heads;
  * the grid's head offset selects them), plus the prefill scores for a SnapKV-style
- * window of 32 query rows and for every row (prefillQueries = Infinity).
+ * window of 32 query rows and for every row (prefillQueries = Infinity); then the same
+ * in two blocks of rows, as the prefill runs a long prompt (each block binds only its
+ * queries and output rows, and adds its share of the scores).
  */
 async function causalTest(): Promise<CheckResult> {
   const t0 = performance.now();
@@ -317,13 +319,31 @@ async function causalTest(): Promise<CheckResult> {
   const sc = { 0: qb, 1: kb, 5: params(n - 32), 6: scores, 7: ml };
   dispatch(ctx, kn.prefillScores, sc, Math.ceil(A / 64), 1);
   const gotWindow = (await readF32(ctx, scores, c.numLayers * HKV * A)).slice(off, off + A);
-  dispatch(ctx, kn.prefillScores, { ...sc, 5: params(0) }, Math.ceil(A / 64), 1);
-  const gotEvery = (await readF32(ctx, scores, c.numLayers * HKV * A)).slice(off, off + A);
+  const scoresAll = empty(ctx, c.numLayers * HKV * A * 4);
+  dispatch(ctx, kn.prefillScores, { ...sc, 5: params(0), 6: scoresAll }, Math.ceil(A / 64), 1);
+  const gotEvery = (await readF32(ctx, scoresAll, c.numLayers * HKV * A)).slice(off, off + A);
+  // Two blocks of rows: [0, 2048) and [2048, n).
+  const split = 2048;
+  const outB = empty(ctx, n * QD * 4);
+  const scoresB = empty(ctx, c.numLayers * HKV * A * 4);
+  for (const [r0, r1] of [[0, split], [split, n]]) {
+    const rowsOfQ = (buf: GPUBuffer) => ({ buffer: buf, offset: r0 * QD * 4, size: (r1 - r0) * QD * 4 });
+    const u = ctx.uniform('p', [r1, 1, A, 0, layer, kh * G, kh, r0]);
+    dispatch(ctx, kn.causalAttention, [rowsOfQ(qb), kb, vb, rowsOfQ(outB), ml, u], Math.ceil((r1 - r0) / 64), G);
+    dispatch(ctx, kn.prefillScores, { 0: rowsOfQ(qb), 1: kb, 5: u, 6: scoresB, 7: ml }, Math.ceil(A / 64), 1);
+  }
+  const outBlocks = await readF32(ctx, outB, n * QD);
+  const gotBlocks = new Float32Array(n * G * HD);
+  for (let i = 0; i < n; i++) gotBlocks.set(outBlocks.subarray(i * QD + kh * G * HD, i * QD + (kh + 1) * G * HD), i * G * HD);
+  const gotEveryBlocks = (await readF32(ctx, scoresB, c.numLayers * HKV * A)).slice(off, off + A);
   const o = compare('causal_prefill_attention', outRef, got, ATTN_BOUND, t0, 0.99);
   // The window only reaches the last 32 audio positions' neighbours: most scores are tiny but non-zero.
   const w = compare('scores_window32', window[0], gotWindow, ATTN_BOUND, t0, 0.99);
   const e = compare('scores_all_rows', everyRow[0], gotEvery, ATTN_BOUND, t0, 0.99);
-  return { ...o, pass: o.pass && w.pass && e.pass, detail: `out: ${o.detail} (GPU ${Math.round(gpuMs)} ms); scores(last 32 rows): ${w.detail}; scores(all rows): ${e.detail}` };
+  const ob = compare('out_in_blocks', outRef, gotBlocks, ATTN_BOUND, t0, 0.99);
+  const eb = compare('scores_all_rows_in_blocks', everyRow[0], gotEveryBlocks, ATTN_BOUND, t0, 0.99);
+  const pass = o.pass && w.pass && e.pass && ob.pass && eb.pass;
+  return { ...o, pass, detail: `out: ${o.detail} (GPU ${Math.round(gpuMs)} ms); scores(last 32 rows): ${w.detail}; scores(all rows): ${e.detail}; in two row blocks: out ${ob.detail}, scores(all rows) ${eb.detail}` };
 }
 
 export const attentionTests: Record<string, () => Promise<CheckResult>> = {

@@ -4,11 +4,12 @@
  * prefill scores the policy asked for, and the greedy token after the prompt. One
  * submit per layer keeps each submit short (browsers' GPU watchdogs).
  *
- * The QKV projection and the MLP run over blocks of `prefillChunk` rows: their outputs
- * ([rows, QD + 2 KVD], [rows, 2 I]) are the widest per-row buffers of the prefill, and
- * blocks keep them within one storage binding and their memory small. Attention needs
- * every row at once and runs over the whole prompt, so the prompt's queries are now the
- * widest buffer that grows with the recording.
+ * Each layer runs over blocks of `prefillChunk` rows, in order: a block's queries attend
+ * to the keys of every row up to its end, which this and the earlier blocks have written,
+ * so causal attention needs no more than that. Only the hidden states and each layer's
+ * K/V hold the whole prompt; the wide per-row buffers (QKV, queries, attention output,
+ * the MLP's) hold one block, within one storage binding and with little memory however
+ * long the recording. Prefill scores add up block by block.
  */
 import { kvHeadCount, type ModelConfig } from '../../model/config.js';
 import type { AttentionRequest } from '../../policy/types.js';
@@ -66,7 +67,6 @@ export async function runPrefill(
   const uni = (label: string, v: number[]) => p.adopt(ctx.uniform(label, v));
   const rows = uni('u.rows', [n, 0, 0, 0]);
   const firstQuery = Number.isFinite(request.prefillQueries) ? Math.max(0, n - request.prefillQueries) : 0;
-  const uO = uni('u.o', [D, QD, n, 0]);
   // Row blocks: [first row, rows, uniforms]. Offsets are multiples of 64 rows, which keeps
   // every sub-binding at a multiple of the 256-byte storage offset alignment.
   const C = s.sizes.prefillChunk;
@@ -75,7 +75,9 @@ export async function runPrefill(
     const m = Math.min(C, n - r0);
     return {
       r0, m,
+      uRows: uni(`u.rows${b}`, [m, 0, 0, 0]),
       uQkv: uni(`u.qkv${b}`, [QD + 2 * KVD, D, m, 0]),
+      uO: uni(`u.o${b}`, [D, QD, m, 0]),
       uRope: uni(`u.rope${b}`, [m, r0, 0, 0]),
       uGu: uni(`u.gate_up${b}`, [2 * I, D, m, 0]),
       uAct: uni(`u.act${b}`, [m, 0, 0, 0]),
@@ -92,22 +94,22 @@ export async function runPrefill(
   };
   let enc = ctx.device.createCommandEncoder({ label: 'prefill embed' });
   run(enc, k.embed, [w.embed, p.ids, p.audio, p.x, rows], ...grid(n));
+  enc.clearBuffer(p.scores);
   for (let l = 0; l < c.numLayers; l++) {
     const L = w.layers[l];
-    const attnU = uni(`u.attn${l}`, [n, 1, A, firstQuery, l, 0, 0, 0]);
-    run(enc, k.rmsnorm, [p.x, L.attnNorm, p.h, rows], Math.ceil(n / 64));
     for (const b of blocks) {
-      run(enc, k.matmul, [L.qkv, rowsOf(p.h, D, b.r0, b.m), p.qkv, b.uQkv], ...matmulGroups(QD + 2 * KVD, b.m));
-      run(enc, k.ropeSplit, { 1: p.qkv, 2: rowsOf(p.q, QD, b.r0, b.m), 3: rowsOf(p.k[l], KVD, b.r0, b.m), 4: rowsOf(p.v[l], KVD, b.r0, b.m), 5: s.rope, 8: b.uRope }, b.m);
-    }
-    run(enc, k.causalAttention, [p.q, p.k[l], p.v[l], p.attn, p.ml, attnU], Math.ceil(n / 64), c.numHeads);
-    if (A > 0) run(enc, k.prefillScores, { 0: p.q, 1: p.k[l], 5: attnU, 6: p.scores, 7: p.ml }, Math.ceil(A / 64), c.numKvHeads);
-    run(enc, k.matmulAdd, [L.o, p.attn, p.x, uO], ...matmulGroups(D, n));
-    run(enc, k.rmsnorm, [p.x, L.mlpNorm, p.h, rows], Math.ceil(n / 64));
-    for (const b of blocks) {
-      run(enc, k.matmul, [L.gateUp, rowsOf(p.h, D, b.r0, b.m), p.gateUp, b.uGu], ...matmulGroups(2 * I, b.m));
+      const x = rowsOf(p.x, D, b.r0, b.m);
+      const attnU = uni(`u.attn${l}.${b.r0}`, [b.r0 + b.m, 1, A, firstQuery, l, 0, 0, b.r0]);
+      run(enc, k.rmsnorm, [x, L.attnNorm, p.h, b.uRows], Math.ceil(b.m / 64));
+      run(enc, k.matmul, [L.qkv, p.h, p.qkv, b.uQkv], ...matmulGroups(QD + 2 * KVD, b.m));
+      run(enc, k.ropeSplit, { 1: p.qkv, 2: p.q, 3: rowsOf(p.k[l], KVD, b.r0, b.m), 4: rowsOf(p.v[l], KVD, b.r0, b.m), 5: s.rope, 8: b.uRope }, b.m);
+      run(enc, k.causalAttention, [p.q, p.k[l], p.v[l], p.attn, p.ml, attnU], Math.ceil(b.m / 64), c.numHeads);
+      if (A > 0 && b.r0 + b.m > firstQuery) run(enc, k.prefillScores, { 0: p.q, 1: p.k[l], 5: attnU, 6: p.scores, 7: p.ml }, Math.ceil(A / 64), c.numKvHeads);
+      run(enc, k.matmulAdd, [L.o, p.attn, x, b.uO], ...matmulGroups(D, b.m));
+      run(enc, k.rmsnorm, [x, L.mlpNorm, p.h, b.uRows], Math.ceil(b.m / 64));
+      run(enc, k.matmul, [L.gateUp, p.h, p.gateUp, b.uGu], ...matmulGroups(2 * I, b.m));
       run(enc, k.swiglu, [p.gateUp, p.act, b.uAct], ...grid(Math.ceil((b.m * I) / 64)));
-      run(enc, k.matmulAdd, [L.down, p.act, rowsOf(p.x, D, b.r0, b.m), b.uDown], ...matmulGroups(D, b.m));
+      run(enc, k.matmulAdd, [L.down, p.act, x, b.uDown], ...matmulGroups(D, b.m));
     }
     q.submit([enc.finish()]);
     enc = ctx.device.createCommandEncoder({ label: `prefill layer ${l + 1}` });

@@ -59,8 +59,8 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   const m = Math.min(n, prefillChunk);
   // [what, floats] of every buffer whose size grows with the recording (PrefillBuffers, the ring).
   const prefill: [string, number][] = [
-    ['prompt hidden states', n * D], ['prompt normed states', n * D], ['QKV block', m * (QD + 2 * KVD)],
-    ['prompt queries', n * QD], ['prompt attention output', n * QD], ['gate/up block', m * 2 * I], ['SwiGLU block', m * I],
+    ['prompt hidden states', n * D], ['normed block', m * D], ['QKV block', m * (QD + 2 * KVD)],
+    ['query block', m * QD], ['attention output block', m * QD], ['gate/up block', m * 2 * I], ['SwiGLU block', m * I],
     ['softmax statistics', n * c.numHeads * 2], ['prompt ids', n], ['audio embeddings', A * D], ['prefill scores', heads * A],
   ];
   const perLayerKv = n * KVD;
@@ -183,11 +183,12 @@ export class PrefillBuffers {
       return buf;
     };
     this.x = b('x', n * c.hiddenSize);
-    this.h = b('h', n * c.hiddenSize);
+    // One block of rows each, except the hidden states x (every row, across layers).
     const m = Math.min(n, sizes.prefillChunk);
+    this.h = b('h', m * c.hiddenSize);
     this.qkv = b('qkv', m * (QD + 2 * KVD));
-    this.q = b('q', n * QD);
-    this.attn = b('attn', n * QD);
+    this.q = b('q', m * QD);
+    this.attn = b('attn', m * QD);
     this.gateUp = b('gate_up', m * 2 * c.intermediateSize);
     this.act = b('act', m * c.intermediateSize);
     this.ml = b('ml', n * c.numHeads * 2);
