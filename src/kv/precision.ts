@@ -16,6 +16,11 @@ export function kvElementBytes(p: KvPrecision): number {
   return p === 'f16' ? 2 : 4;
 }
 
+/** Bytes of one pool slot: its key and value rows plus its 4-byte position. */
+export function slotBytes(headDim: number, elementBytes = 4): number {
+  return 2 * elementBytes * headDim + 4;
+}
+
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
 

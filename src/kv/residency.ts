@@ -11,6 +11,7 @@
  */
 import { KvPool, type PoolShard } from './pool.js';
 import { OffloadStore } from './offload.js';
+import { slotBytes } from './precision.js';
 import type { ResidencyStats, TransferStats } from './types.js';
 import type { PrefillPlan, StepPlan } from '../policy/types.js';
 
@@ -71,7 +72,7 @@ export class Residency {
   constructor(readonly shape: ResidencyShape, private readonly storage: PageStorage) {
     const { heads, headDim, pageSize, numPages, audioLength, shards } = shape;
     this.rowBytes = 2 * headDim * (shape.kvElementBytes ?? 4);
-    this.pool = new KvPool({ heads, pageSize, numPages, bytesPerPage: pageSize * (this.rowBytes + 4), shards });
+    this.pool = new KvPool({ heads, pageSize, numPages, bytesPerPage: pageSize * slotBytes(headDim, shape.kvElementBytes ?? 4), shards });
     this.offload = new OffloadStore(headDim, audioLength, undefined, shape.kvElementBytes ?? 4);
     this.positions = new Int32Array(numPages * pageSize).fill(EMPTY);
     this.audioSlot = Array.from({ length: heads }, () => new Int32Array(audioLength).fill(EMPTY));

@@ -12,7 +12,8 @@ import { ContextTooLongError } from '../../src/errors.js';
 import { kvHeadCount, segmentLength } from '../../src/model/config.js';
 import { referenceConfig, rng } from '../../src/model/testing.js';
 import { PREFILL_CHUNK_ROWS, prefillChunkRows, sessionSizes } from '../../src/backend/webgpu/session.js';
-import { poolLayout, slotBytes } from '../../src/backend/webgpu/pool-layout.js';
+import { poolLayout } from '../../src/backend/webgpu/pool-layout.js';
+import { slotBytes } from '../../src/kv/precision.js';
 
 const noStorage: PageStorage = { writeRows() {}, syncPositions() {} };
 

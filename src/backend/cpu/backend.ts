@@ -9,7 +9,7 @@ import { groupSize, kvHeadCount, segmentLength, type ModelConfig } from '../../m
 import type { DecoderWeights } from '../../model/weights.js';
 import { Residency, liveResidency, type PageStorage } from '../../kv/residency.js';
 import { poolNeed } from '../../kv/sizing.js';
-import { kvElementBytes, roundF16, type KvPrecision } from '../../kv/precision.js';
+import { kvElementBytes, roundF16, slotBytes, type KvPrecision } from '../../kv/precision.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { PrefillPlan, StepPlan } from '../../policy/types.js';
 import type { DecoderBackend, PrefillResult, SessionOptions, StepResult } from '../types.js';
@@ -152,7 +152,7 @@ export class CpuBackend implements DecoderBackend {
     for (let i = 0; i < c.instruction.length; i++) text.push(1 + N + i);
     const need = poolNeed(plan, P, text.length + s.opts.maxNewTokens);
     const elementBytes = kvElementBytes(this.options.kvPrecision ?? 'f32');
-    const bytesPerPage = P * (2 * elementBytes * c.headDim + 4);
+    const bytesPerPage = P * slotBytes(c.headDim, elementBytes);
     if (this.options.kvBudgetBytes !== undefined && need.total * bytesPerPage > this.options.kvBudgetBytes) {
       throw new ContextTooLongError(need.total * bytesPerPage, this.options.kvBudgetBytes, `${N} audio tokens under this policy`);
     }

@@ -12,6 +12,7 @@
 import { ContextTooLongError } from '../../errors.js';
 import { groupSize, type ModelConfig } from '../../model/config.js';
 import type { PoolShard } from '../../kv/pool.js';
+import { slotBytes } from '../../kv/precision.js';
 import { pagesPerSplit } from './kernels.js';
 
 export interface PoolShardLayout {
@@ -31,11 +32,6 @@ export interface PoolLayout {
   maxSplits: number;
   /** Every byte the pool allocates: K/V pages, positions, tables, decode scores and partials. */
   bytes: number;
-}
-
-/** Bytes of one pool slot on the GPU: K and V rows plus its position. */
-export function slotBytes(headDim: number, elementBytes = 4): number {
-  return 2 * elementBytes * headDim + 4;
 }
 
 /**

@@ -11,7 +11,7 @@ import { RECALL_PAGES_PER_HEAD } from '../../kv/sizing.js';
 import type { SessionOptions } from '../types.js';
 import type { GpuContext } from './device.js';
 import { NO_EXPORT } from './pool.js';
-import { slotBytes } from './pool-layout.js';
+import { slotBytes } from '../../kv/precision.js';
 import { ropeTable } from './kernels.js';
 
 export interface SessionSizes {
