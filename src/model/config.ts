@@ -44,9 +44,33 @@ export interface ModelConfig {
   rmsNormEps: number;
   maxPositions: number;
   tokens: TokenIds;
-  /** Prompt layout: [bos][audio tokens][instruction][transcript][eos]. */
+  /**
+   * Prompt layout: [prefix][audio tokens][instruction][transcript][stop]. The prefix is
+   * [bos] for the reference model and e.g. `<s>[INST][BEGIN_AUDIO]` for Voxtral; audio
+   * position p sits at sequence position prefix.length + p.
+   */
+  prefix: number[];
   instruction: number[];
+  /** Tokens that end generation (eos first; Qwen adds `<|im_end|>`, `<|endoftext|>`). */
+  stopTokens: number[];
+  /** q/k/v projections carry biases (Qwen2 family); o_proj never does. */
+  attentionBias: boolean;
   audio: AudioConfig;
+}
+
+/** Where audio position 0 sits in the prompt. */
+export function audioStart(c: ModelConfig): number {
+  return c.prefix.length;
+}
+
+/** Prompt length for `audioLength` audio tokens: prefix + audio + instruction. */
+export function promptLength(c: ModelConfig, audioLength: number): number {
+  return c.prefix.length + audioLength + c.instruction.length;
+}
+
+/** True when `token` ends generation. */
+export function isStop(c: ModelConfig, token: number): boolean {
+  return c.stopTokens.includes(token);
 }
 
 /** Query heads per KV head (grouped-query attention). */
@@ -112,7 +136,10 @@ export function parseConfig(json: unknown, file = 'config.json'): ModelConfig {
       eos: num(tok, 'eos', file, { int: true, min: 0 }),
       pad: num(tok, 'pad', file, { int: true, min: 0 }),
     },
+    prefix: [],
     instruction: instruction as number[],
+    stopTokens: [],
+    attentionBias: false,
     audio: {
       sampleRate: num(a, 'sample_rate', file, int),
       nFft: num(a, 'n_fft', file, int),
@@ -129,6 +156,8 @@ export function parseConfig(json: unknown, file = 'config.json'): ModelConfig {
       encoderWindowFrames: num(a, 'encoder_window_frames', file, int),
     },
   };
+  c.prefix = [c.tokens.bos];
+  c.stopTokens = [c.tokens.eos];
   const bad = (msg: string): never => {
     throw new ModelLoadError(file, msg);
   };
@@ -146,7 +175,8 @@ export function parseConfig(json: unknown, file = 'config.json'): ModelConfig {
 
 /**
  * The decoder's tensors with their shapes, as training/export.py names them
- * (PyTorch Linear layout: [out, in], row-major). Weight loading checks against this.
+ * (PyTorch Linear layout: [out, in], row-major). Weight loading checks against this;
+ * a Hugging Face family maps its own names onto these (src/model/families/).
  */
 export function decoderTensorShapes(c: ModelConfig): Map<string, number[]> {
   const m = new Map<string, number[]>();
@@ -161,6 +191,11 @@ export function decoderTensorShapes(c: ModelConfig): Map<string, number[]> {
     m.set(p + 'k_proj.weight', [kvd, D]);
     m.set(p + 'v_proj.weight', [kvd, D]);
     m.set(p + 'o_proj.weight', [D, qd]);
+    if (c.attentionBias) {
+      m.set(p + 'q_proj.bias', [qd]);
+      m.set(p + 'k_proj.bias', [kvd]);
+      m.set(p + 'v_proj.bias', [kvd]);
+    }
     m.set(p + 'mlp_norm.weight', [D]);
     m.set(p + 'gate_proj.weight', [c.intermediateSize, D]);
     m.set(p + 'up_proj.weight', [c.intermediateSize, D]);

@@ -9,6 +9,10 @@ export interface LayerWeights {
   k: Float32Array;
   v: Float32Array;
   o: Float32Array;
+  /** q/k/v biases, present exactly when config.attentionBias. */
+  qBias?: Float32Array;
+  kBias?: Float32Array;
+  vBias?: Float32Array;
   mlpNorm: Float32Array;
   gate: Float32Array;
   up: Float32Array;
@@ -39,6 +43,7 @@ export function assembleWeights(config: ModelConfig, get: (name: string, shape: 
       gate: t(p + 'gate_proj.weight'),
       up: t(p + 'up_proj.weight'),
       down: t(p + 'down_proj.weight'),
+      ...(config.attentionBias ? { qBias: t(p + 'q_proj.bias'), kBias: t(p + 'k_proj.bias'), vBias: t(p + 'v_proj.bias') } : {}),
     });
   }
   return { embed: t('embed_tokens.weight'), layers, norm: t('norm.weight'), lmHead: t('lm_head.weight') };
