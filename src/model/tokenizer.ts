@@ -7,6 +7,7 @@
  */
 import { ModelLoadError } from '../errors.js';
 import { readJson } from './files.js';
+import type { TextTokenizer } from './text/types.js';
 
 const WORD = '\u2581';
 const BYTE_PIECE = /^<0x([0-9A-Fa-f]{2})>$/;
@@ -15,7 +16,8 @@ const CONTROL_PIECE = /^<[^<>\s]+>$/;
 
 type Kind = 0 | 1 | 2; // text, byte, control
 
-export class Tokenizer {
+export class Tokenizer implements TextTokenizer {
+  readonly format = 'sentencepiece' as const;
   readonly pieces: readonly string[];
   readonly bos: number;
   readonly eos: number;
@@ -94,6 +96,19 @@ export class Tokenizer {
   /** True for bos/eos/pad/unk and other control pieces (skipped when decoding). */
   isControl(id: number): boolean {
     return this.kind[id] === 2;
+  }
+
+  /** Id of a piece given its string (control pieces such as "<s>" included). */
+  tokenId(token: string): number | undefined {
+    const id = this.index.get(token);
+    if (id !== undefined) return id;
+    const i = this.pieces.indexOf(token);
+    return i >= 0 ? i : undefined;
+  }
+
+  /** A piece's text on its own, "▁" as a leading space; "" for control and byte pieces. */
+  pieceText(id: number): string {
+    return this.render(id).text;
   }
 
   /** Text of `ids`, control tokens skipped, "▁" as spaces, the first word's leading space dropped. */

@@ -53,6 +53,12 @@ describe('Tokenizer', () => {
     for (const s of ["the cat sat on it's.", 'cats sit', 'the é€ cat']) expect(tok.decode(tok.encode(s))).toBe(s);
   });
 
+  it('looks pieces up by string and renders one piece on its own (the TextTokenizer surface)', () => {
+    expect(tok.format).toBe('sentencepiece');
+    expect([tok.tokenId('</s>'), tok.tokenId('<|transcribe|>'), tok.tokenId(`${W}cat`), tok.tokenId('nope')]).toEqual([2, 4, id(`${W}cat`), undefined]);
+    expect([tok.pieceText(id(`${W}cat`)), tok.pieceText(id("'s")), tok.pieceText(2), tok.pieceText(22 + 0xc3)]).toEqual([' cat', "'s", '', '']);
+  });
+
   it('uses unk when no piece and no byte fallback covers a character', () => {
     const small = Tokenizer.fromJSON({ type: 'sentencepiece', pieces: ['<pad>', '<s>', '</s>', '<unk>', `${W}a`], bos: 1, eos: 2, pad: 0, unk: 3 });
     expect(small.encode('a z')).toEqual([4, 3, 3]);

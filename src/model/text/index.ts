@@ -1,0 +1,7 @@
+/** Tokenizers and transcription prompts for the reference model and the real backbones. */
+export type { TextTokenizer, TokenStream, TokenizerFormat } from './types.js';
+export { HfTokenizer, type HfTokenizerOptions } from './hf.js';
+export { TekkenTokenizer } from './tekken.js';
+export { loadTextTokenizer, tokenizerFromFiles, readChatTemplate, chatTemplateFrom, type TokenizerFiles, type LoadTokenizerOptions } from './load.js';
+export { buildPrompt, promptIds, PROMPT_RECIPES, type PromptFamily, type PromptOptions, type AudioPrompt } from './prompt.js';
+export { MISTRAL_PATTERN } from './patterns.js';

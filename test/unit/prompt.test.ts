@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { buildPrompt, promptIds } from '../../src/model/text/prompt.js';
+import { HfTokenizer } from '../../src/model/text/hf.js';
+import { TekkenTokenizer } from '../../src/model/text/tekken.js';
+import { chatTemplateFrom, readChatTemplate } from '../../src/model/text/load.js';
+import { ModelLoadError } from '../../src/errors.js';
+import { readJsonFile, referenceIds, tokenizerDir } from './tokenizer-fixtures.js';
+
+const DIR = tokenizerDir();
+const N = 3;
+
+// Special-token ids from the Qwen tokenizer's table.
+const IM_START = 151644;
+const IM_END = 151645;
+const ENDOFTEXT = 151643;
+const AUDIO = 151646;
+const AUDIO_BOS = 151647;
+const AUDIO_EOS = 151648;
+
+describe('Voxtral transcription prompt', () => {
+  const tekkenJson = readJsonFile(join(DIR, 'voxtral', 'tekken.json')) as { vocab: { rank: number; token_str: string | null }[] };
+  const tekken = TekkenTokenizer.fromJSON(tekkenJson);
+  const hf = HfTokenizer.fromJSON(readJsonFile(join(DIR, 'voxtral', 'tokenizer.json')), readJsonFile(join(DIR, 'voxtral', 'tokenizer_config.json')));
+  // "lang:en" is l|an|g|:|en in this vocabulary (see tokenizer-tekken.test.ts): ids = rank + 1000.
+  const langEn = ['l', 'an', 'g', ':', 'en'].map((s) => tekkenJson.vocab.find((v) => v.token_str === s)!.rank + 1000);
+
+  it('is <s>[INST][BEGIN_AUDIO] [AUDIO]×N [/INST]lang:en[TRANSCRIBE], from tekken.json and tokenizer.json alike', () => {
+    for (const tok of [tekken, hf]) {
+      const p = buildPrompt('voxtral', tok, { language: 'en' });
+      expect(p.prefix).toEqual([1, 3, 25]);
+      expect(p.instruction).toEqual([4, ...langEn, 34]);
+      expect(p.audioToken).toBe(24);
+      expect(p.stopTokens).toEqual([2]);
+      expect(promptIds(p, N)).toEqual([1, 3, 25, 24, 24, 24, 4, ...langEn, 34]);
+    }
+  });
+
+  it('drops the lang: part without a language', () => {
+    expect(promptIds(buildPrompt('voxtral', tekken), N)).toEqual([1, 3, 25, 24, 24, 24, 4, 34]);
+  });
+});
+
+describe('Qwen chat-template prompts', () => {
+  const qwenTok = (flavour: string) =>
+    HfTokenizer.fromJSON(readJsonFile(join(DIR, flavour, 'tokenizer.json')), readJsonFile(join(DIR, flavour, 'tokenizer_config.json')));
+  /** Text segments encoded by the Python reference (special tokens are placed by id). */
+  const enc = (flavour: string, texts: string[]) => referenceIds('encode-qwen', join(DIR, flavour, 'tokenizer.json'), texts);
+
+  it('Qwen2.5-Omni: the ASR system turn and instruction around <|audio_bos|> | <|AUDIO|>×N | <|audio_eos|>', async () => {
+    const tok = qwenTok('qwen2_5_omni');
+    const template = await readChatTemplate(join(DIR, 'qwen2_5_omni'));
+    expect(template).toBeDefined();
+    const p = buildPrompt('qwen2_5_omni', tok, { language: 'en', chatTemplate: template });
+    const [sys, nl, user, instr, assistant] = enc('qwen2_5_omni', [
+      'system\nYou are a speech recognition model.',
+      '\n',
+      'user\n',
+      'Transcribe the English audio into text without any punctuation marks.',
+      'assistant\n',
+    ]);
+    const prefix = [IM_START, ...sys, IM_END, ...nl, IM_START, ...user, AUDIO_BOS];
+    const instruction = [AUDIO_EOS, ...instr, IM_END, ...nl, IM_START, ...assistant];
+    expect(p.prefix).toEqual(prefix);
+    expect(p.instruction).toEqual(instruction);
+    expect(promptIds(p, N)).toEqual([...prefix, AUDIO, AUDIO, AUDIO, ...instruction]);
+    expect(p.stopTokens).toEqual([IM_END, ENDOFTEXT]);
+    expect(p.templateSource).toBe('folder');
+    // The processor's default template renders the same prompt.
+    const builtIn = buildPrompt('qwen2_5_omni', tok, { language: 'en' });
+    expect([builtIn.prefix, builtIn.instruction, builtIn.templateSource]).toEqual([prefix, instruction, 'built-in']);
+    // Another language changes only the instruction text.
+    const de = buildPrompt('qwen2_5_omni', tok, { language: 'de', chatTemplate: template });
+    expect(de.prefix).toEqual(prefix);
+    expect(tok.decode(de.instruction)).toBe('Transcribe the German audio into text without any punctuation marks.\nassistant\n');
+  });
+
+  it('Qwen2-Audio: the template in tokenizer_config.json, its default system turn and numbered audio line', async () => {
+    const tok = qwenTok('qwen2_audio');
+    const template = await readChatTemplate(join(DIR, 'qwen2_audio'));
+    expect(template).toBe(chatTemplateFrom({ tokenizerConfig: tok.config }));
+    const p = buildPrompt('qwen2_audio', tok, { language: 'en', chatTemplate: template });
+    const [sys, nl, user, instr, assistant] = enc('qwen2_audio', [
+      'system\nYou are a helpful assistant.',
+      '\n',
+      'user\nAudio 1: ',
+      '\nDetect the language and recognize the speech: <|en|>',
+      'assistant\n',
+    ]);
+    const prefix = [IM_START, ...sys, IM_END, ...nl, IM_START, ...user, AUDIO_BOS];
+    const instruction = [AUDIO_EOS, ...instr, IM_END, ...nl, IM_START, ...assistant];
+    expect(promptIds(p, N)).toEqual([...prefix, AUDIO, AUDIO, AUDIO, ...instruction]);
+    expect(p.audioToken).toBe(AUDIO);
+    const auto = buildPrompt('qwen2_audio', tok, { chatTemplate: template });
+    expect(tok.decode(auto.instruction)).toBe('\nDetect the language and recognize the speech:\nassistant\n');
+  });
+
+  it('says what is wrong with a template or tokenizer that cannot make the prompt', () => {
+    const tok = qwenTok('qwen2_5_omni');
+    expect(() => buildPrompt('qwen2_5_omni', tok, { chatTemplate: '{{ messages[0].content }}' })).toThrow(/audio placeholder <\|AUDIO\|> exactly once/);
+    expect(() => buildPrompt('qwen2_5_omni', tok, { chatTemplate: '<|AUDIO|>{% for %}' })).toThrow(ModelLoadError);
+    expect(() => buildPrompt('qwen2_5_omni', tok, { chatTemplate: 'x<|AUDIO|>y' })).toThrow(/between <\|audio_bos\|> and <\|audio_eos\|>/);
+    expect(() => buildPrompt('voxtral', tok)).toThrow(/no <s> token|none of the stop tokens/);
+  });
+});
