@@ -54,6 +54,36 @@ function reflect(i: number, n: number): number {
   return j < n ? j : period - j;
 }
 
+/** A dense [nMels, bins] filter bank kept as each filter's nonzero run of bins (filters span a few bins each). */
+export interface SparseFilters {
+  /** First bin of filter m. */
+  start: Int32Array;
+  /** Filter m's weights are w[off[m] .. off[m + 1]). */
+  off: Int32Array;
+  w: Float64Array;
+}
+
+export function sparseFilters(dense: Float64Array, nMels: number, bins: number): SparseFilters {
+  const start = new Int32Array(nMels);
+  const off = new Int32Array(nMels + 1);
+  const w: number[] = [];
+  for (let m = 0; m < nMels; m++) {
+    let first = -1;
+    let last = -1;
+    for (let k = 0; k < bins; k++) {
+      if (dense[m * bins + k] !== 0) {
+        if (first < 0) first = k;
+        last = k;
+      }
+    }
+    start[m] = Math.max(first, 0);
+    off[m] = w.length;
+    for (let k = first; first >= 0 && k <= last; k++) w.push(dense[m * bins + k]);
+  }
+  off[nMels] = w.length;
+  return { start, off, w: Float64Array.from(w) };
+}
+
 export class LogMel {
   readonly params: MelParams;
   readonly bins: number;
@@ -77,24 +107,7 @@ export class LogMel {
     this.window = new Float64Array(p.winLength);
     for (let i = 0; i < p.winLength; i++) this.window[i] = 0.5 - 0.5 * Math.cos((2 * Math.PI * i) / p.winLength);
     const dense = melFilterbank(p);
-    this.fbStart = new Int32Array(p.nMels);
-    this.fbOff = new Int32Array(p.nMels + 1);
-    const w: number[] = [];
-    for (let m = 0; m < p.nMels; m++) {
-      let first = -1;
-      let last = -1;
-      for (let k = 0; k < this.bins; k++) {
-        if (dense[m * this.bins + k] !== 0) {
-          if (first < 0) first = k;
-          last = k;
-        }
-      }
-      this.fbStart[m] = Math.max(first, 0);
-      this.fbOff[m] = w.length;
-      for (let k = first; first >= 0 && k <= last; k++) w.push(dense[m * this.bins + k]);
-    }
-    this.fbOff[p.nMels] = w.length;
-    this.fbW = Float64Array.from(w);
+    ({ start: this.fbStart, off: this.fbOff, w: this.fbW } = sparseFilters(dense, p.nMels, this.bins));
     this.frame = new Float64Array(p.nFft);
     this.pow = new Float64Array(this.bins);
   }

@@ -1,0 +1,12 @@
+export { WhisperEncoder, type TensorLookup, type MelInput, type EncoderOutput } from './whisper.js';
+export {
+  parseWhisperEncoderConfig,
+  VOXTRAL_ENCODER,
+  QWEN2_AUDIO_ENCODER,
+  QWEN2_5_OMNI_ENCODER,
+  type WhisperEncoderConfig,
+  type WhisperFamilySpec,
+  type PostStep,
+} from './whisper-config.js';
+export { lookupFromSafeTensors, lookupFromCheckpoint } from './tensors.js';
+export { WebGpuWhisperEncoder, asStored, encoderLinears, linearFormat } from './webgpu.js';
