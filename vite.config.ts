@@ -10,7 +10,8 @@ const LIB_EXTERNAL = ['onnxruntime-web', 'onnxruntime-web/webgpu', 'webgpu', /^n
 export default defineConfig(({ mode }) => ({
   // /samples.json: the shipped clips the demo offers (see src/ui/samples-plugin.ts).
   plugins: [samplesPlugin()],
-  server: { host: '127.0.0.1', port: 5173, strictPort: false, fs: { allow: ['.'] } },
+  // Files the tests write while the pages run (miniature models, reports) are data, never modules: not watched.
+  server: { host: '127.0.0.1', port: 5173, strictPort: false, fs: { allow: ['.'] }, watch: { ignored: ['**/.cache/**', '**/test-results/**', '**/e2e/.out/**'] } },
   // onnxruntime-web ships its own wasm loader; pre-bundling breaks its relative imports.
   optimizeDeps: { exclude: ['onnxruntime-web'] },
   assetsInclude: ['**/*.wgsl'],

@@ -1,43 +1,147 @@
 /**
- * Loads a model folder: config.json, decoder.safetensors, tokenizer.json, encoder.onnx
- * and (optional) heads.json from calibration. Each file is checked against the config
- * as it arrives, so a bad model fails at load naming the file and tensor.
+ * Loads a model folder. Two layouts are read:
+ * - our own (config.json with `hidden_size` at top level and no `model_type`):
+ *   config.json, decoder.safetensors, tokenizer.json, encoder.onnx, optional heads.json;
+ * - a Hugging Face folder of a supported `model_type` (voxtral, qwen2_audio,
+ *   qwen2_5_omni): config.json, sharded safetensors, tokenizer files. Its audio encoder
+ *   is the checkpoint's audio tower, which src/encoder reads from the same folder.
+ * Each file is checked against the config as it arrives, so a bad model fails at load
+ * naming the file and tensor, before any GPU work.
  */
 import { ModelLoadError } from '../errors.js';
 import type { HeadsFile } from '../policy/types.js';
 import { parseConfig, kvHeadCount, type ModelConfig } from './config.js';
+import type { HfFamily, Json } from './families/types.js';
 import { exists, joinModelPath, readBytes, readJson } from './files.js';
+import { loadHfDecoder, readHfConfig, refuseMistralNative } from './hf/load.js';
+import { loadHfText } from './hf/text.js';
+import type { TextTokenizer } from './text/types.js';
 import { Tokenizer } from './tokenizer.js';
 import { loadDecoderWeights, type DecoderWeights } from './weights.js';
+import { loadPackedDecoder, readPackedMarker } from './packed-folder.js';
+import { packedWeightBytes, unpackDecoderWeights, type PackedDecoderWeights } from './packed-weights.js';
+
+/** Where the audio encoder comes from. */
+export type EncoderSource =
+  /** Our own folders: an ONNX graph mel -> embeddings. */
+  | { kind: 'onnx'; file: string; bytes: Uint8Array }
+  /** A Hugging Face folder: the audio tower (and projector) tensors under these prefixes. */
+  | { kind: 'hf-audio-tower'; base: string; modelType: string; prefixes: string[] };
 
 export interface LoadedModel {
   base: string;
   config: ModelConfig;
   weights: DecoderWeights;
-  tokenizer: Tokenizer;
-  encoderBytes: Uint8Array;
+  /** The SentencePiece tokenizer of our own folders (see `text` for a Hugging Face folder's). */
+  readonly tokenizer: Tokenizer;
+  /** A Hugging Face folder's tokenizer (tekken.json or tokenizer.json). */
+  text?: TextTokenizer;
+  /** Where the audio encoder comes from (absent in hand-built models: the ONNX `encoderBytes`). */
+  encoder?: EncoderSource;
+  /** The ONNX encoder's bytes; a typed error for a folder whose encoder is not an ONNX graph. */
+  readonly encoderBytes: Uint8Array;
+  /** Set for a Hugging Face folder. */
+  family?: HfFamily;
   heads?: HeadsFile;
   /** Bytes of decoder weights (for memory readouts). */
   weightBytes: number;
+  /**
+   * A folder converted by `npx wnw convert`: the decoder as packed there (the backends take
+   * it as is); `weights` then dequantises it on first use.
+   */
+  packed?: PackedDecoderWeights;
 }
 
-export async function loadModel(base: string, onProgress?: (fraction: number, detail: string) => void): Promise<LoadedModel> {
+export type LoadProgress = (fraction: number, detail: string) => void;
+
+export interface ModelLoadOptions {
+  /** Language of the audio as an ISO code ("en"), for a prompt that names it; omitted: the model detects it. */
+  language?: string;
+}
+
+/** Our own layout: `hidden_size` at top level and no `model_type` (Voxtral's config has both). */
+function isOwnLayout(json: unknown): boolean {
+  return typeof json === 'object' && json !== null && !('model_type' in json) && 'hidden_size' in json;
+}
+
+export async function loadModel(base: string, onProgress?: LoadProgress, options: ModelLoadOptions = {}): Promise<LoadedModel> {
   const path = (n: string) => joinModelPath(base, n);
-  const config = parseConfig(await readJson(path('config.json')), path('config.json'));
+  if (!(await exists(path('config.json')))) await refuseMistralNative(base);
+  const json = await readJson(path('config.json'));
+  if (!isOwnLayout(json)) {
+    if (typeof json !== 'object' || json === null || typeof (json as Json)['model_type'] !== 'string') {
+      throw new ModelLoadError(path('config.json'), 'is neither a wnw model config (hidden_size at top level) nor a Hugging Face config (model_type)');
+    }
+    return loadHfModel(base, json as Json, onProgress, options);
+  }
+  const config = parseConfig(json, path('config.json'));
   const tokenizer = Tokenizer.fromJSON(await readJson(path('tokenizer.json')), path('tokenizer.json'));
   if (tokenizer.vocabSize !== config.vocabSize) {
     throw new ModelLoadError(path('tokenizer.json'), `has ${tokenizer.vocabSize} pieces, config.json says vocab_size ${config.vocabSize}`);
   }
   const decoderBytes = await readBytes(path('decoder.safetensors'), (l, t) => onProgress?.((0.8 * l) / t, 'decoder weights'));
   const weights = loadDecoderWeights(config, decoderBytes, path('decoder.safetensors'));
-  const encoderBytes = new Uint8Array(await readBytes(path('encoder.onnx'), (l, t) => onProgress?.(0.8 + (0.2 * l) / t, 'audio encoder')));
-  let heads: HeadsFile | undefined;
-  if (await exists(path('heads.json'))) {
-    heads = (await readJson(path('heads.json'))) as HeadsFile;
-    if (heads.numLayers !== config.numLayers || heads.numKvHeads !== config.numKvHeads || heads.voiceScore?.length !== kvHeadCount(config)) {
-      throw new ModelLoadError(path('heads.json'), `was calibrated for ${heads.numLayers}x${heads.numKvHeads} KV heads, the model has ${config.numLayers}x${config.numKvHeads}; run npm run calibrate`);
-    }
-  }
+  const file = path('encoder.onnx');
+  const encoderBytes = new Uint8Array(await readBytes(file, (l, t) => onProgress?.(0.8 + (0.2 * l) / t, 'audio encoder')));
+  const heads = await loadHeads(base, config);
   onProgress?.(1, 'model loaded');
-  return { base, config, weights, tokenizer, encoderBytes, heads, weightBytes: decoderBytes.byteLength };
+  return { base, config, weights, tokenizer, encoder: { kind: 'onnx', file, bytes: encoderBytes }, encoderBytes, heads, weightBytes: decoderBytes.byteLength };
+}
+
+async function loadHfModel(base: string, json: Json, onProgress: LoadProgress | undefined, options: ModelLoadOptions): Promise<LoadedModel> {
+  const info = await readHfConfig(base, json);
+  // The tokenizer and prompt are checked against the config before any weights are read.
+  const t = await loadHfText(base, info.family, info.config, info.audioTokenId, options.language);
+  const text = t.tokenizer;
+  const config: ModelConfig = { ...info.config, prefix: t.prefix, instruction: t.instruction, stopTokens: t.stopTokens };
+  // A converted folder's decoder is read packed, without conversion.
+  const marker = await readPackedMarker(base);
+  const dec = marker ? null : await loadHfDecoder(base, { ...info, config }, onProgress);
+  const packed = marker ? (await loadPackedDecoder(base, info.family, config, info.tiedEmbeddings, onProgress)).packed : undefined;
+  let unpacked: DecoderWeights | undefined;
+  const family = info.family;
+  const heads = await loadHeads(base, config);
+  onProgress?.(1, 'model loaded');
+  const encoder: EncoderSource = { kind: 'hf-audio-tower', base, modelType: family.modelType, prefixes: family.encoderPrefixes };
+  const model: Omit<LoadedModel, 'tokenizer' | 'encoderBytes'> = {
+    base, config, text, encoder, family, heads,
+    get weights() {
+      return dec?.weights ?? (unpacked ??= unpackDecoderWeights(config, packed!));
+    },
+    weightBytes: packed ? packedWeightBytes(packed).total : f32Bytes(dec!.weights),
+    ...(packed ? { packed } : {}),
+  };
+  return Object.defineProperties(model, {
+    tokenizer: {
+      enumerable: false,
+      get: () => {
+        throw new ModelLoadError(joinModelPath(base, 'tokenizer.json'), `a ${family.modelType} folder's tokenizer is in \`text\`; this use needs the reference model's SentencePiece tokenizer`);
+      },
+    },
+    encoderBytes: {
+      enumerable: false,
+      get: () => {
+        throw new ModelLoadError(base, `the audio encoder of a ${family.modelType} folder is its audio tower (${family.encoderPrefixes.join(', ')}), not an ONNX graph; this runtime cannot run it yet, so the folder can be decoded from audio embeddings but not transcribed from audio`);
+      },
+    },
+  }) as LoadedModel;
+}
+
+/** Bytes the decoder's f32 weights occupy (a tied head counted once). */
+function f32Bytes(w: DecoderWeights): number {
+  const arrays = new Set<Float32Array>([w.embed, w.norm, w.lmHead]);
+  for (const l of w.layers) for (const a of Object.values(l)) if (a) arrays.add(a);
+  let n = 0;
+  for (const a of arrays) n += a.byteLength;
+  return n;
+}
+
+async function loadHeads(base: string, config: ModelConfig): Promise<HeadsFile | undefined> {
+  const file = joinModelPath(base, 'heads.json');
+  if (!(await exists(file))) return undefined;
+  const heads = (await readJson(file)) as HeadsFile;
+  if (heads.numLayers !== config.numLayers || heads.numKvHeads !== config.numKvHeads || heads.voiceScore?.length !== kvHeadCount(config)) {
+    throw new ModelLoadError(file, `was calibrated for ${heads.numLayers}x${heads.numKvHeads} KV heads, the model has ${config.numLayers}x${config.numKvHeads}; run npm run calibrate`);
+  }
+  return heads;
 }

@@ -1,0 +1,51 @@
+/**
+ * The Hugging Face miniatures (training/hf/miniatures.py) decoded on WebGPU against the CPU
+ * backend: each folder is loaded in the page by `loadModel(url)` exactly as a user's
+ * download would be (config, tokenizer and prompt, then the shards' tensors through HTTP
+ * Range requests), and both backends run 64 greedy steps after 300 random audio
+ * embeddings, under the full cache and under WnW at r_GPU 0.2.
+ * The page is opened as gpu.html?hf=<URL path of the folder holding the miniatures>.
+ */
+import { loadModel, type LoadedModel } from '../../src/model/loader.js';
+import { joinModelPath } from '../../src/model/files.js';
+import { kvHeadCount } from '../../src/model/config.js';
+import { randomEmbeddings } from '../../src/model/testing.js';
+import { runParity } from './gpu-decoder.js';
+import type { CheckResult } from './gpu-util.js';
+
+const FAMILIES = ['voxtral', 'qwen2_audio', 'qwen2_5_omni'] as const;
+type Family = (typeof FAMILIES)[number];
+
+const AUDIO_TOKENS = 300;
+const STEPS = 64;
+
+/** One model at a time: both modes of a family run back to back, and the f32 weights are large. */
+let loaded: { family: Family; model: Promise<{ model: LoadedModel; ms: number }> } | null = null;
+
+function load(family: Family, root: string): Promise<{ model: LoadedModel; ms: number }> {
+  if (loaded?.family !== family) {
+    const t0 = performance.now();
+    loaded = { family, model: loadModel(joinModelPath(root, family)).then((model) => ({ model, ms: performance.now() - t0 })) };
+  }
+  return loaded.model;
+}
+
+async function hfParity(family: Family, mode: 'full' | 'wnw'): Promise<CheckResult> {
+  const name = `parity_hf_${family}_${mode}`;
+  const root = new URLSearchParams(location.search).get('hf');
+  if (!root) return { name, pass: false, detail: 'no miniatures folder: open the page as gpu.html?hf=<URL path of the miniatures> (e2e/hf-parity.spec.ts does)', ms: 0 };
+  const t0 = performance.now();
+  const { model, ms } = await load(family, root);
+  const c = model.config;
+  const shape = `vocab ${c.vocabSize}, hidden ${c.hiddenSize}, ${c.numLayers} layers, ${c.numHeads}:${c.numKvHeads} heads of ${c.headDim}, biases ${c.attentionBias}, ` +
+    `tied head ${model.weights.lmHead === model.weights.embed}, prompt ${c.prefix.length} + ${AUDIO_TOKENS} + ${c.instruction.length}, ${kvHeadCount(c)} KV heads`;
+  const r = await runParity({
+    name: `${family} miniature via loadModel, ${mode === 'full' ? 'full cache' : 'WnW at r_GPU 0.2'}`,
+    config: c, weights: model.weights, audio: randomEmbeddings(c, AUDIO_TOKENS, 21), steps: STEPS, mode, budget: 0.2,
+  });
+  return { ...r, name, detail: `${shape}; loaded in ${Math.round(ms)} ms; ${r.detail}`, ms: performance.now() - t0 };
+}
+
+export const hfTests: Record<string, () => Promise<CheckResult>> = Object.fromEntries(
+  FAMILIES.flatMap((f) => (['full', 'wnw'] as const).map((m) => [`parity_hf_${f}_${m}`, () => hfParity(f, m)])),
+);

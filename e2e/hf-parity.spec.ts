@@ -1,0 +1,59 @@
+/**
+ * The three Hugging Face miniatures (Voxtral: head_dim ≠ hidden/heads; Qwen2-Audio: MHA
+ * with q/k/v biases; Qwen2.5-Omni: GQA with biases and an untied head; real vocabularies
+ * of 131k–156k entries) loaded in headless Chromium by `loadModel(url)` from the dev
+ * server, shards read through HTTP Range requests, then decoded by the WebGPU and the CPU
+ * backends: greedy tokens identical for 64 steps, logits close and equal residency, under
+ * the full cache and under WnW at r_GPU 0.2 (see e2e/harness/gpu-hf-cases.ts).
+ * The miniatures are written here, on the Node side, before the page asks for them.
+ */
+import { relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { test, expect, type Page } from '@playwright/test';
+import { ensureMiniatures, MINIATURE_FAMILIES } from '../test/helpers/miniatures.js';
+
+interface CheckResult { name: string; pass: boolean; detail: string; ms: number }
+
+test.describe.configure({ mode: 'serial' });
+
+let page: Page;
+/** Requests for safetensors shards, and those among them without a Range header. */
+const shardRequests = { all: 0, whole: [] as string[] };
+
+test.beforeAll(async ({ browser }) => {
+  test.setTimeout(600_000);
+  const dir = await ensureMiniatures();
+  // The dev server serves the project root, .cache/ included.
+  const root = '/' + relative(fileURLToPath(new URL('..', import.meta.url)), dir).split('\\').join('/');
+  page = await browser.newPage();
+  page.on('console', (m) => { if (m.type() === 'error') console.log('[page]', m.text()); });
+  page.on('response', (r) => { if (r.status() >= 400) console.log('[page]', r.status(), r.url()); });
+  page.on('request', (r) => {
+    if (!r.url().endsWith('.safetensors')) return;
+    shardRequests.all++;
+    if (r.method() === 'GET' && !r.headers()['range']) shardRequests.whole.push(r.url());
+  });
+  await page.goto(`/e2e/harness/gpu.html?hf=${encodeURIComponent(root)}`);
+  await page.waitForFunction(() => document.getElementById('status')?.textContent === 'ready', null, { timeout: 120_000 });
+});
+
+test.afterAll(async () => {
+  await page?.close();
+});
+
+for (const family of MINIATURE_FAMILIES) {
+  for (const mode of ['full', 'wnw']) {
+    const name = `parity_hf_${family}_${mode}`;
+    test(`hf ${name}`, async () => {
+      const r = await page.evaluate((n) => (window as unknown as { wnwGpu: { run(n: string): Promise<CheckResult> } }).wnwGpu.run(n), name);
+      console.log(`${name}: ${r.pass ? 'ok' : 'FAIL'} ${r.detail} (${Math.round(r.ms)} ms)`);
+      expect(r.pass, r.detail).toBe(true);
+    });
+  }
+}
+
+test('hf shards were read by range, never whole', () => {
+  console.log(`safetensors requests: ${shardRequests.all}, without Range: ${shardRequests.whole.length}`);
+  expect(shardRequests.all).toBeGreaterThan(0);
+  expect(shardRequests.whole, 'shard GETs without a Range header').toEqual([]);
+});
