@@ -2,7 +2,8 @@
  * Every WGSL kernel against its plain-TS reference (src/backend/cpu/ops.ts) in headless
  * Chromium on WebGPU (SwiftShader here), at shipped scale: > 4,000 positions, many pages,
  * per-head page tables that differ and are not contiguous, split-K boundaries, EMPTY slots.
- * NMSE bounds as llama.cpp's: 1e-7 for f32 matmuls, 5e-4 for attention. The pool's kernels
+ * NMSE bounds as llama.cpp's: 1e-7 for f32 matmuls, 5e-4 for attention, 1e-6 for f16/q4
+ * weights against the same dequantised weights in TS. The pool's kernels
  * also run on an f16 pool.
  */
 import { gpuChecks } from './gpu-checks.js';
@@ -12,6 +13,14 @@ const CHECKS = [
   'matmul_qkv', 'matmul_add_down', 'rmsnorm', 'swiglu', 'embed', 'argmax',
   'rope_split', 'qkv_rope_append', 'kv_gather', 'paged_decode_attention', 'causal_prefill_attention',
   'qkv_rope_append_f16', 'kv_gather_f16', 'paged_decode_attention_f16',
+  // q/k/v biases (Qwen2 family), added before RoPE in decode and prefill.
+  'rope_split_bias', 'qkv_rope_append_bias',
+  // Weight formats (src/model/quant.ts) at the real backbones' shapes: NMSE <= 1e-6
+  // against the TS product of the same dequantised weights.
+  'matvec_q4_3072x8192', 'matvec_q4_8192x3072', 'matvec_f16_3072x8192', 'matvec_f16_8192x3072',
+  'matvec_swiglu_q4', 'matmul_q4_32x3072to8192', 'matmul_add_q4_35x8192to3072', 'matmul_f16_32x3072to8192',
+  'matvec_q4_padded', 'matmul_q4_padded',
+  'lm_head_argmax_q4_131072', 'lm_head_argmax_q4_151936', 'lm_head_argmax_f16_split',
 ];
 
 gpuChecks('kernel', CHECKS);

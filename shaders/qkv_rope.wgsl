@@ -10,13 +10,18 @@
 // ~1e-4 rad at a few thousand positions, which would break parity with ops.rope.
 // KV_F16: the pool stores keys and values as f16, two per u32 word (pack2x16float, no
 // shader-f16 feature needed); otherwise as f32 bits. The prefill K/V stay f32.
-// Constants: D, H, HKV, HD, HALF, QD, KVD, KV_F16.
+// HAS_BIAS (Qwen2 family): q/k/v carry biases [QD + 2 KVD], in the order of Wqkv's rows,
+// added before RoPE; without them the bias binding is a placeholder that is never read.
+// WEIGHT_FORMAT (src/model/quant.ts): Wqkv's words are 0 f32 bits, 1 f16 pairs, 2 q4 rows
+// (per 32-weight group 4 words of codes; the f16 group scales after a row's codes). f32
+// reads the same values in the same order as an array<f32> would, so the f32 path is exact.
+// Constants: D, H, HKV, HD, HALF, QD, KVD, KV_F16, HAS_BIAS, WEIGHT_FORMAT.
 
 struct Step { pos: u32, _p0: u32, _p1: u32, _p2: u32, slots: array<u32> }
 struct Layer { layer: u32, base: u32, _p1: u32, _p2: u32 }
 struct Params { n: u32, pos0: u32, _p0: u32, _p1: u32 }
 
-@group(0) @binding(0) var<storage, read> w: array<f32>;          // Wqkv [QD + 2 KVD, D]
+@group(0) @binding(0) var<storage, read> w: array<u32>;          // Wqkv [QD + 2 KVD, D] in WEIGHT_FORMAT
 @group(0) @binding(1) var<storage, read> x: array<f32>;          // [D] (decode) | qkv [n, QD + 2 KVD] (prefill)
 @group(0) @binding(2) var<storage, read_write> q: array<f32>;    // [H * HD] | [n, QD]
 @group(0) @binding(3) var<storage, read_write> kOut: array<f32>; // prefill K [n, KVD]
@@ -28,6 +33,35 @@ struct Params { n: u32, pos0: u32, _p0: u32, _p1: u32 }
 @group(0) @binding(6) var<storage, read> st: Step;
 @group(0) @binding(7) var<uniform> lp: Layer;
 @group(0) @binding(8) var<uniform> pp: Params;
+@group(0) @binding(9) var<storage, read> bias: array<f32>;       // [QD + 2 KVD] q, k, v biases
+
+// Row r of Wqkv times x, one thread per row.
+fn rowDot(r: u32) -> f32 {
+  var acc = 0.0;
+  if (WEIGHT_FORMAT == 1u) {
+    let b = r * (D / 2u);
+    for (var i = 0u; i < D / 2u; i++) {
+      let v = unpack2x16float(w[b + i]);
+      acc += v.x * x[2u * i];
+      acc += v.y * x[2u * i + 1u];
+    }
+  } else if (WEIGHT_FORMAT == 2u) {
+    let b = r * (D / 8u + 4u * ((D + 255u) / 256u));
+    for (var g = 0u; g < D / 32u; g++) {
+      let s = unpack2x16float(w[b + D / 8u + g / 2u])[g % 2u];
+      var part = 0.0;
+      for (var k = 0u; k < 4u; k++) {
+        let word = w[b + 4u * g + k];
+        let c0 = 32u * g + 8u * k;
+        for (var i = 0u; i < 8u; i++) { part += (f32((word >> (4u * i)) & 15u) - 8.0) * x[c0 + i]; }
+      }
+      acc += s * part;
+    }
+  } else {
+    for (var c = 0u; c < D; c++) { acc += bitcast<f32>(w[r * D + c]) * x[c]; }
+  }
+  return acc;
+}
 
 var<workgroup> vals: array<f32, HD>;
 var<workgroup> outs: array<f32, HD>;
@@ -36,8 +70,8 @@ var<workgroup> outs: array<f32, HD>;
 fn qkv_rope_append(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) d: u32) {
   let hv = wid.x;
   let r = hv * HD + d;
-  var acc = 0.0;
-  for (var c = 0u; c < D; c++) { acc += w[r * D + c] * x[c]; }
+  var acc = rowDot(r);
+  if (HAS_BIAS) { acc += bias[r]; }
   vals[d] = acc;
   workgroupBarrier();
   var outV = acc;
@@ -82,8 +116,12 @@ fn rope_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     let hv = t / HALF;
     let j = t % HALF;
     let a = src + hv * HD + j;
-    let x0 = x[a];
-    let x1 = x[a + HALF];
+    var x0 = x[a];
+    var x1 = x[a + HALF];
+    if (HAS_BIAS) {
+      x0 += bias[hv * HD + j];
+      x1 += bias[hv * HD + j + HALF];
+    }
     let rb = (pos * HALF + j) * 2u;
     let cs = rope[rb];
     let sn = rope[rb + 1u];
@@ -99,5 +137,9 @@ fn rope_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
       kOut[o + HALF] = y1;
     }
   }
-  for (var t = lid; t < KVD; t += 64u) { vOut[i * KVD + t] = x[src + QD + KVD + t]; }
+  for (var t = lid; t < KVD; t += 64u) {
+    var y = x[src + QD + KVD + t];
+    if (HAS_BIAS) { y += bias[QD + KVD + t]; }
+    vOut[i * KVD + t] = y;
+  }
 }

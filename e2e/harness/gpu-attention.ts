@@ -9,9 +9,9 @@
  */
 import { groupSize, kvHeadCount, segmentLength } from '../../src/model/config.js';
 import { randomArray, rng } from '../../src/model/testing.js';
-import { causalAttention, matvec, pagedAttention, rope, ropeFrequencies } from '../../src/backend/cpu/ops.js';
+import { addBias, causalAttention, matvec, pagedAttention, rope, ropeFrequencies } from '../../src/backend/cpu/ops.js';
 import { Residency, type PageStorage } from '../../src/kv/residency.js';
-import { grid, ropeTable } from '../../src/backend/webgpu/kernels.js';
+import { Kernels, grid, ropeTable } from '../../src/backend/webgpu/kernels.js';
 import { NO_EXPORT, buildTables } from '../../src/backend/webgpu/pool.js';
 import type { PrefillPlan } from '../../src/policy/types.js';
 import { f16Value, packF16, roundF16, type KvPrecision } from '../../src/kv/precision.js';
@@ -47,13 +47,27 @@ async function readPool(ctx: Parameters<typeof upload>[0], buf: GPUBuffer, n: nu
   return Float32Array.from(new Uint16Array(await read(ctx, buf, n * 2)), f16Value);
 }
 
-async function ropeSplitTest(): Promise<CheckResult> {
+/** The kernels of the test config, or of the same shapes with q/k/v biases (Qwen2 family). */
+async function kernelsFor(kv: KvPrecision, bias: boolean): Promise<Kernels> {
+  if (!bias) return loadKernels(kv);
+  const { cache } = await gpu();
+  const cb = { ...c, attentionBias: true };
+  return Kernels.load(cache, cb, segmentLength(cb), undefined, kv);
+}
+
+/** Random q/k/v biases [QD + 2 KVD] for the bias variants; a placeholder the kernel never reads otherwise. */
+function biasFor(bias: boolean, seed: number): Float32Array {
+  return bias ? randomArray(QD + 2 * KVD, 0.5, rng(seed)) : new Float32Array(4);
+}
+
+async function ropeSplitTest(bias = false): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx } = await gpu();
-  const k = await loadKernels();
+  const k = await kernelsFor('f32', bias);
   const n = LONG;
   const stride = QD + 2 * KVD;
   const qkv = randomArray(n * stride, 1, rng(21));
+  const b = biasFor(bias, 22);
   const freqs = ropeFrequencies(HD, c.ropeTheta);
   const q = new Float32Array(n * QD);
   const kk = new Float32Array(n * KVD);
@@ -62,22 +76,27 @@ async function ropeSplitTest(): Promise<CheckResult> {
     q.set(qkv.subarray(i * stride, i * stride + QD), i * QD);
     kk.set(qkv.subarray(i * stride + QD, i * stride + QD + KVD), i * KVD);
     v.set(qkv.subarray(i * stride + QD + KVD, (i + 1) * stride), i * KVD);
+    if (bias) {
+      addBias(q.subarray(i * QD, (i + 1) * QD), b.subarray(0, QD), QD);
+      addBias(kk.subarray(i * KVD, (i + 1) * KVD), b.subarray(QD, QD + KVD), KVD);
+      addBias(v.subarray(i * KVD, (i + 1) * KVD), b.subarray(QD + KVD), KVD);
+    }
     rope(q, i * QD, H, HD, i, freqs);
     rope(kk, i * KVD, HKV, HD, i, freqs);
   }
   const qb = empty(ctx, n * QD * 4);
   const kb = empty(ctx, n * KVD * 4);
   const vb = empty(ctx, n * KVD * 4);
-  dispatch(ctx, k.ropeSplit, { 1: upload(ctx, qkv), 2: qb, 3: kb, 4: vb, 5: upload(ctx, ropeTable(c, n)), 8: ctx.uniform('p', [n, 0, 0, 0]) }, n);
+  dispatch(ctx, k.ropeSplit, { 1: upload(ctx, qkv), 2: qb, 3: kb, 4: vb, 5: upload(ctx, ropeTable(c, n)), 8: ctx.uniform('p', [n, 0, 0, 0]), 9: upload(ctx, b) }, n);
   const want = new Float32Array([...q, ...kk, ...v]);
   const got = new Float32Array([...(await readF32(ctx, qb, n * QD)), ...(await readF32(ctx, kb, n * KVD)), ...(await readF32(ctx, vb, n * KVD))]);
-  return compare('rope_split', want, got, F32_BOUND, t0, 0.99);
+  return compare(`rope_split${bias ? ' (q/k/v biases)' : ''}`, want, got, F32_BOUND, t0, 0.99);
 }
 
-async function qkvAppendTest(kv: KvPrecision): Promise<CheckResult> {
+async function qkvAppendTest(kv: KvPrecision, bias = false): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx } = await gpu();
-  const k = await loadKernels(kv);
+  const k = await kernelsFor(kv, bias);
   const D = c.hiddenSize;
   const rows = QD + 2 * KVD;
   const r = rng(31);
@@ -89,8 +108,10 @@ async function qkvAppendTest(kv: KvPrecision): Promise<CheckResult> {
   const slotsTotal = 64 * 25;
   const slots = new Uint32Array(heads);
   for (let h = 0; h < heads; h++) slots[h] = (h * 37 + 11) % slotsTotal;
+  const b = biasFor(bias, 32);
   const y = new Float32Array(rows);
   matvec(w, rows, D, x, y);
+  if (bias) addBias(y, b, rows);
   const freqs = ropeFrequencies(HD, c.ropeTheta);
   rope(y, 0, H + HKV, HD, pos, freqs);
   const kPool = stored(randomArray(slotsTotal * HD, 1, r), kv);
@@ -108,10 +129,10 @@ async function qkvAppendTest(kv: KvPrecision): Promise<CheckResult> {
   const qb = empty(ctx, QD * 4);
   const kb = poolBuffer(ctx, kPool, kv);
   const vb = poolBuffer(ctx, vPool, kv);
-  dispatch(ctx, k.qkvRopeAppend, [upload(ctx, w), upload(ctx, x), qb, kb, vb, upload(ctx, ropeTable(c, pos + 1)), upload(ctx, step), ctx.uniform('l', [layer, 0, 0, 0])], H + 2 * HKV);
+  dispatch(ctx, k.qkvRopeAppend, { 0: upload(ctx, w), 1: upload(ctx, x), 2: qb, 3: kb, 4: vb, 5: upload(ctx, ropeTable(c, pos + 1)), 6: upload(ctx, step), 7: ctx.uniform('l', [layer, 0, 0, 0]), 9: upload(ctx, b) }, H + 2 * HKV);
   const want = new Float32Array([...y.subarray(0, QD), ...wantK, ...wantV]);
   const got = new Float32Array([...(await readF32(ctx, qb, QD)), ...(await readPool(ctx, kb, kPool.length, kv)), ...(await readPool(ctx, vb, vPool.length, kv))]);
-  return compare(`qkv_rope_append (${kv} pool)`, want, got, F32_BOUND, t0, 0.99);
+  return compare(`qkv_rope_append (${kv} pool${bias ? ', q/k/v biases' : ''})`, want, got, F32_BOUND, t0, 0.99);
 }
 
 /** CPU page storage that records what the residency writes. */
@@ -347,8 +368,10 @@ async function causalTest(): Promise<CheckResult> {
 }
 
 export const attentionTests: Record<string, () => Promise<CheckResult>> = {
-  rope_split: ropeSplitTest,
+  rope_split: () => ropeSplitTest(),
+  rope_split_bias: () => ropeSplitTest(true),
   qkv_rope_append: () => qkvAppendTest('f32'),
+  qkv_rope_append_bias: () => qkvAppendTest('f32', true),
   kv_gather: () => gatherTest('f32'),
   paged_decode_attention: () => pagedDecodeTest('f32'),
   qkv_rope_append_f16: () => qkvAppendTest('f16'),

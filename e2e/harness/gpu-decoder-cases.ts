@@ -5,10 +5,11 @@
  */
 import { ContextTooLongError } from '../../src/errors.js';
 import { kvHeadCount, parseConfig } from '../../src/model/config.js';
-import { referenceConfig, randomDecoderWeights, randomEmbeddings } from '../../src/model/testing.js';
+import { decoderShapeConfig, referenceConfig, randomDecoderWeights, randomEmbeddings, type DecoderShape } from '../../src/model/testing.js';
 import { loadDecoderWeights } from '../../src/model/weights.js';
 import { SafeTensors } from '../../src/model/safetensors.js';
 import { WebGpuBackend } from '../../src/backend/webgpu/backend.js';
+import type { WeightFormat } from '../../src/model/quant.js';
 import { benchWebGpu } from '../../src/backend/webgpu/bench.js';
 import { runParity, type ParityCase } from './gpu-decoder.js';
 import { gpu, type CheckResult } from './gpu-util.js';
@@ -16,6 +17,35 @@ import { gpu, type CheckResult } from './gpu-util.js';
 function randomCase(name: string, audioLength: number, steps: number): ParityCase {
   const config = referenceConfig();
   return { name, config, weights: randomDecoderWeights(config, 1), audio: randomEmbeddings(config, audioLength, 2), steps, mode: 'policy' };
+}
+
+/**
+ * The decoder shapes of the real backbones in miniature (head_dim ≠ hidden/heads, GQA
+ * 16:2, MHA, q/k/v biases, multi-token prefixes): 300 audio tokens, 64 steps.
+ */
+function shapeCase(shape: DecoderShape, mode: 'full' | 'wnw'): ParityCase {
+  const config = decoderShapeConfig(shape);
+  const name = `${config.name} decoder, ${mode === 'full' ? 'full cache' : 'WnW at r_GPU 0.2'}`;
+  return { name, config, weights: randomDecoderWeights(config, 11), audio: randomEmbeddings(config, 300, 12), steps: 64, mode, budget: 0.2 };
+}
+
+/**
+ * The Voxtral-shaped decoder with f16 or q4 weights: the GPU uploads the packed matrices
+ * (embedding and lm_head included), the CPU decodes with their dequantised values, and
+ * greedy tokens must agree for 64 steps. `split`: a 24,576-entry vocabulary under a 1 MiB
+ * binding cap, so the embedding table and the lm_head (1.5 MB each in q4) run as two row
+ * parts; an instruction token of the second part makes the prefill gather from it too.
+ */
+function formatCase(format: WeightFormat, mode: 'full' | 'wnw', split = false): ParityCase {
+  const shape = decoderShapeConfig('voxtral');
+  const config = split ? { ...shape, name: `${shape.name}, vocab 24576`, vocabSize: 24576, instruction: [4, 300, 20001, 34] } : shape;
+  const what = mode === 'full' ? 'full cache' : 'WnW at r_GPU 0.2';
+  return {
+    name: `${config.name} decoder, ${format} weights${split ? ' split across bindings' : ''}, ${what}`,
+    config, weights: randomDecoderWeights(config, 11), audio: randomEmbeddings(config, 300, 12), steps: 64, mode, budget: 0.2,
+    backend: { weightFormat: format, ...(split ? { maxBindingBytes: 2 ** 20 } : {}) },
+    ...(split ? { weightParts: { embed: 2, lmHead: 2 } } : {}),
+  };
 }
 
 const SHIPPED = '/models/wnw-ref';
@@ -33,11 +63,11 @@ async function shippedCase(clip: number, mode: ParityCase['mode']): Promise<Pari
   const fx = new SafeTensors(await fxR.arrayBuffer(), `clip${clip}.safetensors`);
   const tokens = fx.i32('tokens');
   const audio = fx.f32('embeddings');
-  // The fixture's prompt must be our layout: [bos][audio (-1)][instruction].
+  // The fixture's prompt must be our layout: [prefix][audio (-1)][instruction].
   const prompt = Array.from(fx.i32('prompt'));
   const A = audio.length / config.hiddenSize;
-  const ours = [config.tokens.bos, ...new Array<number>(A).fill(-1), ...config.instruction];
-  if (prompt.join(',') !== ours.join(',')) throw new Error(`clip${clip}: fixture prompt layout differs from [bos][audio x ${A}][instruction]`);
+  const ours = [...config.prefix, ...new Array<number>(A).fill(-1), ...config.instruction];
+  if (prompt.join(',') !== ours.join(',')) throw new Error(`clip${clip}: fixture prompt layout differs from [prefix ${config.prefix}][audio x ${A}][instruction]`);
   return { name: `shipped clip${clip}`, config, weights, audio, steps: 64, mode, golden: { tokens, logits: fx.f32('logits') } };
 }
 
@@ -110,6 +140,33 @@ export const decoderTests: Record<string, () => Promise<CheckResult>> = {
   // clip2: the policy-like plans on the real model (golden only before the first plan).
   parity_shipped_clip1: () => parityOf(() => shippedCase(1, 'full'), 'parity_shipped_clip1'),
   parity_shipped_clip2: () => parityOf(() => shippedCase(2, 'policy'), 'parity_shipped_clip2'),
+  parity_voxtral_shape_full: () => runParity(shapeCase('voxtral', 'full')),
+  parity_voxtral_shape_wnw: () => runParity(shapeCase('voxtral', 'wnw')),
+  // Per-layer prefill: each layer's plan placed before the next layer runs, one layer's
+  // prompt K/V at a time; WnW's CPU copies read back per layer.
+  parity_voxtral_shape_wnw_layered: () => runParity({ ...shapeCase('voxtral', 'wnw'), name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, per-layer prefill', layered: true }),
+  // The full cache per layer on a long prompt in two row blocks under a 2.5 MiB binding cap.
+  parity_reference_full_layered: () => runParity({
+    ...randomCase('random reference model, full cache, per-layer prefill in blocks', 1024, 32),
+    mode: 'full', layered: true, backend: { maxBindingBytes: 2.5 * 2 ** 20 }, layout: { minShards: 4, prefillBlocks: 2 },
+  }),
+  parity_qwen2_5_omni_shape_full: () => runParity(shapeCase('qwen2_5_omni', 'full')),
+  parity_qwen2_5_omni_shape_wnw: () => runParity(shapeCase('qwen2_5_omni', 'wnw')),
+  parity_qwen2_audio_shape_full: () => runParity(shapeCase('qwen2_audio', 'full')),
+  parity_qwen2_audio_shape_wnw: () => runParity(shapeCase('qwen2_audio', 'wnw')),
+  parity_voxtral_shape_f16_full: () => runParity(formatCase('f16', 'full')),
+  parity_voxtral_shape_f16_wnw: () => runParity(formatCase('f16', 'wnw')),
+  parity_voxtral_shape_q4_full: () => runParity(formatCase('q4', 'full')),
+  parity_voxtral_shape_q4_wnw: () => runParity(formatCase('q4', 'wnw')),
+  // The weights handed over packed (what a folder from `wnw convert` loads as).
+  parity_voxtral_shape_q4_prepacked: () => runParity({ ...formatCase('q4', 'full'), name: 'voxtral-shaped decoder, q4 weights given packed, full cache', prepacked: true }),
+  // Qwen2-Audio-shaped with q4: down_proj's K (176) is no multiple of 32, so it is stored
+  // f16 (both formats' pipelines in one model), and the q4 Wqkv carries biases.
+  parity_qwen2_audio_shape_q4_wnw: () => runParity({ ...shapeCase('qwen2_audio', 'wnw'), name: 'qwen2-audio-shaped decoder, q4 weights (down_proj f16), WnW at r_GPU 0.2', backend: { weightFormat: 'q4' } }),
+  parity_q4_split_head_full: () => runParity(formatCase('q4', 'full', true)),
+  parity_q4_split_head_wnw: () => runParity(formatCase('q4', 'wnw', true)),
+  // q4 weights with the per-layer prefill (each layer's plan placed before the next runs).
+  parity_q4_split_head_wnw_layered: () => runParity({ ...formatCase('q4', 'wnw', true), name: 'voxtral-shaped, vocab 24576 decoder, q4 weights split across bindings, WnW at r_GPU 0.2, per-layer prefill', layered: true }),
   context_too_long: contextTooLong,
   bench_smoke: benchSmoke,
 };

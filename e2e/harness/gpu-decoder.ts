@@ -1,15 +1,23 @@
 /**
  * Whole-decoder parity: WebGpuBackend against CpuBackend, greedy tokens identical after a
  * long prefill, with one policy-like plan applied to both (different subsets per head,
- * CPU mirrors, offloaded and dropped positions) and recall/release plans mid-decode.
+ * CPU mirrors, offloaded and dropped positions) and recall/release plans mid-decode, or
+ * with the WnW policy itself deciding on the CPU run's observations (the GPU run replays
+ * its plans, so both backends see identical page tables).
  * A case is (config, weights, audio embeddings, optional golden tokens/logits), so the
  * shipped model's fixtures plug in as another case.
  */
 import { kvHeadCount, segmentLength, type ModelConfig } from '../../src/model/config.js';
 import type { DecoderWeights } from '../../src/model/weights.js';
 import type { DecoderBackend, SessionOptions } from '../../src/backend/types.js';
-import type { PrefillPlan, StepPlan } from '../../src/policy/types.js';
+import type { AttentionRequest, HeadsFile, LayerPrefill, PolicyLayout, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../../src/policy/types.js';
+import { layerwise } from '../../src/policy/layered.js';
+import { policyLayout } from '../../src/backend/cpu/prefill.js';
+import { buildHeadsFile } from '../../src/calibrate/heads-file.js';
+import { createPolicy } from '../../src/policy/registry.js';
+import { rng } from '../../src/model/testing.js';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
+import { packDecoderWeights } from '../../src/model/packed-weights.js';
 import { WebGpuBackend, type WebGpuBackendOptions } from '../../src/backend/webgpu/backend.js';
 import { gpu, nmse, type CheckResult } from './gpu-util.js';
 
@@ -21,9 +29,12 @@ export interface ParityCase {
   steps: number;
   /**
    * 'policy': a policy-like prefill plan and recall/release plans mid-decode (exercises the
-   * pool); 'full': every audio position stays on the GPU (what golden fixtures assume).
+   * pool); 'full': every audio position stays on the GPU (what golden fixtures assume);
+   * 'wnw': the WnW policy at `budget`, heads triaged from a synthetic heads file.
    */
-  mode: 'policy' | 'full';
+  mode: 'policy' | 'full' | 'wnw';
+  /** 'wnw' mode: the target r_GPU. */
+  budget?: number;
   /**
    * Golden greedy tokens / logits [steps, vocab] from the training code (step 0 = after the
    * prompt), full cache. In 'policy' mode only step 0 (before any plan) is compared.
@@ -33,6 +44,15 @@ export interface ParityCase {
   backend?: Omit<WebGpuBackendOptions, 'context'>;
   /** Pool shards (at least) and prefill row blocks the GPU session must use. */
   layout?: { minShards: number; prefillBlocks: number };
+  /** Row parts (at least) the GPU must split the embedding table and the lm_head into. */
+  weightParts?: { embed: number; lmHead: number };
+  /** Both backends get the weights already packed in backend.weightFormat (a converted folder's path). */
+  prepacked?: boolean;
+  /**
+   * Both backends prefill layer by layer (prefillByLayer), placing each layer's plan before
+   * the next layer runs ('full' and 'wnw' modes); the GPU's allocation peak is checked.
+   */
+  layered?: boolean;
 }
 
 /** Keeps a different top-scored share of the audio per head; CPU copies: mirror, offload or drop. */
@@ -76,11 +96,15 @@ interface Trace {
   weights: Float32Array[][];
   queries: Float32Array[][];
   residency: string[];
+  /** r_GPU after the prefill plan and after every step plan. */
+  rGpu: number[];
   prefillScores: Float32Array[];
   counters: ReturnType<DecoderBackend['stepCounters']>[];
   ms: { prefill: number; decode: number };
-  /** WebGPU: the pool the plan made (shards, pages). */
-  pool?: { shards: number; pages: number };
+  /** WebGPU: the pool the plan made (shards, pages, bytes). */
+  pool?: { shards: number; pages: number; bytes: number };
+  /** WebGPU: the most bytes of buffers the session held at once up to the end of the prefill. */
+  peakBytes?: number;
 }
 
 /** Every audio position on the GPU, no CPU copies. */
@@ -89,23 +113,91 @@ export function fullPlan(c: ModelConfig, A: number): PrefillPlan {
   return { heads: Array.from({ length: kvHeadCount(c) }, () => ({ gpu: all, cpu: new Int32Array(0) })) };
 }
 
-async function trace(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, plan: (scores: Float32Array[]) => PrefillPlan): Promise<Trace & { plan: PrefillPlan }> {
-  const A = opts.audioLength;
+/** Decides the plans of one run: the prefill plan, and a plan before any decode step. */
+interface Driver {
+  prefill(obs: PrefillObservation): PrefillPlan;
+  /** The same prefill plan, answered per layer. */
+  byLayer?(layout: PolicyLayout): LayerPrefill;
+  before(step: number): StepPlan | null;
+  after?(step: number, obs: StepObservation): void;
+}
+
+/** What a run decided, for the other backend to replay. */
+interface Plans {
+  prefill: PrefillPlan;
+  steps: Map<number, StepPlan>;
+}
+
+function replay(p: Plans): Driver {
+  return {
+    prefill: () => p.prefill,
+    byLayer: (layout) => layerwise(layout, (obs) => p.prefill.heads.slice(obs.layer * layout.numKvHeads, (obs.layer + 1) * layout.numKvHeads)),
+    before: (s) => p.steps.get(s) ?? null,
+  };
+}
+
+/** The synthetic plans of 'policy' and 'full' mode. */
+function synthetic(pc: ParityCase, A: number): Driver {
+  let plan: PrefillPlan;
+  return {
+    prefill: (obs) => (plan = pc.mode === 'full' ? fullPlan(pc.config, A) : prefillPlan(pc.config, A, obs.scores)),
+    byLayer: pc.mode === 'full' ? (layout) => createPolicy('full', { budget: 1 }).prefillByLayer!(layout) : undefined,
+    before: (s) => (pc.mode === 'policy' && PLAN_STEPS.includes(s) ? stepPlan(pc.config, A, plan, s) : null),
+  };
+}
+
+/** A heads file from seeded Voice Scores and Head Sensitivities, calibrated for this clip length. */
+function syntheticHeads(c: ModelConfig, A: number, budget: number): HeadsFile {
+  const r = rng(99);
+  const n = kvHeadCount(c);
+  return buildHeadsFile({
+    model: c.name, numLayers: c.numLayers, numKvHeads: c.numKvHeads,
+    voiceScore: Array.from({ length: n }, () => r()), headSensitivity: Array.from({ length: n }, () => 0.1 + r()),
+    budgets: [budget], clipLengths: [A], segmentLength: segmentLength(c),
+  });
+}
+
+/** Prefill and placement, whole-prompt or per layer: the first token, its logits, the plan and the scores the policy saw. */
+async function prefillRun(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, driver: Driver): Promise<{ token: number; logits?: Float32Array; plan: PrefillPlan; scores: Float32Array[] }> {
+  if (!opts.layered) {
+    const pre = await b.prefill(pc.audio);
+    const plan = driver.prefill(pre.observation);
+    await b.applyPrefill(plan);
+    return { token: pre.token, logits: pre.logits, plan, scores: pre.observation.scores };
+  }
+  if (!driver.byLayer) throw new Error(`${pc.name}: no per-layer prefill in ${pc.mode} mode`);
+  const inner = driver.byLayer(policyLayout(pc.config, opts.audioLength));
+  const scores: Float32Array[] = [];
+  const r = await b.prefillByLayer(pc.audio, { layer: (obs) => (scores.push(...obs.scores), inner.layer(obs)), finish: () => inner.finish() });
+  return { token: r.token, logits: r.logits, plan: r.plan, scores };
+}
+
+async function trace(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, driver: Driver): Promise<Trace & { plans: Plans }> {
+  const ctx = b instanceof WebGpuBackend ? b.ctx : null;
+  ctx?.resetPeak();
+  const baseline = ctx?.liveBytes ?? 0;
   b.begin(opts);
   let t = performance.now();
-  const pre = await b.prefill(pc.audio);
+  const pre = await prefillRun(b, pc, opts, driver);
   const prefillMs = performance.now() - t;
-  const p = plan(pre.observation.scores);
-  await b.applyPrefill(p);
+  const plans: Plans = { prefill: pre.plan, steps: new Map() };
   const info = b instanceof WebGpuBackend ? b.poolInfo() : null;
-  const tr: Trace = { tokens: [pre.token], logits: [pre.logits!], weights: [], queries: [], residency: [], prefillScores: pre.observation.scores, counters: [], ms: { prefill: prefillMs, decode: 0 }, pool: info ? { shards: info.shards.length, pages: info.capacityPages } : undefined };
+  const tr: Trace = {
+    tokens: [pre.token], logits: [pre.logits!], weights: [], queries: [], residency: [], rGpu: [b.residency().rGpu], prefillScores: pre.scores, counters: [], ms: { prefill: prefillMs, decode: 0 },
+    pool: info ? { shards: info.shards.length, pages: info.capacityPages, bytes: info.bytes } : undefined,
+    peakBytes: ctx ? ctx.peakBytes - baseline : undefined,
+  };
   t = performance.now();
   for (let s = 0; s < pc.steps; s++) {
-    if (pc.mode === 'policy' && PLAN_STEPS.includes(s)) {
-      await b.apply(stepPlan(pc.config, A, p, s));
+    const plan = driver.before(s);
+    if (plan) {
+      plans.steps.set(s, plan);
+      await b.apply(plan);
       tr.residency.push(Array.from(b.residency().gpuPerHead).join(','));
+      tr.rGpu.push(b.residency().rGpu);
     }
     const r = await b.step(tr.tokens[tr.tokens.length - 1]);
+    driver.after?.(s, r.observation);
     tr.tokens.push(r.token);
     tr.logits.push(r.logits!);
     tr.weights.push(r.observation.weights);
@@ -114,7 +206,7 @@ async function trace(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, pl
   }
   tr.ms.decode = performance.now() - t;
   b.end();
-  return { ...tr, plan: p };
+  return { ...tr, plans };
 }
 
 function worst(a: Float32Array[][], b: Float32Array[][]): number {
@@ -129,25 +221,59 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   const c = pc.config;
   const A = pc.audio.length / c.hiddenSize;
   const heads = kvHeadCount(c);
-  const request = { decodeHeads: [0, 5, Math.floor(heads / 2) + 1, heads - 1], decodeQueries: true, prefillQueries: c.instruction.length };
-  const opts: SessionOptions = { audioLength: A, maxNewTokens: pc.steps + 2, request, returnLogits: true };
+  let request: AttentionRequest = { decodeHeads: [...new Set([0, 5 % heads, (Math.floor(heads / 2) + 1) % heads, heads - 1])], decodeQueries: true, prefillQueries: c.instruction.length };
+  let driver = synthetic(pc, A);
+  if (pc.mode === 'wnw') {
+    // The policy decides on the CPU run's observations; it asks for its anchors' weights.
+    const policy = createPolicy('wnw', { budget: pc.budget ?? 0.2, heads: syntheticHeads(c, A, pc.budget ?? 0.2) });
+    request = { ...policy.request(policyLayout(c, A)), decodeQueries: true };
+    const next = new Map<number, StepPlan>();
+    driver = {
+      prefill: (obs) => policy.prefill(obs),
+      byLayer: (layout) => policy.prefillByLayer!(layout),
+      before: (s) => next.get(s) ?? null,
+      after: (s, obs) => next.set(s + 1, policy.afterStep(obs)),
+    };
+  }
+  const opts: SessionOptions = { audioLength: A, maxNewTokens: pc.steps + 2, request, returnLogits: true, layered: pc.layered };
   // The CPU reference stores K/V at the same precision as the GPU pool.
-  const cpu = new CpuBackend(c, pc.weights, { kvPrecision: pc.backend?.kvPrecision });
-  const ref = await trace(cpu, pc, opts, (s) => (pc.mode === 'full' ? fullPlan(c, A) : prefillPlan(c, A, s)));
-  const gpuBackend = await WebGpuBackend.create(c, pc.weights, { ...pc.backend, context: ctx });
+  // ... and computes with the weights the GPU reads (dequantised f16 / q4 matrices).
+  const weights = pc.prepacked ? packDecoderWeights(c, pc.weights, pc.backend?.weightFormat ?? 'f32') : pc.weights;
+  const cpu = new CpuBackend(c, weights, { kvPrecision: pc.backend?.kvPrecision, weightFormat: pc.backend?.weightFormat });
+  const ref = await trace(cpu, pc, opts, driver);
+  const gpuBackend = await WebGpuBackend.create(c, weights, { ...pc.backend, context: ctx });
   const sizes = gpuBackend.plan(opts);
   const blocks = Math.ceil(sizes.promptLength / sizes.prefillChunk);
-  // The GPU run applies the plan made from the CPU's scores: identical plans on both.
-  const got = await trace(gpuBackend, pc, opts, () => ref.plan);
+  const wm = gpuBackend.weightMemory();
+  // The GPU run applies the plans made from the CPU's observations: identical plans on both.
+  const got = await trace(gpuBackend, pc, opts, replay(ref.plans));
   gpuBackend.dispose();
   const shards = got.pool?.shards ?? 0;
-  const layoutOk = !pc.layout || (shards >= pc.layout.minShards && blocks === pc.layout.prefillBlocks);
+  // Per layer, the GPU never holds every layer's prompt K/V: its peak stays under what the
+  // whole-prompt path's buffers alone take (every layer's K/V, decode buffers, the pool),
+  // and within one layer's prefill buffers, the decode buffers, the pool and one layer's
+  // K/V of readback staging (CPU copies), plus 1 MiB of uniforms and gather lists.
+  let peak = '';
+  let peakOk = true;
+  if (pc.layered) {
+    const whole = gpuBackend.plan({ ...opts, layered: false });
+    const layerKv = 8 * sizes.promptLength * c.numKvHeads * c.headDim;
+    const pool = got.pool?.bytes ?? 0;
+    const upper = sizes.prefillBytes + sizes.decodeBytes + pool + layerKv + 2 ** 20;
+    const wholeFloor = whole.prefillBytes + whole.decodeBytes + pool;
+    const p = got.peakBytes ?? Infinity;
+    peakOk = p <= upper && p < wholeFloor && sizes.prefillBytes === whole.prefillBytes - (c.numLayers - 1) * layerKv;
+    peak = ` GPU peak ${p} bytes above the weights (per-layer bound ${upper}; the whole-prompt path's buffers alone ${wholeFloor}, one layer's prompt K/V ${layerKv})${peakOk ? '' : ' (PEAK OUT OF BOUNDS)'};`;
+  }
+  const layoutOk = (!pc.layout || (shards >= pc.layout.minShards && blocks === pc.layout.prefillBlocks)) &&
+    (!pc.weightParts || (wm.embedParts >= pc.weightParts.embed && wm.lmHeadParts >= pc.weightParts.lmHead));
   const firstDiff = ref.tokens.findIndex((t, i) => got.tokens[i] !== t);
   const logitsNmse = worst([ref.logits], [got.logits]);
   const weightsNmse = worst(ref.weights, got.weights);
   const queriesNmse = worst(ref.queries, got.queries);
   const scoresNmse = worst([ref.prefillScores], [got.prefillScores]);
   const sameResidency = ref.residency.join('|') === got.residency.join('|');
+  const rGpu = `r_GPU after prefill ${got.rGpu[0].toFixed(3)}, mean ${(got.rGpu.reduce((a, b) => a + b, 0) / got.rGpu.length).toFixed(3)} over ${got.rGpu.length} plans`;
   const c1 = got.counters[1];
   const cN = got.counters[got.counters.length - 1];
   const constant = got.counters.slice(1).every((k) => k.buffers === c1.buffers && k.bindGroups === c1.bindGroups && k.submits === 1 && k.dispatches === c1.dispatches);
@@ -169,10 +295,10 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
     goldenOk = cpuG && gpuG && lg < 1e-5;
     golden = ` golden (${n} steps, full cache): tokens cpu ${cpuG ? 'match' : 'DIFFER'}, gpu ${gpuG ? 'match' : 'DIFFER'}, logits nmse ${lg.toExponential(2)};`;
   }
-  const pass = layoutOk && firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && constant && goldenOk;
-  const detail = `${pc.name} (${pc.mode} plan): audio ${A}, ${pc.steps} steps, pool ${got.pool?.pages} pages (worst plan ${sizes.worstPoolPages}) in ${shards} shards, prefill blocks ${blocks}${layoutOk ? '' : ` (WANTED ${JSON.stringify(pc.layout)})`}, tokens ${firstDiff === -1 ? 'identical' : `differ from step ${firstDiff} (cpu ${ref.tokens.slice(firstDiff, firstDiff + 4)} gpu ${got.tokens.slice(firstDiff, firstDiff + 4)})`};` +
+  const pass = peakOk && layoutOk && firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && constant && goldenOk;
+  const detail = `${pc.name} (${pc.mode} plan): audio ${A}, ${pc.steps} steps, pool ${got.pool?.pages} pages (worst plan ${sizes.worstPoolPages}) in ${shards} shards, prefill blocks ${blocks}, weights ${pc.backend?.weightFormat ?? 'f32'} ${wm.total} bytes (${JSON.stringify(wm.byFormat)}; embedding in ${wm.embedParts} bindings, lm_head in ${wm.lmHeadParts})${layoutOk ? '' : ` (WANTED ${JSON.stringify({ ...pc.layout, ...pc.weightParts })})`}, tokens ${firstDiff === -1 ? 'identical' : `differ from step ${firstDiff} (cpu ${ref.tokens.slice(firstDiff, firstDiff + 4)} gpu ${got.tokens.slice(firstDiff, firstDiff + 4)})`};` +
     `${golden} logits nmse ${logitsNmse.toExponential(2)}, exported weights ${weightsNmse.toExponential(2)}, queries ${queriesNmse.toExponential(2)}, prefill scores ${scoresNmse.toExponential(2)};` +
-    ` residency after plans ${sameResidency ? 'equal' : 'DIFFERS'} (${got.residency.length} plans);` +
+    ` residency after plans ${sameResidency ? 'equal' : 'DIFFERS'} (${got.residency.length} plans; ${rGpu});${peak}` +
     ` counters constant ${constant} (dispatches ${cN.dispatches}, submits ${cN.submits}, buffers ${cN.buffers}, bindGroups ${cN.bindGroups});` +
     ` cpu prefill ${Math.round(ref.ms.prefill)} ms decode ${Math.round(ref.ms.decode / pc.steps)} ms/tok; gpu prefill ${Math.round(got.ms.prefill)} ms decode ${Math.round(got.ms.decode / pc.steps)} ms/tok`;
   return { name: pc.name, pass, detail, ms: performance.now() - t0 };

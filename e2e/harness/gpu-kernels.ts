@@ -1,7 +1,8 @@
 /**
  * Dense kernels against their TS references (src/backend/cpu/ops.ts), at the reference
  * model's shapes: matvec (with the fused residual add), matvec+SwiGLU, tiled matmul,
- * RMSNorm, SwiGLU, the prompt embedding with audio placement, argmax.
+ * RMSNorm, SwiGLU, the prompt embedding with audio placement, argmax; the f16 and q4
+ * weight formats' products at the real backbones' shapes are in gpu-quant-kernels.ts.
  */
 import { referenceConfig, randomArray, rng } from '../../src/model/testing.js';
 import { segmentLength } from '../../src/model/config.js';
@@ -9,6 +10,7 @@ import type { KvPrecision } from '../../src/kv/precision.js';
 import { Kernels, grid, matmulGroups, matvecGroups } from '../../src/backend/webgpu/kernels.js';
 import { argmax, matmul, matvec, rmsnorm, swiglu } from '../../src/backend/cpu/ops.js';
 import { compare, dispatch, empty, gpu, readF32, read, upload, type CheckResult } from './gpu-util.js';
+import { quantTests } from './gpu-quant-kernels.js';
 
 export const config = referenceConfig();
 const F32_BOUND = 1e-7;
@@ -188,4 +190,5 @@ export const denseTests: Record<string, () => Promise<CheckResult>> = {
   swiglu: swigluTest,
   embed: embedTest,
   argmax: argmaxTest,
+  ...quantTests,
 };

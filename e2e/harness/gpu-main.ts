@@ -2,9 +2,11 @@
 import { denseTests } from './gpu-kernels.js';
 import { attentionTests } from './gpu-attention.js';
 import { decoderTests } from './gpu-decoder-cases.js';
+import { hfTests } from './gpu-hf-cases.js';
+import { weightKernelTests } from './gpu-weight-kernels.js';
 import type { CheckResult } from './gpu-util.js';
 
-const tests: Record<string, () => Promise<CheckResult>> = { ...denseTests, ...attentionTests, ...decoderTests };
+const tests: Record<string, () => Promise<CheckResult>> = { ...denseTests, ...attentionTests, ...decoderTests, ...weightKernelTests, ...hfTests };
 
 async function run(name: string): Promise<CheckResult> {
   const t = tests[name];

@@ -11,12 +11,16 @@ import { isNode, nodeBuiltin } from '../model/files.js';
 import { CpuBackend } from './cpu/backend.js';
 import type { DecoderBackend } from './types.js';
 import type { KvPrecision } from '../kv/precision.js';
+import type { WeightFormat } from '../model/quant.js';
+import type { PackedDecoderWeights } from '../model/packed-weights.js';
 
 export interface CreateBackendOptions {
   backend?: 'auto' | 'cpu' | 'webgpu';
   kvBudgetBytes?: number;
   /** What the KV pool stores keys and values as; default 'f32'. */
   kvPrecision?: KvPrecision;
+  /** What the weight matrices are stored in ('f32' default, 'f16', 'q4'); both backends use the same values. */
+  weightFormat?: WeightFormat;
   /** Called when 'auto' falls back to the CPU, with the reason. */
   onFallback?: (reason: string) => void;
   onCompile?: (fraction: number) => void;
@@ -36,9 +40,9 @@ async function nodeVulkanMissing(): Promise<string | null> {
   return found ? null : 'no Vulkan driver is installed (no ICD manifest in /usr/share/vulkan/icd.d)';
 }
 
-export async function createBackend(config: ModelConfig, weights: DecoderWeights, opts: CreateBackendOptions = {}): Promise<DecoderBackend> {
+export async function createBackend(config: ModelConfig, weights: DecoderWeights | PackedDecoderWeights, opts: CreateBackendOptions = {}): Promise<DecoderBackend> {
   const want = opts.backend ?? 'auto';
-  const cpuOptions = { kvBudgetBytes: opts.kvBudgetBytes, kvPrecision: opts.kvPrecision };
+  const cpuOptions = { kvBudgetBytes: opts.kvBudgetBytes, kvPrecision: opts.kvPrecision, weightFormat: opts.weightFormat };
   if (want === 'cpu') return new CpuBackend(config, weights, cpuOptions);
   const missing = want === 'auto' ? await nodeVulkanMissing() : null;
   if (missing) {
@@ -50,6 +54,7 @@ export async function createBackend(config: ModelConfig, weights: DecoderWeights
     return await gpu.createWebGpuBackend(config, weights, {
       kvBudgetBytes: opts.kvBudgetBytes,
       kvPrecision: opts.kvPrecision,
+      weightFormat: opts.weightFormat,
       allowSoftware: want === 'webgpu',
       onCompile: opts.onCompile,
     });

@@ -4,7 +4,7 @@
  * TypeScript, the numerical reference) and `webgpu` (WGSL kernels).
  */
 import type { ModelConfig } from '../model/config.js';
-import type { AttentionRequest, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../policy/types.js';
+import type { AttentionRequest, LayerPrefill, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../policy/types.js';
 import type { ResidencyStats, TransferStats } from '../kv/types.js';
 
 export type BackendKind = 'cpu' | 'webgpu';
@@ -17,6 +17,16 @@ export interface SessionOptions {
   request: AttentionRequest;
   /** Also return logits (tests, fixtures); otherwise only the greedy token is produced. */
   returnLogits?: boolean;
+  /**
+   * The prefill will be `prefillByLayer`: the prompt's K/V is held one layer at a time
+   * (the WebGPU backend sizes its prefill buffers for one layer at begin()).
+   */
+  layered?: boolean;
+  /**
+   * The session will end with `end(true)` and another policy will run on the same
+   * embeddings: a backend may keep the un-planned prefill for it (the CPU backend does).
+   */
+  reusePrefill?: boolean;
 }
 
 export interface PrefillResult {
@@ -24,6 +34,15 @@ export interface PrefillResult {
   token: number;
   logits?: Float32Array;
   observation: PrefillObservation;
+}
+
+export interface LayeredPrefillResult {
+  /** Greedy token after the last prompt position. */
+  token: number;
+  logits?: Float32Array;
+  /** The whole plan the layers answered (already applied). */
+  plan: PrefillPlan;
+  transfer: TransferStats;
 }
 
 export interface StepResult {
@@ -43,10 +62,18 @@ export interface DecoderBackend {
    * full prompt (for prefill) or the pool cannot hold it.
    */
   begin(options: SessionOptions): void;
-  /** Runs [bos][audio][instruction] with full attention; audioEmbeddings is [audioLength, hiddenSize]. */
+  /** Runs [prefix][audio][instruction] with full attention; audioEmbeddings is [audioLength, hiddenSize]. */
   prefill(audioEmbeddings: Float32Array): Promise<PrefillResult>;
   /** Moves the prefill KV into the pool as the plan says (GPU pages, CPU copies, dropped). */
   applyPrefill(plan: PrefillPlan): Promise<TransferStats>;
+  /**
+   * prefill + applyPrefill, one layer at a time: as soon as a layer's rows have run,
+   * `run` answers that layer's heads and their KV goes into the pool (kept audio), the
+   * CPU store (recallable copies) or nowhere (dropped), and the layer's prompt K/V
+   * buffers serve the next layer. The peak is then one layer's prompt KV plus the pool,
+   * not every layer's prompt KV plus the pool. Needs `begin({ layered: true })`.
+   */
+  prefillByLayer(audioEmbeddings: Float32Array, run: LayerPrefill): Promise<LayeredPrefillResult>;
   /** Feeds `token` at the next position, appends its KV, returns the next greedy token. */
   step(token: number): Promise<StepResult>;
   /** Applies recalls and releases before the next step. */

@@ -40,33 +40,57 @@ export class KvPool {
   readonly heads: number;
   readonly pageSize: number;
   /** Page ids run over [0, numPages); with shards, pages between shards are never handed out. */
-  readonly numPages: number;
+  numPages: number;
   /** Pages that can be handed out (the shards' pages together). */
-  readonly capacity: number;
+  capacity: number;
   readonly bytesPerPage: number;
-  readonly shards: readonly PoolShard[];
+  readonly shards: PoolShard[];
   private readonly tables: number[][];
   private readonly free: number[][]; // per shard
   private readonly shardOf: Int32Array; // per head
-  private readonly owner: Int32Array;
+  private owner: Int32Array;
   /** Bumped on every page-table change so a backend knows when to re-upload tables. */
   version = 0;
 
+  /**
+   * `shards: []` with `numPages: 0` makes a pool that grows by `addShard` (a per-layer
+   * prefill adds each layer's pages once that layer's plan is known).
+   */
   constructor(shape: PoolShape) {
-    if (shape.pageSize < 1 || shape.numPages < 1 || shape.heads < 1) {
+    const growing = shape.shards?.length === 0 && shape.numPages === 0;
+    if (shape.pageSize < 1 || (shape.numPages < 1 && !growing) || shape.heads < 1) {
       throw new RangeError(`invalid pool shape ${JSON.stringify(shape)}`);
     }
     this.heads = shape.heads;
     this.pageSize = shape.pageSize;
     this.numPages = shape.numPages;
     this.bytesPerPage = shape.bytesPerPage;
-    this.shards = shape.shards ?? [{ firstHead: 0, heads: shape.heads, firstPage: 0, pages: shape.numPages }];
-    this.shardOf = checkShards(this.shards, shape.heads, shape.numPages);
+    this.shards = [...(shape.shards ?? [{ firstHead: 0, heads: shape.heads, firstPage: 0, pages: shape.numPages }])];
+    this.shardOf = growing ? new Int32Array(shape.heads).fill(-1) : checkShards(this.shards, shape.heads, shape.numPages);
     this.capacity = this.shards.reduce((n, s) => n + s.pages, 0);
     this.tables = Array.from({ length: shape.heads }, () => []);
     // Pop from the end: pages come out in ascending order, which keeps tests readable.
     this.free = this.shards.map((s) => Array.from({ length: s.pages }, (_, i) => s.firstPage + s.pages - 1 - i));
     this.owner = new Int32Array(shape.numPages).fill(-1);
+  }
+
+  /**
+   * Appends a shard of `pages` new page ids (after every existing one) for heads that
+   * have none yet; returns it.
+   */
+  addShard(firstHead: number, heads: number, pages: number): PoolShard {
+    const s: PoolShard = { firstHead, heads, firstPage: this.numPages, pages };
+    if (heads < 1 || firstHead < 0 || firstHead + heads > this.heads || pages < 0) throw new RangeError(`pool shard ${JSON.stringify(s)}: heads outside 0..${this.heads - 1} or negative pages`);
+    for (let h = firstHead; h < firstHead + heads; h++) if (this.shardOf[h] !== -1) throw new RangeError(`pool shard ${JSON.stringify(s)}: head ${h} has pages already`);
+    this.shardOf.fill(this.shards.length, firstHead, firstHead + heads);
+    this.shards.push(s);
+    this.free.push(Array.from({ length: pages }, (_, i) => s.firstPage + pages - 1 - i));
+    const owner = new Int32Array(this.numPages + pages).fill(-1);
+    owner.set(this.owner);
+    this.owner = owner;
+    this.numPages += pages;
+    this.capacity += pages;
+    return s;
   }
 
   get freePages(): number {
@@ -79,6 +103,7 @@ export class KvPool {
 
   allocPage(head: number): number {
     const shard = this.shardOf[head];
+    if (shard === -1) throw new Error(`head ${head} has no pool shard yet`);
     const page = this.free[shard].pop();
     if (page === undefined) {
       const s = this.shards[shard];

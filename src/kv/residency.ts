@@ -13,7 +13,7 @@ import { KvPool, type PoolShard } from './pool.js';
 import { OffloadStore } from './offload.js';
 import { slotBytes } from './precision.js';
 import type { ResidencyStats, TransferStats } from './types.js';
-import type { PrefillPlan, StepPlan } from '../policy/types.js';
+import type { HeadResidency, PrefillPlan, StepPlan } from '../policy/types.js';
 
 export const EMPTY = -1;
 
@@ -51,10 +51,10 @@ export interface ResidencyShape {
 export class Residency {
   readonly pool: KvPool;
   readonly offload: OffloadStore;
-  /** Sequence position held by every pool slot (EMPTY when unused): the attention kernels' view. */
-  readonly positions: Int32Array;
+  /** Sequence position held by every pool slot (EMPTY when unused): the attention kernels' view. Grows with addShard. */
+  positions: Int32Array;
   private readonly audioSlot: Int32Array[]; // per head, per audio offset: slot or EMPTY
-  private readonly live: Int32Array; // live slots per page
+  private live: Int32Array; // live slots per page
   private readonly textTail: Int32Array; // per head: next free text slot, or EMPTY
   private readonly gpuCount: Int32Array;
   /** Per head: positions with a CPU copy, and GPU positions without one (so stats are O(heads)). */
@@ -63,13 +63,17 @@ export class Residency {
   /** Per head, empty slots inside its audio pages (validated lazily when popped). */
   private readonly holes: number[][];
   /** Per page: 0 free, 1 audio, 2 text. Text pages never take recalled rows. */
-  private readonly kind: Uint8Array;
+  private kind: Uint8Array;
   private readonly rowK: Float32Array;
   private readonly rowV: Float32Array;
   /** Bytes of one position's key and value in the pool (what a recall moves to the GPU). */
   private readonly rowBytes: number;
 
-  constructor(readonly shape: ResidencyShape, private readonly storage: PageStorage) {
+  /**
+   * `shards: []` with `numPages: 0` starts without pages: a per-layer prefill adds each
+   * layer's shard (addShard) and places its heads (applyPrefillHeads) as layers complete.
+   */
+  constructor(readonly shape: ResidencyShape, private storage: PageStorage) {
     const { heads, headDim, pageSize, numPages, audioLength, shards } = shape;
     this.rowBytes = 2 * headDim * (shape.kvElementBytes ?? 4);
     this.pool = new KvPool({ heads, pageSize, numPages, bytesPerPage: pageSize * slotBytes(headDim, shape.kvElementBytes ?? 4), shards });
@@ -110,12 +114,49 @@ export class Residency {
    * returned gathers say which prefill rows the backend must copy into which slots.
    */
   applyPrefill(plan: PrefillPlan, textSeqPositions: number[], source: KvSource): { gathers: Gather[]; transfer: TransferStats } {
+    if (plan.heads.length !== this.shape.heads) throw new Error(`prefill plan has ${plan.heads.length} heads, expected ${this.shape.heads}`);
+    const r = this.applyPrefillHeads(0, plan.heads, textSeqPositions, source);
+    this.storage.syncPositions(0, this.positions.length, this.positions);
+    return r;
+  }
+
+  /**
+   * A shard of `pages` fresh pages for heads [firstHead, firstHead + heads), after
+   * every existing page (a per-layer prefill: the layer's plan has just said how many).
+   */
+  addShard(firstHead: number, heads: number, pages: number): PoolShard {
+    const s = this.pool.addShard(firstHead, heads, pages);
+    const P = this.pageSize;
+    const grow = <T extends Int32Array | Uint8Array>(a: T, n: number, fill: number, make: (n: number) => T): T => {
+      const b = make(n);
+      b.fill(fill);
+      b.set(a);
+      return b;
+    };
+    this.positions = grow(this.positions, this.pool.numPages * P, EMPTY, (n) => new Int32Array(n));
+    this.live = grow(this.live, this.pool.numPages, 0, (n) => new Int32Array(n));
+    this.kind = grow(this.kind, this.pool.numPages, 0, (n) => new Uint8Array(n));
+    return s;
+  }
+
+  /** Hands the storage over (a per-layer prefill places rows before the pool's own buffers exist) and syncs every position. */
+  attach(storage: PageStorage): void {
+    this.storage = storage;
+    storage.syncPositions(0, this.positions.length, this.positions);
+  }
+
+  /**
+   * Places the heads [firstHead, firstHead + plans.length) as `applyPrefill` does, without
+   * syncing positions (the caller syncs, or attaches the storage, once all are placed).
+   */
+  applyPrefillHeads(firstHead: number, plans: HeadResidency[], textSeqPositions: number[], source: KvSource): { gathers: Gather[]; transfer: TransferStats } {
     const { heads, audioStart, audioLength } = this.shape;
-    if (plan.heads.length !== heads) throw new Error(`prefill plan has ${plan.heads.length} heads, expected ${heads}`);
+    if (firstHead < 0 || firstHead + plans.length > heads) throw new Error(`prefill plan for heads ${firstHead}..${firstHead + plans.length - 1}, the pool has ${heads}`);
     const gathers: Gather[] = [];
     let bytesToCpu = 0;
-    for (let h = 0; h < heads; h++) {
-      const { gpu, cpu } = plan.heads[h];
+    for (let i = 0; i < plans.length; i++) {
+      const h = firstHead + i;
+      const { gpu, cpu } = plans[i];
       checkPositions(gpu, audioLength, `head ${h} gpu`);
       checkPositions(cpu, audioLength, `head ${h} cpu`);
       const slots: number[] = [];
@@ -125,12 +166,12 @@ export class Residency {
         seq.push(pos);
       }
       const audioSlots = this.allocDense(h, gpu.length);
-      for (let i = 0; i < gpu.length; i++) {
-        this.bind(h, gpu[i], audioSlots[i]);
-        slots.push(audioSlots[i]);
-        seq.push(audioStart + gpu[i]);
+      for (let j = 0; j < gpu.length; j++) {
+        this.bind(h, gpu[j], audioSlots[j]);
+        slots.push(audioSlots[j]);
+        seq.push(audioStart + gpu[j]);
       }
-      for (let i = 0; i < slots.length; i++) this.positions[slots[i]] = seq[i];
+      for (let j = 0; j < slots.length; j++) this.positions[slots[j]] = seq[j];
       gathers.push({ head: h, slots: Int32Array.from(slots), seqPositions: Int32Array.from(seq) });
       for (const pos of cpu) {
         source(h, audioStart + pos, this.rowK, 0, this.rowV, 0);
@@ -142,7 +183,6 @@ export class Residency {
       for (const pos of gpu) if (!this.offload.has(h, pos)) gpuOnly++;
       this.gpuOnly[h] = gpuOnly;
     }
-    this.storage.syncPositions(0, this.positions.length, this.positions);
     return { gathers, transfer: { bytesToGpu: 0, bytesToCpu, recalledPositions: 0, releasedPositions: 0 } };
   }
 

@@ -7,7 +7,7 @@ import type { PrefillPlan } from '../policy/types.js';
 export interface PoolNeed {
   /** Dense audio pages kept at prefill, all heads. */
   audioPages: number;
-  /** Text pages (bos, instruction, generated tokens), all heads. */
+  /** Text pages (prefix, instruction, generated tokens), all heads. */
   textPages: number;
   /** Room for recalled segments: each recall batch takes fresh pages. */
   recallPages: number;

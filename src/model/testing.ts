@@ -50,11 +50,49 @@ export function randomArray(n: number, scale: number, rand: () => number): Float
   return a;
 }
 
-/** Weights scaled like a trained model's (1/sqrt(fan-in)), norms near 1. */
+/**
+ * Decoder shapes of the paper's backbones in miniature, on the reference model's config
+ * (the ratios that bite, not the sizes): Voxtral's head_dim ≠ hidden/heads and
+ * 4-token prefix; Qwen2.5-Omni's grouped-query attention (16:2, 8 query heads per KV head)
+ * with q/k/v biases at 25 audio tokens/s; Qwen2-Audio's multi-head attention with biases.
+ * Prefixes, instructions and stop tokens are arbitrary ids of the small vocabulary.
+ */
+export type DecoderShape = 'voxtral' | 'qwen2_5_omni' | 'qwen2_audio';
+
+export function decoderShapeConfig(shape: DecoderShape): ModelConfig {
+  const base = referenceConfig();
+  const qwenAudio = { ...base.audio, framesPerToken: 4, tokensPerSecond: 25 };
+  const tokens = { bos: 1, eos: 2, pad: 0 };
+  switch (shape) {
+    case 'voxtral':
+      return referenceConfig({
+        name: 'voxtral-shaped', vocabSize: 384, hiddenSize: 96, intermediateSize: 256, numLayers: 4,
+        numHeads: 4, numKvHeads: 2, headDim: 32, ropeTheta: 1e8, tokens,
+        prefix: [1, 3, 25, 24], instruction: [4, 300, 301, 34], stopTokens: [2], attentionBias: false,
+      });
+    case 'qwen2_5_omni':
+      return referenceConfig({
+        name: 'qwen2.5-omni-shaped', vocabSize: 400, hiddenSize: 256, intermediateSize: 384, numLayers: 4,
+        numHeads: 16, numKvHeads: 2, headDim: 16, ropeTheta: 1e6, rmsNormEps: 1e-6, tokens: { bos: 390, eos: 391, pad: 390 },
+        prefix: [392, 10, 11, 393, 394], instruction: [395, 12, 13, 14, 391, 392, 15], stopTokens: [391, 390], attentionBias: true,
+        audio: qwenAudio,
+      });
+    case 'qwen2_audio':
+      return referenceConfig({
+        name: 'qwen2-audio-shaped', vocabSize: 320, hiddenSize: 64, intermediateSize: 176, numLayers: 2,
+        numHeads: 4, numKvHeads: 4, headDim: 16, tokens: { bos: 310, eos: 311, pad: 310 },
+        prefix: [312, 20, 21, 313, 22, 314], instruction: [315, 23, 24, 311, 312, 25], stopTokens: [311, 310], attentionBias: true,
+        audio: qwenAudio,
+      });
+  }
+}
+
+/** Weights scaled like a trained model's (1/sqrt(fan-in)), norms near 1, biases around 0. */
 export function randomDecoderWeights(config: ModelConfig, seed = 1): DecoderWeights {
   const rand = rng(seed);
   return assembleWeights(config, (name, shape) => {
     const n = shape.reduce((a, b) => a * b, 1);
+    if (name.endsWith('.bias')) return randomArray(n, 0.5, rand);
     if (shape.length === 1) {
       const w = randomArray(n, 0.1, rand);
       for (let i = 0; i < n; i++) w[i] += 1;

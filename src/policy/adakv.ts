@@ -5,9 +5,10 @@
  * Scores of different heads are compared raw, as Ada-KV does (each is a softmax mass).
  * No recall.
  */
-import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
+import { EMPTY_PLAN, type AttentionRequest, type HeadResidency, type KvPolicy, type LayerPrefill, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
 import { checkBudget, headBudget, NONE, numOpt, topK } from './select.js';
 import { poolingOpt, snapScores } from './snapkv.js';
+import { layerwise, prefillAllLayers } from './layered.js';
 
 export class AdaKVPolicy implements KvPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
@@ -32,14 +33,18 @@ export class AdaKVPolicy implements KvPolicy {
   }
 
   prefill(obs: PrefillObservation): PrefillPlan {
-    const { layout } = obs;
+    return prefillAllLayers(this, obs);
+  }
+
+  /** The shared budget is a layer's (H_kv · B): per layer. */
+  prefillByLayer(layout: PolicyLayout): LayerPrefill {
     const T = layout.audioLength;
     const H = layout.numKvHeads;
     const B = headBudget(this.budget, T);
     const floor = Math.min(B, Math.floor(this.floorAlpha * B));
-    const heads = [];
-    for (let l = 0; l < layout.numLayers; l++) {
-      const scores = Array.from({ length: H }, (_, k) => snapScores(obs.scores[l * H + k], layout, this.window, this.kernel, this.pooling));
+    return layerwise(layout, (obs) => {
+      const heads: HeadResidency[] = [];
+      const scores = obs.scores.map((raw) => snapScores(raw, layout, this.window, this.kernel, this.pooling));
       const keep = scores.map(() => new Uint8Array(T));
       let used = 0;
       for (let k = 0; k < H; k++) {
@@ -62,8 +67,8 @@ export class AdaKVPolicy implements KvPolicy {
         for (let p = 0; p < T; p++) if (keep[k][p]) gpu.push(p);
         heads.push({ gpu: Int32Array.from(gpu), cpu: NONE });
       }
-    }
-    return { heads };
+      return heads;
+    });
   }
 
   afterStep(): StepPlan {

@@ -11,9 +11,10 @@
  * uniform per-head budget is the base, the other half follows the grounding score.
  */
 import { WnwError } from '../errors.js';
-import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
+import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type LayerPrefill, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
 import { checkBudget, headBudget, NONE, numOpt, spectralSmooth, topK } from './select.js';
 import { windowAudio } from './snapkv.js';
+import { layerwise, prefillAllLayers } from './layered.js';
 
 /**
  * Integer budgets summing to at most `total`, each ≤ cap: base each, the rest ∝ weight,
@@ -78,20 +79,26 @@ export class AudioKVPolicy implements KvPolicy {
   }
 
   prefill(obs: PrefillObservation): PrefillPlan {
-    const { layout } = obs;
+    return prefillAllLayers(this, obs);
+  }
+
+  /**
+   * Per layer: the budgets are shared across every head of the model, but they follow
+   * the calibrated grounding scores, known before any prefill; each head's top-k is over
+   * its own scores.
+   */
+  prefillByLayer(layout: PolicyLayout): LayerPrefill {
     const T = layout.audioLength;
-    const N = obs.scores.length;
+    const N = layout.numLayers * layout.numKvHeads;
     if (this.grounding.length !== N) throw new WnwError('BAD_ARGUMENT', `heads file has ${this.grounding.length} voice scores, the model has ${N} KV heads`);
     const B = headBudget(this.budget, T);
     const budgets = allocateBudgets(this.grounding, Math.floor(this.baseShare * B), N * B, T);
     const forced = windowAudio(layout, this.window);
-    return {
-      heads: obs.scores.map((raw, h) => {
-        const s = spectralSmooth(raw, this.alpha, this.lowpassWindow);
-        for (let p = T - forced; p < T; p++) s[p] = Infinity;
-        return { gpu: topK(s, budgets[h]), cpu: NONE };
-      }),
-    };
+    return layerwise(layout, (obs) => obs.scores.map((raw, k) => {
+      const s = spectralSmooth(raw, this.alpha, this.lowpassWindow);
+      for (let p = T - forced; p < T; p++) s[p] = Infinity;
+      return { gpu: topK(s, budgets[obs.layer * layout.numKvHeads + k]), cpu: NONE };
+    }));
   }
 
   afterStep(): StepPlan {

@@ -1,6 +1,7 @@
 /** The full cache: every audio position stays on the GPU; nothing is exported, nothing moves. */
-import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type PolicyLayout, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
+import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type LayerPrefill, type PolicyLayout, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
 import { NONE, range } from './select.js';
+import { layerwise, prefillAllLayers } from './layered.js';
 
 export class FullPolicy implements KvPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
@@ -12,9 +13,12 @@ export class FullPolicy implements KvPolicy {
   }
 
   prefill(obs: PrefillObservation): PrefillPlan {
-    const { numLayers, numKvHeads, audioLength } = obs.layout;
-    const all = range(0, audioLength);
-    return { heads: Array.from({ length: numLayers * numKvHeads }, () => ({ gpu: all, cpu: NONE })) };
+    return prefillAllLayers(this, obs);
+  }
+
+  prefillByLayer(layout: PolicyLayout): LayerPrefill {
+    const all = range(0, layout.audioLength);
+    return layerwise(layout, () => Array.from({ length: layout.numKvHeads }, () => ({ gpu: all, cpu: NONE })));
   }
 
   afterStep(): StepPlan {

@@ -6,8 +6,9 @@
  * outside the audio budget, so after prefill nothing more is evicted: a prefill-only
  * method here, as the method doc groups it.
  */
-import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
+import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type LayerPrefill, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
 import { checkBudget, headBudget, NONE, numOpt, range, topK, union } from './select.js';
+import { layerwise, prefillAllLayers } from './layered.js';
 
 export class H2OPolicy implements KvPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
@@ -26,13 +27,16 @@ export class H2OPolicy implements KvPolicy {
   }
 
   prefill(obs: PrefillObservation): PrefillPlan {
-    const T = obs.layout.audioLength;
+    return prefillAllLayers(this, obs);
+  }
+
+  /** Each head's heavy hitters are its own: per layer. */
+  prefillByLayer(layout: PolicyLayout): LayerPrefill {
+    const T = layout.audioLength;
     const B = headBudget(this.budget, T);
     const recent = Math.min(B, Math.floor(B * this.recentRatio));
     const older = range(0, T - recent);
-    return {
-      heads: obs.scores.map((s) => ({ gpu: union(topK(s, B - recent, older), range(T - recent, T)), cpu: NONE })),
-    };
+    return layerwise(layout, (obs) => obs.scores.map((s) => ({ gpu: union(topK(s, B - recent, older), range(T - recent, T)), cpu: NONE })));
   }
 
   afterStep(): StepPlan {

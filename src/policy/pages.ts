@@ -14,7 +14,8 @@
  * Prefill has no decode query, so the first selection ranks pages by the summed
  * attention of the last prompt row (the query that predicts the first token).
  */
-import type { AttentionRequest, KvPolicy, Move, PolicyLayout, PolicyOptions, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from './types.js';
+import type { AttentionRequest, KvPolicy, LayerPrefill, Move, PolicyLayout, PolicyOptions, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from './types.js';
+import { layerwise, prefillAllLayers } from './layered.js';
 import { checkBudget, headBudget, range } from './select.js';
 import { WnwError } from '../errors.js';
 
@@ -46,39 +47,46 @@ export class PagedRecallPolicy implements KvPolicy {
   }
 
   prefill(obs: PrefillObservation): PrefillPlan {
-    const { layout } = obs;
-    if (!obs.keys) throw new WnwError('BAD_ARGUMENT', `policy "${this.name}" needs prefill keys (request().prefillKeys)`);
+    return prefillAllLayers(this, obs);
+  }
+
+  /** A head's page bounds and first pages come from its own keys and scores: per layer. */
+  prefillByLayer(layout: PolicyLayout): LayerPrefill {
     this.layout = layout;
-    const T = layout.audioLength;
-    const d = layout.headDim;
-    const P = this.cfg.pageSize;
-    this.pages = Math.ceil(T / P);
-    this.B = headBudget(this.budget, T);
+    this.pages = Math.ceil(layout.audioLength / this.cfg.pageSize);
+    this.B = headBudget(this.budget, layout.audioLength);
     this.lo = [];
     this.hi = [];
     this.resident = [];
-    const all = range(0, T);
-    const heads = obs.scores.map((s, h) => {
-      const keys = obs.keys![h];
-      const lo = new Float32Array(this.pages * d).fill(Infinity);
-      const hi = new Float32Array(this.pages * d).fill(-Infinity);
-      for (let p = 0; p < T; p++) {
-        const o = Math.floor(p / P) * d;
-        for (let i = 0; i < d; i++) {
-          const k = keys[p * d + i];
-          if (k < lo[o + i]) lo[o + i] = k;
-          if (k > hi[o + i]) hi[o + i] = k;
-        }
-      }
-      this.lo.push(lo);
-      this.hi.push(hi);
-      const score = new Float64Array(this.pages);
-      for (let p = 0; p < T; p++) score[Math.floor(p / P)] += s[p];
-      const chosen = this.choose(score);
-      this.resident.push(chosen);
-      return { gpu: this.positionsOf(chosen), cpu: all };
+    const all = range(0, layout.audioLength);
+    return layerwise(layout, (obs) => {
+      if (!obs.keys) throw new WnwError('BAD_ARGUMENT', `policy "${this.name}" needs prefill keys (request().prefillKeys)`);
+      const keys = obs.keys;
+      return obs.scores.map((s, k) => ({ gpu: this.prefillHead(s, keys[k]), cpu: all }));
     });
-    return { heads };
+  }
+
+  /** Bounds one head's pages by its keys and chooses its first pages by its scores; returns their positions. */
+  private prefillHead(s: Float32Array, keys: Float32Array): Int32Array {
+    const { audioLength: T, headDim: d } = this.layout!;
+    const P = this.cfg.pageSize;
+    const lo = new Float32Array(this.pages * d).fill(Infinity);
+    const hi = new Float32Array(this.pages * d).fill(-Infinity);
+    for (let p = 0; p < T; p++) {
+      const o = Math.floor(p / P) * d;
+      for (let i = 0; i < d; i++) {
+        const k = keys[p * d + i];
+        if (k < lo[o + i]) lo[o + i] = k;
+        if (k > hi[o + i]) hi[o + i] = k;
+      }
+    }
+    this.lo.push(lo);
+    this.hi.push(hi);
+    const score = new Float64Array(this.pages);
+    for (let p = 0; p < T; p++) score[Math.floor(p / P)] += s[p];
+    const chosen = this.choose(score);
+    this.resident.push(chosen);
+    return this.positionsOf(chosen);
   }
 
   afterStep(obs: StepObservation): StepPlan {

@@ -3,13 +3,14 @@
  * prompt queries (the observation window), pooled over neighbouring positions, top
  * ⌊budget · T⌋ kept per head; the rest is dropped for good (no recall).
  *
- * The window is the last w rows of [bos][audio][instruction]: when the instruction is
+ * The window is the last w rows of [prefix][audio][instruction]: when the instruction is
  * shorter than w, the window reaches into the audio tail. SnapKV always keeps its window,
  * so those audio positions are kept first, inside the same per-head budget.
  * Pooling: kernel 7, average pooling (SnapKV's released code; the method doc says 5–7).
  */
-import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
+import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type LayerPrefill, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
 import { checkBudget, headBudget, NONE, numOpt, pool1d, topK } from './select.js';
+import { layerwise, prefillAllLayers } from './layered.js';
 
 /** Audio positions inside SnapKV's observation window: the last max(0, w − instructionLength). */
 export function windowAudio(layout: PolicyLayout, window: number): number {
@@ -51,10 +52,13 @@ export class SnapKVPolicy implements KvPolicy {
   }
 
   prefill(obs: PrefillObservation): PrefillPlan {
-    const B = headBudget(this.budget, obs.layout.audioLength);
-    return {
-      heads: obs.scores.map((raw) => ({ gpu: topK(snapScores(raw, obs.layout, this.window, this.kernel, this.pooling), B), cpu: NONE })),
-    };
+    return prefillAllLayers(this, obs);
+  }
+
+  /** Each head ranks its own scores: per layer. */
+  prefillByLayer(layout: PolicyLayout): LayerPrefill {
+    const B = headBudget(this.budget, layout.audioLength);
+    return layerwise(layout, (obs) => obs.scores.map((raw) => ({ gpu: topK(snapScores(raw, layout, this.window, this.kernel, this.pooling), B), cpu: NONE })));
   }
 
   afterStep(): StepPlan {

@@ -1,11 +1,13 @@
 /**
  * StreamingLLM (Xiao et al. 2023): attention sinks plus a recent window. In our prompt
- * [bos][audio][instruction] the true first token, bos, is text and always stays, so the
- * sinks are the first `sinks` audio positions (default 4, the paper's value) and the
- * window is the last ⌊budget · T⌋ − sinks audio positions. Scores are not used.
+ * [prefix][audio][instruction] the true first tokens, the prefix (bos and, for a chat
+ * model, its template), are text and always stay, so the sinks are the first `sinks`
+ * audio positions (default 4, the paper's value) and the window is the last
+ * ⌊budget · T⌋ − sinks audio positions. Scores are not used.
  */
-import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
+import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type LayerPrefill, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
 import { checkBudget, headBudget, NONE, numOpt, range, union } from './select.js';
+import { layerwise, prefillAllLayers } from './layered.js';
 
 export class StreamingPolicy implements KvPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
@@ -24,11 +26,15 @@ export class StreamingPolicy implements KvPolicy {
   }
 
   prefill(obs: PrefillObservation): PrefillPlan {
-    const { numLayers, numKvHeads, audioLength: T } = obs.layout;
+    return prefillAllLayers(this, obs);
+  }
+
+  prefillByLayer(layout: PolicyLayout): LayerPrefill {
+    const T = layout.audioLength;
     const B = headBudget(this.budget, T);
     const sinks = Math.min(this.sinks, B);
     const keep = union(range(0, sinks), range(T - (B - sinks), T));
-    return { heads: Array.from({ length: numLayers * numKvHeads }, () => ({ gpu: keep, cpu: NONE })) };
+    return layerwise(layout, () => Array.from({ length: layout.numKvHeads }, () => ({ gpu: keep, cpu: NONE })));
   }
 
   afterStep(): StepPlan {

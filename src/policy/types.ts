@@ -6,7 +6,7 @@
  *
  * Heads are KV heads, flattened: head = layer * numKvHeads + kvHead.
  * Positions are audio offsets 0..audioLength-1 (sequence position = audioStart + offset).
- * Text KV (bos, instruction, generated tokens) is never a policy's business: it always stays.
+ * Text KV (prefix, instruction, generated tokens) is never a policy's business: it always stays.
  */
 
 export interface PolicyLayout {
@@ -63,6 +63,27 @@ export interface PrefillPlan {
   heads: HeadResidency[];
 }
 
+/** The prefill scores (and keys) of one layer's KV heads, as soon as that layer's rows have run. */
+export interface LayerObservation {
+  layout: PolicyLayout;
+  layer: number;
+  /** Per KV head of this layer (kvHead order): Float32Array[audioLength]. */
+  scores: Float32Array[];
+  /** Per KV head of this layer: Float32Array[audioLength * headDim], only when `prefillKeys` was asked. */
+  keys?: Float32Array[];
+}
+
+/**
+ * A prefill answered layer by layer: `layer` is called for layers 0, 1, … in order and
+ * answers that layer's heads at once, so the runtime can place them before the next
+ * layer runs; `finish` after the last layer returns the whole plan and readies the
+ * policy for `afterStep`.
+ */
+export interface LayerPrefill {
+  layer(obs: LayerObservation): HeadResidency[];
+  finish(): PrefillPlan;
+}
+
 export interface StepObservation {
   /** 0-based index of the decode step whose attention this is. */
   step: number;
@@ -102,6 +123,14 @@ export interface KvPolicy {
   /** What the runtime must export for this policy, for a transcription of this layout. */
   request(layout: PolicyLayout): AttentionRequest;
   prefill(obs: PrefillObservation): PrefillPlan;
+  /**
+   * Present when every head's prefill selection needs only its own layer's scores (and
+   * keys): the runtime then places each layer's KV as soon as that layer has run and
+   * never holds every layer's prompt KV at once. A policy whose selection compares heads
+   * of different layers leaves it out, and the runtime keeps the whole prompt's KV until
+   * `prefill`. Both answer the same plan for the same scores.
+   */
+  prefillByLayer?(layout: PolicyLayout): LayerPrefill;
   afterStep(obs: StepObservation): StepPlan;
 }
 

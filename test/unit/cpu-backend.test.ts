@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
 import { prefillLayers } from '../../src/backend/cpu/prefill.js';
 import { argmax, matvec, rmsnorm, ropeFrequencies } from '../../src/backend/cpu/ops.js';
-import { kvHeadCount } from '../../src/model/config.js';
+import { kvHeadCount, promptLength } from '../../src/model/config.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig, rng } from '../../src/model/testing.js';
 import type { PrefillPlan } from '../../src/policy/types.js';
 
@@ -19,7 +19,7 @@ function fullPlan(heads: number): PrefillPlan {
 function denseLogits(tokens: number[], audio: Float32Array): Float32Array {
   const r = prefillLayers(config, weights, ropeFrequencies(config.headDim, config.ropeTheta), audio, N, request, { suffix: tokens });
   const D = config.hiddenSize;
-  const n = 1 + N + config.instruction.length + tokens.length;
+  const n = promptLength(config, N) + tokens.length;
   const xn = new Float32Array(D);
   rmsnorm(r.hidden.subarray((n - 1) * D, n * D), weights.norm, config.rmsNormEps, D, 1, xn);
   const logits = new Float32Array(config.vocabSize);

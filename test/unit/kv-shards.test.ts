@@ -201,3 +201,60 @@ describe('GPU pool layout', () => {
     expect(() => sessionSizes(c, opts, limits(2 ** 30), 100 * heads * P * slotBytes(c.headDim))).not.toThrow();
   });
 });
+
+describe('a pool grown layer by layer (per-layer prefill)', () => {
+  it('places, recalls and releases as a pool placed at once, each layer in the shard added for it', () => {
+    const heads = 6;
+    const perLayer = 2;
+    const N = 400;
+    const P = 25;
+    const rand = rng(5);
+    const plan = {
+      heads: Array.from({ length: heads }, (_, h) => {
+        const gpu: number[] = [];
+        const cpu: number[] = [];
+        for (let p = 0; p < N; p++) {
+          const onGpu = rand() < 0.15 + 0.1 * h;
+          if (onGpu) gpu.push(p);
+          else if (h % 3 !== 2) cpu.push(p);
+        }
+        return { gpu: Int32Array.from(gpu), cpu: Int32Array.from(cpu) };
+      }),
+    };
+    const text = [0, N + 1];
+    const need = poolNeed(plan, P, text.length + 10);
+    const src = (h: number, s: number, k: Float32Array, ko: number, v: Float32Array, vo: number) => { k[ko] = h; v[vo] = s; };
+    const once = new Residency({ heads, headDim: 4, pageSize: P, numPages: need.total, audioStart: 1, audioLength: N }, noStorage);
+    once.applyPrefill(plan, text, src);
+    const synced: [number, number][] = [];
+    const grown = new Residency({ heads, headDim: 4, pageSize: P, numPages: 0, shards: [], audioStart: 1, audioLength: N }, noStorage);
+    expect(() => grown.pool.allocPage(0)).toThrow(/no pool shard/);
+    const shards = [];
+    for (let l = 0; l < heads / perLayer; l++) {
+      const layer = plan.heads.slice(l * perLayer, (l + 1) * perLayer);
+      const pages = poolNeed({ heads: layer }, P, text.length + 10).total;
+      shards.push(grown.addShard(l * perLayer, perLayer, pages));
+      grown.applyPrefillHeads(l * perLayer, layer, text, src);
+    }
+    expect(() => grown.addShard(0, 1, 3)).toThrow(/has pages already/);
+    grown.attach({ writeRows() {}, syncPositions: (first, count) => synced.push([first, count]) });
+    expect(synced).toEqual([[0, need.total * P]]);
+    expect(grown.pool.capacity).toBe(need.total);
+    const out = new Int32Array(heads);
+    for (let step = 0; step < 20; step++) {
+      const h = step % heads;
+      const pick = (a: Int32Array) => Int32Array.from(a.filter(() => rand() < 0.2));
+      const sp = { release: [{ head: h, positions: pick(once.gpuPositions(h)) }], recall: [{ head: h, positions: pick(plan.heads[h].cpu) }] };
+      for (const r of [grown, once]) {
+        r.apply(sp);
+        r.appendText(N + 2 + step, out);
+      }
+      expect(grown.stats()).toEqual(once.stats());
+      for (let hh = 0; hh < heads; hh++) {
+        expect(Array.from(grown.gpuPositions(hh))).toEqual(Array.from(once.gpuPositions(hh)));
+        const s = shards[Math.floor(hh / perLayer)];
+        expect(grown.pageTable(hh).every((p) => p >= s.firstPage && p < s.firstPage + s.pages)).toBe(true);
+      }
+    }
+  });
+});

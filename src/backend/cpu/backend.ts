@@ -5,16 +5,19 @@
  * once per session, so a decode step allocates nothing but its result arrays.
  */
 import { ContextTooLongError } from '../../errors.js';
-import { groupSize, kvHeadCount, segmentLength, type ModelConfig } from '../../model/config.js';
+import { audioStart, groupSize, kvHeadCount, promptLength, segmentLength, type ModelConfig } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
-import { Residency, liveResidency, type PageStorage } from '../../kv/residency.js';
+import { unpackDecoderWeights, weightsInFormat, type PackedDecoderWeights } from '../../model/packed-weights.js';
+import type { WeightFormat } from '../../model/quant.js';
+import { Residency, liveResidency } from '../../kv/residency.js';
 import { poolNeed } from '../../kv/sizing.js';
-import { kvElementBytes, roundF16, slotBytes, type KvPrecision } from '../../kv/precision.js';
+import { kvElementBytes, slotBytes, type KvPrecision } from '../../kv/precision.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
-import type { PrefillPlan, StepPlan } from '../../policy/types.js';
-import type { DecoderBackend, PrefillResult, SessionOptions, StepResult } from '../types.js';
-import { argmax, matvec, pagedAttention, rmsnorm, rope, ropeFrequencies, swiglu } from './ops.js';
-import { audioKeys, prefillLayers, type PrefillOutput } from './prefill.js';
+import type { HeadResidency, LayerPrefill, PrefillPlan, StepPlan } from '../../policy/types.js';
+import type { DecoderBackend, LayeredPrefillResult, PrefillResult, SessionOptions, StepResult } from '../types.js';
+import { addBias, argmax, matvec, pagedAttention, rmsnorm, rope, ropeFrequencies, swiglu } from './ops.js';
+import { audioKeys, layerAudioKeys, policyLayout, prefillLayers, textPositions, type PrefillOutput } from './prefill.js';
+import { CpuPageStorage } from './storage.js';
 
 /** Windows scored in every prefill so that one prefill serves every policy (SnapKV's w = 32, all rows). */
 const SHARED_WINDOWS = [32, Infinity];
@@ -24,25 +27,11 @@ export interface CpuBackendOptions {
   kvBudgetBytes?: number;
   /** What the pool stores keys and values as (kv/precision.ts); default 'f32'. */
   kvPrecision?: KvPrecision;
-}
-
-/** The pool's K/V in f32 arrays; with f16 every stored value is rounded as the GPU's packing rounds it. */
-class CpuPageStorage implements PageStorage {
-  constructor(readonly k: Float32Array, readonly v: Float32Array, private readonly headDim: number, private readonly f16: boolean) {}
-  writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
-    const n = count * this.headDim;
-    const at = slot * this.headDim;
-    if (this.f16) {
-      roundF16(k, n, this.k, at);
-      roundF16(v, n, this.v, at);
-      return;
-    }
-    this.k.set(k.subarray(0, n), at);
-    this.v.set(v.subarray(0, n), at);
-  }
-  syncPositions(): void {
-    // Attention reads Residency.positions directly.
-  }
+  /**
+   * The weight format the WebGPU backend would store the matrices in ('f32' default,
+   * 'f16', 'q4'): the CPU computes with exactly those values, dequantised once here.
+   */
+  weightFormat?: WeightFormat;
 }
 
 interface Session {
@@ -79,9 +68,15 @@ export class CpuBackend implements DecoderBackend {
    * one clip, and the prefill (the same for every policy) is most of a CPU run's time.
    */
   private memo: { embeddings: Float32Array; out: PrefillOutput } | null = null;
+  /** KV bytes held now and at most since begin(): prompt K/V (the prefill's, the memo's) and the pool's pages. */
+  private kvBytes = { live: 0, peak: 0 };
 
-  constructor(readonly config: ModelConfig, private readonly weights: DecoderWeights, private readonly options: CpuBackendOptions = {}) {
+  private readonly weights: DecoderWeights;
+
+  constructor(readonly config: ModelConfig, weights: DecoderWeights | PackedDecoderWeights, private readonly options: CpuBackendOptions = {}) {
     const c = config;
+    // Packed weights (a converted folder) keep their own format.
+    this.weights = 'format' in weights ? unpackDecoderWeights(c, weights) : weightsInFormat(c, weights, options.weightFormat ?? 'f32');
     this.freqs = ropeFrequencies(c.headDim, c.ropeTheta);
     this.x = new Float32Array(c.hiddenSize);
     this.xn = new Float32Array(c.hiddenSize);
@@ -98,13 +93,50 @@ export class CpuBackend implements DecoderBackend {
 
   begin(opts: SessionOptions): void {
     const c = this.config;
-    const promptLength = 1 + opts.audioLength + c.instruction.length;
-    const fullBytes = kvHeadCount(c) * (promptLength + opts.maxNewTokens) * c.headDim * 8;
+    const n = promptLength(c, opts.audioLength);
+    // Prefill holds the whole prompt's KV once (one layer's at a time when layered); refuse what could never fit.
+    const fullBytes = (opts.layered ? c.numKvHeads : kvHeadCount(c)) * (n + opts.maxNewTokens) * c.headDim * 8;
     if (this.options.kvBudgetBytes !== undefined && fullBytes > 4 * this.options.kvBudgetBytes) {
-      // Prefill holds the whole prompt's KV once; refuse what could never fit.
       throw new ContextTooLongError(fullBytes, this.options.kvBudgetBytes, `prefill of ${opts.audioLength} audio tokens`);
     }
-    this.session = { opts, promptLength, nextPos: promptLength, steps: 0 };
+    this.session = { opts, promptLength: n, nextPos: n, steps: 0 };
+    const held = this.memo ? this.memoBytes(this.memo.out) : 0;
+    this.kvBytes = { live: held, peak: held };
+  }
+
+  /**
+   * The KV bytes this session has held: prompt K/V (prefill, and the memo kept for the
+   * next policy) plus the pool's pages, now and at the peak. Weights, hidden states and
+   * scratch are the same under every policy and not counted.
+   */
+  kvMemory(): { liveBytes: number; peakBytes: number } {
+    return { liveBytes: this.kvBytes.live, peakBytes: this.kvBytes.peak };
+  }
+
+  private hold(bytes: number): void {
+    this.kvBytes.live += bytes;
+    this.kvBytes.peak = Math.max(this.kvBytes.peak, this.kvBytes.live);
+  }
+
+  private memoBytes(out: PrefillOutput): number {
+    return out.k.reduce((n, a) => n + a.byteLength, 0) + out.v.reduce((n, a) => n + a.byteLength, 0);
+  }
+
+  /** The memoised prefill when it serves this session's embeddings and window. */
+  private memoFor(audioEmbeddings: Float32Array, window: number): PrefillOutput | null {
+    return this.memo?.embeddings === audioEmbeddings && this.memo.out.scores.has(window) ? this.memo.out : null;
+  }
+
+  private dropMemo(): void {
+    if (this.memo) this.hold(-this.memoBytes(this.memo.out));
+    this.memo = null;
+  }
+
+  private checkEmbeddings(audioEmbeddings: Float32Array): void {
+    const N = this.s.opts.audioLength;
+    if (audioEmbeddings.length !== N * this.config.hiddenSize) {
+      throw new RangeError(`audio embeddings hold ${audioEmbeddings.length} floats, expected ${N} x ${this.config.hiddenSize}`);
+    }
   }
 
   private get s(): Session {
@@ -116,15 +148,14 @@ export class CpuBackend implements DecoderBackend {
     const s = this.s;
     const c = this.config;
     const N = s.opts.audioLength;
-    if (audioEmbeddings.length !== N * c.hiddenSize) {
-      throw new RangeError(`audio embeddings hold ${audioEmbeddings.length} floats, expected ${N} x ${c.hiddenSize}`);
-    }
+    this.checkEmbeddings(audioEmbeddings);
     const req = s.opts.request;
-    let r = this.memo?.embeddings === audioEmbeddings && this.memo.out.scores.has(req.prefillQueries) ? this.memo.out : null;
+    let r = this.memoFor(audioEmbeddings, req.prefillQueries);
     if (!r) {
-      this.memo = null; // free the old one before allocating the new
+      this.dropMemo(); // free the old one before allocating the new
       r = prefillLayers(c, this.weights, this.freqs, audioEmbeddings, N, req, { windows: [...SHARED_WINDOWS, c.instruction.length] });
       this.memo = { embeddings: audioEmbeddings, out: r };
+      this.hold(this.memoBytes(r));
     }
     s.prefillK = r.k;
     s.prefillV = r.v;
@@ -148,17 +179,17 @@ export class CpuBackend implements DecoderBackend {
     const N = s.opts.audioLength;
     if (!s.prefillK || !s.prefillV) throw new Error('applyPrefill() before prefill()');
     const P = segmentLength(c);
-    const text = [0];
-    for (let i = 0; i < c.instruction.length; i++) text.push(1 + N + i);
+    const text = textPositions(c, N);
     const need = poolNeed(plan, P, text.length + s.opts.maxNewTokens);
     const elementBytes = kvElementBytes(this.options.kvPrecision ?? 'f32');
     const bytesPerPage = P * slotBytes(c.headDim, elementBytes);
     if (this.options.kvBudgetBytes !== undefined && need.total * bytesPerPage > this.options.kvBudgetBytes) {
       throw new ContextTooLongError(need.total * bytesPerPage, this.options.kvBudgetBytes, `${N} audio tokens under this policy`);
     }
-    const storage = new CpuPageStorage(new Float32Array(need.total * P * c.headDim), new Float32Array(need.total * P * c.headDim), c.headDim, elementBytes === 2);
+    const storage = new CpuPageStorage(c.headDim, elementBytes === 2);
+    this.hold(storage.addShard(0, c.numLayers, 0, need.total * P));
     const residency = new Residency(
-      { heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: need.total, kvElementBytes: elementBytes, audioStart: 1, audioLength: N },
+      { heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: need.total, kvElementBytes: elementBytes, audioStart: audioStart(c), audioLength: N },
       storage,
     );
     const kvd = c.numKvHeads * c.headDim;
@@ -182,11 +213,102 @@ export class CpuBackend implements DecoderBackend {
     }
     s.prefillK = undefined;
     s.prefillV = undefined;
+    this.startDecode(residency, storage);
+    return transfer;
+  }
+
+  async prefillByLayer(audioEmbeddings: Float32Array, run: LayerPrefill): Promise<LayeredPrefillResult> {
+    const s = this.s;
+    const c = this.config;
+    const N = s.opts.audioLength;
+    this.checkEmbeddings(audioEmbeddings);
+    const req = s.opts.request;
+    const H = c.numKvHeads;
+    const hd = c.headDim;
+    const kvd = H * hd;
+    const P = segmentLength(c);
+    const text = textPositions(c, N);
+    const textTokens = text.length + s.opts.maxNewTokens;
+    const elementBytes = kvElementBytes(this.options.kvPrecision ?? 'f32');
+    const bytesPerPage = P * slotBytes(hd, elementBytes);
+    const layout = policyLayout(c, N);
+    const storage = new CpuPageStorage(hd, elementBytes === 2);
+    const residency = new Residency(
+      { heads: kvHeadCount(c), headDim: hd, pageSize: P, numPages: 0, shards: [], kvElementBytes: elementBytes, audioStart: audioStart(c), audioLength: N },
+      storage,
+    );
+    let pages = 0;
+    let bytesToCpu = 0;
+    // One layer's plan, placed at once: its pages become a shard of the pool.
+    const place = (l: number, k: Float32Array, v: Float32Array, scores: Map<number, Float32Array[]>) => {
+      const heads: HeadResidency[] = run.layer({
+        layout, layer: l,
+        // Copies: a policy may keep or modify its scores, and the memo serves the next one.
+        scores: scores.get(req.prefillQueries)!.slice(l * H, (l + 1) * H).map((a) => Float32Array.from(a)),
+        keys: req.prefillKeys ? layerAudioKeys(c, k, N) : undefined,
+      });
+      const need = poolNeed({ heads }, P, textTokens);
+      pages += need.total;
+      if (this.options.kvBudgetBytes !== undefined && pages * bytesPerPage > this.options.kvBudgetBytes) {
+        throw new ContextTooLongError(pages * bytesPerPage, this.options.kvBudgetBytes, `${N} audio tokens under this policy (at layer ${l})`);
+      }
+      const shard = residency.addShard(l * H, H, need.total);
+      this.hold(storage.addShard(l, 1, shard.firstPage * P, need.total * P));
+      const rowOf = (head: number, pos: number) => pos * kvd + (head % H) * hd;
+      const placed = residency.applyPrefillHeads(l * H, heads, text, (head, pos, kk, kOff, vv, vOff) => {
+        const o = rowOf(head, pos);
+        kk.set(k.subarray(o, o + hd), kOff);
+        vv.set(v.subarray(o, o + hd), vOff);
+      });
+      for (const g of placed.gathers) {
+        for (let i = 0; i < g.slots.length; i++) {
+          const o = rowOf(g.head, g.seqPositions[i]);
+          storage.writeRows(g.slots[i], 1, k.subarray(o, o + hd), v.subarray(o, o + hd));
+        }
+      }
+      bytesToCpu += placed.transfer.bytesToCpu;
+    };
+    let hidden: Float32Array;
+    const memo = this.memoFor(audioEmbeddings, req.prefillQueries);
+    if (memo) {
+      for (let l = 0; l < c.numLayers; l++) place(l, memo.k[l], memo.v[l], memo.scores);
+      hidden = memo.hidden;
+    } else {
+      this.dropMemo();
+      // Keep every layer's prompt K/V only for a next policy on the same clip (the eval's shared prefill).
+      const keep = !!s.opts.reusePrefill;
+      const layerBytes = 8 * s.promptLength * kvd;
+      if (!keep) this.hold(layerBytes);
+      const out = prefillLayers(c, this.weights, this.freqs, audioEmbeddings, N, req, {
+        windows: [...SHARED_WINDOWS, c.instruction.length],
+        keepKv: keep,
+        onLayer: (l, k, v, scores) => {
+          if (keep) this.hold(layerBytes);
+          place(l, k, v, scores);
+        },
+      });
+      if (keep) this.memo = { embeddings: audioEmbeddings, out };
+      else this.hold(-layerBytes);
+      hidden = out.hidden;
+    }
+    const plan = run.finish();
+    this.startDecode(residency, storage);
+    const token = this.head(hidden.subarray((s.promptLength - 1) * c.hiddenSize, s.promptLength * c.hiddenSize));
+    return {
+      token,
+      logits: s.opts.returnLogits ? Float32Array.from(this.logits) : undefined,
+      plan,
+      transfer: { bytesToGpu: 0, bytesToCpu, recalledPositions: 0, releasedPositions: 0 },
+    };
+  }
+
+  private startDecode(residency: Residency, storage: CpuPageStorage): void {
+    const s = this.s;
+    const c = this.config;
     s.residency = residency;
     s.storage = storage;
-    const maxSlots = Math.max(...Array.from({ length: kvHeadCount(c) }, (_, h) => residency.pageTable(h).length)) * P;
-    this.attScratch = { scores: new Float64Array(maxSlots + 4 * P), acc: new Float64Array(c.headDim) };
-    return transfer;
+    const maxSlots = Math.max(...Array.from({ length: kvHeadCount(c) }, (_, h) => residency.pageTable(h).length)) * residency.pageSize;
+    this.attScratch = { scores: new Float64Array(maxSlots + 4 * residency.pageSize), acc: new Float64Array(c.headDim) };
   }
 
   async step(token: number): Promise<StepResult> {
@@ -214,8 +336,12 @@ export class CpuBackend implements DecoderBackend {
       matvec(w.q, c.numHeads * hd, D, this.xn, this.q);
       matvec(w.k, c.numKvHeads * hd, D, this.xn, this.k);
       matvec(w.v, c.numKvHeads * hd, D, this.xn, this.v);
+      addBias(this.q, w.qBias, c.numHeads * hd);
+      addBias(this.k, w.kBias, c.numKvHeads * hd);
+      addBias(this.v, w.vBias, c.numKvHeads * hd);
       rope(this.q, 0, c.numHeads, hd, pos, this.freqs);
       rope(this.k, 0, c.numKvHeads, hd, pos, this.freqs);
+      const shard = st.ofLayer(l);
       for (let kh = 0; kh < c.numKvHeads; kh++) {
         const head = l * c.numKvHeads + kh;
         st.writeRows(this.slots[head], 1, this.k.subarray(kh * hd, (kh + 1) * hd), this.v.subarray(kh * hd, (kh + 1) * hd));
@@ -223,8 +349,8 @@ export class CpuBackend implements DecoderBackend {
         const wi = wantIndex.get(head);
         pagedAttention(
           this.q, kh * g * hd, g, hd, { pages, pageCount: pages.length }, res.pageSize,
-          st.k, st.v, res.positions, this.att, kh * g * hd,
-          wi === undefined ? undefined : weights[wi], 1, this.attScratch,
+          shard.k, shard.v, res.positions, this.att, kh * g * hd,
+          wi === undefined ? undefined : weights[wi], audioStart(c), this.attScratch, shard.firstSlot,
         );
         if (queries && wi !== undefined) queries[wi].set(this.q.subarray(kh * g * hd, (kh + 1) * g * hd));
       }
@@ -265,7 +391,7 @@ export class CpuBackend implements DecoderBackend {
 
   end(keepPrefill = false): void {
     this.session = null;
-    if (!keepPrefill) this.memo = null;
+    if (!keepPrefill) this.dropMemo();
   }
 
   dispose(): void {

@@ -102,6 +102,15 @@ export function matmul(w: Float32Array, rows: number, cols: number, x: Float32Ar
   for (; i < n; i++) matvec(w, rows, cols, x, out.subarray(i * rows, (i + 1) * rows), i * cols);
 }
 
+/** Adds `bias` [width] to each of n rows of x [n, width]: the q/k/v biases of the Qwen2 family, before RoPE. */
+export function addBias(x: Float32Array, bias: Float32Array | undefined, width: number, n = 1): void {
+  if (!bias) return;
+  for (let i = 0; i < n; i++) {
+    const b = i * width;
+    for (let c = 0; c < width; c++) x[b + c] += bias[c];
+  }
+}
+
 /** RMSNorm of n rows of `dim`: y = x / sqrt(mean(x^2) + eps) * weight. */
 export function rmsnorm(x: Float32Array, weight: Float32Array, eps: number, dim: number, n: number, out: Float32Array): void {
   for (let i = 0; i < n; i++) {
@@ -176,6 +185,8 @@ export function pagedAttention(
   out: Float32Array, outOffset: number,
   weightsOut?: Float32Array, positionBase = 0,
   scratch?: { scores: Float64Array; acc: Float64Array },
+  /** First slot held by kPool/vPool: a sharded pool passes one shard's arrays (slots stay pool-wide). */
+  slotBase = 0,
 ): void {
   const scale = 1 / Math.sqrt(headDim);
   const slots = head.pageCount * pageSize;
@@ -191,7 +202,7 @@ export function pagedAttention(
         const idx = p * pageSize + s;
         if (positions[slot] === EMPTY_SLOT) { scores[idx] = -Infinity; continue; }
         let dot = 0;
-        const kb = slot * headDim;
+        const kb = (slot - slotBase) * headDim;
         for (let d = 0; d < headDim; d++) dot += q[qb + d] * kPool[kb + d];
         scores[idx] = dot * scale;
         if (scores[idx] > max) max = scores[idx];
@@ -211,7 +222,7 @@ export function pagedAttention(
         const w = scores[p * pageSize + s] / sum;
         if (w === 0) continue;
         const slot = page * pageSize + s;
-        const vb = slot * headDim;
+        const vb = (slot - slotBase) * headDim;
         for (let d = 0; d < headDim; d++) acc[d] += w * vPool[vb + d];
         if (weightsOut) {
           const a = positions[slot] - positionBase;

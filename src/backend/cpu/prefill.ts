@@ -1,12 +1,13 @@
 /**
- * Prefill of [bos][audio][instruction] with full causal attention, keeping every
- * layer's keys and values (the policies choose from them afterwards) and the prefill
- * scores the policy asked for.
+ * Prefill of [prefix][audio][instruction] with full causal attention, with the prefill
+ * scores the policy asked for and every layer's keys and values: kept for the policies to
+ * choose from afterwards, or handed to `onLayer` as each layer completes (a per-layer
+ * prefill places them at once and one layer's arrays serve the next).
  */
-import { groupSize, kvHeadCount, segmentLength, type ModelConfig } from '../../model/config.js';
+import { audioStart, groupSize, kvHeadCount, promptLength, segmentLength, type ModelConfig } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
 import type { AttentionRequest, PolicyLayout } from '../../policy/types.js';
-import { causalAttention, matmul, rmsnorm, rope, swiglu } from './ops.js';
+import { addBias, causalAttention, matmul, rmsnorm, rope, swiglu } from './ops.js';
 
 export interface PrefillOutput {
   /** Final hidden states [n, hiddenSize] (before the final norm). */
@@ -32,14 +33,21 @@ export function policyLayout(c: ModelConfig, audioLength: number): PolicyLayout 
   };
 }
 
-/** The prompt's input rows: embed(bos), the audio embeddings, embed(instruction). */
+/** Sequence positions of the prompt's text (prefix and instruction): KV every head keeps, never a policy's. */
+export function textPositions(c: ModelConfig, N: number): number[] {
+  const a0 = audioStart(c);
+  return [...c.prefix.map((_, i) => i), ...c.instruction.map((_, i) => a0 + N + i)];
+}
+
+/** The prompt's input rows: embed(prefix), the audio embeddings, embed(instruction), embed(suffix). */
 export function promptInputs(c: ModelConfig, embed: Float32Array, audio: Float32Array, N: number, suffix: number[] = []): Float32Array {
   const D = c.hiddenSize;
-  const n = 1 + N + c.instruction.length + suffix.length;
+  const a0 = audioStart(c);
+  const n = promptLength(c, N) + suffix.length;
   const x = new Float32Array(n * D);
-  x.set(embed.subarray(c.tokens.bos * D, (c.tokens.bos + 1) * D), 0);
-  x.set(audio.subarray(0, N * D), D);
-  [...c.instruction, ...suffix].forEach((t, i) => x.set(embed.subarray(t * D, (t + 1) * D), (1 + N + i) * D));
+  c.prefix.forEach((t, i) => x.set(embed.subarray(t * D, (t + 1) * D), i * D));
+  x.set(audio.subarray(0, N * D), a0 * D);
+  [...c.instruction, ...suffix].forEach((t, i) => x.set(embed.subarray(t * D, (t + 1) * D), (a0 + N + i) * D));
   return x;
 }
 
@@ -50,6 +58,10 @@ export interface PrefillExtras {
   windows?: number[];
   /** Sees every query head's unnormalised softmax row (exp scores and their sum) for rows >= fromRow. */
   capture?: { fromRow: number; onRow: (layer: number, head: number, row: number, expScores: Float64Array, sum: number) => void };
+  /** Called as soon as a layer's rows have run, with its K/V [n, numKvHeads * headDim] (its scores are complete by then). */
+  onLayer?: (layer: number, k: Float32Array, v: Float32Array, scores: Map<number, Float32Array[]>) => void;
+  /** Keep every layer's K/V in the output (default true); false reuses one layer's arrays for the next. */
+  keepKv?: boolean;
 }
 
 export function prefillLayers(
@@ -62,7 +74,7 @@ export function prefillLayers(
   const qd = c.numHeads * hd;
   const kvd = c.numKvHeads * hd;
   const F = c.intermediateSize;
-  const n = 1 + N + c.instruction.length + suffix.length;
+  const n = promptLength(c, N) + suffix.length;
   const x = promptInputs(c, w.embed, audio, N, suffix);
   const xn = new Float32Array(n * D);
   const q = new Float32Array(n * qd);
@@ -72,25 +84,30 @@ export function prefillLayers(
   const up = new Float32Array(n * F);
   const ks: Float32Array[] = [];
   const vs: Float32Array[] = [];
+  const keepKv = extras.keepKv ?? true;
+  const shared = keepKv ? null : { k: new Float32Array(n * kvd), v: new Float32Array(n * kvd) };
   // Every window a policy is likely to ask for is scored in the same pass (the extra
   // cost is a few additions per weight), so one prefill serves every policy.
   const windowSet = new Set([request.prefillQueries, ...(extras.windows ?? [])]);
   const scores = new Map([...windowSet].map((wq) => [wq, Array.from({ length: kvHeadCount(c) }, () => new Float32Array(N))]));
   for (let l = 0; l < c.numLayers; l++) {
     const L = w.layers[l];
-    const k = new Float32Array(n * kvd);
-    const v = new Float32Array(n * kvd);
+    const k = shared ? shared.k : new Float32Array(n * kvd);
+    const v = shared ? shared.v : new Float32Array(n * kvd);
     rmsnorm(x, L.attnNorm, c.rmsNormEps, D, n, xn);
     matmul(L.q, qd, D, xn, n, q);
     matmul(L.k, kvd, D, xn, n, k);
     matmul(L.v, kvd, D, xn, n, v);
+    addBias(q, L.qBias, qd, n);
+    addBias(k, L.kBias, kvd, n);
+    addBias(v, L.vBias, kvd, n);
     for (let i = 0; i < n; i++) {
       rope(q, i * qd, c.numHeads, hd, i, freqs);
       rope(k, i * kvd, c.numKvHeads, hd, i, freqs);
     }
     causalAttention(q, k, v, n, c.numHeads, c.numKvHeads, hd, att, {
       windows: [...scores].map(([lastQueries, perHead]) => ({ lastQueries, perKvHead: perHead.slice(l * c.numKvHeads, (l + 1) * c.numKvHeads) })),
-      audioStart: 1,
+      audioStart: audioStart(c),
     }, extras.capture ? { fromRow: extras.capture.fromRow, onRow: (h, i, e, sum) => extras.capture!.onRow(l, h, i, e, sum) } : undefined);
     matmul(L.o, D, qd, att, n, tmp);
     for (let i = 0; i < n * D; i++) x[i] += tmp[i];
@@ -100,23 +117,28 @@ export function prefillLayers(
     swiglu(gate, up, gate);
     matmul(L.down, D, F, gate, n, tmp);
     for (let i = 0; i < n * D; i++) x[i] += tmp[i];
-    ks.push(k);
-    vs.push(v);
+    extras.onLayer?.(l, k, v, scores);
+    if (keepKv) {
+      ks.push(k);
+      vs.push(v);
+    }
   }
   return { hidden: x, k: ks, v: vs, scores, layout: policyLayout(c, N) };
 }
 
 /** Per KV head, the post-RoPE audio keys [N, headDim] (page key bounds for Quest/ArkVale). */
 export function audioKeys(c: ModelConfig, k: Float32Array[], N: number): Float32Array[] {
+  return k.flatMap((kl) => layerAudioKeys(c, kl, N));
+}
+
+/** One layer's audio keys per KV head, from its K [n, numKvHeads * headDim]. */
+export function layerAudioKeys(c: ModelConfig, k: Float32Array, N: number): Float32Array[] {
   const hd = c.headDim;
   const kvd = c.numKvHeads * hd;
-  const keys: Float32Array[] = [];
-  for (let l = 0; l < c.numLayers; l++) {
-    for (let kh = 0; kh < c.numKvHeads; kh++) {
-      const out = new Float32Array(N * hd);
-      for (let p = 0; p < N; p++) out.set(k[l].subarray((1 + p) * kvd + kh * hd, (1 + p) * kvd + (kh + 1) * hd), p * hd);
-      keys.push(out);
-    }
-  }
-  return keys;
+  const a0 = audioStart(c);
+  return Array.from({ length: c.numKvHeads }, (_, kh) => {
+    const out = new Float32Array(N * hd);
+    for (let p = 0; p < N; p++) out.set(k.subarray((a0 + p) * kvd + kh * hd, (a0 + p) * kvd + (kh + 1) * hd), p * hd);
+    return out;
+  });
 }

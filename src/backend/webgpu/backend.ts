@@ -4,25 +4,30 @@
  * uses), so both backends see identical page tables for identical plans.
  */
 import { ContextTooLongError, NoWebGpuError, OutOfMemoryError } from '../../errors.js';
-import { kvHeadCount, segmentLength, type ModelConfig } from '../../model/config.js';
+import { audioStart, kvHeadCount, segmentLength, type ModelConfig } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
 import { Residency, liveResidency } from '../../kv/residency.js';
 import { poolNeed } from '../../kv/sizing.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
-import type { PrefillPlan, StepPlan } from '../../policy/types.js';
-import { policyLayout } from '../cpu/prefill.js';
-import type { DecoderBackend, PrefillResult, SessionOptions, StepResult } from '../types.js';
+import type { LayerPrefill, PrefillPlan, StepPlan } from '../../policy/types.js';
+import { policyLayout, textPositions } from '../cpu/prefill.js';
+import type { DecoderBackend, LayeredPrefillResult, PrefillResult, SessionOptions, StepResult } from '../types.js';
 import { GpuContext, type AcquireOptions } from './device.js';
 import { Kernels } from './kernels.js';
 import { PipelineCache } from './pipelines.js';
 import { GpuPool } from './pool.js';
 import { kvElementBytes, slotBytes, type KvPrecision } from '../../kv/precision.js';
-import { poolLayout, residencyShards, type PoolLayout } from './pool-layout.js';
+import { poolLayout, residencyShards, shardedLayout, type PoolLayout } from './pool-layout.js';
 import { gatherIntoPool, readPrefillKv, runPrefill } from './prefill.js';
+import { LayerPlacer } from './layered.js';
 import { PrefillBuffers, SessionBuffers, sessionSizes } from './session.js';
 import type { ShaderLoader } from './shader-source.js';
 import { DecodeStep } from './step.js';
 import { GpuWeights } from './weights.js';
+import { bindingLimit } from './weight-formats.js';
+import { loadWeightKernels } from './weight-kernels.js';
+import { packDecoderWeights, packedFormats, type PackedDecoderWeights, type WeightBytes } from '../../model/packed-weights.js';
+import type { WeightFormat } from '../../model/quant.js';
 
 export interface WebGpuBackendOptions {
   /** An existing context (shared with other work, or made by a test); default: acquire one. */
@@ -38,6 +43,12 @@ export interface WebGpuBackendOptions {
    */
   maxBindingBytes?: number;
   shaderLoader?: ShaderLoader;
+  /**
+   * The format the weight matrices are stored and read in (src/model/quant.ts): 'f32' (the
+   * reference model, default), 'f16' or group-wise 'q4'. Weights given already packed keep
+   * their own format. The CPU backend given the same format computes with the same values.
+   */
+  weightFormat?: WeightFormat;
   /** Refuse software adapters (SwiftShader, llvmpipe) with NoWebGpuError; default false. */
   requireHardware?: boolean;
   /** Pipeline compilation progress, 0..1. */
@@ -80,16 +91,19 @@ export class WebGpuBackend implements DecoderBackend {
   }
 
   /** Acquires the device, compiles every pipeline and uploads the weights. */
-  static async create(config: ModelConfig, weights: DecoderWeights, options: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {
+  static async create(config: ModelConfig, weights: DecoderWeights | PackedDecoderWeights, options: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {
     const ctx = options.context ?? (await GpuContext.acquire(options.acquire));
     if (options.requireHardware && ctx.info.software) {
       if (!options.context) ctx.device.destroy();
       throw new NoWebGpuError(`only a software adapter is available (${ctx.info.label}); the CPU backend is faster`);
     }
     const cache = new PipelineCache(ctx, options.shaderLoader);
+    const packed = 'format' in weights ? weights : packDecoderWeights(config, weights, options.weightFormat ?? 'f32');
+    const loading = Kernels.load(cache, config, segmentLength(config), options.onCompile, options.kvPrecision);
     const [kernels, gpuWeights] = await Promise.all([
-      Kernels.load(cache, config, segmentLength(config), options.onCompile, options.kvPrecision),
-      GpuWeights.upload(ctx, config, weights),
+      loading,
+      // Matrices upload while the pipelines of their formats compile.
+      GpuWeights.upload(ctx, config, packed, bindingLimit(ctx, options.maxBindingBytes), loading.then((k) => loadWeightKernels(cache, k, packedFormats(packed)))),
     ]);
     return new WebGpuBackend(config, ctx, kernels, gpuWeights, options, !options.context);
   }
@@ -100,7 +114,12 @@ export class WebGpuBackend implements DecoderBackend {
    * (`worstPoolBytes`); the pool a session allocates is its plan's (see poolInfo()).
    */
   plan(opts: SessionOptions) {
-    return sessionSizes(this.config, opts, this.limits(), this.options.kvBudgetBytes, this.elementBytes);
+    return { ...sessionSizes(this.config, opts, this.limits(), this.options.kvBudgetBytes, this.elementBytes), weightBytes: this.weights.bytes };
+  }
+
+  /** The decoder weights on the device: bytes in total, per storage format, embedding and head. */
+  weightMemory(): WeightBytes & { embedParts: number; lmHeadParts: number } {
+    return { ...this.weights.memory, embedParts: this.weights.embed.parts.length, lmHeadParts: this.weights.lmHead.parts.length };
   }
 
   /** The live session's KV pool: its pages, shards and bytes (null before applyPrefill). */
@@ -176,6 +195,7 @@ export class WebGpuBackend implements DecoderBackend {
     const failed = await s.allocation;
     if (failed) throw failed;
     if (!s.prefill) throw new Error('prefill() may run once per session');
+    if (s.buffers.sizes.prefillKvLayers !== c.numLayers) throw new Error('a session begun with { layered: true } prefills with prefillByLayer()');
     if (audioEmbeddings.length !== s.opts.audioLength * c.hiddenSize) {
       throw new RangeError(`audio embeddings hold ${audioEmbeddings.length} floats, expected ${s.opts.audioLength} x ${c.hiddenSize}`);
     }
@@ -193,8 +213,7 @@ export class WebGpuBackend implements DecoderBackend {
     const sizes = s.buffers.sizes;
     const A = sizes.audioLength;
     const P = sizes.pageSize;
-    const text = [0];
-    for (let i = 0; i < c.instruction.length; i++) text.push(1 + A + i);
+    const text = textPositions(c, A);
     const need = poolNeed(plan, P, text.length + s.opts.maxNewTokens);
     const bytesPerPage = P * slotBytes(c.headDim, this.elementBytes);
     const budget = this.options.kvBudgetBytes;
@@ -203,24 +222,8 @@ export class WebGpuBackend implements DecoderBackend {
     }
     // The pool holds what this plan keeps (and its recall headroom), not the worst case.
     const layout = poolLayout(c, need.perHead, P, Math.min(...Object.values(this.limits())), this.elementBytes);
-    const { value: [pool, step], failure } = this.scoped(() => {
-      const pool = new GpuPool(this.ctx, c, layout, s.buffers.exportIndex);
-      try {
-        return [pool, new DecodeStep(this.ctx, c, this.kernels, this.weights, s.buffers, pool, s.opts.request.decodeHeads, !!s.opts.request.decodeQueries, !!s.opts.returnLogits)] as const;
-      } catch (e) {
-        pool.destroy();
-        throw e;
-      }
-    }, `the KV pool of this plan (${need.total} pages)`, layout.bytes);
-    const failed = await failure;
-    if (failed) {
-      step.destroy();
-      pool.destroy();
-      throw failed;
-    }
-    s.pool = pool;
-    s.step = step;
-    const residency = new Residency({ heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: layout.capacityPages, shards: residencyShards(c, layout), kvElementBytes: layout.elementBytes, audioStart: 1, audioLength: A }, pool);
+    const pool = await this.makePool(layout, `the KV pool of this plan (${need.total} pages)`);
+    const residency = new Residency({ heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: layout.capacityPages, shards: residencyShards(c, layout), kvElementBytes: layout.elementBytes, audioStart: audioStart(c), audioLength: A }, pool);
     // CPU copies: read back once, only the layers that keep any.
     const cpuLayers = new Set<number>();
     plan.heads.forEach((h, i) => { if (h.cpu.length > 0) cpuLayers.add(Math.floor(i / c.numKvHeads)); });
@@ -241,6 +244,72 @@ export class WebGpuBackend implements DecoderBackend {
     s.residency = residency;
     this.ctx.check();
     return transfer;
+  }
+
+  async prefillByLayer(audioEmbeddings: Float32Array, run: LayerPrefill): Promise<LayeredPrefillResult> {
+    const s = this.s;
+    const c = this.config;
+    const failed = await s.allocation;
+    if (failed) throw failed;
+    const p = s.prefill;
+    if (!p) throw new Error('prefillByLayer() may run once per session');
+    const sizes = s.buffers.sizes;
+    if (sizes.prefillKvLayers !== 1 && c.numLayers > 1) throw new Error('prefillByLayer() needs begin({ layered: true })');
+    const A = sizes.audioLength;
+    if (audioEmbeddings.length !== A * c.hiddenSize) {
+      throw new RangeError(`audio embeddings hold ${audioEmbeddings.length} floats, expected ${A} x ${c.hiddenSize}`);
+    }
+    this.ctx.check();
+    const limit = Math.min(...Object.values(this.limits()));
+    const req = s.opts.request;
+    const placer = new LayerPlacer({
+      ctx: this.ctx, config: c, kernels: this.kernels, prefill: p, sizes, request: req, run,
+      elementBytes: this.elementBytes, limit, budget: this.options.kvBudgetBytes, scoped: (make, what, bytes) => this.scoped(make, what, bytes),
+    });
+    let r: Awaited<ReturnType<typeof runPrefill>>;
+    let plan: PrefillPlan;
+    let pool: GpuPool;
+    try {
+      r = await runPrefill(this.ctx, c, this.kernels, this.weights, s.buffers, p, audioEmbeddings, req, !!s.opts.returnLogits, (l) => placer.place(l));
+      plan = run.finish();
+      const layout = shardedLayout(c, placer.shards, sizes.pageSize, limit, this.elementBytes);
+      pool = await this.makePool(layout, `the KV pool's tables for ${layout.capacityPages} pages`, placer.shardBuffers);
+    } catch (e) {
+      placer.destroy();
+      throw e;
+    }
+    const residency = placer.residency;
+    residency.attach(pool);
+    pool.flush(residency);
+    p.destroy();
+    s.prefill = null;
+    s.residency = residency;
+    this.ctx.check();
+    return { token: r.token, logits: r.logits, plan, transfer: { bytesToGpu: 0, bytesToCpu: placer.bytesToCpu, recalledPositions: 0, releasedPositions: 0 } };
+  }
+
+  /** The pool of `layout` (with shard buffers made already, or new ones) and the decode step over it, on the session. */
+  private async makePool(layout: PoolLayout, what: string, shardBuffers?: { k: GPUBuffer; v: GPUBuffer }[]): Promise<GpuPool> {
+    const s = this.s;
+    const c = this.config;
+    const { value: [pool, step], failure } = this.scoped(() => {
+      const pool = new GpuPool(this.ctx, c, layout, s.buffers.exportIndex, shardBuffers);
+      try {
+        return [pool, new DecodeStep(this.ctx, c, this.kernels, this.weights, s.buffers, pool, s.opts.request.decodeHeads, !!s.opts.request.decodeQueries, !!s.opts.returnLogits)] as const;
+      } catch (e) {
+        pool.destroy();
+        throw e;
+      }
+    }, what, layout.bytes);
+    const failed = await failure;
+    if (failed) {
+      step.destroy();
+      pool.destroy();
+      throw failed;
+    }
+    s.pool = pool;
+    s.step = step;
+    return pool;
   }
 
   async step(token: number): Promise<StepResult> {

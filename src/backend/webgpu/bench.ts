@@ -64,7 +64,7 @@ export async function benchWebGpu(config: ModelConfig, weights: DecoderWeights, 
       times.push(performance.now() - t);
       counters = backend.stepCounters();
     }
-    const promptLength = 1 + audioLength + config.instruction.length;
+    const promptLength = sizes.promptLength;
     return {
       backend: backend.label,
       software: backend.ctx.info.software,

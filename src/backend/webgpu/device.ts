@@ -51,6 +51,11 @@ export type Bindings = (GPUBuffer | GPUBufferBinding)[] | Record<number, GPUBuff
 
 export class GpuContext {
   liveBuffers = 0;
+  /** Bytes of the live buffers this context made, and their most since `resetPeak()`: the allocation tracker. */
+  liveBytes = 0;
+  peakBytes = 0;
+  /** Destroying twice (a pool that took over buffers made earlier, on an error path) counts once. */
+  private readonly destroyed = new WeakSet<GPUBuffer>();
   bindGroupsCreated = 0;
   lostReason: string | null = null;
   readonly limits: GPUSupportedLimits;
@@ -103,7 +108,14 @@ export class GpuContext {
       b.unmap();
     }
     this.liveBuffers++;
+    this.liveBytes += padded;
+    this.peakBytes = Math.max(this.peakBytes, this.liveBytes);
     return b;
+  }
+
+  /** Starts a new peak from the bytes live now. */
+  resetPeak(): void {
+    this.peakBytes = this.liveBytes;
   }
 
   uniform(label: string, values: ArrayLike<number>): GPUBuffer {
@@ -111,9 +123,11 @@ export class GpuContext {
   }
 
   destroy(b: GPUBuffer | undefined | null): void {
-    if (!b) return;
+    if (!b || this.destroyed.has(b)) return;
+    this.destroyed.add(b);
     b.destroy();
     this.liveBuffers--;
+    this.liveBytes -= b.size;
   }
 
   /** Group 0 of `pipeline`; an array binds 0..n-1, an object names sparse binding numbers. */

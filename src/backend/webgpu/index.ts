@@ -1,6 +1,7 @@
 /** The WebGPU backend's public surface (loaded lazily by backend/create.ts). */
 import type { ModelConfig } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
+import type { PackedDecoderWeights } from '../../model/packed-weights.js';
 import { WebGpuBackend, type WebGpuBackendOptions } from './backend.js';
 
 export { WebGpuBackend, type WebGpuBackendOptions } from './backend.js';
@@ -14,7 +15,7 @@ export interface CreateWebGpuOptions extends Omit<WebGpuBackendOptions, 'require
   allowSoftware?: boolean;
 }
 
-export function createWebGpuBackend(config: ModelConfig, weights: DecoderWeights, opts: CreateWebGpuOptions = {}): Promise<WebGpuBackend> {
+export function createWebGpuBackend(config: ModelConfig, weights: DecoderWeights | PackedDecoderWeights, opts: CreateWebGpuOptions = {}): Promise<WebGpuBackend> {
   const { allowSoftware, ...rest } = opts;
   return WebGpuBackend.create(config, weights, { ...rest, requireHardware: !allowSoftware });
 }

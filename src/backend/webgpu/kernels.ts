@@ -40,6 +40,11 @@ export function modelConstants(c: ModelConfig, pageSize: number, precision: KvPr
   return {
     // The pool's element type (kv/precision.ts): f16 pairs packed in u32 words, or f32 bits.
     KV_F16: precision === 'f16',
+    // q/k/v biases (Qwen2 family): qkv_rope adds them before RoPE.
+    HAS_BIAS: c.attentionBias,
+    // The weight format the embedding, Wqkv and the dense products read (src/model/quant.ts):
+    // 0 f32 here; the backend specialises other formats' pipelines from these constants.
+    WEIGHT_FORMAT: 0,
     D: c.hiddenSize,
     INTER: c.intermediateSize,
     VOCAB: c.vocabSize,
@@ -92,7 +97,8 @@ export class Kernels {
       if (v % 4 !== 0) throw new RangeError(`the WebGPU kernels need ${name} (${v}) to be a multiple of 4`);
     }
     const k = modelConstants(c, pageSize, precision);
-    const acc = (on: boolean): Constants => ({ ...k, ACC: on });
+    // The f32 weight format of the reference model (src/model/quant.ts, WEIGHT_FORMAT 0).
+    const acc = (on: boolean): Constants => ({ ...k, ACC: on, WEIGHT_FORMAT: 0 });
     let done = 0;
     const list: Promise<GPUComputePipeline>[] = [
       cache.get('embed.wgsl', 'embed', k),

@@ -58,7 +58,28 @@ export function poolLayout(c: ModelConfig, perHead: ArrayLike<number>, pageSize:
     cur.pages += pages;
   }
   shards.push(cur);
-  const capacityPages = cur.firstPage + cur.pages;
+  return shardedLayout(c, shards, pageSize, limit, elementBytes);
+}
+
+/**
+ * The pages one layer needs, checked against one binding: a per-layer prefill makes
+ * each layer's shard as soon as that layer's plan is known.
+ */
+export function layerShardPages(c: ModelConfig, layer: number, perHead: ArrayLike<number>, pageSize: number, limit: number, elementBytes = 4): number {
+  let pages = 0;
+  for (let i = 0; i < perHead.length; i++) pages += perHead[i];
+  const bytes = pages * pageSize * c.headDim * elementBytes;
+  if (bytes > limit) {
+    throw new ContextTooLongError(bytes, limit, `layer ${layer} keeps ${pages} KV pages under this plan, whose ${(bytes / 2 ** 20).toFixed(1)} MiB of keys exceed this device's binding limit`, 'pool-binding');
+  }
+  return pages;
+}
+
+/** The layout of given shards (consecutive pages, whole layers): the pool-wide buffers sized and checked. */
+export function shardedLayout(c: ModelConfig, shards: PoolShardLayout[], pageSize: number, limit: number, elementBytes = 4): PoolLayout {
+  const HKV = c.numKvHeads;
+  const last = shards[shards.length - 1];
+  const capacityPages = last.firstPage + last.pages;
   const slots = capacityPages * pageSize;
   const heads = c.numLayers * HKV;
   const maxSplits = Math.max(1, Math.ceil(Math.max(...shards.map((s) => s.pages)) / pagesPerSplit(pageSize)));

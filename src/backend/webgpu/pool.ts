@@ -61,7 +61,8 @@ export class GpuPool implements PageStorage {
   private readonly shardOfPage: Int32Array;
   private half = new Uint16Array(0);
 
-  constructor(private readonly ctx: GpuContext, c: ModelConfig, readonly layout: PoolLayout, private readonly exportIndex: Uint32Array) {
+  /** `shardBuffers`: the shards' K/V buffers when made already (a per-layer prefill filled them); the pool owns them from here. */
+  constructor(private readonly ctx: GpuContext, c: ModelConfig, readonly layout: PoolLayout, private readonly exportIndex: Uint32Array, shardBuffers?: { k: GPUBuffer; v: GPUBuffer }[]) {
     const { capacityPages, pageSize, shards } = layout;
     this.pageSize = pageSize;
     this.heads = kvHeadCount(c);
@@ -71,6 +72,11 @@ export class GpuPool implements PageStorage {
     shards.forEach((sh, i) => {
       this.shardOfLayer.fill(i, sh.firstLayer, sh.firstLayer + sh.layers);
       this.shardOfPage.fill(i, sh.firstPage, sh.firstPage + sh.pages);
+      if (shardBuffers) {
+        this.k.push(shardBuffers[i].k);
+        this.v.push(shardBuffers[i].v);
+        return;
+      }
       const suffix = shards.length > 1 ? `.${i}` : '';
       const bytes = Math.max(1, sh.pages) * pageSize * c.headDim * layout.elementBytes;
       this.k.push(ctx.buffer(`kv.k${suffix}`, bytes));

@@ -1,5 +1,5 @@
 /**
- * Prefill on the GPU: [bos][audio][instruction] through every layer with causal
+ * Prefill on the GPU: [prefix][audio][instruction] through every layer with causal
  * attention, keeping each layer's post-RoPE K/V (the policy chooses from them), the
  * prefill scores the policy asked for, and the greedy token after the prompt. One
  * submit per layer keeps each submit short (browsers' GPU watchdogs).
@@ -7,18 +7,20 @@
  * Each layer runs over blocks of `prefillChunk` rows, in order: a block's queries attend
  * to the keys of every row up to its end, which this and the earlier blocks have written,
  * so causal attention needs no more than that. Only the hidden states and each layer's
- * K/V hold the whole prompt; the wide per-row buffers (QKV, queries, attention output,
+ * K/V hold the whole prompt (a per-layer prefill holds one layer's K/V: `onLayer` places
+ * it into the pool before the next layer overwrites it); the wide per-row buffers (QKV, queries, attention output,
  * the MLP's) hold one block, within one storage binding and with little memory however
  * long the recording. Prefill scores add up block by block.
  */
-import { kvHeadCount, type ModelConfig } from '../../model/config.js';
+import { audioStart, kvHeadCount, type ModelConfig } from '../../model/config.js';
 import type { AttentionRequest } from '../../policy/types.js';
 import type { Gather } from '../../kv/residency.js';
 import type { GpuContext, Bindings } from './device.js';
 import type { GpuPool } from './pool.js';
-import { grid, matmulGroups, matvecGroups, type Kernels } from './kernels.js';
+import { grid, matmulGroups, type Kernels } from './kernels.js';
 import type { PrefillBuffers, SessionBuffers } from './session.js';
-import type { GpuWeights } from './weights.js';
+import { whole, type GpuWeights } from './weights.js';
+import { matvecDispatches } from './weight-formats.js';
 
 export interface GpuPrefillOutput {
   token: number;
@@ -27,15 +29,16 @@ export interface GpuPrefillOutput {
   keys?: Float32Array[];
 }
 
-async function readBack(ctx: GpuContext, parts: [GPUBuffer, number][]): Promise<ArrayBuffer[]> {
+/** Copies [buffer, bytes, source offset = 0] parts into one staging buffer and maps it. */
+async function readBack(ctx: GpuContext, parts: [GPUBuffer, number, number?][]): Promise<ArrayBuffer[]> {
   const total = parts.reduce((n, [, b]) => n + Math.ceil(b / 16) * 16, 0);
   const staging = ctx.buffer('prefill.readback', total, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
   const enc = ctx.device.createCommandEncoder();
   let off = 0;
   const offs: number[] = [];
-  for (const [buf, bytes] of parts) {
+  for (const [buf, bytes, from] of parts) {
     offs.push(off);
-    if (bytes > 0) enc.copyBufferToBuffer(buf, 0, staging, off, Math.ceil(bytes / 4) * 4);
+    if (bytes > 0) enc.copyBufferToBuffer(buf, from ?? 0, staging, off, Math.ceil(bytes / 4) * 4);
     off += Math.ceil(bytes / 16) * 16;
   }
   ctx.device.queue.submit([enc.finish()]);
@@ -50,6 +53,8 @@ async function readBack(ctx: GpuContext, parts: [GPUBuffer, number][]): Promise<
 export async function runPrefill(
   ctx: GpuContext, c: ModelConfig, k: Kernels, w: GpuWeights, s: SessionBuffers, p: PrefillBuffers,
   audio: Float32Array, request: AttentionRequest, returnLogits: boolean,
+  /** Called once each layer has been submitted, before the next is encoded; its work is queued before the next layer's. */
+  onLayer?: (layer: number) => Promise<void>,
 ): Promise<GpuPrefillOutput> {
   const A = s.sizes.audioLength;
   const n = s.sizes.promptLength;
@@ -58,10 +63,11 @@ export async function runPrefill(
   const QD = c.numHeads * c.headDim;
   const KVD = c.numKvHeads * c.headDim;
   const q = ctx.device.queue;
+  const a0 = audioStart(c);
   const ids = new Int32Array(n);
-  ids[0] = c.tokens.bos;
-  for (let i = 0; i < A; i++) ids[1 + i] = -1 - i;
-  c.instruction.forEach((t, i) => (ids[1 + A + i] = t));
+  ids.set(c.prefix);
+  for (let i = 0; i < A; i++) ids[a0 + i] = -1 - i;
+  c.instruction.forEach((t, i) => (ids[a0 + A + i] = t));
   q.writeBuffer(p.ids, 0, ids);
   if (A > 0) q.writeBuffer(p.audio, 0, audio.buffer, audio.byteOffset, A * D * 4);
   const uni = (label: string, v: number[]) => p.adopt(ctx.uniform(label, v));
@@ -93,68 +99,102 @@ export async function runPrefill(
     pass.end();
   };
   let enc = ctx.device.createCommandEncoder({ label: 'prefill embed' });
-  run(enc, k.embed, [w.embed, p.ids, p.audio, p.x, rows], ...grid(n));
+  // Pipelines of each matrix's weight format; the embedding table runs once per row part.
+  const wk = w.kernels;
+  const E = w.embed;
+  for (const part of E.parts) {
+    const u = E.parts.length === 1 ? rows : uni(`u.embed${part.row0}`, [n, part.row0, part.row0 + part.rows, 0]);
+    run(enc, wk(E.format).embed, [part.buffer, p.ids, p.audio, p.x, u], ...grid(n));
+  }
   enc.clearBuffer(p.scores);
   for (let l = 0; l < c.numLayers; l++) {
     const L = w.layers[l];
+    const { k: pk, v: pv } = p.kvOf(l);
     for (const b of blocks) {
       const x = rowsOf(p.x, D, b.r0, b.m);
-      const attnU = uni(`u.attn${l}.${b.r0}`, [b.r0 + b.m, 1, A, firstQuery, l, 0, 0, b.r0]);
+      const attnU = uni(`u.attn${l}.${b.r0}`, [b.r0 + b.m, a0, A, firstQuery, l, 0, 0, b.r0]);
       run(enc, k.rmsnorm, [x, L.attnNorm, p.h, b.uRows], Math.ceil(b.m / 64));
-      run(enc, k.matmul, [L.qkv, p.h, p.qkv, b.uQkv], ...matmulGroups(QD + 2 * KVD, b.m));
-      run(enc, k.ropeSplit, { 1: p.qkv, 2: p.q, 3: rowsOf(p.k[l], KVD, b.r0, b.m), 4: rowsOf(p.v[l], KVD, b.r0, b.m), 5: s.rope, 8: b.uRope }, b.m);
-      run(enc, k.causalAttention, [p.q, p.k[l], p.v[l], p.attn, p.ml, attnU], Math.ceil(b.m / 64), c.numHeads);
-      if (A > 0 && b.r0 + b.m > firstQuery) run(enc, k.prefillScores, { 0: p.q, 1: p.k[l], 5: attnU, 6: p.scores, 7: p.ml }, Math.ceil(A / 64), c.numKvHeads);
-      run(enc, k.matmulAdd, [L.o, p.attn, x, b.uO], ...matmulGroups(D, b.m));
+      run(enc, wk(L.qkv.format).matmul, [whole(L.qkv), p.h, p.qkv, b.uQkv], ...matmulGroups(QD + 2 * KVD, b.m));
+      run(enc, k.ropeSplit, { 1: p.qkv, 2: p.q, 3: rowsOf(pk, KVD, b.r0, b.m), 4: rowsOf(pv, KVD, b.r0, b.m), 5: s.rope, 8: b.uRope, 9: w.qkvBias(l) }, b.m);
+      run(enc, k.causalAttention, [p.q, pk, pv, p.attn, p.ml, attnU], Math.ceil(b.m / 64), c.numHeads);
+      if (A > 0 && b.r0 + b.m > firstQuery) run(enc, k.prefillScores, { 0: p.q, 1: pk, 5: attnU, 6: p.scores, 7: p.ml }, Math.ceil(A / 64), c.numKvHeads);
+      run(enc, wk(L.o.format).matmulAdd, [whole(L.o), p.attn, x, b.uO], ...matmulGroups(D, b.m));
       run(enc, k.rmsnorm, [x, L.mlpNorm, p.h, b.uRows], Math.ceil(b.m / 64));
-      run(enc, k.matmul, [L.gateUp, p.h, p.gateUp, b.uGu], ...matmulGroups(2 * I, b.m));
+      run(enc, wk(L.gateUp.format).matmul, [whole(L.gateUp), p.h, p.gateUp, b.uGu], ...matmulGroups(2 * I, b.m));
       run(enc, k.swiglu, [p.gateUp, p.act, b.uAct], ...grid(Math.ceil((b.m * I) / 64)));
-      run(enc, k.matmulAdd, [L.down, p.act, x, b.uDown], ...matmulGroups(D, b.m));
+      run(enc, wk(L.down.format).matmulAdd, [whole(L.down), p.act, x, b.uDown], ...matmulGroups(D, b.m));
     }
     q.submit([enc.finish()]);
+    if (onLayer) await onLayer(l);
     enc = ctx.device.createCommandEncoder({ label: `prefill layer ${l + 1}` });
   }
   // Only the last prompt row goes through the final norm and the LM head.
   run(enc, k.rmsnorm, [p.x, w.norm, s.h, uni('u.last', [1, n - 1, 0, 0])], 1);
-  run(enc, k.matvec, [w.lmHead, s.h, s.logits, uni('u.lm', [c.vocabSize, D, 1, 0])], ...matvecGroups(c.vocabSize));
+  // The lm_head as one matvec per row part, each writing its slice of the logits.
+  for (const d of matvecDispatches(ctx, w.lmHead, s.h, s.logits)) {
+    p.adopt(d.uniform);
+    run(enc, wk(w.lmHead.format).matvec, d.bindings, ...d.groups);
+  }
   run(enc, k.argmax, [s.logits, s.tokenOut], 1);
   q.submit([enc.finish()]);
   const heads = kvHeadCount(c);
-  const parts: [GPUBuffer, number][] = [[s.tokenOut, 4], [s.logits, returnLogits ? 4 * c.vocabSize : 0], [p.scores, 4 * heads * A]];
-  if (request.prefillKeys) for (let l = 0; l < c.numLayers; l++) parts.push([p.k[l], 4 * n * KVD]);
+  // A per-layer prefill has read each layer's scores and keys as it went.
+  const wantKeys = request.prefillKeys && !onLayer;
+  const parts: [GPUBuffer, number][] = [[s.tokenOut, 4], [s.logits, returnLogits ? 4 * c.vocabSize : 0], [p.scores, onLayer ? 0 : 4 * heads * A]];
+  if (wantKeys) for (let l = 0; l < c.numLayers; l++) parts.push([p.k[l], 4 * n * KVD]);
   const got = await readBack(ctx, parts);
   const token = new Uint32Array(got[0])[0];
   const allScores = new Float32Array(got[2]);
   const scores = Array.from({ length: heads }, (_, h) => allScores.slice(h * A, (h + 1) * A));
-  let keys: Float32Array[] | undefined;
-  if (request.prefillKeys) {
-    keys = [];
-    const hd = c.headDim;
-    for (let l = 0; l < c.numLayers; l++) {
-      const kl = new Float32Array(got[3 + l]);
-      for (let kh = 0; kh < c.numKvHeads; kh++) {
-        const out = new Float32Array(A * hd);
-        for (let a = 0; a < A; a++) out.set(kl.subarray((1 + a) * KVD + kh * hd, (1 + a) * KVD + (kh + 1) * hd), a * hd);
-        keys.push(out);
-      }
-    }
-  }
+  const keys = wantKeys ? Array.from({ length: c.numLayers }, (_, l) => layerKeys(c, new Float32Array(got[3 + l]), A)).flat() : undefined;
   return { token, logits: returnLogits ? new Float32Array(got[1]) : undefined, scores, keys };
+}
+
+/** Per KV head of one layer, its post-RoPE audio keys [A, headDim] from the layer's K [n, KVD]. */
+function layerKeys(c: ModelConfig, kl: Float32Array, A: number): Float32Array[] {
+  const hd = c.headDim;
+  const KVD = c.numKvHeads * hd;
+  const a0 = audioStart(c);
+  return Array.from({ length: c.numKvHeads }, (_, kh) => {
+    const out = new Float32Array(A * hd);
+    for (let a = 0; a < A; a++) out.set(kl.subarray((a0 + a) * KVD + kh * hd, (a0 + a) * KVD + (kh + 1) * hd), a * hd);
+    return out;
+  });
+}
+
+/**
+ * What a per-layer prefill reads back once a layer has run: its heads' prefill scores,
+ * their audio keys when the policy asked, and the layer's whole K/V when some head of it
+ * keeps CPU copies (asked for separately, once the plan says so).
+ */
+export async function readLayerScores(ctx: GpuContext, c: ModelConfig, p: PrefillBuffers, layer: number, A: number, n: number, withKeys: boolean): Promise<{ scores: Float32Array[]; keys?: Float32Array[] }> {
+  const H = c.numKvHeads;
+  const parts: [GPUBuffer, number, number][] = [[p.scores, 4 * H * A, 4 * layer * H * A]];
+  if (withKeys) parts.push([p.kvOf(layer).k, 4 * n * H * c.headDim, 0]);
+  const got = await readBack(ctx, parts);
+  const all = new Float32Array(got[0]);
+  return {
+    scores: Array.from({ length: H }, (_, h) => all.slice(h * A, (h + 1) * A)),
+    keys: withKeys ? layerKeys(c, new Float32Array(got[1]), A) : undefined,
+  };
 }
 
 /** Reads back the prefill K and V of the given layers (for CPU copies): [n, KVD] each. */
 export async function readPrefillKv(ctx: GpuContext, c: ModelConfig, p: PrefillBuffers, n: number, layers: number[]): Promise<Map<number, { k: Float32Array; v: Float32Array }>> {
   const bytes = 4 * n * c.numKvHeads * c.headDim;
   const parts: [GPUBuffer, number][] = [];
-  for (const l of layers) parts.push([p.k[l], bytes], [p.v[l], bytes]);
+  for (const l of layers) parts.push([p.kvOf(l).k, bytes], [p.kvOf(l).v, bytes]);
   const got = parts.length ? await readBack(ctx, parts) : [];
   const out = new Map<number, { k: Float32Array; v: Float32Array }>();
   layers.forEach((l, i) => out.set(l, { k: new Float32Array(got[2 * i]), v: new Float32Array(got[2 * i + 1]) }));
   return out;
 }
 
+/** Where a layer's pool pages live: the pool, or during a per-layer prefill the shard just made for it. */
+export type PoolTarget = Pick<GpuPool, 'kOf' | 'vOf' | 'baseSlot'>;
+
 /** Copies the prefill rows the residency placed on the GPU into their pool slots. */
-export function gatherIntoPool(ctx: GpuContext, c: ModelConfig, k: Kernels, pool: GpuPool, p: PrefillBuffers, gathers: Gather[]): void {
+export function gatherIntoPool(ctx: GpuContext, c: ModelConfig, k: Kernels, pool: PoolTarget, p: PrefillBuffers, gathers: Gather[]): void {
   const perLayer: number[][] = Array.from({ length: c.numLayers }, () => []);
   for (const g of gathers) {
     const l = Math.floor(g.head / c.numKvHeads);
@@ -178,7 +218,7 @@ export function gatherIntoPool(ctx: GpuContext, c: ModelConfig, k: Kernels, pool
     const count = e.length / 3;
     if (count === 0) return;
     const u = p.adopt(ctx.uniform(`u.gather${l}`, [firsts[l], count, pool.baseSlot(l), 0]));
-    pass.setBindGroup(0, ctx.bindGroup(k.gather, [entries, p.k[l], p.v[l], pool.kOf(l), pool.vOf(l), u]));
+    pass.setBindGroup(0, ctx.bindGroup(k.gather, [entries, p.kvOf(l).k, p.kvOf(l).v, pool.kOf(l), pool.vOf(l), u]));
     pass.dispatchWorkgroups(...grid(Math.ceil((count * c.headDim) / 64)));
   });
   pass.end();

@@ -1,12 +1,13 @@
 /**
  * Per-session GPU memory: the decode step's buffers, the readback ring, and the prefill
- * buffers that live only until applyPrefill. The KV pool is sized later, from the
- * policy's plan (pool-layout.ts). `sessionSizes` computes every size from the config and
+ * buffers that live only until the pool has been filled: every layer's prompt K/V for
+ * prefill + applyPrefill, one layer's (reused by the next) for prefillByLayer. The KV
+ * pool is sized later, from the policy's plan (pool-layout.ts). `sessionSizes` computes every size from the config and
  * the session options alone, so an impossible context fails with ContextTooLongError
  * before any GPU work.
  */
 import { ContextTooLongError } from '../../errors.js';
-import { groupSize, kvHeadCount, segmentLength, type ModelConfig } from '../../model/config.js';
+import { groupSize, kvHeadCount, promptLength, segmentLength, type ModelConfig } from '../../model/config.js';
 import { RECALL_PAGES_PER_HEAD } from '../../kv/sizing.js';
 import type { SessionOptions } from '../types.js';
 import type { GpuContext } from './device.js';
@@ -16,14 +17,16 @@ import { ropeTable } from './kernels.js';
 
 export interface SessionSizes {
   audioLength: number;
-  /** Prompt length n = 1 + audio + instruction. */
+  /** Prompt length n = prefix + audio + instruction. */
   promptLength: number;
-  /** Text tokens per head: bos, instruction, generated. */
+  /** Text tokens per head: prefix, instruction, generated. */
   textTokens: number;
   pageSize: number;
   exported: number;
   /** Rows per block of the prefill's QKV projection and MLP (a multiple of 64). */
   prefillChunk: number;
+  /** Layers whose prompt K/V the prefill buffers hold at once: 1 for a per-layer prefill, else every layer. */
+  prefillKvLayers: number;
   /** Bytes of the prefill buffers, of the largest single buffer, of the decode step's buffers. */
   prefillBytes: number;
   largestBuffer: number;
@@ -40,7 +43,7 @@ export interface SessionSizes {
 
 export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { maxStorageBufferBindingSize: number; maxBufferSize: number }, kvBudgetBytes?: number, kvElementBytes = 4): SessionSizes {
   const A = opts.audioLength;
-  const n = 1 + A + c.instruction.length;
+  const n = promptLength(c, A);
   const P = segmentLength(c);
   const heads = kvHeadCount(c);
   const D = c.hiddenSize;
@@ -48,7 +51,7 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   const KVD = c.numKvHeads * c.headDim;
   const I = c.intermediateSize;
   const G = groupSize(c);
-  const textTokens = 1 + c.instruction.length + opts.maxNewTokens;
+  const textTokens = c.prefix.length + c.instruction.length + opts.maxNewTokens;
   // Upper bound of kv/sizing.ts poolNeed over all plans: per head, ceil(gpu/P) + ceil(cpuOnly/P)
   // <= ceil(A/P) + 1 (gpu and cpuOnly are disjoint), plus recall headroom <= min(ceil(A/P), cap).
   const worstPoolPages = heads * (Math.ceil(A / P) + 1 + Math.min(Math.ceil(A / P), RECALL_PAGES_PER_HEAD) + Math.ceil(textTokens / P));
@@ -64,7 +67,8 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
     ['softmax statistics', n * c.numHeads * 2], ['prompt ids', n], ['audio embeddings', A * D], ['prefill scores', heads * A],
   ];
   const perLayerKv = n * KVD;
-  const prefillBytes = 4 * (prefill.reduce((a, [, f]) => a + f, 0) + 2 * c.numLayers * perLayerKv);
+  const prefillKvLayers = opts.layered ? 1 : c.numLayers;
+  const prefillBytes = 4 * (prefill.reduce((a, [, f]) => a + f, 0) + 2 * prefillKvLayers * perLayerKv);
   const readbackBytes = 16 + 4 * (opts.returnLogits ? c.vocabSize : 0) + 4 * exported * A + 4 * (opts.request.decodeQueries ? exported * G * c.headDim : 0);
   const grown: [string, number][] = [...prefill, ["one layer's prefill K", perLayerKv], ['exported decode weights', exported * A], ['readback slot', readbackBytes / 4]];
   const [largestWhat, largestFloats] = grown.reduce((a, b) => (b[1] > a[1] ? b : a));
@@ -79,7 +83,7 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   if (largestBuffer > limit) {
     throw new ContextTooLongError(total, limit, `${A} audio tokens need a ${(largestBuffer / 2 ** 20).toFixed(1)} MiB GPU buffer (${largestWhat}), over this device's binding limit`, 'prompt-binding');
   }
-  return { audioLength: A, promptLength: n, textTokens, pageSize: P, exported, prefillChunk, prefillBytes, largestBuffer, decodeBytes, readbackBytes, worstPoolPages, worstPoolBytes };
+  return { audioLength: A, promptLength: n, textTokens, pageSize: P, exported, prefillChunk, prefillKvLayers, prefillBytes, largestBuffer, decodeBytes, readbackBytes, worstPoolPages, worstPoolBytes };
 }
 
 /** Most rows one prefill block takes: PREFILL_CHUNK_ROWS, fewer when a block of `width` floats per row would pass `limit`. */
@@ -155,7 +159,7 @@ export class SessionBuffers {
   }
 }
 
-/** Buffers that hold the whole prompt: freed once applyPrefill has gathered the pool. */
+/** Buffers that hold the whole prompt: freed once the pool has been filled. */
 export class PrefillBuffers {
   readonly x: GPUBuffer;
   readonly h: GPUBuffer;
@@ -195,10 +199,16 @@ export class PrefillBuffers {
     this.ids = b('ids', n);
     this.audio = b('audio', A * c.hiddenSize);
     this.scores = b('scores', kvHeadCount(c) * A);
-    for (let l = 0; l < c.numLayers; l++) {
+    for (let l = 0; l < sizes.prefillKvLayers; l++) {
       this.k.push(b(`k.${l}`, n * KVD));
       this.v.push(b(`v.${l}`, n * KVD));
     }
+  }
+
+  /** The K and V buffers that hold `layer`'s prompt K/V (one pair serves every layer in a per-layer prefill). */
+  kvOf(layer: number): { k: GPUBuffer; v: GPUBuffer } {
+    const i = this.k.length === 1 ? 0 : layer;
+    return { k: this.k[i], v: this.v[i] };
   }
 
   /** Extra buffers made during prefill (uniforms, gather lists) die with these. */

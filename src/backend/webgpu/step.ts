@@ -5,12 +5,13 @@
  * the readback ring) and submitted once. Only the split-K grid size changes between
  * steps (it follows the longest page table); buffers and bind groups never do.
  */
-import { groupSize, type ModelConfig } from '../../model/config.js';
+import { audioStart, groupSize, type ModelConfig } from '../../model/config.js';
 import type { GpuContext } from './device.js';
 import type { GpuPool } from './pool.js';
 import { matvecGroups, type Kernels } from './kernels.js';
 import type { SessionBuffers } from './session.js';
-import type { GpuWeights } from './weights.js';
+import { whole, type GpuWeights } from './weights.js';
+import { matvecDispatches } from './weight-formats.js';
 
 interface Dispatch {
   pipeline: GPUComputePipeline;
@@ -32,7 +33,8 @@ export interface ReadbackLayout {
 export class DecodeStep {
   private readonly dispatches: Dispatch[][] = []; // per layer, then the head
   private readonly head: Dispatch[] = [];
-  private readonly embed: Dispatch;
+  /** One per row part of the embedding table (each writes the ids in its range). */
+  private readonly embed: Dispatch[];
   private readonly exportDispatch: Dispatch | null;
   /** (layer, src offset, dst offset, bytes) of query copies for exported heads. */
   private readonly queryCopies: [number, number, number, number][] = [];
@@ -67,33 +69,39 @@ export class DecodeStep {
     const uO = uni('u.o', [D, QD, 1, 0]);
     const uGu = uni('u.gate_up', [I, D, 1, 0]);
     const uDown = uni('u.down', [D, I, 1, 0]);
-    const uLm = uni('u.lm_head', [c.vocabSize, D, 1, 0]);
     const mk = (pipeline: GPUComputePipeline, res: Parameters<GpuContext['bindGroup']>[1], x: number, y = 1, splitK = false): Dispatch =>
       ({ pipeline, bindGroup: ctx.bindGroup(pipeline, res), x, y, splitK });
     // Decode rows are token rows: the audio binding is never read (ids >= 0), h stands in.
-    this.embed = mk(k.embed, [w.embed, b.tokenIn, b.h, b.x, one], 1);
+    // Pipelines of each matrix's weight format.
+    const wk = w.kernels;
+    const E = w.embed;
+    this.embed = E.parts.map((p) =>
+      mk(wk(E.format).embed, [p.buffer, b.tokenIn, b.h, b.x, E.parts.length === 1 ? one : uni(`u.embed${p.row0}`, [1, p.row0, p.row0 + p.rows, 0])], 1));
     for (let l = 0; l < c.numLayers; l++) {
       const L = w.layers[l];
       const lu = uni(`u.layer${l}`, [l, pool.baseSlot(l), 0, 0]);
       this.dispatches.push([
         mk(k.rmsnorm, [b.x, L.attnNorm, b.h, one], 1),
-        mk(k.qkvRopeAppend, [L.qkv, b.h, b.q, pool.kOf(l), pool.vOf(l), b.rope, b.step, lu], c.numHeads + 2 * c.numKvHeads),
+        mk(wk(L.qkv.format).qkvRopeAppend, { 0: whole(L.qkv), 1: b.h, 2: b.q, 3: pool.kOf(l), 4: pool.vOf(l), 5: b.rope, 6: b.step, 7: lu, 9: w.qkvBias(l) }, c.numHeads + 2 * c.numKvHeads),
         mk(k.attnSplit, { 0: b.q, 1: pool.kOf(l), 2: pool.vOf(l), 3: pool.positions, 4: pool.tables, 5: pool.scores, 6: pool.partials, 7: lu }, c.numKvHeads, 1, true),
         mk(k.attnReduce, { 4: pool.tables, 6: pool.partials, 7: lu, 8: b.attn, 9: b.ml }, c.numHeads),
-        mk(k.matvecAdd, [L.o, b.attn, b.x, uO], ...matvecGroups(D)),
+        mk(wk(L.o.format).matvecAdd, [whole(L.o), b.attn, b.x, uO], ...matvecGroups(D)),
         mk(k.rmsnorm, [b.x, L.mlpNorm, b.h, one], 1),
-        mk(k.matvecSwiglu, [L.gateUp, b.h, b.act, uGu], ...matvecGroups(I)),
-        mk(k.matvecAdd, [L.down, b.act, b.x, uDown], ...matvecGroups(D)),
+        mk(wk(L.gateUp.format).matvecSwiglu, [whole(L.gateUp), b.h, b.act, uGu], ...matvecGroups(I)),
+        mk(wk(L.down.format).matvecAdd, [whole(L.down), b.act, b.x, uDown], ...matvecGroups(D)),
       ]);
     }
+    // The lm_head as one matvec per row part, each writing its slice of the logits.
+    const lm = matvecDispatches(ctx, w.lmHead, b.h, b.logits);
+    own.push(...lm.map((d) => d.uniform));
     this.head.push(
       mk(k.rmsnorm, [b.x, w.norm, b.h, one], 1),
-      mk(k.matvec, [w.lmHead, b.h, b.logits, uLm], ...matvecGroups(c.vocabSize)),
+      ...lm.map((d) => mk(wk(w.lmHead.format).matvec, d.bindings, ...d.groups)),
       mk(k.argmax, [b.logits, b.tokenOut], 1),
     );
     const R = decodeHeads.length;
     this.exportDispatch = R > 0
-      ? mk(k.attnExport, { 3: pool.positions, 4: pool.tables, 5: pool.scores, 10: b.exportW, 11: uni('u.export', [b.exportIndex.length, 1, A, 0]), 12: b.ml }, R)
+      ? mk(k.attnExport, { 3: pool.positions, 4: pool.tables, 5: pool.scores, 10: b.exportW, 11: uni('u.export', [b.exportIndex.length, audioStart(c), A, 0]), 12: b.ml }, R)
       : null;
     if (decodeQueries) {
       decodeHeads.forEach((h, r) => {
@@ -121,7 +129,7 @@ export class DecodeStep {
       pass.dispatchWorkgroups(d.x, d.splitK ? splits : d.y);
       count++;
     };
-    run(this.embed);
+    for (const d of this.embed) run(d);
     this.dispatches.forEach((layer, l) => {
       for (const d of layer) run(d);
       const copies = this.queryCopies.filter((q) => q[0] === l);

@@ -1,77 +1,128 @@
 /**
- * Decoder weights on the GPU, uploaded once. Q, K and V are concatenated into one
- * [QD + 2 KVD, D] matrix (one fused projection + RoPE + append kernel reads it), gate and
- * up into one [2 I, D] matrix (one matvec computes both and applies SwiGLU).
+ * Decoder weights on the GPU, uploaded once, every matrix in its weight format
+ * (src/model/packed-weights.ts): Q, K and V as one [QD + 2 KVD, D] matrix (one fused
+ * projection + RoPE + append kernel reads it), gate and up as one [2 I, D] matrix (one
+ * matvec computes both and applies SwiGLU), the q/k/v biases of the Qwen2 family as one
+ * f32 [QD + 2 KVD] vector in Wqkv's row order.
+ *
+ * The embedding table and the lm_head (131,072 × 3,072 for Voxtral: 226 MB in q4, 805 MB
+ * in f16) are split by rows into parts no larger than one storage binding; the embedding
+ * gather and the head's matvec run one dispatch per part. A tied head is the embedding's
+ * own parts. Layer matrices are read whole by their kernels (fused SwiGLU reads a row of
+ * gate and of up, the QKV kernel a row per head lane), so each must fit one binding.
  */
 import type { ModelConfig } from '../../model/config.js';
-import type { DecoderWeights } from '../../model/weights.js';
+import { packedWeightBytes, type PackedDecoderWeights, type WeightBytes } from '../../model/packed-weights.js';
+import { rowBytes, type PackedMatrix } from '../../model/quant.js';
 import type { GpuContext } from './device.js';
+import { destroyMatrix, uploadMatrix, type GpuMatrix } from './weight-formats.js';
+import type { WeightKernelsOf } from './weight-kernels.js';
 
 export interface GpuLayer {
   attnNorm: GPUBuffer;
-  qkv: GPUBuffer;
-  o: GPUBuffer;
+  qkv: GpuMatrix;
+  /** q/k/v biases [QD + 2 KVD], only when config.attentionBias. */
+  qkvBias?: GPUBuffer;
+  o: GpuMatrix;
   mlpNorm: GPUBuffer;
-  gateUp: GPUBuffer;
-  down: GPUBuffer;
+  gateUp: GpuMatrix;
+  down: GpuMatrix;
 }
 
-function concat(...parts: Float32Array[]): Float32Array {
-  const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
+/** The single buffer of a matrix its kernel reads whole (checked at upload). */
+export function whole(m: GpuMatrix): GPUBuffer {
+  if (m.parts.length !== 1) throw new RangeError(`${m.name} is split into ${m.parts.length} bindings; its kernel reads it whole`);
+  return m.parts[0].buffer;
 }
 
 export class GpuWeights {
   private constructor(
     private readonly ctx: GpuContext,
-    readonly embed: GPUBuffer,
+    readonly embed: GpuMatrix,
     readonly layers: GpuLayer[],
     readonly norm: GPUBuffer,
-    readonly lmHead: GPUBuffer,
-    readonly bytes: number,
+    readonly lmHead: GpuMatrix,
+    /** Bytes on the device, in total and per storage format. */
+    readonly memory: WeightBytes,
+    /** Bound in place of a bias a model does not have (the kernels never read it then). */
+    private readonly noBias: GPUBuffer,
+    /** The pipelines that read a matrix of each format these weights use. */
+    readonly kernels: WeightKernelsOf,
   ) {}
 
-  static async upload(ctx: GpuContext, c: ModelConfig, w: DecoderWeights): Promise<GpuWeights> {
-    let bytes = 0;
-    const tensors: [string, Float32Array][] = [];
-    const add = (name: string, data: Float32Array) => {
-      const max = Math.min(ctx.limits.maxStorageBufferBindingSize, ctx.limits.maxBufferSize);
-      if (data.byteLength > max) throw new RangeError(`weight ${name} (${data.byteLength} bytes) exceeds this GPU's storage binding limit (${max} bytes)`);
-      bytes += data.byteLength;
-      tensors.push([name, data]);
-    };
-    add('embed_tokens.weight', w.embed);
+  get bytes(): number {
+    return this.memory.total;
+  }
+
+  /** The layer's q/k/v bias buffer, or the placeholder for models without biases. */
+  qkvBias(layer: number): GPUBuffer {
+    return this.layers[layer].qkvBias ?? this.noBias;
+  }
+
+  /**
+   * Uploads packed weights; `maxBindingBytes` is one storage binding's limit (the
+   * device's, or a lower cap). Every size is checked before the first buffer is made.
+   * `kernels` has the pipelines of every format in packedFormats(w).
+   */
+  static async upload(ctx: GpuContext, c: ModelConfig, w: PackedDecoderWeights, maxBindingBytes: number, kernels: WeightKernelsOf | Promise<WeightKernelsOf>): Promise<GpuWeights> {
     w.layers.forEach((l, i) => {
-      add(`layers.${i}.attn_norm.weight`, l.attnNorm);
-      add(`layers.${i}.qkv`, concat(l.q, l.k, l.v));
-      add(`layers.${i}.o_proj.weight`, l.o);
-      add(`layers.${i}.mlp_norm.weight`, l.mlpNorm);
-      add(`layers.${i}.gate_up`, concat(l.gate, l.up));
-      add(`layers.${i}.down_proj.weight`, l.down);
+      if (c.attentionBias && !l.qkvBias) throw new RangeError(`layer ${i}: the config says q/k/v biases but the weights have none`);
+      for (const [name, m] of [['qkv', l.qkv], ['o_proj', l.o], ['gate_up', l.gateUp], ['down_proj', l.down]] as const) {
+        const bytes = m.rows * rowBytes(m.format, m.cols);
+        if (bytes > maxBindingBytes) {
+          throw new RangeError(`weight layers.${i}.${name} (${m.format}, ${bytes} bytes) exceeds this GPU's storage binding limit (${maxBindingBytes} bytes); a smaller weight format (q4) fits`);
+        }
+      }
     });
-    add('norm.weight', w.norm);
-    add('lm_head.weight', w.lmHead);
-    const bufs = await ctx.allocating('decoder weights', bytes, () => tensors.map(([name, data]) => ctx.buffer(name, data.byteLength, undefined, data)));
-    let i = 0;
-    const embed = bufs[i++];
-    const layers: GpuLayer[] = [];
-    for (let l = 0; l < c.numLayers; l++) {
-      layers.push({ attnNorm: bufs[i++], qkv: bufs[i++], o: bufs[i++], mlpNorm: bufs[i++], gateUp: bufs[i++], down: bufs[i++] });
+    const made: GpuMatrix[] = [];
+    const vectors: GPUBuffer[] = [];
+    try {
+      const matrix = async (name: string, m: PackedMatrix) => {
+        const g = await uploadMatrix(ctx, name, m, maxBindingBytes);
+        made.push(g);
+        return g;
+      };
+      const vector = async (name: string, data: Float32Array) => {
+        const b = await ctx.allocating(name, data.byteLength, () => ctx.buffer(name, data.byteLength, undefined, data));
+        vectors.push(b);
+        return b;
+      };
+      const embed = await matrix('embed_tokens.weight', w.embed);
+      const layers: GpuLayer[] = [];
+      for (let i = 0; i < w.layers.length; i++) {
+        const l = w.layers[i];
+        const p = `layers.${i}.`;
+        layers.push({
+          attnNorm: await vector(p + 'attn_norm.weight', l.attnNorm),
+          qkv: await matrix(p + 'qkv', l.qkv),
+          ...(l.qkvBias ? { qkvBias: await vector(p + 'qkv_bias', l.qkvBias) } : {}),
+          o: await matrix(p + 'o_proj.weight', l.o),
+          mlpNorm: await vector(p + 'mlp_norm.weight', l.mlpNorm),
+          gateUp: await matrix(p + 'gate_up', l.gateUp),
+          down: await matrix(p + 'down_proj.weight', l.down),
+        });
+      }
+      const norm = await vector('norm.weight', w.norm);
+      const lmHead = w.lmHead === w.embed ? embed : await matrix('lm_head.weight', w.lmHead);
+      const noBias = await vector('no_bias', new Float32Array(4));
+      return new GpuWeights(ctx, embed, layers, norm, lmHead, packedWeightBytes(w), noBias, await kernels);
+    } catch (e) {
+      for (const m of made) destroyMatrix(ctx, m);
+      for (const b of vectors) ctx.destroy(b);
+      throw e;
     }
-    const norm = bufs[i++];
-    const lmHead = bufs[i++];
-    return new GpuWeights(ctx, embed, layers, norm, lmHead, bytes);
   }
 
   destroy(): void {
-    this.ctx.destroy(this.embed);
-    for (const l of this.layers) for (const b of Object.values(l)) this.ctx.destroy(b);
+    destroyMatrix(this.ctx, this.embed);
+    for (const l of this.layers) {
+      for (const m of [l.qkv, l.o, l.gateUp, l.down]) destroyMatrix(this.ctx, m);
+      this.ctx.destroy(l.attnNorm);
+      this.ctx.destroy(l.mlpNorm);
+      this.ctx.destroy(l.qkvBias);
+    }
     this.ctx.destroy(this.norm);
-    this.ctx.destroy(this.lmHead);
+    if (this.lmHead !== this.embed) destroyMatrix(this.ctx, this.lmHead);
+    this.ctx.destroy(this.noBias);
   }
 }

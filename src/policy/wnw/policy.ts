@@ -23,9 +23,10 @@
  *   capped, as in the paper (whose measured r_GPU was 22.3 % at a 0.2 target).
  */
 import { WnwError } from '../../errors.js';
-import type { AttentionRequest, HeadRoles, HeadsFile, KvPolicy, Move, PolicyLayout, PolicyOptions, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../types.js';
+import type { AttentionRequest, HeadResidency, HeadRoles, HeadsFile, KvPolicy, LayerPrefill, Move, PolicyLayout, PolicyOptions, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../types.js';
 import { EMPTY_PLAN } from '../types.js';
 import { checkBudget, complement, concatSorted, NONE, numOpt, selectByRetention } from '../select.js';
+import { layerwise, prefillAllLayers } from '../layered.js';
 import { ChunkScheduler, PAPER_CHUNKS, type ChunkDecision, type ChunkOptions } from './chunks.js';
 import { assignRoles, budgetKey, fitLambda, headsScore, normalizedScores, rankingScore, type Roles, type Selection } from './triage.js';
 
@@ -109,23 +110,46 @@ export class WnwPolicy implements KvPolicy {
   }
 
   prefill(obs: PrefillObservation): PrefillPlan {
-    const { layout } = obs;
+    return prefillAllLayers(this, obs);
+  }
+
+  /**
+   * Per layer: retention and roles come from calibration and the clip's length, so a
+   * head's selection needs only its own scores; the chunk scheduler's per-segment costs
+   * and the budget check read the finished plan.
+   */
+  prefillByLayer(layout: PolicyLayout): LayerPrefill {
     const N = layout.numLayers * layout.numKvHeads;
     if (N !== this.heads.numLayers * this.heads.numKvHeads) throw new WnwError('BAD_ARGUMENT', `heads file is for ${this.heads.numLayers}×${this.heads.numKvHeads} KV heads, the model has ${layout.numLayers}×${layout.numKvHeads}`);
     this.layout = layout;
     const T = layout.audioLength;
     const n = layout.segmentLength;
     const { retention, lambda } = this.retention(T, n);
-    const cap = Math.floor(this.budget * N * T + 1e-9);
-
+    // The anchors alone over the budget: say so before the prefill runs (schedule() checks the whole plan).
+    if (this.strict && this.roles.anchors.length * T > Math.floor(this.budget * N * T + 1e-9)) {
+      throw new WnwError('BAD_ARGUMENT', `wnw: budget ${this.budget} is below what the ${this.roles.anchors.length} anchor heads alone keep (r_GPU ${(this.roles.anchors.length / N).toFixed(3)}); use a larger budget or fewer anchors`);
+    }
     const isTidal = new Set(this.roles.tidal);
     const isAnchor = new Set(this.roles.anchors);
-    const heads = obs.scores.map((s, h) => {
+    const select = (s: Float32Array, h: number): HeadResidency => {
       if (isAnchor.has(h)) return { gpu: selectByRetention(s, 1, n), cpu: NONE };
       const gpu = selectByRetention(s, retention[h], n, this.selection);
       return { gpu, cpu: isTidal.has(h) ? complement(gpu, T) : NONE };
-    });
+    };
+    return layerwise(
+      layout,
+      (obs) => obs.scores.map((s, k) => select(s, obs.layer * layout.numKvHeads + k)),
+      (heads) => this.schedule(heads, retention, lambda),
+    );
+  }
 
+  /** The chunk scheduler over the finished plan: per-segment recall costs and the room left in the budget. */
+  private schedule(heads: HeadResidency[], retention: number[], lambda: number): void {
+    const layout = this.layout!;
+    const N = heads.length;
+    const T = layout.audioLength;
+    const n = layout.segmentLength;
+    const cap = Math.floor(this.budget * N * T + 1e-9);
     const segments = Math.ceil(T / n);
     const cost = new Float64Array(segments);
     this.complements = this.roles.tidal.map((h) => {
@@ -149,7 +173,6 @@ export class WnwPolicy implements KvPolicy {
     this.scheduler = new ChunkScheduler(T, n, this.chunkOpts, cost, room);
     this.stateInfo = { roles: this.roles, retention, lambda, prefillRGpu: used / (N * T || 1) };
     this.lastDecision = undefined;
-    return { heads };
   }
 
   afterStep(obs: StepObservation): StepPlan {

@@ -1,0 +1,101 @@
+/**
+ * Per-layer KV placement on the GPU (WebGpuBackend.prefillByLayer): once a layer's rows
+ * have run, its scores (and keys) are read back, the policy answers that layer's heads,
+ * the layer's pool pages are allocated as a shard of their own, CPU copies are read
+ * back, and the kept rows are gathered into the shard before the next layer overwrites
+ * the prefill K/V buffers. The pool's positions and tables come once every layer's
+ * pages are known.
+ */
+import { ContextTooLongError } from '../../errors.js';
+import { audioStart, kvHeadCount, type ModelConfig } from '../../model/config.js';
+import { Residency, type PageStorage } from '../../kv/residency.js';
+import { poolNeed } from '../../kv/sizing.js';
+import { slotBytes } from '../../kv/precision.js';
+import type { AttentionRequest, LayerPrefill } from '../../policy/types.js';
+import { policyLayout, textPositions } from '../cpu/prefill.js';
+import type { GpuContext } from './device.js';
+import type { Kernels } from './kernels.js';
+import { layerShardPages, type PoolShardLayout } from './pool-layout.js';
+import { gatherIntoPool, readLayerScores, readPrefillKv } from './prefill.js';
+import type { PrefillBuffers, SessionSizes } from './session.js';
+
+export interface LayerPlacerDeps {
+  ctx: GpuContext;
+  config: ModelConfig;
+  kernels: Kernels;
+  prefill: PrefillBuffers;
+  sizes: SessionSizes;
+  request: AttentionRequest;
+  run: LayerPrefill;
+  elementBytes: number;
+  /** Bytes one binding may hold; the KV budget, if any. */
+  limit: number;
+  budget?: number;
+  /** Makes buffers inside the backend's error scopes: `failure` resolves to an out-of-memory error, or null. */
+  scoped<T>(make: () => T, what: string, bytes: number): { value: T; failure: Promise<Error | null> };
+}
+
+/** Rows are placed by gathers on the GPU as layers complete: nothing writes through storage before the pool exists. */
+const DEFERRED: PageStorage = {
+  writeRows: () => { throw new Error('KV rows written before the pool exists'); },
+  syncPositions: () => {},
+};
+
+export class LayerPlacer {
+  readonly residency: Residency;
+  /** One shard per layer, in layer order, and its K/V buffers. */
+  readonly shards: PoolShardLayout[] = [];
+  readonly shardBuffers: { k: GPUBuffer; v: GPUBuffer }[] = [];
+  bytesToCpu = 0;
+
+  constructor(private readonly d: LayerPlacerDeps) {
+    const c = d.config;
+    this.residency = new Residency({
+      heads: kvHeadCount(c), headDim: c.headDim, pageSize: d.sizes.pageSize, numPages: 0, shards: [],
+      kvElementBytes: d.elementBytes, audioStart: audioStart(c), audioLength: d.sizes.audioLength,
+    }, DEFERRED);
+  }
+
+  /** Places layer `l`; runs after the layer's commands were submitted and before the next layer's are. */
+  async place(l: number): Promise<void> {
+    const { ctx, config: c, sizes, prefill: p } = this.d;
+    const A = sizes.audioLength;
+    const n = sizes.promptLength;
+    const P = sizes.pageSize;
+    const H = c.numKvHeads;
+    const hd = c.headDim;
+    const got = await readLayerScores(ctx, c, p, l, A, n, !!this.d.request.prefillKeys);
+    const heads = this.d.run.layer({ layout: policyLayout(c, A), layer: l, scores: got.scores, keys: got.keys });
+    const pages = layerShardPages(c, l, poolNeed({ heads }, P, sizes.textTokens).perHead, P, this.d.limit, this.d.elementBytes);
+    const total = (this.residency.pool.numPages + pages) * P * slotBytes(hd, this.d.elementBytes);
+    if (this.d.budget !== undefined && total > this.d.budget) {
+      throw new ContextTooLongError(total, this.d.budget, `${A} audio tokens under this plan (at layer ${l})`);
+    }
+    const shard = this.residency.addShard(l * H, H, pages);
+    this.shards.push({ firstLayer: l, layers: 1, firstPage: shard.firstPage, pages });
+    const bytes = Math.max(1, pages) * P * hd * this.d.elementBytes;
+    const { value: buf, failure } = this.d.scoped(() => ({ k: ctx.buffer(`kv.k.${l}`, bytes), v: ctx.buffer(`kv.v.${l}`, bytes) }), `layer ${l}'s KV pages (${pages} pages)`, 2 * bytes);
+    this.shardBuffers.push(buf);
+    const oom = await failure;
+    if (oom) throw oom;
+    // CPU copies: this layer's K/V read back once, only when some head keeps any.
+    const kv = heads.some((h) => h.cpu.length > 0) ? (await readPrefillKv(ctx, c, p, n, [l])).get(l)! : null;
+    const placed = this.residency.applyPrefillHeads(l * H, heads, textPositions(c, A), (head, seqPos, k, kOff, v, vOff) => {
+      const o = seqPos * H * hd + (head % H) * hd;
+      k.set(kv!.k.subarray(o, o + hd), kOff);
+      v.set(kv!.v.subarray(o, o + hd), vOff);
+    });
+    this.bytesToCpu += placed.transfer.bytesToCpu;
+    // Queued before the next layer, which then overwrites the prefill K/V this reads.
+    const base = shard.firstPage * P;
+    gatherIntoPool(ctx, c, this.d.kernels, { kOf: () => buf.k, vOf: () => buf.v, baseSlot: () => base }, p, placed.gathers);
+  }
+
+  /** Frees the shards made so far (a failed prefill; once a pool owns them, the pool frees them). */
+  destroy(): void {
+    for (const b of this.shardBuffers) {
+      this.d.ctx.destroy(b.k);
+      this.d.ctx.destroy(b.v);
+    }
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * The pipelines that read weight matrices, per weight format (src/model/quant.ts): the
+ * dense products (H4's matvec/matmul specialisations), the embedding gather and the
+ * decode QKV projection + RoPE + append. The f32 set is the catalogue's own pipelines,
+ * so the reference model's path is the one it always was; other formats are compiled
+ * once per format the uploaded weights use (a q4 model whose K forbids q4 for a matrix
+ * also uses the f16 set).
+ */
+import { WEIGHT_FORMAT_ID, type WeightFormat } from '../../model/quant.js';
+import type { Kernels } from './kernels.js';
+import type { PipelineCache } from './pipelines.js';
+import { loadFormatKernels, type FormatKernels } from './weight-formats.js';
+
+export interface WeightKernels extends FormatKernels {
+  embed: GPUComputePipeline;
+  qkvRopeAppend: GPUComputePipeline;
+}
+
+export type WeightKernelsOf = (format: WeightFormat) => WeightKernels;
+
+function catalogue(k: Kernels): WeightKernels {
+  return { format: 'f32', embed: k.embed, qkvRopeAppend: k.qkvRopeAppend, matvec: k.matvec, matvecAdd: k.matvecAdd, matvecSwiglu: k.matvecSwiglu, matmul: k.matmul, matmulAdd: k.matmulAdd };
+}
+
+async function compile(cache: PipelineCache, k: Kernels, format: WeightFormat): Promise<WeightKernels> {
+  const constants = { ...k.constants, WEIGHT_FORMAT: WEIGHT_FORMAT_ID[format] };
+  const [dense, embed, qkvRopeAppend] = await Promise.all([
+    loadFormatKernels(cache, format),
+    cache.get('embed.wgsl', 'embed', constants),
+    cache.get('qkv_rope.wgsl', 'qkv_rope_append', constants),
+  ]);
+  return { ...dense, embed, qkvRopeAppend };
+}
+
+/** The pipelines of every format in `formats`; asking for another one is a bug, said so. */
+export async function loadWeightKernels(cache: PipelineCache, k: Kernels, formats: Iterable<WeightFormat>): Promise<WeightKernelsOf> {
+  const sets = new Map<WeightFormat, WeightKernels>();
+  await Promise.all([...new Set(formats)].map(async (f) => sets.set(f, f === 'f32' ? catalogue(k) : await compile(cache, k, f))));
+  return (format) => {
+    const s = sets.get(format);
+    if (!s) throw new Error(`no ${format} weight pipelines were compiled (the weights use ${[...sets.keys()].join(', ')})`);
+    return s;
+  };
+}

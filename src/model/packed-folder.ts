@@ -1,0 +1,155 @@
+/**
+ * A Hugging Face folder whose decoder weights `npx wnw convert` has already packed in a
+ * weight format (src/model/quant.ts), so it loads without conversion. Laid out as the
+ * upstream folder (config, tokenizer and preprocessor files copied unchanged, sharded
+ * safetensors with an index, the upstream tensor names), except:
+ * - every decoder tensor is U32 [rows, rowWords] of packed words (a vector is one f32
+ *   row), and the shard's `__metadata__` maps its name to `{"format", "shape"}` (the
+ *   upstream shape) as a JSON string;
+ * - the audio encoder's tensors keep their dtype (src/encoder reads them as upstream);
+ * - tensors the runtime never loads (speech generator, vocoder) are left out;
+ * - `wnw-weights.json` names the format and the layout version, so a loader knows the
+ *   folder before opening a shard.
+ */
+import { ModelLoadError } from '../errors.js';
+import { decoderTensorShapes, type ModelConfig } from './config.js';
+import { upstreamTensorName } from './families/common.js';
+import type { HfFamily } from './families/types.js';
+import { exists, joinModelPath, openRanged, readJson, type RangedFile } from './files.js';
+import { packedDecoderFrom, type PackedDecoderWeights } from './packed-weights.js';
+import { rowWords, type PackedMatrix, type WeightFormat } from './quant.js';
+import { isWeightFormat } from './packed-weights.js';
+
+export const PACKED_MARKER = 'wnw-weights.json';
+export const PACKED_VERSION = 1;
+
+export interface PackedMarker {
+  format: WeightFormat;
+  version: number;
+  groupSize: number;
+}
+
+/** The folder's marker, or null for a folder of upstream weights. */
+export async function readPackedMarker(base: string): Promise<PackedMarker | null> {
+  const file = joinModelPath(base, PACKED_MARKER);
+  if (!(await exists(file))) return null;
+  const j = (await readJson(file)) as Partial<PackedMarker> | null;
+  if (!j || !isWeightFormat(j.format) || j.version !== PACKED_VERSION) {
+    throw new ModelLoadError(file, `is not a version ${PACKED_VERSION} packed-weights marker ({"format": "f32"|"f16"|"q4", "version": ${PACKED_VERSION}}); convert the folder again with npx wnw convert`);
+  }
+  return { format: j.format, version: j.version, groupSize: j.groupSize ?? 32 };
+}
+
+/** The safetensors metadata entry of a packed tensor. */
+export interface PackedEntry {
+  format: WeightFormat;
+  shape: number[];
+}
+
+interface ShardTensor {
+  dtype: string;
+  shape: number[];
+  offset: number;
+  byteLength: number;
+}
+
+interface Shard {
+  file: RangedFile;
+  tensors: Map<string, ShardTensor>;
+  metadata: Record<string, string>;
+}
+
+async function openShard(path: string): Promise<Shard> {
+  const file = await openRanged(path);
+  try {
+    if (file.size < 8) throw new ModelLoadError(path, 'is too short for a safetensors header: truncated');
+    const n = Number(new DataView((await file.read(0, 8)).buffer).getBigUint64(0, true));
+    if (n < 2 || 8 + n > file.size) throw new ModelLoadError(path, `header length ${n} does not fit the file (${file.size} bytes): truncated`);
+    let header: Record<string, unknown>;
+    try {
+      header = JSON.parse(new TextDecoder().decode(await file.read(8, n)));
+    } catch (e) {
+      throw new ModelLoadError(path, `header is not valid JSON (${(e as Error).message})`);
+    }
+    const tensors = new Map<string, ShardTensor>();
+    for (const [name, v] of Object.entries(header)) {
+      if (name === '__metadata__') continue;
+      const t = v as { dtype: string; shape: number[]; data_offsets: [number, number] };
+      const [b, e] = t.data_offsets ?? [0, -1];
+      if (!(e >= b && 8 + n + e <= file.size)) throw new ModelLoadError(path, `data ends past the file (${file.size} bytes): truncated`, name);
+      tensors.set(name, { dtype: t.dtype, shape: t.shape, offset: 8 + n + b, byteLength: e - b });
+    }
+    return { file, tensors, metadata: (header['__metadata__'] ?? {}) as Record<string, string> };
+  } catch (e) {
+    await file.close();
+    throw e;
+  }
+}
+
+/** Reads one packed tensor, checking its metadata against the shape the config implies. */
+async function readPacked(shard: Shard, name: string, expected: number[]): Promise<PackedMatrix> {
+  const path = shard.file.source;
+  const t = shard.tensors.get(name)!;
+  let entry: PackedEntry;
+  try {
+    entry = JSON.parse(shard.metadata[name] ?? 'null') as PackedEntry;
+  } catch {
+    throw new ModelLoadError(path, 'its __metadata__ entry is not JSON', name);
+  }
+  if (!entry || !isWeightFormat(entry.format) || !Array.isArray(entry.shape)) throw new ModelLoadError(path, 'has no {"format", "shape"} entry in __metadata__: not a converted tensor', name);
+  if (entry.shape.join(',') !== expected.join(',')) throw new ModelLoadError(path, `was converted from shape [${entry.shape}], config.json implies [${expected}]`, name);
+  const [rows, cols] = expected.length === 2 ? expected : [1, expected.reduce((a, b) => a * b, 1)];
+  if (expected.length !== 2 && entry.format !== 'f32') throw new ModelLoadError(path, `is a vector stored as ${entry.format}; vectors are f32`, name);
+  const words = rowWords(entry.format, cols);
+  if (t.dtype !== 'U32' || t.shape.join(',') !== `${rows},${words}`) {
+    throw new ModelLoadError(path, `is ${t.dtype} [${t.shape}], a ${entry.format} [${expected}] tensor is U32 [${rows}, ${words}]`, name);
+  }
+  const bytes = await shard.file.read(t.offset, t.byteLength);
+  const data = new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+  return { format: entry.format, rows, cols, data };
+}
+
+/**
+ * The decoder of a converted folder, packed as stored: each tensor is checked against
+ * config.json (shape, format, dtype) as it is read; nothing is dequantised.
+ */
+export async function loadPackedDecoder(
+  base: string, family: HfFamily, c: ModelConfig, tiedEmbeddings: boolean, onProgress?: (fraction: number, detail: string) => void,
+): Promise<{ packed: PackedDecoderWeights; tiedHead: boolean; fileBytes: number }> {
+  const indexFile = joinModelPath(base, 'model.safetensors.index.json');
+  const single = joinModelPath(base, 'model.safetensors');
+  const weightMap: Record<string, string> = (await exists(indexFile))
+    ? (((await readJson(indexFile)) as { weight_map?: Record<string, string> }).weight_map ?? {})
+    : {};
+  const shards = new Map<string, Shard>();
+  const shardOf = async (name: string): Promise<Shard | null> => {
+    const file = weightMap[name] ?? (Object.keys(weightMap).length ? null : 'model.safetensors');
+    if (!file) return null;
+    let s = shards.get(file);
+    if (!s) shards.set(file, (s = await openShard(file === 'model.safetensors' ? single : joinModelPath(base, file))));
+    return s.tensors.has(name) ? s : null;
+  };
+  try {
+    const shapes = decoderTensorShapes(c);
+    const head = family.lmHead;
+    const tiedHead = !(await shardOf(head)) && tiedEmbeddings;
+    const source = (internal: string) => (internal === 'lm_head.weight' && tiedHead ? upstreamTensorName(family, 'embed_tokens.weight') : upstreamTensorName(family, internal));
+    const got = new Map<string, PackedMatrix>();
+    let fileBytes = 0;
+    let done = 0;
+    for (const [internal, shape] of shapes) {
+      const name = source(internal);
+      if (got.has(name)) continue;
+      const s = await shardOf(name);
+      if (!s) throw new ModelLoadError(indexFile, 'tensor is missing (does config.json match these weights?)', name);
+      const m = await readPacked(s, name, shape);
+      fileBytes += m.data.byteLength;
+      got.set(name, m);
+      onProgress?.(++done / shapes.size, 'decoder weights (packed)');
+    }
+    const packed = packedDecoderFrom(c, (internal) => got.get(source(internal))!);
+    return { packed, tiedHead, fileBytes };
+  } finally {
+    await Promise.all([...shards.values()].map((s) => s.file.close()));
+  }
+}
