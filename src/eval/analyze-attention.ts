@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { CpuBackend } from '../backend/cpu/backend.js';
 import { toMono16k } from '../audio/decode.js';
 import { logMel } from '../audio/mel.js';
-import { kvHeadCount } from '../model/config.js';
+import { isStop, kvHeadCount } from '../model/config.js';
 import { AudioEncoder } from '../model/encoder.js';
 import { loadModel } from '../model/loader.js';
 import { topK } from '../policy/select.js';
@@ -77,7 +77,7 @@ async function main(): Promise<void> {
     const cum = all.map(() => new Float32Array(N));
     let token = pre.token;
     let steps = 0;
-    while (token !== c.tokens.eos && steps < maxNew) {
+    while (!isStop(c, token) && steps < maxNew) {
       const r = await backend.step(token);
       r.observation.weights.forEach((w, h) => {
         for (let p = 0; p < N; p++) cum[h][p] += w[p];

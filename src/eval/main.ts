@@ -1,17 +1,19 @@
 /**
- * `npm run eval -- --data DIR[,DIR...] --policies full,wnw --budgets 0.2,0.4 --out FILE.json [--limit N] [--readme]`
+ * `npm run eval -- --data DIR[,DIR...] --policies full,wnw --budgets 0.2,0.4 --out FILE.json [--limit N] [--no-full] [--readme]`
  *
  * Runs every clip of DIR (`*.wav` with a same-named `*.txt` reference) through each
  * (policy, budget), then writes the JSON report, prints the markdown table and, with
  * --readme, rewrites the README's eval block. One transcriber is loaded and each run
  * overrides the policy, so every method uses the same weights and the same device.
+ * Every policy is also measured against the full cache (WER vs its transcript, and
+ * teacher-forced agreement and KL: teacher-forced.ts) unless --no-full drops the full run.
  * A policy may carry ablation options, `wnw:ranking=voice:nVoice=8`: they go to its
  * factory, and its runs and summary row carry them as `variant`.
  */
 import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { LoadOptions, TranscribeOptions, Transcriber } from '../types.js';
+import type { LoadOptions, TranscribeOptions, Transcriber, TranscriptionResult } from '../types.js';
 import type { KvPrecision } from '../kv/precision.js';
 import {
   type BackendChoice,
@@ -27,6 +29,8 @@ import {
 } from '../cli/args.js';
 import { FULL_BUDGET, type ClipRecord, type EvalReport, type RunRecord, markdownTable, readmeBlock, replaceReadmeBlock, summarise } from './report.js';
 import { wer } from './wer.js';
+import { fidelityMeans } from './fidelity.js';
+import { fullReference, teacherForced, type FullReference } from './teacher-forced.js';
 
 export interface EvalArgs {
   /** Clip folders; with more than one, clip ids are prefixed by the folder name. */
@@ -43,18 +47,20 @@ export interface EvalArgs {
   readme: string | null;
   /** Which README block --readme rewrites: 'eval' (default) or another name, e.g. 'ablations'. */
   block: string;
+  /** Run the full cache and measure every policy against it (false with --no-full). */
+  full: boolean;
 }
 
 export const EVAL_USAGE =
   'usage: npm run eval -- --data DIR[,DIR...] --out FILE.json [--policies full,wnw,wnw:ranking=voice] [--budgets 0.2,0.4] [--limit N] ' +
-  '[--model DIR] [--backend auto|webgpu|cpu] [--kv f32|f16] [--readme [README.md]] [--block eval|NAME]';
+  '[--model DIR] [--backend auto|webgpu|cpu] [--kv f32|f16] [--no-full] [--readme [README.md]] [--block eval|NAME]';
 
 export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
   // --readme takes an optional path: a following non-flag argument is its value.
   const i = argv.indexOf('--readme');
   const hasPath = i >= 0 && argv[i + 1] !== undefined && !argv[i + 1].startsWith('--');
-  const { flags, positional } = splitArgs(hasPath ? argv : argv.map((a) => (a === '--readme' ? '--readme=' : a)), []);
-  rejectUnknown(flags, ['data', 'policies', 'budgets', 'out', 'limit', 'model', 'backend', 'kv', 'readme', 'block']);
+  const { flags, positional } = splitArgs(hasPath ? argv : argv.map((a) => (a === '--readme' ? '--readme=' : a)), ['no-full']);
+  rejectUnknown(flags, ['data', 'policies', 'budgets', 'out', 'limit', 'model', 'backend', 'kv', 'readme', 'block', 'no-full']);
   if (positional.length) throw new UsageError(`unexpected argument "${positional[0]}"`);
   const data = flags.get('data');
   const out = flags.get('out');
@@ -66,6 +72,8 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
   const budgets = [...new Set(list(flags.get('budgets') ?? '0.2').map(parseBudget))];
   if (!policies.length) throw new UsageError('--policies is empty');
   if (!budgets.length) throw new UsageError('--budgets is empty');
+  const full = !flags.has('no-full');
+  if (!full && policies.every((p) => p === 'full')) throw new UsageError('--no-full leaves no policy to run');
   const limitStr = flags.get('limit');
   const limit = limitStr === undefined ? Infinity : Number(limitStr);
   if (!(Number.isInteger(limit) || limit === Infinity) || limit < 1) throw new UsageError(`--limit must be a positive integer, got "${limitStr}"`);
@@ -81,6 +89,7 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
     kv: parseKvPrecision(flags.get('kv') ?? 'f32'),
     readme,
     block: parseBlockName(flags.get('block') ?? 'eval'),
+    full,
   };
 }
 
@@ -117,9 +126,9 @@ export async function listClips(dir: string, warn: (s: string) => void): Promise
   return clips;
 }
 
-/** The runs each clip gets: the full cache once (for WER and msPerTokenVsFull), then every other policy at every budget. */
-export function plannedRuns(policies: string[], budgets: number[]): { policy: string; budget: number }[] {
-  const runs: { policy: string; budget: number }[] = [{ policy: 'full', budget: FULL_BUDGET }];
+/** The runs each clip gets: the full cache once (the reference for fidelity and msPerTokenVsFull; not with --no-full), then every other policy at every budget. */
+export function plannedRuns(policies: string[], budgets: number[], full = true): { policy: string; budget: number }[] {
+  const runs: { policy: string; budget: number }[] = full ? [{ policy: 'full', budget: FULL_BUDGET }] : [];
   for (const policy of policies) if (policy !== 'full') for (const budget of budgets) runs.push({ policy, budget });
   return runs;
 }
@@ -145,6 +154,17 @@ function shortPath(p: string): string {
   return r.startsWith('..') ? p : r;
 }
 
+const message = (e: unknown) => (e instanceof Error ? e.message.replace(/\s*\n\s*/g, ' ') : String(e));
+
+/** A policy spec and budget as transcribe options, and the names its record carries. */
+function specOptions(spec: string, budget: number) {
+  const { policy, options: policyOptions, variant } = parsePolicySpec(spec);
+  return {
+    call: { policy, budget, ...(variant ? { policyOptions } : {}) } satisfies TranscribeOptions,
+    named: { policy, ...(variant ? { variant } : {}), budget },
+  };
+}
+
 /**
  * One (policy, budget) on one clip. A run that throws (say the full cache does not fit a
  * 10-minute clip) is recorded with its error and an empty transcript, so it counts as
@@ -157,24 +177,57 @@ async function runOnce(
   spec: string,
   budget: number,
   options: TranscribeOptions,
-): Promise<RunRecord> {
-  const { policy, options: policyOptions, variant } = parsePolicySpec(spec);
-  const named = { policy, ...(variant ? { variant } : {}), budget };
+): Promise<{ run: RunRecord; result?: TranscriptionResult }> {
+  const { call, named } = specOptions(spec, budget);
   try {
-    const r = await asr.transcribe(audio, { ...options, policy, budget, ...(variant ? { policyOptions } : {}) });
+    const r = await asr.transcribe(audio, { ...options, ...call });
     const s = r.stats;
-    return {
+    const run: RunRecord = {
       ...named, text: r.text, wer: wer(reference, r.text),
       rGpu: s.rGpu, rGpuCpu: s.rGpuCpu, mbPerStep: s.mbPerStep, msPerToken: s.msPerToken, decodeSteps: s.decodeSteps,
       stoppedBy: s.stoppedBy,
       ...(r.error ? { error: r.error.message } : {}),
     };
+    return { run, result: r };
   } catch (e) {
     if (options.signal?.aborted) throw e;
-    const error = e instanceof Error ? e.message.replace(/\s*\n\s*/g, ' ') : String(e);
-    return { ...named, text: '', wer: wer(reference, ''), rGpu: 0, rGpuCpu: 0, mbPerStep: 0, msPerToken: 0, decodeSteps: 0, stoppedBy: 'error', error };
+    return { run: { ...named, text: '', wer: wer(reference, ''), rGpu: 0, rGpuCpu: 0, mbPerStep: 0, msPerToken: 0, decodeSteps: 0, stoppedBy: 'error', error: message(e) } };
   }
 }
+
+/**
+ * Fills a run's fidelity to the full cache: WER against the full cache's transcript, then
+ * the teacher-forced agreement and KL. Without a reference (the full run failed) or when
+ * the forced decode fails, the measures are null and the reason is recorded.
+ */
+async function measureFidelity(asr: Transcriber, audio: Float32Array, ref: FullReference | string, run: RunRecord, spec: string, options: TranscribeOptions): Promise<void> {
+  const none = { werVsFull: null, agreement: null, klVsFull: null };
+  if (typeof ref === 'string') {
+    Object.assign(run, none, { fidelityError: ref });
+    return;
+  }
+  run.werVsFull = wer(ref.text, run.text);
+  try {
+    const f = await teacherForced((o) => asr.transcribe(audio, o), ref, { ...options, ...specOptions(spec, run.budget).call });
+    Object.assign(run, fidelityMeans(f), { forcedSteps: f.steps });
+  } catch (e) {
+    if (options.signal?.aborted) throw e;
+    Object.assign(run, { agreement: null, klVsFull: null, fidelityError: message(e) });
+  }
+}
+
+/** The full cache's reference for the clip's fidelity measures, or why there is none. */
+async function reference(asr: Transcriber, audio: Float32Array, free: TranscriptionResult | undefined, options: TranscribeOptions): Promise<FullReference | string> {
+  if (!free) return "the full cache's run failed";
+  try {
+    return await fullReference((o) => asr.transcribe(audio, o), free, options);
+  } catch (e) {
+    if (options.signal?.aborted) throw e;
+    return message(e);
+  }
+}
+
+const percent = (x: number | null | undefined) => (x == null ? '–' : `${(x * 100).toFixed(1)}%`);
 
 export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
   const warn = (s: string) => io.log(`eval: ${s}\n`);
@@ -184,7 +237,8 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
     for (const c of await listClips(dir, warn)) clips.push({ ...c, id: prefix + c.id });
   }
   clips.splice(args.limit);
-  const runs = plannedRuns(args.policies, args.budgets);
+  const runs = plannedRuns(args.policies, args.budgets, args.full);
+  const fidelity = args.full && runs.length > 1;
   const total = clips.length * runs.length;
   let done = 0;
   let shown = '';
@@ -196,7 +250,7 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
   };
 
   const asr = await io.load({ model: args.model, policy: 'full', backend: args.backend, kvPrecision: args.kv });
-  io.log(`eval: backend ${asr.backend}; ${clips.length} clips x ${runs.length} runs\n`);
+  io.log(`eval: backend ${asr.backend}; ${clips.length} clips x ${runs.length} runs${fidelity ? ', each but the full cache also teacher-forced on its tokens' : ''}\n`);
   const records: ClipRecord[] = [];
   try {
     for (const [c, clip] of clips.entries()) {
@@ -204,30 +258,44 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
       if (c === 0) {
         // A process's first decode pays for compiling its code paths (the JIT here, shader
         // pipelines on a GPU). The full row is what every "vs full" ratio divides by, so an
-        // untimed short full-cache run goes first; it shares the clip's encoding and prefill.
-        // A full cache that does not fit (a long clip) must not end the evaluation: its own
-        // run records that error below.
-        await asr.transcribe(audio, { policy: 'full', budget: 1, maxNewTokens: WARMUP_TOKENS, reusePrefill: true, signal: io.signal }).catch((e: unknown) => {
+        // untimed short run goes first (the full cache's, unless --no-full); it shares the
+        // clip's encoding and prefill. A full cache that does not fit (a long clip) must not
+        // end the evaluation: its own run records that error below.
+        const warm = specOptions(args.full ? 'full' : runs[0].policy, runs[0].budget).call;
+        await asr.transcribe(audio, { ...warm, maxNewTokens: WARMUP_TOKENS, reusePrefill: true, signal: io.signal }).catch((e: unknown) => {
           if (io.signal?.aborted) throw e;
         });
       }
       const record: ClipRecord = { id: clip.id, audioSeconds: audio.length / SAMPLE_RATE, reference: clip.reference, runs: [] };
       records.push(record);
+      let ref: FullReference | string = '';
       for (const [i, { policy, budget }] of runs.entries()) {
         if (io.signal?.aborted) throw new Error('eval cancelled');
         const label = `[${done + 1}/${total}] ${clip.id} ${policy}${policy === 'full' ? '' : `@${budget}`}`;
+        const last = i === runs.length - 1;
+        const forced = fidelity && policy !== 'full';
         show(`${label} ...`);
-        const run = await runOnce(asr, audio, clip.reference, policy, budget, {
+        // Every call on a clip shares one encoding and prefill; the clip's last call lets it go.
+        const { run, result } = await runOnce(asr, audio, clip.reference, policy, budget, {
           signal: io.signal,
-          // Every run of a clip shares one encoding and prefill; the last run lets it go.
-          reusePrefill: i < runs.length - 1,
+          reusePrefill: !last || forced,
           onProgress: (e) => {
             if (e.phase === 'decode' && io.tty) show(`${label} decode ${Math.round(e.fraction * 100)}%`);
           },
         });
+        if (policy === 'full' && fidelity) {
+          show(`${label} full-cache logits ...`);
+          ref = await reference(asr, audio, result, { signal: io.signal, reusePrefill: true });
+          if (typeof ref === 'string') warn(`${clip.id}: no fidelity measures (${ref})`);
+        }
+        if (forced) {
+          show(`${label} teacher-forced ...`);
+          await measureFidelity(asr, audio, ref, run, policy, { signal: io.signal, reusePrefill: !last });
+        }
         record.runs.push(run);
         done++;
-        show(`${label} WER ${(run.wer * 100).toFixed(1)}% ${run.msPerToken.toFixed(1)} ms/token${run.error ? ` (${run.error})` : ''}`, true);
+        const vsFull = run.werVsFull !== undefined ? `; vs full WER ${percent(run.werVsFull)}, agreement ${percent(run.agreement)}` : '';
+        show(`${label} WER ${(run.wer * 100).toFixed(1)}%${vsFull} ${run.msPerToken.toFixed(1)} ms/token${run.error ? ` (${run.error})` : ''}`, true);
       }
     }
   } finally {

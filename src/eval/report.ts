@@ -21,6 +21,20 @@ export interface RunRecord {
   stoppedBy?: string;
   /** Set when the run failed or was cut short; `text` is then the partial transcript. */
   error?: string;
+  /**
+   * Fidelity to the full cache, on every run but the full cache's own (absent with --no-full;
+   * null when the full run or the teacher-forced decode failed). werVsFull: WER against the
+   * full cache's transcript of the clip. agreement and klVsFull: the full cache's tokens
+   * decoded under this policy's cache, the share of steps whose greedy token is the full
+   * cache's and the mean KL(full ‖ policy) per step, in nats.
+   */
+  werVsFull?: number | null;
+  agreement?: number | null;
+  klVsFull?: number | null;
+  /** Steps the teacher-forced comparison covered (weights the pooled agreement and KL). */
+  forcedSteps?: number;
+  /** Why the teacher-forced comparison is missing. */
+  fidelityError?: string;
 }
 
 export interface ClipRecord {
@@ -42,6 +56,11 @@ export interface SummaryRow {
   msPerToken: number;
   /** msPerToken divided by the full cache's, measured in the same run (null without a full run). */
   msPerTokenVsFull: number | null;
+  /** Pooled WER against the full cache's transcripts (null for the full row and without them). */
+  werVsFull: number | null;
+  /** Teacher-forced top-1 agreement and mean KL(full ‖ policy), pooled over all compared steps. */
+  agreement: number | null;
+  klVsFull: number | null;
   clips: number;
 }
 
@@ -64,13 +83,14 @@ const key = (r: { policy: string; variant?: string; budget: number }) => `${r.po
  * over total steps, so a long clip counts for what it cost.
  */
 export function summarise(clips: ClipRecord[]): SummaryRow[] {
-  const groups = new Map<string, { policy: string; variant?: string; budget: number; runs: { run: RunRecord; reference: string }[] }>();
+  const groups = new Map<string, { policy: string; variant?: string; budget: number; runs: { run: RunRecord; reference: string; full?: string }[] }>();
   for (const clip of clips) {
+    const full = clip.runs.find((r) => r.policy === 'full' && !r.variant && !r.error)?.text;
     for (const run of clip.runs) {
       const k = key(run);
       let g = groups.get(k);
       if (!g) groups.set(k, (g = { policy: run.policy, ...(run.variant ? { variant: run.variant } : {}), budget: run.budget, runs: [] }));
-      g.runs.push({ run, reference: clip.reference });
+      g.runs.push({ run, reference: clip.reference, full });
     }
   }
   const rows: SummaryRow[] = [];
@@ -89,12 +109,28 @@ export function summarise(clips: ClipRecord[]): SummaryRow[] {
       mbPerStep: weighted((r) => r.mbPerStep),
       msPerToken: weighted((r) => r.msPerToken),
       msPerTokenVsFull: null,
+      ...pooledFidelity(g.runs),
       clips: n,
     });
   }
   const full = rows.find((r) => r.policy === 'full' && !r.variant);
   for (const r of rows) r.msPerTokenVsFull = full && full.msPerToken > 0 ? r.msPerToken / full.msPerToken : null;
   return rows.sort((a, b) => (a.policy === 'full' ? -1 : b.policy === 'full' ? 1 : 0));
+}
+
+/**
+ * WER against the full cache's transcripts, pooled like WER; agreement and KL weighted
+ * by the steps each clip compared. Runs without a measurement (null) are left out.
+ */
+function pooledFidelity(runs: { run: RunRecord; full?: string }[]): Pick<SummaryRow, 'werVsFull' | 'agreement' | 'klVsFull'> {
+  const vsFull = runs.filter((r) => r.run.werVsFull != null && r.full !== undefined);
+  const forced = runs.map((r) => r.run).filter((r) => r.agreement != null && r.klVsFull != null && (r.forcedSteps ?? 0) > 0);
+  const steps = forced.reduce((s, r) => s + r.forcedSteps!, 0);
+  return {
+    werVsFull: vsFull.length ? pooledWer(vsFull.map((r) => ({ reference: r.full!, hypothesis: r.run.text }))) : null,
+    agreement: steps ? forced.reduce((s, r) => s + r.agreement! * r.forcedSteps!, 0) / steps : null,
+    klVsFull: steps ? forced.reduce((s, r) => s + r.klVsFull! * r.forcedSteps!, 0) / steps : null,
+  };
 }
 
 function mean(xs: number[]): number {
@@ -106,12 +142,13 @@ const fmt = (x: number | null, digits: number) => (x === null || !Number.isFinit
 /** The table printed by `npm run eval` and pasted into the README. */
 export function markdownTable(summary: SummaryRow[]): string {
   const lines = [
-    '| policy | budget | WER % | r_GPU | r_GPU+CPU | CPU→GPU MB/step | ms/token | vs full | clips |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| policy | budget | WER % | WER vs full % | agreement | KL vs full | r_GPU | r_GPU+CPU | CPU→GPU MB/step | ms/token | vs full | clips |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const r of summary) {
     lines.push(
-      `| ${r.variant ? `${r.policy} (${r.variant.replaceAll(':', ', ')})` : r.policy} | ${r.policy === 'full' ? '–' : fmt(r.budget, 2)} | ${fmt(r.wer * 100, 2)} | ${fmt(r.rGpu, 3)} | ` +
+      `| ${r.variant ? `${r.policy} (${r.variant.replaceAll(':', ', ')})` : r.policy} | ${r.policy === 'full' ? '–' : fmt(r.budget, 2)} | ${fmt(r.wer * 100, 2)} | ` +
+        `${fmt(r.werVsFull === null ? null : r.werVsFull * 100, 2)} | ${fmt(r.agreement, 3)} | ${fmt(r.klVsFull, 3)} | ${fmt(r.rGpu, 3)} | ` +
         `${fmt(r.rGpuCpu, 3)} | ${fmt(r.mbPerStep, 3)} | ${fmt(r.msPerToken, 1)} | ${fmt(r.msPerTokenVsFull, 2)}× | ${r.clips} |`,
     );
   }
@@ -145,6 +182,10 @@ export function readmeBlock(report: EvalReport, command: string): string {
   const m = report.meta;
   const source = m ? `${report.clips.length} clips from \`${m.data}\`, model \`${m.model}\`, backend ${m.backend}${m.kv && m.kv !== 'f32' ? `, ${m.kv} KV` : ''}, ${m.date}` : '';
   return `${markdownTable(report.summary)}\n\n<sub>Generated by \`${command}\`${source ? `: ${source}` : ''}. ` +
-    'WER is pooled over clips (lower-case, punctuation stripped except apostrophes and periods, hypothesis truncated to 1.2× the reference). ' +
+    'WER % is against the reference text: it answers how well the model and the policy together transcribe. ' +
+    'WER vs full %, agreement and KL vs full answer what the policy loses against the full cache, whatever the model\'s own accuracy: ' +
+    'WER vs full is against the full cache\'s transcript of the same clip; agreement and KL decode the full cache\'s own tokens under the policy\'s cache (teacher-forced, ' +
+    'its recalls and releases running as in free decoding) and give the share of steps whose greedy token is the full cache\'s and the mean KL(full ‖ policy) per token, in nats. ' +
+    'WERs are pooled over clips (lower-case, punctuation stripped except apostrophes and periods, hypothesis truncated to 1.2× the reference). ' +
     'ms/token is the time on that backend; compare methods by the "vs full" ratio, measured in the same run.</sub>';
 }

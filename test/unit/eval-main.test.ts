@@ -10,7 +10,11 @@ import type { LoadOptions, TranscribeOptions, Transcriber, TranscriptionResult }
 
 // A stand-in for loadTranscriber, local to this test. It "transcribes" by echoing the
 // reference stored in the file, dropping the last word for any policy but 'full', so
-// the WERs the eval computes are known in advance.
+// the WERs the eval computes are known in advance. Teacher-forced, it gives one logits
+// vector per forced token: every policy's equal to the full cache's but at the last step,
+// where its greedy token differs.
+const FULL_LOGITS = [2, 0, 0, 0];
+const LAST_STEP_LOGITS = [0, 2, 0, 0];
 function fakeLoad(calls: TranscribeOptions[], loads: LoadOptions[]) {
   return async (o: LoadOptions): Promise<Transcriber> => {
     loads.push(o);
@@ -22,10 +26,12 @@ function fakeLoad(calls: TranscribeOptions[], loads: LoadOptions[]) {
         const words = new TextDecoder().decode(new Uint8Array((input as Float32Array).buffer)).trim().split(/\s+/);
         const policy = call.policy ?? 'full';
         if (policy === 'h2o') throw new ContextTooLongError(2e9, 1e9, 'the H2O window');
+        const forced = call.forcedTokens;
+        forced?.forEach((_, t) => call.onLogits?.(t, Float32Array.from(policy !== 'full' && t === forced.length - 1 ? LAST_STEP_LOGITS : FULL_LOGITS)));
         const text = (policy === 'full' ? words : words.slice(0, -1)).join(' ');
         call.onProgress?.({ phase: 'decode', fraction: 0.5 });
         return {
-          text, words: [], tokens: [],
+          text, words: [], tokens: words.map((_, i) => 10 + i),
           stats: {
             policy, budget: call.budget ?? 1, backend: 'fake', audioSeconds: words.length, audioTokens: 0, decodeSteps: words.length,
             rGpu: policy === 'full' ? 1 : call.budget!, rGpuPeak: 1, rGpuCpu: 1, mbPerStep: 0.1, mbPerStepMax: 0.1, recallsPerStep: 0,
@@ -91,9 +97,14 @@ describe('npm run eval', () => {
     expect(loads[0].backend).toBe('cpu');
     // an untimed warm-up of the full cache first (its time would otherwise land in the full row)
     expect(calls[0]).toMatchObject({ policy: 'full', maxNewTokens: WARMUP_TOKENS, reusePrefill: true });
-    expect(calls.slice(1).map((c) => `${c.policy}@${c.budget}`)).toEqual(['full@1', 'wnw@0.2', 'wnw@0.4', 'full@1', 'wnw@0.2', 'wnw@0.4']);
-    expect(calls.slice(1).map((c) => c.reusePrefill)).toEqual([true, true, false, true, true, false]);
+    // each clip: the full cache, its tokens forced once more for its logits, then every policy free and teacher-forced
+    const perClip = ['full@1', 'full@1 forced', 'wnw@0.2', 'wnw@0.2 forced', 'wnw@0.4', 'wnw@0.4 forced'];
+    expect(calls.slice(1).map((c) => `${c.policy}@${c.budget}${c.forcedTokens ? ' forced' : ''}`)).toEqual([...perClip, ...perClip]);
+    expect(calls.slice(1).map((c) => c.reusePrefill)).toEqual([true, true, true, true, true, false, true, true, true, true, true, false]);
     expect(calls.slice(1).every((c) => c.maxNewTokens === undefined)).toBe(true);
+    // the forced tokens are the full cache's, one per decode step
+    expect(calls[2].forcedTokens).toEqual([10, 11, 12, 13]);
+    expect(calls.slice(1).filter((c) => c.forcedTokens).every((c) => c.onLogits)).toBe(true);
     expect(report.clips.map((c) => c.id)).toEqual(['a', 'b']);
     const a = report.clips[0];
     expect(a).toMatchObject({ id: 'a', reference: 'one two three four' });
@@ -101,15 +112,27 @@ describe('npm run eval', () => {
     expect(a.runs[1]).toMatchObject({ policy: 'wnw', budget: 0.2, text: 'one two three', rGpu: 0.2, decodeSteps: 4 });
     expect(a.runs[1].wer).toBeCloseTo(0.25, 10);
     for (const k of ['policy', 'budget', 'text', 'wer', 'rGpu', 'rGpuCpu', 'mbPerStep', 'msPerToken', 'decodeSteps']) expect(a.runs[0]).toHaveProperty(k);
+    expect(a.runs[0]).not.toHaveProperty('werVsFull'); // the full cache is not measured against itself
+    // fidelity: one word of four lost against the full transcript; 3 of 4 forced steps agree
+    const kl = 2 * (Math.exp(2) - 1) / (Math.exp(2) + 3); // KL(softmax[2,0,0,0] ‖ softmax[0,2,0,0])
+    expect(a.runs[1].werVsFull).toBeCloseTo(0.25, 10);
+    expect(a.runs[1].agreement).toBeCloseTo(0.75, 10);
+    expect(a.runs[1].klVsFull).toBeCloseTo(kl / 4, 10);
+    expect(a.runs[1].forcedSteps).toBe(4);
 
     expect(report.summary.map((r) => [r.policy, r.budget])).toEqual([['full', 1], ['wnw', 0.2], ['wnw', 0.4]]);
     expect(report.summary[0].wer).toBe(0);
     expect(report.summary[1].wer).toBeCloseTo(2 / 10, 10);
     expect(report.summary[1].msPerTokenVsFull).toBeCloseTo(1.1, 10);
     for (const k of ['policy', 'budget', 'wer', 'rGpu', 'rGpuCpu', 'mbPerStep', 'msPerToken', 'msPerTokenVsFull']) expect(report.summary[1]).toHaveProperty(k);
+    // pooled over the two clips: 2 of 10 full-transcript words lost, 8 of 10 steps agree, KL weighted by steps
+    expect(report.summary[0]).toMatchObject({ werVsFull: null, agreement: null, klVsFull: null });
+    expect(report.summary[1].werVsFull).toBeCloseTo(0.2, 10);
+    expect(report.summary[1].agreement).toBeCloseTo(0.8, 10);
+    expect(report.summary[1].klVsFull).toBeCloseTo((2 * kl) / 10, 10);
 
     expect(log).toMatch(/\[1\/6\] a full WER 0\.0%/);
-    expect(log).toMatch(/\[6\/6\] b wnw@0\.4 WER 16\.7%/);
+    expect(log).toMatch(/\[6\/6\] b wnw@0\.4 WER 16\.7%; vs full WER 16\.7%, agreement 83\.3%/);
     expect(log).toMatch(/skipping orphan\.wav/);
   });
 
@@ -129,9 +152,10 @@ describe('npm run eval', () => {
     expect(args.policies).toEqual(['wnw', 'wnw:ranking=voice', 'wnw:selection=global:nVoice=8']);
     const report = await runEval(args, { load: fakeLoad(calls, []), readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: () => {}, tty: false });
     // the policy factory gets the options, typed; the method's own run gets none
-    expect(calls.slice(1, 5).map((c) => [c.policy, c.policyOptions])).toEqual([
-      ['full', undefined], ['wnw', undefined], ['wnw', { ranking: 'voice' }], ['wnw', { selection: 'global', nVoice: 8 }],
-    ]);
+    const expected = [['full', undefined], ['wnw', undefined], ['wnw', { ranking: 'voice' }], ['wnw', { selection: 'global', nVoice: 8 }]];
+    expect(calls.slice(1, 9).filter((c) => !c.forcedTokens).map((c) => [c.policy, c.policyOptions])).toEqual(expected);
+    // the teacher-forced decodes run the same variants (the full cache's, for its logits, none)
+    expect(calls.slice(1, 9).filter((c) => c.forcedTokens).map((c) => [c.policy, c.policyOptions])).toEqual(expected);
     expect(report.clips[0].runs.map((r) => [r.policy, r.variant])).toEqual([['full', undefined], ['wnw', undefined], ['wnw', 'ranking=voice'], ['wnw', 'selection=global:nVoice=8']]);
     expect(report.summary.map((r) => [r.policy, r.variant, r.clips])).toEqual([
       ['full', undefined, 2], ['wnw', undefined, 2], ['wnw', 'ranking=voice', 2], ['wnw', 'selection=global:nVoice=8', 2],
@@ -161,6 +185,36 @@ describe('npm run eval', () => {
     };
     const report = await runEval(args, { load, readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: () => {}, tty: false });
     expect(report.clips[0].runs.map((r) => [r.policy, r.stoppedBy])).toEqual([['full', 'error'], ['wnw', 'eos']]);
+    // no full transcript: the fidelity measures are there, null, with the reason
+    expect(report.clips[0].runs[1]).toMatchObject({ werVsFull: null, agreement: null, klVsFull: null, fidelityError: "the full cache's run failed" });
+    expect(report.summary[1]).toMatchObject({ werVsFull: null, agreement: null, klVsFull: null });
+  });
+
+  it('--no-full skips the full cache and the fidelity measures, and only then', async () => {
+    expect(parseEvalArgs(['--data', 'd', '--out', 'o'], '/w').full).toBe(true);
+    const args = parseEvalArgs(['--data', dataDir(), '--policies', 'full,wnw', '--budgets', '0.2', '--out', '/tmp/x.json', '--no-full']);
+    expect(args.full).toBe(false);
+    expect(plannedRuns(args.policies, args.budgets, false)).toEqual([{ policy: 'wnw', budget: 0.2 }]);
+    const calls: TranscribeOptions[] = [];
+    const report = await runEval(args, { load: fakeLoad(calls, []), readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: () => {}, tty: false });
+    expect(calls.map((c) => `${c.policy}@${c.budget}${c.forcedTokens ? ' forced' : ''}`)).toEqual(['wnw@0.2', 'wnw@0.2', 'wnw@0.2']); // warm-up, then one run per clip
+    expect(report.clips[0].runs[0]).not.toHaveProperty('werVsFull');
+    expect(report.summary).toMatchObject([{ policy: 'wnw', werVsFull: null, agreement: null, msPerTokenVsFull: null }]);
+    expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'full', '--no-full'])).toThrow(/no policy to run/);
+  });
+
+  it('records a teacher-forced decode that fails and goes on', async () => {
+    const args = parseEvalArgs(['--data', dataDir(), '--policies', 'wnw', '--budgets', '0.2', '--out', '/tmp/x.json', '--limit', '1']);
+    const inner = fakeLoad([], []);
+    const load = async (o: LoadOptions): Promise<Transcriber> => {
+      const t = await inner(o);
+      // a backend that returns no logits: the comparison cannot be made
+      return { ...t, transcribe: (input, call = {}) => t.transcribe(input, { ...call, onLogits: undefined }) };
+    };
+    const report = await runEval(args, { load, readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: () => {}, tty: false });
+    const wnw = report.clips[0].runs[1];
+    expect(wnw.werVsFull).toBeNull(); // without the full cache's logits there is no reference at all
+    expect(wnw.fidelityError).toMatch(/logits for 0 of 4 steps/);
   });
 
   it('respects --limit', async () => {
