@@ -5,10 +5,11 @@
  */
 import { expect, test, type Page } from '@playwright/test';
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { wer } from '../src/eval/wer.js';
 import type { SampleEntry } from '../src/ui/samples-plugin.js';
 import { chromiumArgs } from '../playwright.config.js';
+import { ensureMiniatures } from '../test/helpers/miniatures.js';
 
 /*
  * WER ceilings for a ~60 s held-out espeak-ng clip, from the shipped model's measured
@@ -96,6 +97,34 @@ async function tideInk(page: Page): Promise<{ rows: number; ink: number; expecte
   });
 }
 
+/** The first `seconds` of a PCM WAV from public/, as a WAV of its own (header rebuilt around the cut). */
+function wavHead(file: string, seconds: number): Buffer {
+  const wav = readFileSync(join('public', file));
+  let pos = 12;
+  let fmt: Buffer | null = null;
+  while (pos + 8 <= wav.length) {
+    const id = wav.toString('ascii', pos, pos + 4);
+    const size = wav.readUInt32LE(pos + 4);
+    if (id === 'fmt ') fmt = wav.subarray(pos + 8, pos + 8 + size);
+    if (id === 'data' && fmt) {
+      const bytesPerSecond = fmt.readUInt32LE(8);
+      const blockAlign = fmt.readUInt16LE(12);
+      const n = Math.min(size, Math.floor((seconds * bytesPerSecond) / blockAlign) * blockAlign);
+      const head = Buffer.alloc(20);
+      head.write('RIFF', 0, 'ascii');
+      head.writeUInt32LE(4 + 8 + fmt.length + 8 + n, 4);
+      head.write('WAVEfmt ', 8, 'ascii');
+      head.writeUInt32LE(fmt.length, 16);
+      const dataHead = Buffer.alloc(8);
+      dataHead.write('data', 0, 'ascii');
+      dataHead.writeUInt32LE(n, 4);
+      return Buffer.concat([head, fmt, dataHead, wav.subarray(pos + 8, pos + 8 + n)]);
+    }
+    pos += 8 + size + (size & 1);
+  }
+  throw new Error(`${file}: no fmt/data chunks`);
+}
+
 test.describe('demo page without a model', () => {
   test('an unsupported file shows a plain-language error', async ({ page }) => {
     await page.goto('/');
@@ -135,6 +164,70 @@ test.describe('demo page without a model', () => {
     await expect(notice).toContainText('The model could not be loaded');
     await expect(notice).toContainText('not-there/config.json');
     await expect(page.locator('#start')).toBeEnabled();
+  });
+
+  test('a Hugging Face folder chosen from disk loads in the page and transcribes', async ({ page }) => {
+    test.setTimeout(300_000);
+    // Voxtral's miniature tokenizer covers its whole vocabulary, so random weights still spell text.
+    const folder = join(await ensureMiniatures(), 'voxtral');
+    const errors: string[] = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    await page.goto('/');
+    // The directory input, as a person choosing the folder in the browser's picker.
+    await page.setInputFiles('#model-dir', folder);
+    await expect(page.locator('#model-name')).toContainText('voxtral');
+    // Read from config.json before any weight: family, layers, format, bytes, and a fit verdict.
+    await expect(page.locator('#model-info [data-key="family"]')).toContainText('voxtral (Hugging Face)', { timeout: 30_000 });
+    await expect(page.locator('#model-info [data-key="layers"]')).toContainText(/^\d+ \(hidden \d+/);
+    await expect(page.locator('#model-info [data-key="format"]')).toContainText('f32');
+    await expect(page.locator('#model-info [data-key="weights"]')).toContainText(/\d (KiB|MiB)/);
+    await expect(page.locator('#model-info [data-key="runs"]')).toContainText('in this page');
+    await expect(page.locator('#model-fit')).toContainText(/Needs .* of weights \+ .* of full KV cache/);
+
+    await page.setInputFiles('#file-input', { name: 'sample1-head.wav', mimeType: 'audio/wav', buffer: wavHead('samples/sample1.wav', 4) });
+    await expect(page.locator('#start')).toBeEnabled({ timeout: 60_000 });
+    await page.selectOption('#policy', 'full');
+    await page.selectOption('#backend', 'cpu');
+    await page.click('#start');
+    await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', /done|partial|failed/, { timeout: 240_000 });
+    await expect(page.locator('#notice')).toBeHidden();
+    await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', 'done');
+    await expect(page.locator('#progress-download')).toHaveJSProperty('value', 1);
+    // Bytes read from the folder: the weights were sliced out of it, not more than it holds.
+    const read = /([0-9.]+) (KiB|MiB) of ([0-9.]+) MiB read/.exec(await page.locator('#progress-download-text').innerText());
+    expect(read, 'no bytes-read readout on the download phase').not.toBeNull();
+    const mib = (v: string, u: string) => Number(v) / (u === 'KiB' ? 1024 : 1);
+    expect(mib(read![1], read![2])).toBeGreaterThan(0);
+    expect(mib(read![1], read![2])).toBeLessThanOrEqual(Number(read![3]));
+    await expect(page.locator('[data-pane="main"] .meta')).toContainText(/\b[1-9]\d* tokens/);
+    // Random weights: any text, but text.
+    expect((await page.locator('#transcript-main').innerText()).trim().length).toBeGreaterThan(0);
+    await expect(page.locator('#backend-readout')).toContainText(/CPU/i);
+    expect(errors).toEqual([]);
+  });
+
+  test('a model folder the site serves, given by URL, loads in the worker and transcribes', async ({ page }) => {
+    test.setTimeout(300_000);
+    const url = '/' + relative(process.cwd(), join(await ensureMiniatures(), 'qwen2_audio')).split('\\').join('/');
+    await page.goto('/');
+    await page.fill('#model-url', url);
+    await page.click('#model-url-form button[type="submit"]');
+    await expect(page.locator('#model-info [data-key="family"]')).toContainText('qwen2_audio (Hugging Face)', { timeout: 30_000 });
+    await expect(page.locator('#model-info [data-key="runs"]')).toContainText('background worker');
+    await page.setInputFiles('#file-input', { name: 'sample1-head.wav', mimeType: 'audio/wav', buffer: wavHead('samples/sample1.wav', 3) });
+    await expect(page.locator('#start')).toBeEnabled({ timeout: 60_000 });
+    await page.selectOption('#policy', 'full');
+    await page.selectOption('#backend', 'cpu');
+    await page.click('#start');
+    await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', /done|partial|failed/, { timeout: 240_000 });
+    await expect(page.locator('#notice')).toBeHidden();
+    await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', 'done');
+    // Its miniature tokenizer spells only a few hundred of the 156k ids: the tokens are counted, not the text.
+    await expect(page.locator('[data-pane="main"] .meta')).toContainText(/\b[1-9]\d* tokens/);
+    // Back to the shipped model: the panel forgets the folder.
+    await page.click('#model-shipped');
+    await expect(page.locator('#model-name')).toHaveText('the shipped model');
+    await expect(page.locator('#model-info')).toBeHidden();
   });
 
   test('lists the shipped sample clips', async ({ page }) => {

@@ -15,3 +15,6 @@ export { POLICIES } from './policy/registry.js';
 export { toMono16k } from './audio/decode.js';
 export { loadTranscriberInWorker } from './worker-client.js';
 export type { KvPolicy, PolicyLayout, PrefillPlan, StepPlan, HeadsFile } from './policy/types.js';
+// "Will it fit?" before loading: the decoder's weight bytes per format from a config.
+export { decoderWeightBytes, type WeightBytes } from './model/packed-weights.js';
+export type { WeightFormat } from './model/quant.js';

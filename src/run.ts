@@ -7,10 +7,10 @@ import { CancelledError, WnwError } from './errors.js';
 import type { DecoderBackend } from './backend/types.js';
 import { policyLayout } from './backend/cpu/prefill.js';
 import type { LoadedModel } from './model/loader.js';
-import type { KvPolicy, StepObservation } from './policy/types.js';
+import type { KvPolicy, LayerPrefill, StepObservation } from './policy/types.js';
 import type { ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult, TranscriptionStats } from './types.js';
 import { focusOf, wordsFromFocus } from './timing.js';
-import { segmentLength } from './model/config.js';
+import { isStop, segmentLength } from './model/config.js';
 
 export interface RunInput {
   model: LoadedModel;
@@ -50,11 +50,21 @@ const yieldToEventLoop = (): Promise<void> =>
     } else setTimeout(resolve, 0);
   });
 
+/** Prefill and KV placement: layer by layer when the policy answers per layer, else after the whole prompt. */
+async function prefillAndPlace(backend: DecoderBackend, policy: KvPolicy, embeddings: Float32Array, byLayer: LayerPrefill | undefined): Promise<{ token: number }> {
+  if (byLayer) return backend.prefillByLayer(embeddings, byLayer);
+  const pre = await backend.prefill(embeddings);
+  await backend.applyPrefill(policy.prefill(pre.observation));
+  return pre;
+}
+
 export async function runTranscription(r: RunInput): Promise<TranscriptionResult> {
   const { model, backend, policy, options: o } = r;
   const c = model.config;
   const N = r.audioLength;
-  const maxNew = o.maxNewTokens ?? Math.max(8, Math.ceil(6 * r.audioSeconds));
+  const forced = o.forcedTokens;
+  // Teacher forcing runs exactly one step per forced token, so the length guard never cuts it.
+  const maxNew = forced ? forced.length + 1 : o.maxNewTokens ?? Math.max(8, Math.ceil(6 * r.audioSeconds));
   const layout = policyLayout(c, N);
   const req = policy.request(layout);
   const own = req.decodeHeads.length;
@@ -63,7 +73,9 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   const timingIdx = r.timingHeads.map((h) => decodeHeads.indexOf(h));
   const tokens: number[] = [];
   const focus: number[] = [];
-  const text = model.tokenizer.decoder();
+  // The reference model's SentencePiece tokenizer, or a Hugging Face folder's (tokenizer.json, tekken.json).
+  const tok = model.text ?? model.tokenizer;
+  const text = tok.decoder();
   let out = '';
   const acc = { steps: 0, rGpu: 0, rGpuPeak: 0, bytes: 0, bytesMax: 0, recalls: 0, releases: 0, stepMs: 0 };
   let stoppedBy: TranscriptionStats['stoppedBy'] = 'eos';
@@ -80,19 +92,22 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   try {
     // Word timing reads the anchors' weights even when the policy itself needs only queries.
     const decodeWeights = req.decodeWeights !== false || extra.length > 0 || r.timingHeads.length > 0;
-    backend.begin({ audioLength: N, maxNewTokens: maxNew + 1, request: { ...req, decodeHeads, decodeWeights } });
+    // A policy that answers per layer lets the backend hold one layer's prompt KV at a time.
+    const byLayer = policy.prefillByLayer?.(layout);
+    backend.begin({
+      audioLength: N, maxNewTokens: maxNew + 1, request: { ...req, decodeHeads, decodeWeights }, returnLogits: Boolean(o.onLogits),
+      layered: Boolean(byLayer), reusePrefill: o.reusePrefill,
+    });
     r.progress({ phase: 'prefill', fraction: 0 });
     await yieldToEventLoop();
     if (o.signal?.aborted) throw new CancelledError();
-    const pre = await backend.prefill(r.embeddings);
-    const plan = policy.prefill(pre.observation);
-    await backend.applyPrefill(plan);
+    const pre = await prefillAndPlace(backend, policy, r.embeddings, byLayer);
     prefillMs = now() - t0;
     r.progress({ phase: 'prefill', fraction: 1 });
-    let token = pre.token;
-    if (token !== c.tokens.eos) emit(token, -1);
+    let token = forced ? forced[0] ?? c.tokens.eos : pre.token;
+    if (!isStop(c, token)) emit(token, -1);
     let lastYield = now();
-    while (token !== c.tokens.eos) {
+    while (!isStop(c, token)) {
       if (now() - lastYield > 16) {
         await yieldToEventLoop();
         lastYield = now();
@@ -104,6 +119,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
       }
       const ts = now();
       const res = await backend.step(token);
+      if (res.logits) o.onLogits?.(res.observation.step, res.logits);
       const obs: StepObservation = {
         step: res.observation.step,
         weights: res.observation.weights.slice(0, own),
@@ -131,8 +147,8 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
         });
       }
       r.progress({ phase: 'decode', fraction: f >= 0 ? Math.min(1, f / N) : Math.min(1, acc.steps / maxNew) });
-      token = res.token;
-      if (token !== c.tokens.eos) emit(token, f);
+      token = forced ? forced[acc.steps] ?? c.tokens.eos : res.token;
+      if (!isStop(c, token)) emit(token, f);
     }
   } catch (e) {
     error = e instanceof Error ? e : new Error(String(e));
@@ -166,7 +182,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     realTimeFactor: (r.encodeMs + prefillMs + decodeMs) / 1000 / Math.max(1e-9, r.audioSeconds),
     stoppedBy,
   };
-  const words = wordsFromFocus(tokens, focus, model.tokenizer, c.audio.tokensPerSecond, r.audioSeconds);
+  const words = wordsFromFocus(tokens, focus, tok, c.audio.tokensPerSecond, r.audioSeconds);
   return { text: out.trim(), words, tokens, stats, error };
 }
 

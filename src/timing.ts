@@ -5,7 +5,7 @@
  * token's time. Words start at their first piece's time and end where the next word
  * starts (the last word ends at its last piece plus one segment, capped at the audio end).
  */
-import type { Tokenizer } from './model/tokenizer.js';
+import type { TextTokenizer } from './model/text/types.js';
 import type { Word } from './types.js';
 
 /** Attention-weighted centre of the top `k` audio positions; -1 if there is no mass. */
@@ -35,12 +35,12 @@ export function focusOf(weights: Float32Array, k = 4): number {
  * `focus[i]` is the audio position (token units) of tokens[i], or -1 when unknown: then
  * times are interpolated from the neighbours, or spread evenly over the audio.
  */
-export function wordsFromFocus(tokens: number[], focus: number[], tok: Tokenizer, tokensPerSecond: number, audioSeconds: number): Word[] {
+export function wordsFromFocus(tokens: number[], focus: number[], tok: Pick<TextTokenizer, 'pieceText'>, tokensPerSecond: number, audioSeconds: number): Word[] {
   const t = fillUnknown(focus, tokens.length, audioSeconds * tokensPerSecond);
   const words: Word[] = [];
   let cur: { text: string; start: number; last: number } | null = null;
   for (let i = 0; i < tokens.length; i++) {
-    const piece = tok.render(tokens[i]).text;
+    const piece = tok.pieceText(tokens[i]);
     if (piece === '') continue;
     const startsWord = piece.startsWith(' ') || cur === null;
     if (startsWord) {

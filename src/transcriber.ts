@@ -1,15 +1,16 @@
 /**
- * The transcriber: model + encoder + backend, loaded once; each `transcribe` call turns
- * audio into text under the chosen KV policy. Audio is decoded and featurised here,
- * the decode loop lives in run.ts.
+ * The transcriber: model + audio route + backend, loaded once; each `transcribe` call turns
+ * audio into text under the chosen KV policy. Audio is decoded here, featurised and
+ * encoded by the model's audio route (audio-route.ts), and decoded in run.ts.
  */
-import { AudioError, CancelledError, WnwError } from './errors.js';
+import { CancelledError, WnwError } from './errors.js';
 import { toMono16k } from './audio/decode.js';
-import { logMel } from './audio/mel.js';
+import { createAudioRoute, type AudioRoute } from './audio-route.js';
 import { createBackend } from './backend/create.js';
 import type { DecoderBackend } from './backend/types.js';
-import { AudioEncoder } from './model/encoder.js';
+import type { GpuContext } from './backend/webgpu/device.js';
 import { loadModel, type LoadedModel } from './model/loader.js';
+import { promptForLanguage, type Prompt } from './prompt-language.js';
 import { createPolicy, NEEDS_HEADS } from './policy/registry.js';
 import { assignRoles, budgetKey, headsScore } from './policy/wnw/triage.js';
 import { runTranscription } from './run.js';
@@ -25,10 +26,21 @@ export class WnwTranscriber implements Transcriber {
 
   constructor(
     readonly model: LoadedModel,
-    private readonly encoder: AudioEncoder,
+    private readonly route: AudioRoute,
     private readonly decoder: DecoderBackend,
-    private readonly defaults: { policy: PolicyName; budget: number; onProgress?: (e: ProgressEvent) => void },
-  ) {}
+    private readonly defaults: { policy: PolicyName; budget: number; language?: string; onProgress?: (e: ProgressEvent) => void },
+  ) {
+    this.loadedPrompt = { prefix: model.config.prefix, instruction: model.config.instruction };
+  }
+
+  /** The prompt built at load time (for the load-time language). */
+  private readonly loadedPrompt: Prompt;
+  private readonly prompts = new Map<string, Prompt>();
+
+  /** What turns audio into embeddings for this model, and where (e.g. "voxtral Whisper encoder (WebGPU, f32)"). */
+  get audioRoute(): string {
+    return this.route.label;
+  }
 
   get backend(): string {
     return this.decoder.label;
@@ -51,17 +63,13 @@ export class WnwTranscriber implements Transcriber {
     const samples = await toMono16k(input as never, c.audio.sampleRate);
     const seconds = samples.length / c.audio.sampleRate;
     const t0 = now();
-    const mel = logMel(samples, c.audio);
-    const audioLength = Math.floor(mel.frames / c.audio.framesPerToken);
-    if (audioLength < 1) {
-      throw new AudioError(`The audio is too short (${seconds.toFixed(3)} s): at least ${(c.audio.framesPerToken * c.audio.hopLength / c.audio.sampleRate).toFixed(2)} s is needed.`);
-    }
     const progress = options.onProgress ?? this.defaults.onProgress;
-    const embeddings = await this.encoder.encode(mel.data, mel.frames, {
+    progress?.({ phase: 'encode', fraction: 0, detail: this.route.label });
+    const out = await this.route.encode(samples, {
       signal: options.signal,
-      onProgress: (done: number, total: number) => progress?.({ phase: 'encode', fraction: done / total }),
+      onProgress: (done: number, total: number, note?: string) => progress?.({ phase: 'encode', fraction: done / total, ...(note ? { detail: note } : {}) }),
     });
-    return { embeddings, audioLength, audioSeconds: seconds, encodeMs: now() - t0 };
+    return { ...out, audioSeconds: seconds, encodeMs: now() - t0, encoderBytes: this.route.weightBytes };
   }
 
   /** Runs the decoder on already-encoded audio (evaluation shares one encoding across policies). */
@@ -70,27 +78,54 @@ export class WnwTranscriber implements Transcriber {
     const budget = policyName === 'full' ? 1 : options.budget ?? this.defaults.budget;
     const heads = this.model.heads;
     if (NEEDS_HEADS.has(policyName) && !heads) {
-      throw new WnwError('BAD_ARGUMENT', `policy "${policyName}" needs heads.json next to the model; run npm run calibrate first`);
+      throw new WnwError('BAD_ARGUMENT', needsHeads(policyName, this.model.base));
     }
     const policy = createPolicy(policyName, { ...options.policyOptions, budget, heads });
     // A policy's own roles first (an ablation may have changed them), else the calibrated ones.
     const roles = policy.headRoles ?? (heads ? heads.roles[budgetKey(budget)] ?? assignRoles(headsScore(heads), Math.min(budget, 0.8)) : undefined);
     const progress = options.onProgress ?? this.defaults.onProgress ?? (() => {});
-    return runTranscription({
-      model: this.model,
-      backend: this.decoder,
-      policy,
-      policyName,
-      budget,
-      embeddings: enc.embeddings,
-      audioLength: enc.audioLength,
-      audioSeconds: enc.audioSeconds,
-      encodeMs: enc.encodeMs,
-      timingHeads: roles ? [...roles.anchors] : [],
-      tidalHeads: policy.headRoles?.tidal ?? [],
-      options,
-      progress,
-    });
+    const restore = await this.usePrompt(options.language ?? this.defaults.language);
+    try {
+      const res = await runTranscription({
+        model: this.model,
+        backend: this.decoder,
+        policy,
+        policyName,
+        budget,
+        embeddings: enc.embeddings,
+        audioLength: enc.audioLength,
+        audioSeconds: enc.audioSeconds,
+        encodeMs: enc.encodeMs,
+        timingHeads: roles ? [...roles.anchors] : [],
+        tidalHeads: policy.headRoles?.tidal ?? [],
+        options,
+        progress,
+      });
+      res.stats.encoderBytes = enc.encoderBytes;
+      return res;
+    } finally {
+      restore();
+    }
+  }
+
+  /**
+   * Sets the model's prompt for `language` (the backends read the prompt from the model's
+   * config at every run) and returns how to put the load-time prompt back.
+   */
+  private async usePrompt(language: string | undefined): Promise<() => void> {
+    const c = this.model.config;
+    if (language === this.defaults.language) return () => {};
+    let p = this.prompts.get(language ?? '');
+    if (!p) {
+      p = await promptForLanguage(this.model, language);
+      this.prompts.set(language ?? '', p);
+    }
+    c.prefix = p.prefix;
+    c.instruction = p.instruction;
+    return () => {
+      c.prefix = this.loadedPrompt.prefix;
+      c.instruction = this.loadedPrompt.instruction;
+    };
   }
 
   private async transcribeNow(input: AudioInput, options: TranscribeOptions): Promise<TranscriptionResult> {
@@ -107,29 +142,51 @@ export class WnwTranscriber implements Transcriber {
     this.disposed = true;
     this.lastEncoding = null;
     this.decoder.dispose();
-    void this.encoder.dispose();
+    void this.route.dispose();
   }
 }
 
-/** Loads the model, the audio encoder and a decoder backend. */
+/** The WebGPU decoder's device, which the audio encoder shares; undefined on the CPU. */
+function gpuContextOf(decoder: DecoderBackend): GpuContext | undefined {
+  return decoder.kind === 'webgpu' && 'ctx' in decoder ? (decoder as { ctx: GpuContext }).ctx : undefined;
+}
+
+/** A policy that triages heads without the calibrated heads.json: what to run instead. */
+function needsHeads(policy: string, model: string): string {
+  return `policy "${policy}" needs the calibrated heads.json in ${model}, which is missing: run \`npm run calibrate -- --model ${model}\` to write it, or use policy "full"`;
+}
+
+/** Loads the model, its audio route and a decoder backend. */
 export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscriber> {
   const policy = options.policy ?? 'wnw';
   const budget = options.budget ?? 0.2;
   if (!(budget > 0 && budget <= 1)) throw new WnwError('BAD_ARGUMENT', `budget must be in (0, 1], got ${budget}`);
   const progress = options.onProgress ?? (() => {});
-  const model = await loadModel(options.model, (fraction, detail) => progress({ phase: 'download', fraction, detail }));
-  if (NEEDS_HEADS.has(policy) && !model.heads) {
-    throw new WnwError('BAD_ARGUMENT', `policy "${policy}" needs heads.json in ${options.model}; run npm run calibrate, or use policy "full"`);
+  const model = await loadModel(options.model, (fraction, detail) => progress({ phase: 'download', fraction, detail }), { language: options.language });
+  if (options.language !== undefined && !model.family) {
+    throw new WnwError('BAD_ARGUMENT', `the model in ${options.model} takes no language option (its prompt names no language); omit language`);
   }
-  progress({ phase: 'compile', fraction: 0, detail: 'audio encoder' });
-  const encoder = await AudioEncoder.create(model.encoderBytes, model.config, { file: `${options.model}/encoder.onnx` });
+  if (NEEDS_HEADS.has(policy) && !model.heads) {
+    throw new WnwError('BAD_ARGUMENT', needsHeads(policy, options.model));
+  }
   const decoder = await createBackend(model.config, model.weights, {
     backend: options.backend,
     kvBudgetBytes: options.kvBudgetBytes,
     kvPrecision: options.kvPrecision,
+    weightFormat: options.weightFormat,
     onCompile: (fraction) => progress({ phase: 'compile', fraction, detail: 'decoder kernels' }),
     onFallback: (reason) => progress({ phase: 'compile', fraction: 1, detail: `WebGPU unavailable (${reason}); using the CPU backend` }),
   });
   progress({ phase: 'compile', fraction: 1, detail: decoder.label });
-  return new WnwTranscriber(model, encoder, decoder, { policy, budget, onProgress: options.onProgress });
+  // After the decoder: a Hugging Face audio tower runs on the WebGPU decoder's device.
+  progress({ phase: 'compile', fraction: 0, detail: 'audio encoder' });
+  let route: AudioRoute;
+  try {
+    route = await createAudioRoute(model, { file: `${options.model}/encoder.onnx`, gpu: gpuContextOf(decoder), weightFormat: options.weightFormat });
+  } catch (e) {
+    decoder.dispose();
+    throw e;
+  }
+  progress({ phase: 'compile', fraction: 1, detail: route.label });
+  return new WnwTranscriber(model, route, decoder, { policy, budget, language: options.language, onProgress: options.onProgress });
 }

@@ -1,6 +1,7 @@
 /** The public surface's types: what `loadTranscriber` takes and `transcribe` returns. */
 import type { BackendKind } from './backend/types.js';
 import type { KvPrecision } from './kv/precision.js';
+import type { WeightFormat } from './model/quant.js';
 
 export type PolicyName = 'full' | 'wnw' | 'snapkv' | 'adakv' | 'audiokv' | 'arkvale' | 'h2o' | 'streaming' | 'quest';
 
@@ -14,8 +15,18 @@ export interface ProgressEvent {
 }
 
 export interface LoadOptions {
-  /** URL or folder of the model (config.json, decoder.safetensors, encoder.onnx, tokenizer.json, heads.json). */
+  /**
+   * URL or folder of the model: our own layout (config.json, decoder.safetensors,
+   * encoder.onnx, tokenizer.json) or a Hugging Face folder of Voxtral, Qwen2-Audio or
+   * Qwen2.5-Omni (config.json, safetensors shards, tokenizer files); heads.json beside
+   * either for WnW.
+   */
   model: string;
+  /**
+   * Language of the speech as an ISO code ("en"), for models whose prompt names it
+   * (Voxtral, Qwen2-Audio, Qwen2.5-Omni); omitted: the model detects it.
+   */
+  language?: string;
   policy?: PolicyName;
   /** Target r_GPU: share of the audio KV kept on the GPU (ignored by 'full'). */
   budget?: number;
@@ -24,6 +35,13 @@ export interface LoadOptions {
   kvBudgetBytes?: number;
   /** What the KV pool stores keys and values as: 'f32' (default) or 'f16' (half the GPU KV memory and recall traffic). */
   kvPrecision?: KvPrecision;
+  /**
+   * What the decoder's weight matrices are stored and multiplied in: 'f32' (default; the
+   * reference model), 'f16' or group-wise 4-bit 'q4' (a quarter of f16's memory). Both
+   * backends compute with the same values. A Hugging Face folder's audio tower stores its
+   * Linear weights in the same format.
+   */
+  weightFormat?: WeightFormat;
   onProgress?: (e: ProgressEvent) => void;
 }
 
@@ -71,7 +89,10 @@ export interface TranscriptionStats {
   releasesPerStep: number;
   msPerToken: number;
   prefillMs: number;
+  /** Audio → embeddings: front-end, encoder and projector. */
   encodeMs: number;
+  /** Bytes of the audio encoder's weights while loaded (ONNX: the graph's size). */
+  encoderBytes?: number;
   /** GPU KV memory in use at the end, bytes; and CPU offload bytes. */
   gpuKvBytes: number;
   cpuKvBytes: number;
@@ -86,6 +107,8 @@ export interface TranscribeOptions {
   onProgress?: (e: ProgressEvent) => void;
   /** Override the load-time policy/budget for this call. */
   policy?: PolicyName;
+  /** Override the load-time language (Hugging Face models): the prompt is rebuilt for it. */
+  language?: string;
   budget?: number;
   /** Extra options for the policy's factory, for ablations, e.g. { ranking: 'voice' } or { selection: 'global' } for wnw. */
   policyOptions?: Record<string, string | number | boolean>;
@@ -93,6 +116,14 @@ export interface TranscribeOptions {
   maxNewTokens?: number;
   /** Keep the prefill for the next call on the same encoding (evaluation runs many policies per clip). */
   reusePrefill?: boolean;
+  /**
+   * Teacher forcing (evaluation): decode step i feeds forcedTokens[i] instead of the
+   * previous greedy token, and the run ends after the last one; the policy's recalls and
+   * releases run as in free decoding. maxNewTokens is then ignored.
+   */
+  forcedTokens?: readonly number[];
+  /** Each decode step's logits over the vocabulary (the backend is asked to return them); in-process transcribers only, the worker client does not forward it. */
+  onLogits?: (step: number, logits: Float32Array) => void;
 }
 
 export interface TranscriptionResult {

@@ -123,7 +123,7 @@ export async function loadTranscriberInWorker(
       if (session.crashed) throw session.crashed;
       const s = session;
       await s.ready;
-      const { signal, onToken, onStep, onProgress: onCallProgress, ...callOptions } = opts;
+      const { signal, onToken, onStep, onProgress: onCallProgress, onLogits: _inProcessOnly, ...callOptions } = opts;
       const seen: Seen = { text: '', tokens: [], steps: [] };
       return new Promise<TranscriptionResult>((resolve, reject) => {
         let kill: ReturnType<typeof setTimeout> | undefined;

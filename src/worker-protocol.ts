@@ -6,7 +6,8 @@
 import type { LoadOptions, ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult } from './types.js';
 
 export type WorkerLoadOptions = Omit<LoadOptions, 'onProgress'>;
-export type WorkerTranscribeOptions = Omit<TranscribeOptions, 'signal' | 'onToken' | 'onStep' | 'onProgress'>;
+/** Functions do not cross postMessage: onLogits stays in-process only. */
+export type WorkerTranscribeOptions = Omit<TranscribeOptions, 'signal' | 'onToken' | 'onStep' | 'onProgress' | 'onLogits'>;
 /** What the worker can receive: bytes, a Blob, or 16 kHz mono samples (AudioBuffers do not transfer). */
 export type WorkerAudio = ArrayBuffer | Uint8Array | Blob | Float32Array;
 

@@ -8,6 +8,8 @@ import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PolicyName } from '../types.js';
+import type { WeightFormat } from '../model/quant.js';
+import { WEIGHT_FORMATS } from '../model/packed-weights.js';
 import { checkPolicyOptions } from '../policy/registry.js';
 
 export const POLICIES = ['full', 'wnw', 'snapkv', 'adakv', 'audiokv', 'arkvale', 'h2o', 'streaming', 'quest'] as const satisfies readonly PolicyName[];
@@ -28,7 +30,11 @@ export interface TranscribeArgs {
   budget: number;
   backend: BackendChoice;
   kv: KvPrecision;
+  /** The decoder's weight format (--weights). */
+  weights: WeightFormat;
   model: string;
+  /** Language of the speech (--language en), for models whose prompt names it. */
+  language?: string;
   json: boolean;
 }
 
@@ -128,13 +134,20 @@ export function parseKvPrecision(s: string): KvPrecision {
   return s as KvPrecision;
 }
 
+export function parseWeightFormat(s: string): WeightFormat {
+  if (!(WEIGHT_FORMATS as readonly string[]).includes(s)) throw new UsageError(`weights must be one of ${WEIGHT_FORMATS.join(', ')}, got "${s}"`);
+  return s as WeightFormat;
+}
+
 export const TRANSCRIBE_USAGE =
   'usage: wnw transcribe FILE.wav [--policy full|wnw|snapkv|adakv|audiokv|arkvale|h2o|streaming|quest] ' +
-  '[--budget 0.2] [--backend auto|webgpu|cpu] [--kv f32|f16] [--model DIR] [--json]';
+  '[--budget 0.2] [--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--model DIR] [--language en] [--json]';
 
 export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): TranscribeArgs {
   const { flags, positional } = splitArgs(argv, ['json']);
-  rejectUnknown(flags, ['policy', 'budget', 'backend', 'kv', 'model', 'json']);
+  rejectUnknown(flags, ['policy', 'budget', 'backend', 'kv', 'weights', 'model', 'language', 'json']);
+  const language = flags.get('language');
+  if (language !== undefined && !/^[a-z]{2,3}$/.test(language)) throw new UsageError(`--language takes an ISO code such as "en", got "${language}"`);
   if (positional.length !== 1) throw new UsageError(positional.length ? `expected one audio file, got ${positional.length}` : 'missing the audio file');
   return {
     file: resolve(cwd, positional[0]),
@@ -142,7 +155,9 @@ export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): Transc
     budget: parseBudget(flags.get('budget') ?? '0.2'),
     backend: parseBackend(flags.get('backend') ?? 'auto'),
     kv: parseKvPrecision(flags.get('kv') ?? 'f32'),
+    weights: parseWeightFormat(flags.get('weights') ?? 'f32'),
     model: flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir(),
+    ...(language !== undefined ? { language } : {}),
     json: flags.get('json') === 'true',
   };
 }

@@ -21,7 +21,9 @@ export interface CliIo {
   signal?: AbortSignal;
 }
 
-export const USAGE = `${TRANSCRIBE_USAGE}\n\nTranscribes a WAV file (PCM16, PCM24 or float32; any rate; mono or stereo).\n`;
+export const USAGE = `${TRANSCRIBE_USAGE}\n\nTranscribes a WAV file (PCM16, PCM24 or float32; any rate; mono or stereo). --model takes our own model folder or a ` +
+  'Hugging Face folder of Voxtral, Qwen2-Audio or Qwen2.5-Omni; the policies wnw and audiokv need its heads.json (npm run calibrate -- --model DIR).\n\n' +
+  'usage: wnw convert HF_DIR OUT_DIR [--quant q4|f16|f32]\n\nPacks a Hugging Face folder\'s decoder weights once (default q4), so it loads without conversion.\n';
 
 /** What --json prints. The names are read by other tools: keep them. */
 export function jsonOutput(r: TranscriptionResult, budget: number) {
@@ -36,6 +38,8 @@ export function jsonOutput(r: TranscriptionResult, budget: number) {
       rGpuCpu: s.rGpuCpu,
       mbPerStep: s.mbPerStep,
       msPerToken: s.msPerToken,
+      encodeMs: s.encodeMs,
+      ...(s.encoderBytes !== undefined ? { encoderBytes: s.encoderBytes } : {}),
       decodeSteps: s.decodeSteps,
       audioSeconds: s.audioSeconds,
       backend: s.backend,
@@ -63,6 +67,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     (command ? io.stdout : io.stderr)(USAGE);
     return command ? 0 : 2;
   }
+  if (command === 'convert') return convertCommand(rest, io);
   if (command !== 'transcribe') {
     io.stderr(`wnw: unknown command "${command}"\n${TRANSCRIBE_USAGE}\n`);
     return 2;
@@ -76,6 +81,30 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     return 2;
   }
   return transcribeFile(args, io);
+}
+
+/** `wnw convert`: packs a Hugging Face folder's decoder once (src/cli/convert.ts). */
+async function convertCommand(argv: string[], io: CliIo): Promise<number> {
+  // Imported here: the converter pulls in node:fs and the checkpoint reader.
+  const { CONVERT_USAGE, convertFolder, parseConvertArgs } = await import('./convert.js');
+  let args;
+  try {
+    args = parseConvertArgs(argv);
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    io.stderr(`wnw: ${e.message}\n${CONVERT_USAGE}\n`);
+    return 2;
+  }
+  try {
+    const r = await convertFolder(args, (line) => io.stderr(`${line}\n`));
+    const mb = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
+    io.stdout(`converted ${r.tensors} tensors (${r.dropped} not used by the runtime left out) into ${r.shards} shards: ${mb(r.bytesIn)} -> ${mb(r.bytesOut)}; decoder ${args.format}: ` +
+      `${Object.entries(r.byFormat).filter(([, b]) => b > 0).map(([f, b]) => `${f} ${mb(b)}`).join(', ')}\n`);
+    return 0;
+  } catch (e) {
+    io.stderr(`wnw: ${oneLine(e)}\n`);
+    return 1;
+  }
 }
 
 async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> {
@@ -112,7 +141,7 @@ async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> 
 
   let asr: Transcriber | undefined;
   try {
-    asr = await io.load({ model: args.model, policy: args.policy, budget: args.budget, backend: args.backend, kvPrecision: args.kv, onProgress });
+    asr = await io.load({ model: args.model, policy: args.policy, budget: args.budget, backend: args.backend, kvPrecision: args.kv, weightFormat: args.weights, ...(args.language !== undefined ? { language: args.language } : {}), onProgress });
     clearProgress();
     // Said every time, not only for auto: a CPU fallback is 10-100x slower and people should know why.
     io.stderr(`wnw: backend ${asr.backend}${args.backend === 'auto' ? ' (auto)' : ''}; policy ${args.policy}${args.policy === 'full' ? '' : ` at budget ${args.budget}`}\n`);

@@ -8,26 +8,35 @@ import type { KvPrecision } from '../kv/precision.js';
 import type { LoadOptions, PolicyName, Transcriber, TranscriptionResult } from '../types.js';
 import { wireFileInput, wireRecorder, wireSamples, type Clip } from './audio-input.js';
 import { WEBGPU_HELP, describeError, webGpuMissing, type UiMessage } from './messages.js';
+import { localFolderBytes } from '../model/local-folder.js';
+import { ModelSource, type ChosenModel } from './model-source.js';
 import { Pane, ProgressView, StatsView, formatBytes, formatSeconds } from './readouts.js';
 import { TideChart } from './tide-chart.js';
 
 export interface AppDeps {
-  load(options: LoadOptions): Promise<Transcriber>;
+  /** `inPage`: a folder picked from disk, whose Files live in this page (see model-source.ts). */
+  load(options: LoadOptions, inPage?: boolean): Promise<Transcriber>;
   /** Any audio the browser decodes, to 16 kHz mono; throws a BAD_AUDIO error otherwise. */
   decode(blob: Blob): Promise<Float32Array>;
   wer(reference: string, hypothesis: string): number;
   /** Absolute URL of the model folder (a worker resolves relative URLs against its own script). */
   modelUrl: string;
+  /** How the page names `modelUrl` (default: "the shipped model"). */
+  modelLabel?: string;
   sampleRate: number;
 }
 
-/** The one-line verdict of compare mode: memory saved and time paid. */
-function compareLine(full: TranscriptionResult, other: TranscriptionResult): string {
+/**
+ * The one-line verdict of compare mode: memory saved, time paid, and what the policy's
+ * transcript lost against the full cache's (WER vs full; the reference text plays no part).
+ */
+function compareLine(full: TranscriptionResult, other: TranscriptionResult, wer: AppDeps['wer']): string {
   const a = full.stats;
   const b = other.stats;
   const saved = a.gpuKvBytes > 0 ? Math.round((1 - b.gpuKvBytes / a.gpuKvBytes) * 100) : 0;
   const time = a.msPerToken > 0 ? `${(b.msPerToken / a.msPerToken).toFixed(2)}× the time per token` : '';
-  return `Compared: GPU KV memory ${formatBytes(a.gpuKvBytes)} (full) vs ${formatBytes(b.gpuKvBytes)} (${b.policy}), ${saved} % less; ${time}.`;
+  const vsFull = full.text ? `; WER vs the full cache's transcript ${(wer(full.text, other.text) * 100).toFixed(1)} %` : '';
+  return `Compared: GPU KV memory ${formatBytes(a.gpuKvBytes)} (full) vs ${formatBytes(b.gpuKvBytes)} (${b.policy}), ${saved} % less; ${time}${vsFull}.`;
 }
 
 /** Why 'auto' chose the CPU. A software adapter (SwiftShader) is a deliberate choice, not a browser problem. */
@@ -66,7 +75,9 @@ export class App {
   private readonly chart = new TideChart($<HTMLCanvasElement>('tide'));
   private clip: Clip | null = null;
   private audio: Float32Array | null = null;
-  /** Loaded for one (backend, KV precision) choice: `key`. */
+  private model: ChosenModel;
+  private readonly modelSource: ModelSource;
+  /** Loaded for one (model, backend, KV precision) choice: `key`. */
   private transcriber: { key: string; asr: Promise<Transcriber> } | null = null;
   private abort: AbortController | null = null;
 
@@ -79,6 +90,14 @@ export class App {
     this.ui.cancel.addEventListener('click', () => this.abort?.abort());
     this.ui.policy.addEventListener('change', () => (this.ui.budget.disabled = this.ui.policy.value === 'full'));
     this.ui.backend.addEventListener('change', () => this.dropTranscriber());
+    this.model = { url: deps.modelUrl, label: deps.modelLabel ?? 'the shipped model', local: false };
+    this.modelSource = new ModelSource(this.model, {
+      onModel: (m) => this.useModel(m),
+      onError: (e) => this.show(describeError(e, this.context())),
+      onTooBig: (v) => this.show({ level: 'error', code: 'MODEL_TOO_BIG', title: 'This model may not fit this device', body: v.text }),
+      context: () => ({ seconds: this.audio ? this.audio.length / this.deps.sampleRate : 0, kvPrecision: this.ui.kv.value as KvPrecision }),
+    });
+    this.ui.kv.addEventListener('change', () => this.modelSource.refit());
     this.chart.reset(60);
     void this.describeBackend();
     const missing = webGpuMissing();
@@ -118,7 +137,8 @@ export class App {
     const h = document.createElement('h3');
     h.textContent = m.title;
     const body = document.createElement('p');
-    body.textContent = m.body;
+    // A folder from disk has an internal address; name it as the person chose it.
+    body.textContent = this.model?.local ? m.body.split(this.model.url).join(`"${this.model.label.replace(/ \(.*$/, '')}/"`) : m.body;
     n.replaceChildren(h, body);
     n.dataset.code = m.code ?? '';
     if (m.hint) {
@@ -149,6 +169,16 @@ export class App {
     n.hidden = false;
   }
 
+  /** Another model folder: the next run loads it. */
+  private useModel(m: ChosenModel): void {
+    if (this.abort) return;
+    this.show(null);
+    this.model = m;
+    this.dropTranscriber();
+    this.progress.reset(false);
+    this.ui.backendReadout.textContent = 'not loaded yet';
+  }
+
   private async setClip(clip: Clip): Promise<void> {
     if (this.abort) return; // a run is in progress: the controls say so
     this.show(null);
@@ -170,6 +200,7 @@ export class App {
       this.ui.clipName.textContent = `${clip.name} — ${formatSeconds(audio.length / this.deps.sampleRate)}${clip.reference ? ' (has a reference transcript: WER is shown)' : ''}`;
       this.ui.start.disabled = false;
       this.ui.status.textContent = 'Ready.';
+      this.modelSource.refit();
     } catch (e) {
       if (this.clip !== clip) return;
       this.ui.clipName.textContent = `${clip.name} — cannot be used`;
@@ -191,23 +222,29 @@ export class App {
   private getTranscriber(): Promise<Transcriber> {
     const backend = this.ui.backend.value;
     const kvPrecision = this.ui.kv.value as KvPrecision;
-    const key = `${backend}/${kvPrecision}`;
+    const model = this.model;
+    const key = `${model.url}/${backend}/${kvPrecision}`;
     if (this.transcriber?.key !== key) {
       this.dropTranscriber();
       let fallback = '';
       const asr = this.deps.load({
-        model: this.deps.modelUrl,
+        model: model.url,
         backend: backend as LoadOptions['backend'],
         kvPrecision,
-        policy: 'wnw',
+        // Each run passes its own policy; loading checks only what the first run needs
+        // (a folder without heads.json loads for the full cache).
+        policy: this.plan()[0].policy,
         budget: 0.2,
         onProgress: (e) => {
-          this.progress.update(e);
-          if (e.detail) this.ui.status.textContent = `Loading the model: ${e.detail}`;
+          // A folder from disk counts the bytes its readers take (the loader reports fractions only).
+          const bytes = model.local ? localFolderBytes(model.url) : null;
+          const read = bytes ? `${formatBytes(bytes.read)} of ${formatBytes(bytes.total)} read` : '';
+          this.progress.update(e, read || undefined);
+          if (e.detail) this.ui.status.textContent = `Loading the model: ${e.detail}${read ? ` (${read})` : ''}`;
           // 'auto' passes over software adapters (SwiftShader) and missing WebGPU: say why, once.
           if (e.detail && /using the CPU backend/.test(e.detail)) fallback = e.detail;
         },
-      });
+      }, model.local);
       this.transcriber = { key, asr };
       asr.then(
         (a) => {
@@ -224,6 +261,7 @@ export class App {
     this.ui.start.disabled = running || !this.audio;
     this.ui.cancel.disabled = !running;
     for (const c of [this.ui.policy, this.ui.backend, this.ui.kv, this.ui.compare]) c.disabled = running;
+    this.modelSource.setDisabled(running);
     this.ui.budget.disabled = running || this.ui.policy.value === 'full';
     document.body.dataset.state = running ? 'running' : 'idle';
   }
@@ -262,7 +300,7 @@ export class App {
         results.push(r);
         if (r.error) break;
       }
-      if (results.length === 2 && !results[1].error) this.ui.status.textContent = compareLine(results[0], results[1]);
+      if (results.length === 2 && !results[1].error) this.ui.status.textContent = compareLine(results[0], results[1], this.deps.wer);
       if (!results.length && abort.signal.aborted) {
         // Stopped while the model was still loading: nothing was transcribed.
         panes.forEach((p) => p.failed('not run'));

@@ -2,6 +2,8 @@
  * Entry of the demo page. The engine runs in a Web Worker so that decoding never blocks
  * the page; `?worker=0` runs it on the main thread instead, and a worker that cannot
  * start at all falls back to the main thread on its own. `?model=URL` picks the model.
+ * A model folder picked from disk loads on the main thread: its File objects are
+ * registered in this page's realm (src/model/local-folder.ts), which a worker does not share.
  */
 import './style.css';
 import type { LoadOptions, Transcriber } from '../types.js';
@@ -15,8 +17,8 @@ import { siteUrl } from './audio-input.js';
 const params = new URLSearchParams(location.search);
 let useWorker = params.get('worker') !== '0' && typeof Worker !== 'undefined';
 
-async function load(options: LoadOptions): Promise<Transcriber> {
-  if (useWorker) {
+async function load(options: LoadOptions, inPage = false): Promise<Transcriber> {
+  if (useWorker && !inPage) {
     try {
       return await loadTranscriberInWorker(options);
     } catch (e) {
@@ -34,6 +36,7 @@ const app = new App({
   decode: (blob) => toMono16k(blob),
   wer,
   modelUrl: params.has('model') ? new URL(params.get('model')!, location.href).href : siteUrl('models/wnw-ref/').href,
+  ...(params.has('model') ? { modelLabel: params.get('model')! } : {}),
   sampleRate: 16000,
 });
 // For the console and the e2e tests; nothing in the page depends on it.

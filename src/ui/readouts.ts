@@ -44,6 +44,7 @@ export class ProgressView {
       const name = el('label', undefined, label);
       name.htmlFor = id;
       const pct = el('span', undefined, '');
+      pct.id = `progress-${phase}-text`;
       head.append(name, pct);
       const bar = el('progress');
       bar.id = id;
@@ -65,13 +66,14 @@ export class ProgressView {
     }
   }
 
-  update(e: ProgressEvent): void {
+  /** `note`: what the percentage cannot say, e.g. the bytes read so far. */
+  update(e: ProgressEvent, note?: string): void {
     const b = this.bars.get(e.phase);
     if (!b) return;
     for (const other of this.bars.values()) other.box.classList.toggle('active', other === b && e.fraction < 1);
     const f = Math.max(0, Math.min(1, e.fraction));
     b.bar.value = f;
-    b.pct.textContent = `${Math.round(f * 100)} %`;
+    b.pct.textContent = note ? `${Math.round(f * 100)} % · ${note}` : `${Math.round(f * 100)} %`;
     b.bar.title = e.detail ?? '';
   }
 }

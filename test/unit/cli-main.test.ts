@@ -109,6 +109,7 @@ describe('wnw transcribe', () => {
       [['transcribe', wav, '--budget', '2'], /budget must be a number in \(0, 1\]/],
       [['transcribe', wav, '--backend', 'tpu'], /backend must be one of/],
       [['transcribe', wav, '--kv', 'f8'], /kv must be one of f32, f16/],
+      [['transcribe', wav, '--language', 'English'], /--language takes an ISO code/],
       [['transcribe', wav, '--frobnicate'], /--frobnicate needs a value|unknown option --frobnicate/],
       [['translate', wav], /unknown command/],
     ] as const) {
@@ -116,6 +117,15 @@ describe('wnw transcribe', () => {
       expect(await runCli([...argv], t)).toBe(2);
       expect(t.err).toMatch(pattern);
     }
+  });
+
+  it('--language reaches the model load; without it none is sent', async () => {
+    const seen: { load?: LoadOptions } = {};
+    expect(await runCli(['transcribe', wav, '--language', 'de', '--policy', 'full'], io(seen))).toBe(0);
+    expect(seen.load?.language).toBe('de');
+    const none: { load?: LoadOptions } = {};
+    expect(await runCli(['transcribe', wav], io(none))).toBe(0);
+    expect(none.load).not.toHaveProperty('language');
   });
 
   it('resolves paths against the working directory', () => {

@@ -1,0 +1,256 @@
+/**
+ * The audio route of a loaded model: 16 kHz samples → the decoder's `[N, hidden]` audio
+ * embeddings. Which route runs is read from the model (`LoadedModel.encoder`), never from
+ * a family name in the transcriber:
+ * - 'onnx' (our own folders): the 80-bin natural-log mel of src/audio/mel.ts and the ONNX
+ *   graph run by onnxruntime-web (src/model/encoder.ts);
+ * - 'hf-audio-tower' (Hugging Face folders): the Whisper log-mel of
+ *   src/audio/whisper-mel.ts, cut into processor examples by the family's feature-extractor
+ *   rule below, then the checkpoint's audio tower and projector (src/encoder).
+ *
+ * The Whisper encoder runs where the decoder runs: on the WebGPU decoder's device (its
+ * weights uploaded for each recording and released before the decoder's prefill needs the
+ * memory), or on the CPU reference next to the CPU decoder.
+ */
+import { AudioError, CancelledError, ModelLoadError } from './errors.js';
+import { logMel } from './audio/mel.js';
+import { WhisperLogMel, WHISPER_MEL, type WhisperPadding } from './audio/whisper-mel.js';
+import {
+  asStored,
+  lookupFromCheckpoint,
+  parseWhisperEncoderConfig,
+  QWEN2_5_OMNI_ENCODER,
+  QWEN2_AUDIO_ENCODER,
+  VOXTRAL_ENCODER,
+  WhisperEncoder,
+  type EncoderOutput,
+  type MelInput,
+  type TensorLookup,
+  type WhisperEncoderConfig,
+  type WhisperFamilySpec,
+} from './encoder/index.js';
+import type { GpuContext } from './backend/webgpu/device.js';
+import type { PipelineCache } from './backend/webgpu/pipelines.js';
+import { AudioEncoder } from './model/encoder.js';
+import type { WeightFormat } from './model/quant.js';
+import { exists, joinModelPath, readJson } from './model/files.js';
+import { HfCheckpoint } from './model/hf/checkpoint.js';
+import type { LoadedModel } from './model/loader.js';
+
+export interface RouteOptions {
+  signal?: AbortSignal;
+  /** Examples (or ONNX windows) done out of the total; `note` says something the user should know. */
+  onProgress?: (done: number, total: number, note?: string) => void;
+}
+
+export interface RouteLoadOptions {
+  /** Names encoder.onnx in errors (our own folders). */
+  file?: string;
+  /** The WebGPU decoder's device: a Hugging Face audio tower runs there. */
+  gpu?: GpuContext;
+  /**
+   * How a Hugging Face audio tower's Linear weights are stored (f32, f16, q4: the decoder's
+   * choice); the CPU encoder computes with the same rounded values, so both agree.
+   */
+  weightFormat?: WeightFormat;
+}
+
+export interface RouteOutput {
+  /** [audioLength, hiddenSize], row-major. */
+  embeddings: Float32Array;
+  audioLength: number;
+}
+
+export interface AudioRoute {
+  /** 'onnx' or 'whisper', and where the encoder runs, for readouts. */
+  readonly kind: 'onnx' | 'whisper';
+  readonly label: string;
+  /** Bytes of the encoder's weights as held for encoding (f32 for an audio tower; the ONNX graph's size). */
+  readonly weightBytes: number;
+  encode(samples: Float32Array, opts?: RouteOptions): Promise<RouteOutput>;
+  dispose(): void | Promise<void>;
+}
+
+/**
+ * How each family's upstream processor cuts a recording into feature-extractor examples
+ * (each example gets its own log-mel max; see whisper-mel.ts). `nSamples` is the
+ * extractor's n_samples (preprocessor_config.json).
+ */
+interface WhisperRouteRule {
+  spec: WhisperFamilySpec;
+  examples(samples: Float32Array, nSamples: number): { x: Float32Array; pad: WhisperPadding }[];
+}
+
+const THIRTY_SECONDS = 480_000;
+
+const RULES: Record<string, WhisperRouteRule> = {
+  // VoxtralProcessor: the whole recording zero-padded to a multiple of 30 s, one example.
+  voxtral: { spec: VOXTRAL_ENCODER, examples: (x) => [{ x, pad: { padToMultipleOf: THIRTY_SECONDS } }] },
+  // Qwen2AudioProcessor takes at most 30 s per audio item. Longer audio is encoded as
+  // consecutive 30 s clips whose embeddings follow one another inside the prompt's single
+  // audio span (the upstream template would give each clip its own bos/eos pair).
+  qwen2_audio: {
+    spec: QWEN2_AUDIO_ENCODER,
+    examples: (x, n) => {
+      const out: { x: Float32Array; pad: WhisperPadding }[] = [];
+      for (let s = 0; s < x.length; s += n) out.push({ x: x.subarray(s, Math.min(x.length, s + n)), pad: { truncateTo: n, padToLength: n } });
+      return out;
+    },
+  },
+  // Qwen2_5OmniProcessor: padding="max_length" to n_samples, never truncated; the encoder
+  // drops the padding frames itself.
+  qwen2_5_omni: { spec: QWEN2_5_OMNI_ENCODER, examples: (x, n) => [{ x, pad: { padToLength: n } }] },
+};
+
+/** The route `model` says it needs. */
+export async function createAudioRoute(model: LoadedModel, opts: RouteLoadOptions = {}): Promise<AudioRoute> {
+  const src = model.encoder;
+  if (src?.kind === 'hf-audio-tower') return WhisperRoute.load(model, src.base, src.modelType, opts.gpu, opts.weightFormat ?? 'f32');
+  const bytes = src?.kind === 'onnx' ? src.bytes : model.encoderBytes;
+  const file = src?.kind === 'onnx' ? src.file : opts.file ?? `${model.base}/encoder.onnx`;
+  return new OnnxRoute(model, await AudioEncoder.create(bytes, model.config, { file }));
+}
+
+class OnnxRoute implements AudioRoute {
+  readonly kind = 'onnx' as const;
+  readonly label = 'ONNX audio encoder (onnxruntime-web)';
+  readonly weightBytes: number;
+
+  constructor(private readonly model: LoadedModel, readonly encoder: AudioEncoder) {
+    this.weightBytes = model.encoder?.kind === 'onnx' ? model.encoder.bytes.byteLength : 0;
+  }
+
+  async encode(samples: Float32Array, opts: RouteOptions = {}): Promise<RouteOutput> {
+    const a = this.model.config.audio;
+    const mel = logMel(samples, a);
+    const audioLength = Math.floor(mel.frames / a.framesPerToken);
+    if (audioLength < 1) throw tooShort(samples.length, (a.framesPerToken * a.hopLength) / a.sampleRate, a.sampleRate);
+    const embeddings = await this.encoder.encode(mel.data, mel.frames, opts);
+    return { embeddings, audioLength };
+  }
+
+  dispose(): Promise<void> {
+    return this.encoder.dispose();
+  }
+}
+
+class WhisperRoute implements AudioRoute {
+  readonly kind = 'whisper' as const;
+  private readonly fe: WhisperLogMel;
+  /** Set while the audio tower runs on WebGPU; cleared (with a note) if it cannot. */
+  private gpu: { ctx: GpuContext; cache?: PipelineCache } | undefined;
+
+  private constructor(
+    private readonly model: LoadedModel,
+    private readonly rule: WhisperRouteRule,
+    readonly encoder: WhisperEncoder,
+    private readonly tensors: TensorLookup,
+    private readonly config: WhisperEncoderConfig,
+    private readonly nSamples: number,
+    readonly weightBytes: number,
+    gpu: GpuContext | undefined,
+    private readonly weightFormat: WeightFormat,
+  ) {
+    this.fe = new WhisperLogMel({ ...WHISPER_MEL, nMels: encoder.config.nMels });
+    this.gpu = gpu ? { ctx: gpu } : undefined;
+  }
+
+  get label(): string {
+    return `${this.rule.spec.family} Whisper encoder (${this.gpu ? 'WebGPU' : 'CPU'}, ${this.weightFormat} weights)`;
+  }
+
+  static async load(model: LoadedModel, base: string, modelType: string, gpu: GpuContext | undefined, weightFormat: WeightFormat): Promise<WhisperRoute> {
+    const configFile = joinModelPath(base, 'config.json');
+    const rule = RULES[modelType];
+    if (!rule || !model.family) throw new ModelLoadError(configFile, `no audio encoder route for model_type ${JSON.stringify(modelType)}`);
+    const json = (await readJson(configFile)) as Record<string, unknown>;
+    const config = parseWhisperEncoderConfig(model.family.audioConfig(json), configFile, rule.spec);
+    const ckpt = await HfCheckpoint.open(base);
+    let encoder: WhisperEncoder;
+    let tensors: TensorLookup;
+    let weightBytes = 0;
+    try {
+      tensors = await lookupFromCheckpoint(ckpt, rule.spec);
+      encoder = new WhisperEncoder(config, rule.spec, weightFormat === 'f32' ? tensors : asStored(tensors, config, rule.spec, weightFormat));
+      for (const [name, t] of ckpt.tensors) {
+        if (tensors.get(name)) weightBytes += 4 * t.shape.reduce((a, b) => a * b, 1);
+      }
+    } finally {
+      await ckpt.close();
+    }
+    if (encoder.outputWidth !== model.config.hiddenSize) {
+      throw new ModelLoadError(configFile, `the audio projector outputs ${encoder.outputWidth} values per token, the decoder's hidden size is ${model.config.hiddenSize}: config.json does not match the weights`);
+    }
+    return new WhisperRoute(model, rule, encoder, tensors, config, await extractorSamples(base), weightBytes, gpu, weightFormat);
+  }
+
+  /**
+   * The WebGPU encoder for one recording (weights uploaded now, released by the caller
+   * once the recording is encoded), or undefined on the CPU. A device that cannot hold it
+   * moves the route to the CPU for good, said once through `onProgress`.
+   */
+  private async gpuEncoder(opts: RouteOptions, total: number): Promise<{ encode(m: MelInput): Promise<EncoderOutput>; destroy(): void } | undefined> {
+    if (!this.gpu) return undefined;
+    try {
+      const { PipelineCache } = await import('./backend/webgpu/pipelines.js');
+      const { WebGpuWhisperEncoder } = await import('./encoder/webgpu.js');
+      this.gpu.cache ??= new PipelineCache(this.gpu.ctx);
+      return await WebGpuWhisperEncoder.create(this.gpu.ctx, this.gpu.cache, this.config, this.rule.spec, this.tensors, { weightFormat: this.weightFormat });
+    } catch (e) {
+      this.gpu = undefined;
+      opts.onProgress?.(0, total, `the audio encoder does not fit WebGPU here (${e instanceof Error ? e.message : String(e)}); encoding on the CPU`);
+      return undefined;
+    }
+  }
+
+  async encode(samples: Float32Array, opts: RouteOptions = {}): Promise<RouteOutput> {
+    const examples = this.rule.examples(samples, this.nSamples);
+    const parts: Float32Array[] = [];
+    let rows = 0;
+    const gpu = await this.gpuEncoder(opts, examples.length);
+    try {
+      for (let i = 0; i < examples.length; i++) {
+        if (opts.signal?.aborted) throw new CancelledError();
+        const { x, pad } = examples[i];
+        const mel = this.fe.compute(x, pad);
+        if (this.encoder.tokenCount(mel.frames, mel.validFrames) < 1) continue;
+        const out = gpu ? await gpu.encode(mel) : this.encoder.encode(mel);
+        parts.push(out.data);
+        rows += out.tokens;
+        opts.onProgress?.(i + 1, examples.length);
+        // CPU encoding is synchronous per example: let a UI thread breathe between examples.
+        if (!gpu) await new Promise<void>((r) => setTimeout(r, 0));
+      }
+    } finally {
+      // The encoder's GPU weights go before the decoder's prefill needs the memory.
+      gpu?.destroy();
+    }
+    if (opts.signal?.aborted) throw new CancelledError();
+    const a = this.model.config.audio;
+    if (rows < 1) throw tooShort(samples.length, (a.framesPerToken * a.hopLength) / a.sampleRate, a.sampleRate);
+    const embeddings = new Float32Array(rows * this.model.config.hiddenSize);
+    let o = 0;
+    for (const p of parts) {
+      embeddings.set(p, o);
+      o += p.length;
+    }
+    return { embeddings, audioLength: rows };
+  }
+
+  dispose(): void {}
+}
+
+/** The feature extractor's n_samples (preprocessor_config.json), else 30 s. */
+async function extractorSamples(base: string): Promise<number> {
+  const file = joinModelPath(base, 'preprocessor_config.json');
+  if (!(await exists(file))) return THIRTY_SECONDS;
+  const j = (await readJson(file)) as Record<string, unknown>;
+  const n = j['n_samples'];
+  if (n === undefined) return THIRTY_SECONDS;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n <= 0) throw new ModelLoadError(file, `n_samples must be a positive integer, got ${JSON.stringify(n)}`);
+  return n;
+}
+
+function tooShort(samples: number, minSeconds: number, rate: number): AudioError {
+  return new AudioError(`The audio is too short (${(samples / rate).toFixed(3)} s): at least ${minSeconds.toFixed(2)} s is needed.`);
+}

@@ -1,0 +1,21 @@
+/**
+ * A Hugging Face model's transcription prompt for another language than the one it was
+ * loaded with: the family's recipe (src/model/text/prompt.ts) rebuilt with the folder's
+ * chat template. Our own models' prompts name no language.
+ */
+import { WnwError } from './errors.js';
+import type { LoadedModel } from './model/loader.js';
+import { buildPrompt, readChatTemplate, type PromptFamily } from './model/text/index.js';
+
+export interface Prompt {
+  prefix: number[];
+  instruction: number[];
+}
+
+export async function promptForLanguage(model: LoadedModel, language: string | undefined): Promise<Prompt> {
+  if (!model.family || !model.text) {
+    throw new WnwError('BAD_ARGUMENT', `the model "${model.config.name}" takes no language option (its prompt names no language); omit language`);
+  }
+  const p = buildPrompt(model.family.modelType as PromptFamily, model.text, { language, chatTemplate: await readChatTemplate(model.base) });
+  return { prefix: p.prefix, instruction: p.instruction };
+}

@@ -1,0 +1,252 @@
+/**
+ * Transcription from a Hugging Face folder end to end on the miniatures (random weights, so
+ * the text is nonsense): WAV → Whisper front-end → audio tower and projector → the family's
+ * prompt → decoder → tokens, through `loadTranscriber` and the CLI.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadTranscriber, type WnwTranscriber } from '../../src/transcriber.js';
+import { runCli } from '../../src/cli/main.js';
+import { toMono16k } from '../../src/audio/decode.js';
+import { WhisperLogMel, type WhisperPadding } from '../../src/audio/whisper-mel.js';
+import { asStored, lookupFromCheckpoint, parseWhisperEncoderConfig, QWEN2_5_OMNI_ENCODER, QWEN2_AUDIO_ENCODER, VOXTRAL_ENCODER, WhisperEncoder, type WhisperFamilySpec } from '../../src/encoder/index.js';
+import { HfCheckpoint } from '../../src/model/hf/checkpoint.js';
+import { buildPrompt, loadTextTokenizer, promptIds, readChatTemplate, type PromptFamily } from '../../src/model/text/index.js';
+import { buildHeadsFile } from '../../src/calibrate/heads-file.js';
+import { kvHeadCount, segmentLength } from '../../src/model/config.js';
+import { WnwError } from '../../src/errors.js';
+import type { WeightFormat } from '../../src/model/quant.js';
+import { ensureMiniatures, MINIATURE_FAMILIES, type MiniatureFamily } from '../helpers/miniatures.js';
+
+const SR = 16000;
+const MAX_NEW = 6;
+
+/** Each family's processor example(s), written here from the encoder tests' rules rather than read from the route. */
+const FAMILY: Record<MiniatureFamily, { spec: WhisperFamilySpec; pad: WhisperPadding }> = {
+  voxtral: { spec: VOXTRAL_ENCODER, pad: { padToMultipleOf: 480_000 } },
+  qwen2_audio: { spec: QWEN2_AUDIO_ENCODER, pad: { truncateTo: 480_000, padToLength: 480_000 } },
+  qwen2_5_omni: { spec: QWEN2_5_OMNI_ENCODER, pad: { padToLength: 300 * SR } },
+};
+
+async function referenceEmbeddings(dir: string, family: MiniatureFamily, samples: Float32Array, format: WeightFormat = 'f32'): Promise<Float32Array> {
+  const { spec, pad } = FAMILY[family];
+  const cfg = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
+  const audio = (((cfg.thinker_config as Record<string, unknown> | undefined) ?? cfg).audio_config ?? {}) as Record<string, unknown>;
+  const ckpt = await HfCheckpoint.open(dir);
+  let enc: WhisperEncoder;
+  try {
+    const config = parseWhisperEncoderConfig(audio, join(dir, 'config.json'), spec);
+    enc = new WhisperEncoder(config, spec, asStored(await lookupFromCheckpoint(ckpt, spec), config, spec, format));
+  } finally {
+    await ckpt.close();
+  }
+  return enc.encode(new WhisperLogMel().compute(samples, pad)).data;
+}
+
+/** A copy of the miniature (links to its files) with a heads.json from seeded scores, as the GPU parity harness builds one. */
+function withSeededHeads(src: string, dst: string, t: WnwTranscriber, audioLength: number): string {
+  mkdirSync(dst, { recursive: true });
+  for (const f of readdirSync(src)) symlinkSync(join(src, f), join(dst, f));
+  const c = t.model.config;
+  let s = 12345;
+  const r = () => ((s = (s * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const n = kvHeadCount(c);
+  const heads = buildHeadsFile({
+    model: c.name, numLayers: c.numLayers, numKvHeads: c.numKvHeads,
+    voiceScore: Array.from({ length: n }, () => r()), headSensitivity: Array.from({ length: n }, () => 0.1 + r()),
+    budgets: [0.2], clipLengths: [audioLength], segmentLength: segmentLength(c),
+  });
+  writeFileSync(join(dst, 'heads.json'), JSON.stringify(heads));
+  return dst;
+}
+
+describe('transcribing from a Hugging Face folder', () => {
+  let models = '';
+  let tmp = '';
+  let wav = '';
+  let bytes: Uint8Array = new Uint8Array(0);
+  let samples: Float32Array = new Float32Array(0);
+  const encodings = new Map<string, Awaited<ReturnType<WnwTranscriber['encode']>>>();
+
+  beforeAll(async () => {
+    models = await ensureMiniatures();
+    tmp = mkdtempSync(join(tmpdir(), 'wnw-hf-transcribe-'));
+    wav = join(tmp, 'clip.wav');
+    execFileSync('espeak-ng', ['-w', wav, 'the quick brown fox jumps over the lazy dog'], { stdio: 'ignore' });
+    bytes = new Uint8Array(readFileSync(wav));
+    samples = await toMono16k(bytes, SR);
+  }, 120_000);
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+  for (const family of MINIATURE_FAMILIES) {
+    it(`${family}: WAV → encoder → prompt → tokens, full cache and WnW at 0.2`, async () => {
+      const dir = join(models, family);
+      const t = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'full' });
+      try {
+        expect(t.audioRoute).toContain('Whisper encoder');
+        // The embeddings are the encoder's on the family's features (the route the encoder tests check).
+        const phases: string[] = [];
+        const onProgress = (e: { phase: string }) => void (phases.at(-1) !== e.phase && phases.push(e.phase));
+        const enc = await t.encode(bytes, { onProgress });
+        encodings.set(family, enc);
+        const ref = await referenceEmbeddings(dir, family, samples);
+        expect(enc.audioLength * t.model.config.hiddenSize).toBe(ref.length);
+        expect(enc.embeddings).toEqual(ref);
+        expect(enc.encoderBytes).toBeGreaterThan(0);
+
+        // The prompt the decoder runs on is the family's, with the placeholder span filled by the audio.
+        const tok = await loadTextTokenizer(dir);
+        const expected = promptIds(buildPrompt(family as PromptFamily, tok, { chatTemplate: await readChatTemplate(dir) }), enc.audioLength);
+        const c = t.model.config;
+        let seen: number[] = [];
+        const res = await t.decodeEncoded(enc, {
+          maxNewTokens: MAX_NEW,
+          onProgress: (e) => {
+            onProgress(e);
+            if (e.phase === 'prefill') seen = [...c.prefix, ...new Array<number>(enc.audioLength).fill(expected[c.prefix.length]), ...c.instruction];
+          },
+        });
+        expect(res.error).toBeUndefined();
+        expect(seen).toEqual(expected);
+        expect(phases).toEqual(['encode', 'prefill', 'decode']);
+        expect(res.stats.audioTokens).toBe(enc.audioLength);
+        expect(res.stats.encodeMs).toBeGreaterThan(0);
+        expect(res.stats.encoderBytes).toBe(enc.encoderBytes);
+        // It stops at a stop token or the cap, and the text is the tokenizer's.
+        if (res.stats.stoppedBy === 'length-guard') expect(res.tokens.length).toBe(MAX_NEW);
+        else expect(res.stats.stoppedBy).toBe('eos');
+        expect(res.tokens.length).toBeLessThanOrEqual(MAX_NEW);
+        for (const id of res.tokens) expect(c.stopTokens).not.toContain(id);
+        expect(res.text).toBe(tok.decode(res.tokens).trim());
+
+        // WnW at 0.2 with a seeded heads.json, on the same encoding.
+        const wnwDir = withSeededHeads(dir, join(tmp, `${family}-heads`), t, enc.audioLength);
+        const w = await loadTranscriber({ model: wnwDir, backend: 'cpu', policy: 'wnw', budget: 0.2 });
+        try {
+          const r = await w.decodeEncoded(enc, { maxNewTokens: MAX_NEW });
+          expect(r.error).toBeUndefined();
+          expect(r.stats.policy).toBe('wnw');
+          expect(r.stats.decodeSteps).toBeGreaterThan(0);
+          expect(r.stats.rGpu).toBeGreaterThan(0);
+          expect(r.stats.rGpu).toBeLessThan(1);
+          expect(['eos', 'length-guard']).toContain(r.stats.stoppedBy);
+        } finally {
+          w.dispose();
+        }
+      } finally {
+        t.dispose();
+      }
+    }, 60_000);
+  }
+
+  it('a language option rebuilds the prompt for that language (Voxtral: lang:en before [TRANSCRIBE])', async () => {
+    const dir = join(models, 'voxtral');
+    const t = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'full' });
+    try {
+      const c = t.model.config;
+      const tok = await loadTextTokenizer(dir);
+      expect(c.prefix).toEqual([1, 3, 25]);
+      expect(c.instruction).toEqual([4, 34]);
+      const enc = encodings.get('voxtral') ?? (await t.encode(bytes));
+      let during: number[] = [];
+      await t.decodeEncoded(enc, { maxNewTokens: 1, language: 'en', onProgress: (e) => void (e.phase === 'prefill' && (during = [...c.instruction])) });
+      expect(during).toEqual([4, ...tok.encode('lang:en'), 34]);
+      expect(c.instruction).toEqual([4, 34]); // the load-time prompt is back
+    } finally {
+      t.dispose();
+    }
+    const en = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'full', language: 'en' });
+    try {
+      expect(en.model.config.instruction.slice(0, 1)).toEqual([4]);
+      expect(en.model.config.instruction.length).toBeGreaterThan(2);
+    } finally {
+      en.dispose();
+    }
+  }, 60_000);
+
+  it('Qwen2-Audio audio longer than 30 s is encoded as consecutive 30 s clips, one span in the prompt', async () => {
+    const dir = join(models, 'qwen2_audio');
+    const long = new Float32Array(32 * SR);
+    for (let o = 0; o < long.length; o += samples.length) long.set(samples.subarray(0, Math.min(samples.length, long.length - o)), o);
+    const t = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'full' });
+    try {
+      const fractions: number[] = [];
+      const enc = await t.encode(long, { onProgress: (e) => void (e.phase === 'encode' && fractions.push(e.fraction)) });
+      const a = await referenceEmbeddings(dir, 'qwen2_audio', long.subarray(0, 30 * SR));
+      const b = await referenceEmbeddings(dir, 'qwen2_audio', long.subarray(30 * SR));
+      const D = t.model.config.hiddenSize;
+      expect(enc.audioLength).toBe(750 + 50); // 25 Hz: 30 s, then 2 s
+      expect(enc.embeddings.subarray(0, a.length)).toEqual(a);
+      expect(enc.embeddings.subarray(a.length)).toEqual(b);
+      expect(enc.embeddings.length).toBe(enc.audioLength * D);
+      expect(fractions).toEqual([0, 0.5, 1]);
+    } finally {
+      t.dispose();
+    }
+  }, 60_000);
+
+  it('a packed weight format (q4) stores the audio tower\'s Linear weights as the decoder\'s (the CPU encoder computes with the same values)', async () => {
+    const dir = join(models, 'qwen2_5_omni');
+    const t = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'full', weightFormat: 'q4' });
+    try {
+      expect(t.audioRoute).toContain('q4 weights');
+      const enc = await t.encode(samples);
+      expect(enc.embeddings).toEqual(await referenceEmbeddings(dir, 'qwen2_5_omni', samples, 'q4'));
+      expect(enc.embeddings).not.toEqual(await referenceEmbeddings(dir, 'qwen2_5_omni', samples));
+      const r = await t.decodeEncoded(enc, { maxNewTokens: 2 });
+      expect(r.error).toBeUndefined();
+      expect(r.stats.decodeSteps).toBeGreaterThan(0);
+    } finally {
+      t.dispose();
+    }
+  }, 60_000);
+
+  it('WnW without heads.json is a typed error that says to calibrate, never a silent fallback', async () => {
+    const dir = join(models, 'qwen2_audio');
+    const err = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'wnw' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(WnwError);
+    expect((err as WnwError).code).toBe('BAD_ARGUMENT');
+    expect((err as Error).message).toContain(`npm run calibrate -- --model ${dir}`);
+    const t = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'full' });
+    try {
+      const e2 = await t.transcribe(bytes, { policy: 'wnw', maxNewTokens: 1 }).catch((e: unknown) => e);
+      expect(e2).toBeInstanceOf(WnwError);
+      expect((e2 as Error).message).toContain('heads.json');
+    } finally {
+      t.dispose();
+    }
+  }, 60_000);
+
+  it('the CLI transcribes from a Hugging Face folder (--model DIR --backend cpu --json)', async () => {
+    const dir = join(models, 'qwen2_5_omni');
+    const run = async (argv: string[]) => {
+      const r = { out: '', err: '' };
+      const code = await runCli(argv, {
+        load: async (o) => (await import('../../src/index.js')).loadTranscriber(o),
+        stdout: (s) => void (r.out += s),
+        stderr: (s) => void (r.err += s),
+        readFile: async (p) => new Uint8Array(await readFile(p)),
+        decode: (b) => toMono16k(b),
+        tty: false,
+      });
+      return { code, ...r };
+    };
+    const full = await run(['transcribe', wav, '--model', dir, '--backend', 'cpu', '--policy', 'full', '--language', 'en', '--json']);
+    expect(full.code, full.err).toBe(0);
+    const json = JSON.parse(full.out) as { text: string; stats: { policy: string; backend: string; encodeMs: number; encoderBytes: number; stoppedBy: string } };
+    expect(json.stats.policy).toBe('full');
+    expect(json.stats.backend).toContain('CPU');
+    expect(json.stats.encodeMs).toBeGreaterThan(0);
+    expect(json.stats.encoderBytes).toBeGreaterThan(0);
+    expect(['eos', 'length-guard']).toContain(json.stats.stoppedBy);
+    // The default policy is WnW: without heads.json the CLI says how to calibrate and fails.
+    const wnw = await run(['transcribe', wav, '--model', dir, '--backend', 'cpu', '--json']);
+    expect(wnw.code).toBe(1);
+    expect(wnw.out).toBe('');
+    expect(wnw.err).toContain('npm run calibrate -- --model');
+  }, 120_000);
+});
