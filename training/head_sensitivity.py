@@ -16,6 +16,13 @@ Use --pooled to take the gradient of the clip's mean CE instead (one backward
 per clip; cheaper approximation).
 Output: {"num_layers", "num_kv_heads", "head_sensitivity": [L*Hkv floats,
 head = layer*num_kv_heads + kv_head], "clips", "mode"}.
+
+A Hugging Face folder (config.json model_type voxtral, qwen2_audio or qwen2_5_omni) runs
+through training/hf/sensitivity.py: the same HS, with the folder's audio tower and decoder
+in PyTorch, on CUDA when present:
+
+  /usr/bin/python3 training/head_sensitivity.py --model HF_DIR --clips calibration-data \
+      --out hs.json [--device cuda|cpu] [--dtype float32|bfloat16|float64] [--ids IDS.json]
 """
 import argparse
 import json
@@ -82,9 +89,23 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--pooled", action="store_true")
-    ap.add_argument("--batch", type=int, default=16, help="answer tokens per batched backward (1: one backward each)")
+    ap.add_argument("--batch", type=int, default=None,
+                    help="answer tokens per batched backward (1: one backward each; default 16, Hugging Face folders 1)")
     ap.add_argument("--sp-model", default=None, help="default: MODEL/sentencepiece.model")
+    ap.add_argument("--device", choices=["cuda", "cpu"], help="Hugging Face folders: default cuda when present")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16", "float64"], help="Hugging Face folders (default float32)")
+    ap.add_argument("--ids", help="Hugging Face folders: prompt and answer ids from "
+                    "`npm run calibrate -- --model DIR --export-ids FILE` (default: run it)")
+    ap.add_argument("--language", help="Hugging Face folders: the prompt's language code (e.g. en)")
+    ap.add_argument("--threads", type=int, help="Hugging Face folders on the CPU: torch threads (default: all cores)")
     a = ap.parse_args()
+    sys.path.insert(0, os.path.join(HERE, "hf"))
+    from sensitivity import is_hf_folder, run as run_hf
+    if is_hf_folder(a.model):
+        result = run_hf(a)
+        json.dump(result, open(a.out, "w"), indent=1)
+        print("wrote", a.out)
+        return
     torch.set_num_threads(2)
     cfg, enc, dec, pieces = load_model(a.model)
     enc_sp = None
@@ -132,7 +153,7 @@ def main():
                 total[li] += g[0, :, 1:1 + N].norm(dim=-1).mean(-1).numpy()
             count += 1
         else:
-            total += per_token_norms(ce, ks, N, a.batch)
+            total += per_token_norms(ce, ks, N, a.batch or 16)
             count += len(tg)
         print(f"{n}: N={N} answer tokens={len(tg)} mean CE {float(ce.mean()):.3f}", flush=True)
     hs = (total / max(1, count)).reshape(-1)

@@ -11,6 +11,8 @@
 4. whole pipeline on tiny data in a temp dir (data generation, tokenizer, CTC
    steps, decoder steps, export): loss falls, export loads (safetensors header
    parses, shapes match config.json, onnx checker passes, fixtures written).
+5. Head Sensitivity of a Hugging Face miniature (training/hf/sensitivity.py): shape, finite
+   and positive, against per-token autograd and a finite difference of dCE/dK.
 """
 import json
 import os
@@ -173,6 +175,71 @@ def test_head_sensitivity_batched_backward():
     one = per_token_norms(ce, ks, 12, 1)
     assert one.shape == (2, 2) and (one > 0).all()
     assert np.allclose(one, batched, rtol=1e-5, atol=1e-9), (one, batched)
+
+
+def _miniature(family):
+    """A family's folder of training/hf/miniatures.py: the TypeScript tests' cache
+    (.cache/miniatures/<hash of the scripts>, test/helpers/miniatures.ts) when written, else
+    written to a temp dir."""
+    import hashlib
+    root = os.path.dirname(HERE)
+    h = hashlib.sha256()
+    for s in ["training/hf/miniatures.py", "training/hf/tokenizers.py"]:
+        h.update(s.encode())
+        h.update(open(os.path.join(root, s), "rb").read())
+    cached = os.path.join(root, ".cache", "miniatures", h.hexdigest()[:16])
+    if os.path.exists(os.path.join(cached, ".complete")):
+        return os.path.join(cached, family)
+    out = tempfile.mkdtemp(prefix="wnw-mini-")
+    subprocess.run([sys.executable, os.path.join(HERE, "hf", "miniatures.py"), "--out", out], check=True,
+                   stdout=subprocess.DEVNULL)
+    return os.path.join(out, family)
+
+
+def test_hf_head_sensitivity():
+    """HS on the Qwen2.5-Omni miniature (GQA, M-RoPE, biases) and a 1.5 s clip: shape, finite,
+    positive; dCE_t/dK of the closed-form route against a central finite difference; the
+    per-token HS against per-token autograd through the full logits."""
+    sys.path.insert(0, os.path.join(HERE, "hf"))
+    import sensitivity as S
+    from common import read_wav
+    m = S.HfModel(_miniature("qwen2_5_omni"), "cpu", torch.float64)
+    x, _ = read_wav(os.path.join(os.path.dirname(HERE), "calibration-data", "calib001.wav"))
+    audio = S.audio_embeddings(m, x[:24000])
+    rng = np.random.RandomState(0)
+    prefix, instr, answer = ([int(v) for v in rng.randint(0, 150000, n)] for n in (4, 3, 6))
+    L, KV = m.num_layers, m.num_kv_heads
+    hs, count, ce = S.clip_sensitivity(m, audio, prefix, instr, answer)
+    assert hs.shape == (L, KV) and count == len(answer), hs.shape
+    assert np.isfinite(hs).all() and (hs > 0).all(), hs
+    assert torch.allclose(ce, S.answer_ce(m, audio, prefix, instr, answer).detach(), rtol=1e-10)
+    # per-token autograd through the full logits: an independent route to the same HS
+    keys = {}
+    ce_full = S.answer_ce(m, audio, prefix, instr, answer, S.leaf_keys(keys))
+    a0, a1 = len(prefix), len(prefix) + audio.shape[0]
+    ref = np.zeros((L, KV))
+    for t in range(len(answer)):
+        for li, g in enumerate(torch.autograd.grad(ce_full[t], [keys[i] for i in range(L)], retain_graph=True)):
+            ref[li] += g[:, a0:a1].norm(dim=-1).mean(-1).numpy()
+    assert np.allclose(hs, ref, rtol=1e-8), (hs, ref)
+    # finite difference of CE_t w.r.t. one audio key element
+    layer, kv, tau, d, t, eps = 0, KV - 1, a0 + 3, 5, 2, 1e-6
+    keys = {}
+    rows = S.answer_rows(m, audio, prefix, instr, answer, S.leaf_keys(keys))
+    _, g = S.row_gradients(m, rows.detach(), answer)
+    grad = S.key_gradients(rows, [keys[i] for i in range(L)], g, t, t + 1)[layer][0, kv, tau, d].item()
+
+    def ce_at(delta):
+        def hook(li, k):
+            if li != layer:
+                return k
+            k = k.clone()
+            k[kv, tau, d] += delta
+            return k
+        with torch.no_grad():
+            return S.answer_ce(m, audio, prefix, instr, answer, hook)[t].item()
+    fd = (ce_at(eps) - ce_at(-eps)) / (2 * eps)
+    assert abs(grad) > 1e-9 and abs(fd - grad) <= 1e-5 * abs(grad) + 1e-10, (fd, grad)
 
 
 def test_evaluate_checks_references_first():

@@ -5,7 +5,9 @@
  */
 import type { DecoderBackend } from '../backend/types.js';
 import { policyLayout } from '../backend/cpu/prefill.js';
-import type { ModelConfig } from '../model/config.js';
+import { isStop, kvHeadCount, segmentLength, type ModelConfig } from '../model/config.js';
+import { rng } from '../model/testing.js';
+import { buildHeadsFile } from '../calibrate/heads-file.js';
 import { createPolicy } from '../policy/registry.js';
 import type { HeadsFile } from '../policy/types.js';
 import type { PolicyName } from '../types.js';
@@ -56,8 +58,8 @@ export async function timePolicy(
     bytesMax = Math.max(bytesMax, moved.bytesToGpu);
     rGpu += backend.residency().rGpu;
     counters = backend.stepCounters();
-    // Timing does not depend on which token is fed; eos would only end a real run.
-    token = r.token === config.tokens.eos ? config.tokens.bos : r.token;
+    // Timing does not depend on which token is fed; a stop token would only end a real run.
+    if (!isStop(config, r.token)) token = r.token;
   }
   const gpuKvMiB = backend.residency().gpuBytesInUse / 2 ** 20;
   backend.end(true);
@@ -74,4 +76,15 @@ export async function timePolicy(
     dispatchesPerStep: counters.dispatches,
     submitsPerStep: counters.submits,
   };
+}
+
+/** A heads file for random weights: seeded scores, roles and λ fitted exactly as calibration does. */
+export function syntheticHeads(c: ModelConfig, clipLength: number): HeadsFile {
+  const r = rng(11);
+  const n = kvHeadCount(c);
+  return buildHeadsFile({
+    model: c.name, numLayers: c.numLayers, numKvHeads: c.numKvHeads,
+    voiceScore: Array.from({ length: n }, () => r()), headSensitivity: Array.from({ length: n }, () => r()),
+    clipLengths: [clipLength], segmentLength: segmentLength(c),
+  });
 }

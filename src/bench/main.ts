@@ -1,5 +1,8 @@
 /**
  * `npm run bench [-- --json] [--minutes 1,4,10] [--steps 32] [--backends cpu,webgpu] [--kv f32|f16] [--software-max-minutes 1]`
+ * `npm run bench -- --encoder whisper-large-v3-shape [--layers 1] [--weights f32|f16|q4]`: the audio encoder (./encoder.ts).
+ * `npm run bench -- --shape voxtral-mini-3b [--layers 1] [--weights q4]`: decode at a real backbone's shapes (./shape.ts).
+ * `npm run bench -- --memory [--weights q4] [--kv f16]`: GPU memory of the released backbones per recording length (./memory.ts).
  *
  * Prefill tokens/s and decode ms/token of the reference model at 1, 4 and 10 minutes of
  * audio, full cache vs WnW at r_GPU 0.2, for every backend this machine reaches. Numbers
@@ -10,14 +13,15 @@ import { parseKvPrecision } from '../cli/args.js';
 import { existsSync } from 'node:fs';
 import { CpuBackend } from '../backend/cpu/backend.js';
 import { loadModel } from '../model/loader.js';
-import { kvHeadCount, type ModelConfig } from '../model/config.js';
-import { randomDecoderWeights, randomEmbeddings, referenceConfig, rng } from '../model/testing.js';
+import type { ModelConfig } from '../model/config.js';
+import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../model/testing.js';
 import type { DecoderWeights } from '../model/weights.js';
 import type { HeadsFile } from '../policy/types.js';
-import { buildHeadsFile } from '../calibrate/heads-file.js';
-import { segmentLength } from '../model/config.js';
-import { timePolicy, type PolicyTiming } from './decode.js';
+import { syntheticHeads, timePolicy, type PolicyTiming } from './decode.js';
 import { benchWebGpu } from './webgpu.js';
+import { encoderBenchMain } from './encoder.js';
+import { shapeBenchMain } from './shape.js';
+import { runMemory } from './memory.js';
 
 interface Row extends PolicyTiming {
   backend: string;
@@ -31,18 +35,11 @@ function arg(name: string, dflt: string): string {
   return i >= 0 ? process.argv[i + 1] : dflt;
 }
 
-/** A heads file for random weights: random scores, roles and λ fitted exactly as calibration does. */
-function syntheticHeads(c: ModelConfig): HeadsFile {
-  const r = rng(11);
-  const n = kvHeadCount(c);
-  return buildHeadsFile({
-    model: c.name, numLayers: c.numLayers, numKvHeads: c.numKvHeads,
-    voiceScore: Array.from({ length: n }, () => r()), headSensitivity: Array.from({ length: n }, () => r()),
-    clipLengths: [750], segmentLength: segmentLength(c),
-  });
-}
 
 async function main(): Promise<void> {
+  if (process.argv.includes('--encoder')) return encoderBenchMain(process.argv, (s) => process.stderr.write(s + '\n'));
+  if (process.argv.includes('--memory')) return runMemory(process.argv);
+  if (process.argv.includes('--shape')) return shapeBenchMain(process.argv, (s) => process.stderr.write(s + '\n'));
   const json = process.argv.includes('--json');
   const minutes = arg('minutes', '1,4,10').split(',').map(Number);
   const steps = Number(arg('steps', '32'));
@@ -64,7 +61,7 @@ async function main(): Promise<void> {
     weights = randomDecoderWeights(config, 1);
     modelLabel = `${config.name} (random weights with the reference shapes: ${modelDir} has no decoder.safetensors)`;
   }
-  if (!heads) heads = syntheticHeads(config);
+  if (!heads) heads = syntheticHeads(config, 750);
   const rows: Row[] = [];
   const log = (s: string) => process.stderr.write(s + '\n');
   for (const m of minutes) {

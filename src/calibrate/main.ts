@@ -6,17 +6,19 @@
  *
  *   npm run calibrate -- [--model public/models/wnw-ref] [--clips calibration-data]
  *                        [--hs FILE.json] [--limit N]
+ *   npm run calibrate -- --model HF_DIR --export-ids IDS.json [--language en]
+ *       (prompt and answer ids for training/head_sensitivity.py on a Hugging Face folder)
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { toMono16k } from '../audio/decode.js';
-import { logMel } from '../audio/mel.js';
 import { kvHeadCount, segmentLength } from '../model/config.js';
-import { AudioEncoder } from '../model/encoder.js';
+import { createAudioRoute } from '../audio-route.js';
 import { loadModel } from '../model/loader.js';
 import { answerAttention, tokenWordIndex } from './attention.js';
+import { writeAnswerIds } from './answer-ids.js';
 import { listCalibrationClips } from './clips.js';
 import { buildHeadsFile, parseHeadSensitivity } from './heads-file.js';
 import { VoiceScoreAccumulator } from './voice-score.js';
@@ -30,20 +32,25 @@ async function main(): Promise<void> {
   const modelDir = arg('model', 'public/models/wnw-ref')!;
   const clipsDir = arg('clips', 'calibration-data')!;
   const limit = Number(arg('limit', 'Infinity'));
-  const model = await loadModel(modelDir);
+  const idsOut = arg('export-ids');
+  if (idsOut) return writeAnswerIds(idsOut, modelDir, clipsDir, limit, arg('language'));
+  const language = arg('language');
+  const model = await loadModel(modelDir, undefined, { language });
   const c = model.config;
-  const encoder = await AudioEncoder.create(model.encoderBytes, c, { file: join(modelDir, 'encoder.onnx') });
+  // Audio reaches the decoder as it does when transcribing: ONNX encoder, or a Hugging Face folder's audio tower.
+  const route = await createAudioRoute(model, { file: join(modelDir, 'encoder.onnx') });
+  const tok = model.text ?? model.tokenizer;
   const clips = await listCalibrationClips(clipsDir, limit);
   const vs = new VoiceScoreAccumulator({ numLayers: c.numLayers, numHeads: c.numHeads, numKvHeads: c.numKvHeads, tokensPerSecond: c.audio.tokensPerSecond });
   const clipLengths: number[] = [];
   const t0 = Date.now();
   for (const [i, clip] of clips.entries()) {
     const samples = await toMono16k(new Uint8Array(readFileSync(clip.wav)), c.audio.sampleRate);
-    const mel = logMel(samples, c.audio);
-    const N = Math.floor(mel.frames / c.audio.framesPerToken);
-    const emb = await encoder.encode(mel.data, mel.frames);
-    const tokens = clip.tokens ?? model.tokenizer.encode(clip.text);
-    const wordOf = tokenWordIndex(tokens.map((t) => model.tokenizer.render(t).text));
+    const { embeddings: emb, audioLength: N } = await route.encode(samples);
+    // A clip's stored ids are the reference model's; a Hugging Face folder tokenises the
+    // transcript alone, as answer-ids.ts hands it to the Head Sensitivity.
+    const tokens = model.text ? model.text.encode(clip.text, { bos: false, eos: false }) : clip.tokens ?? model.tokenizer.encode(clip.text);
+    const wordOf = tokenWordIndex(tokens.map((t) => tok.pieceText(t)));
     const rows = answerAttention(c, model.weights, emb, N, tokens);
     tokens.forEach((_, j) => {
       const span = clip.words[wordOf[j]];
@@ -59,7 +66,7 @@ async function main(): Promise<void> {
   if (!hsFile) {
     hsFile = join(mkdtempSync(join(tmpdir(), 'wnw-hs-')), 'hs.json');
     process.stderr.write('calibrate: head sensitivity with PyTorch (training/head_sensitivity.py)\n');
-    execFileSync('/usr/bin/python3', ['training/head_sensitivity.py', '--model', modelDir, '--clips', clipsDir, '--out', hsFile, ...(Number.isFinite(limit) ? ['--limit', String(limit)] : [])], { stdio: 'inherit' });
+    execFileSync('/usr/bin/python3', ['training/head_sensitivity.py', '--model', modelDir, '--clips', clipsDir, '--out', hsFile, ...(language ? ['--language', language] : []), ...(Number.isFinite(limit) ? ['--limit', String(limit)] : [])], { stdio: 'inherit' });
   }
   const hsJson = JSON.parse(readFileSync(hsFile, 'utf8')) as Record<string, unknown>;
   const hs = parseHeadSensitivity(hsJson['head_sensitivity'] ?? hsJson, kvHeadCount(c));
@@ -75,7 +82,7 @@ async function main(): Promise<void> {
   const top = v.voiceScore.map((s, h) => ({ h, s, hs: hs[h] })).sort((a, b) => b.s * b.hs - a.s * a.hs).slice(0, 8);
   console.log(`clips ${v.clips}, tokens ${v.tokens} (skipped ${v.skipped}); top heads by VS×HS:`);
   for (const t of top) console.log(`  head ${t.h} (layer ${Math.floor(t.h / c.numKvHeads)}, kv ${t.h % c.numKvHeads}): VS ${t.s.toFixed(3)} HS ${t.hs.toExponential(2)}`);
-  await encoder.dispose();
+  await route.dispose();
 }
 
 main().catch((e) => {

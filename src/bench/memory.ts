@@ -1,0 +1,125 @@
+/**
+ * `npm run bench -- --memory [--weights q4|f16|f32] [--kv f16|f32] [--minutes 10,30,60] [--json]`
+ *
+ * The GPU memory a released backbone needs for a recording, full cache against WnW at
+ * r_GPU 0.2, from the sizing the WebGPU backend itself uses (`sessionSizes`, the pool's
+ * page arithmetic, `decoderWeightBytes`): no weights are read and no GPU work is done, so
+ * it answers "will it fit?" on any machine. The configs are the released config.json files'
+ * values, read through the same family mapping as a downloaded folder.
+ *
+ * Peak = decoder weights + the per-layer prefill's buffers (one layer's prompt K/V, the
+ * hidden states, row blocks) + the decode step's buffers + the plan's pool. The WnW pool is
+ * a bound: per head 0.2 of the audio positions and a part-filled page, the recall headroom
+ * (every head counted tidal), and the text reserve. The audio encoder's buffers are freed
+ * before the prefill, so they do not add to this peak.
+ */
+import { kvHeadCount, segmentLength, type ModelConfig } from '../model/config.js';
+import { familyFor } from '../model/families/registry.js';
+import { hfModelConfig } from '../model/hf/config.js';
+import { decoderWeightBytes, isWeightFormat } from '../model/packed-weights.js';
+import type { WeightFormat } from '../model/quant.js';
+import { RECALL_PAGES_PER_HEAD } from '../kv/sizing.js';
+import { sessionSizes } from '../backend/webgpu/session.js';
+import { poolLayout } from '../backend/webgpu/pool-layout.js';
+
+/** The text part of the released config.json files (sparse where the real one is). */
+const RELEASED: Record<string, { modelType: string; json: Record<string, unknown>; audioTokens: (seconds: number) => number }> = {
+  'Voxtral-Mini-3B-2507': {
+    modelType: 'voxtral',
+    json: { model_type: 'voxtral', audio_token_id: 24, text_config: { model_type: 'llama' }, audio_config: {} },
+    // Audio is padded to whole 30 s chunks of 375 tokens.
+    audioTokens: (s) => Math.ceil(s / 30) * 375,
+  },
+  'Qwen2.5-Omni-3B': {
+    modelType: 'qwen2_5_omni',
+    json: {
+      model_type: 'qwen2_5_omni',
+      thinker_config: {
+        audio_token_index: 151646,
+        audio_config: { n_window: 100 },
+        text_config: {
+          vocab_size: 151936, hidden_size: 2048, intermediate_size: 11008, num_hidden_layers: 36, num_attention_heads: 16,
+          num_key_value_heads: 2, rope_theta: 1000000, rms_norm_eps: 1e-6, max_position_embeddings: 32768, tie_word_embeddings: false,
+        },
+      },
+    },
+    audioTokens: (s) => Math.ceil(s * 25),
+  },
+};
+
+export interface MemoryRow {
+  model: string;
+  minutes: number;
+  audioTokens: number;
+  weightBytes: number;
+  prefillBytes: number;
+  decodeBytes: number;
+  poolFull: number;
+  poolWnw: number;
+  peakFull: number;
+  peakWnw: number;
+}
+
+/**
+ * Pool bytes (pages plus the pool's positions, tables and decode scratch, as `poolLayout`
+ * allocates them) of the full cache and WnW's bound at `budget`.
+ */
+export function poolBytes(c: ModelConfig, audioTokens: number, textTokens: number, kvBytes: number, budget: number, limit: number): { full: number; wnw: number } {
+  const P = segmentLength(c);
+  const heads = kvHeadCount(c);
+  const text = Math.ceil(textTokens / P);
+  const audio = Math.ceil(audioTokens / P);
+  const full = new Int32Array(heads).fill(audio + text);
+  const wnw = new Int32Array(heads).fill(Math.min(audio, Math.ceil((budget * audioTokens) / P) + 1) + Math.min(audio, RECALL_PAGES_PER_HEAD) + text);
+  return { full: poolLayout(c, full, P, limit, kvBytes).bytes, wnw: poolLayout(c, wnw, P, limit, kvBytes).bytes };
+}
+
+export function memoryTable(weights: WeightFormat, kv: 'f16' | 'f32', minutes: number[]): MemoryRow[] {
+  const rows: MemoryRow[] = [];
+  const kvBytes = kv === 'f16' ? 2 : 4;
+  const limits = { maxStorageBufferBindingSize: 2 ** 31 - 4, maxBufferSize: 2 ** 31 - 4 };
+  for (const [model, r] of Object.entries(RELEASED)) {
+    const { config: c, tiedEmbeddings } = hfModelConfig(familyFor(r.modelType)!, r.json, `${model}/config.json`);
+    const weightBytes = decoderWeightBytes(c, weights, tiedEmbeddings).total;
+    for (const m of minutes) {
+      const seconds = 60 * m;
+      const A = r.audioTokens(seconds);
+      // The transcriber's default cap on generated tokens: 6 per second of audio.
+      const maxNewTokens = Math.max(8, Math.ceil(6 * seconds));
+      const s = sessionSizes(c, { audioLength: A, maxNewTokens, request: { decodeHeads: [], prefillQueries: c.instruction.length }, layered: true }, limits, undefined, kvBytes);
+      const pool = poolBytes(c, A, s.textTokens, kvBytes, 0.2, limits.maxStorageBufferBindingSize);
+      const base = weightBytes + s.prefillBytes + s.decodeBytes;
+      rows.push({ model, minutes: m, audioTokens: A, weightBytes, prefillBytes: s.prefillBytes, decodeBytes: s.decodeBytes, poolFull: pool.full, poolWnw: pool.wnw, peakFull: base + pool.full, peakWnw: base + pool.wnw });
+    }
+  }
+  return rows;
+}
+
+const gb = (b: number) => (b / 1e9).toFixed(2);
+
+export function memoryMarkdown(rows: MemoryRow[], weights: WeightFormat, kv: string): string {
+  const lines = [
+    `| model | audio | decoder weights (${weights}) | prefill + decode buffers | KV pool: full / WnW 0.2 | peak GPU: full / WnW 0.2 |`,
+    '|---|---:|---:|---:|---:|---:|',
+  ];
+  for (const r of rows) {
+    lines.push(`| ${r.model} | ${r.minutes} min | ${gb(r.weightBytes)} | ${gb(r.prefillBytes + r.decodeBytes)} | ${gb(r.poolFull)} / ≤ ${gb(r.poolWnw)} | ${gb(r.peakFull)} / ≤ ${gb(r.peakWnw)} |`);
+  }
+  lines.push('', `GB (10⁹ bytes); ${kv} KV pool; from \`npm run bench -- --memory --weights ${weights} --kv ${kv}\`.`);
+  return lines.join('\n');
+}
+
+export function runMemory(argv: string[]): void {
+  const get = (name: string) => {
+    const i = argv.indexOf(`--${name}`);
+    return i >= 0 ? argv[i + 1] : undefined;
+  };
+  const weights = get('weights') ?? 'q4';
+  if (!isWeightFormat(weights)) throw new RangeError(`--weights must be f32, f16 or q4, got ${JSON.stringify(weights)}`);
+  const kv = get('kv') ?? 'f16';
+  if (kv !== 'f16' && kv !== 'f32') throw new RangeError(`--kv must be f16 or f32, got ${JSON.stringify(kv)}`);
+  const minutes = (get('minutes') ?? '10,30,60').split(',').map(Number);
+  if (!minutes.every((m) => m > 0)) throw new RangeError(`--minutes takes positive numbers, got ${get('minutes')}`);
+  const rows = memoryTable(weights, kv, minutes);
+  console.log(argv.includes('--json') ? JSON.stringify(rows, null, 2) : memoryMarkdown(rows, weights, kv));
+}

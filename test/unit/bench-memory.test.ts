@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { memoryMarkdown, memoryTable, poolBytes } from '../../src/bench/memory.js';
+import { decoderShapeConfig } from '../../src/model/testing.js';
+import { kvHeadCount, segmentLength } from '../../src/model/config.js';
+
+describe('bench --memory', () => {
+  it('sizes the released backbones from their config mapping: Voxtral 240 KV heads of 128, Omni 72', () => {
+    const rows = memoryTable('q4', 'f16', [10]);
+    const vox = rows.find((r) => r.model.startsWith('Voxtral'))!;
+    const omni = rows.find((r) => r.model.startsWith('Qwen2.5-Omni'))!;
+    // 10 min of Voxtral audio: 20 chunks of 375 tokens; Omni: 25 tokens a second.
+    expect(vox.audioTokens).toBe(7500);
+    expect(omni.audioTokens).toBe(15000);
+    // Full pool K+V pages alone: heads × (audio pages + text pages) × page bytes (f16: 2 B an element).
+    const text = (seconds: number, instr: number) => Math.ceil(seconds * 6) + instr;
+    // Segments (pages) of 2 s: 25 tokens for Voxtral, 50 for Omni.
+    const kvBytes = (heads: number, P: number, audio: number, textTokens: number) => heads * (Math.ceil(audio / P) + Math.ceil(textTokens / P)) * P * 128 * 2 * 2;
+    const voxKv = kvBytes(240, 25, 7500, text(600, 5));
+    const omniKv = kvBytes(72, 50, 15000, text(600, 5));
+    // The pool also holds positions, page tables and decode scratch: a few per cent more.
+    expect(vox.poolFull / voxKv).toBeGreaterThan(1);
+    expect(vox.poolFull / voxKv).toBeLessThan(1.25);
+    expect(omni.poolFull / omniKv).toBeGreaterThan(1);
+    expect(omni.poolFull / omniKv).toBeLessThan(1.25);
+    for (const r of rows) {
+      expect(r.poolWnw).toBeLessThan(r.poolFull);
+      expect(r.peakWnw).toBeLessThan(r.peakFull);
+      expect(r.peakFull).toBe(r.weightBytes + r.prefillBytes + r.decodeBytes + r.poolFull);
+    }
+    expect(memoryMarkdown(rows, 'q4', 'f16')).toContain('| Voxtral-Mini-3B-2507 | 10 min |');
+  });
+
+  it("WnW's bound approaches 0.2 of the audio pages once the audio dwarfs the recall headroom and the text", () => {
+    const c = decoderShapeConfig('voxtral');
+    const P = segmentLength(c);
+    const A = 400 * P;
+    const { full, wnw } = poolBytes(c, A, 0, 2, 0.2, 2 ** 31);
+    const heads = kvHeadCount(c);
+    const expectedPages = (x: number) => heads * x;
+    // Pages per head: full 400; WnW 80 kept + 1 part-filled + 48 recall.
+    expect(wnw / full).toBeCloseTo(expectedPages(80 + 1 + 48) / expectedPages(400), 2);
+  });
+});
