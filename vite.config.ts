@@ -13,7 +13,9 @@ export default defineConfig(({ mode }) => ({
   // Files the tests write while the pages run (miniature models, reports) are data, never modules: not watched.
   server: { host: '127.0.0.1', port: 5173, strictPort: false, fs: { allow: ['.'] }, watch: { ignored: ['**/.cache/**', '**/test-results/**', '**/e2e/.out/**'] } },
   // onnxruntime-web ships its own wasm loader; pre-bundling breaks its relative imports.
-  optimizeDeps: { exclude: ['onnxruntime-web'] },
+  // The tokenizer libraries are pre-bundled at start: discovered later, by the first page that
+  // imports them, they would make Vite reload every open page (a test page mid-run included).
+  optimizeDeps: { exclude: ['onnxruntime-web'], include: ['@huggingface/tokenizers', '@huggingface/jinja'] },
   assetsInclude: ['**/*.wgsl'],
   // The library's worker chunk must leave onnxruntime-web to the consumer's bundler as the main
   // chunk does; otherwise both of ORT's bundles are inlined into it (~150 MB).

@@ -17,4 +17,5 @@ export { loadTranscriberInWorker } from './worker-client.js';
 export type { KvPolicy, PolicyLayout, PrefillPlan, StepPlan, HeadsFile } from './policy/types.js';
 // "Will it fit?" before loading: the decoder's weight bytes per format from a config.
 export { decoderWeightBytes, type WeightBytes } from './model/packed-weights.js';
+export { clearWeightCache } from './model/weight-cache.js';
 export type { WeightFormat } from './model/quant.js';

@@ -162,14 +162,17 @@ export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscri
   const budget = options.budget ?? 0.2;
   if (!(budget > 0 && budget <= 1)) throw new WnwError('BAD_ARGUMENT', `budget must be in (0, 1], got ${budget}`);
   const progress = options.onProgress ?? (() => {});
-  const model = await loadModel(options.model, (fraction, detail) => progress({ phase: 'download', fraction, detail }), { language: options.language });
+  const model = await loadModel(options.model, (fraction, detail, bytes) => progress({ phase: 'download', fraction, detail, ...(bytes ? { bytes } : {}) }), {
+    language: options.language, audioEncoder: options.audioEncoder, weightFormat: options.weightFormat, ...(options.cache !== undefined ? { cache: options.cache } : {}),
+  });
   if (options.language !== undefined && !model.family) {
     throw new WnwError('BAD_ARGUMENT', `the model in ${options.model} takes no language option (its prompt names no language); omit language`);
   }
   if (NEEDS_HEADS.has(policy) && !model.heads) {
     throw new WnwError('BAD_ARGUMENT', needsHeads(policy, options.model));
   }
-  const decoder = await createBackend(model.config, model.weights, {
+  // Packed weights go to the backend as they are (dequantising them would undo the packing).
+  const decoder = await createBackend(model.config, model.packed ?? model.weights, {
     backend: options.backend,
     kvBudgetBytes: options.kvBudgetBytes,
     kvPrecision: options.kvPrecision,

@@ -12,6 +12,8 @@ export interface ProgressEvent {
   /** 0..1 within the phase (decode: share of the audio covered, estimated from the anchors). */
   fraction: number;
   detail?: string;
+  /** Download: bytes of the decoder's tensors read from the shards so far, of `total`. */
+  bytes?: { loaded: number; total: number };
 }
 
 export interface LoadOptions {
@@ -27,6 +29,12 @@ export interface LoadOptions {
    * (Voxtral, Qwen2-Audio, Qwen2.5-Omni); omitted: the model detects it.
    */
   language?: string;
+  /**
+   * A Hugging Face folder that holds an ONNX audio encoder (onnx/audio_encoder*.onnx) runs it
+   * by default; 'audio-tower' runs the checkpoint's audio tower instead (the route checked
+   * against PyTorch), 'onnx' makes a missing graph an error.
+   */
+  audioEncoder?: 'onnx' | 'audio-tower';
   policy?: PolicyName;
   /** Target r_GPU: share of the audio KV kept on the GPU (ignored by 'full'). */
   budget?: number;
@@ -42,6 +50,12 @@ export interface LoadOptions {
    * Linear weights in the same format.
    */
   weightFormat?: WeightFormat;
+  /**
+   * In a browser with OPFS, decoder weights packed at load (f16/q4 from an unconverted
+   * Hugging Face folder) are kept there, and the next load of the same folder reads them
+   * instead of the shards; false turns this off. Default true. `clearWeightCache()` empties it.
+   */
+  cache?: boolean;
   onProgress?: (e: ProgressEvent) => void;
 }
 

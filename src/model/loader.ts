@@ -4,7 +4,9 @@
  *   config.json, decoder.safetensors, tokenizer.json, encoder.onnx, optional heads.json;
  * - a Hugging Face folder of a supported `model_type` (voxtral, qwen2_audio,
  *   qwen2_5_omni): config.json, sharded safetensors, tokenizer files. Its audio encoder
- *   is the checkpoint's audio tower, which src/encoder reads from the same folder.
+ *   is the checkpoint's audio tower, which src/encoder reads from the same folder, or an
+ *   ONNX export of it in the onnx-community layout (onnx/audio_encoder*.onnx) where the
+ *   folder has one (`audioEncoder` chooses when both are there).
  * Each file is checked against the config as it arrives, so a bad model fails at load
  * naming the file and tensor, before any GPU work.
  */
@@ -13,18 +15,23 @@ import type { HeadsFile } from '../policy/types.js';
 import { parseConfig, kvHeadCount, type ModelConfig } from './config.js';
 import type { HfFamily, Json } from './families/types.js';
 import { exists, joinModelPath, readBytes, readJson } from './files.js';
-import { loadHfDecoder, readHfConfig, refuseMistralNative } from './hf/load.js';
+import { loadHfDecoder, loadHfDecoderPacked, readHfConfig, refuseMistralNative, type HfModelInfo } from './hf/load.js';
 import { loadHfText } from './hf/text.js';
+import { readHfOnnxEncoder, type AudioEncoderChoice, type HfOnnxEncoder } from './hf/onnx-audio.js';
 import type { TextTokenizer } from './text/types.js';
 import { Tokenizer } from './tokenizer.js';
 import { loadDecoderWeights, type DecoderWeights } from './weights.js';
 import { loadPackedDecoder, readPackedMarker } from './packed-folder.js';
 import { packedWeightBytes, unpackDecoderWeights, type PackedDecoderWeights } from './packed-weights.js';
+import type { WeightFormat } from './quant.js';
+import { readCachedWeights, storeCachedWeights, weightCacheKey } from './weight-cache.js';
 
 /** Where the audio encoder comes from. */
 export type EncoderSource =
   /** Our own folders: an ONNX graph mel -> embeddings. */
-  | { kind: 'onnx'; file: string; bytes: Uint8Array }
+  | { kind: 'onnx'; file: string; bytes: Uint8Array; input: string; output: string }
+  /** A Hugging Face folder's ONNX audio encoder (onnx/audio_encoder*.onnx), unless the audio tower is asked for. */
+  | HfOnnxEncoder
   /** A Hugging Face folder: the audio tower (and projector) tensors under these prefixes. */
   | { kind: 'hf-audio-tower'; base: string; modelType: string; prefixes: string[] };
 
@@ -46,17 +53,33 @@ export interface LoadedModel {
   /** Bytes of decoder weights (for memory readouts). */
   weightBytes: number;
   /**
-   * A folder converted by `npx wnw convert`: the decoder as packed there (the backends take
-   * it as is); `weights` then dequantises it on first use.
+   * The decoder packed in a weight format: as a folder converted by `npx wnw convert`
+   * stores it, or packed while loading (options.weightFormat); the backends take it as is
+   * and `weights` dequantises it on first use only.
    */
   packed?: PackedDecoderWeights;
 }
 
-export type LoadProgress = (fraction: number, detail: string) => void;
+/** `bytes`: of the decoder's checkpoint tensors, where they are being read from the shards. */
+export type LoadProgress = (fraction: number, detail: string, bytes?: { loaded: number; total: number }) => void;
 
 export interface ModelLoadOptions {
   /** Language of the audio as an ISO code ("en"), for a prompt that names it; omitted: the model detects it. */
   language?: string;
+  /** A Hugging Face folder holding both: its ONNX audio encoder (default) or its audio tower; see hf/onnx-audio.ts. */
+  audioEncoder?: AudioEncoderChoice;
+  /**
+   * The weight format the decoder will run in. For a Hugging Face folder not converted by
+   * `npx wnw convert`, 'f16' or 'q4' packs each tensor as it is read, so the f32 decoder
+   * never exists in memory (`packed` is set); a converted folder keeps its own format.
+   */
+  weightFormat?: WeightFormat;
+  /**
+   * In a browser with OPFS, weights packed at load are cached there and the next load of
+   * the same folder (same shards) in the same format reads them instead of the shards
+   * (src/model/weight-cache.ts); false: neither read nor write the cache. Default true.
+   */
+  cache?: boolean;
 }
 
 /** Our own layout: `hidden_size` at top level and no `model_type` (Voxtral's config has both). */
@@ -85,7 +108,7 @@ export async function loadModel(base: string, onProgress?: LoadProgress, options
   const encoderBytes = new Uint8Array(await readBytes(file, (l, t) => onProgress?.(0.8 + (0.2 * l) / t, 'audio encoder')));
   const heads = await loadHeads(base, config);
   onProgress?.(1, 'model loaded');
-  return { base, config, weights, tokenizer, encoder: { kind: 'onnx', file, bytes: encoderBytes }, encoderBytes, heads, weightBytes: decoderBytes.byteLength };
+  return { base, config, weights, tokenizer, encoder: { kind: 'onnx', file, bytes: encoderBytes, input: 'mel', output: 'embeddings' }, encoderBytes, heads, weightBytes: decoderBytes.byteLength };
 }
 
 async function loadHfModel(base: string, json: Json, onProgress: LoadProgress | undefined, options: ModelLoadOptions): Promise<LoadedModel> {
@@ -96,13 +119,19 @@ async function loadHfModel(base: string, json: Json, onProgress: LoadProgress | 
   const config: ModelConfig = { ...info.config, prefix: t.prefix, instruction: t.instruction, stopTokens: t.stopTokens };
   // A converted folder's decoder is read packed, without conversion.
   const marker = await readPackedMarker(base);
-  const dec = marker ? null : await loadHfDecoder(base, { ...info, config }, onProgress);
-  const packed = marker ? (await loadPackedDecoder(base, info.family, config, info.tiedEmbeddings, onProgress)).packed : undefined;
+  const format = options.weightFormat ?? 'f32';
+  const packAtLoad = !marker && format !== 'f32';
+  const dec = marker || packAtLoad ? null : await loadHfDecoder(base, { ...info, config }, onProgress);
+  const packed = marker
+    ? (await loadPackedDecoder(base, info.family, config, info.tiedEmbeddings, onProgress)).packed
+    : packAtLoad
+      ? await packedAtLoad(base, { ...info, config }, format, options.cache !== false, onProgress)
+      : undefined;
   let unpacked: DecoderWeights | undefined;
   const family = info.family;
   const heads = await loadHeads(base, config);
   onProgress?.(1, 'model loaded');
-  const encoder: EncoderSource = { kind: 'hf-audio-tower', base, modelType: family.modelType, prefixes: family.encoderPrefixes };
+  const encoder: EncoderSource = (await readHfOnnxEncoder(base, family, options.audioEncoder)) ?? { kind: 'hf-audio-tower', base, modelType: family.modelType, prefixes: family.encoderPrefixes };
   const model: Omit<LoadedModel, 'tokenizer' | 'encoderBytes'> = {
     base, config, text, encoder, family, heads,
     get weights() {
@@ -121,10 +150,24 @@ async function loadHfModel(base: string, json: Json, onProgress: LoadProgress | 
     encoderBytes: {
       enumerable: false,
       get: () => {
-        throw new ModelLoadError(base, `the audio encoder of a ${family.modelType} folder is its audio tower (${family.encoderPrefixes.join(', ')}), not an ONNX graph; this runtime cannot run it yet, so the folder can be decoded from audio embeddings but not transcribed from audio`);
+        if (encoder.kind === 'onnx') return encoder.bytes;
+        throw new ModelLoadError(base, `the audio encoder of a ${family.modelType} folder is its audio tower (${family.encoderPrefixes.join(', ')}), not an ONNX graph: it runs through the audio route (src/audio-route.ts), which reads its tensors from the folder`);
       },
     },
   }) as LoadedModel;
+}
+
+/** A folder's decoder packed while loading, from the browser's cache of an earlier load where there is one. */
+async function packedAtLoad(base: string, info: HfModelInfo, format: WeightFormat, useCache: boolean, onProgress?: LoadProgress): Promise<PackedDecoderWeights> {
+  const key = useCache ? await weightCacheKey(base, format) : null;
+  const cached = key ? await readCachedWeights(key, info.config) : null;
+  if (cached) {
+    onProgress?.(1, `decoder weights (${format}, from the browser cache)`);
+    return cached;
+  }
+  const { packed } = await loadHfDecoderPacked(base, info, format, onProgress);
+  if (key) await storeCachedWeights(key, packed);
+  return packed;
 }
 
 /** Bytes the decoder's f32 weights occupy (a tied head counted once). */

@@ -44,6 +44,12 @@ export function localFolderBytes(base: string): { read: number; total: number } 
   return { read: f.bytesRead, total };
 }
 
+/** A registered folder's name and files (null for any other address). */
+export function localFolderFiles(base: string): { name: string; files: ReadonlyMap<string, Blob> } | null {
+  const f = folders.get(/^wnw-files:\/\/([^/]+)/.exec(base)?.[1] ?? '');
+  return f ? { name: f.name, files: f.files } : null;
+}
+
 /** Forgets a folder registered by `registerLocalFolder` (the Files are then free to be collected). */
 export function releaseLocalFolder(base: string): void {
   const m = /^wnw-files:\/\/([^/]+)/.exec(base);

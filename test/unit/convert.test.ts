@@ -7,6 +7,8 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { convertFolder, parseConvertArgs } from '../../src/cli/convert.js';
 import { UsageError } from '../../src/cli/args.js';
@@ -112,5 +114,74 @@ describe('wnw convert', () => {
     expect((err as ModelLoadError).message).toMatch(/mlp\.(gate|up|down)_proj\.weight/);
     expect((err as ModelLoadError).message).toMatch(/model-0000\d-of-0000\d\.safetensors/);
     expect(readdirSync(out).includes('wnw-weights.json')).toBe(true);
+  }, 120_000);
+});
+
+// A full collection on demand, to see which f32 tensors the loader still holds.
+setFlagsFromString('--expose-gc');
+const collect = runInNewContext('gc') as () => void;
+
+/**
+ * Watches the checkpoint's f32 reads during `run`: how many reads, and the most f32
+ * tensors read earlier that were still reachable when a read finished (after a full
+ * collection): 0 means at most one f32 tensor existed at a time.
+ */
+async function watchF32<T>(run: () => Promise<T>): Promise<{ result: T; reads: number; maxHeldBefore: number }> {
+  const orig = HfCheckpoint.prototype.f32;
+  const refs: WeakRef<Float32Array>[] = [];
+  let maxHeldBefore = 0;
+  // Patched by hand: a vitest spy would keep every result it returned.
+  HfCheckpoint.prototype.f32 = async function (this: HfCheckpoint, ...args: Parameters<HfCheckpoint['f32']>) {
+    const out = await orig.apply(this, args);
+    collect();
+    maxHeldBefore = Math.max(maxHeldBefore, refs.filter((r) => r.deref() !== undefined).length);
+    refs.push(new WeakRef(out));
+    return out;
+  };
+  try {
+    const result = await run();
+    return { result, reads: refs.length, maxHeldBefore };
+  } finally {
+    HfCheckpoint.prototype.f32 = orig;
+  }
+}
+
+describe('a Hugging Face folder loaded in a weight format', () => {
+  for (const [family, format] of [['voxtral', 'q4'], ['qwen2_5_omni', 'q4'], ['qwen2_audio', 'f16']] as const) {
+    it(`${family}, ${format}: packed tensor by tensor into exactly what the converted folder holds, one f32 tensor at a time`, async () => {
+      const src = join(mini, family);
+      const out = join(tmp, `${family}-${format}-ref`);
+      await convertFolder({ from: src, to: out, format });
+      const conv = await loadModel(out);
+      const { result: model, reads, maxHeldBefore } = await watchF32(() => loadModel(src, undefined, { weightFormat: format }));
+      expect(model.packed?.format).toBe(format);
+      samePacked(model.packed!, conv.packed!);
+      expect(model.weightBytes).toBe(conv.weightBytes);
+      // Each decoder tensor read once (a tied head's table once), none kept after packing.
+      const tables = new Set([model.packed!.embed, model.packed!.lmHead]).size;
+      expect(reads).toBe(tables + 1 + model.config.numLayers * (model.config.attentionBias ? 12 : 9));
+      expect(maxHeldBefore).toBe(0);
+    }, 120_000);
+  }
+
+  it('reports the bytes of the decoder tensors read, up to their total, in f32 and while packing', async () => {
+    const src = join(mini, 'voxtral');
+    const ckpt = await HfCheckpoint.open(src);
+    let decoderBytes = 0;
+    for (const t of ckpt.tensors.values()) if (t.name.startsWith('language_model.')) decoderBytes += t.byteLength;
+    await ckpt.close();
+    for (const weightFormat of ['f32', 'q4'] as const) {
+      const seen: { loaded: number; total: number }[] = [];
+      await loadModel(src, (_, __, bytes) => { if (bytes) seen.push(bytes); }, { weightFormat });
+      expect(seen.length).toBeGreaterThan(10);
+      expect(seen.every((b, i) => b.total === decoderBytes && (i === 0 || b.loaded > seen[i - 1].loaded))).toBe(true);
+      expect(seen[seen.length - 1].loaded).toBe(decoderBytes);
+    }
+  }, 120_000);
+
+  it('the probe sees the f32 load hold every tensor (so the check above can fail)', async () => {
+    const { result: model, reads, maxHeldBefore } = await watchF32(() => loadModel(join(mini, 'voxtral')));
+    expect(model.packed).toBeUndefined();
+    expect(maxHeldBefore).toBe(reads - 1);
   }, 120_000);
 });

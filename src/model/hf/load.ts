@@ -10,6 +10,8 @@ import { isDecoderTensor, upstreamTensorName } from '../families/common.js';
 import { familyFor, FAMILIES } from '../families/registry.js';
 import type { HfFamily, Json } from '../families/types.js';
 import { exists, joinModelPath, readJson } from '../files.js';
+import { packedDecoderFrom, type PackedDecoderWeights } from '../packed-weights.js';
+import { quantizeTensor, type PackedMatrix, type WeightFormat } from '../quant.js';
 import { assembleWeights, type DecoderWeights } from '../weights.js';
 import { HfCheckpoint } from './checkpoint.js';
 import { hfModelConfig } from './config.js';
@@ -52,8 +54,24 @@ export async function readHfConfig(base: string, json: Json): Promise<HfModelInf
   return { family, ...info };
 }
 
-/** The decoder's weights for `info` (whose config may have its prompt filled in by now). */
-export async function loadHfDecoder(base: string, info: HfModelInfo, onProgress?: (fraction: number, detail: string) => void): Promise<HfDecoder> {
+/** Share of the decoder's checkpoint bytes read so far, and the bytes themselves. */
+export type DecoderProgress = (fraction: number, detail: string, bytes: { loaded: number; total: number }) => void;
+
+/** A checkpoint opened with its decoder plan checked: which stored tensor each internal name reads. */
+interface DecoderPlan {
+  ckpt: HfCheckpoint;
+  shapes: Map<string, number[]>;
+  source: (internal: string) => string;
+  tiedHead: boolean;
+  /** Bytes of decoder tensors in the checkpoint (a tied table counted once). */
+  total: number;
+}
+
+/**
+ * Opens the checkpoint and checks every decoder tensor's name, dtype and shape against the
+ * config before any tensor data is read.
+ */
+async function openDecoderPlan(base: string, info: HfModelInfo): Promise<DecoderPlan> {
   const { family, config: c } = info;
   const ckpt = await HfCheckpoint.open(base);
   try {
@@ -66,20 +84,74 @@ export async function loadHfDecoder(base: string, info: HfModelInfo, onProgress?
         throw new ModelLoadError(ckpt.info(name)!.file, `the weights hold this decoder tensor but config.json does not describe it (num_hidden_layers ${c.numLayers}?): config.json does not match the weights`, name);
       }
     }
-    const headName = family.lmHead;
-    const tiedHead = !ckpt.info(headName) && info.tiedEmbeddings;
+    const tiedHead = !ckpt.info(family.lmHead) && info.tiedEmbeddings;
     const source = (internal: string) => (internal === 'lm_head.weight' && tiedHead ? upstreamTensorName(family, 'embed_tokens.weight') : upstreamTensorName(family, internal));
     const plan = new Map([...shapes].map(([internal, shape]) => [source(internal), ckpt.check(source(internal), shape).byteLength]));
     const total = [...plan.values()].reduce((a, b) => a + b, 0);
+    return { ckpt, shapes, source, tiedHead, total };
+  } catch (e) {
+    await ckpt.close();
+    throw e;
+  }
+}
+
+/** The decoder's weights for `info` (whose config may have its prompt filled in by now). */
+export async function loadHfDecoder(base: string, info: HfModelInfo, onProgress?: DecoderProgress): Promise<HfDecoder> {
+  const { ckpt, shapes, source, tiedHead, total } = await openDecoderPlan(base, info);
+  try {
     let done = 0;
     const tensors = new Map<string, Float32Array>();
     for (const [internal, shape] of shapes) {
       const name = source(internal);
       // A tied head reads the embedding once.
-      tensors.set(name, tensors.get(name) ?? (await ckpt.f32(name, shape, (n) => onProgress?.((done += n) / total, 'decoder weights'))));
+      tensors.set(name, tensors.get(name) ?? (await ckpt.f32(name, shape, (n) => onProgress?.((done += n) / total, 'decoder weights', { loaded: done, total }))));
     }
-    const weights = assembleWeights(c, (internal) => tensors.get(source(internal))!);
+    const weights = assembleWeights(info.config, (internal) => tensors.get(source(internal))!);
     return { weights, tiedHead, fileBytes: total };
+  } finally {
+    await ckpt.close();
+  }
+}
+
+export interface HfPackedDecoder {
+  packed: PackedDecoderWeights;
+  tiedHead: boolean;
+  fileBytes: number;
+}
+
+/**
+ * The decoder packed in `format` as it is read: each tensor is widened to f32, packed the
+ * way `npx wnw convert` packs it (quantizeTensor) and dropped before the next is read, so
+ * memory holds the packed weights plus one f32 tensor (Voxtral in q4: 2.1 GiB and at most
+ * its 1.5 GiB f32 embedding, instead of 15 GiB of f32 weights).
+ */
+export async function loadHfDecoderPacked(
+  base: string, info: HfModelInfo, format: WeightFormat, onProgress?: DecoderProgress,
+): Promise<HfPackedDecoder> {
+  const { ckpt, shapes, source, tiedHead, total } = await openDecoderPlan(base, info);
+  try {
+    let done = 0;
+    const got = new Map<string, PackedMatrix>();
+    // One tensor per call: its f32 values live only in this frame.
+    const packOne = async (name: string, shape: number[]): Promise<PackedMatrix> => {
+      const values = await ckpt.f32(name, shape, (n) => onProgress?.((done += n) / total, `decoder weights (packing ${format})`, { loaded: done, total }));
+      const q = quantizeTensor(name, values, shape, format, ckpt.info(name)!.file);
+      return { format: q.format, rows: q.rows, cols: q.cols, data: q.data };
+    };
+    for (const [internal, shape] of shapes) {
+      const name = source(internal);
+      if (!got.has(name)) got.set(name, await packOne(name, shape));
+    }
+    // Each part is let go once stacked into Wqkv or gate_up, so the parts and their stacks
+    // coexist for one layer at a time; the embedding stays for a tied head.
+    const embedName = source('embed_tokens.weight');
+    const packed = packedDecoderFrom(info.config, (internal) => {
+      const name = source(internal);
+      const m = got.get(name)!;
+      if (name !== embedName) got.delete(name);
+      return m;
+    });
+    return { packed, tiedHead, fileBytes: total };
   } finally {
     await ckpt.close();
   }
