@@ -3,7 +3,9 @@
  * embeddings. Which route runs is read from the model (`LoadedModel.encoder`), never from
  * a family name in the transcriber:
  * - 'onnx' (our own folders): the 80-bin natural-log mel of src/audio/mel.ts and the ONNX
- *   graph run by onnxruntime-web (src/model/encoder.ts);
+ *   graph run by onnxruntime-web (src/model/encoder.ts); in a Hugging Face folder that holds
+ *   an onnx-community audio encoder, the family's Whisper log-mel through that graph
+ *   (src/audio-route-onnx.ts);
  * - 'hf-audio-tower' (Hugging Face folders): the Whisper log-mel of
  *   src/audio/whisper-mel.ts, cut into processor examples by the family's feature-extractor
  *   rule below, then the checkpoint's audio tower and projector (src/encoder).
@@ -32,6 +34,7 @@ import {
 import type { GpuContext } from './backend/webgpu/device.js';
 import type { PipelineCache } from './backend/webgpu/pipelines.js';
 import { AudioEncoder } from './model/encoder.js';
+import { WhisperOnnxRoute } from './audio-route-onnx.js';
 import type { WeightFormat } from './model/quant.js';
 import { exists, joinModelPath, readJson } from './model/files.js';
 import { HfCheckpoint } from './model/hf/checkpoint.js';
@@ -106,6 +109,7 @@ const RULES: Record<string, WhisperRouteRule> = {
 export async function createAudioRoute(model: LoadedModel, opts: RouteLoadOptions = {}): Promise<AudioRoute> {
   const src = model.encoder;
   if (src?.kind === 'hf-audio-tower') return WhisperRoute.load(model, src.base, src.modelType, opts.gpu, opts.weightFormat ?? 'f32');
+  if (src?.kind === 'onnx' && 'modelType' in src) return WhisperOnnxRoute.load(model, src);
   const bytes = src?.kind === 'onnx' ? src.bytes : model.encoderBytes;
   const file = src?.kind === 'onnx' ? src.file : opts.file ?? `${model.base}/encoder.onnx`;
   return new OnnxRoute(model, await AudioEncoder.create(bytes, model.config, { file }));

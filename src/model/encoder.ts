@@ -106,7 +106,7 @@ export type ExecutionProvider = 'webgpu' | 'wasm';
 
 
 /** onnxruntime-web, configured for this environment (once). */
-async function loadOrt(): Promise<OrtModule> {
+export async function loadOrt(): Promise<OrtModule> {
   if (isNode()) {
     const ort: OrtModule = await import('onnxruntime-web');
     const { createRequire } = await nodeBuiltin<typeof import('node:module')>('node:module');
