@@ -182,7 +182,7 @@ test.describe('demo page without a model', () => {
     await expect(page.locator('#model-info [data-key="format"]')).toContainText('f32');
     await expect(page.locator('#model-info [data-key="weights"]')).toContainText(/\d (KiB|MiB)/);
     await expect(page.locator('#model-info [data-key="runs"]')).toContainText('in this page');
-    await expect(page.locator('#model-fit')).toContainText(/Needs .* of weights \+ .* of full KV cache/);
+    await expect(page.locator('#model-fit')).toContainText(/Needs .* of f32 weights \+ .* of prefill and decode buffers \+ .* of KV pool/);
 
     await page.setInputFiles('#file-input', { name: 'sample1-head.wav', mimeType: 'audio/wav', buffer: wavHead('samples/sample1.wav', 4) });
     await expect(page.locator('#start')).toBeEnabled({ timeout: 60_000 });
@@ -224,6 +224,8 @@ test.describe('demo page without a model', () => {
     await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', 'done');
     // Its miniature tokenizer spells only a few hundred of the 156k ids: the tokens are counted, not the text.
     await expect(page.locator('[data-pane="main"] .meta')).toContainText(/\b[1-9]\d* tokens/);
+    // The loader's own byte count of the decoder's tensors read (a URL: no local reader counts them).
+    await expect(page.locator('#progress-download-text')).toContainText(/^100 % · [0-9.]+ MiB of [0-9.]+ MiB$/);
     // Back to the shipped model: the panel forgets the folder.
     await page.click('#model-shipped');
     await expect(page.locator('#model-name')).toHaveText('the shipped model');

@@ -1,22 +1,38 @@
 /**
- * The browser cache of weights packed at load, in headless Chromium: a miniature loaded by
- * URL in q4 twice; the second load reads no shard bytes (no Range request) and gives the
- * very same packed weights; `cache: false` and `clearWeightCache()` read the shards again
- * (e2e/harness/weight-cache.ts).
+ * The browser cache of packed weights, in headless Chromium: a miniature loaded by URL in
+ * q4 twice (packed at load, or converted beforehand by `npx wnw convert`); the second load
+ * reads no shard bytes (no Range request) and gives the very same packed weights;
+ * `cache: false` and `clearWeightCache()` read the shards again (e2e/harness/weight-cache.ts).
  */
-import { relative } from 'node:path';
+import { existsSync, renameSync, rmSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test, expect } from '@playwright/test';
 import { ensureMiniatures } from '../test/helpers/miniatures.js';
+import { convertFolder } from '../src/cli/convert.js';
+
+/** The Voxtral miniature as `npx wnw convert --quant q4` writes it, kept beside the miniatures. */
+async function convertedVoxtral(dir: string): Promise<string> {
+  const out = join(dir, 'converted', 'voxtral-q4');
+  if (existsSync(join(out, 'wnw-weights.json'))) return out;
+  const tmp = `${out}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  await convertFolder({ from: join(dir, 'voxtral'), to: tmp, format: 'q4' });
+  if (!existsSync(join(out, 'wnw-weights.json'))) renameSync(tmp, out);
+  else rmSync(tmp, { recursive: true, force: true });
+  return out;
+}
 
 interface Load { ranges: number; bytes?: number; fromCache: boolean; same?: boolean; progress?: { loaded: number; total: number } | null }
 interface Result { opfs: boolean; first: Load; second: Load; uncached?: Load; afterClear?: Load }
 
-// Voxtral (untied head) also checks `cache: false` and clearing; Omni: a tied head and q/k/v biases.
-for (const [family, format, options] of [['voxtral', 'q4', true], ['qwen2_5_omni', 'q4', false]] as const) {
+// Voxtral (untied head) also checks `cache: false` and clearing; Omni: a tied head and q/k/v
+// biases; a folder converted by `npx wnw convert` is cached like one packed at load.
+for (const [family, format, options] of [['voxtral', 'q4', true], ['qwen2_5_omni', 'q4', false], ['converted/voxtral-q4', 'q4', false]] as const) {
   test(`weight cache: ${family} ${format} by URL, second load from OPFS${options ? '; cache: false, clearWeightCache' : ''}`, async ({ page }) => {
     test.setTimeout(300_000);
     const dir = await ensureMiniatures();
+    if (family.startsWith('converted/')) await convertedVoxtral(dir);
     const root = '/' + relative(fileURLToPath(new URL('..', import.meta.url)), dir).split('\\').join('/');
     page.on('console', (m) => { if (m.type() === 'error') console.log('[page]', m.text()); });
     // Vite may reload the page once when the first load discovers a dependency to pre-bundle;

@@ -7,6 +7,7 @@ export type WnwErrorCode =
   | 'DEVICE_LOST'
   | 'OUT_OF_MEMORY'
   | 'CONTEXT_TOO_LONG'
+  | 'MODEL_TOO_BIG'
   | 'MODEL_LOAD'
   | 'BAD_AUDIO'
   | 'BAD_ARGUMENT'
@@ -66,6 +67,23 @@ export class ContextTooLongError extends WnwError {
     }[limit];
     super('CONTEXT_TOO_LONG', `${detail}${advice}`);
     this.name = 'ContextTooLongError';
+  }
+}
+
+/**
+ * A decoder weight tensor this device cannot bind in the requested format (a layer matrix
+ * larger than `maxStorageBufferBindingSize` or `maxBufferSize`), or decoder weights past
+ * twice the memory the browser reports; `loadTranscriber` raises it from the config, before
+ * any weight is read. `problems` names each tensor, its bytes and the limit; the message
+ * says which format fits (usually q4).
+ */
+export class ModelTooBigError extends WnwError {
+  constructor(
+    readonly problems: readonly { limit: string; what: string; bytes: number; limitBytes: number; message: string }[],
+    where: string,
+  ) {
+    super('MODEL_TOO_BIG', `${where}: ${problems.map((p) => p.message).join(' ')}`);
+    this.name = 'ModelTooBigError';
   }
 }
 

@@ -8,7 +8,7 @@ export type {
   Transcriber, TranscriptionResult, TranscriptionStats, Word,
 } from './types.js';
 export {
-  WnwError, ModelLoadError, AudioError, ContextTooLongError, NoWebGpuError, OutOfMemoryError, DeviceLostError, CancelledError,
+  WnwError, ModelLoadError, AudioError, ContextTooLongError, ModelTooBigError, NoWebGpuError, OutOfMemoryError, DeviceLostError, CancelledError,
   type WnwErrorCode,
 } from './errors.js';
 export { POLICIES } from './policy/registry.js';
@@ -17,5 +17,6 @@ export { loadTranscriberInWorker } from './worker-client.js';
 export type { KvPolicy, PolicyLayout, PrefillPlan, StepPlan, HeadsFile } from './policy/types.js';
 // "Will it fit?" before loading: the decoder's weight bytes per format from a config.
 export { decoderWeightBytes, type WeightBytes } from './model/packed-weights.js';
+export { checkFit, planMemory, weightBindingProblems, type DeviceLimits, type FitProblem, type FitVerdict, type MemoryPlan, type MemoryRequest } from './backend/webgpu/fit.js';
 export { clearWeightCache } from './model/weight-cache.js';
 export type { WeightFormat } from './model/quant.js';

@@ -6,10 +6,14 @@
 import { CancelledError, WnwError } from './errors.js';
 import { toMono16k } from './audio/decode.js';
 import { createAudioRoute, type AudioRoute } from './audio-route.js';
-import { createBackend } from './backend/create.js';
+import { chooseBackend, createBackend } from './backend/create.js';
+import { refuseUnfit, reportedDeviceMemoryGiB, type FitDevice } from './backend/webgpu/fit.js';
 import type { DecoderBackend } from './backend/types.js';
 import type { GpuContext } from './backend/webgpu/device.js';
 import { loadModel, type LoadedModel } from './model/loader.js';
+import { packDecoderWeights, type PackedDecoderWeights } from './model/packed-weights.js';
+import type { WeightFormat } from './model/quant.js';
+import type { DecoderWeights } from './model/weights.js';
 import { promptForLanguage, type Prompt } from './prompt-language.js';
 import { createPolicy, NEEDS_HEADS } from './policy/registry.js';
 import { assignRoles, budgetKey, headsScore } from './policy/wnw/triage.js';
@@ -156,14 +160,34 @@ function needsHeads(policy: string, model: string): string {
   return `policy "${policy}" needs the calibrated heads.json in ${model}, which is missing: run \`npm run calibrate -- --model ${model}\` to write it, or use policy "full"`;
 }
 
+/**
+ * Our own folders' f32 decoder packed to f16/q4 here rather than inside a backend, so the
+ * conversion is a phase of its own in the progress (both backends take packed weights as
+ * they are and compute with the same values either way).
+ */
+function packForBackend(model: LoadedModel, format: WeightFormat | undefined, progress: (e: ProgressEvent) => void): DecoderWeights | PackedDecoderWeights {
+  if (!format || format === 'f32') return model.weights;
+  const total = model.weightBytes;
+  progress({ phase: 'convert', fraction: 0, detail: `decoder weights to ${format}`, bytes: { loaded: 0, total } });
+  const packed = packDecoderWeights(model.config, model.weights, format);
+  progress({ phase: 'convert', fraction: 1, detail: `decoder weights to ${format}`, bytes: { loaded: total, total } });
+  return packed;
+}
+
 /** Loads the model, its audio route and a decoder backend. */
 export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscriber> {
   const policy = options.policy ?? 'wnw';
   const budget = options.budget ?? 0.2;
   if (!(budget > 0 && budget <= 1)) throw new WnwError('BAD_ARGUMENT', `budget must be in (0, 1], got ${budget}`);
   const progress = options.onProgress ?? (() => {});
-  const model = await loadModel(options.model, (fraction, detail, bytes) => progress({ phase: 'download', fraction, detail, ...(bytes ? { bytes } : {}) }), {
+  // The adapter first: its limits (and the memory the page reports) judge the model from its
+  // config before a shard byte is read, rather than after gigabytes of them.
+  let fallback: string | undefined;
+  const target = await chooseBackend({ backend: options.backend, onFallback: (reason) => void (fallback = reason) });
+  const device: FitDevice = { limits: target.kind === 'webgpu' ? target.limits : null, deviceMemoryGiB: reportedDeviceMemoryGiB() };
+  const model = await loadModel(options.model, (fraction, detail, bytes, phase = 'download') => progress({ phase, fraction, detail, ...(bytes ? { bytes } : {}) }), {
     language: options.language, audioEncoder: options.audioEncoder, weightFormat: options.weightFormat, ...(options.cache !== undefined ? { cache: options.cache } : {}),
+    beforeWeights: (config, format, tied) => refuseUnfit(config, format, tied, device, `the decoder of ${config.name}${target.kind === 'webgpu' ? ` on ${target.label}` : ''}`),
   });
   if (options.language !== undefined && !model.family) {
     throw new WnwError('BAD_ARGUMENT', `the model in ${options.model} takes no language option (its prompt names no language); omit language`);
@@ -171,15 +195,18 @@ export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscri
   if (NEEDS_HEADS.has(policy) && !model.heads) {
     throw new WnwError('BAD_ARGUMENT', needsHeads(policy, options.model));
   }
+  const onFallback = (reason: string) => progress({ phase: 'compile', fraction: 1, detail: `WebGPU unavailable (${reason}); using the CPU backend` });
+  if (fallback !== undefined) onFallback(fallback);
   // Packed weights go to the backend as they are (dequantising them would undo the packing).
-  const decoder = await createBackend(model.config, model.packed ?? model.weights, {
+  const decoder = await createBackend(model.config, model.packed ?? packForBackend(model, options.weightFormat, progress), {
     backend: options.backend,
     kvBudgetBytes: options.kvBudgetBytes,
     kvPrecision: options.kvPrecision,
     weightFormat: options.weightFormat,
-    onCompile: (fraction) => progress({ phase: 'compile', fraction, detail: 'decoder kernels' }),
-    onFallback: (reason) => progress({ phase: 'compile', fraction: 1, detail: `WebGPU unavailable (${reason}); using the CPU backend` }),
-  });
+    onCompile: (compiled, total) => progress({ phase: 'compile', fraction: total ? compiled / total : 1, detail: 'decoder kernels', pipelines: { compiled, total } }),
+    onUpload: (loaded, total) => progress({ phase: 'upload', fraction: total ? loaded / total : 1, detail: 'decoder weights', bytes: { loaded, total } }),
+    onFallback,
+  }, target);
   progress({ phase: 'compile', fraction: 1, detail: decoder.label });
   // After the decoder: a Hugging Face audio tower runs on the WebGPU decoder's device.
   progress({ phase: 'compile', fraction: 0, detail: 'audio encoder' });

@@ -5,15 +5,26 @@ import type { WeightFormat } from './model/quant.js';
 
 export type PolicyName = 'full' | 'wnw' | 'snapkv' | 'adakv' | 'audiokv' | 'arkvale' | 'h2o' | 'streaming' | 'quest';
 
-export type ProgressPhase = 'download' | 'compile' | 'encode' | 'prefill' | 'decode';
+/**
+ * Loading: `download` (reading the weights), `convert` (packing them to f16/q4 where the
+ * folder is not converted yet), `upload` (writing them into GPU buffers; WebGPU only),
+ * `compile` (pipeline creation). A Hugging Face folder packed at load converts each tensor
+ * as it is read, so download and convert events alternate.
+ */
+export type ProgressPhase = 'download' | 'convert' | 'upload' | 'compile' | 'encode' | 'prefill' | 'decode';
 
 export interface ProgressEvent {
   phase: ProgressPhase;
   /** 0..1 within the phase (decode: share of the audio covered, estimated from the anchors). */
   fraction: number;
   detail?: string;
-  /** Download: bytes of the decoder's tensors read from the shards so far, of `total`. */
+  /**
+   * Download: bytes of the decoder's tensors read from the shards so far; convert: bytes of
+   * them packed so far; upload: bytes of the packed weights written to the GPU so far; each of `total`.
+   */
   bytes?: { loaded: number; total: number };
+  /** Compile: pipelines ready, of those the decoder asked for. */
+  pipelines?: { compiled: number; total: number };
 }
 
 export interface LoadOptions {
@@ -38,6 +49,12 @@ export interface LoadOptions {
   policy?: PolicyName;
   /** Target r_GPU: share of the audio KV kept on the GPU (ignored by 'full'). */
   budget?: number;
+  /**
+   * 'auto' (default): WebGPU on a hardware adapter, else the CPU. The adapter is asked for
+   * before the model is read, and a model its limits cannot hold (or too large for the
+   * memory the browser reports) is a ModelTooBigError before any weight is read, under
+   * 'auto' too: another weight format helps there, a CPU fallback would not.
+   */
   backend?: 'auto' | BackendKind;
   /** Byte cap of the GPU KV pool; default: what the device allows. */
   kvBudgetBytes?: number;
@@ -51,9 +68,10 @@ export interface LoadOptions {
    */
   weightFormat?: WeightFormat;
   /**
-   * In a browser with OPFS, decoder weights packed at load (f16/q4 from an unconverted
-   * Hugging Face folder) are kept there, and the next load of the same folder reads them
-   * instead of the shards; false turns this off. Default true. `clearWeightCache()` empties it.
+   * In a browser with OPFS, packed decoder weights (f16/q4 packed at load from an
+   * unconverted Hugging Face folder, or read from a folder `npx wnw convert` wrote) are kept
+   * there, and the next load of the same folder reads them instead of the shards; false
+   * turns this off. Default true. `clearWeightCache()` empties it.
    */
   cache?: boolean;
   onProgress?: (e: ProgressEvent) => void;

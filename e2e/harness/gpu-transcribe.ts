@@ -11,7 +11,7 @@ import { loadTranscriber } from '../../src/transcriber.js';
 import { parseWav } from '../../src/audio/wav.js';
 import { downmix } from '../../src/audio/decode.js';
 import { joinModelPath } from '../../src/model/files.js';
-import type { PolicyName } from '../../src/types.js';
+import type { PolicyName, ProgressEvent } from '../../src/types.js';
 import type { WeightFormat } from '../../src/model/quant.js';
 
 interface CheckResult { name: string; pass: boolean; detail: string; ms: number }
@@ -50,12 +50,15 @@ async function transcribeBoth(family: string, weightFormat: WeightFormat): Promi
   const t0 = performance.now();
   const audio = await clip();
   const policy: PolicyName = 'full';
-  const gpu = await loadTranscriber({ model: joinModelPath(root, family), backend: 'webgpu', policy, weightFormat });
+  const events: ProgressEvent[] = [];
+  const gpu = await loadTranscriber({ model: joinModelPath(root, family), backend: 'webgpu', policy, weightFormat, onProgress: (e) => events.push(e) });
   const cpu = await loadTranscriber({ model: joinModelPath(root, family), backend: 'cpu', policy, weightFormat });
   try {
     const fail = (detail: string): CheckResult => ({ name, pass: false, detail, ms: performance.now() - t0 });
     if (gpu.backendKind !== 'webgpu') return fail(`no WebGPU backend: ${gpu.backend}`);
     if (!gpu.audioRoute.includes('WebGPU')) return fail(`the audio tower did not run on WebGPU: ${gpu.audioRoute}`);
+    const phases = loadPhasesProblem(events, weightFormat);
+    if (phases) return fail(`load progress: ${phases}`);
     const g = await gpu.transcribe(audio, { maxNewTokens: STEPS });
     const c = await cpu.transcribe(audio, { maxNewTokens: STEPS });
     if (g.error || c.error) return fail(`error: ${(g.error ?? c.error)!.message}`);
@@ -74,6 +77,28 @@ async function transcribeBoth(family: string, weightFormat: WeightFormat): Promi
     gpu.dispose();
     cpu.dispose();
   }
+}
+
+/**
+ * The WebGPU load's phases: download, convert (f16/q4 packed at load), then upload with
+ * bytes up to the packed weights' total and compile counting pipelines up to all asked
+ * for; '' when so, else what is wrong.
+ */
+function loadPhasesProblem(events: ProgressEvent[], format: WeightFormat): string {
+  const of = (phase: ProgressEvent['phase']) => events.filter((e) => e.phase === phase);
+  const upload = of('upload');
+  const pipelines = of('compile').filter((e) => e.pipelines);
+  const convert = of('convert');
+  const lastDownload = events.map((e) => e.phase).lastIndexOf('download');
+  const full = (done: number, total: number) => total > 0 && done === total;
+  const rising = (xs: number[]) => xs.every((x, i) => i === 0 || x >= xs[i - 1]);
+  const lastBytes = (xs: ProgressEvent[]) => xs.at(-1)?.bytes ?? { loaded: 0, total: 0 };
+  if (!full(lastBytes(upload).loaded, lastBytes(upload).total) || !rising(upload.map((e) => e.bytes!.loaded))) return `upload ${JSON.stringify(upload.map((e) => e.bytes))}`;
+  if (events.indexOf(upload[0]) < lastDownload) return 'upload began before the download ended';
+  const counted = pipelines.at(-1)?.pipelines ?? { compiled: 0, total: 0 };
+  if (!full(counted.compiled, counted.total) || new Set(pipelines.map((e) => e.pipelines!.total)).size !== 1) return `compile ${JSON.stringify(pipelines.map((e) => e.pipelines))}`;
+  if ((format !== 'f32') !== (convert.length > 0) || (convert.length && !full(lastBytes(convert).loaded, lastBytes(convert).total))) return `convert ${JSON.stringify(convert.map((e) => e.bytes))}`;
+  return '';
 }
 
 async function run(name: string): Promise<CheckResult> {

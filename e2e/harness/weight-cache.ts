@@ -44,7 +44,7 @@ async function load(url: string, format: WeightFormat, cache?: boolean) {
   const [r0, b0] = [rangeReads, rangeBytes];
   const details: string[] = [];
   let progress: { loaded: number; total: number } | null = null;
-  const m = await loadModel(url, (_, d, b) => { details.push(d); progress = b ?? progress; }, { weightFormat: format, ...(cache === undefined ? {} : { cache }) });
+  const m = await loadModel(url, (_, d, b, phase) => { details.push(d); if (phase !== 'convert') progress = b ?? progress; }, { weightFormat: format, ...(cache === undefined ? {} : { cache }) });
   return { packed: m.packed!, ranges: rangeReads - r0, bytes: rangeBytes - b0, fromCache: details.some((d) => d.includes('browser cache')), progress };
 }
 

@@ -4,7 +4,7 @@
  * used when asked for explicitly, because in Node it is unreliable and everywhere it is
  * slower than the CPU backend.
  */
-import { NoWebGpuError } from '../errors.js';
+import { ModelTooBigError, NoWebGpuError } from '../errors.js';
 import type { ModelConfig } from '../model/config.js';
 import type { DecoderWeights } from '../model/weights.js';
 import { isNode, nodeBuiltin } from '../model/files.js';
@@ -13,6 +13,7 @@ import type { DecoderBackend } from './types.js';
 import type { KvPrecision } from '../kv/precision.js';
 import type { WeightFormat } from '../model/quant.js';
 import type { PackedDecoderWeights } from '../model/packed-weights.js';
+import type { DeviceLimits } from './webgpu/fit.js';
 
 export interface CreateBackendOptions {
   backend?: 'auto' | 'cpu' | 'webgpu';
@@ -23,7 +24,10 @@ export interface CreateBackendOptions {
   weightFormat?: WeightFormat;
   /** Called when 'auto' falls back to the CPU, with the reason. */
   onFallback?: (reason: string) => void;
-  onCompile?: (fraction: number) => void;
+  /** WebGPU: pipelines ready, of those asked for. */
+  onCompile?: (compiled: number, total: number) => void;
+  /** WebGPU: bytes of the weights written to GPU buffers, of their total. */
+  onUpload?: (loaded: number, total: number) => void;
 }
 
 /**
@@ -31,7 +35,8 @@ export interface CreateBackendOptions {
  * and finds no adapter, so 'auto' skips it up front (and stays quiet).
  */
 async function nodeVulkanMissing(): Promise<string | null> {
-  if (!isNode()) return null;
+  // A WebGPU already in the page's globals needs no Dawn.
+  if (!isNode() || (globalThis as { navigator?: { gpu?: unknown } }).navigator?.gpu) return null;
   const g = globalThis as unknown as { process: { platform: string; env: Record<string, string | undefined> } };
   if (g.process.platform !== 'linux' || g.process.env.VK_ICD_FILENAMES || g.process.env.VK_DRIVER_FILES) return null;
   const fs = await nodeBuiltin<typeof import('node:fs')>('node:fs');
@@ -40,26 +45,61 @@ async function nodeVulkanMissing(): Promise<string | null> {
   return found ? null : 'no Vulkan driver is installed (no ICD manifest in /usr/share/vulkan/icd.d)';
 }
 
-export async function createBackend(config: ModelConfig, weights: DecoderWeights | PackedDecoderWeights, opts: CreateBackendOptions = {}): Promise<DecoderBackend> {
+/**
+ * Where the decoder will run, decided before any weight is read: the CPU, or a WebGPU
+ * adapter whose limits the loader judges first (`refuseUnfit`); the device is made from it
+ * once the weights are in.
+ */
+export type BackendTarget = { kind: 'cpu' } | { kind: 'webgpu'; adapter: GPUAdapter; limits: DeviceLimits; label: string; /** Asked for by name: a software adapter is accepted, a failure is not the CPU. */ explicit: boolean };
+
+/**
+ * 'auto' without a usable hardware adapter is the CPU (said through `onFallback`); 'webgpu'
+ * without an adapter is a NoWebGpuError, now rather than after the weights are read.
+ */
+export async function chooseBackend(opts: Pick<CreateBackendOptions, 'backend' | 'onFallback'> = {}): Promise<BackendTarget> {
   const want = opts.backend ?? 'auto';
-  const cpuOptions = { kvBudgetBytes: opts.kvBudgetBytes, kvPrecision: opts.kvPrecision, weightFormat: opts.weightFormat };
-  if (want === 'cpu') return new CpuBackend(config, weights, cpuOptions);
+  if (want === 'cpu') return { kind: 'cpu' };
   const missing = want === 'auto' ? await nodeVulkanMissing() : null;
   if (missing) {
     opts.onFallback?.(missing);
-    return new CpuBackend(config, weights, cpuOptions);
+    return { kind: 'cpu' };
   }
+  try {
+    const { describeAdapter, requestGpuAdapter } = await import('./webgpu/device.js');
+    const adapter = await requestGpuAdapter();
+    const { label, software } = describeAdapter(adapter);
+    if (software && want === 'auto') throw new NoWebGpuError(`only a software adapter is available (${label}); the CPU backend is faster`);
+    const { maxStorageBufferBindingSize, maxBufferSize } = adapter.limits;
+    return { kind: 'webgpu', adapter, limits: { maxStorageBufferBindingSize, maxBufferSize }, label, explicit: want === 'webgpu' };
+  } catch (e) {
+    if (want === 'webgpu') throw e instanceof NoWebGpuError ? e : new NoWebGpuError(e instanceof Error ? e.message : String(e));
+    opts.onFallback?.(e instanceof Error ? e.message : String(e));
+    return { kind: 'cpu' };
+  }
+}
+
+/** The decoder backend on `target` (default: `chooseBackend(opts)`). */
+export async function createBackend(
+  config: ModelConfig, weights: DecoderWeights | PackedDecoderWeights, opts: CreateBackendOptions = {}, target?: BackendTarget,
+): Promise<DecoderBackend> {
+  const cpuOptions = { kvBudgetBytes: opts.kvBudgetBytes, kvPrecision: opts.kvPrecision, weightFormat: opts.weightFormat };
+  const on = target ?? (await chooseBackend(opts));
+  if (on.kind === 'cpu') return new CpuBackend(config, weights, cpuOptions);
   try {
     const gpu = await import('./webgpu/index.js');
     return await gpu.createWebGpuBackend(config, weights, {
       kvBudgetBytes: opts.kvBudgetBytes,
       kvPrecision: opts.kvPrecision,
       weightFormat: opts.weightFormat,
-      allowSoftware: want === 'webgpu',
+      acquire: { adapter: on.adapter },
+      allowSoftware: on.explicit,
       onCompile: opts.onCompile,
+      onUpload: opts.onUpload,
     });
   } catch (e) {
-    if (want === 'webgpu') throw e instanceof NoWebGpuError ? e : new NoWebGpuError(e instanceof Error ? e.message : String(e));
+    // Weights the GPU cannot bind need another format, not the CPU (a 3B model there is unusably slow): said, not worked around.
+    if (e instanceof ModelTooBigError) throw e;
+    if (on.explicit) throw e instanceof NoWebGpuError ? e : new NoWebGpuError(e instanceof Error ? e.message : String(e));
     opts.onFallback?.(e instanceof Error ? e.message : String(e));
     return new CpuBackend(config, weights, cpuOptions);
   }

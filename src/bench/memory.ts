@@ -4,7 +4,8 @@
  * The GPU memory a released backbone needs for a recording, full cache against WnW at
  * r_GPU 0.2, from the sizing the WebGPU backend itself uses (`sessionSizes`, the pool's
  * page arithmetic, `decoderWeightBytes`): no weights are read and no GPU work is done, so
- * it answers "will it fit?" on any machine. The configs are the released config.json files'
+ * it answers "will it fit?" on any machine (src/backend/webgpu/fit.ts, which the demo and
+ * the loader use too). The configs are the released config.json files'
  * values, read through the same family mapping as a downloaded folder.
  *
  * Peak = decoder weights + the per-layer prefill's buffers (one layer's prompt K/V, the
@@ -13,14 +14,11 @@
  * (every head counted tidal), and the text reserve. The audio encoder's buffers are freed
  * before the prefill, so they do not add to this peak.
  */
-import { kvHeadCount, segmentLength, type ModelConfig } from '../model/config.js';
 import { familyFor } from '../model/families/registry.js';
 import { hfModelConfig } from '../model/hf/config.js';
-import { decoderWeightBytes, isWeightFormat } from '../model/packed-weights.js';
+import { isWeightFormat } from '../model/packed-weights.js';
 import type { WeightFormat } from '../model/quant.js';
-import { RECALL_PAGES_PER_HEAD } from '../kv/sizing.js';
-import { sessionSizes } from '../backend/webgpu/session.js';
-import { poolLayout } from '../backend/webgpu/pool-layout.js';
+import { planMemory, poolBytes } from '../backend/webgpu/fit.js';
 
 /** The text part of the released config.json files (sparse where the real one is). */
 const RELEASED: Record<string, { modelType: string; json: Record<string, unknown>; audioTokens: (seconds: number) => number }> = {
@@ -60,36 +58,18 @@ export interface MemoryRow {
   peakWnw: number;
 }
 
-/**
- * Pool bytes (pages plus the pool's positions, tables and decode scratch, as `poolLayout`
- * allocates them) of the full cache and WnW's bound at `budget`.
- */
-export function poolBytes(c: ModelConfig, audioTokens: number, textTokens: number, kvBytes: number, budget: number, limit: number): { full: number; wnw: number } {
-  const P = segmentLength(c);
-  const heads = kvHeadCount(c);
-  const text = Math.ceil(textTokens / P);
-  const audio = Math.ceil(audioTokens / P);
-  const full = new Int32Array(heads).fill(audio + text);
-  const wnw = new Int32Array(heads).fill(Math.min(audio, Math.ceil((budget * audioTokens) / P) + 1) + Math.min(audio, RECALL_PAGES_PER_HEAD) + text);
-  return { full: poolLayout(c, full, P, limit, kvBytes).bytes, wnw: poolLayout(c, wnw, P, limit, kvBytes).bytes };
-}
+export { poolBytes };
 
 export function memoryTable(weights: WeightFormat, kv: 'f16' | 'f32', minutes: number[]): MemoryRow[] {
   const rows: MemoryRow[] = [];
-  const kvBytes = kv === 'f16' ? 2 : 4;
-  const limits = { maxStorageBufferBindingSize: 2 ** 31 - 4, maxBufferSize: 2 ** 31 - 4 };
   for (const [model, r] of Object.entries(RELEASED)) {
     const { config: c, tiedEmbeddings } = hfModelConfig(familyFor(r.modelType)!, r.json, `${model}/config.json`);
-    const weightBytes = decoderWeightBytes(c, weights, tiedEmbeddings).total;
     for (const m of minutes) {
-      const seconds = 60 * m;
-      const A = r.audioTokens(seconds);
-      // The transcriber's default cap on generated tokens: 6 per second of audio.
-      const maxNewTokens = Math.max(8, Math.ceil(6 * seconds));
-      const s = sessionSizes(c, { audioLength: A, maxNewTokens, request: { decodeHeads: [], prefillQueries: c.instruction.length }, layered: true }, limits, undefined, kvBytes);
-      const pool = poolBytes(c, A, s.textTokens, kvBytes, 0.2, limits.maxStorageBufferBindingSize);
-      const base = weightBytes + s.prefillBytes + s.decodeBytes;
-      rows.push({ model, minutes: m, audioTokens: A, weightBytes, prefillBytes: s.prefillBytes, decodeBytes: s.decodeBytes, poolFull: pool.full, poolWnw: pool.wnw, peakFull: base + pool.full, peakWnw: base + pool.wnw });
+      const A = r.audioTokens(60 * m);
+      // maxNewTokens: the transcriber's default cap, 6 per second of audio (the recording's, padding aside).
+      const p = planMemory(c, { weightFormat: weights, tied: tiedEmbeddings, audioTokens: A, kvPrecision: kv, budget: 0.2, maxNewTokens: Math.max(8, Math.ceil(360 * m)) });
+      const base = p.weightBytes + p.prefillBytes + p.decodeBytes;
+      rows.push({ model, minutes: m, audioTokens: A, weightBytes: p.weightBytes, prefillBytes: p.prefillBytes, decodeBytes: p.decodeBytes, poolFull: p.poolFull, poolWnw: p.poolBytes, peakFull: base + p.poolFull, peakWnw: p.peakBytes });
     }
   }
   return rows;

@@ -4,13 +4,15 @@
  * Every mistake becomes a UsageError whose message is one line a person can act on.
  */
 import { KV_PRECISIONS, type KvPrecision } from '../kv/precision.js';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PolicyName } from '../types.js';
 import type { WeightFormat } from '../model/quant.js';
-import { WEIGHT_FORMATS } from '../model/packed-weights.js';
+import { WEIGHT_FORMATS, isWeightFormat } from '../model/packed-weights.js';
+import { PACKED_MARKER } from '../model/packed-folder.js';
 import { checkPolicyOptions } from '../policy/registry.js';
+import { AUDIO_ENCODERS, type AudioEncoderChoice } from '../model/hf/onnx-audio.js';
 
 export const POLICIES = ['full', 'wnw', 'snapkv', 'adakv', 'audiokv', 'arkvale', 'h2o', 'streaming', 'quest'] as const satisfies readonly PolicyName[];
 // Fails to compile when a policy is added to PolicyName but not here.
@@ -30,11 +32,13 @@ export interface TranscribeArgs {
   budget: number;
   backend: BackendChoice;
   kv: KvPrecision;
-  /** The decoder's weight format (--weights). */
+  /** The decoder's weight format (--weights; when not given, `defaultWeightFormat` of the folder). */
   weights: WeightFormat;
   model: string;
   /** Language of the speech (--language en), for models whose prompt names it. */
   language?: string;
+  /** A Hugging Face folder's audio encoder (--audio-encoder): its ONNX graph or its audio tower. */
+  audioEncoder?: AudioEncoderChoice;
   json: boolean;
 }
 
@@ -139,25 +143,55 @@ export function parseWeightFormat(s: string): WeightFormat {
   return s as WeightFormat;
 }
 
+export function parseAudioEncoder(s: string): AudioEncoderChoice {
+  if (!(AUDIO_ENCODERS as readonly string[]).includes(s)) throw new UsageError(`--audio-encoder must be one of ${AUDIO_ENCODERS.join(', ')}, got "${s}"`);
+  return s as AudioEncoderChoice;
+}
+
+/**
+ * --weights when not given: f32 for our own folders (the reference model's format); for a
+ * Hugging Face folder q4, because in f32 the decoder alone is 14.95 GiB for Voxtral-Mini-3B
+ * (2.10 GiB in q4; `decoderWeightBytes`) and its gate/up matrix passes a 128 MiB binding; a
+ * folder packed by `npx wnw convert` keeps the format it was packed in. An unreadable
+ * config is left to the loader to report.
+ */
+export function defaultWeightFormat(model: string): WeightFormat {
+  const read = (name: string): Record<string, unknown> | null => {
+    try {
+      return JSON.parse(readFileSync(join(model, name), 'utf8')) as Record<string, unknown>;
+    } catch {
+      return null;
+    }
+  };
+  const config = read('config.json');
+  if (typeof config?.['model_type'] !== 'string') return 'f32';
+  const packed = read(PACKED_MARKER)?.['format'];
+  return isWeightFormat(packed) ? packed : 'q4';
+}
+
 export const TRANSCRIBE_USAGE =
   'usage: wnw transcribe FILE.wav [--policy full|wnw|snapkv|adakv|audiokv|arkvale|h2o|streaming|quest] ' +
-  '[--budget 0.2] [--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--model DIR] [--language en] [--json]';
+  '[--budget 0.2] [--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--model DIR] [--language en] [--audio-encoder onnx|audio-tower] [--json]';
 
 export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): TranscribeArgs {
   const { flags, positional } = splitArgs(argv, ['json']);
-  rejectUnknown(flags, ['policy', 'budget', 'backend', 'kv', 'weights', 'model', 'language', 'json']);
+  rejectUnknown(flags, ['policy', 'budget', 'backend', 'kv', 'weights', 'model', 'language', 'audio-encoder', 'json']);
   const language = flags.get('language');
+  const encoder = flags.get('audio-encoder');
   if (language !== undefined && !/^[a-z]{2,3}$/.test(language)) throw new UsageError(`--language takes an ISO code such as "en", got "${language}"`);
   if (positional.length !== 1) throw new UsageError(positional.length ? `expected one audio file, got ${positional.length}` : 'missing the audio file');
+  const model = flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir();
+  const weights = flags.get('weights');
   return {
     file: resolve(cwd, positional[0]),
     policy: parsePolicy(flags.get('policy') ?? 'wnw'),
     budget: parseBudget(flags.get('budget') ?? '0.2'),
     backend: parseBackend(flags.get('backend') ?? 'auto'),
     kv: parseKvPrecision(flags.get('kv') ?? 'f32'),
-    weights: parseWeightFormat(flags.get('weights') ?? 'f32'),
-    model: flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir(),
+    weights: weights !== undefined ? parseWeightFormat(weights) : defaultWeightFormat(model),
+    model,
     ...(language !== undefined ? { language } : {}),
+    ...(encoder !== undefined ? { audioEncoder: parseAudioEncoder(encoder) } : {}),
     json: flags.get('json') === 'true',
   };
 }

@@ -6,6 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { LoadOptions, ProgressEvent, Transcriber, TranscriptionResult } from '../types.js';
+import { progressNote } from '../progress-note.js';
 import { TRANSCRIBE_USAGE, UsageError, parseTranscribeArgs, type TranscribeArgs } from './args.js';
 
 export interface CliIo {
@@ -22,7 +23,10 @@ export interface CliIo {
 }
 
 export const USAGE = `${TRANSCRIBE_USAGE}\n\nTranscribes a WAV file (PCM16, PCM24 or float32; any rate; mono or stereo). --model takes our own model folder or a ` +
-  'Hugging Face folder of Voxtral, Qwen2-Audio or Qwen2.5-Omni; the policies wnw and audiokv need its heads.json (npm run calibrate -- --model DIR).\n\n' +
+  'Hugging Face folder of Voxtral, Qwen2-Audio or Qwen2.5-Omni; the policies wnw and audiokv need its heads.json (npm run calibrate -- --model DIR). ' +
+  'A Hugging Face folder with an ONNX audio encoder (onnx/audio_encoder*.onnx) runs it by default; --audio-encoder audio-tower runs the checkpoint\'s audio tower ' +
+  'instead, --audio-encoder onnx makes a missing graph an error. --weights defaults to q4 for a Hugging Face folder (in f32 Voxtral-Mini-3B\'s decoder alone is ' +
+  '14.95 GiB, against 2.10 GiB in q4), to the format a folder converted by wnw convert was packed in, and to f32 for our own model folder.\n\n' +
   'usage: wnw convert HF_DIR OUT_DIR [--quant q4|f16|f32]\n\nPacks a Hugging Face folder\'s decoder weights once (default q4), so it loads without conversion.\n';
 
 /** What --json prints. The names are read by other tools: keep them. */
@@ -56,9 +60,11 @@ export function oneLine(e: unknown): string {
   return msg.replace(/\s*\n\s*/g, ' ').trim() || 'unknown error';
 }
 
-function progressLine(e: ProgressEvent): string {
+/** "download  42% decoder weights (1.20 GiB of 2.85 GiB)", "compile  50% decoder kernels (12 of 24 pipelines)". */
+export function progressLine(e: ProgressEvent): string {
   const pct = Math.round(Math.max(0, Math.min(1, e.fraction)) * 100);
-  return `${e.phase} ${String(pct).padStart(3)}%${e.detail ? ` ${e.detail}` : ''}`;
+  const note = progressNote(e);
+  return `${e.phase} ${String(pct).padStart(3)}%${e.detail ? ` ${e.detail}` : ''}${note ? ` (${note})` : ''}`;
 }
 
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
@@ -141,7 +147,7 @@ async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> 
 
   let asr: Transcriber | undefined;
   try {
-    asr = await io.load({ model: args.model, policy: args.policy, budget: args.budget, backend: args.backend, kvPrecision: args.kv, weightFormat: args.weights, ...(args.language !== undefined ? { language: args.language } : {}), onProgress });
+    asr = await io.load({ model: args.model, policy: args.policy, budget: args.budget, backend: args.backend, kvPrecision: args.kv, weightFormat: args.weights, ...(args.language !== undefined ? { language: args.language } : {}), ...(args.audioEncoder ? { audioEncoder: args.audioEncoder } : {}), onProgress });
     clearProgress();
     // Said every time, not only for auto: a CPU fallback is 10-100x slower and people should know why.
     io.stderr(`wnw: backend ${asr.backend}${args.backend === 'auto' ? ' (auto)' : ''}; policy ${args.policy}${args.policy === 'full' ? '' : ` at budget ${args.budget}`}\n`);

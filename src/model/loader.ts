@@ -60,8 +60,11 @@ export interface LoadedModel {
   packed?: PackedDecoderWeights;
 }
 
-/** `bytes`: of the decoder's checkpoint tensors, where they are being read from the shards. */
-export type LoadProgress = (fraction: number, detail: string, bytes?: { loaded: number; total: number }) => void;
+/**
+ * `bytes`: of the decoder's checkpoint tensors, where they are being read from the shards
+ * ('download') or packed to f16/q4 as they are read ('convert').
+ */
+export type LoadProgress = (fraction: number, detail: string, bytes?: { loaded: number; total: number }, phase?: 'download' | 'convert') => void;
 
 export interface ModelLoadOptions {
   /** Language of the audio as an ISO code ("en"), for a prompt that names it; omitted: the model detects it. */
@@ -75,11 +78,18 @@ export interface ModelLoadOptions {
    */
   weightFormat?: WeightFormat;
   /**
-   * In a browser with OPFS, weights packed at load are cached there and the next load of
-   * the same folder (same shards) in the same format reads them instead of the shards
+   * In a browser with OPFS, packed weights (packed at load, or read from a converted
+   * folder) are cached there and the next load of the same folder (same shards) in the
+   * same format reads them instead of the shards
    * (src/model/weight-cache.ts); false: neither read nor write the cache. Default true.
    */
   cache?: boolean;
+  /**
+   * Called once the config is read and checked and before any weight byte is: the decoder's
+   * config, the format its matrices will be stored in on the backend, and whether the
+   * lm_head is the embedding's table. A throw ends the load there (the transcriber's fit check).
+   */
+  beforeWeights?: (config: ModelConfig, format: WeightFormat, tied: boolean) => void | Promise<void>;
 }
 
 /** Our own layout: `hidden_size` at top level and no `model_type` (Voxtral's config has both). */
@@ -102,6 +112,7 @@ export async function loadModel(base: string, onProgress?: LoadProgress, options
   if (tokenizer.vocabSize !== config.vocabSize) {
     throw new ModelLoadError(path('tokenizer.json'), `has ${tokenizer.vocabSize} pieces, config.json says vocab_size ${config.vocabSize}`);
   }
+  await options.beforeWeights?.(config, options.weightFormat ?? 'f32', false);
   const decoderBytes = await readBytes(path('decoder.safetensors'), (l, t) => onProgress?.((0.8 * l) / t, 'decoder weights'));
   const weights = loadDecoderWeights(config, decoderBytes, path('decoder.safetensors'));
   const file = path('encoder.onnx');
@@ -121,11 +132,13 @@ async function loadHfModel(base: string, json: Json, onProgress: LoadProgress | 
   const marker = await readPackedMarker(base);
   const format = options.weightFormat ?? 'f32';
   const packAtLoad = !marker && format !== 'f32';
+  await options.beforeWeights?.(config, marker?.format ?? format, info.tiedEmbeddings);
   const dec = marker || packAtLoad ? null : await loadHfDecoder(base, { ...info, config }, onProgress);
+  const useCache = options.cache !== false;
   const packed = marker
-    ? (await loadPackedDecoder(base, info.family, config, info.tiedEmbeddings, onProgress)).packed
+    ? await throughCache(base, marker.format, config, useCache, onProgress, async () => (await loadPackedDecoder(base, info.family, config, info.tiedEmbeddings, onProgress)).packed)
     : packAtLoad
-      ? await packedAtLoad(base, { ...info, config }, format, options.cache !== false, onProgress)
+      ? await throughCache(base, format, config, useCache, onProgress, async () => (await loadHfDecoderPacked(base, { ...info, config }, format, onProgress)).packed)
       : undefined;
   let unpacked: DecoderWeights | undefined;
   const family = info.family;
@@ -157,15 +170,20 @@ async function loadHfModel(base: string, json: Json, onProgress: LoadProgress | 
   }) as LoadedModel;
 }
 
-/** A folder's decoder packed while loading, from the browser's cache of an earlier load where there is one. */
-async function packedAtLoad(base: string, info: HfModelInfo, format: WeightFormat, useCache: boolean, onProgress?: LoadProgress): Promise<PackedDecoderWeights> {
+/**
+ * A folder's packed decoder from the browser's cache of an earlier load where there is one,
+ * else by `load` (packed while read, or read packed from a converted folder) and then cached.
+ */
+async function throughCache(
+  base: string, format: WeightFormat, config: ModelConfig, useCache: boolean, onProgress: LoadProgress | undefined, load: () => Promise<PackedDecoderWeights>,
+): Promise<PackedDecoderWeights> {
   const key = useCache ? await weightCacheKey(base, format) : null;
-  const cached = key ? await readCachedWeights(key, info.config) : null;
+  const cached = key ? await readCachedWeights(key, config) : null;
   if (cached) {
     onProgress?.(1, `decoder weights (${format}, from the browser cache)`);
     return cached;
   }
-  const { packed } = await loadHfDecoderPacked(base, info, format, onProgress);
+  const packed = await load();
   if (key) await storeCachedWeights(key, packed);
   return packed;
 }

@@ -114,7 +114,7 @@ async function readPacked(shard: Shard, name: string, expected: number[]): Promi
  * config.json (shape, format, dtype) as it is read; nothing is dequantised.
  */
 export async function loadPackedDecoder(
-  base: string, family: HfFamily, c: ModelConfig, tiedEmbeddings: boolean, onProgress?: (fraction: number, detail: string) => void,
+  base: string, family: HfFamily, c: ModelConfig, tiedEmbeddings: boolean, onProgress?: (fraction: number, detail: string, bytes: { loaded: number; total: number }) => void,
 ): Promise<{ packed: PackedDecoderWeights; tiedHead: boolean; fileBytes: number }> {
   const indexFile = joinModelPath(base, 'model.safetensors.index.json');
   const single = joinModelPath(base, 'model.safetensors');
@@ -134,18 +134,23 @@ export async function loadPackedDecoder(
     const head = family.lmHead;
     const tiedHead = !(await shardOf(head)) && tiedEmbeddings;
     const source = (internal: string) => (internal === 'lm_head.weight' && tiedHead ? upstreamTensorName(family, 'embed_tokens.weight') : upstreamTensorName(family, internal));
-    const got = new Map<string, PackedMatrix>();
-    let fileBytes = 0;
-    let done = 0;
+    // Every tensor located first (shard headers only), so the progress knows its byte total.
+    const located = new Map<string, { shard: Shard; shape: number[] }>();
     for (const [internal, shape] of shapes) {
       const name = source(internal);
-      if (got.has(name)) continue;
-      const s = await shardOf(name);
-      if (!s) throw new ModelLoadError(indexFile, 'tensor is missing (does config.json match these weights?)', name);
-      const m = await readPacked(s, name, shape);
+      if (located.has(name)) continue;
+      const shard = await shardOf(name);
+      if (!shard) throw new ModelLoadError(indexFile, 'tensor is missing (does config.json match these weights?)', name);
+      located.set(name, { shard, shape });
+    }
+    const total = [...located].reduce((n, [name, { shard }]) => n + shard.tensors.get(name)!.byteLength, 0);
+    const got = new Map<string, PackedMatrix>();
+    let fileBytes = 0;
+    for (const [name, { shard, shape }] of located) {
+      const m = await readPacked(shard, name, shape);
       fileBytes += m.data.byteLength;
       got.set(name, m);
-      onProgress?.(++done / shapes.size, 'decoder weights (packed)');
+      onProgress?.(fileBytes / total, 'decoder weights (packed)', { loaded: fileBytes, total });
     }
     const packed = packedDecoderFrom(c, (internal) => got.get(source(internal))!);
     return { packed, tiedHead, fileBytes };

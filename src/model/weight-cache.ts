@@ -1,8 +1,8 @@
 /**
- * A browser cache of decoder weights packed at load (a Hugging Face folder loaded in f16
- * or q4 without `npx wnw convert`), in the origin private file system (OPFS), so that the
- * second load of the same folder reads the packed tensors from disk instead of downloading
- * and converting the shards again.
+ * A browser cache of packed decoder weights (a Hugging Face folder loaded in f16 or q4,
+ * packed at load or converted beforehand by `npx wnw convert`), in the origin private file
+ * system (OPFS), so that the second load of the same folder reads the packed tensors from
+ * disk instead of downloading (and converting) the shards again.
  *
  * An entry is keyed by the folder's identity and the weight format: the folder's URL (or
  * a picked folder's name) with each shard's size and last-modified time (HTTP

@@ -94,10 +94,15 @@ export class App {
     this.modelSource = new ModelSource(this.model, {
       onModel: (m) => this.useModel(m),
       onError: (e) => this.show(describeError(e, this.context())),
-      onTooBig: (v) => this.show({ level: 'error', code: 'MODEL_TOO_BIG', title: 'This model may not fit this device', body: v.text }),
-      context: () => ({ seconds: this.audio ? this.audio.length / this.deps.sampleRate : 0, kvPrecision: this.ui.kv.value as KvPrecision }),
+      // A buffer over an adapter limit cannot be made at all; the memory reported only bounds the device's.
+      onTooBig: (v) => this.show({
+        level: 'error', code: 'MODEL_TOO_BIG', body: v.text,
+        title: v.problems.some((p) => p.limit !== 'deviceMemory') ? 'This model does not fit this GPU as it is' : 'This model may not fit this device',
+      }),
+      // The first run of a click sizes the pool: in compare mode that is the full cache.
+      context: () => ({ seconds: this.audio ? this.audio.length / this.deps.sampleRate : 0, kvPrecision: this.ui.kv.value as KvPrecision, budget: this.plan()[0].policy === 'full' ? 1 : this.plan()[0].budget, backend: this.ui.backend.value }),
     });
-    this.ui.kv.addEventListener('change', () => this.modelSource.refit());
+    for (const c of [this.ui.kv, this.ui.policy, this.ui.budget, this.ui.backend, this.ui.compare]) c.addEventListener('change', () => this.modelSource.refit());
     this.chart.reset(60);
     void this.describeBackend();
     const missing = webGpuMissing();
@@ -236,8 +241,9 @@ export class App {
         policy: this.plan()[0].policy,
         budget: 0.2,
         onProgress: (e) => {
-          // A folder from disk counts the bytes its readers take (the loader reports fractions only).
-          const bytes = model.local ? localFolderBytes(model.url) : null;
+          // A folder from disk counts the bytes its readers take, files' headers included; other
+          // phases (and URLs) show the event's own bytes or pipeline count.
+          const bytes = model.local && e.phase === 'download' ? localFolderBytes(model.url) : null;
           const read = bytes ? `${formatBytes(bytes.read)} of ${formatBytes(bytes.total)} read` : '';
           this.progress.update(e, read || undefined);
           if (e.detail) this.ui.status.textContent = `Loading the model: ${e.detail}${read ? ` (${read})` : ''}`;

@@ -78,6 +78,14 @@ function describe(e: unknown, ctx: { policy: string; budget: number; backend: st
         ...(next === null ? {} : { action: { kind: 'lower-budget', label: `Retry with WnW at budget ${next}`, budget: next } }),
       };
     }
+    case 'MODEL_TOO_BIG':
+      return {
+        level: 'error',
+        title: 'This model does not fit this GPU in its weight format',
+        body,
+        hint: 'Convert the folder to 4-bit once (npx wnw convert HF_DIR OUT_DIR --quant q4) and open the converted folder, or use the CPU backend.',
+        action: { kind: 'use-cpu', label: 'Use the CPU backend instead (slower)' },
+      };
     case 'MODEL_LOAD':
       return {
         level: 'error',

@@ -1,20 +1,20 @@
 /**
  * What a model folder holds, read from its config alone (before any weight is read), and
- * whether its decoder weights plus a full KV cache for the clip fit the memory this
- * device reports. WebGPU reports no memory size, so the only figure a page has is
- * `navigator.deviceMemory`: GiB rounded down to a power of two and capped (at 8 or more,
- * by browser), so the device has at least that and, below the cap, less than twice it.
- * Where neither bound decides, the verdict is left open rather than guessed.
+ * whether its decoder weights plus the KV plan for the clip fit this device: the WebGPU
+ * adapter's buffer limits and the memory the browser reports (the judgement itself is
+ * src/backend/webgpu/fit.ts, which the loader uses too).
  */
-import { kvHeadCount, parseConfig, type ModelConfig } from '../model/config.js';
+import { parseConfig, type ModelConfig } from '../model/config.js';
+import { checkFit, type DeviceLimits, type FitDevice, type FitVerdict } from '../backend/webgpu/fit.js';
 import { joinModelPath, readJson } from '../model/files.js';
 import type { Json } from '../model/families/types.js';
 import { readHfConfig } from '../model/hf/load.js';
 import { readPackedMarker } from '../model/packed-folder.js';
 import { decoderWeightBytes } from '../model/packed-weights.js';
 import type { WeightFormat } from '../model/quant.js';
-import { kvElementBytes, slotBytes, type KvPrecision } from '../kv/precision.js';
-import { formatBytes } from './readouts.js';
+import type { KvPrecision } from '../kv/precision.js';
+
+export type { FitVerdict };
 
 export interface ModelSummary {
   /** "qwen2_audio (Hugging Face)", "wnw (own layout)", with "converted" for packed folders. */
@@ -46,39 +46,30 @@ export async function summarizeModel(base: string, requested: WeightFormat = 'f3
   };
 }
 
-/** Bytes of a full KV cache for `seconds` of audio plus `textTokens` of prompt and transcript. */
-export function fullKvBytes(c: ModelConfig, seconds: number, precision: KvPrecision, textTokens = 256): number {
-  const tokens = Math.ceil(seconds * c.audio.tokensPerSecond) + textTokens;
-  return kvHeadCount(c) * tokens * slotBytes(c.headDim, kvElementBytes(precision));
+export interface ClipContext {
+  seconds: number;
+  kvPrecision: KvPrecision;
+  /** r_GPU of the run's policy; 1 for the full cache. */
+  budget: number;
 }
 
-export interface FitVerdict {
-  needBytes: number;
-  /** Memory the browser reports, or null when it reports none below its cap. */
-  availableBytes: number | null;
-  /** null: cannot be told on this device. */
-  fits: boolean | null;
-  text: string;
+/**
+ * The verdict for a clip on this device: the model's weights in their format plus the KV
+ * plan for the clip's audio tokens (src/backend/webgpu/fit.ts), against the WebGPU
+ * adapter's limits (null where the CPU backend runs) and the memory the browser reports.
+ */
+export function clipFit(s: ModelSummary, clip: ClipContext, device: FitDevice): FitVerdict {
+  const audioTokens = Math.ceil(clip.seconds * s.config.audio.tokensPerSecond);
+  return checkFit(s.config, { weightFormat: s.weightFormat, tied: s.tied, audioTokens, kvPrecision: clip.kvPrecision, budget: clip.budget }, device);
 }
 
-/** The lowest cap any browser puts on `deviceMemory`: below it the value bounds the memory from above too. */
-export const DEVICE_MEMORY_CAP_GIB = 8;
-
-export function fitVerdict(weightBytes: number, kvBytes: number, deviceMemoryGiB: number | undefined): FitVerdict {
-  const needBytes = weightBytes + kvBytes;
-  const need = `${formatBytes(weightBytes)} of weights + ${formatBytes(kvBytes)} of full KV cache = ${formatBytes(needBytes)}`;
-  if (deviceMemoryGiB === undefined || !(deviceMemoryGiB > 0)) {
-    return { needBytes, availableBytes: null, fits: null, text: `Needs ${need}; this browser does not say how much memory the device has.` };
+/** The adapter's per-buffer limits, or null without WebGPU or an adapter (the CPU backend runs then). */
+export async function adapterLimits(gpu: GPU | undefined = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu): Promise<DeviceLimits | null> {
+  try {
+    const adapter = await gpu?.requestAdapter();
+    if (!adapter) return null;
+    return { maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize, maxBufferSize: adapter.limits.maxBufferSize };
+  } catch {
+    return null;
   }
-  const atLeast = deviceMemoryGiB * 2 ** 30;
-  if (needBytes <= atLeast) return { needBytes, availableBytes: atLeast, fits: true, text: `Needs ${need}; fits the ${deviceMemoryGiB} GiB (or more) this device reports.` };
-  if (deviceMemoryGiB < DEVICE_MEMORY_CAP_GIB && needBytes >= 2 * atLeast) {
-    return {
-      needBytes,
-      availableBytes: atLeast,
-      fits: false,
-      text: `Needs ${need}, more than this device has (it reports ${deviceMemoryGiB} GiB): loading will fail. Convert the folder to 4-bit (npx wnw convert --quant q4), use a shorter clip or WnW with a smaller budget, or use a device with more memory.`,
-    };
-  }
-  return { needBytes, availableBytes: atLeast, fits: null, text: `Needs ${need}; the device reports at least ${deviceMemoryGiB} GiB, so it may not fit.` };
 }

@@ -7,7 +7,8 @@
  */
 import type { KvPrecision } from '../kv/precision.js';
 import { filesToFolder, registerLocalFolder, releaseLocalFolder } from '../model/local-folder.js';
-import { fitVerdict, fullKvBytes, summarizeModel, type FitVerdict, type ModelSummary } from './model-fit.js';
+import { adapterLimits, clipFit, summarizeModel, type ClipContext, type FitVerdict, type ModelSummary } from './model-fit.js';
+import type { DeviceLimits } from '../backend/webgpu/fit.js';
 import { formatBytes, formatSeconds } from './readouts.js';
 
 export interface ChosenModel {
@@ -23,8 +24,8 @@ export interface ModelSourceCallbacks {
   onError(e: unknown): void;
   /** The verdict of a folder that does not fit (shown as a notice, loading is still allowed). */
   onTooBig(v: FitVerdict): void;
-  /** Seconds of the current clip (0: none yet) and the KV precision chosen. */
-  context(): { seconds: number; kvPrecision: KvPrecision };
+  /** Seconds of the current clip (0: none yet), the KV precision, the run's r_GPU (1: full cache) and backend. */
+  context(): Omit<ClipContext, 'seconds'> & { seconds: number; backend: string };
 }
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -42,6 +43,8 @@ export class ModelSource {
     fit: $('model-fit'),
   };
   private summary: ModelSummary | null = null;
+  /** The WebGPU adapter's limits, asked once (null: no adapter, the CPU backend runs). */
+  private readonly limits: Promise<DeviceLimits | null> = adapterLimits();
   private localBase = '';
   private seq = 0;
 
@@ -124,17 +127,21 @@ export class ModelSource {
     for (const c of [this.ui.shipped, this.ui.url, this.ui.dir, ...Array.from(this.ui.form.querySelectorAll('button'))]) c.disabled = disabled;
   }
 
-  /** Re-judges the fit for the current clip and KV precision (called when either changes). */
+  /** Re-judges the fit for the current clip, KV precision, budget and backend (called when any changes). */
   refit(): void {
     const s = this.summary;
     if (!s) return;
-    const { seconds, kvPrecision } = this.cb.context();
-    const secs = seconds > 0 ? seconds : DEFAULT_SECONDS;
-    const kv = fullKvBytes(s.config, secs, kvPrecision);
-    const v = fitVerdict(s.weightBytes, kv, (navigator as Navigator & { deviceMemory?: number }).deviceMemory);
-    this.ui.fit.textContent = `For ${seconds > 0 ? 'this clip' : 'a clip'} of ${formatSeconds(secs)}: ${v.text}`;
-    this.ui.fit.dataset.fits = v.fits === null ? 'unknown' : String(v.fits);
-    this.ui.fit.hidden = false;
-    if (v.fits === false) this.cb.onTooBig(v);
+    const seq = this.seq;
+    void this.limits.then((limits) => {
+      if (seq !== this.seq || this.summary !== s) return;
+      const { seconds, kvPrecision, budget, backend } = this.cb.context();
+      const secs = seconds > 0 ? seconds : DEFAULT_SECONDS;
+      const deviceMemoryGiB = (navigator as Navigator & { deviceMemory?: number }).deviceMemory;
+      const v = clipFit(s, { seconds: secs, kvPrecision, budget }, { limits: backend === 'cpu' ? null : limits, deviceMemoryGiB });
+      this.ui.fit.textContent = `For ${seconds > 0 ? 'this clip' : 'a clip'} of ${formatSeconds(secs)}: ${v.text}`;
+      this.ui.fit.dataset.fits = v.fits === null ? 'unknown' : String(v.fits);
+      this.ui.fit.hidden = false;
+      if (v.fits === false) this.cb.onTooBig(v);
+    });
   }
 }

@@ -3,27 +3,28 @@
  * transcript panes (one, or two in compare mode). Plain DOM; each piece owns its nodes.
  */
 import type { ProgressEvent, ProgressPhase, StepStats, TranscriptionResult } from '../types.js';
+import { formatBytes, progressNote } from '../progress-note.js';
+
+export { formatBytes, progressNote };
 
 const PHASES: [ProgressPhase, string][] = [
   ['download', 'Model download'],
+  ['convert', 'Weight conversion'],
+  ['upload', 'Upload to the GPU'],
   ['compile', 'Shader compilation'],
   ['encode', 'Audio encoding'],
   ['prefill', 'Prefill'],
   ['decode', 'Decoding'],
 ];
 
+/** The phases of loading a model: done once per model, not per clip. */
+const LOAD_PHASES = new Set<ProgressPhase>(['download', 'convert', 'upload', 'compile']);
+
 function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls?: string, text?: string): HTMLElementTagNameMap[K] {
   const e = document.createElement(tag);
   if (cls) e.className = cls;
   if (text !== undefined) e.textContent = text;
   return e;
-}
-
-export function formatBytes(b: number): string {
-  if (!Number.isFinite(b) || b < 0) return '–';
-  if (b < 2 ** 20) return `${(b / 2 ** 10).toFixed(0)} KiB`;
-  if (b < 2 ** 30) return `${(b / 2 ** 20).toFixed(1)} MiB`;
-  return `${(b / 2 ** 30).toFixed(2)} GiB`;
 }
 
 export function formatSeconds(s: number): string {
@@ -33,7 +34,8 @@ export function formatSeconds(s: number): string {
 }
 
 export class ProgressView {
-  private readonly bars = new Map<ProgressPhase, { box: HTMLElement; bar: HTMLProgressElement; pct: HTMLElement }>();
+  /** `note`: the phase's last bytes or count. */
+  private readonly bars = new Map<ProgressPhase, { box: HTMLElement; bar: HTMLProgressElement; pct: HTMLElement; note?: string }>();
 
   constructor(root: HTMLElement) {
     for (const [phase, label] of PHASES) {
@@ -59,21 +61,24 @@ export class ProgressView {
   /** Resets the per-clip phases; the model phases stay done once the model is loaded. */
   reset(keepModel: boolean): void {
     for (const [phase, b] of this.bars) {
-      if (keepModel && (phase === 'download' || phase === 'compile')) continue;
+      if (keepModel && LOAD_PHASES.has(phase)) continue;
       b.bar.value = 0;
       b.pct.textContent = '';
+      b.note = undefined;
       b.box.classList.remove('active');
     }
   }
 
-  /** `note`: what the percentage cannot say, e.g. the bytes read so far. */
-  update(e: ProgressEvent, note?: string): void {
+  /** `note`: what the percentage cannot say, e.g. the bytes read so far; default: the event's bytes or pipelines. */
+  update(e: ProgressEvent, note = progressNote(e)): void {
     const b = this.bars.get(e.phase);
     if (!b) return;
     for (const other of this.bars.values()) other.box.classList.toggle('active', other === b && e.fraction < 1);
     const f = Math.max(0, Math.min(1, e.fraction));
     b.bar.value = f;
-    b.pct.textContent = note ? `${Math.round(f * 100)} % · ${note}` : `${Math.round(f * 100)} %`;
+    // A closing event without figures ("model loaded") keeps the last ones; any other drops them.
+    b.note = note ?? (f >= 1 ? b.note : undefined);
+    b.pct.textContent = b.note ? `${Math.round(f * 100)} % · ${b.note}` : `${Math.round(f * 100)} %`;
     b.bar.title = e.detail ?? '';
   }
 }

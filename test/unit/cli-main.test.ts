@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readFile } from 'node:fs/promises';
-import { runCli, type CliIo } from '../../src/cli/main.js';
+import { progressLine, runCli, type CliIo } from '../../src/cli/main.js';
 import { parseTranscribeArgs, defaultModelDir } from '../../src/cli/args.js';
 import { AudioError, CancelledError } from '../../src/errors.js';
-import type { LoadOptions, TranscribeOptions, Transcriber, TranscriptionResult, TranscriptionStats } from '../../src/types.js';
+import type { LoadOptions, ProgressEvent, TranscribeOptions, Transcriber, TranscriptionResult, TranscriptionStats } from '../../src/types.js';
 
 // A stand-in for loadTranscriber, local to this test: the CLI's job is argument handling,
 // I/O and exit codes, which must not wait for a trained model.
@@ -110,6 +110,7 @@ describe('wnw transcribe', () => {
       [['transcribe', wav, '--backend', 'tpu'], /backend must be one of/],
       [['transcribe', wav, '--kv', 'f8'], /kv must be one of f32, f16/],
       [['transcribe', wav, '--language', 'English'], /--language takes an ISO code/],
+      [['transcribe', wav, '--audio-encoder', 'whisper'], /--audio-encoder must be one of onnx, audio-tower, got "whisper"/],
       [['transcribe', wav, '--frobnicate'], /--frobnicate needs a value|unknown option --frobnicate/],
       [['translate', wav], /unknown command/],
     ] as const) {
@@ -128,11 +129,69 @@ describe('wnw transcribe', () => {
     expect(none.load).not.toHaveProperty('language');
   });
 
+  it('--audio-encoder reaches the model load as audioEncoder; without it none is sent', async () => {
+    expect(parseTranscribeArgs(['x.wav', '--audio-encoder', 'onnx']).audioEncoder).toBe('onnx');
+    expect(parseTranscribeArgs(['x.wav', '--audio-encoder=audio-tower']).audioEncoder).toBe('audio-tower');
+    expect(parseTranscribeArgs(['x.wav'])).not.toHaveProperty('audioEncoder');
+    const seen: { load?: LoadOptions } = {};
+    expect(await runCli(['transcribe', wav, '--audio-encoder', 'audio-tower', '--policy', 'full'], io(seen))).toBe(0);
+    expect(seen.load?.audioEncoder).toBe('audio-tower');
+    const none: { load?: LoadOptions } = {};
+    expect(await runCli(['transcribe', wav], io(none))).toBe(0);
+    expect(none.load).not.toHaveProperty('audioEncoder');
+    const help = io();
+    expect(await runCli(['--help'], help)).toBe(0);
+    expect(help.out).toMatch(/--audio-encoder onnx\|audio-tower/);
+    expect(help.out).toMatch(/--audio-encoder audio-tower runs the checkpoint's audio tower/);
+  });
+
   it('resolves paths against the working directory', () => {
     const a = parseTranscribeArgs(['x.wav', '--model', 'm'], '/data');
     expect(a.file).toBe('/data/x.wav');
     expect(a.model).toBe('/data/m');
     expect(parseTranscribeArgs(['x.wav', '--kv', 'f16'], '/data').kv).toBe('f16');
     expect(defaultModelDir()).toMatch(/public\/models\/wnw-ref$/);
+  });
+});
+
+describe('wnw transcribe: progress and the default weight format', () => {
+  it('the progress line carries the bytes and pipeline counts of the event', async () => {
+    const GiB = 2 ** 30;
+    expect(progressLine({ phase: 'download', fraction: 0.42, detail: 'decoder weights', bytes: { loaded: 1.2 * GiB, total: 2.85 * GiB } }))
+      .toBe('download  42% decoder weights (1.20 GiB of 2.85 GiB)');
+    expect(progressLine({ phase: 'compile', fraction: 0.5, detail: 'decoder kernels', pipelines: { compiled: 12, total: 24 } }))
+      .toBe('compile  50% decoder kernels (12 of 24 pipelines)');
+    expect(progressLine({ phase: 'encode', fraction: 1 })).toBe('encode 100%');
+    // On a terminal each event redraws the one line.
+    const t = io();
+    t.tty = true;
+    t.load = async (o) => {
+      o.onProgress?.({ phase: 'upload', fraction: 0.25, detail: 'decoder weights', bytes: { loaded: 512 * 1024, total: 2 * 2 ** 20 } } satisfies ProgressEvent);
+      return fakeLoad({})(o);
+    };
+    expect(await runCli(['transcribe', wav], t)).toBe(0);
+    expect(t.err).toContain('upload  25% decoder weights (512 KiB of 2.0 MiB)');
+  });
+
+  it('--weights defaults to q4 for a Hugging Face folder, to a converted folder\'s format, to f32 for our own', async () => {
+    const hf = join(dir, 'hf');
+    mkdirSync(hf, { recursive: true });
+    writeFileSync(join(hf, 'config.json'), JSON.stringify({ model_type: 'voxtral' }));
+    const converted = join(dir, 'hf-f16');
+    mkdirSync(converted, { recursive: true });
+    writeFileSync(join(converted, 'config.json'), JSON.stringify({ model_type: 'voxtral' }));
+    writeFileSync(join(converted, 'wnw-weights.json'), JSON.stringify({ format: 'f16', version: 1 }));
+    expect(parseTranscribeArgs(['x.wav', '--model', hf]).weights).toBe('q4');
+    expect(parseTranscribeArgs(['x.wav', '--model', converted]).weights).toBe('f16');
+    expect(parseTranscribeArgs(['x.wav']).weights).toBe('f32');
+    expect(parseTranscribeArgs(['x.wav', '--model', hf, '--weights', 'f32']).weights).toBe('f32');
+    // A folder without a readable config: the loader says what is wrong.
+    expect(parseTranscribeArgs(['x.wav', '--model', join(dir, 'nowhere')]).weights).toBe('f32');
+    const seen: { load?: LoadOptions } = {};
+    expect(await runCli(['transcribe', wav, '--model', hf], io(seen))).toBe(0);
+    expect(seen.load?.weightFormat).toBe('q4');
+    const help = io();
+    expect(await runCli(['--help'], help)).toBe(0);
+    expect(help.out).toMatch(/--weights defaults to q4 for a Hugging Face folder/);
   });
 });

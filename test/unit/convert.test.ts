@@ -171,11 +171,16 @@ describe('a Hugging Face folder loaded in a weight format', () => {
     for (const t of ckpt.tensors.values()) if (t.name.startsWith('language_model.')) decoderBytes += t.byteLength;
     await ckpt.close();
     for (const weightFormat of ['f32', 'q4'] as const) {
+      // Packing reports its own phase ('convert') over the same bytes, tensor by tensor.
       const seen: { loaded: number; total: number }[] = [];
-      await loadModel(src, (_, __, bytes) => { if (bytes) seen.push(bytes); }, { weightFormat });
+      const packed: { loaded: number; total: number }[] = [];
+      await loadModel(src, (_, __, bytes, phase) => { if (bytes) (phase === 'convert' ? packed : seen).push(bytes); }, { weightFormat, cache: false });
       expect(seen.length).toBeGreaterThan(10);
-      expect(seen.every((b, i) => b.total === decoderBytes && (i === 0 || b.loaded > seen[i - 1].loaded))).toBe(true);
-      expect(seen[seen.length - 1].loaded).toBe(decoderBytes);
+      for (const xs of weightFormat === 'q4' ? [seen, packed] : [seen]) {
+        expect(xs.every((b, i) => b.total === decoderBytes && (i === 0 || b.loaded > xs[i - 1].loaded))).toBe(true);
+        expect(xs[xs.length - 1].loaded).toBe(decoderBytes);
+      }
+      expect(packed.length > 0).toBe(weightFormat === 'q4');
     }
   }, 120_000);
 

@@ -1,38 +1,38 @@
 import { describe, expect, it } from 'vitest';
-import { kvHeadCount } from '../../src/model/config.js';
+import { planMemory } from '../../src/backend/webgpu/fit.js';
+import { decoderWeightBytes } from '../../src/model/packed-weights.js';
 import { referenceConfig } from '../../src/model/testing.js';
-import { fitVerdict, fullKvBytes } from '../../src/ui/model-fit.js';
+import { clipFit, type ModelSummary } from '../../src/ui/model-fit.js';
 
-const GiB = 2 ** 30;
+const MiB = 2 ** 20;
+const summary = (over: Partial<ModelSummary> = {}): ModelSummary => {
+  const config = referenceConfig();
+  return { family: 'wnw (own layout)', config, weightFormat: 'f32', weightBytes: decoderWeightBytes(config, 'f32').total, tied: false, ...over };
+};
 
-describe('the model panel\'s fit verdict', () => {
-  it('counts a full KV cache per (layer, KV head) slot for audio plus text', () => {
-    const c = referenceConfig();
-    const slots = Math.ceil(10 * c.audio.tokensPerSecond) + 256;
-    // f32 keys and values plus a 4-byte position per slot; f16 halves keys and values only.
-    expect(fullKvBytes(c, 10, 'f32')).toBe(kvHeadCount(c) * slots * (2 * c.headDim * 4 + 4));
-    expect(fullKvBytes(c, 10, 'f16')).toBe(kvHeadCount(c) * slots * (2 * c.headDim * 2 + 4));
-  });
-
-  it('fits within the memory the device reports', () => {
-    const v = fitVerdict(3 * GiB, 0.5 * GiB, 4);
+describe("the model panel's fit verdict", () => {
+  it("is the loader's plan for the clip's audio tokens: weights + buffers + the run's KV pool", () => {
+    const s = summary();
+    const v = clipFit(s, { seconds: 60, kvPrecision: 'f16', budget: 1 }, { limits: null, deviceMemoryGiB: 4 });
+    const plan = planMemory(s.config, { weightFormat: 'f32', tied: false, audioTokens: Math.ceil(60 * s.config.audio.tokensPerSecond), kvPrecision: 'f16', budget: 1 });
+    expect(v.plan).toEqual(plan);
     expect(v.fits).toBe(true);
-    expect(v.needBytes).toBe(3.5 * GiB);
+    expect(v.text).toMatch(/^Needs .* of f32 weights \+ .* of prefill and decode buffers \+ .* of KV pool \(full cache\) = .*; fits the 4 GiB/);
+    // WnW at 0.2 plans a smaller pool for a long clip.
+    const wnw = clipFit(s, { seconds: 1800, kvPrecision: 'f16', budget: 0.2 }, { limits: null });
+    const full = clipFit(s, { seconds: 1800, kvPrecision: 'f16', budget: 1 }, { limits: null });
+    expect(wnw.plan!.poolBytes).toBeLessThan(full.plan!.poolBytes / 2);
+    expect(wnw.text).toMatch(/KV pool \(r_GPU 0\.2\)/);
   });
 
-  it('does not fit when the need is at least twice a value below the browsers\' cap, and says what to do', () => {
-    const v = fitVerdict(7 * GiB, 1 * GiB, 4);
+  it('says which adapter limit fails and what to do', () => {
+    const s = summary();
+    // A reference-model layer matrix is well under 1 MiB in f32; a 64 KiB binding holds none of the large ones.
+    const v = clipFit(s, { seconds: 10, kvPrecision: 'f32', budget: 1 }, { limits: { maxStorageBufferBindingSize: 64 * 1024, maxBufferSize: 256 * MiB } });
     expect(v.fits).toBe(false);
-    expect(v.text).toMatch(/more than this device has/);
-    expect(v.text).toMatch(/--quant q4/);
-  });
-
-  it('leaves the verdict open where the reported value cannot decide', () => {
-    // Rounded down: 4 GiB reported may be up to 8 GiB.
-    expect(fitVerdict(5 * GiB, 0, 4).fits).toBeNull();
-    // At the cap the device may have any amount more.
-    expect(fitVerdict(40 * GiB, 0, 8).fits).toBeNull();
-    expect(fitVerdict(1 * GiB, 0, undefined).fits).toBeNull();
-    expect(fitVerdict(1 * GiB, 0, undefined).text).toMatch(/does not say/);
+    expect(v.problems[0].limit).toBe('maxStorageBufferBindingSize');
+    expect(v.text).toMatch(/does not fit\. layers\.\*\.\w+ \(f32, \d+ × \d+\) needs .* over this device's maxStorageBufferBindingSize/);
+    // The CPU backend binds nothing: the same model is judged on memory alone.
+    expect(clipFit(s, { seconds: 10, kvPrecision: 'f32', budget: 1 }, { limits: null }).fits).toBeNull();
   });
 });

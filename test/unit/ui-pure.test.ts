@@ -47,6 +47,8 @@ describe('demo error messages', () => {
     expect(describeError(new Error('boom'), ctx)).toMatchObject({ level: 'error', title: 'Something went wrong', body: 'boom' });
     // Errors from a worker arrive as plain objects.
     expect(describeError({ code: 'BAD_AUDIO', message: 'x' }, ctx).title).toBe('This audio cannot be transcribed');
+    // Weights no binding holds: converting to q4 is the fix, named with the command.
+    expect(describeError({ code: 'MODEL_TOO_BIG', message: 'layers.*.gate_up needs 192.0 MiB' }, ctx)).toMatchObject({ code: 'MODEL_TOO_BIG', hint: expect.stringMatching(/--quant q4/) });
   });
 });
 

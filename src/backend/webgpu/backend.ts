@@ -13,7 +13,7 @@ import type { LayerPrefill, PrefillPlan, StepPlan } from '../../policy/types.js'
 import { policyLayout, textPositions } from '../cpu/prefill.js';
 import type { DecoderBackend, LayeredPrefillResult, PrefillResult, SessionOptions, StepResult } from '../types.js';
 import { GpuContext, type AcquireOptions } from './device.js';
-import { Kernels } from './kernels.js';
+import { Kernels, modelConstants } from './kernels.js';
 import { PipelineCache } from './pipelines.js';
 import { GpuPool } from './pool.js';
 import { kvElementBytes, slotBytes, type KvPrecision } from '../../kv/precision.js';
@@ -24,7 +24,8 @@ import { PrefillBuffers, SessionBuffers, sessionSizes } from './session.js';
 import type { ShaderLoader } from './shader-source.js';
 import { DecodeStep } from './step.js';
 import { GpuWeights } from './weights.js';
-import { bindingLimit } from './weight-formats.js';
+import { bindingLimit, bindingLimits } from './weight-formats.js';
+import { refuseUnfit } from './fit.js';
 import { loadWeightKernels } from './weight-kernels.js';
 import { packDecoderWeights, packedFormats, type PackedDecoderWeights, type WeightBytes } from '../../model/packed-weights.js';
 import type { WeightFormat } from '../../model/quant.js';
@@ -51,8 +52,10 @@ export interface WebGpuBackendOptions {
   weightFormat?: WeightFormat;
   /** Refuse software adapters (SwiftShader, llvmpipe) with NoWebGpuError; default false. */
   requireHardware?: boolean;
-  /** Pipeline compilation progress, 0..1. */
-  onCompile?: (fraction: number) => void;
+  /** Pipeline compilation progress: pipelines ready, of those asked for. */
+  onCompile?: (compiled: number, total: number) => void;
+  /** Weight upload progress: bytes written to GPU buffers, of the packed weights' total. */
+  onUpload?: (loaded: number, total: number) => void;
 }
 
 interface Session {
@@ -97,13 +100,26 @@ export class WebGpuBackend implements DecoderBackend {
       if (!options.context) ctx.device.destroy();
       throw new NoWebGpuError(`only a software adapter is available (${ctx.info.label}); the CPU backend is faster`);
     }
+    // loadTranscriber judged the adapter before reading weights; this backstop serves callers that bring their own.
+    try {
+      refuseUnfit(config, 'format' in weights ? weights.format : options.weightFormat ?? 'f32', false, { limits: bindingLimits(ctx, options.maxBindingBytes) }, `the decoder of ${config.name} on ${ctx.info.label}`);
+    } catch (e) {
+      if (!options.context) ctx.device.destroy();
+      throw e;
+    }
     const cache = new PipelineCache(ctx, options.shaderLoader);
+    cache.onCompiled = options.onCompile;
     const packed = 'format' in weights ? weights : packDecoderWeights(config, weights, options.weightFormat ?? 'f32');
-    const loading = Kernels.load(cache, config, segmentLength(config), options.onCompile, options.kvPrecision);
+    const P = segmentLength(config);
+    const loading = Kernels.load(cache, config, P, undefined, options.kvPrecision);
+    // Every pipeline is asked for now, so the count the progress reports does not grow.
+    const weightKernels = loadWeightKernels(cache, modelConstants(config, P, options.kvPrecision), loading, packedFormats(packed));
+    weightKernels.catch(() => {}); // awaited by the upload; a failed upload must not leave it unhandled
+    options.onCompile?.(0, cache.size);
     const [kernels, gpuWeights] = await Promise.all([
       loading,
       // Matrices upload while the pipelines of their formats compile.
-      GpuWeights.upload(ctx, config, packed, bindingLimit(ctx, options.maxBindingBytes), loading.then((k) => loadWeightKernels(cache, k, packedFormats(packed)))),
+      GpuWeights.upload(ctx, config, packed, bindingLimit(ctx, options.maxBindingBytes), weightKernels, options.onUpload),
     ]);
     return new WebGpuBackend(config, ctx, kernels, gpuWeights, options, !options.context);
   }
@@ -132,9 +148,7 @@ export class WebGpuBackend implements DecoderBackend {
   }
 
   private limits() {
-    const cap = this.options.maxBindingBytes ?? Infinity;
-    const { maxStorageBufferBindingSize, maxBufferSize } = this.ctx.limits;
-    return { maxStorageBufferBindingSize: Math.min(maxStorageBufferBindingSize, cap), maxBufferSize: Math.min(maxBufferSize, cap) };
+    return bindingLimits(this.ctx, this.options.maxBindingBytes);
   }
 
   /**

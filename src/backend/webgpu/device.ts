@@ -22,6 +22,8 @@ export interface AcquireOptions {
   gpu?: GPU;
   /** An existing device (e.g. onnxruntime-web's), so encoder outputs can stay on the GPU. */
   device?: GPUDevice;
+  /** An adapter asked for earlier (its limits judged before the weights were read); default: request one. */
+  adapter?: GPUAdapter;
   powerPreference?: GPUPowerPreference;
 }
 
@@ -69,15 +71,7 @@ export class GpuContext {
 
   static async acquire(opts: AcquireOptions = {}): Promise<GpuContext> {
     if (opts.device) return new GpuContext(opts.device, describe(null, opts.device));
-    let gpu: GPU | null = opts.gpu ?? (typeof navigator !== 'undefined' && navigator.gpu ? navigator.gpu : null);
-    if (!gpu) gpu = await nodeGpu().catch(() => null);
-    if (!gpu) throw new NoWebGpuError('navigator.gpu is missing and the `webgpu` package could not be loaded');
-    let adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference ?? 'high-performance' });
-    if (!adapter && !opts.gpu) {
-      const ss = await nodeSwiftShader().catch(() => null);
-      if (ss) adapter = await ss.requestAdapter();
-    }
-    if (!adapter) throw new NoWebGpuError('requestAdapter() returned no adapter');
+    const adapter = opts.adapter ?? (await requestGpuAdapter(opts));
     const want = [
       'maxStorageBufferBindingSize', 'maxBufferSize', 'maxStorageBuffersPerShaderStage',
       'maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupsPerDimension',
@@ -85,7 +79,7 @@ export class GpuContext {
     ] as const;
     const requiredLimits: Record<string, number> = {};
     for (const k of want) requiredLimits[k] = adapter.limits[k];
-    const requiredFeatures = (['shader-f16'] as GPUFeatureName[]).filter((f) => adapter!.features.has(f));
+    const requiredFeatures = (['shader-f16'] as GPUFeatureName[]).filter((f) => adapter.features.has(f));
     let device: GPUDevice;
     try {
       device = await adapter.requestDevice({ requiredLimits, requiredFeatures });
@@ -163,17 +157,35 @@ export class GpuContext {
   }
 }
 
-function describe(adapter: GPUAdapter | null, device: GPUDevice): GpuInfo {
-  const info = (adapter as (GPUAdapter & { info?: GPUAdapterInfo }) | null)?.info ?? (device as GPUDevice & { adapterInfo?: GPUAdapterInfo }).adapterInfo;
+/**
+ * The adapter alone, without a device: its limits can be judged (src/backend/webgpu/fit.ts)
+ * before any weight is read, and `acquire({ adapter })` makes the device from it later.
+ */
+export async function requestGpuAdapter(opts: Pick<AcquireOptions, 'gpu' | 'powerPreference'> = {}): Promise<GPUAdapter> {
+  let gpu: GPU | null = opts.gpu ?? (typeof navigator !== 'undefined' && navigator.gpu ? navigator.gpu : null);
+  if (!gpu) gpu = await nodeGpu().catch(() => null);
+  if (!gpu) throw new NoWebGpuError('navigator.gpu is missing and the `webgpu` package could not be loaded');
+  let adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference ?? 'high-performance' });
+  if (!adapter && !opts.gpu) {
+    const ss = await nodeSwiftShader().catch(() => null);
+    if (ss) adapter = await ss.requestAdapter();
+  }
+  if (!adapter) throw new NoWebGpuError('requestAdapter() returned no adapter');
+  return adapter;
+}
+
+/** Who made the adapter, and whether it is a CPU rasteriser. */
+export function describeAdapter(adapter: GPUAdapter | null, device?: GPUDevice): Omit<GpuInfo, 'features'> {
+  const info = (adapter as (GPUAdapter & { info?: GPUAdapterInfo }) | null)?.info ?? (device as (GPUDevice & { adapterInfo?: GPUAdapterInfo }) | undefined)?.adapterInfo;
   const vendor = info?.vendor ?? '';
   const architecture = info?.architecture ?? '';
   const description = info?.description ?? '';
   const all = `${vendor} ${architecture} ${description}`.toLowerCase();
   const software = all.includes('swiftshader') || all.includes('llvmpipe') || all.includes('lavapipe') || (info as { isFallbackAdapter?: boolean } | undefined)?.isFallbackAdapter === true;
   const name = [vendor, architecture, description].filter(Boolean).join(' ') || 'unknown adapter';
-  return {
-    vendor, architecture, description, software,
-    features: [...device.features].map(String),
-    label: software ? `WebGPU (${name}: a CPU rasteriser, timings are CPU timings)` : `WebGPU (${name})`,
-  };
+  return { vendor, architecture, description, software, label: software ? `WebGPU (${name}: a CPU rasteriser, timings are CPU timings)` : `WebGPU (${name})` };
+}
+
+function describe(adapter: GPUAdapter | null, device: GPUDevice): GpuInfo {
+  return { ...describeAdapter(adapter, device), features: [...device.features].map(String) };
 }

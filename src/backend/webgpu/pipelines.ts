@@ -31,6 +31,9 @@ export function prelude(constants: Constants): string {
 export class PipelineCache {
   private readonly pipelines = new Map<string, Promise<GPUComputePipeline>>();
   private readonly sources = new Map<string, Promise<string>>();
+  private compiled = 0;
+  /** Called as each pipeline asked for is ready: how many are, of how many asked for so far. */
+  onCompiled?: (compiled: number, requested: number) => void;
 
   constructor(private readonly ctx: GpuContext, private readonly load: ShaderLoader = defaultShaderLoader) {}
 
@@ -43,7 +46,7 @@ export class PipelineCache {
     let p = this.pipelines.get(key);
     if (!p) {
       p = this.compile(file, entry, constants);
-      p.catch(() => this.pipelines.delete(key));
+      p.then(() => this.onCompiled?.(++this.compiled, this.pipelines.size), () => this.pipelines.delete(key));
       this.pipelines.set(key, p);
     }
     return p;

@@ -8,6 +8,7 @@ import { WEIGHT_FORMAT_ID, rowBytes, sliceRows, splitRows, type PackedMatrix, ty
 import type { Bindings, GpuContext } from './device.js';
 import { matmulGroups, matvecGroups } from './kernels.js';
 import type { Constants, PipelineCache } from './pipelines.js';
+import type { DeviceLimits } from './fit.js';
 
 export interface GpuMatrixPart extends RowPart {
   buffer: GPUBuffer;
@@ -20,6 +21,12 @@ export interface GpuMatrix {
   cols: number;
   parts: GpuMatrixPart[];
   bytes: number;
+}
+
+/** The device's per-buffer limits, each lowered to `cap` where one is set (tests). */
+export function bindingLimits(ctx: GpuContext, cap = Infinity): DeviceLimits {
+  const { maxStorageBufferBindingSize, maxBufferSize } = ctx.limits;
+  return { maxStorageBufferBindingSize: Math.min(maxStorageBufferBindingSize, cap), maxBufferSize: Math.min(maxBufferSize, cap) };
 }
 
 /** The largest buffer one storage binding of this device takes; `cap` lowers it (tests). */

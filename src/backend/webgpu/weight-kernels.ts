@@ -8,7 +8,7 @@
  */
 import { WEIGHT_FORMAT_ID, type WeightFormat } from '../../model/quant.js';
 import type { Kernels } from './kernels.js';
-import type { PipelineCache } from './pipelines.js';
+import type { Constants, PipelineCache } from './pipelines.js';
 import { loadFormatKernels, type FormatKernels } from './weight-formats.js';
 
 export interface WeightKernels extends FormatKernels {
@@ -22,8 +22,8 @@ function catalogue(k: Kernels): WeightKernels {
   return { format: 'f32', embed: k.embed, qkvRopeAppend: k.qkvRopeAppend, matvec: k.matvec, matvecAdd: k.matvecAdd, matvecSwiglu: k.matvecSwiglu, matmul: k.matmul, matmulAdd: k.matmulAdd };
 }
 
-async function compile(cache: PipelineCache, k: Kernels, format: WeightFormat): Promise<WeightKernels> {
-  const constants = { ...k.constants, WEIGHT_FORMAT: WEIGHT_FORMAT_ID[format] };
+async function compile(cache: PipelineCache, modelConstants: Constants, format: WeightFormat): Promise<WeightKernels> {
+  const constants = { ...modelConstants, WEIGHT_FORMAT: WEIGHT_FORMAT_ID[format] };
   const [dense, embed, qkvRopeAppend] = await Promise.all([
     loadFormatKernels(cache, format),
     cache.get('embed.wgsl', 'embed', constants),
@@ -32,10 +32,14 @@ async function compile(cache: PipelineCache, k: Kernels, format: WeightFormat): 
   return { ...dense, embed, qkvRopeAppend };
 }
 
-/** The pipelines of every format in `formats`; asking for another one is a bug, said so. */
-export async function loadWeightKernels(cache: PipelineCache, k: Kernels, formats: Iterable<WeightFormat>): Promise<WeightKernelsOf> {
+/**
+ * The pipelines of every format in `formats`; asking for another one is a bug, said so.
+ * `modelConstants` are the catalogue's (kernels.ts modelConstants), so every pipeline is
+ * asked for at once, with the catalogue's, and a count of them is known from the start.
+ */
+export async function loadWeightKernels(cache: PipelineCache, modelConstants: Constants, catalogueKernels: Promise<Kernels>, formats: Iterable<WeightFormat>): Promise<WeightKernelsOf> {
   const sets = new Map<WeightFormat, WeightKernels>();
-  await Promise.all([...new Set(formats)].map(async (f) => sets.set(f, f === 'f32' ? catalogue(k) : await compile(cache, k, f))));
+  await Promise.all([...new Set(formats)].map(async (f) => sets.set(f, f === 'f32' ? catalogue(await catalogueKernels) : await compile(cache, modelConstants, f))));
   return (format) => {
     const s = sets.get(format);
     if (!s) throw new Error(`no ${format} weight pipelines were compiled (the weights use ${[...sets.keys()].join(', ')})`);

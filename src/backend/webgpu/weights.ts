@@ -13,7 +13,9 @@
  */
 import type { ModelConfig } from '../../model/config.js';
 import { packedWeightBytes, type PackedDecoderWeights, type WeightBytes } from '../../model/packed-weights.js';
-import { rowBytes, type PackedMatrix } from '../../model/quant.js';
+import type { PackedMatrix } from '../../model/quant.js';
+import { ModelTooBigError } from '../../errors.js';
+import { matrixBindingProblem } from './fit.js';
 import type { GpuContext } from './device.js';
 import { destroyMatrix, uploadMatrix, type GpuMatrix } from './weight-formats.js';
 import type { WeightKernelsOf } from './weight-kernels.js';
@@ -64,27 +66,34 @@ export class GpuWeights {
    * device's, or a lower cap). Every size is checked before the first buffer is made.
    * `kernels` has the pipelines of every format in packedFormats(w).
    */
-  static async upload(ctx: GpuContext, c: ModelConfig, w: PackedDecoderWeights, maxBindingBytes: number, kernels: WeightKernelsOf | Promise<WeightKernelsOf>): Promise<GpuWeights> {
+  static async upload(
+    ctx: GpuContext, c: ModelConfig, w: PackedDecoderWeights, maxBindingBytes: number, kernels: WeightKernelsOf | Promise<WeightKernelsOf>,
+    onUpload?: (loaded: number, total: number) => void,
+  ): Promise<GpuWeights> {
+    const limits = { maxStorageBufferBindingSize: maxBindingBytes, maxBufferSize: maxBindingBytes };
     w.layers.forEach((l, i) => {
       if (c.attentionBias && !l.qkvBias) throw new RangeError(`layer ${i}: the config says q/k/v biases but the weights have none`);
       for (const [name, m] of [['qkv', l.qkv], ['o_proj', l.o], ['gate_up', l.gateUp], ['down_proj', l.down]] as const) {
-        const bytes = m.rows * rowBytes(m.format, m.cols);
-        if (bytes > maxBindingBytes) {
-          throw new RangeError(`weight layers.${i}.${name} (${m.format}, ${bytes} bytes) exceeds this GPU's storage binding limit (${maxBindingBytes} bytes); a smaller weight format (q4) fits`);
-        }
+        const p = matrixBindingProblem(`layers.${i}.${name}`, m.format, m.rows, m.cols, limits);
+        if (p) throw new ModelTooBigError([p], `the decoder of ${c.name}`);
       }
     });
     const made: GpuMatrix[] = [];
     const vectors: GPUBuffer[] = [];
+    const total = packedWeightBytes(w).total;
+    let loaded = 0;
+    onUpload?.(0, total);
     try {
       const matrix = async (name: string, m: PackedMatrix) => {
         const g = await uploadMatrix(ctx, name, m, maxBindingBytes);
         made.push(g);
+        onUpload?.((loaded += g.bytes), total);
         return g;
       };
-      const vector = async (name: string, data: Float32Array) => {
+      const vector = async (name: string, data: Float32Array, weight = true) => {
         const b = await ctx.allocating(name, data.byteLength, () => ctx.buffer(name, data.byteLength, undefined, data));
         vectors.push(b);
+        if (weight) onUpload?.((loaded += data.byteLength), total);
         return b;
       };
       const embed = await matrix('embed_tokens.weight', w.embed);
@@ -104,7 +113,7 @@ export class GpuWeights {
       }
       const norm = await vector('norm.weight', w.norm);
       const lmHead = w.lmHead === w.embed ? embed : await matrix('lm_head.weight', w.lmHead);
-      const noBias = await vector('no_bias', new Float32Array(4));
+      const noBias = await vector('no_bias', new Float32Array(4), false);
       return new GpuWeights(ctx, embed, layers, norm, lmHead, packedWeightBytes(w), noBias, await kernels);
     } catch (e) {
       for (const m of made) destroyMatrix(ctx, m);

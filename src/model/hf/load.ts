@@ -54,8 +54,8 @@ export async function readHfConfig(base: string, json: Json): Promise<HfModelInf
   return { family, ...info };
 }
 
-/** Share of the decoder's checkpoint bytes read so far, and the bytes themselves. */
-export type DecoderProgress = (fraction: number, detail: string, bytes: { loaded: number; total: number }) => void;
+/** Share of the decoder's checkpoint bytes read (download) or packed (convert) so far, and the bytes themselves. */
+export type DecoderProgress = (fraction: number, detail: string, bytes: { loaded: number; total: number }, phase?: 'download' | 'convert') => void;
 
 /** A checkpoint opened with its decoder plan checked: which stored tensor each internal name reads. */
 interface DecoderPlan {
@@ -131,11 +131,15 @@ export async function loadHfDecoderPacked(
   const { ckpt, shapes, source, tiedHead, total } = await openDecoderPlan(base, info);
   try {
     let done = 0;
+    let converted = 0;
     const got = new Map<string, PackedMatrix>();
     // One tensor per call: its f32 values live only in this frame.
     const packOne = async (name: string, shape: number[]): Promise<PackedMatrix> => {
-      const values = await ckpt.f32(name, shape, (n) => onProgress?.((done += n) / total, `decoder weights (packing ${format})`, { loaded: done, total }));
-      const q = quantizeTensor(name, values, shape, format, ckpt.info(name)!.file);
+      const values = await ckpt.f32(name, shape, (n) => onProgress?.((done += n) / total, 'decoder weights', { loaded: done, total }, 'download'));
+      const info = ckpt.info(name)!;
+      const q = quantizeTensor(name, values, shape, format, info.file);
+      converted += info.byteLength;
+      onProgress?.(converted / total, `decoder weights to ${format}`, { loaded: converted, total }, 'convert');
       return { format: q.format, rows: q.rows, cols: q.cols, data: q.data };
     };
     for (const [internal, shape] of shapes) {

@@ -18,7 +18,8 @@ import type { HfFamily } from '../families/types.js';
 import { exists, joinModelPath, readBytes } from '../files.js';
 
 /** Which audio encoder a Hugging Face folder runs: its ONNX graph (when present) or its audio tower. */
-export type AudioEncoderChoice = 'onnx' | 'audio-tower';
+export const AUDIO_ENCODERS = ['onnx', 'audio-tower'] as const;
+export type AudioEncoderChoice = (typeof AUDIO_ENCODERS)[number];
 
 export const ONNX_AUDIO_INPUT = 'audio_values';
 export const ONNX_AUDIO_OUTPUT = 'audio_features';

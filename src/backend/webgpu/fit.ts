@@ -1,0 +1,273 @@
+/**
+ * "Will it fit this device?" from the config alone, before any weight is read or buffer
+ * made: the decoder's weights in their format, the session's prefill and decode buffers
+ * and the KV pool the plan allocates for a recording (the same sizing `WebGpuBackend.plan()`
+ * and `npm run bench -- --memory` use), against the adapter's limits.
+ *
+ * Two kinds of limit. Per buffer (`maxStorageBufferBindingSize`, `maxBufferSize`): the
+ * embedding and the lm_head are split by rows across bindings, but each layer matrix is
+ * read whole by its kernel, so one larger than a binding cannot run in that format at all;
+ * the prompt's buffers and one layer's pool pages grow with the recording. In total:
+ * WebGPU reports no memory size, so the only figure a page has is `navigator.deviceMemory`
+ * (GiB rounded down to a power of two and capped, at 8 or more by browser): the device has
+ * at least that and, below the cap, less than twice it; between the bounds the verdict is
+ * left open rather than guessed.
+ */
+import { ContextTooLongError, ModelTooBigError } from '../../errors.js';
+import { kvHeadCount, segmentLength, type ModelConfig } from '../../model/config.js';
+import { decoderWeightBytes, matrixFormat } from '../../model/packed-weights.js';
+import { rowBytes, type WeightFormat } from '../../model/quant.js';
+import { RECALL_PAGES_PER_HEAD } from '../../kv/sizing.js';
+import { kvElementBytes, type KvPrecision } from '../../kv/precision.js';
+import { poolLayout } from './pool-layout.js';
+import { sessionSizes } from './session.js';
+
+export interface DeviceLimits {
+  maxStorageBufferBindingSize: number;
+  maxBufferSize: number;
+}
+
+/** Where no adapter is asked (the CPU backend, the memory bench): buffers up to 2 GiB. */
+export const UNBOUNDED_LIMITS: DeviceLimits = { maxStorageBufferBindingSize: 2 ** 31 - 4, maxBufferSize: 2 ** 31 - 4 };
+
+export type FitLimit = 'maxStorageBufferBindingSize' | 'maxBufferSize' | 'deviceMemory';
+
+export interface FitProblem {
+  limit: FitLimit;
+  /** What does not fit: a weight tensor (`layers.*.gate_up`), a session buffer, the KV pool. */
+  what: string;
+  bytes: number;
+  limitBytes: number;
+  /** What would make it fit. */
+  advice: string;
+  /** The whole sentence: what, how large, which limit, what to do. */
+  message: string;
+}
+
+function problem(p: Omit<FitProblem, 'message'>): FitProblem {
+  const over = p.limit === 'deviceMemory' ? 'the memory this device has' : `this device's ${p.limit}`;
+  return { ...p, message: `${p.what} needs ${mib(p.bytes)}, over ${over} (${mib(p.limitBytes)}): ${p.advice}.` };
+}
+
+const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`;
+const size = (b: number) => (b < 2 ** 20 ? `${(b / 2 ** 10).toFixed(0)} KiB` : b < 2 ** 30 ? mib(b) : `${(b / 2 ** 30).toFixed(2)} GiB`);
+
+/** The largest buffer one storage binding takes, and which of the two limits sets it. */
+export function bindingLimitOf(limits: DeviceLimits): { bytes: number; limit: FitLimit } {
+  return limits.maxBufferSize < limits.maxStorageBufferBindingSize
+    ? { bytes: limits.maxBufferSize, limit: 'maxBufferSize' }
+    : { bytes: limits.maxStorageBufferBindingSize, limit: 'maxStorageBufferBindingSize' };
+}
+
+/** The layer matrices as the WebGPU backend stores them: [name, rows, cols] (Q/K/V and gate/up stacked). */
+function layerMatrices(c: ModelConfig): [string, number, number][] {
+  const QD = c.numHeads * c.headDim;
+  const KVD = c.numKvHeads * c.headDim;
+  return [['qkv', QD + 2 * KVD, c.hiddenSize], ['o_proj', c.hiddenSize, QD], ['gate_up', 2 * c.intermediateSize, c.hiddenSize], ['down_proj', c.hiddenSize, c.intermediateSize]];
+}
+
+const SMALLER: Record<WeightFormat, WeightFormat[]> = { f32: ['f16', 'q4'], f16: ['q4'], q4: [] };
+
+/** The smaller formats in which every [rows, cols] matrix of `shapes` fits one binding. */
+function formatsThatFit(format: WeightFormat, shapes: [number, number][], bind: number): WeightFormat[] {
+  return SMALLER[format].filter((f) => shapes.every(([rows, cols]) => rows * rowBytes(matrixFormat(f, cols), cols) <= bind));
+}
+
+/**
+ * A matrix read whole by its kernel that one binding cannot hold, or null; `fitsIn`: the
+ * formats to suggest (default: those in which this matrix fits).
+ */
+export function matrixBindingProblem(name: string, format: WeightFormat, rows: number, cols: number, limits: DeviceLimits, fitsIn?: WeightFormat[]): FitProblem | null {
+  const bind = bindingLimitOf(limits);
+  const bytes = rows * rowBytes(format, cols);
+  if (bytes <= bind.bytes) return null;
+  fitsIn ??= formatsThatFit(format, [[rows, cols]], bind.bytes);
+  const advice = fitsIn.length
+    ? `store the decoder weights as ${fitsIn.join(' or ')} (npx wnw convert HF_DIR OUT_DIR --quant ${fitsIn[fitsIn.length - 1]}, or weightFormat '${fitsIn[fitsIn.length - 1]}')`
+    : 'no weight format makes it fit one binding on this device: use a device with a larger storage binding limit';
+  return problem({ limit: bind.limit, what: `${name} (${format}, ${rows} × ${cols})`, bytes, limitBytes: bind.bytes, advice });
+}
+
+/**
+ * The weight tensors one binding cannot hold in `format` (one entry per layer matrix, the
+ * same in every layer); empty when every tensor can be uploaded. The embedding and the
+ * lm_head are split by rows and fail only if 64 rows pass a binding.
+ */
+export function weightBindingProblems(c: ModelConfig, format: WeightFormat, limits: DeviceLimits): FitProblem[] {
+  const bind = bindingLimitOf(limits);
+  const fitsIn = formatsThatFit(format, layerMatrices(c).map(([, rows, cols]) => [rows, cols]), bind.bytes);
+  const problems: FitProblem[] = [];
+  for (const [name, rows, cols] of layerMatrices(c)) {
+    const p = matrixBindingProblem(`layers.*.${name}`, matrixFormat(format, cols), rows, cols, limits, fitsIn);
+    if (p) problems.push(p);
+  }
+  const embedRows = 64 * rowBytes(matrixFormat(format, c.hiddenSize), c.hiddenSize);
+  if (embedRows > bind.bytes) {
+    problems.push(problem({ limit: bind.limit, what: 'embed_tokens / lm_head (64 rows)', bytes: embedRows, limitBytes: bind.bytes, advice: 'use a device with a larger storage binding limit' }));
+  }
+  return problems;
+}
+
+export interface MemoryRequest {
+  weightFormat: WeightFormat;
+  /** The lm_head is the embedding's table. */
+  tied: boolean;
+  audioTokens: number;
+  kvPrecision: KvPrecision;
+  /** r_GPU of the policy; 1 (the full cache) sizes the full pool. */
+  budget: number;
+  /** Default: the transcriber's cap, 6 tokens per second of audio. */
+  maxNewTokens?: number;
+}
+
+export interface MemoryPlan {
+  audioTokens: number;
+  weightBytes: number;
+  prefillBytes: number;
+  decodeBytes: number;
+  /** The KV pool of the full cache, and the bound of a policy at `budget` (equal at 1). */
+  poolFull: number;
+  poolBytes: number;
+  /** weights + prefill + decode buffers + the budget's pool. */
+  peakBytes: number;
+}
+
+/**
+ * Pages per KV head of the full cache and of a policy's bound at `budget`: at most
+ * `budget` of the audio positions and a part-filled page, the recall headroom (every head
+ * counted tidal), and the text; never more than the full cache's.
+ */
+function poolPages(c: ModelConfig, audioTokens: number, textTokens: number, budget: number): { full: Int32Array; wnw: Int32Array } {
+  const P = segmentLength(c);
+  const heads = kvHeadCount(c);
+  const text = Math.ceil(textTokens / P);
+  const audio = Math.ceil(audioTokens / P);
+  const kept = Math.min(audio, Math.ceil((budget * audioTokens) / P) + 1) + Math.min(audio, RECALL_PAGES_PER_HEAD);
+  return { full: new Int32Array(heads).fill(audio + text), wnw: new Int32Array(heads).fill(Math.min(audio, kept) + text) };
+}
+
+/** Pool bytes (pages plus the pool's positions, tables and decode scratch, as `poolLayout` allocates them) of the full cache and `budget`'s bound. */
+export function poolBytes(c: ModelConfig, audioTokens: number, textTokens: number, kvBytes: number, budget: number, limit: number): { full: number; wnw: number } {
+  const P = segmentLength(c);
+  const pages = poolPages(c, audioTokens, textTokens, budget);
+  return { full: poolLayout(c, pages.full, P, limit, kvBytes).bytes, wnw: poolLayout(c, pages.wnw, P, limit, kvBytes).bytes };
+}
+
+/**
+ * The GPU memory a recording of `audioTokens` needs (per-layer prefill, as the transcriber
+ * runs it). Throws ContextTooLongError, naming the buffer, where one of the session's
+ * buffers or one layer's pool pages under the budget's plan passes a binding.
+ */
+export function planMemory(c: ModelConfig, r: MemoryRequest, limits: DeviceLimits = UNBOUNDED_LIMITS): MemoryPlan {
+  const A = r.audioTokens;
+  const seconds = A / c.audio.tokensPerSecond;
+  const maxNewTokens = r.maxNewTokens ?? Math.max(8, Math.ceil(6 * seconds));
+  const kvBytes = kvElementBytes(r.kvPrecision);
+  const s = sessionSizes(c, { audioLength: A, maxNewTokens, request: { decodeHeads: [], prefillQueries: c.instruction.length }, layered: true }, limits, undefined, kvBytes);
+  const P = segmentLength(c);
+  const bind = bindingLimitOf(limits).bytes;
+  const pages = poolPages(c, A, s.textTokens, r.budget);
+  const poolNow = poolLayout(c, r.budget >= 1 ? pages.full : pages.wnw, P, bind, kvBytes).bytes;
+  // The full cache for comparison, even where its pages of one layer would not bind.
+  let poolFull: number;
+  try {
+    poolFull = poolLayout(c, pages.full, P, bind, kvBytes).bytes;
+  } catch {
+    poolFull = poolLayout(c, pages.full, P, Infinity, kvBytes).bytes;
+  }
+  const weightBytes = decoderWeightBytes(c, r.weightFormat, r.tied).total;
+  return {
+    audioTokens: A, weightBytes, prefillBytes: s.prefillBytes, decodeBytes: s.decodeBytes, poolFull, poolBytes: poolNow,
+    peakBytes: weightBytes + s.prefillBytes + s.decodeBytes + poolNow,
+  };
+}
+
+/** The lowest cap any browser puts on `deviceMemory`: below it the value bounds the memory from above too. */
+export const DEVICE_MEMORY_CAP_GIB = 8;
+
+export interface FitDevice {
+  /** The WebGPU adapter's limits; null where the CPU backend runs (no bindings to fit). */
+  limits: DeviceLimits | null;
+  /** `navigator.deviceMemory` where the browser reports it. */
+  deviceMemoryGiB?: number;
+}
+
+/** `navigator.deviceMemory` where the page's browser reports it (never in Node). */
+export function reportedDeviceMemoryGiB(): number | undefined {
+  return (globalThis as { navigator?: { deviceMemory?: number } }).navigator?.deviceMemory;
+}
+
+export interface FitVerdict {
+  /** false: some limit fails (see `problems`); null: the device does not say enough to tell. */
+  fits: boolean | null;
+  problems: FitProblem[];
+  /** Null when a buffer of the recording passes a binding (then the sizes cannot be planned). */
+  plan: MemoryPlan | null;
+  text: string;
+}
+
+/**
+ * Whether a model (its config, weight format, tied head) and a recording fit a device:
+ * every weight tensor and session buffer within one binding, and weights + buffers + the
+ * plan's KV pool within the memory the device reports. Pure: no adapter is asked here.
+ */
+export function checkFit(c: ModelConfig, r: MemoryRequest, device: FitDevice): FitVerdict {
+  const problems: FitProblem[] = device.limits ? weightBindingProblems(c, r.weightFormat, device.limits) : [];
+  let plan: MemoryPlan | null = null;
+  try {
+    plan = planMemory(c, r, device.limits ?? UNBOUNDED_LIMITS);
+  } catch (e) {
+    if (!(e instanceof ContextTooLongError) || !device.limits) throw e;
+    // The error names the buffer and says what helps; the limit is named here.
+    const bind = bindingLimitOf(device.limits);
+    const what = e.limit === 'prompt-binding' ? "the recording's prompt buffers" : "one layer's KV pool pages";
+    problems.push({ limit: bind.limit, what, bytes: e.neededBytes, limitBytes: bind.bytes, advice: e.message, message: `${e.message} The limit is this device's ${bind.limit}.` });
+  }
+  const memory = plan ? memoryVerdict(plan.peakBytes, device.deviceMemoryGiB, 'weights, buffers and KV pool together') : null;
+  if (memory?.problem) problems.push(memory.problem);
+  const need = plan
+    ? `${size(plan.weightBytes)} of ${r.weightFormat} weights + ${size(plan.prefillBytes + plan.decodeBytes)} of prefill and decode buffers + ${size(plan.poolBytes)} of KV pool (${r.budget >= 1 ? 'full cache' : `r_GPU ${r.budget}`}) = ${size(plan.peakBytes)}`
+    : `${size(decoderWeightBytes(c, r.weightFormat, r.tied).total)} of ${r.weightFormat} weights and, for this recording, a buffer larger than one binding`;
+  if (problems.length) return { fits: false, problems, plan, text: `Needs ${need}; does not fit. ${problems.map((p) => p.message).join(' ')}` };
+  return { fits: memory?.fits ?? null, problems, plan, text: `Needs ${need}; ${memory?.text ?? 'this device does not say how much memory it has'}.` };
+}
+
+const MEMORY_FIX = 'convert the folder to 4-bit (npx wnw convert HF_DIR OUT_DIR --quant q4), use a shorter clip or WnW with a smaller budget, or a device with more memory';
+
+function memoryVerdict(
+  needBytes: number, deviceMemoryGiB: number | undefined, what: string, fix = MEMORY_FIX,
+): { fits: boolean | null; text: string; problem?: FitProblem } {
+  if (deviceMemoryGiB === undefined || !(deviceMemoryGiB > 0)) return { fits: null, text: 'this browser does not say how much memory the device has' };
+  const atLeast = deviceMemoryGiB * 2 ** 30;
+  if (needBytes <= atLeast) return { fits: true, text: `fits the ${deviceMemoryGiB} GiB (or more) this device reports` };
+  if (deviceMemoryGiB < DEVICE_MEMORY_CAP_GIB && needBytes >= 2 * atLeast) {
+    return {
+      fits: false,
+      text: '',
+      problem: problem({
+        limit: 'deviceMemory', what, bytes: needBytes, limitBytes: atLeast,
+        advice: `the device reports ${deviceMemoryGiB} GiB, so it has less than ${2 * deviceMemoryGiB} GiB: ${fix}`,
+      }),
+    };
+  }
+  return { fits: null, text: `the device reports at least ${deviceMemoryGiB} GiB, so it may not fit` };
+}
+
+/**
+ * What refuses a model before its weights are read, when the recording is not known yet: a
+ * layer matrix no binding holds in `format`, or decoder weights alone past twice the memory
+ * the device reports (a recording's own buffers and pool are judged when it is transcribed).
+ */
+export function loadFitProblems(c: ModelConfig, format: WeightFormat, tied: boolean, device: FitDevice): FitProblem[] {
+  const problems = device.limits ? weightBindingProblems(c, format, device.limits) : [];
+  const fix = format === 'q4' ? 'use a device with more memory' : "store the decoder weights as q4 (npx wnw convert HF_DIR OUT_DIR --quant q4, or weightFormat 'q4'), or use a device with more memory";
+  const memory = memoryVerdict(decoderWeightBytes(c, format, tied).total, device.deviceMemoryGiB, `the ${format} decoder`, fix);
+  if (memory.problem) problems.push(memory.problem);
+  return problems;
+}
+
+/** Throws ModelTooBigError, naming `where`, when `loadFitProblems` finds any. */
+export function refuseUnfit(c: ModelConfig, format: WeightFormat, tied: boolean, device: FitDevice, where: string): void {
+  const problems = loadFitProblems(c, format, tied, device);
+  if (problems.length) throw new ModelTooBigError(problems, where);
+}
