@@ -306,7 +306,8 @@ def dec_val(enc, dec, val, cfg, pieces, max_clips=1):
 def stage_dec(a, cfg, sp, data, val, enc, enc_tag, export):
     """The label stage (--label-minutes > 0: the decoder first learns to read label
     embeddings, see LabelCache), then the decoder stage proper on the frozen encoder's
-    cached embeddings, warm-started from the label stage."""
+    cached embeddings, warm-started from the label stage. --label-init starts the label
+    stage itself from a decoder that already reads (reading.py's checkpoint)."""
     enc.requires_grad_(False)
     cache = EmbeddingCache(a.work, cfg, data, enc, enc_tag)
     init = a.dec_init
@@ -314,7 +315,7 @@ def stage_dec(a, cfg, sp, data, val, enc, enc_tag, export):
         labels = LabelCache(a.work, cfg, sp, data, enc, cache, enc_tag, a.label_noise, a.label_corrupt, a.label_source)
         init = os.path.join(a.work, "dec_label.pt")
         run_stage(a, "label", init, cfg, sp, data, [], enc, labels, enc_tag + " labels", a.label_phases,
-                  a.label_minutes, a.label_lr, a.label_warmup, None, None)
+                  a.label_minutes, a.label_lr, a.label_warmup, None, getattr(a, "label_init", "") or None)
     return run_stage(a, "dec", os.path.join(a.work, "dec.pt"), cfg, sp, data, val, enc, cache, enc_tag, a.phases,
                      a.dec_minutes, a.dec_lr, a.dec_warmup, export, init)
 

@@ -1,7 +1,7 @@
 """CI smoke test for the wnw-ref training pipeline.
 
   /usr/bin/python3 -m pytest -q training/test_smoke.py training/test_targets.py   (python3-pytest)
-  /usr/bin/python3 training/test_smoke.py        (plain, test_targets.py included; prints "N passed, N failed")
+  /usr/bin/python3 training/test_smoke.py        (plain, test_targets.py and test_reading.py included; prints "N passed, N failed")
 
 1. backward check: every op the model uses gives the same gradient for a
    contiguous and a non-contiguous incoming gradient / input (Debian torch
@@ -345,9 +345,10 @@ def test_pipeline_tiny():
 
 
 if __name__ == "__main__":
+    import test_reading
     import test_targets
     passed = failed = 0
-    for name, fn in list(test_targets.__dict__.items()) + list(globals().items()):
+    for name, fn in list(test_targets.__dict__.items()) + list(test_reading.__dict__.items()) + list(globals().items()):
         if name.startswith("test_") and callable(fn):
             try:
                 fn()

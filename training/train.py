@@ -17,17 +17,20 @@ Stages (each resumable; state in --work, default training/work/):
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 
+import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from stage_ctc import ENC_KW, stage_ctc  # noqa: E402,F401  (ENC_KW: read by export.py and model_card.py)
 from stage_dec import stage_dec  # noqa: E402
-from train_common import Data, load_val, log, set_dev  # noqa: E402
+from common import load_safetensors  # noqa: E402
+from train_common import Data, keep_heap, load_val, log, save_ckpt, set_dev  # noqa: E402
 
 INSTRUCTION = "transcribe"
 
@@ -66,6 +69,25 @@ def stage_tokenizer(work, cfg, tiny):
     return sp
 
 
+def adopt_encoder(a, cfg):
+    """--encoder-from DIR: a decoder trained on an exported model's encoder, frozen as it
+    is (its mel statistics, its tokenizer, its weights as a finished CTC stage), so that
+    a new decoder recipe is measured on the same ears as the model it would replace."""
+    src = json.load(open(os.path.join(a.encoder_from, "config.json")))
+    for k in ("mel_mean", "mel_std"):
+        cfg["audio"][k] = src["audio"][k]
+    tok = os.path.join(a.work, "tok", "sp.model")
+    if not os.path.exists(tok):
+        os.makedirs(os.path.dirname(tok), exist_ok=True)
+        shutil.copy(os.path.join(a.encoder_from, "sentencepiece.model"), tok)
+    ck = os.path.join(a.work, "ctc.pt")
+    if not os.path.exists(ck):
+        st = {k: torch.from_numpy(np.asarray(v, dtype=np.float32))
+              for k, v in load_safetensors(os.path.join(a.encoder_from, "encoder.safetensors")).items()}
+        save_ckpt(ck, enc=st, step=a.ctc_steps, elapsed=a.ctc_minutes * 60, ema=None, done=True)
+        log(a.work, f"ctc: the encoder of {a.encoder_from}, frozen")
+
+
 def do_export(a, cfg, sp, enc, dec, quick=False):
     import copy
     from export import export_all
@@ -77,6 +99,7 @@ def do_export(a, cfg, sp, enc, dec, quick=False):
 
 
 def main():
+    keep_heap()
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default=os.path.join(HERE, "work"))
     ap.add_argument("--repo", default=os.path.dirname(HERE))
@@ -94,6 +117,8 @@ def main():
                     help="weight of the CTC losses beside the framewise ones in the encoder stage")
     ap.add_argument("--phoneme-weight", type=float, default=0.0,
                     help="weight of the framewise phoneme loss on the encoder's embeddings (0: no phoneme head)")
+    ap.add_argument("--encoder-from", default="",
+                    help="skip the CTC stage: use this exported model folder's encoder, mel statistics and tokenizer")
     ap.add_argument("--ctc-init", default="", help="warm-start the encoder from this ctc.pt (matching tensors)")
     ap.add_argument("--augment", type=int, default=1, help="1: frequency warp + SpecAugment in the CTC stage")
     ap.add_argument("--dec-lr", type=float, default=1e-3)
@@ -118,6 +143,8 @@ def main():
     ap.add_argument("--spread-mode", default="gap", choices=["gap", "stride"],
                     help="gap: shift the text's position ids after the audio; stride: spread every position "
                          "(the first decoder run of the shipped model; see stage_dec)")
+    ap.add_argument("--label-init", default="",
+                    help="warm-start the label stage from this checkpoint (reading.py's read.pt: a decoder that reads)")
     ap.add_argument("--dec-init", default="", help="warm-start the decoder from this dec.pt (same encoder)")
     ap.add_argument("--guide-heads", default="1:0,1:4,1:8,1:12,2:0,2:4,2:8,2:12",
                     help="layer:query_head,... whose attention is guided toward the audio of the word being "
@@ -165,6 +192,8 @@ def main():
     stats = json.load(open(os.path.join(a.work, "data", "mel_stats.json")))
     cfg["audio"]["mel_mean"] = round(stats["mel_mean"], 6)
     cfg["audio"]["mel_std"] = round(stats["mel_std"], 6)
+    if a.encoder_from:
+        adopt_encoder(a, cfg)
     if a.tiny:
         cfg["vocab_size"] = 128
     sp = stage_tokenizer(a.work, cfg, a.tiny)

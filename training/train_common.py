@@ -3,6 +3,7 @@ batching helpers, checkpoints, validation clips."""
 import json
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -13,6 +14,21 @@ from model import CHARS
 from pack_data import dequantise, load_packed
 
 _DEV = [torch.device("cpu")]
+
+
+MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=4294967295:glibc.malloc.trim_threshold=4294967295"
+
+
+def keep_heap():
+    """Re-run this process with glibc told to keep freed memory (once; a no-op where set).
+    A decoder step on long clips allocates and frees attention tensors of tens of MB; by
+    default each is mmap'd and returned to the kernel, and the page faults then cost more
+    than the arithmetic (training/bench_step.py: 5.9 s user + 5.2 s system per step with
+    glibc's defaults, 1.2 s + 0.8 s with these; 497k against 32k page faults)."""
+    if not os.environ.get("WNW_KEEP_HEAP"):  # glibc may rewrite GLIBC_TUNABLES: mark the re-run instead
+        os.environ["WNW_KEEP_HEAP"] = "1"
+        os.environ["GLIBC_TUNABLES"] = MALLOC_TUNABLES
+        os.execv(sys.executable, [sys.executable] + sys.argv)
 
 
 def set_dev(d):
