@@ -97,6 +97,18 @@ async function tideInk(page: Page): Promise<{ rows: number; ink: number; expecte
   });
 }
 
+/** The first seconds of sample 1 through the page, full cache on the CPU backend, to a finished transcript. */
+async function transcribeHead(page: Page, seconds: number): Promise<void> {
+  await page.setInputFiles('#file-input', { name: 'sample1-head.wav', mimeType: 'audio/wav', buffer: wavHead('samples/sample1.wav', seconds) });
+  await expect(page.locator('#start')).toBeEnabled({ timeout: 60_000 });
+  await page.selectOption('#policy', 'full');
+  await page.selectOption('#backend', 'cpu');
+  await page.click('#start');
+  await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', /done|partial|failed/, { timeout: 240_000 });
+  await expect(page.locator('#notice')).toBeHidden();
+  await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', 'done');
+}
+
 /** The first `seconds` of a PCM WAV from public/, as a WAV of its own (header rebuilt around the cut). */
 function wavHead(file: string, seconds: number): Buffer {
   const wav = readFileSync(join('public', file));
@@ -184,14 +196,7 @@ test.describe('demo page without a model', () => {
     await expect(page.locator('#model-info [data-key="runs"]')).toContainText('in this page');
     await expect(page.locator('#model-fit')).toContainText(/Needs .* of f32 weights \+ .* of prefill and decode buffers \+ .* of KV pool/);
 
-    await page.setInputFiles('#file-input', { name: 'sample1-head.wav', mimeType: 'audio/wav', buffer: wavHead('samples/sample1.wav', 4) });
-    await expect(page.locator('#start')).toBeEnabled({ timeout: 60_000 });
-    await page.selectOption('#policy', 'full');
-    await page.selectOption('#backend', 'cpu');
-    await page.click('#start');
-    await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', /done|partial|failed/, { timeout: 240_000 });
-    await expect(page.locator('#notice')).toBeHidden();
-    await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', 'done');
+    await transcribeHead(page, 4);
     await expect(page.locator('#progress-download')).toHaveJSProperty('value', 1);
     // Bytes read from the folder: the weights were sliced out of it, not more than it holds.
     const read = /([0-9.]+) (KiB|MiB) of ([0-9.]+) MiB read/.exec(await page.locator('#progress-download-text').innerText());
@@ -214,14 +219,7 @@ test.describe('demo page without a model', () => {
     await page.click('#model-url-form button[type="submit"]');
     await expect(page.locator('#model-info [data-key="family"]')).toContainText('qwen2_audio (Hugging Face)', { timeout: 30_000 });
     await expect(page.locator('#model-info [data-key="runs"]')).toContainText('background worker');
-    await page.setInputFiles('#file-input', { name: 'sample1-head.wav', mimeType: 'audio/wav', buffer: wavHead('samples/sample1.wav', 3) });
-    await expect(page.locator('#start')).toBeEnabled({ timeout: 60_000 });
-    await page.selectOption('#policy', 'full');
-    await page.selectOption('#backend', 'cpu');
-    await page.click('#start');
-    await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', /done|partial|failed/, { timeout: 240_000 });
-    await expect(page.locator('#notice')).toBeHidden();
-    await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', 'done');
+    await transcribeHead(page, 3);
     // Its miniature tokenizer spells only a few hundred of the 156k ids: the tokens are counted, not the text.
     await expect(page.locator('[data-pane="main"] .meta')).toContainText(/\b[1-9]\d* tokens/);
     // The loader's own byte count of the decoder's tensors read (a URL: no local reader counts them).

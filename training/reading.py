@@ -21,12 +21,12 @@ unseen texts at 72 % WER at 12 s). This file isolates it, with no audio at all:
 
 The timing is simulated rather than synthesised so that the gate measures the
 decoder alone, costs seconds to build, and needs no speech synthesiser; the
-label stage of `train.py` then carries the reading over to espeak's real timing.
+decoder stage of `train.py` (`--label-minutes 0 --dec-init`) then moves a decoder
+that reads these onto the encoder's embeddings of espeak's sessions.
 """
 import argparse
 import json
 import os
-import shutil
 import sys
 import time
 
@@ -191,8 +191,8 @@ def main():
     ap.add_argument("--work", default=os.path.join(HERE, "work"))
     ap.add_argument("--repo", default=os.path.dirname(HERE))
     ap.add_argument("--name", default="read", help="checkpoint work/NAME.pt, log work/train.log")
-    ap.add_argument("--phases", default="1500:1-4:20,1500:2-8:30,2000:4-15:40,2000:10-45:60")
-    ap.add_argument("--minutes", type=float, default=120)
+    ap.add_argument("--phases", default="1500:1-4:20,1500:2-8:30,2000:4-15:40,2000:10-45:60,2500:30-90:90")
+    ap.add_argument("--minutes", type=float, default=215)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=60)
     ap.add_argument("--noise", type=float, default=0.3)
@@ -235,10 +235,6 @@ def main():
         print(json.dumps(gate(dec, cfg, sp, test, table, V, positions=a.audio_positions)))
         return
     ck = os.path.join(a.work, f"{a.name}.pt")
-    kept = os.path.join(a.keep, f"{a.name}.pt")
-    if not os.path.exists(ck) and os.path.exists(kept):
-        shutil.copy(kept, ck)
-        say(f"{a.name}: resuming from the kept checkpoint {kept}")
     data = SimData(split_texts("train"))
     cache = OracleCache(sp, data, table, V, a.noise, a.corrupt, a.audio_positions)
     enc = torch.nn.Module()
@@ -250,13 +246,7 @@ def main():
         f" positions {a.audio_positions}" if a.audio_positions else "")
     t_gate = [time.time()]
 
-    def export(_enc, dec, quick=True):  # called at checkpoints: keep a copy, gate now and then
-        os.makedirs(a.keep, exist_ok=True)
-        st = torch.load(ck, map_location="cpu")
-        st["dec"] = {k: v.half() for k, v in st["dec"].items()}
-        st.pop("opt", None)
-        torch.save(st, kept + ".tmp")
-        os.replace(kept + ".tmp", kept)
+    def export(_enc, dec, quick=True):  # called at checkpoints (run_stage keeps the copy): gate now and then
         if time.time() - t_gate[0] > a.gate_every * 60:
             t_gate[0] = time.time()
             gate(dec, cfg, sp, test, table, V, sets=GATE[:2], log_fn=say, positions=a.audio_positions)
@@ -264,7 +254,6 @@ def main():
     a.export_every = 1e-9
     dec = run_stage(a, a.name, ck, cfg, sp, data, [], enc, cache, tag, a.phases, a.minutes, a.lr, a.warmup,
                     export, a.init or None)
-    export(None, dec)
     if not a.no_final_gate:
         say(json.dumps({"gate": gate(dec, cfg, sp, test, table, V, log_fn=say, positions=a.audio_positions)}))
 

@@ -39,6 +39,7 @@ stage starts from it.
 """
 import json
 import os
+import shutil
 import time
 
 import numpy as np
@@ -322,13 +323,20 @@ def stage_dec(a, cfg, sp, data, val, enc, enc_tag, export):
 
 def run_stage(a, name, ck, cfg, sp, data, val, enc, cache, tag, phases_s, minutes, lr, warmup, export, init):
     """One resumable decoder training run on `cache` (checkpoint `ck` tied to `tag`): a fresh
-    decoder, or `init`'s weights when given, with a fresh optimizer and schedule."""
+    decoder, or `init`'s weights when given, with a fresh optimizer and schedule. With
+    `a.keep` set, every checkpoint is also written weights-only in float16 to a.keep/, and a
+    run whose work folder lacks `ck` resumes from that copy (step, clock and loss EMA kept;
+    AdamW's moments start afresh)."""
     dec = Decoder(cfg).to(dev())
     opt = torch.optim.AdamW(dec.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
     step, elapsed, ema = 0, 0.0, None
     phases = parse_phases(phases_s)
     total = sum(p[0] for p in phases)
     pieces = [sp.id_to_piece(i) for i in range(cfg["vocab_size"])]
+    kept = os.path.join(a.keep, os.path.basename(ck)) if getattr(a, "keep", "") else None
+    if kept and not os.path.exists(ck) and os.path.exists(kept):
+        shutil.copy(kept, ck)
+        log(a.work, f"{name}: resuming from the kept checkpoint {kept}")
     if not os.path.exists(ck) and init:
         dec.load_state_dict(torch.load(init, map_location=dev())["dec"])
         log(a.work, f"{name}: warm start from {init}")
@@ -358,8 +366,11 @@ def run_stage(a, name, ck, cfg, sp, data, val, enc, cache, tag, phases_s, minute
     tok_count = 0
 
     def save(done=False):
-        save_ckpt(ck, dec=dec.state_dict(), opt=opt.state_dict(), step=step, elapsed=time.time() - t0,
-                  enc_tag=tag, ema=ema, done=done)
+        st = dict(step=step, elapsed=time.time() - t0, enc_tag=tag, ema=ema, done=done)
+        save_ckpt(ck, dec=dec.state_dict(), opt=opt.state_dict(), **st)
+        if kept:  # weights only, float16: small enough to commit, so a fresh machine resumes
+            os.makedirs(a.keep, exist_ok=True)
+            save_ckpt(kept, dec={k: v.detach().half().cpu() for k, v in dec.state_dict().items()}, **st)
 
     while step < total and (time.time() - t0) < minutes * 60:
         prog = max(step / total, (time.time() - t0) / (minutes * 60))

@@ -342,6 +342,34 @@ def test_pipeline_tiny():
         assert len(_losses(os.path.join(pack, "train.log"), "dec")) == 2
         assert "token embeddings initialised from the encoder's subword ctc head" in open(os.path.join(pack, "train.log")).read()
         assert os.path.exists(os.path.join(pack, "dec.pt"))
+        _check_encoder_from(d, cmd, work, out)
+
+
+def _check_encoder_from(d, cmd, work, model):
+    """--encoder-from an exported model, --label-init a decoder, --keep: the stages keep
+    weights-only float16 copies, and a fresh work folder resumes from them."""
+    import shutil
+    work2, keep = os.path.join(d, "work2"), os.path.join(d, "keep")
+    shutil.copytree(os.path.join(work, "data"), os.path.join(work2, "data"))
+    again = cmd[:2] + ["--work", work2] + cmd[4:] + ["--encoder-from", model, "--keep", keep, "--no-export",
+                                                      "--label-init", os.path.join(work, "dec.pt")]
+    r = subprocess.run(again, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    text = open(os.path.join(work2, "train.log")).read()
+    assert f"ctc: the encoder of {model}, frozen" in text and "label: warm start from" in text
+    for name in ("dec_label.pt", "dec.pt"):
+        st = torch.load(os.path.join(keep, name), map_location="cpu")
+        assert "opt" not in st and st["done"] and st["step"] == 8, (name, st["step"])
+        assert all(v.dtype == torch.float16 for v in st["dec"].values())
+    # a fresh machine: the work folder has its data again but no checkpoints; more steps asked
+    for name in ("dec_label.pt", "dec.pt", "ctc.pt"):
+        os.remove(os.path.join(work2, name))
+    more = [x if x != "8:2-5:6" else "10:2-5:6" for x in again]
+    r = subprocess.run(more, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    text = open(os.path.join(work2, "train.log")).read()
+    assert f"dec: resuming from the kept checkpoint {os.path.join(keep, 'dec.pt')}" in text
+    assert torch.load(os.path.join(keep, "dec.pt"), map_location="cpu")["step"] == 10
 
 
 if __name__ == "__main__":

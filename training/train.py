@@ -160,6 +160,9 @@ def main():
     ap.add_argument("--val-every", type=int, default=100)
     ap.add_argument("--ckpt-minutes", type=float, default=3)
     ap.add_argument("--export-every", type=float, default=20)
+    ap.add_argument("--keep", default="",
+                    help="also write the decoder stages' checkpoints weights-only (f16) to this folder and resume "
+                         "from them on a fresh work folder (with --encoder-from, nothing else needs keeping)")
     ap.add_argument("--skip-eval", action="store_true")
     ap.add_argument("--stop-after", default="", help="ctc|dec: stop after this stage")
     ap.add_argument("--threads", type=int, default=int(os.environ.get("WNW_THREADS", "2")),

@@ -34,6 +34,8 @@ export interface PrefillResult {
   token: number;
   logits?: Float32Array;
   observation: PrefillObservation;
+  /** True when the backend served the prefill it kept from the last session on the same embeddings (`end(true)`): no prefill ran. */
+  reused?: boolean;
 }
 
 export interface LayeredPrefillResult {

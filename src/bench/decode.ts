@@ -66,7 +66,8 @@ export async function timePolicy(
   return {
     policy: policyName,
     budget,
-    prefillTokensPerSecond: (audioLength / prefillMs) * 1000,
+    // A kept prefill did no work: its speed is not measured (NaN, null in JSON).
+    prefillTokensPerSecond: pre.reused ? NaN : (audioLength / prefillMs) * 1000,
     // Skip the first steps: they include lazy allocations and JIT warm-up.
     msPerToken: median(times.slice(Math.min(4, steps - 1))),
     rGpu: rGpu / steps,
@@ -76,6 +77,16 @@ export async function timePolicy(
     dispatchesPerStep: counters.dispatches,
     submitsPerStep: counters.submits,
   };
+}
+
+/** The full cache, then WnW at r_GPU 0.2, on one backend and the same embeddings. */
+export async function timeFullAndWnw(
+  backend: DecoderBackend, config: ModelConfig, embeddings: Float32Array, audioLength: number,
+  heads: HeadsFile | undefined, steps: number,
+): Promise<[PolicyTiming, PolicyTiming]> {
+  const full = await timePolicy(backend, config, embeddings, audioLength, 'full', 1, heads, steps);
+  const wnw = await timePolicy(backend, config, embeddings, audioLength, 'wnw', 0.2, heads, steps);
+  return [full, wnw];
 }
 
 /** A heads file for random weights: seeded scores, roles and λ fitted exactly as calibration does. */

@@ -17,7 +17,7 @@ import type { ModelConfig } from '../model/config.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../model/testing.js';
 import type { DecoderWeights } from '../model/weights.js';
 import type { HeadsFile } from '../policy/types.js';
-import { syntheticHeads, timePolicy, type PolicyTiming } from './decode.js';
+import { syntheticHeads, timeFullAndWnw, type PolicyTiming } from './decode.js';
 import { benchWebGpu } from './webgpu.js';
 import { encoderBenchMain } from './encoder.js';
 import { shapeBenchMain } from './shape.js';
@@ -69,12 +69,9 @@ async function main(): Promise<void> {
     const emb = randomEmbeddings(config, N, 5);
     if (backends.includes('cpu')) {
       const be = new CpuBackend(config, weights, { kvPrecision: kv });
-      const full = await timePolicy(be, config, emb, N, 'full', 1, heads, steps);
-      log(`bench: cpu ${m} min full ${full.msPerToken.toFixed(1)} ms/token`);
-      const wnw = await timePolicy(be, config, emb, N, 'wnw', 0.2, heads, steps);
-      log(`bench: cpu ${m} min wnw ${wnw.msPerToken.toFixed(1)} ms/token`);
+      const [full, wnw] = await timeFullAndWnw(be, config, emb, N, heads, steps);
+      log(`bench: cpu ${m} min: full ${full.msPerToken.toFixed(1)} ms/token, wnw@0.2 ${wnw.msPerToken.toFixed(1)} ms/token`);
       be.dispose();
-      wnw.prefillTokensPerSecond = NaN; // the backend reused the full-cache prefill of the same embeddings
       for (const t of [full, wnw]) rows.push({ backend: 'cpu (TypeScript)', minutes: m, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
     }
   }

@@ -18,7 +18,7 @@ import { decoderTensorShapes } from '../model/config.js';
 import { isWeightFormat, matrixFormat, packedDecoderFrom, packedWeightBytes, concatRows, type PackedDecoderWeights } from '../model/packed-weights.js';
 import { pack, type PackedMatrix, type WeightFormat } from '../model/quant.js';
 import { randomArray, randomEmbeddings, referenceConfig, rng } from '../model/testing.js';
-import { syntheticHeads, timePolicy, type PolicyTiming } from './decode.js';
+import { syntheticHeads, timeFullAndWnw, type PolicyTiming } from './decode.js';
 
 /** Text-decoder shapes of the released checkpoints (docs: real-backbones.md). */
 export const DECODER_SHAPES: Record<string, Partial<ModelConfig> & { totalLayers: number }> = {
@@ -137,8 +137,7 @@ export async function runShapeBench(o: ShapeBenchOptions, log: (s: string) => vo
     for (const minutes of o.minutes) {
       const N = Math.round(minutes * 60 * c.audio.tokensPerSecond);
       const emb = randomEmbeddings(c, N, 5);
-      const full = await timePolicy(backend, c, emb, N, 'full', 1, heads, o.steps);
-      const wnw = await timePolicy(backend, c, emb, N, 'wnw', 0.2, heads, o.steps);
+      const [full, wnw] = await timeFullAndWnw(backend, c, emb, N, heads, o.steps);
       log(`bench: ${minutes} min: full ${full.msPerToken.toFixed(1)} ms/token, wnw@0.2 ${wnw.msPerToken.toFixed(1)} ms/token`);
       for (const t of [full, wnw]) {
         const kv = t.gpuKvMiB * 2 ** 20;

@@ -5,7 +5,7 @@
 import type { HeadsFile } from '../policy/types.js';
 import type { KvPrecision } from '../kv/precision.js';
 import type { PolicyTiming } from './decode.js';
-import { timePolicy } from './decode.js';
+import { timeFullAndWnw } from './decode.js';
 
 export type GpuRow = PolicyTiming & { backend: string; minutes: number; audioTokens: number; msPerTokenVsFull: number };
 
@@ -37,8 +37,7 @@ async function nodeGpu(o: GpuBenchOptions): Promise<GpuRow[] | null> {
   for (const minutes of o.minutes) {
     const N = Math.round(minutes * 60 * config.audio.tokensPerSecond);
     const emb = randomEmbeddings(config, N, 5);
-    const full = await timePolicy(backend, config, emb, N, 'full', 1, o.heads, o.steps);
-    const wnw = await timePolicy(backend, config, emb, N, 'wnw', 0.2, o.heads, o.steps);
+    const [full, wnw] = await timeFullAndWnw(backend, config, emb, N, o.heads, o.steps);
     for (const t of [full, wnw]) rows.push({ backend: backend.label, minutes, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
   }
   backend.dispose();

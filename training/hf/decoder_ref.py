@@ -30,6 +30,8 @@ import os
 import numpy as np
 import torch
 
+import shards
+
 torch.set_num_threads(1)
 
 # Upstream config defaults for keys a sparse text config omits.
@@ -53,29 +55,7 @@ FAMILIES = {
 
 def read_checkpoint(folder):
     """name -> float64 tensor, for every tensor of every shard named by the index."""
-    index = os.path.join(folder, 'model.safetensors.index.json')
-    shards = sorted(set(json.load(open(index))['weight_map'].values())) if os.path.exists(index) else ['model.safetensors']
-    out = {}
-    for shard in shards:
-        raw = open(os.path.join(folder, shard), 'rb').read()
-        n = int.from_bytes(raw[:8], 'little')
-        header = json.loads(raw[8:8 + n])
-        base = 8 + n
-        for name, t in header.items():
-            if name == '__metadata__':
-                continue
-            b, e = t['data_offsets']
-            buf = raw[base + b:base + e]
-            if t['dtype'] == 'BF16':
-                a = (np.frombuffer(buf, dtype='<u2').astype(np.uint32) << 16).view(np.float32)
-            elif t['dtype'] == 'F16':
-                a = np.frombuffer(buf, dtype='<f2').astype(np.float32)
-            elif t['dtype'] == 'F32':
-                a = np.frombuffer(buf, dtype='<f4')
-            else:
-                continue
-            out[name] = torch.from_numpy(a.astype(np.float64).reshape(t['shape']))
-    return out
+    return {k: torch.from_numpy(v.astype(np.float64)) for k, v in shards.tensors(folder)}
 
 
 def text_config(config):

@@ -11,48 +11,21 @@ Hugging Face folder (config.json and its safetensors shards, e.g. training/hf/mi
       in order, as float64 [tokens, width] to its "out"; prints {F: [tokens, width]} as JSON.
 """
 import argparse
-import glob
 import json
 import math
 import os
-import struct
 
 import numpy as np
 import torch
+
+import shards
 
 torch.set_num_threads(1)
 DT = torch.float64
 
 
-# ---------------------------------------------------------------- safetensors (no extra package)
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = t["data_offsets"]
-        raw = data[b:e]
-        if t["dtype"] == "BF16":
-            u = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-            arr = u.view(np.float32)
-        elif t["dtype"] == "F16":
-            arr = np.frombuffer(raw, dtype="<f2").astype(np.float32)
-        elif t["dtype"] == "F32":
-            arr = np.frombuffer(raw, dtype="<f4")
-        else:  # not a weight the encoder reads
-            continue
-        out[name] = torch.from_numpy(arr.reshape(t["shape"]).astype(np.float64))
-    return out
-
-
 def load_folder(folder):
-    w = {}
-    for p in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
-        w.update(read_safetensors(p))
+    w = {k: torch.from_numpy(v.astype(np.float64)) for k, v in shards.tensors(folder)}
     with open(os.path.join(folder, "config.json")) as f:
         cfg = json.load(f)
     return cfg, w

@@ -35,6 +35,7 @@ sys.path.insert(0, HERE)
 import decoder_ref  # noqa: E402
 import encoder_ref  # noqa: E402
 import mel_ref  # noqa: E402
+import shards  # noqa: E402
 
 SR = 16000
 # Upstream prefixes of the tensors calibration needs, per family: decoder, audio tower, projector.
@@ -55,31 +56,7 @@ def is_hf_folder(folder):
 
 def read_weights(folder, keep, device, dtype):
     """upstream name -> tensor on device, for the names starting with one of `keep`."""
-    index = os.path.join(folder, 'model.safetensors.index.json')
-    shards = sorted(set(json.load(open(index))['weight_map'].values())) if os.path.exists(index) else ['model.safetensors']
-    out = {}
-    for shard in shards:
-        path = os.path.join(folder, shard)
-        with open(path, 'rb') as f:
-            n = int.from_bytes(f.read(8), 'little')
-            header = json.loads(f.read(n))
-        raw = np.memmap(path, dtype=np.uint8, mode='r')
-        for name, t in header.items():
-            if name == '__metadata__' or not name.startswith(keep):
-                continue
-            b, e = t['data_offsets']
-            buf = raw[8 + n + b:8 + n + e]
-            if t['dtype'] == 'BF16':
-                a = (buf.view('<u2').astype(np.uint32) << 16).view(np.float32)
-            elif t['dtype'] == 'F16':
-                a = buf.view('<f2').astype(np.float32)
-            elif t['dtype'] == 'F32':
-                a = np.array(buf.view('<f4'))
-            else:
-                raise ValueError(f'{path}: tensor {name} has dtype {t["dtype"]}; expected BF16, F16 or F32')
-            out[name] = torch.from_numpy(a.reshape(t['shape'])).to(device=device, dtype=dtype)
-        del raw
-    return out
+    return {k: torch.from_numpy(v).to(device=device, dtype=dtype) for k, v in shards.tensors(folder, keep, strict=True)}
 
 
 class HfModel:

@@ -151,6 +151,7 @@ export class CpuBackend implements DecoderBackend {
     this.checkEmbeddings(audioEmbeddings);
     const req = s.opts.request;
     let r = this.memoFor(audioEmbeddings, req.prefillQueries);
+    const reused = r !== null;
     if (!r) {
       this.dropMemo(); // free the old one before allocating the new
       r = prefillLayers(c, this.weights, this.freqs, audioEmbeddings, N, req, { windows: [...SHARED_WINDOWS, c.instruction.length] });
@@ -170,6 +171,7 @@ export class CpuBackend implements DecoderBackend {
         scores: r.scores.get(req.prefillQueries)!.map((a) => Float32Array.from(a)),
         keys: req.prefillKeys ? audioKeys(c, r.k, N) : undefined,
       },
+      reused,
     };
   }
 
