@@ -4,6 +4,12 @@ except apostrophe and period, truncate hypothesis to 1.2x reference words).
 
   /usr/bin/python3 training/evaluate.py --model public/models/wnw-ref \
       [--sets espeak-heldout,flite,long-4min,long-10min | --dir DIR] [--limit N] [--out FILE.json]
+      [--encoder CKPT] [--decoder CKPT] [--piece-labels MODEL_DIR]
+
+--encoder / --decoder put a training checkpoint's weights (work/ctc.pt, work/dec.pt or a
+kept copy in training/checkpoints) in the place of the folder's, so a checkpoint is
+measured without an export; --piece-labels makes the encoder output that folder's label
+rows (train_common.label_table), as `train.py --piece-labels` does.
 """
 import argparse
 import json
@@ -17,7 +23,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from common import read_wav, wer  # noqa: E402
-from export import load_model  # noqa: E402
+from export import load_model, swap_weights  # noqa: E402
 from infer import detok, encode_windows, greedy, mel_for  # noqa: E402
 
 
@@ -43,6 +49,9 @@ def main():
                     help="evaluate this folder instead of the test sets: NAME.wav + NAME.txt, or NAME.json "
                          "with a `text` (calibration-data)")
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--encoder", default="", help="encoder weights from this training checkpoint")
+    ap.add_argument("--decoder", default="", help="decoder weights from this training checkpoint")
+    ap.add_argument("--piece-labels", default="", help="model folder whose label rows the encoder outputs")
     ap.add_argument("--full-decode", action="store_true", help="decode to eos/guard even past the 1.2x truncation")
     a = ap.parse_args()
     if a.dir and not os.path.isdir(a.dir):
@@ -61,6 +70,7 @@ def main():
         plan.append((name, d, [(f, reference(os.path.join(d, f[:-4]))) for f in files]))
     torch.set_num_threads(2)
     cfg, enc, dec, pieces = load_model(a.model, a.work)
+    swap_weights(enc, dec, cfg, a)
     results = {}
     for name, d, clips_in in plan:
         errs = refs = 0

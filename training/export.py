@@ -1,7 +1,12 @@
 """Export wnw-ref for the TypeScript runtime: config.json, decoder.safetensors,
 encoder.onnx (opset 17, dynamic time), tokenizer.json, golden fixtures.
 Also loads a model back from an export directory (load_model) so eval and
-head_sensitivity work from the shipped files only."""
+head_sensitivity work from the shipped files only.
+
+  /usr/bin/python3 training/export.py --model public/models/wnw-ref --out DIR \
+      [--encoder CKPT] [--decoder CKPT] [--piece-labels MODEL_DIR]
+re-exports a folder with training checkpoints' weights in the place of its own."""
+import argparse
 import json
 import os
 import sys
@@ -127,3 +132,53 @@ def load_model(model_dir, work=None):
     tok = json.load(open(os.path.join(model_dir, "tokenizer.json")))
     dec.eval()
     return cfg, enc, dec, tok["pieces"]
+
+
+def swap_weights(enc, dec, cfg, a):
+    """a.encoder / a.decoder: a training checkpoint's weights (ctc.pt, dec.pt or a kept
+    copy) in the place of a loaded folder's; a.piece_labels: the encoder outputs that
+    folder's label rows (train_common.label_table), as `train.py --piece-labels` does."""
+    if a.encoder:
+        st = {k: v.float() for k, v in torch.load(a.encoder, map_location="cpu")["enc"].items()}
+        if enc.label_rows is not None and "label_rows" not in st:  # the folder's piece-label output stays
+            st["label_rows"] = enc.label_rows
+        if "label_rows" in st and enc.label_rows is None:
+            enc.set_label_rows(st["label_rows"])
+        enc.load_state_dict(st)
+    if a.decoder:
+        dec.load_state_dict({k: v.float() for k, v in torch.load(a.decoder, map_location="cpu")["dec"].items()})
+    if a.piece_labels:
+        from train_common import label_table
+        enc.set_label_rows(label_table(a.piece_labels, cfg["vocab_size"]))
+    enc.eval()
+    dec.eval()
+
+
+def main():
+    ap = argparse.ArgumentParser(description="re-export a model folder, with training checkpoints' weights in "
+                                             "the place of its own (config, tokenizer and fixture clips stay)")
+    ap.add_argument("--model", required=True, help="the folder to start from")
+    ap.add_argument("--out", required=True, help="where to write (may be --model itself)")
+    ap.add_argument("--encoder", default="", help="encoder weights from this training checkpoint")
+    ap.add_argument("--decoder", default="", help="decoder weights from this training checkpoint")
+    ap.add_argument("--piece-labels", default="", help="model folder whose label rows the encoder outputs")
+    a = ap.parse_args()
+    import shutil
+    import sentencepiece as spm
+    cfg, enc, dec, _ = load_model(a.model)
+    swap_weights(enc, dec, cfg, a)
+    os.makedirs(os.path.join(a.out, "fixtures"), exist_ok=True)
+    if os.path.abspath(a.out) != os.path.abspath(a.model):
+        shutil.copy(os.path.join(a.model, "sentencepiece.model"), a.out)
+        src = os.path.join(a.model, "fixtures")
+        for f in sorted(os.listdir(src)) if os.path.isdir(src) else []:
+            if f.endswith((".wav", ".txt")):
+                shutil.copy(os.path.join(src, f), os.path.join(a.out, "fixtures", f))
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(a.model, "sentencepiece.model"))
+    for info in export_all(a.out, cfg, sp, enc, dec):
+        if info:
+            print(f"fixture {info['wav']}: {info['greedy_text'][:100]!r}")
+
+
+if __name__ == "__main__":
+    main()

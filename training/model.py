@@ -75,7 +75,7 @@ class Encoder(nn.Module):
     pairs -> 12.5 Hz embeddings [B, T/8, hidden] (+ subword CTC head)."""
 
     def __init__(self, n_mels=80, d=192, layers=6, heads=4, f=512, hidden=192, vocab=512, top_layers=1,
-                 char_per_frame=1, n_phonemes=0):
+                 char_per_frame=1, n_phonemes=0, piece_labels=False):
         super().__init__()
         # char CTC logits per 25 Hz frame: 2 gives a 50 Hz char head, since fast speech (12-17
         # characters/s) leaves a 25 Hz char CTC almost no blank frames
@@ -100,6 +100,24 @@ class Encoder(nn.Module):
         # the decoder reads carry what was said rather than how the voice sounds
         self.n_phonemes = n_phonemes
         self.frame_ph = nn.Linear(hidden, 2 * (n_phonemes + 1)) if n_phonemes else None
+        # piece labels: the output is the label row of the framewise subword head's argmax
+        # piece at each token instead of the embedding itself. The decoder then reads a
+        # sequence of pieces, which carries what was said and nothing of the voice: a
+        # decoder trained on oracle labels (reading.py) reads it as it is, and one trained
+        # on the training voices cannot fit their timbre (set_label_rows)
+        if piece_labels:
+            self.register_buffer("label_rows", torch.zeros(vocab + 1, hidden))
+        else:
+            self.label_rows = None
+
+    def set_label_rows(self, rows):
+        """rows [vocab + 1, hidden]: from now on forward() returns piece labels."""
+        rows = torch.as_tensor(rows, dtype=torch.float32, device=self.out.weight.device)
+        if self.label_rows is None:
+            del self.label_rows
+            self.register_buffer("label_rows", rows.clone())
+        else:
+            self.label_rows.copy_(rows)
 
     def forward_base(self, mel, lengths=None):
         """-> 25 Hz features x [B, T/4, d], char logits [B, T/4 * char_per_frame, 29], keep4 (or None)."""
@@ -144,13 +162,16 @@ class Encoder(nn.Module):
             if self.frame_ph is not None:
                 ph = self.frame_ph(emb).reshape(emb.shape[0], -1, self.n_phonemes + 1)
             return emb, char_logits, self.ctc_bpe(emb), self.frame_char(x), self.frame_bpe(emb), ph
+        if self.label_rows is not None:
+            return self.label_rows[self.frame_bpe(emb).argmax(-1)]
         return emb
 
     @staticmethod
     def head_sizes(state):
         """constructor arguments that a saved state's training heads imply."""
         n = state["frame_ph.weight"].shape[0] // 2 - 1 if "frame_ph.weight" in state else 0
-        return dict(char_per_frame=state["ctc_char.weight"].shape[0] // (len(CHARS) + 1), n_phonemes=n)
+        return dict(char_per_frame=state["ctc_char.weight"].shape[0] // (len(CHARS) + 1), n_phonemes=n,
+                    piece_labels="label_rows" in state)
 
 
 class EncoderExport(nn.Module):

@@ -30,7 +30,16 @@ def main():
     enc = Encoder(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], **ENC_KW, **Encoder.head_sizes(ew))
     ph_head = (f", framewise espeak phonemes ({enc.n_phonemes} + silence) of both 25 Hz frames from each "
                "12.5 Hz embedding") if enc.n_phonemes else ""
-    enc_n = sum(p.numel() for n, p in enc.named_parameters() if "ctc" not in n and "frame_" not in n)
+    pieces_out = "label_rows" in ew
+    out_text = (f" Output: piece labels. At each token the framewise subword head's argmax piece (of "
+                f"{cfg['vocab_size']} + silence) selects its row of `label_rows` "
+                f"[{cfg['vocab_size'] + 1}, {cfg['hidden_size']}] (the rows the decoder learnt to read on "
+                "oracle labels, `training/reading.py`), so the decoder reads a piece sequence and nothing of "
+                "the voice.") if pieces_out else ""
+    heads = ("char CTC and framewise chars at 25 Hz, subword CTC at 12.5 Hz" if pieces_out else
+             "char CTC and framewise chars at 25 Hz, subword CTC and framewise subword pieces at 12.5 Hz")
+    enc_n = sum(p.numel() for n, p in enc.named_parameters()
+                if "ctc" not in n and "frame_" not in n or (pieces_out and n.startswith("frame_bpe")))
     log = open(os.path.join(a.work, "train.log")).read() if os.path.exists(os.path.join(a.work, "train.log")) else ""
     ctc_done = re.findall(r"ctc: finished step (\d+) in ([0-9.]+) min, loss ema (\S+)", log)
     # a stage closed by a resume with a lowered budget logs no EMA: take the last logged one
@@ -83,10 +92,9 @@ Trained from scratch on this project's machines by `training/`.
   Conv1d (80→{ENC_KW['d']}, SiLU) to 25 Hz; {ENC_KW['layers']} blocks (pre-RMSNorm,
   {ENC_KW['heads']}-head full self-attention within the window, depthwise conv k=15 + SiLU,
   SwiGLU {ENC_KW['f']}); RMSNorm; stack frame pairs → 12.5 Hz; 1 block; RMSNorm; linear to
-  hidden {cfg['hidden_size']}. Windows of {A['encoder_window_frames']} mel frames (30 s) are
+  hidden {cfg['hidden_size']}.{out_text} Windows of {A['encoder_window_frames']} mel frames (30 s) are
   encoded independently (attention only inside a window); trained on windows of varying
-  length. Training-only heads: char CTC and framewise chars at 25 Hz, subword CTC and
-  framewise subword pieces at 12.5 Hz{ph_head}.
+  length. Training-only heads: {heads}{ph_head}.
 - Decoder (`decoder.safetensors`, {dec_n / 1e6:.2f} M parameters): Llama-style,
   {cfg['num_layers']} layers, hidden {cfg['hidden_size']}, {cfg['num_heads']} query heads /
   {cfg['num_kv_heads']} KV heads (GQA ratio {cfg['num_heads'] // cfg['num_kv_heads']}), head dim

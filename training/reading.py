@@ -11,8 +11,9 @@ unseen texts at 72 % WER at 12 s). This file isolates it, with no audio at all:
   characters/s, short gaps between words, 0.15-0.7 s pauses between texts), and at
   each 12.5 Hz audio token the overlap-weighted sum of the label rows of the pieces
   sounding in its 80 ms (a silence row for the rest). The rows are the shipped
-  encoder's framewise subword head (`frame_bpe`), so a decoder that reads these is
-  one `stage_dec.py` can warm-start from on that encoder's embeddings.
+  encoder's framewise subword head (`frame_bpe`; `train_common.label_table`), so a
+  decoder that reads these is one `stage_dec.py` can warm-start from on that encoder's
+  embeddings, or read that encoder's piece labels (`train.py --piece-labels`) as they are.
 - the gate (`gate`): greedy WER of a decoder on such clips of 12 s, 60 s and 4 min
   (fixed seeds, clean labels), the issue's targets being <= 10 % and <= 20 %.
 - training (`main`): `stage_dec.run_stage`, the decoder stages' resumable loop,
@@ -41,7 +42,7 @@ from gen_data import text_split  # noqa: E402
 from infer import detok, greedy  # noqa: E402
 from model import Decoder  # noqa: E402
 from stage_dec import run_stage  # noqa: E402
-from train_common import dev, keep_heap, log, piece_spans, set_dev  # noqa: E402
+from train_common import dev, keep_heap, label_table, log, piece_spans, set_dev  # noqa: E402
 
 RATE = 12.5  # audio tokens per second
 GATE = ((12, 24), (60, 6), (240, 2))  # (seconds, clips) of the gate
@@ -153,13 +154,6 @@ class OracleCache:
         return torch.from_numpy(x).to(dev())
 
 
-def label_table(repo, vocab):
-    """The shipped encoder's framewise subword rows (vocab pieces + silence), rms 1."""
-    w = load_safetensors(os.path.join(repo, "public", "models", "wnw-ref", "encoder.safetensors"))["frame_bpe.weight"]
-    w = np.asarray(w, dtype=np.float32)[:vocab + 1]
-    return w / np.sqrt((w ** 2).mean(1, keepdims=True))
-
-
 @torch.no_grad()
 def gate(dec, cfg, sp, texts, table, silence, sets=GATE, log_fn=print, positions=0.0):
     """{seconds: pooled greedy WER} on clean oracle clips of unseen texts (fixed seeds)."""
@@ -220,7 +214,7 @@ def main():
     cfg = json.load(open(os.path.join(a.repo, "public/models/wnw-ref/config.json")))
     cfg["num_layers"] = a.layers
     V = cfg["vocab_size"]
-    table = label_table(a.repo, V)
+    table = label_table(os.path.join(a.repo, "public", "models", "wnw-ref"), V)
     test = split_texts("test")
     say = lambda m: log(a.work, m)  # noqa: E731
     if a.gate_only:

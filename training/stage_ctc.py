@@ -21,8 +21,8 @@ from augment import augment
 from common import wer
 from infer import mel_for
 from model import CHARS, Encoder
-from train_common import (budget_reached, char_ids, dev, finite_step, frame_labels, log, lr_at, pad_mels,
-                          phoneme_labels, save_ckpt)
+from train_common import (budget_reached, char_ids, dev, finite_step, frame_labels, kept_copy, log, lr_at, pad_mels,
+                          phoneme_labels, resume_from_kept, save_ckpt, save_kept)
 
 ENC_KW = dict(n_mels=80, d=128, layers=4, heads=4, f=320, top_layers=1)
 
@@ -111,8 +111,12 @@ def stage_ctc(a, cfg, sp, data, val):
         enc.load_state_dict(same, strict=False)
         log(a.work, f"ctc: warm start from {a.ctc_init}: {len(same)}/{len(own)} tensors "
                     f"(fresh: {sorted(set(own) - set(same))})")
+    kept = kept_copy(a, ck)
+    resume_from_kept(a.work, "ctc", ck, kept)
     if os.path.exists(ck):
         st = torch.load(ck, map_location=dev())
+        if "label_rows" in st["enc"]:  # an adopted encoder that outputs piece labels
+            enc.set_label_rows(st["enc"]["label_rows"])
         enc.load_state_dict(st["enc"])
         if "opt" in st:  # weights-only checkpoints (brought back from another machine) have none
             opt.load_state_dict(st["opt"])
@@ -126,8 +130,10 @@ def stage_ctc(a, cfg, sp, data, val):
     V = cfg["vocab_size"]
 
     def save(done=False):
-        save_ckpt(ck, enc=enc.state_dict(), opt=opt.state_dict(), step=step, elapsed=time.time() - t0, ema=ema,
-                  done=done)
+        st = dict(step=step, elapsed=time.time() - t0, ema=ema, done=done)
+        save_ckpt(ck, enc=enc.state_dict(), opt=opt.state_dict(), **st)
+        if kept:
+            save_kept(kept, "enc", enc, **st)
 
     last_ck = time.time()
     pool = ThreadPoolExecutor(a.loader_threads) if a.loader_threads > 1 else None

@@ -136,7 +136,47 @@ def test_char_head_rates():
         assert tuple(frame_char.shape) == (2, 16, len(CHARS) + 1) and tuple(frame_bpe.shape) == (2, 8, 17)
         assert tuple(char_logits.shape) == (2, frames, len(CHARS) + 1), (cpf, char_logits.shape)
         assert tuple(frame_ph.shape) == (2, 16, 6)  # both 25 Hz frames of each embedding
-        assert Encoder.head_sizes(enc.state_dict()) == dict(char_per_frame=cpf, n_phonemes=5)
+        assert Encoder.head_sizes(enc.state_dict()) == dict(char_per_frame=cpf, n_phonemes=5, piece_labels=False)
+
+
+def test_piece_labels():
+    """A piece-label encoder outputs, at each token, the row of its framewise head's argmax
+    piece; the rows travel in its state (and its export), label_table reads them back, and
+    the ONNX graph computes the same."""
+    from common import save_safetensors
+    from export import export_onnx, onnx_reference_run
+    from model import Encoder
+    from train_common import label_table
+    torch.manual_seed(0)
+    enc = Encoder(d=32, layers=1, heads=2, f=64, hidden=32, vocab=16).eval()
+    torch.nn.init.normal_(enc.frame_bpe.weight, std=3.0)  # so that the argmax varies over tokens
+    mel = torch.randn(1, 80, 64)
+    with torch.no_grad():
+        emb, *_, frame_bpe, _ = enc(mel, return_all=True)
+        rows = torch.randn(17, 32)
+        enc.set_label_rows(rows)
+        out = enc(mel)
+    assert torch.equal(out[0], rows[frame_bpe[0].argmax(-1)]) and not torch.equal(out, emb)
+    assert len(set(frame_bpe[0].argmax(-1).tolist())) > 1  # a case where the rows differ
+    st = enc.state_dict()
+    assert Encoder.head_sizes(st)["piece_labels"]
+    again = Encoder(d=32, layers=1, heads=2, f=64, hidden=32, vocab=16, **Encoder.head_sizes(st))
+    again.load_state_dict(st)
+    with torch.no_grad():
+        assert torch.equal(again.eval()(mel), out)
+    with tempfile.TemporaryDirectory() as d:
+        save_safetensors(os.path.join(d, "encoder.safetensors"), {k: v.numpy() for k, v in st.items()})
+        assert np.array_equal(label_table(d, 16), rows.numpy())
+        del st["label_rows"]  # a plain encoder: its framewise rows at rms 1
+        save_safetensors(os.path.join(d, "encoder.safetensors"), {k: v.numpy() for k, v in st.items()})
+        t = label_table(d, 16)
+        assert t.shape == (17, 32) and np.allclose((t ** 2).mean(1), 1.0, atol=1e-5)
+        export_onnx(enc, os.path.join(d, "encoder.onnx"), {"audio": {"n_mels": 80}})
+        got = onnx_reference_run(os.path.join(d, "encoder.onnx"), mel.numpy())
+        if got is None:  # the runtime's test (test/unit/encoder.test.ts, fixtures) runs the graph instead
+            print("SKIP test_piece_labels ONNX values: this onnx has no reference evaluator")
+        else:
+            assert np.allclose(got, out.numpy(), atol=1e-6)
 
 
 def test_packed_mels():
@@ -256,6 +296,29 @@ def test_evaluate_checks_references_first():
         assert "b.wav has no reference" in r.stderr, r.stderr[-1000:]
 
 
+def test_evaluate_swaps_checkpoint_weights():
+    """--encoder / --decoder load a training checkpoint's weights over the folder's (a
+    piece-label folder keeps its label rows); --piece-labels turns the output into rows."""
+    from types import SimpleNamespace
+    from export import swap_weights
+    from model import Decoder, Encoder
+    cfg = {"vocab_size": 16, "hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1, "head_dim": 16,
+           "intermediate_size": 48, "rms_norm_eps": 1e-5, "rope_theta": 1e4}
+    torch.manual_seed(0)
+    mk = lambda: (Encoder(d=32, layers=1, heads=2, f=64, hidden=32, vocab=16), Decoder(cfg))  # noqa: E731
+    (enc, dec), (enc2, dec2) = mk(), mk()
+    rows = torch.randn(17, 32)
+    enc.set_label_rows(rows)
+    with tempfile.TemporaryDirectory() as d:
+        torch.save({"enc": {k: v.half() for k, v in enc2.state_dict().items()}}, os.path.join(d, "ctc.pt"))
+        torch.save({"dec": dec2.state_dict()}, os.path.join(d, "dec.pt"))
+        swap_weights(enc, dec, cfg, SimpleNamespace(encoder=os.path.join(d, "ctc.pt"),
+                                                    decoder=os.path.join(d, "dec.pt"), piece_labels=""))
+    assert torch.equal(enc.label_rows, rows)
+    assert torch.equal(enc.out.weight, enc2.out.weight.half().float())
+    assert all(torch.equal(v, dec2.state_dict()[k]) for k, v in dec.state_dict().items())
+
+
 TINY = ["--tiny", "--ctc-steps", "8", "--ctc-batch-s", "8", "--ctc-lr", "3e-3", "--phases", "8:2-5:6",
         "--label-phases", "8:2-5:6", "--label-lr", "3e-3", "--label-warmup", "2", "--dec-warmup", "2",
         "--dec-lr", "3e-3", "--log-every", "1", "--val-every", "1000", "--warmup", "2", "--skip-eval", "--threads", "1"]
@@ -334,14 +397,25 @@ def test_pipeline_tiny():
                             "--jobs", "1"], capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         assert not os.path.exists(os.path.join(pack, "data", "train_mel.npy"))
-        r = subprocess.run(cmd[:2] + ["--work", pack] + cmd[4:] + ["--ctc-steps", "2", "--phases", "2:2-5:6",
-                                                                    "--no-export", "--loader-threads", "2",
-                                                                    "--char-per-frame", "2", "--dec-embed-init", "ctc"],
-                           capture_output=True, text=True, timeout=1200)
+        keep = os.path.join(d, "keep_pack")
+        packed = cmd[:2] + ["--work", pack] + cmd[4:] + ["--ctc-steps", "2", "--phases", "2:2-5:6", "--no-export",
+                                                          "--loader-threads", "2", "--char-per-frame", "2",
+                                                          "--dec-embed-init", "ctc", "--keep", keep]
+        r = subprocess.run(packed, capture_output=True, text=True, timeout=1200)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         assert len(_losses(os.path.join(pack, "train.log"), "dec")) == 2
         assert "token embeddings initialised from the encoder's subword ctc head" in open(os.path.join(pack, "train.log")).read()
         assert os.path.exists(os.path.join(pack, "dec.pt"))
+        # the encoder stage keeps its copy too: a fresh work folder asked for one more step resumes from it
+        st = torch.load(os.path.join(keep, "ctc.pt"), map_location="cpu")
+        assert "opt" not in st and st["step"] == 2 and all(v.dtype == torch.float16 for v in st["enc"].values())
+        os.remove(os.path.join(pack, "ctc.pt"))
+        r = subprocess.run([x if x != "2" or packed[i - 1] != "--ctc-steps" else "3" for i, x in enumerate(packed)],
+                           capture_output=True, text=True, timeout=1200)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert f"ctc: resuming from the kept checkpoint {os.path.join(keep, 'ctc.pt')}" in open(
+            os.path.join(pack, "train.log")).read()
+        assert torch.load(os.path.join(keep, "ctc.pt"), map_location="cpu")["step"] == 3
         _check_encoder_from(d, cmd, work, out)
 
 
@@ -352,11 +426,19 @@ def _check_encoder_from(d, cmd, work, model):
     work2, keep = os.path.join(d, "work2"), os.path.join(d, "keep")
     shutil.copytree(os.path.join(work, "data"), os.path.join(work2, "data"))
     again = cmd[:2] + ["--work", work2] + cmd[4:] + ["--encoder-from", model, "--keep", keep, "--no-export",
-                                                      "--label-init", os.path.join(work, "dec.pt")]
+                                                      "--label-init", os.path.join(work, "dec.pt"),
+                                                      "--piece-labels", model]
     r = subprocess.run(again, capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     text = open(os.path.join(work2, "train.log")).read()
     assert f"ctc: the encoder of {model}, frozen" in text and "label: warm start from" in text
+    # --piece-labels: the decoder stage reads the model's label rows, one per audio token
+    from train_common import label_table
+    assert "encoder output: piece labels" in text
+    table = label_table(model, json.load(open(os.path.join(model, "config.json")))["vocab_size"]).astype(np.float16)
+    cache = np.load(os.path.join(work2, "data", "dec_cache.npy"))
+    hit = (cache[:, None, :] == table[None]).all(-1)
+    assert hit.any(1).all()  # (the tiny encoder may name one piece throughout: test_piece_labels varies them)
     for name in ("dec_label.pt", "dec.pt"):
         st = torch.load(os.path.join(keep, name), map_location="cpu")
         assert "opt" not in st and st["done"] and st["step"] == 8, (name, st["step"])

@@ -86,7 +86,7 @@ def test_label_cache():
     spans put at each token, silence between words; sessions without spans never drawn;
     noise and corruption as asked."""
     from types import SimpleNamespace
-    from stage_dec import LabelCache
+    from caches import LabelCache
     from train_common import frame_labels
     sp = _FakeSp()
     V, D, n = 20, 6, 25
@@ -118,7 +118,7 @@ def test_label_cache_phonemes():
     two 25 Hz frames (first frame from the first half of the head), rms-scaled; sessions
     without phoneme events never drawn."""
     from types import SimpleNamespace
-    from stage_dec import LabelCache
+    from caches import LabelCache
     D, n, P = 6, 10, 3  # two phonemes + silence
     phs = [[0.0, "_"], [0.12, "a"], [0.2, "b"], [0.5, "_"]]
     data = SimpleNamespace(phonemes=["a", "b"], sessions=[dict(frames=8 * n, utts=[[0, 1, "x"]], phonemes=phs),

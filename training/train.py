@@ -30,7 +30,7 @@ sys.path.insert(0, HERE)
 from stage_ctc import ENC_KW, stage_ctc  # noqa: E402,F401  (ENC_KW: read by export.py and model_card.py)
 from stage_dec import stage_dec  # noqa: E402
 from common import load_safetensors  # noqa: E402
-from train_common import Data, keep_heap, load_val, log, save_ckpt, set_dev  # noqa: E402
+from train_common import Data, keep_heap, label_table, load_val, log, save_ckpt, set_dev  # noqa: E402
 
 INSTRUCTION = "transcribe"
 
@@ -119,6 +119,9 @@ def main():
                     help="weight of the framewise phoneme loss on the encoder's embeddings (0: no phoneme head)")
     ap.add_argument("--encoder-from", default="",
                     help="skip the CTC stage: use this exported model folder's encoder, mel statistics and tokenizer")
+    ap.add_argument("--piece-labels", default="",
+                    help="model folder: the encoder outputs the label row of its framewise head's argmax piece "
+                         "(that folder's label rows, see train_common.label_table) instead of its embedding")
     ap.add_argument("--ctc-init", default="", help="warm-start the encoder from this ctc.pt (matching tensors)")
     ap.add_argument("--augment", type=int, default=1, help="1: frequency warp + SpecAugment in the CTC stage")
     ap.add_argument("--dec-lr", type=float, default=1e-3)
@@ -131,7 +134,7 @@ def main():
     ap.add_argument("--dec-minutes", type=float, default=35)
     ap.add_argument("--label-minutes", type=float, default=32,
                     help="label stage before the decoder stage (0: none): the decoder first reads label "
-                         "embeddings laid out from the word spans (stage_dec.LabelCache)")
+                         "embeddings laid out from the word spans (caches.LabelCache)")
     ap.add_argument("--label-phases", default="1200:3-15:40,1200:10-45:60", help="--phases of the label stage")
     ap.add_argument("--label-lr", type=float, default=2e-3)
     ap.add_argument("--label-warmup", type=int, default=60)
@@ -161,8 +164,8 @@ def main():
     ap.add_argument("--ckpt-minutes", type=float, default=3)
     ap.add_argument("--export-every", type=float, default=20)
     ap.add_argument("--keep", default="",
-                    help="also write the decoder stages' checkpoints weights-only (f16) to this folder and resume "
-                         "from them on a fresh work folder (with --encoder-from, nothing else needs keeping)")
+                    help="also write every stage's checkpoints weights-only (f16) to this folder and resume "
+                         "from them on a fresh work folder (an adopted encoder, --encoder-from, is not copied)")
     ap.add_argument("--skip-eval", action="store_true")
     ap.add_argument("--stop-after", default="", help="ctc|dec: stop after this stage")
     ap.add_argument("--threads", type=int, default=int(os.environ.get("WNW_THREADS", "2")),
@@ -208,6 +211,11 @@ def main():
         return
     st = torch.load(os.path.join(a.work, "ctc.pt"), map_location="cpu")
     enc_tag = f"ctc step {st['step']} elapsed {st['elapsed']:.0f}"
+    if a.piece_labels:
+        enc.set_label_rows(label_table(a.piece_labels, cfg["vocab_size"]))
+        enc_tag += f" piece labels of {os.path.abspath(a.piece_labels)}"
+    if enc.label_rows is not None:
+        log(a.work, f"encoder output: piece labels ({enc_tag})")
     dec = stage_dec(a, cfg, sp, data, val, enc, enc_tag,
                     lambda e, d, quick=False: None if a.no_export else do_export(a, cfg, sp, e, d, quick=quick))
     if a.no_export:

@@ -3,13 +3,14 @@ batching helpers, checkpoints, validation clips."""
 import json
 import math
 import os
+import shutil
 import sys
 import time
 
 import numpy as np
 import torch
 
-from common import read_wav
+from common import load_safetensors, read_wav
 from model import CHARS
 from pack_data import dequantise, load_packed
 
@@ -29,6 +30,18 @@ def keep_heap():
         os.environ["WNW_KEEP_HEAP"] = "1"
         os.environ["GLIBC_TUNABLES"] = MALLOC_TUNABLES
         os.execv(sys.executable, [sys.executable] + sys.argv)
+
+
+def label_table(model_dir, vocab):
+    """[vocab + 1, D] label rows (pieces, then silence) of an exported model: its encoder's
+    `label_rows` when it outputs piece labels, else its framewise subword head's rows
+    scaled to rms 1. These are what the reading gate's oracle sums and what a piece-label
+    encoder emits, so a decoder trained on one reads the other."""
+    w = load_safetensors(os.path.join(model_dir, "encoder.safetensors"))
+    if "label_rows" in w:
+        return np.asarray(w["label_rows"], dtype=np.float32)
+    w = np.asarray(w["frame_bpe.weight"], dtype=np.float32)[:vocab + 1]
+    return w / np.sqrt((w ** 2).mean(1, keepdims=True))
 
 
 def set_dev(d):
@@ -232,6 +245,25 @@ def save_ckpt(path, **kw):
     tmp = path + ".tmp"
     torch.save(kw, tmp)
     os.replace(tmp, path)
+
+
+def kept_copy(a, ck):
+    """--keep DIR: where checkpoint `ck`'s weights-only copy lives (None without --keep)."""
+    return os.path.join(a.keep, os.path.basename(ck)) if getattr(a, "keep", "") else None
+
+
+def resume_from_kept(work, name, ck, kept):
+    """a work folder without `ck` (a fresh machine) starts from the committed copy."""
+    if kept and not os.path.exists(ck) and os.path.exists(kept):
+        shutil.copy(kept, ck)
+        log(work, f"{name}: resuming from the kept checkpoint {kept}")
+
+
+def save_kept(kept, key, module, **st):
+    """`module`'s weights only, in float16 (no optimizer state): small enough to commit, so a
+    fresh machine resumes from it (step, clock and loss EMA kept; AdamW starts afresh)."""
+    os.makedirs(os.path.dirname(kept), exist_ok=True)
+    save_ckpt(kept, **{key: {k: v.detach().half().cpu() for k, v in module.state_dict().items()}}, **st)
 
 
 def budget_reached(st, steps, minutes):
