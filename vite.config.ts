@@ -35,6 +35,8 @@ export default defineConfig(({ mode }) => ({
         },
   test: {
     include: ['test/**/*.test.ts'],
+    // removes the folders test/helpers/temp.ts made once each file ends
+    setupFiles: ['test/setup.ts'],
     testTimeout: 120_000,
     pool: 'forks',
     fileParallelism: false,

@@ -52,6 +52,8 @@ def main():
     ap.add_argument("--encoder", default="", help="encoder weights from this training checkpoint")
     ap.add_argument("--decoder", default="", help="decoder weights from this training checkpoint")
     ap.add_argument("--piece-labels", default="", help="model folder whose label rows the encoder outputs")
+    ap.add_argument("--threads", type=int, default=int(os.environ.get("WNW_THREADS", "2")),
+                    help="torch threads (1 while training runs on the other core)")
     ap.add_argument("--full-decode", action="store_true", help="decode to eos/guard even past the 1.2x truncation")
     a = ap.parse_args()
     if a.dir and not os.path.isdir(a.dir):
@@ -68,7 +70,7 @@ def main():
         if a.limit:
             files = files[:a.limit]
         plan.append((name, d, [(f, reference(os.path.join(d, f[:-4]))) for f in files]))
-    torch.set_num_threads(2)
+    torch.set_num_threads(a.threads)
     cfg, enc, dec, pieces = load_model(a.model, a.work)
     swap_weights(enc, dec, cfg, a)
     results = {}

@@ -134,19 +134,44 @@ def load_model(model_dir, work=None):
     return cfg, enc, dec, tok["pieces"]
 
 
+def checkpoint_weights(path, part):
+    """The `part` ("enc" or "dec") weights of a training checkpoint, or an exit that names the
+    file and says which checkpoint holds them (torch's own errors name neither)."""
+    which = {"enc": "an encoder checkpoint (ctc.pt or a kept enc copy)",
+             "dec": "a decoder checkpoint (dec.pt, read.pt or a kept dec copy)"}[part]
+    if not os.path.isfile(path):
+        sys.exit(f"{path}: no such file; expected {which}")
+    try:
+        st = torch.load(path, map_location="cpu")
+    except Exception as e:  # a truncated file, or not a torch checkpoint at all
+        sys.exit(f"{path}: not a readable torch checkpoint ({type(e).__name__}: {e}); expected {which}")
+    if not isinstance(st, dict) or part not in st:
+        keys = sorted(st) if isinstance(st, dict) else type(st).__name__
+        sys.exit(f"{path}: holds no '{part}' weights (it has {keys}); expected {which}")
+    return {k: v.float() for k, v in st[part].items()}
+
+
+def load_checked(module, st, path):
+    try:
+        module.load_state_dict(st)
+    except RuntimeError as e:  # another width, depth or head set than the model folder's
+        sys.exit(f"{path}: its weights do not fit the model folder's {type(module).__name__} "
+                 f"(a checkpoint of another configuration?): {str(e).splitlines()[0]} ...")
+
+
 def swap_weights(enc, dec, cfg, a):
     """a.encoder / a.decoder: a training checkpoint's weights (ctc.pt, dec.pt or a kept
     copy) in the place of a loaded folder's; a.piece_labels: the encoder outputs that
     folder's label rows (train_common.label_table), as `train.py --piece-labels` does."""
     if a.encoder:
-        st = {k: v.float() for k, v in torch.load(a.encoder, map_location="cpu")["enc"].items()}
+        st = checkpoint_weights(a.encoder, "enc")
         if enc.label_rows is not None and "label_rows" not in st:  # the folder's piece-label output stays
             st["label_rows"] = enc.label_rows
         if "label_rows" in st and enc.label_rows is None:
             enc.set_label_rows(st["label_rows"])
-        enc.load_state_dict(st)
+        load_checked(enc, st, a.encoder)
     if a.decoder:
-        dec.load_state_dict({k: v.float() for k, v in torch.load(a.decoder, map_location="cpu")["dec"].items()})
+        load_checked(dec, checkpoint_weights(a.decoder, "dec"), a.decoder)
     if a.piece_labels:
         from train_common import label_table
         enc.set_label_rows(label_table(a.piece_labels, cfg["vocab_size"]))

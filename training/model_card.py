@@ -16,6 +16,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(os.path.dirname(HERE), "public", "models", "wnw-ref"))
     ap.add_argument("--work", default=os.path.join(HERE, "work"))
+    ap.add_argument("--enc-work", default="",
+                    help="the work folder whose train.log holds the encoder stage, when another than --work's "
+                         "(an encoder trained on in one folder, the decoder in another)")
     ap.add_argument("--command", default="/usr/bin/python3 training/train.py")
     ap.add_argument("--notes", default="")
     ap.add_argument("--machine", default="2 CPU cores, torch 1.13 (Debian) with OpenBLAS, 2 threads.")
@@ -40,15 +43,19 @@ def main():
              "char CTC and framewise chars at 25 Hz, subword CTC and framewise subword pieces at 12.5 Hz")
     enc_n = sum(p.numel() for n, p in enc.named_parameters()
                 if "ctc" not in n and "frame_" not in n or (pieces_out and n.startswith("frame_bpe")))
-    log = open(os.path.join(a.work, "train.log")).read() if os.path.exists(os.path.join(a.work, "train.log")) else ""
-    ctc_done = re.findall(r"ctc: finished step (\d+) in ([0-9.]+) min, loss ema (\S+)", log)
+    def read_log(work):
+        p = os.path.join(work, "train.log")
+        return open(p).read() if os.path.exists(p) else ""
+    log = read_log(a.work)
+    enc_log = read_log(a.enc_work) if a.enc_work else log
+    ctc_done = re.findall(r"ctc: finished step (\d+) in ([0-9.]+) min, loss ema (\S+)", enc_log)
     # a stage closed by a resume with a lowered budget logs no EMA: take the last logged one
-    ctc_emas = re.findall(r"ctc step \d+ loss \S+ \((?:frame char \S+ piece \S+; ctc )?char \S+ bpe \S+\) ema ([0-9.]+)", log)
+    ctc_emas = re.findall(r"ctc step \d+ loss \S+ \((?:frame char \S+ piece \S+; ctc )?char \S+ bpe \S+\) ema ([0-9.]+)", enc_log)
     if ctc_done and ctc_done[-1][2] == "None" and ctc_emas:
         ctc_done[-1] = (ctc_done[-1][0], ctc_done[-1][1], ctc_emas[-1])
     dec_done = re.findall(r"dec: finished step (\d+) in ([0-9.]+) min, loss ema ([0-9.]+)", log)
     label_done = re.findall(r"label: finished step (\d+) in ([0-9.]+) min, loss ema ([0-9.]+)", log)
-    ctc_val = re.findall(r"ctc val step (\d+): greedy CTC WER char ([0-9.]+) subword ([0-9.]+)", log)
+    ctc_val = re.findall(r"ctc val step (\d+): greedy CTC WER char ([0-9.]+) subword ([0-9.]+)", enc_log)
     # validations of the shipped decoder run only (the log keeps earlier runs)
     last_start = log.rfind("] dec step 1 phase")
     dec_val = re.findall(r"dec val step (\d+): greedy WER ([0-9.]+)", log[max(0, last_start):])
@@ -120,7 +127,7 @@ trained on) for testing; texts split by hash into train / calibration / test. De
 `training/README.md`.
 
 ## Training
-Command (resumable; state in `training/work/`):
+Command (resumable; state in `{os.path.relpath(a.work, os.path.dirname(HERE))}/`):
 
 ```
 {a.command}

@@ -213,7 +213,7 @@ def _miniature(family):
     import hashlib
     root = os.path.dirname(HERE)
     h = hashlib.sha256()
-    for s in ["training/hf/miniatures.py", "training/hf/tokenizers.py"]:
+    for s in ["training/hf/miniatures.py", "training/hf/tokenizers.py", "training/hf/bpe.py"]:
         h.update(s.encode())
         h.update(open(os.path.join(root, s), "rb").read())
     cached = os.path.join(root, ".cache", "miniatures", h.hexdigest()[:16])
@@ -306,6 +306,32 @@ def test_evaluate_swaps_checkpoint_weights():
     assert torch.equal(enc.label_rows, rows)
     assert torch.equal(enc.out.weight, enc2.out.weight.half().float())
     assert all(torch.equal(v, dec2.state_dict()[k]) for k, v in dec.state_dict().items())
+
+
+def test_swap_weights_names_a_wrong_checkpoint():
+    """A missing file, a decoder checkpoint given as --encoder, a file that is not a torch
+    checkpoint and one of another width each end with a message naming the file and the fix."""
+    from types import SimpleNamespace
+    from export import swap_weights
+    from model import Decoder, Encoder
+    cfg = {"vocab_size": 16, "hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 1, "head_dim": 16,
+           "intermediate_size": 48, "rms_norm_eps": 1e-5, "rope_theta": 1e4}
+    enc, dec = Encoder(d=32, layers=1, heads=2, f=64, hidden=32, vocab=16), Decoder(cfg)
+    with tempfile.TemporaryDirectory() as d:
+        torch.save({"dec": dec.state_dict()}, os.path.join(d, "dec.pt"))
+        open(os.path.join(d, "junk.pt"), "w").write("not a checkpoint")
+        wide = Encoder(d=32, layers=1, heads=2, f=64, hidden=48, vocab=16)
+        torch.save({"enc": wide.state_dict()}, os.path.join(d, "wide.pt"))
+        for name, part, says in (("none.pt", "encoder", "no such file"), ("dec.pt", "encoder", "holds no 'enc'"),
+                                 ("junk.pt", "decoder", "not a readable torch checkpoint"),
+                                 ("wide.pt", "encoder", "do not fit")):
+            a = SimpleNamespace(encoder="", decoder="", piece_labels="")
+            setattr(a, part, os.path.join(d, name))
+            try:
+                swap_weights(enc, dec, cfg, a)
+                raise AssertionError(f"{name} as --{part} was accepted")
+            except SystemExit as e:
+                assert name in str(e) and says in str(e), str(e)
 
 
 if __name__ == "__main__":

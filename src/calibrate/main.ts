@@ -10,7 +10,7 @@
  *       (prompt and answer ids for training/head_sensitivity.py on a Hugging Face folder)
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { toMono16k } from '../audio/decode.js';
@@ -63,12 +63,15 @@ async function main(): Promise<void> {
   process.stderr.write('\n');
   const v = vs.result();
   let hsFile = arg('hs');
+  let hsDir: string | null = null;
   if (!hsFile) {
-    hsFile = join(mkdtempSync(join(tmpdir(), 'wnw-hs-')), 'hs.json');
+    hsDir = mkdtempSync(join(tmpdir(), 'wnw-hs-'));
+    hsFile = join(hsDir, 'hs.json');
     process.stderr.write('calibrate: head sensitivity with PyTorch (training/head_sensitivity.py)\n');
     execFileSync('/usr/bin/python3', ['training/head_sensitivity.py', '--model', modelDir, '--clips', clipsDir, '--out', hsFile, ...(language ? ['--language', language] : []), ...(Number.isFinite(limit) ? ['--limit', String(limit)] : [])], { stdio: 'inherit' });
   }
   const hsJson = JSON.parse(readFileSync(hsFile, 'utf8')) as Record<string, unknown>;
+  if (hsDir) rmSync(hsDir, { recursive: true, force: true });
   const hs = parseHeadSensitivity(hsJson['head_sensitivity'] ?? hsJson, kvHeadCount(c));
   for (const ranking of ['product', 'voice', 'sensitivity'] as const) {
     const heads = buildHeadsFile({

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 
 export const PY = '/usr/bin/python3';
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const SCRIPTS = ['training/hf/miniatures.py', 'training/hf/tokenizers.py'];
+const SCRIPTS = ['training/hf/miniatures.py', 'training/hf/tokenizers.py', 'training/hf/bpe.py'];
 
 export type MiniatureFamily = 'voxtral' | 'qwen2_audio' | 'qwen2_5_omni';
 export const MINIATURE_FAMILIES: readonly MiniatureFamily[] = ['voxtral', 'qwen2_audio', 'qwen2_5_omni'];

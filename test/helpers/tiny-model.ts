@@ -4,13 +4,13 @@
  * onnx package) and heads.json (random scores, roles fitted as calibration does).
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { encodeSafeTensors } from '../../src/model/safetensors.js';
 import { decoderTensorShapes, kvHeadCount, segmentLength } from '../../src/model/config.js';
 import { randomArray, referenceConfig, rng } from '../../src/model/testing.js';
 import { buildHeadsFile } from '../../src/calibrate/heads-file.js';
+import { tempDir } from './temp.js';
 
 export const PY = '/usr/bin/python3';
 
@@ -24,7 +24,7 @@ export function pythonHasOnnx(): boolean {
 }
 
 export function writeTinyModel(opts: { layers?: number; vocab?: number } = {}): string {
-  const dir = mkdtempSync(join(tmpdir(), 'wnw-tiny-'));
+  const dir = tempDir('wnw-tiny-');
   const vocab = opts.vocab ?? 64;
   const c = referenceConfig({ numLayers: opts.layers ?? 2, vocabSize: vocab, hiddenSize: 64, intermediateSize: 128 });
   const config = {

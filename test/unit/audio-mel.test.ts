@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LogMel, frameCount, hzToMel, melFilterbank, melToHz, type MelParams } from '../../src/audio/mel.js';
 import { RealFft } from '../../src/audio/fft.js';
 import { parseWav } from '../../src/audio/wav.js';
 import { resample } from '../../src/audio/resample.js';
 import { downmix } from '../../src/audio/decode.js';
+import { tempDir } from '../helpers/temp.js';
 
 const P: MelParams = { sampleRate: 16000, nFft: 512, winLength: 400, hopLength: 160, nMels: 80, fMin: 0, fMax: 8000, melFloor: 1e-6, melMean: -4.5, melStd: 3.2 };
 
@@ -148,7 +148,7 @@ describe('LogMel', () => {
     } catch {
       ctx.skip('numpy is not installed for /usr/bin/python3');
     }
-    const dir = mkdtempSync(join(tmpdir(), 'wnw-mel-'));
+    const dir = tempDir('wnw-mel-');
     const check = (x: Float32Array, label: string) => {
       writeFileSync(join(dir, 'x.f32'), new Uint8Array(x.buffer, x.byteOffset, x.byteLength));
       const script = [

@@ -15,6 +15,7 @@ import {
 } from '../../src/policy/wnw/triage.js';
 import { WnwPolicy } from '../../src/policy/wnw/policy.js';
 import { makeLayout, prefillObservation, rng } from './policy-fixtures.js';
+import { tempDir } from '../helpers/temp.js';
 
 describe('voice and anchor head counts', () => {
   it('reproduces the paper at 240 heads (Voxtral) and 72 heads (Qwen), scaled to ours', () => {
@@ -128,11 +129,10 @@ describe('heads.json validation', () => {
 
 describe('listCalibrationClips', () => {
   it('takes NAME.json beside NAME.wav as clips and leaves other json (a manifest) alone', async () => {
-    const { mkdtempSync, writeFileSync } = await import('node:fs');
-    const { tmpdir } = await import('node:os');
+    const { writeFileSync } = await import('node:fs');
     const { join } = await import('node:path');
     const { listCalibrationClips } = await import('../../src/calibrate/clips.js');
-    const d = mkdtempSync(join(tmpdir(), 'wnw-calib-'));
+    const d = tempDir('wnw-calib-');
     const clip = { text: 'hello world', words: [{ word: 'hello', start: 0.1, end: 0.4, confidence: 1 }] };
     for (const id of ['b', 'a']) {
       writeFileSync(join(d, `${id}.json`), JSON.stringify(clip));

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readFile } from 'node:fs/promises';
 import { progressLine, runCli, type CliIo } from '../../src/cli/main.js';
 import { parseTranscribeArgs, defaultModelDir } from '../../src/cli/args.js';
 import { AudioError, CancelledError } from '../../src/errors.js';
 import type { LoadOptions, ProgressEvent, TranscribeOptions, Transcriber, TranscriptionResult, TranscriptionStats } from '../../src/types.js';
+import { tempDir } from '../helpers/temp.js';
 
 // A stand-in for loadTranscriber, local to this test: the CLI's job is argument handling,
 // I/O and exit codes, which must not wait for a trained model.
@@ -50,7 +50,7 @@ function io(seen = {}): CliIo & { out: string; err: string } {
   return r;
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'wnw-cli-'));
+const dir = tempDir('wnw-cli-');
 const wav = join(dir, 'a.wav');
 writeFileSync(wav, Buffer.from('RIFF\0\0\0\0WAVE'));
 const bad = join(dir, 'bad.wav');

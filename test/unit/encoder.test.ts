@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AudioEncoder, encodeWindowed, encoderWindows } from '../../src/model/encoder.js';
 import { parseConfig } from '../../src/model/config.js';
@@ -10,6 +9,7 @@ import { SafeTensors } from '../../src/model/safetensors.js';
 import { LogMel } from '../../src/audio/mel.js';
 import { toMono16k } from '../../src/audio/decode.js';
 import { CancelledError, ModelLoadError } from '../../src/errors.js';
+import { tempDir } from '../helpers/temp.js';
 
 const AUDIO = { nMels: 3, framesPerToken: 4, encoderWindowFrames: 12 };
 
@@ -105,7 +105,7 @@ describe('AudioEncoder with onnxruntime-web (wasm in Node)', () => {
     if (!pythonHasOnnx()) ctx.skip('needs /usr/bin/python3 with the onnx and numpy modules to build the test model');
     // embeddings[n, h] = sum over the n-th group of framesPerToken frames and mels of mel · W[(f, m), h], as
     // Transpose -> Reshape [1, -1, fpt·nMels] -> MatMul: dynamic time axis, exact in float32 up to rounding.
-    const dir = mkdtempSync(join(tmpdir(), 'wnw-enc-'));
+    const dir = tempDir('wnw-enc-');
     const file = join(dir, 'fake.onnx');
     const base = referenceConfig({ hiddenSize: 16 });
     const cfg = { ...base, audio: { ...base.audio, encoderWindowFrames: 1600 } };
@@ -164,7 +164,7 @@ onnx.save(m, ${JSON.stringify(file)})
     await expect(AudioEncoder.create('/nonexistent/encoder.onnx', cfg)).rejects.toThrow(/encoder.onnx.*cannot read/);
     await expect(AudioEncoder.create(new Uint8Array([1, 2, 3, 4]), cfg)).rejects.toThrow(ModelLoadError);
     if (!pythonHasOnnx()) ctx.skip('needs /usr/bin/python3 with the onnx module to build a mis-named model');
-    const file = join(mkdtempSync(join(tmpdir(), 'wnw-enc-')), 'bad.onnx');
+    const file = join(tempDir('wnw-enc-'), 'bad.onnx');
     execFileSync(PY, ['-c', `
 import onnx
 from onnx import helper, TensorProto

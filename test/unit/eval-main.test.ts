@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { listClips, parseEvalArgs, plannedRuns, runEval, WARMUP_TOKENS } from '../../src/eval/main.js';
 import { markdownTable } from '../../src/eval/report.js';
 import { ContextTooLongError } from '../../src/errors.js';
 import type { LoadOptions, TranscribeOptions, Transcriber, TranscriptionResult } from '../../src/types.js';
+import { tempDir } from '../helpers/temp.js';
 
 // A stand-in for loadTranscriber, local to this test. It "transcribes" by echoing the
 // reference stored in the file, dropping the last word for any policy but 'full', so
@@ -48,7 +48,7 @@ function fakeLoad(calls: TranscribeOptions[], loads: LoadOptions[]) {
 const decode = async (b: Uint8Array) => new Float32Array(new Uint8Array([...b, 32, 32, 32, 32].slice(0, Math.ceil(b.length / 4) * 4)).buffer);
 
 function dataDir() {
-  const dir = mkdtempSync(join(tmpdir(), 'wnw-eval-'));
+  const dir = tempDir('wnw-eval-');
   // The fake reads the "audio" as text: the clip says exactly its reference.
   for (const [id, ref] of [['b', 'five six seven eight nine ten'], ['a', 'one two three four']]) {
     writeFileSync(join(dir, `${id}.wav`), ref);

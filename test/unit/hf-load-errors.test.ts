@@ -3,28 +3,23 @@
  * ModelLoadError naming the file and, where one is at fault, the tensor. Each case is a
  * miniature folder with one file replaced; the other files are symlinks to the original.
  */
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, readdirSync, readFileSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { ModelLoadError } from '../../src/errors.js';
 import { loadModel } from '../../src/model/loader.js';
 import { ensureMiniatures } from '../helpers/miniatures.js';
+import { tempDir } from '../helpers/temp.js';
 
 let root = '';
-const made: string[] = [];
 beforeAll(async () => {
   root = await ensureMiniatures();
 }, 120_000);
-afterAll(() => {
-  for (const d of made) rmSync(d, { recursive: true, force: true });
-});
 
 /** A copy of a miniature folder made of symlinks, except the files `edit` rewrites. */
 function variant(family: string, edit: (dir: string) => void): string {
   const src = join(root, family);
-  const dir = mkdtempSync(join(tmpdir(), `wnw-hfbad-${family}-`));
-  made.push(dir);
+  const dir = tempDir(`wnw-hfbad-${family}-`);
   for (const f of readdirSync(src)) symlinkSync(join(src, f), join(dir, f));
   edit(dir);
   return dir;
@@ -166,8 +161,7 @@ describe('Hugging Face folders: bad input is a typed MODEL_LOAD error naming fil
   });
 
   it("Mistral's native consolidated.safetensors + params.json: names the Hugging Face files to use", async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'wnw-hfbad-mistral-'));
-    made.push(dir);
+    const dir = tempDir('wnw-hfbad-mistral-');
     writeFileSync(join(dir, 'params.json'), JSON.stringify({ dim: 3072, n_layers: 30, head_dim: 128, n_heads: 32, n_kv_heads: 8 }));
     copyFileSync(join(root, 'voxtral', SHARD2), join(dir, 'consolidated.safetensors'));
     const e = await loadError(dir);

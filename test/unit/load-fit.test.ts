@@ -3,15 +3,15 @@
  * folders here have no weight files at all, so a load that read one would fail with a
  * ModelLoadError naming it instead of the ModelTooBigError.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { cpSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadTranscriber } from '../../src/transcriber.js';
 import { defaultModelDir } from '../../src/cli/args.js';
 import { ModelLoadError, ModelTooBigError } from '../../src/errors.js';
 import type { LoadOptions } from '../../src/types.js';
 import { miniature } from '../helpers/miniatures.js';
+import { tempDir } from '../helpers/temp.js';
 
 const KiB = 1024;
 
@@ -32,7 +32,7 @@ function smallGpu(binding: number) {
 
 /** A copy of `from` without its weight files (safetensors shards; the index stays). */
 function withoutWeights(from: string): string {
-  const to = mkdtempSync(join(tmpdir(), 'wnw-load-fit-'));
+  const to = tempDir('wnw-load-fit-');
   for (const f of readdirSync(from)) if (!f.endsWith('.safetensors')) cpSync(join(from, f), join(to, f), { recursive: true });
   return to;
 }
@@ -47,9 +47,6 @@ describe('loadTranscriber judges the model against the device before reading a w
     own = withoutWeights(defaultModelDir());
   }, 300_000);
   afterEach(() => vi.unstubAllGlobals());
-  afterAll(() => {
-    for (const d of [voxtral, own]) if (d) rmSync(d, { recursive: true, force: true });
-  });
 
   it('a Hugging Face folder in f32 on 64 KiB bindings: MODEL_TOO_BIG naming the tensors, no shard read, no device made', async () => {
     // The miniature's f32 QKV [768, 64] is 192 KiB, o_proj [64, 512] 128 KiB, gate/up [320, 64] 80 KiB; in f16 QKV is still 96 KiB, in q4 every one binds.

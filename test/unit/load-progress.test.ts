@@ -4,14 +4,13 @@
  * backend (e2e/hf-transcribe.spec.ts sees it in the browser).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { convertFolder } from '../../src/cli/convert.js';
 import { loadTranscriber } from '../../src/transcriber.js';
 import { defaultModelDir } from '../../src/cli/args.js';
 import type { LoadOptions, ProgressEvent } from '../../src/types.js';
 import { ensureMiniatures } from '../helpers/miniatures.js';
+import { tempDir } from '../helpers/temp.js';
 
 async function load(options: LoadOptions): Promise<ProgressEvent[]> {
   const events: ProgressEvent[] = [];
@@ -61,7 +60,7 @@ describe('load progress per phase', () => {
   }, 120_000);
 
   it('a folder converted by `npx wnw convert`: the packed bytes downloaded, nothing converted', async () => {
-    const out = join(mkdtempSync(join(tmpdir(), 'wnw-progress-')), 'omni-q4');
+    const out = join(tempDir('wnw-progress-'), 'omni-q4');
     await convertFolder({ from: join(models, 'qwen2_5_omni'), to: out, format: 'q4' });
     const events = await load({ model: out, weightFormat: 'q4' });
     expect(sequence(events)).toEqual(['download', 'compile']);

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Tokenizer } from '../../src/model/tokenizer.js';
 import { ModelLoadError } from '../../src/errors.js';
+import { tempDir } from '../helpers/temp.js';
 
 const W = '\u2581';
 const BYTES = Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);
@@ -79,7 +79,7 @@ describe('Tokenizer', () => {
   });
 
   it('loads from a file path in Node, with typed errors for missing or broken files', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'wnw-tok-'));
+    const dir = tempDir('wnw-tok-');
     writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(JSON_TOK));
     writeFileSync(join(dir, 'bad.json'), '{"pieces": [');
     const t = await Tokenizer.load(join(dir, 'tokenizer.json'));

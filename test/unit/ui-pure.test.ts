@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describeError, lowerBudget } from '../../src/ui/messages.js';
 import { listSamples } from '../../src/ui/samples-plugin.js';
 import { serializeError } from '../../src/worker-protocol.js';
 import { deserializeError } from '../../src/worker-client.js';
 import { AudioError, CancelledError, ContextTooLongError, NoWebGpuError, WnwError } from '../../src/errors.js';
+import { tempDir } from '../helpers/temp.js';
 
 const ctx = { policy: 'wnw', budget: 0.4, backend: 'auto' };
 
@@ -66,7 +66,7 @@ describe('worker error round trip', () => {
 
 describe('sample manifest', () => {
   it('lists samples and test sets with WAV durations and references; absent folders are fine', () => {
-    const pub = mkdtempSync(join(tmpdir(), 'wnw-pub-'));
+    const pub = tempDir('wnw-pub-');
     expect(listSamples(pub)).toEqual([]);
     mkdirSync(join(pub, 'samples'));
     mkdirSync(join(pub, 'test-sets', 'flite'), { recursive: true });
