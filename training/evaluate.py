@@ -23,7 +23,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from common import read_wav, wer  # noqa: E402
-from export import load_model, swap_weights  # noqa: E402
+from export import add_checkpoint_args, load_model, swap_weights  # noqa: E402
 from infer import detok, encode_windows, greedy, mel_for  # noqa: E402
 
 
@@ -49,9 +49,7 @@ def main():
                     help="evaluate this folder instead of the test sets: NAME.wav + NAME.txt, or NAME.json "
                          "with a `text` (calibration-data)")
     ap.add_argument("--limit", type=int, default=0)
-    ap.add_argument("--encoder", default="", help="encoder weights from this training checkpoint")
-    ap.add_argument("--decoder", default="", help="decoder weights from this training checkpoint")
-    ap.add_argument("--piece-labels", default="", help="model folder whose label rows the encoder outputs")
+    add_checkpoint_args(ap)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("WNW_THREADS", "2")),
                     help="torch threads (1 while training runs on the other core)")
     ap.add_argument("--full-decode", action="store_true", help="decode to eos/guard even past the 1.2x truncation")

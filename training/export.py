@@ -159,6 +159,13 @@ def load_checked(module, st, path):
                  f"(a checkpoint of another configuration?): {str(e).splitlines()[0]} ...")
 
 
+def add_checkpoint_args(ap):
+    """--encoder / --decoder / --piece-labels, as swap_weights reads them (export.py, evaluate.py)."""
+    ap.add_argument("--encoder", default="", help="encoder weights from this training checkpoint")
+    ap.add_argument("--decoder", default="", help="decoder weights from this training checkpoint")
+    ap.add_argument("--piece-labels", default="", help="model folder whose label rows the encoder outputs")
+
+
 def swap_weights(enc, dec, cfg, a):
     """a.encoder / a.decoder: a training checkpoint's weights (ctc.pt, dec.pt or a kept
     copy) in the place of a loaded folder's; a.piece_labels: the encoder outputs that
@@ -184,9 +191,7 @@ def main():
                                              "the place of its own (config, tokenizer and fixture clips stay)")
     ap.add_argument("--model", required=True, help="the folder to start from")
     ap.add_argument("--out", required=True, help="where to write (may be --model itself)")
-    ap.add_argument("--encoder", default="", help="encoder weights from this training checkpoint")
-    ap.add_argument("--decoder", default="", help="decoder weights from this training checkpoint")
-    ap.add_argument("--piece-labels", default="", help="model folder whose label rows the encoder outputs")
+    add_checkpoint_args(ap)
     a = ap.parse_args()
     import shutil
     import sentencepiece as spm

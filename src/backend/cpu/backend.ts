@@ -13,11 +13,12 @@ import { Residency, liveResidency } from '../../kv/residency.js';
 import { poolNeed } from '../../kv/sizing.js';
 import { kvElementBytes, slotBytes, type KvPrecision } from '../../kv/precision.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
-import type { HeadResidency, LayerPrefill, PrefillPlan, StepPlan } from '../../policy/types.js';
+import type { LayerPrefill, PrefillPlan, StepPlan } from '../../policy/types.js';
 import type { DecoderBackend, LayeredPrefillResult, PrefillResult, SessionOptions, StepResult } from '../types.js';
 import { addBias, argmax, matvec, pagedAttention, rmsnorm, rope, ropeFrequencies, swiglu } from './ops.js';
-import { audioKeys, layerAudioKeys, policyLayout, prefillLayers, textPositions, type PrefillOutput } from './prefill.js';
+import { audioKeys, prefillLayers, textPositions, type PrefillOutput } from './prefill.js';
 import { CpuPageStorage } from './storage.js';
+import { LayerPlacement } from './layer-placement.js';
 
 /** Windows scored in every prefill so that one prefill serves every policy (SnapKV's w = 32, all rows). */
 const SHARED_WINDOWS = [32, Infinity];
@@ -225,51 +226,13 @@ export class CpuBackend implements DecoderBackend {
     const N = s.opts.audioLength;
     this.checkEmbeddings(audioEmbeddings);
     const req = s.opts.request;
-    const H = c.numKvHeads;
-    const hd = c.headDim;
-    const kvd = H * hd;
-    const P = segmentLength(c);
-    const text = textPositions(c, N);
-    const textTokens = text.length + s.opts.maxNewTokens;
-    const elementBytes = kvElementBytes(this.options.kvPrecision ?? 'f32');
-    const bytesPerPage = P * slotBytes(hd, elementBytes);
-    const layout = policyLayout(c, N);
-    const storage = new CpuPageStorage(hd, elementBytes === 2);
-    const residency = new Residency(
-      { heads: kvHeadCount(c), headDim: hd, pageSize: P, numPages: 0, shards: [], kvElementBytes: elementBytes, audioStart: audioStart(c), audioLength: N },
-      storage,
-    );
-    let pages = 0;
-    let bytesToCpu = 0;
-    // One layer's plan, placed at once: its pages become a shard of the pool.
-    const place = (l: number, k: Float32Array, v: Float32Array, scores: Map<number, Float32Array[]>) => {
-      const heads: HeadResidency[] = run.layer({
-        layout, layer: l,
-        // Copies: a policy may keep or modify its scores, and the memo serves the next one.
-        scores: scores.get(req.prefillQueries)!.slice(l * H, (l + 1) * H).map((a) => Float32Array.from(a)),
-        keys: req.prefillKeys ? layerAudioKeys(c, k, N) : undefined,
-      });
-      const need = poolNeed({ heads }, P, textTokens);
-      pages += need.total;
-      if (this.options.kvBudgetBytes !== undefined && pages * bytesPerPage > this.options.kvBudgetBytes) {
-        throw new ContextTooLongError(pages * bytesPerPage, this.options.kvBudgetBytes, `${N} audio tokens under this policy (at layer ${l})`);
-      }
-      const shard = residency.addShard(l * H, H, need.total);
-      this.hold(storage.addShard(l, 1, shard.firstPage * P, need.total * P));
-      const rowOf = (head: number, pos: number) => pos * kvd + (head % H) * hd;
-      const placed = residency.applyPrefillHeads(l * H, heads, text, (head, pos, kk, kOff, vv, vOff) => {
-        const o = rowOf(head, pos);
-        kk.set(k.subarray(o, o + hd), kOff);
-        vv.set(v.subarray(o, o + hd), vOff);
-      });
-      for (const g of placed.gathers) {
-        for (let i = 0; i < g.slots.length; i++) {
-          const o = rowOf(g.head, g.seqPositions[i]);
-          storage.writeRows(g.slots[i], 1, k.subarray(o, o + hd), v.subarray(o, o + hd));
-        }
-      }
-      bytesToCpu += placed.transfer.bytesToCpu;
-    };
+    const kvd = c.numKvHeads * c.headDim;
+    const placement = new LayerPlacement(c, N, run, {
+      elementBytes: kvElementBytes(this.options.kvPrecision ?? 'f32'), maxNewTokens: s.opts.maxNewTokens,
+      prefillQueries: req.prefillQueries, prefillKeys: !!req.prefillKeys, kvBudgetBytes: this.options.kvBudgetBytes,
+      hold: (bytes) => this.hold(bytes),
+    });
+    const place = placement.place.bind(placement);
     let hidden: Float32Array;
     const memo = this.memoFor(audioEmbeddings, req.prefillQueries);
     if (memo) {
@@ -294,13 +257,13 @@ export class CpuBackend implements DecoderBackend {
       hidden = out.hidden;
     }
     const plan = run.finish();
-    this.startDecode(residency, storage);
+    this.startDecode(placement.residency, placement.storage);
     const token = this.head(hidden.subarray((s.promptLength - 1) * c.hiddenSize, s.promptLength * c.hiddenSize));
     return {
       token,
       logits: s.opts.returnLogits ? Float32Array.from(this.logits) : undefined,
       plan,
-      transfer: { bytesToGpu: 0, bytesToCpu, recalledPositions: 0, releasedPositions: 0 },
+      transfer: { bytesToGpu: 0, bytesToCpu: placement.bytesToCpu, recalledPositions: 0, releasedPositions: 0 },
     };
   }
 
