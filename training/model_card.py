@@ -80,11 +80,11 @@ def main():
     missed = [k for k, v in limits.items() if k in ev and ev[k]["wer_pooled"] > v]
     unmeasured = [k for k in limits if k not in ev]
     if missed or unmeasured:
-        status = ("it does not meet issue 3's accuracy targets on " + ", ".join(missed + unmeasured) +
+        status = ("it does not meet the project's accuracy targets on " + ", ".join(missed + unmeasured) +
                   " (numbers below); more training time (or a GPU: the script uses CUDA when available) "
                   "is the way to a better model.")
     else:
-        status = "meets issue 3's accuracy targets on every measured set (numbers below)."
+        status = "meets the project's accuracy targets on every measured set (numbers below)."
     card = f"""# wnw-ref — reference decoder-only speech LLM for WnW
 
 Trained from scratch on this project's machines by `training/`.
@@ -145,7 +145,7 @@ Command (resumable; state in `{os.path.relpath(a.work, os.path.dirname(HERE))}/`
 
 ## Held-out results (Python eval: `training/evaluate.py`, full cache, greedy, stop at eos or 6 tokens per audio second, method-doc WER with 1.2× truncation)
 
-| set | clips | WER (pooled) | per-clip WER % | ended at eos | issue target |
+| set | clips | WER (pooled) | per-clip WER % | ended at eos | target |
 |---|---|---|---|---|---|
 {chr(10).join(rows)}
 

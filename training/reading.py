@@ -15,7 +15,7 @@ unseen texts at 72 % WER at 12 s). This file isolates it, with no audio at all:
   decoder that reads these is one `stage_dec.py` can warm-start from on that encoder's
   embeddings, or read that encoder's piece labels (`train.py --piece-labels`) as they are.
 - the gate (`gate`): greedy WER of a decoder on such clips of 12 s, 60 s and 4 min
-  (fixed seeds, clean labels), the issue's targets being <= 10 % and <= 20 %.
+  (fixed seeds, clean labels), its targets being <= 10 % and <= 20 %.
 - training (`main`): `stage_dec.run_stage`, the decoder stages' resumable loop,
   on simulated training-split clips (noisy, partly corrupted labels), curriculum
   from a few words upwards.

@@ -334,6 +334,28 @@ def test_swap_weights_names_a_wrong_checkpoint():
                 assert name in str(e) and says in str(e), str(e)
 
 
+
+def test_concat_clips():
+    import json
+    import wave
+    repo = os.path.dirname(HERE)
+    clips = os.path.join(repo, "calibration-data")
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run([sys.executable, os.path.join(HERE, "concat_clips.py"), "--clips", clips, "--first", "2",
+                        "--last", "3", "--pause", "0.5", "--out", d], check=True, capture_output=True)
+        lens, texts = [], []
+        for i in (2, 3):
+            with wave.open(os.path.join(clips, f"calib{i:03d}.wav")) as w:
+                lens.append(w.getnframes())
+            texts.append(json.load(open(os.path.join(clips, f"calib{i:03d}.json")))["text"])
+        with wave.open(os.path.join(d, "calib-long.wav")) as w:
+            assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (16000, 1, 2)
+            assert w.getnframes() == sum(lens) + 2 * 8000
+        assert open(os.path.join(d, "calib-long.txt")).read() == " ".join(texts) + "\n"
+        bad = subprocess.run([sys.executable, os.path.join(HERE, "concat_clips.py"), "--clips", d, "--out", d],
+                             capture_output=True, text=True)
+        assert bad.returncode != 0 and "calib017" in bad.stderr, bad.stderr
+
 if __name__ == "__main__":
     import test_pipeline
     import test_reading

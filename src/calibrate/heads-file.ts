@@ -6,9 +6,9 @@
  */
 import type { HeadRanking, HeadRoles, HeadsFile } from '../policy/types.js';
 import { selectByRetention } from '../policy/select.js';
-import { assignRoles, budgetKey, fitLambda, normalizedScores, rankingScore, type RoleOptions, type Selection } from '../policy/wnw/triage.js';
+import { assignRoles, budgetKey, fitLambda, normalizedScores, rankingScore, segmentFloor, type RoleOptions, type Selection } from '../policy/wnw/triage.js';
 
-/** The paper's budgets, plus 0.1 (the issue reports WnW there too). */
+/** The paper's budgets, plus 0.1 (the README's tables report WnW there too). */
 export const DEFAULT_BUDGETS = [0.1, 0.2, 0.4, 0.6, 0.8];
 
 export interface CalibrationInput extends Pick<HeadsFile, 'model' | 'numLayers' | 'numKvHeads' | 'voiceScore' | 'headSensitivity' | 'ranking'> {
@@ -18,6 +18,8 @@ export interface CalibrationInput extends Pick<HeadsFile, 'model' | 'numLayers' 
   segmentLength: number;
   selection?: Selection;
   roles?: RoleOptions;
+  /** Positions per segment every non-anchor head keeps at least (triage.ts `segmentFloor`); default 1, 0 for none. */
+  segmentFloor?: number;
 }
 
 export function buildHeadsFile(input: CalibrationInput): HeadsFile {
@@ -29,11 +31,12 @@ export function buildHeadsFile(input: CalibrationInput): HeadsFile {
   const ranking = input.ranking ?? 'product';
   const selection = input.selection ?? 'segment';
   const score = rankingScore(input.voiceScore, input.headSensitivity, ranking);
+  const floor = segmentFloor(input.segmentLength, input.segmentFloor ?? 1);
   const roles: Record<string, HeadRoles> = {};
   for (const budget of input.budgets ?? DEFAULT_BUDGETS) {
     const r = assignRoles(score, budget, input.roles);
-    const fit = fitLambda(normalizedScores(score, r.anchors), r.anchors, input.clipLengths, budget, input.segmentLength, selection);
-    roles[budgetKey(budget)] = { ...r, retention: fit.retention, lambda: fit.lambda, measuredRGpu: fit.rGpu, selection };
+    const fit = fitLambda(normalizedScores(score, r.anchors), r.anchors, input.clipLengths, budget, input.segmentLength, selection, undefined, floor);
+    roles[budgetKey(budget)] = { ...r, retention: fit.retention, lambda: fit.lambda, measuredRGpu: fit.rGpu, selection, floor: fit.floor };
   }
   return {
     model: input.model,

@@ -21,7 +21,7 @@ import { readHfOnnxEncoder, type AudioEncoderChoice, type HfOnnxEncoder } from '
 import type { TextTokenizer } from './text/types.js';
 import { Tokenizer } from './tokenizer.js';
 import { loadDecoderWeights, type DecoderWeights } from './weights.js';
-import { loadPackedDecoder, readPackedMarker } from './packed-folder.js';
+import { loadPackedDecoder, readPackedMarker, type PackedMarker } from './packed-folder.js';
 import { packedWeightBytes, unpackDecoderWeights, type PackedDecoderWeights } from './packed-weights.js';
 import type { WeightFormat } from './quant.js';
 import { readCachedWeights, storeCachedWeights, weightCacheKey } from './weight-cache.js';
@@ -92,27 +92,35 @@ export interface ModelLoadOptions {
   beforeWeights?: (config: ModelConfig, format: WeightFormat, tied: boolean) => void | Promise<void>;
 }
 
-/** Our own layout: `hidden_size` at top level and no `model_type` (Voxtral's config has both). */
-function isOwnLayout(json: unknown): boolean {
-  return typeof json === 'object' && json !== null && !('model_type' in json) && 'hidden_size' in json;
+/**
+ * Which loader a folder's config.json calls for: our own layout (`hidden_size` at top level
+ * and no `model_type`; Voxtral's config has both) or a Hugging Face folder (`model_type`).
+ * The demo's model panel asks the same question before loading, so it is answered here once.
+ */
+export function configLayout(json: unknown, file: string): 'own' | 'hf' {
+  if (typeof json === 'object' && json !== null && !('model_type' in json) && 'hidden_size' in json) return 'own';
+  if (typeof json !== 'object' || json === null || typeof (json as Json)['model_type'] !== 'string') {
+    throw new ModelLoadError(file, 'is neither a wnw model config (hidden_size at top level) nor a Hugging Face config (model_type)');
+  }
+  return 'hf';
+}
+
+/** The format the decoder's matrices are stored in on the backend: a converted folder's own, else the one asked for. */
+export function decoderFormat(marker: PackedMarker | null, requested: WeightFormat | undefined): WeightFormat {
+  return marker?.format ?? requested ?? 'f32';
 }
 
 export async function loadModel(base: string, onProgress?: LoadProgress, options: ModelLoadOptions = {}): Promise<LoadedModel> {
   const path = (n: string) => joinModelPath(base, n);
   if (!(await exists(path('config.json')))) await refuseMistralNative(base);
   const json = await readJson(path('config.json'));
-  if (!isOwnLayout(json)) {
-    if (typeof json !== 'object' || json === null || typeof (json as Json)['model_type'] !== 'string') {
-      throw new ModelLoadError(path('config.json'), 'is neither a wnw model config (hidden_size at top level) nor a Hugging Face config (model_type)');
-    }
-    return loadHfModel(base, json as Json, onProgress, options);
-  }
+  if (configLayout(json, path('config.json')) === 'hf') return loadHfModel(base, json as Json, onProgress, options);
   const config = parseConfig(json, path('config.json'));
   const tokenizer = Tokenizer.fromJSON(await readJson(path('tokenizer.json')), path('tokenizer.json'));
   if (tokenizer.vocabSize !== config.vocabSize) {
     throw new ModelLoadError(path('tokenizer.json'), `has ${tokenizer.vocabSize} pieces, config.json says vocab_size ${config.vocabSize}`);
   }
-  await options.beforeWeights?.(config, options.weightFormat ?? 'f32', false);
+  await options.beforeWeights?.(config, decoderFormat(null, options.weightFormat), false);
   const decoderBytes = await readBytes(path('decoder.safetensors'), (l, t) => onProgress?.((0.8 * l) / t, 'decoder weights'));
   const weights = loadDecoderWeights(config, decoderBytes, path('decoder.safetensors'));
   const file = path('encoder.onnx');
@@ -130,9 +138,9 @@ async function loadHfModel(base: string, json: Json, onProgress: LoadProgress | 
   const config: ModelConfig = { ...info.config, prefix: t.prefix, instruction: t.instruction, stopTokens: t.stopTokens };
   // A converted folder's decoder is read packed, without conversion.
   const marker = await readPackedMarker(base);
-  const format = options.weightFormat ?? 'f32';
+  const format = decoderFormat(marker, options.weightFormat);
   const packAtLoad = !marker && format !== 'f32';
-  await options.beforeWeights?.(config, marker?.format ?? format, info.tiedEmbeddings);
+  await options.beforeWeights?.(config, format, info.tiedEmbeddings);
   const dec = marker || packAtLoad ? null : await loadHfDecoder(base, { ...info, config }, onProgress);
   const useCache = options.cache !== false;
   const packed = marker

@@ -132,7 +132,7 @@ export function planSize(plan: StepPlan): { recall: number; release: number } {
   return { recall, release };
 }
 
-/** Per-run summary of the per-step numbers the issue asks every run to report (MB = 10^6 bytes). */
+/** Per-run summary of the per-step numbers every run reports (MB = 10^6 bytes). */
 export class RunAccounting {
   private steps = 0;
   private rSum = 0;

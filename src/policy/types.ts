@@ -172,4 +172,6 @@ export interface HeadRoles {
   measuredRGpu: number;
   /** Prefill selection the search assumed; default 'segment'. */
   selection?: 'segment' | 'global';
+  /** The retention floor in force (triage.ts `segmentFloor`); 0 or absent: none. */
+  floor?: number;
 }

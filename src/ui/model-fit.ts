@@ -9,6 +9,7 @@ import { checkFit, type DeviceLimits, type FitDevice, type FitVerdict } from '..
 import { joinModelPath, readJson } from '../model/files.js';
 import type { Json } from '../model/families/types.js';
 import { readHfConfig } from '../model/hf/load.js';
+import { configLayout, decoderFormat } from '../model/loader.js';
 import { readPackedMarker } from '../model/packed-folder.js';
 import { decoderWeightBytes } from '../model/packed-weights.js';
 import type { WeightFormat } from '../model/quant.js';
@@ -26,16 +27,21 @@ export interface ModelSummary {
   tied: boolean;
 }
 
-/** Reads config.json (and the converted-folder marker): family, shapes and decoder weight bytes. */
+/**
+ * Reads config.json (and the converted-folder marker): family, shapes and decoder weight
+ * bytes, in the format the loader will store them in (src/model/loader.ts decides both).
+ */
 export async function summarizeModel(base: string, requested: WeightFormat = 'f32'): Promise<ModelSummary> {
-  const json = (await readJson(joinModelPath(base, 'config.json'))) as Json;
-  if (typeof json['model_type'] !== 'string') {
-    const config = parseConfig(json, joinModelPath(base, 'config.json'));
-    return { family: 'wnw (own layout)', config, weightFormat: 'f32', weightBytes: decoderWeightBytes(config, 'f32').total, tied: false };
+  const file = joinModelPath(base, 'config.json');
+  const json = (await readJson(file)) as Json;
+  if (configLayout(json, file) === 'own') {
+    const config = parseConfig(json, file);
+    const weightFormat = decoderFormat(null, requested);
+    return { family: 'wnw (own layout)', config, weightFormat, weightBytes: decoderWeightBytes(config, weightFormat).total, tied: false };
   }
   const info = await readHfConfig(base, json);
   const marker = await readPackedMarker(base);
-  const weightFormat = marker?.format ?? requested;
+  const weightFormat = decoderFormat(marker, requested);
   const tied = info.tiedEmbeddings;
   return {
     family: `${info.family.modelType} (Hugging Face${marker ? `, converted to ${marker.format}` : ''})`,

@@ -11,6 +11,7 @@ import {
   prefillGpuCount,
   rankingScore,
   retentionFor,
+  segmentFloor,
   voiceHeadCount,
 } from '../../src/policy/wnw/triage.js';
 import { WnwPolicy } from '../../src/policy/wnw/policy.js';
@@ -145,5 +146,56 @@ describe('listCalibrationClips', () => {
     writeFileSync(join(d, 'c.json'), '{"text": 1}');
     writeFileSync(join(d, 'c.wav'), '');
     await expect(listCalibrationClips(d)).rejects.toThrow(/c\.json: expected/);
+  });
+});
+
+describe('segment floor', () => {
+  // One layer of strong voice heads, three whose scores are 10–100× lower (as VS × HS
+  // comes out on the shipped model: the gradient hardly reaches some layers).
+  const L = 4;
+  const K = 8;
+  const N = L * K;
+  const r = rng(9);
+  const score = Array.from({ length: N }, (_, h) => (Math.floor(h / K) === 2 ? 0.5 + 0.5 * r() : 0.002 + 0.02 * r()));
+  const T = 3000;
+  const n = 25;
+  const segments = Math.ceil(T / n);
+  const kept = (retention: number) => prefillGpuCount([retention], T, n);
+
+  it('without it, ⌊retention · n_s⌋ leaves low-scored heads no audio at all; with it, every head keeps a position per segment', () => {
+    const roles = assignRoles(score, 0.2);
+    const sNorm = normalizedScores(score, roles.anchors);
+    const plain = fitLambda(sNorm, roles.anchors, [T], 0.2, n);
+    expect(roles.fixed.filter((h) => kept(plain.retention[h]) === 0).length).toBeGreaterThan(0);
+    const floored = fitLambda(sNorm, roles.anchors, [T], 0.2, n, 'segment', undefined, segmentFloor(n));
+    expect(floored.floor).toBe(1 / n);
+    expect(floored.rGpu).toBeLessThanOrEqual(0.2);
+    for (const h of [...roles.tidal, ...roles.fixed]) expect(kept(floored.retention[h])).toBeGreaterThanOrEqual(segments);
+    // Paid for by the best heads: λ shrinks.
+    expect(floored.lambda).toBeLessThan(plain.lambda);
+  });
+
+  it('is dropped where the budget cannot hold it, leaving the floorless fit', () => {
+    const roles = assignRoles(score, 0.1);
+    const sNorm = normalizedScores(score, roles.anchors);
+    // 0.1 of the cache, of which the floor alone would take 1/3 of every non-anchor head.
+    const fit = fitLambda(sNorm, roles.anchors, [T], 0.1, n, 'segment', undefined, segmentFloor(n, 8));
+    expect(fit.floor).toBe(0);
+    expect(fit).toEqual({ ...fitLambda(sNorm, roles.anchors, [T], 0.1, n), floor: 0 });
+  });
+
+  it('heads.json and the runtime policy apply it; segmentFloor=0 is the formula as written', () => {
+    const layout = makeLayout(L, K, T);
+    const heads = buildHeadsFile({ model: 'floor', numLayers: L, numKvHeads: K, voiceScore: score, headSensitivity: score.map(() => 1), clipLengths: [T], segmentLength: n, budgets: [0.2] });
+    expect(heads.roles['0.2'].floor).toBe(1 / n);
+    const emptied = (opts: Record<string, unknown>) => {
+      const p = new WnwPolicy({ budget: 0.2, heads, ...opts });
+      const plan = p.prefill(prefillObservation(layout, 5));
+      expect(p.state!.prefillRGpu).toBeLessThanOrEqual(0.2);
+      return plan.heads.filter((hr) => hr.gpu.length === 0).length;
+    };
+    expect(emptied({})).toBe(0);
+    expect(emptied({ strictBudget: false })).toBe(0);
+    expect(emptied({ segmentFloor: 0 })).toBeGreaterThan(0);
   });
 });

@@ -2,7 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { planMemory } from '../../src/backend/webgpu/fit.js';
 import { decoderWeightBytes } from '../../src/model/packed-weights.js';
 import { referenceConfig } from '../../src/model/testing.js';
-import { clipFit, type ModelSummary } from '../../src/ui/model-fit.js';
+import { clipFit, summarizeModel, type ModelSummary } from '../../src/ui/model-fit.js';
+import { ModelLoadError } from '../../src/errors.js';
+import { loadModel } from '../../src/model/loader.js';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { tempDir } from '../helpers/temp.js';
 
 const MiB = 2 ** 20;
 const summary = (over: Partial<ModelSummary> = {}): ModelSummary => {
@@ -34,5 +39,27 @@ describe("the model panel's fit verdict", () => {
     expect(v.text).toMatch(/does not fit\. layers\.\*\.\w+ \(f32, \d+ × \d+\) needs .* over this device's maxStorageBufferBindingSize/);
     // The CPU backend binds nothing: the same model is judged on memory alone.
     expect(clipFit(s, { seconds: 10, kvPrecision: 'f32', budget: 1 }, { limits: null }).fits).toBeNull();
+  });
+});
+
+describe('the model panel summary', () => {
+  it("states the format the loader stores the decoder in, on our own layout too", async () => {
+    const seen: string[] = [];
+    const model = await loadModel('public/models/wnw-ref', undefined, { weightFormat: 'q4', beforeWeights: (_c, f) => void seen.push(f) });
+    for (const f of ['f32', 'f16', 'q4'] as const) {
+      const s = await summarizeModel('public/models/wnw-ref', f);
+      expect(s.family).toBe('wnw (own layout)');
+      expect(s.weightFormat).toBe(f);
+      expect(s.weightBytes).toBe(decoderWeightBytes(model.config, f).total);
+    }
+    expect(seen).toEqual(['q4']);
+  });
+
+  it('refuses a config that is neither layout with the loader\'s error', async () => {
+    const dir = tempDir('wnw-fit-');
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ vocab: 3 }));
+    await expect(summarizeModel(dir)).rejects.toThrow(ModelLoadError);
+    await expect(summarizeModel(dir)).rejects.toThrow(/neither a wnw model config .* nor a Hugging Face config/);
+    await expect(loadModel(dir)).rejects.toThrow(/neither a wnw model config .* nor a Hugging Face config/);
   });
 });

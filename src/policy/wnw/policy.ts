@@ -21,6 +21,10 @@
  *   releases stale recalled segments early when a recall would exceed the budget. With
  *   `strictBudget: false` the calibrated retention is used as is and recalls are not
  *   capped, as in the paper (whose measured r_GPU was 22.3 % at a 0.2 target).
+ * - Segment floor (`segmentFloor`, default 1 position): every non-anchor head keeps at
+ *   least that many positions per segment where the budget holds it, so ⌊retention · n_s⌋
+ *   cannot round a low-scored head down to no audio at all (triage.ts `segmentFloor`);
+ *   0 is the formula as written.
  */
 import { WnwError } from '../../errors.js';
 import type { AttentionRequest, HeadResidency, HeadRoles, HeadsFile, KvPolicy, LayerPrefill, Move, PolicyLayout, PolicyOptions, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../types.js';
@@ -28,7 +32,7 @@ import { EMPTY_PLAN } from '../types.js';
 import { checkBudget, complement, concatSorted, NONE, numOpt, selectByRetention } from '../select.js';
 import { layerwise, prefillAllLayers } from '../layered.js';
 import { ChunkScheduler, PAPER_CHUNKS, type ChunkDecision, type ChunkOptions } from './chunks.js';
-import { assignRoles, budgetKey, fitLambda, headsScore, normalizedScores, rankingScore, type Roles, type Selection } from './triage.js';
+import { assignRoles, budgetKey, fitLambda, headsScore, normalizedScores, rankingScore, segmentFloor, type Roles, type Selection } from './triage.js';
 
 export interface WnwState {
   roles: Roles;
@@ -40,7 +44,7 @@ export interface WnwState {
 
 export class WnwPolicy implements KvPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
-  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors'];
+  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor'];
   readonly name = 'wnw';
   private readonly budget: number;
   private readonly heads: HeadsFile;
@@ -48,6 +52,8 @@ export class WnwPolicy implements KvPolicy {
   private readonly selection: Selection;
   private readonly strict: boolean;
   private readonly reserveSegments: number;
+  /** Positions per segment every non-anchor head keeps at least (triage.ts `segmentFloor`). */
+  private readonly floorPositions: number;
   private readonly score: number[];
   private readonly calibrated?: HeadRoles;
   private layout?: PolicyLayout;
@@ -73,6 +79,7 @@ export class WnwPolicy implements KvPolicy {
     this.selection = sel;
     this.strict = opts['strictBudget'] !== false;
     this.reserveSegments = numOpt(opts, 'reserveSegments', this.chunkOpts.topChunks * this.chunkOpts.chunkSegments, 0);
+    this.floorPositions = numOpt(opts, 'segmentFloor', 1, 0);
     const ranking = opts['ranking'];
     if (ranking !== undefined && ranking !== 'product' && ranking !== 'voice' && ranking !== 'sensitivity') {
       throw new WnwError('BAD_ARGUMENT', `option "ranking" must be "product", "voice" or "sensitivity", got ${String(ranking)}`);
@@ -85,7 +92,7 @@ export class WnwPolicy implements KvPolicy {
     // Calibrated roles are used unless an ablation option asks for something they were not made with.
     const stored = this.heads.roles[budgetKey(this.budget)];
     const sameRanking = ranking === undefined || ranking === (this.heads.ranking ?? 'product');
-    const calibrated = stored && sameRanking && roleOpts.nVoice === undefined && roleOpts.anchors === undefined && (stored.selection ?? 'segment') === this.selection;
+    const calibrated = stored && sameRanking && roleOpts.nVoice === undefined && roleOpts.anchors === undefined && (stored.selection ?? 'segment') === this.selection && opts['segmentFloor'] === undefined;
     this.score = sameRanking ? headsScore(this.heads) : rankingScore(this.heads.voiceScore, this.heads.headSensitivity, ranking);
     this.calibrated = calibrated ? stored : undefined;
     this.roles = calibrated ? { anchors: [...stored.anchors], tidal: [...stored.tidal], fixed: [...stored.fixed] } : assignRoles(this.score, this.budget, roleOpts);
@@ -219,7 +226,7 @@ export class WnwPolicy implements KvPolicy {
       }
       return extra;
     };
-    const fit = fitLambda(sNorm, this.roles.anchors, [T], this.budget, n, this.selection, reserve);
+    const fit = fitLambda(sNorm, this.roles.anchors, [T], this.budget, n, this.selection, reserve, segmentFloor(n, this.floorPositions));
     return { retention: fit.retention, lambda: fit.lambda };
   }
 }

@@ -105,10 +105,26 @@ export function normalizedScores(score: number[], anchors: number[]): number[] {
   return score.map((s, i) => (isAnchor.has(i) ? 1 : max > 0 ? Math.max(0, s) / max : 0));
 }
 
-/** retention_i = min(s̃_i · λ, 1); anchors 1. */
-export function retentionFor(sNorm: number[], anchors: number[], lambda: number): number[] {
+/**
+ * retention_i = min(max(s̃_i · λ, floor), 1); anchors 1. The floor is the segment floor
+ * (see `segmentFloor`); 0 is the method's formula as written.
+ */
+export function retentionFor(sNorm: number[], anchors: number[], lambda: number, floor = 0): number[] {
   const isAnchor = new Set(anchors);
-  return sNorm.map((s, i) => (isAnchor.has(i) ? 1 : Math.min(1, s * lambda)));
+  return sNorm.map((s, i) => (isAnchor.has(i) ? 1 : Math.min(1, Math.max(floor, s * lambda))));
+}
+
+/**
+ * The method keeps ⌊retention · n_s⌋ positions in every segment "so no stretch of audio is
+ * emptied", but a head whose retention is below 1 / n_s keeps ⌊·⌋ = 0 in every segment:
+ * nothing of the audio at all. Scores spread over orders of magnitude (VS × HS of a
+ * layer the gradient hardly reaches), so with λ scaled for the best heads whole layers
+ * fall below it, and a fixed head never gets its audio back. The floor gives every
+ * non-anchor head `positions` per segment, paid for out of the same budget (λ shrinks),
+ * wherever the budget can hold it (see fitLambda).
+ */
+export function segmentFloor(segmentLength: number, positions = 1): number {
+  return segmentLength > 0 ? Math.min(1, positions / segmentLength) : 0;
 }
 
 /** Audio positions kept on the GPU at prefill over all heads, for one clip of T positions. */
@@ -123,13 +139,17 @@ export interface LambdaFit {
   retention: number[];
   /** r_GPU over the given clips (Σ kept / Σ heads · T), counting `extra` too. */
   rGpu: number;
+  /** The retention floor in force: the one asked for, or 0 where the budget could not hold it. */
+  floor: number;
 }
 
 /**
  * The largest λ whose r_GPU over the clips stays ≤ target, by bisection (r_GPU is a
  * non-decreasing step function of λ). `extra(retention, T)` adds positions a head set
  * needs beyond prefill (the runtime's recall reserve); it must not grow with λ faster
- * than the prefill count shrinks, which holds for the reserve (see policy.ts).
+ * than the prefill count shrinks, which holds for the reserve (see policy.ts). A `floor`
+ * the budget cannot hold even at λ = 0 is dropped (the fit is then the floorless one),
+ * so a tight budget on a short clip behaves as the method's formula does.
  */
 export function fitLambda(
   sNorm: number[],
@@ -139,28 +159,34 @@ export function fitLambda(
   segmentLength: number,
   selection: Selection = 'segment',
   extra: (retention: number[], T: number) => number = () => 0,
+  floor = 0,
 ): LambdaFit {
-  const N = sNorm.length;
-  const total = lengths.reduce((a, T) => a + N * T, 0) || 1;
-  const r = (lambda: number) => {
-    const ret = retentionFor(sNorm, anchors, lambda);
-    let n = 0;
-    for (const T of lengths) n += prefillGpuCount(ret, T, segmentLength, selection) + extra(ret, T);
-    return n / total;
-  };
-  const isAnchor = new Set(anchors);
-  const minPos = Math.min(...sNorm.filter((s, i) => s > 0 && !isAnchor.has(i)), Infinity);
-  let hi = Number.isFinite(minPos) ? 1 / minPos : 1;
-  let lo = 0;
-  if (r(hi) <= target + 1e-12) lo = hi;
-  else {
-    for (let i = 0; i < 64; i++) {
-      const mid = (lo + hi) / 2;
-      if (r(mid) <= target + 1e-12) lo = mid;
-      else hi = mid;
+  const fit = fitAt(floor);
+  return floor > 0 && fit.rGpu > target + 1e-12 ? fitAt(0) : fit;
+
+  function fitAt(floor: number): LambdaFit {
+    const N = sNorm.length;
+    const total = lengths.reduce((a, T) => a + N * T, 0) || 1;
+    const r = (lambda: number) => {
+      const ret = retentionFor(sNorm, anchors, lambda, floor);
+      let n = 0;
+      for (const T of lengths) n += prefillGpuCount(ret, T, segmentLength, selection) + extra(ret, T);
+      return n / total;
+    };
+    const isAnchor = new Set(anchors);
+    const minPos = Math.min(...sNorm.filter((s, i) => s > 0 && !isAnchor.has(i)), Infinity);
+    let hi = Number.isFinite(minPos) ? 1 / minPos : 1;
+    let lo = 0;
+    if (r(hi) <= target + 1e-12) lo = hi;
+    else {
+      for (let i = 0; i < 64; i++) {
+        const mid = (lo + hi) / 2;
+        if (r(mid) <= target + 1e-12) lo = mid;
+        else hi = mid;
+      }
     }
+    return { lambda: lo, retention: retentionFor(sNorm, anchors, lo, floor), rGpu: r(lo), floor };
   }
-  return { lambda: lo, retention: retentionFor(sNorm, anchors, lo), rGpu: r(lo) };
 }
 
 /** The key of `HeadsFile.roles` for a budget: "0.2", "0.15". */
