@@ -14,7 +14,9 @@ import os
 import sys
 import wave
 
-RATE = 16000
+import numpy as np
+
+from common import SR, read_wav, write_wav
 
 
 def main():
@@ -25,28 +27,24 @@ def main():
     ap.add_argument("--pause", type=float, default=0.3, help="seconds of silence after each clip")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    frames, texts = [], []
+    parts, texts = [], []
     for i in range(a.first, a.last + 1):
         stem = os.path.join(a.clips, f"calib{i:03d}")
         try:
-            w = wave.open(stem + ".wav")
+            x, sr = read_wav(stem + ".wav")
             text = json.load(open(stem + ".json"))["text"]
-        except (OSError, wave.Error, KeyError, ValueError) as e:
-            sys.exit(f"concat_clips: cannot read {stem}.wav / .json ({e})")
-        if (w.getframerate(), w.getnchannels(), w.getsampwidth()) != (RATE, 1, 2):
-            sys.exit(f"concat_clips: {stem}.wav is not 16 kHz mono PCM16")
-        frames += [w.readframes(w.getnframes()), b"\0\0" * int(a.pause * RATE)]
+        except (OSError, wave.Error, AssertionError, KeyError, ValueError) as e:
+            sys.exit(f"concat_clips: cannot read {stem}.wav / .json ({e!r})")
+        if sr != SR:
+            sys.exit(f"concat_clips: {stem}.wav is {sr} Hz, not {SR}")
+        parts += [x, np.zeros(int(a.pause * SR), np.float32)]
         texts.append(text)
     os.makedirs(a.out, exist_ok=True)
-    with wave.open(os.path.join(a.out, "calib-long.wav"), "wb") as o:
-        o.setnchannels(1)
-        o.setsampwidth(2)
-        o.setframerate(RATE)
-        o.writeframes(b"".join(frames))
+    audio = np.concatenate(parts)
+    write_wav(os.path.join(a.out, "calib-long.wav"), audio)
     with open(os.path.join(a.out, "calib-long.txt"), "w") as f:
         f.write(" ".join(texts) + "\n")
-    print(f"{len(texts)} clips, {sum(len(b) for b in frames) / 2 / RATE:.1f} s -> {a.out}")
-
+    print(f"{len(texts)} clips, {len(audio) / SR:.1f} s -> {a.out}")
 
 if __name__ == "__main__":
     main()

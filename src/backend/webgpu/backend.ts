@@ -18,7 +18,7 @@ import { PipelineCache } from './pipelines.js';
 import { GpuPool } from './pool.js';
 import { kvElementBytes, slotBytes, type KvPrecision } from '../../kv/precision.js';
 import { poolLayout, residencyShards, shardedLayout, type PoolLayout } from './pool-layout.js';
-import { gatherIntoPool, readPrefillKv, runPrefill } from './prefill.js';
+import { placePlan, runPrefill } from './prefill.js';
 import { LayerPlacer } from './layered.js';
 import { PrefillBuffers, SessionBuffers, sessionSizes } from './session.js';
 import type { ShaderLoader } from './shader-source.js';
@@ -238,20 +238,7 @@ export class WebGpuBackend implements DecoderBackend {
     const layout = poolLayout(c, need.perHead, P, Math.min(...Object.values(this.limits())), this.elementBytes);
     const pool = await this.makePool(layout, `the KV pool of this plan (${need.total} pages)`);
     const residency = new Residency({ heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: layout.capacityPages, shards: residencyShards(c, layout), kvElementBytes: layout.elementBytes, audioStart: audioStart(c), audioLength: A }, pool);
-    // CPU copies: read back once, only the layers that keep any.
-    const cpuLayers = new Set<number>();
-    plan.heads.forEach((h, i) => { if (h.cpu.length > 0) cpuLayers.add(Math.floor(i / c.numKvHeads)); });
-    const kv = await readPrefillKv(this.ctx, c, p, sizes.promptLength, [...cpuLayers]);
-    const hd = c.headDim;
-    const kvd = c.numKvHeads * hd;
-    const { gathers, transfer } = residency.applyPrefill(plan, text, (head, seqPos, k, kOff, v, vOff) => {
-      const src = kv.get(Math.floor(head / c.numKvHeads))!;
-      const o = seqPos * kvd + (head % c.numKvHeads) * hd;
-      k.set(src.k.subarray(o, o + hd), kOff);
-      v.set(src.v.subarray(o, o + hd), vOff);
-    });
-    gatherIntoPool(this.ctx, c, this.kernels, pool, p, gathers);
-    pool.flush(residency);
+    const transfer = await placePlan(this.ctx, c, this.kernels, pool, p, sizes.promptLength, residency, plan, text);
     // Prefill buffers go as soon as the gather is queued (WebGPU defers the free).
     p.destroy();
     s.prefill = null;

@@ -13,8 +13,9 @@
  * long the recording. Prefill scores add up block by block.
  */
 import { audioStart, kvHeadCount, type ModelConfig } from '../../model/config.js';
-import type { AttentionRequest } from '../../policy/types.js';
-import type { Gather } from '../../kv/residency.js';
+import type { AttentionRequest, PrefillPlan } from '../../policy/types.js';
+import type { Gather, Residency } from '../../kv/residency.js';
+import type { TransferStats } from '../../kv/types.js';
 import type { GpuContext, Bindings } from './device.js';
 import type { GpuPool } from './pool.js';
 import { grid, matmulGroups, type Kernels } from './kernels.js';
@@ -223,4 +224,25 @@ export function gatherIntoPool(ctx: GpuContext, c: ModelConfig, k: Kernels, pool
   });
   pass.end();
   ctx.device.queue.submit([enc.finish()]);
+}
+
+/**
+ * A whole prefill plan into the pool: kept rows gathered on the GPU, CPU copies read back
+ * once (only the layers that keep any) and handed to the residency, then the page tables flushed.
+ */
+export async function placePlan(ctx: GpuContext, c: ModelConfig, k: Kernels, pool: GpuPool, p: PrefillBuffers, promptLength: number, residency: Residency, plan: PrefillPlan, text: number[]): Promise<TransferStats> {
+  const cpuLayers = new Set<number>();
+  plan.heads.forEach((h, i) => { if (h.cpu.length > 0) cpuLayers.add(Math.floor(i / c.numKvHeads)); });
+  const kv = await readPrefillKv(ctx, c, p, promptLength, [...cpuLayers]);
+  const hd = c.headDim;
+  const kvd = c.numKvHeads * hd;
+  const { gathers, transfer } = residency.applyPrefill(plan, text, (head, seqPos, kk, kOff, v, vOff) => {
+    const src = kv.get(Math.floor(head / c.numKvHeads))!;
+    const o = seqPos * kvd + (head % c.numKvHeads) * hd;
+    kk.set(src.k.subarray(o, o + hd), kOff);
+    v.set(src.v.subarray(o, o + hd), vOff);
+  });
+  gatherIntoPool(ctx, c, k, pool, p, gathers);
+  pool.flush(residency);
+  return transfer;
 }
