@@ -79,6 +79,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   let out = '';
   const acc = { steps: 0, rGpu: 0, rGpuPeak: 0, bytes: 0, bytesMax: 0, recalls: 0, releases: 0, stepMs: 0 };
   let stoppedBy: TranscriptionStats['stoppedBy'] = 'eos';
+  let stopToken: number | undefined;
   let error: Error | undefined;
   let prefillMs = 0;
   const t0 = now();
@@ -150,6 +151,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
       token = forced ? forced[acc.steps] ?? c.tokens.eos : res.token;
       if (!isStop(c, token)) emit(token, f);
     }
+    if (stoppedBy === 'eos' && !forced) stopToken = token;
   } catch (e) {
     error = e instanceof Error ? e : new Error(String(e));
     stoppedBy = e instanceof CancelledError ? 'cancelled' : 'error';
@@ -181,6 +183,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     cpuKvBytes: final?.cpuBytes ?? 0,
     realTimeFactor: (r.encodeMs + prefillMs + decodeMs) / 1000 / Math.max(1e-9, r.audioSeconds),
     stoppedBy,
+    ...(stopToken !== undefined ? { stopToken } : {}),
   };
   const words = wordsFromFocus(tokens, focus, tok, c.audio.tokensPerSecond, r.audioSeconds);
   return { text: out.trim(), words, tokens, stats, error };

@@ -130,6 +130,8 @@ export interface TranscriptionStats {
   cpuKvBytes: number;
   realTimeFactor: number;
   stoppedBy: 'eos' | 'length-guard' | 'cancelled' | 'error';
+  /** The stop token the model chose when `stoppedBy` is 'eos' (a model may have several). */
+  stopToken?: number;
 }
 
 export interface TranscribeOptions {

@@ -138,51 +138,47 @@ def flite_until(pool, voice, rng, min_s, max_s):
     return flite_session(chosen, voice, rng)
 
 
-def flite_session(texts, voice, rng):
+def utterance_session(texts, synth, gap_s, rng):
+    """One session of utterances, each `synth(text, tmpdir, i)` (16 kHz float32) trimmed to
+    its voiced part, after a silence drawn from `gap_s` (seconds); utterances with no voice
+    are left out."""
     parts, utts = [], []
     t = 0.0
     with tempfile.TemporaryDirectory() as td:
         for i, txt in enumerate(texts):
-            p = os.path.join(td, f"{i}.wav")
-            subprocess.run(["flite", "-voice", voice, "-t", txt, "-o", p], check=True)
-            x, sr = read_wav(p)
-            x16 = resample(x, sr)
-            nz = np.nonzero(np.abs(x16) > 0.003)[0]
-            x16 = x16[max(0, nz[0] - 160):nz[-1] + 800]
-            g = np.zeros(int(rng.uniform(0.2, 0.6) * SR), np.float32)
-            parts += [g, x16]
-            t += len(g) / SR
-            utts.append((t, t + len(x16) / SR, normalise(txt)))
-            t += len(x16) / SR
-    parts.append(np.zeros(int(0.3 * SR), np.float32))
-    return np.concatenate(parts), utts
-
-
-def festival_session(texts, rng):
-    parts, utts = [], []
-    t = 0.0
-    with tempfile.TemporaryDirectory() as td:
-        for i, txt in enumerate(texts):
-            p = os.path.join(td, f"{i}.wav")
-            q = os.path.join(td, f"{i}s.wav")
-            subprocess.run(["text2wave", "-o", p], input=txt.encode(), check=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-            sp = rng.uniform(0.88, 1.15)
-            # -R: sox seeds its dither (16-bit output) with a fixed number, so reruns match
-            subprocess.run(["sox", "-R", p, "-r", "16000", q, "speed", f"{sp:.3f}"], check=True)
-            x, sr = read_wav(q)
-            x16 = resample(x, sr)
+            x16 = synth(txt, td, i)
             nz = np.nonzero(np.abs(x16) > 0.003)[0]
             if len(nz) == 0:
                 continue
             x16 = x16[max(0, nz[0] - 160):nz[-1] + 800]
-            g = np.zeros(int(rng.uniform(0.15, 0.7) * SR), np.float32)
+            g = np.zeros(int(rng.uniform(*gap_s) * SR), np.float32)
             parts += [g, x16]
             t += len(g) / SR
             utts.append((t, t + len(x16) / SR, normalise(txt)))
             t += len(x16) / SR
     parts.append(np.zeros(int(0.3 * SR), np.float32))
     return np.concatenate(parts), utts
+
+
+def flite_session(texts, voice, rng):
+    def synth(txt, td, i):
+        p = os.path.join(td, f"{i}.wav")
+        subprocess.run(["flite", "-voice", voice, "-t", txt, "-o", p], check=True)
+        return resample(*read_wav(p))
+    return utterance_session(texts, synth, (0.2, 0.6), rng)
+
+
+def festival_session(texts, rng):
+    def synth(txt, td, i):
+        p = os.path.join(td, f"{i}.wav")
+        q = os.path.join(td, f"{i}s.wav")
+        subprocess.run(["text2wave", "-o", p], input=txt.encode(), check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        sp = rng.uniform(0.88, 1.15)
+        # -R: sox seeds its dither (16-bit output) with a fixed number, so reruns match
+        subprocess.run(["sox", "-R", p, "-r", "16000", q, "speed", f"{sp:.3f}"], check=True)
+        return resample(*read_wav(q))
+    return utterance_session(texts, synth, (0.15, 0.7), rng)
 
 
 def _train_job(args):
@@ -349,6 +345,30 @@ def build_tests(repo, test_texts, calib_texts, tiny):
                   open(os.path.join(cd, name + ".json"), "w"), indent=1)
         cman.append({"name": name, "voice": voice, "seconds": round(len(x) / SR, 2)})
     json.dump(cman, open(os.path.join(cd, "manifest.json"), "w"), indent=1)
+
+
+def build_val(work, tiny=False):
+    """data/val: the training's validation clips, held-out voices reading calibration texts
+    (never test texts), so the progress gates of the CTC and decoder stages read no clip of
+    a test set. Two clips of about a minute (seconds with --tiny); built once."""
+    d = os.path.join(work, "data", "val")
+    if os.path.exists(os.path.join(d, "done")):
+        return d
+    os.makedirs(d, exist_ok=True)
+    _, held_vars = variants()
+    r = random.Random(11)
+    rng = np.random.default_rng(11)
+    pool = [t for _, t in load_fortunes() if text_split(t) == "calib"]
+    r.shuffle(pool)
+    sc = 0.1 if tiny else 1.0
+    for i in range(2):
+        voice = f"{HELDOUT_BASES[i % len(HELDOUT_BASES)]}+{held_vars[-1 - i]}"
+        x, utts, _ = synth_until(pool, voice, r.randint(140, 180), r.randint(35, 65), r.randint(40, 70), rng,
+                                 61 * sc, 68 * sc)
+        write_wav(os.path.join(d, f"val{i + 1}.wav"), pcm16_roundtrip(x / (np.abs(x).max() + 1e-6) * 0.8))
+        open(os.path.join(d, f"val{i + 1}.txt"), "w").write(" ".join(u[2] for u in utts) + "\n")
+    open(os.path.join(d, "done"), "w").write("ok")
+    return d
 
 
 def main():

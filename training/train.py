@@ -31,6 +31,7 @@ from stage_ctc import ENC_KW, stage_ctc  # noqa: E402,F401  (ENC_KW: read by exp
 from stage_dec import stage_dec  # noqa: E402
 from common import load_safetensors  # noqa: E402
 from train_common import Data, keep_heap, label_table, load_val, log, save_ckpt, set_dev  # noqa: E402
+from gen_data import build_val  # noqa: E402
 
 INSTRUCTION = "transcribe"
 
@@ -205,7 +206,7 @@ def main():
     sp = stage_tokenizer(a.work, cfg, a.tiny)
     log(a.work, f"tokenizer vocab {cfg['vocab_size']} instruction {cfg['instruction']}; data {stats}")
     data = Data(a.work, cfg, sp)
-    val = load_val(a.repo, cfg)
+    val = load_val(build_val(a.work, a.tiny))
     enc = stage_ctc(a, cfg, sp, data, val)
     if a.stop_after == "ctc":
         return

@@ -271,17 +271,14 @@ def budget_reached(st, steps, minutes):
     return bool(st.get("done")) and (st["step"] >= steps or st["elapsed"] >= minutes * 60)
 
 
-def load_val(repo, cfg, names=("espeak-heldout",), limit=2):
+def load_val(val_dir, limit=2):
+    """(set, file, samples, reference) of the validation clips (gen_data.build_val)."""
     out = []
-    for n in names:
-        d = os.path.join(repo, "public", "test-sets", n)
-        if not os.path.isdir(d):
-            continue
-        for f in sorted(os.listdir(d))[::-1]:
-            if f.endswith(".wav") and len([o for o in out if o[0] == n]) < limit:
-                x, sr = read_wav(os.path.join(d, f))
-                ref = open(os.path.join(d, f[:-4] + ".txt")).read().strip()
-                out.append((n, f, x, ref))
+    for f in sorted(os.listdir(val_dir)):
+        if f.endswith(".wav") and len(out) < limit:
+            x, sr = read_wav(os.path.join(val_dir, f))
+            ref = open(os.path.join(val_dir, f[:-4] + ".txt")).read().strip()
+            out.append(("val", f, x, ref))
     return out
 
 

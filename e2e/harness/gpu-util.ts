@@ -84,3 +84,25 @@ export function compare(name: string, ref: ArrayLike<number>, got: ArrayLike<num
   const pass = e <= bound && nz >= minNonZero;
   return { name, pass, nmse: e, bound, nonZero: nz, ms: performance.now() - t0, detail: `n=${ref.length} nmse=${e.toExponential(2)} (bound ${bound}) nonZero=${nz.toFixed(3)}${extra ? ' ' + extra : ''}` };
 }
+
+type Checks = Record<string, () => Promise<CheckResult>>;
+
+/**
+ * Exposes a page's checks to the Playwright specs as window.wnwGpu ({ names, run } and
+ * `extra`) and marks the page ready. A check that throws is a failed result carrying the
+ * error, so one broken check does not end the spec's page.
+ */
+export function exposeChecks(checks: Checks, extra: Record<string, unknown> = {}): void {
+  const run = async (name: string): Promise<CheckResult> => {
+    const t = checks[name];
+    if (!t) return { name, pass: false, detail: `no such check: ${name}`, ms: 0 };
+    try {
+      return await t();
+    } catch (e) {
+      const err = e as Error;
+      return { name, pass: false, detail: `${err.name}: ${err.message}\n${err.stack ?? ''}`, ms: 0 };
+    }
+  };
+  (window as unknown as { wnwGpu: unknown }).wnwGpu = { names: Object.keys(checks), run, ...extra };
+  document.getElementById('status')!.textContent = 'ready';
+}

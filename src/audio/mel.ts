@@ -46,7 +46,7 @@ export function melFilterbank(p: Pick<MelParams, 'sampleRate' | 'nFft' | 'nMels'
 }
 
 /** Index into a signal of length n extended by reflection without edge repeat (numpy "reflect"). */
-function reflect(i: number, n: number): number {
+export function reflect(i: number, n: number): number {
   if (n === 1) return 0;
   const period = 2 * (n - 1);
   let j = i % period;
@@ -84,15 +84,27 @@ export function sparseFilters(dense: Float64Array, nMels: number, bins: number):
   return { start, off, w: Float64Array.from(w) };
 }
 
+/** Filter m's energy: its weights times the power spectrum over its run of bins. */
+export function filterEnergy(f: SparseFilters, m: number, pow: Float64Array): number {
+  let acc = 0;
+  const k0 = f.start[m] - f.off[m];
+  for (let j = f.off[m]; j < f.off[m + 1]; j++) acc += f.w[j] * pow[k0 + j];
+  return acc;
+}
+
+/** Periodic Hann window of `length` (np.hanning(length + 1)[:-1], torch.hann_window(length)). */
+export function periodicHann(length: number): Float64Array {
+  const w = new Float64Array(length);
+  for (let i = 0; i < length; i++) w[i] = 0.5 - 0.5 * Math.cos((2 * Math.PI * i) / length);
+  return w;
+}
+
 export class LogMel {
   readonly params: MelParams;
   readonly bins: number;
   private readonly fft: RealFft;
   private readonly window: Float64Array;
-  /** Sparse filters: for filter m, weights fbW[fbOff[m] .. fbOff[m+1]) over bins fbStart[m].. */
-  private readonly fbStart: Int32Array;
-  private readonly fbOff: Int32Array;
-  private readonly fbW: Float64Array;
+  private readonly filters: SparseFilters;
   private readonly frame: Float64Array;
   private readonly pow: Float64Array;
 
@@ -104,10 +116,8 @@ export class LogMel {
     this.params = { ...p };
     this.bins = (p.nFft >> 1) + 1;
     this.fft = new RealFft(p.nFft);
-    this.window = new Float64Array(p.winLength);
-    for (let i = 0; i < p.winLength; i++) this.window[i] = 0.5 - 0.5 * Math.cos((2 * Math.PI * i) / p.winLength);
-    const dense = melFilterbank(p);
-    ({ start: this.fbStart, off: this.fbOff, w: this.fbW } = sparseFilters(dense, p.nMels, this.bins));
+    this.window = periodicHann(p.winLength);
+    this.filters = sparseFilters(melFilterbank(p), p.nMels, this.bins);
     this.frame = new Float64Array(p.nFft);
     this.pow = new Float64Array(this.bins);
   }
@@ -134,7 +144,7 @@ export class LogMel {
     const normalize = opts.normalize ?? true;
     const mean = normalize ? p.melMean : 0;
     const inv = normalize ? 1 / p.melStd : 1;
-    const { frame, pow, window, fbStart, fbOff, fbW } = this;
+    const { frame, pow, window, filters } = this;
     const win = p.winLength;
     const pad = win >> 1;
     for (let t = start; t < end; t++) {
@@ -147,12 +157,7 @@ export class LogMel {
       // frame[win..nFft) stays zero: the right zero-padding is never written.
       this.fft.power(frame, pow);
       const col = t - start;
-      for (let m = 0; m < p.nMels; m++) {
-        let acc = 0;
-        const k0 = fbStart[m] - fbOff[m];
-        for (let j = fbOff[m]; j < fbOff[m + 1]; j++) acc += fbW[j] * pow[k0 + j];
-        out[m * T + col] = (Math.log(acc + p.melFloor) - mean) * inv;
-      }
+      for (let m = 0; m < p.nMels; m++) out[m * T + col] = (Math.log(filterEnergy(filters, m, pow) + p.melFloor) - mean) * inv;
     }
     return out;
   }

@@ -26,7 +26,7 @@
  * Work is float64 (numpy's); the output is float32, mel-major [nMels, frames] like the
  * upstream `input_features`.
  */
-import { sparseFilters } from './mel.js';
+import { filterEnergy, periodicHann, reflect, sparseFilters, type SparseFilters } from './mel.js';
 import { RealPowerFft } from './mixed-fft.js';
 
 export interface WhisperMelParams {
@@ -100,15 +100,6 @@ function linspace(a: number, b: number, n: number, i: number): number {
   return a + i * ((b - a) / (n - 1));
 }
 
-/** numpy "reflect" (no edge repeat) index into a signal of length n. */
-function reflect(i: number, n: number): number {
-  if (n === 1) return 0;
-  const period = 2 * (n - 1);
-  let j = i % period;
-  if (j < 0) j += period;
-  return j < n ? j : period - j;
-}
-
 /** Samples kept and the padded length for `n` input samples. */
 export function whisperPaddedLength(n: number, pad: WhisperPadding = {}): { kept: number; padded: number } {
   const kept = pad.truncateTo !== undefined ? Math.min(n, pad.truncateTo) : n;
@@ -123,9 +114,7 @@ export class WhisperLogMel {
   readonly bins: number;
   private readonly fft: RealPowerFft;
   private readonly window: Float64Array;
-  private readonly fbStart: Int32Array;
-  private readonly fbOff: Int32Array;
-  private readonly fbW: Float64Array;
+  private readonly filters: SparseFilters;
   private readonly frame: Float64Array;
   private readonly pow: Float64Array;
 
@@ -138,12 +127,8 @@ export class WhisperLogMel {
     this.params = { ...p };
     this.bins = p.nFft / 2 + 1;
     this.fft = new RealPowerFft(p.nFft);
-    // Periodic Hann (np.hanning(n + 1)[:-1]), the same as torch.hann_window(n).
-    this.window = new Float64Array(p.nFft);
-    for (let i = 0; i < p.nFft; i++) this.window[i] = 0.5 - 0.5 * Math.cos((2 * Math.PI * i) / p.nFft);
-    // The filters are sparse (a few bins each): keep each one's nonzero run only.
-    const dense = slaneyFilterbank(p);
-    ({ start: this.fbStart, off: this.fbOff, w: this.fbW } = sparseFilters(dense, p.nMels, this.bins));
+    this.window = periodicHann(p.nFft);
+    this.filters = sparseFilters(slaneyFilterbank(p), p.nMels, this.bins);
     this.frame = new Float64Array(p.nFft);
     this.pow = new Float64Array(this.bins);
   }
@@ -159,7 +144,7 @@ export class WhisperLogMel {
     const frames = Math.floor(padded / p.hopLength); // 1 + floor(padded / hop), last dropped
     const nMels = p.nMels;
     const out = new Float32Array(nMels * frames);
-    const { frame, pow, window, fbStart, fbOff, fbW } = this;
+    const { frame, pow, window, filters } = this;
     const nFft = p.nFft;
     const half = nFft >> 1;
     let max = -Infinity;
@@ -176,9 +161,7 @@ export class WhisperLogMel {
       }
       this.fft.power(frame, pow);
       for (let m = 0; m < nMels; m++) {
-        let acc = 0;
-        const k0 = fbStart[m] - fbOff[m];
-        for (let i = fbOff[m]; i < fbOff[m + 1]; i++) acc += fbW[i] * pow[k0 + i];
+        const acc = filterEnergy(filters, m, pow);
         const v = Math.log10(acc > 1e-10 ? acc : 1e-10);
         if (v > max) max = v;
         out[m * frames + t] = v;

@@ -35,7 +35,7 @@ export function buildHeadsFile(input: CalibrationInput): HeadsFile {
   const roles: Record<string, HeadRoles> = {};
   for (const budget of input.budgets ?? DEFAULT_BUDGETS) {
     const r = assignRoles(score, budget, input.roles);
-    const fit = fitLambda(normalizedScores(score, r.anchors), r.anchors, input.clipLengths, budget, input.segmentLength, selection, undefined, floor);
+    const fit = fitLambda(normalizedScores(score, r.anchors), r.anchors, input.clipLengths, budget, input.segmentLength, { selection, floor });
     roles[budgetKey(budget)] = { ...r, retention: fit.retention, lambda: fit.lambda, measuredRGpu: fit.rGpu, selection, floor: fit.floor };
   }
   return {

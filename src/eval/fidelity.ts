@@ -2,8 +2,11 @@
  * Fidelity to the full cache, step by step: how often a policy's cache picks the full
  * cache's greedy token, and how far its next-token distribution is from the full
  * cache's, KL(full ‖ policy). Both read the logits of the same forced token sequence,
- * so a step's numbers compare the two caches on the same context. Pure and in f64:
- * a cache that keeps everything must come out at exactly 1 and 0.
+ * so a step's numbers compare the two caches on the same context. With the token the
+ * full cache stopped on, also how much the policy's cache moves that token's
+ * log-probability (a cache that pushes the model to stop early shows it at every step,
+ * long before the one step where free decoding ends). Pure and in f64: a cache that keeps
+ * everything must come out at exactly 1, 0 and 0.
  */
 // The greedy choice as the backends make it (first index of the largest logit).
 import { argmax } from '../backend/cpu/ops.js';
@@ -38,22 +41,32 @@ export interface StepFidelity {
   agreeing: number;
   /** Sum over steps of KL(full ‖ policy), nats. */
   klSum: number;
+  /** Sum over steps of log p_policy(stop) − log p_full(stop); null without a stop token. */
+  stopShiftSum: number | null;
 }
 
-/** Compares the two caches' logits step by step; both lists come from decoding the same tokens. */
-export function compareSteps(full: readonly Float32Array[], policy: readonly Float32Array[]): StepFidelity {
+/**
+ * Compares the two caches' logits step by step; both lists come from decoding the same
+ * tokens. `stopToken`: the token the full cache's free run stopped on, if it did.
+ */
+export function compareSteps(full: readonly Float32Array[], policy: readonly Float32Array[], stopToken: number | null = null): StepFidelity {
   if (full.length !== policy.length) throw new RangeError(`the full cache has logits for ${full.length} steps, the policy for ${policy.length}`);
   let agreeing = 0;
   let klSum = 0;
+  let stopShiftSum = 0;
   for (let t = 0; t < full.length; t++) {
     if (full[t].length !== policy[t].length) throw new RangeError(`step ${t}: ${full[t].length} logits against ${policy[t].length}`);
     if (argmax(full[t]) === argmax(policy[t])) agreeing++;
-    klSum += klDivergence(logSoftmax(full[t]), logSoftmax(policy[t]));
+    const p = logSoftmax(full[t]);
+    const q = logSoftmax(policy[t]);
+    klSum += klDivergence(p, q);
+    if (stopToken !== null) stopShiftSum += q[stopToken] - p[stopToken];
   }
-  return { steps: full.length, agreeing, klSum };
+  return { steps: full.length, agreeing, klSum, stopShiftSum: stopToken !== null ? stopShiftSum : null };
 }
 
-/** Top-1 agreement and mean KL per token; null over no steps (nothing to compare). */
-export function fidelityMeans(f: StepFidelity): { agreement: number | null; klVsFull: number | null } {
-  return f.steps > 0 ? { agreement: f.agreeing / f.steps, klVsFull: f.klSum / f.steps } : { agreement: null, klVsFull: null };
+/** Top-1 agreement, mean KL and mean stop-token shift per step; null over no steps (nothing to compare). */
+export function fidelityMeans(f: StepFidelity): { agreement: number | null; klVsFull: number | null; stopShift: number | null } {
+  if (f.steps === 0) return { agreement: null, klVsFull: null, stopShift: null };
+  return { agreement: f.agreeing / f.steps, klVsFull: f.klSum / f.steps, stopShift: f.stopShiftSum === null ? null : f.stopShiftSum / f.steps };
 }

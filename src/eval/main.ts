@@ -201,7 +201,7 @@ async function runOnce(
  * the forced decode fails, the measures are null and the reason is recorded.
  */
 async function measureFidelity(asr: Transcriber, audio: Float32Array, ref: FullReference | string, run: RunRecord, spec: string, options: TranscribeOptions): Promise<void> {
-  const none = { werVsFull: null, agreement: null, klVsFull: null };
+  const none = { werVsFull: null, agreement: null, klVsFull: null, stopShift: null };
   if (typeof ref === 'string') {
     Object.assign(run, none, { fidelityError: ref });
     return;
@@ -212,7 +212,7 @@ async function measureFidelity(asr: Transcriber, audio: Float32Array, ref: FullR
     Object.assign(run, fidelityMeans(f), { forcedSteps: f.steps });
   } catch (e) {
     if (options.signal?.aborted) throw e;
-    Object.assign(run, { agreement: null, klVsFull: null, fidelityError: message(e) });
+    Object.assign(run, { agreement: null, klVsFull: null, stopShift: null, fidelityError: message(e) });
   }
 }
 
@@ -294,7 +294,8 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
         }
         record.runs.push(run);
         done++;
-        const vsFull = run.werVsFull !== undefined ? `; vs full WER ${percent(run.werVsFull)}, agreement ${percent(run.agreement)}` : '';
+        const stop = run.stopShift != null ? `, stop shift ${run.stopShift >= 0 ? '+' : ''}${run.stopShift.toFixed(2)} nats` : '';
+        const vsFull = run.werVsFull !== undefined ? `; vs full WER ${percent(run.werVsFull)}, agreement ${percent(run.agreement)}${stop}` : '';
         show(`${label} WER ${(run.wer * 100).toFixed(1)}%${vsFull} ${run.msPerToken.toFixed(1)} ms/token${run.error ? ` (${run.error})` : ''}`, true);
       }
     }

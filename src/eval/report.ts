@@ -31,6 +31,13 @@ export interface RunRecord {
   werVsFull?: number | null;
   agreement?: number | null;
   klVsFull?: number | null;
+  /**
+   * Teacher-forced, the mean over steps of log p(stop) under this policy's cache minus
+   * under the full cache's, for the stop token the full cache ended on (nats; > 0: the
+   * policy pushes the model towards stopping). Null when the full cache ran to the length
+   * guard.
+   */
+  stopShift?: number | null;
   /** Steps the teacher-forced comparison covered (weights the pooled agreement and KL). */
   forcedSteps?: number;
   /** Why the teacher-forced comparison is missing. */
@@ -61,6 +68,8 @@ export interface SummaryRow {
   /** Teacher-forced top-1 agreement and mean KL(full ‖ policy), pooled over all compared steps. */
   agreement: number | null;
   klVsFull: number | null;
+  /** Mean stop-token shift (RunRecord.stopShift), pooled over the steps of clips where the full cache stopped. */
+  stopShift?: number | null;
   clips: number;
 }
 
@@ -122,14 +131,17 @@ export function summarise(clips: ClipRecord[]): SummaryRow[] {
  * WER against the full cache's transcripts, pooled like WER; agreement and KL weighted
  * by the steps each clip compared. Runs without a measurement (null) are left out.
  */
-function pooledFidelity(runs: { run: RunRecord; full?: string }[]): Pick<SummaryRow, 'werVsFull' | 'agreement' | 'klVsFull'> {
+function pooledFidelity(runs: { run: RunRecord; full?: string }[]): Pick<SummaryRow, 'werVsFull' | 'agreement' | 'klVsFull' | 'stopShift'> {
   const vsFull = runs.filter((r) => r.run.werVsFull != null && r.full !== undefined);
   const forced = runs.map((r) => r.run).filter((r) => r.agreement != null && r.klVsFull != null && (r.forcedSteps ?? 0) > 0);
   const steps = forced.reduce((s, r) => s + r.forcedSteps!, 0);
+  const stopped = forced.filter((r) => r.stopShift != null);
+  const stopSteps = stopped.reduce((s, r) => s + r.forcedSteps!, 0);
   return {
     werVsFull: vsFull.length ? pooledWer(vsFull.map((r) => ({ reference: r.full!, hypothesis: r.run.text }))) : null,
     agreement: steps ? forced.reduce((s, r) => s + r.agreement! * r.forcedSteps!, 0) / steps : null,
     klVsFull: steps ? forced.reduce((s, r) => s + r.klVsFull! * r.forcedSteps!, 0) / steps : null,
+    stopShift: stopSteps ? stopped.reduce((s, r) => s + r.stopShift! * r.forcedSteps!, 0) / stopSteps : null,
   };
 }
 

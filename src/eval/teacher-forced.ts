@@ -21,6 +21,8 @@ export interface FullReference {
   tokens: number[];
   /** Per decode step, the full cache's logits on those tokens. */
   logits: Float32Array[];
+  /** The stop token the full cache ended on; null when it ran to the length guard. */
+  stopToken: number | null;
 }
 
 /** Decodes `tokens` under the options' policy and returns each step's logits. */
@@ -42,10 +44,10 @@ export async function fullReference(decode: Decode, free: TranscriptionResult, o
   if (free.error) throw new Error(`the full cache's run failed (${free.error.message}), so there is nothing to compare with`);
   const tokens = free.tokens.slice(0, free.stats.decodeSteps);
   const logits = await forcedLogits(decode, tokens, { ...options, policy: 'full', budget: 1, policyOptions: undefined });
-  return { text: free.text, tokens, logits };
+  return { text: free.text, tokens, logits, stopToken: free.stats.stopToken ?? null };
 }
 
-/** The policy's cache on the full cache's tokens: top-1 agreement and KL(full ‖ policy), summed over steps. */
+/** The policy's cache on the full cache's tokens: top-1 agreement, KL(full ‖ policy) and the stop token's shift, summed over steps. */
 export async function teacherForced(decode: Decode, ref: FullReference, options: TranscribeOptions): Promise<StepFidelity> {
-  return compareSteps(ref.logits, await forcedLogits(decode, ref.tokens, options));
+  return compareSteps(ref.logits, await forcedLogits(decode, ref.tokens, options), ref.stopToken);
 }

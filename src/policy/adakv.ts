@@ -5,39 +5,23 @@
  * Scores of different heads are compared raw, as Ada-KV does (each is a softmax mass).
  * No recall.
  */
-import { EMPTY_PLAN, type AttentionRequest, type HeadResidency, type KvPolicy, type LayerPrefill, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
-import { checkBudget, headBudget, NONE, numOpt, topK } from './select.js';
-import { poolingOpt, snapScores } from './snapkv.js';
-import { layerwise, prefillAllLayers } from './layered.js';
+import type { HeadResidency, LayerPrefill, PolicyLayout, PolicyOptions } from './types.js';
+import { headBudget, NONE, numOpt, topK } from './select.js';
+import { snapScores, SnapKVPolicy } from './snapkv.js';
+import { layerwise } from './layered.js';
 
-export class AdaKVPolicy implements KvPolicy {
+export class AdaKVPolicy extends SnapKVPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
-  static readonly options: readonly string[] = ['window', 'kernel', 'floorAlpha'];
-  readonly name = 'adakv';
-  private readonly budget: number;
-  private readonly window: number;
-  private readonly kernel: number;
-  private readonly pooling: 'avg' | 'max';
+  static override readonly options: readonly string[] = ['window', 'kernel', 'floorAlpha'];
   private readonly floorAlpha: number;
 
   constructor(opts: PolicyOptions) {
-    this.budget = checkBudget(this.name, opts.budget);
-    this.window = numOpt(opts, 'window', 32, 1);
-    this.kernel = numOpt(opts, 'kernel', 7, 1);
-    this.pooling = poolingOpt(opts, 'max');
+    super(opts, 'adakv', 'max');
     this.floorAlpha = numOpt(opts, 'floorAlpha', 0.8, 0);
   }
 
-  request(_layout: PolicyLayout): AttentionRequest {
-    return { decodeHeads: [], prefillQueries: this.window };
-  }
-
-  prefill(obs: PrefillObservation): PrefillPlan {
-    return prefillAllLayers(this, obs);
-  }
-
   /** The shared budget is a layer's (H_kv · B): per layer. */
-  prefillByLayer(layout: PolicyLayout): LayerPrefill {
+  override prefillByLayer(layout: PolicyLayout): LayerPrefill {
     const T = layout.audioLength;
     const H = layout.numKvHeads;
     const B = headBudget(this.budget, T);
@@ -69,9 +53,5 @@ export class AdaKVPolicy implements KvPolicy {
       }
       return heads;
     });
-  }
-
-  afterStep(): StepPlan {
-    return EMPTY_PLAN;
   }
 }

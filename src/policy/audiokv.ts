@@ -11,10 +11,10 @@
  * uniform per-head budget is the base, the other half follows the grounding score.
  */
 import { WnwError } from '../errors.js';
-import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type LayerPrefill, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
+import type { LayerPrefill, PolicyLayout, PolicyOptions } from './types.js';
 import { checkBudget, headBudget, NONE, numOpt, spectralSmooth, topK } from './select.js';
 import { windowAudio } from './snapkv.js';
-import { layerwise, prefillAllLayers } from './layered.js';
+import { layerwise, PrefillOnlyPolicy } from './layered.js';
 
 /**
  * Integer budgets summing to at most `total`, each ≤ cap: base each, the rest ∝ weight,
@@ -53,33 +53,28 @@ export function allocateBudgets(weights: number[], base: number, total: number, 
   return out;
 }
 
-export class AudioKVPolicy implements KvPolicy {
+export class AudioKVPolicy extends PrefillOnlyPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
   static readonly options: readonly string[] = ['window', 'alpha', 'lowpassWindow', 'baseShare'];
   readonly name = 'audiokv';
   private readonly budget: number;
   private readonly grounding: number[];
   private readonly window: number;
+  protected readonly prefillQueries: number;
   private readonly alpha: number;
   private readonly lowpassWindow: number;
   private readonly baseShare: number;
 
   constructor(opts: PolicyOptions) {
+    super();
     this.budget = checkBudget(this.name, opts.budget);
     if (!opts.heads) throw new WnwError('BAD_ARGUMENT', 'policy "audiokv" needs the heads file (heads.json, from npm run calibrate) for its grounding scores');
     this.grounding = opts.heads.voiceScore;
     this.window = numOpt(opts, 'window', 32, 1);
+    this.prefillQueries = this.window;
     this.alpha = numOpt(opts, 'alpha', 0.5, 0);
     this.lowpassWindow = numOpt(opts, 'lowpassWindow', 32, 1);
     this.baseShare = numOpt(opts, 'baseShare', 0.5, 0);
-  }
-
-  request(_layout: PolicyLayout): AttentionRequest {
-    return { decodeHeads: [], prefillQueries: this.window };
-  }
-
-  prefill(obs: PrefillObservation): PrefillPlan {
-    return prefillAllLayers(this, obs);
   }
 
   /**
@@ -99,9 +94,5 @@ export class AudioKVPolicy implements KvPolicy {
       for (let p = T - forced; p < T; p++) s[p] = Infinity;
       return { gpu: topK(s, budgets[obs.layer * layout.numKvHeads + k]), cpu: NONE };
     }));
-  }
-
-  afterStep(): StepPlan {
-    return EMPTY_PLAN;
   }
 }

@@ -6,28 +6,22 @@
  * outside the audio budget, so after prefill nothing more is evicted: a prefill-only
  * method here, as the method doc groups it.
  */
-import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type LayerPrefill, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
+import type { LayerPrefill, PolicyLayout, PolicyOptions } from './types.js';
 import { checkBudget, headBudget, NONE, numOpt, range, topK, union } from './select.js';
-import { layerwise, prefillAllLayers } from './layered.js';
+import { layerwise, PrefillOnlyPolicy } from './layered.js';
 
-export class H2OPolicy implements KvPolicy {
+export class H2OPolicy extends PrefillOnlyPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
   static readonly options: readonly string[] = ['recentRatio'];
   readonly name = 'h2o';
+  protected readonly prefillQueries = Infinity;
   private readonly budget: number;
   private readonly recentRatio: number;
 
   constructor(opts: PolicyOptions) {
+    super();
     this.budget = checkBudget(this.name, opts.budget);
     this.recentRatio = numOpt(opts, 'recentRatio', 0.5, 0);
-  }
-
-  request(_layout: PolicyLayout): AttentionRequest {
-    return { decodeHeads: [], prefillQueries: Infinity };
-  }
-
-  prefill(obs: PrefillObservation): PrefillPlan {
-    return prefillAllLayers(this, obs);
   }
 
   /** Each head's heavy hitters are its own: per layer. */
@@ -37,9 +31,5 @@ export class H2OPolicy implements KvPolicy {
     const recent = Math.min(B, Math.floor(B * this.recentRatio));
     const older = range(0, T - recent);
     return layerwise(layout, (obs) => obs.scores.map((s) => ({ gpu: union(topK(s, B - recent, older), range(T - recent, T)), cpu: NONE })));
-  }
-
-  afterStep(): StepPlan {
-    return EMPTY_PLAN;
   }
 }

@@ -4,7 +4,7 @@
  * one selection serves both the per-layer runtime path and the tests and tools that
  * hand a policy every layer's scores at once.
  */
-import type { HeadResidency, LayerObservation, LayerPrefill, PolicyLayout, PrefillObservation, PrefillPlan } from './types.js';
+import { EMPTY_PLAN, type AttentionRequest, type HeadResidency, type KvPolicy, type LayerObservation, type LayerPrefill, type PolicyLayout, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
 
 /**
  * A LayerPrefill over `select` (one layer's heads → their residencies). `finish` sees
@@ -51,4 +51,29 @@ export function prefillAllLayers(policy: { prefillByLayer(layout: PolicyLayout):
     run.layer({ layout: obs.layout, layer: l, scores: at(obs.scores), keys: obs.keys && at(obs.keys) });
   }
   return run.finish();
+}
+
+/**
+ * A prefill-only method (the method doc's group: SnapKV, Ada-KV, AudioKV, H2O,
+ * StreamingLLM; the full cache too): one selection per layer at prefill from its own
+ * layer's scores, nothing asked of decode, nothing recalled.
+ */
+export abstract class PrefillOnlyPolicy implements KvPolicy {
+  abstract readonly name: string;
+  /** Prompt rows whose attention the selection reads (AttentionRequest.prefillQueries). */
+  protected abstract readonly prefillQueries: number;
+
+  request(_layout: PolicyLayout): AttentionRequest {
+    return { decodeHeads: [], prefillQueries: this.prefillQueries };
+  }
+
+  prefill(obs: PrefillObservation): PrefillPlan {
+    return prefillAllLayers(this, obs);
+  }
+
+  abstract prefillByLayer(layout: PolicyLayout): LayerPrefill;
+
+  afterStep(): StepPlan {
+    return EMPTY_PLAN;
+  }
 }

@@ -8,9 +8,9 @@
  * so those audio positions are kept first, inside the same per-head budget.
  * Pooling: kernel 7, average pooling (SnapKV's released code; the method doc says 5–7).
  */
-import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type LayerPrefill, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
+import type { LayerPrefill, PolicyLayout, PolicyOptions } from './types.js';
 import { checkBudget, headBudget, NONE, numOpt, pool1d, topK } from './select.js';
-import { layerwise, prefillAllLayers } from './layered.js';
+import { layerwise, PrefillOnlyPolicy } from './layered.js';
 
 /** Audio positions inside SnapKV's observation window: the last max(0, w − instructionLength). */
 export function windowAudio(layout: PolicyLayout, window: number): number {
@@ -31,37 +31,30 @@ export function poolingOpt(opts: PolicyOptions, dflt: 'avg' | 'max'): 'avg' | 'm
   return v;
 }
 
-export class SnapKVPolicy implements KvPolicy {
+export class SnapKVPolicy extends PrefillOnlyPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
   static readonly options: readonly string[] = ['window', 'kernel', 'pooling'];
-  readonly name = 'snapkv';
-  private readonly budget: number;
-  private readonly window: number;
-  private readonly kernel: number;
-  private readonly pooling: 'avg' | 'max';
+  readonly name: string;
+  protected readonly budget: number;
+  protected readonly window: number;
+  protected readonly prefillQueries: number;
+  protected readonly kernel: number;
+  protected readonly pooling: 'avg' | 'max';
 
-  constructor(opts: PolicyOptions) {
-    this.budget = checkBudget(this.name, opts.budget);
+  /** `name` and `pooling` are a variant's (Ada-SnapKV: adakv, max pooling). */
+  constructor(opts: PolicyOptions, name = 'snapkv', pooling: 'avg' | 'max' = 'avg') {
+    super();
+    this.name = name;
+    this.budget = checkBudget(name, opts.budget);
     this.window = numOpt(opts, 'window', 32, 1);
+    this.prefillQueries = this.window;
     this.kernel = numOpt(opts, 'kernel', 7, 1);
-    this.pooling = poolingOpt(opts, 'avg');
-  }
-
-  request(_layout: PolicyLayout): AttentionRequest {
-    return { decodeHeads: [], prefillQueries: this.window };
-  }
-
-  prefill(obs: PrefillObservation): PrefillPlan {
-    return prefillAllLayers(this, obs);
+    this.pooling = poolingOpt(opts, pooling);
   }
 
   /** Each head ranks its own scores: per layer. */
   prefillByLayer(layout: PolicyLayout): LayerPrefill {
     const B = headBudget(this.budget, layout.audioLength);
     return layerwise(layout, (obs) => obs.scores.map((raw) => ({ gpu: topK(snapScores(raw, layout, this.window, this.kernel, this.pooling), B), cpu: NONE })));
-  }
-
-  afterStep(): StepPlan {
-    return EMPTY_PLAN;
   }
 }

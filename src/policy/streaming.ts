@@ -5,28 +5,22 @@
  * audio positions (default 4, the paper's value) and the window is the last
  * ⌊budget · T⌋ − sinks audio positions. Scores are not used.
  */
-import { EMPTY_PLAN, type AttentionRequest, type KvPolicy, type LayerPrefill, type PolicyLayout, type PolicyOptions, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
+import type { LayerPrefill, PolicyLayout, PolicyOptions } from './types.js';
 import { checkBudget, headBudget, NONE, numOpt, range, union } from './select.js';
-import { layerwise, prefillAllLayers } from './layered.js';
+import { layerwise, PrefillOnlyPolicy } from './layered.js';
 
-export class StreamingPolicy implements KvPolicy {
+export class StreamingPolicy extends PrefillOnlyPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
   static readonly options: readonly string[] = ['sinks'];
   readonly name = 'streaming';
+  protected readonly prefillQueries = 1;
   private readonly budget: number;
   private readonly sinks: number;
 
   constructor(opts: PolicyOptions) {
+    super();
     this.budget = checkBudget(this.name, opts.budget);
     this.sinks = numOpt(opts, 'sinks', 4, 0);
-  }
-
-  request(_layout: PolicyLayout): AttentionRequest {
-    return { decodeHeads: [], prefillQueries: 1 };
-  }
-
-  prefill(obs: PrefillObservation): PrefillPlan {
-    return prefillAllLayers(this, obs);
   }
 
   prefillByLayer(layout: PolicyLayout): LayerPrefill {
@@ -35,9 +29,5 @@ export class StreamingPolicy implements KvPolicy {
     const sinks = Math.min(this.sinks, B);
     const keep = union(range(0, sinks), range(T - (B - sinks), T));
     return layerwise(layout, () => Array.from({ length: layout.numKvHeads }, () => ({ gpu: keep, cpu: NONE })));
-  }
-
-  afterStep(): StepPlan {
-    return EMPTY_PLAN;
   }
 }

@@ -167,7 +167,7 @@ describe('segment floor', () => {
     const sNorm = normalizedScores(score, roles.anchors);
     const plain = fitLambda(sNorm, roles.anchors, [T], 0.2, n);
     expect(roles.fixed.filter((h) => kept(plain.retention[h]) === 0).length).toBeGreaterThan(0);
-    const floored = fitLambda(sNorm, roles.anchors, [T], 0.2, n, 'segment', undefined, segmentFloor(n));
+    const floored = fitLambda(sNorm, roles.anchors, [T], 0.2, n, { floor: segmentFloor(n) });
     expect(floored.floor).toBe(1 / n);
     expect(floored.rGpu).toBeLessThanOrEqual(0.2);
     for (const h of [...roles.tidal, ...roles.fixed]) expect(kept(floored.retention[h])).toBeGreaterThanOrEqual(segments);
@@ -179,7 +179,7 @@ describe('segment floor', () => {
     const roles = assignRoles(score, 0.1);
     const sNorm = normalizedScores(score, roles.anchors);
     // 0.1 of the cache, of which the floor alone would take 1/3 of every non-anchor head.
-    const fit = fitLambda(sNorm, roles.anchors, [T], 0.1, n, 'segment', undefined, segmentFloor(n, 8));
+    const fit = fitLambda(sNorm, roles.anchors, [T], 0.1, n, { floor: segmentFloor(n, 8) });
     expect(fit.floor).toBe(0);
     expect(fit).toEqual({ ...fitLambda(sNorm, roles.anchors, [T], 0.1, n), floor: 0 });
   });

@@ -27,7 +27,12 @@ describe('fidelity arithmetic', () => {
     const f = compareSteps([a, a], [a, b]);
     expect(f).toMatchObject({ steps: 2, agreeing: 1 });
     expect(fidelityMeans(f).agreement).toBe(0.5);
-    expect(fidelityMeans({ steps: 0, agreeing: 0, klSum: 0 })).toEqual({ agreement: null, klVsFull: null });
+    expect(f.stopShiftSum).toBeNull();
+    expect(fidelityMeans({ steps: 0, agreeing: 0, klSum: 0, stopShiftSum: null })).toEqual({ agreement: null, klVsFull: null, stopShift: null });
+    // the stop token's log-probability, policy minus full, averaged over steps
+    const g = fidelityMeans(compareSteps([a, a], [a, b], 0));
+    expect(g.stopShift).toBeCloseTo((logSoftmax(b)[0] - la[0]) / 2, 14);
+    expect(fidelityMeans(compareSteps([a, b], [a, b], 1)).stopShift).toBe(0);
     expect(() => compareSteps([a], [])).toThrow(/1 steps, the policy for 0/);
   });
 });
@@ -101,15 +106,17 @@ describe('teacher-forced fidelity on the random reference model (CPU backend)', 
     expect(p.steps).toEqual(ref.tokens.map((_, i) => i));
   });
 
-  it('a policy that keeps everything: WER vs full 0, agreement 1, KL 0', async () => {
+  it('a policy that keeps everything: WER vs full 0, agreement 1, KL 0, no stop-token shift', async () => {
     for (const [name, make] of [['full', () => new FullPolicy()], ['streaming', () => new StreamingPolicy({ budget: 1 })]] as const) {
       const decode = decoder(make, name, 1);
       const free = await decode({});
       expect(wer(ref.text, free.text)).toBe(0);
-      const m = fidelityMeans(await teacherForced(decode, ref, {}));
+      // whether or not this random model's free run ended on eos, measure eos's shift
+      const m = fidelityMeans(await teacherForced(decode, { ...ref, stopToken: 2 }, {}));
       expect(m.agreement).toBe(1);
       expect(m.klVsFull!).toBeGreaterThanOrEqual(0);
       expect(m.klVsFull!).toBeLessThan(1e-9);
+      expect(Math.abs(m.stopShift!)).toBeLessThan(1e-9);
     }
   });
 
@@ -117,10 +124,20 @@ describe('teacher-forced fidelity on the random reference model (CPU backend)', 
     const decode = decoder(() => new NoAudioPolicy(), 'full', 1);
     const free = await decode({});
     expect(wer(ref.text, free.text)).toBeGreaterThan(0);
-    const f = await teacherForced(decode, ref, {});
+    const f = await teacherForced(decode, { ...ref, stopToken: 2 }, {});
     const m = fidelityMeans(f);
     expect(f.steps).toBe(ref.tokens.length);
     expect(m.agreement!).toBeLessThan(1);
     expect(m.klVsFull!).toBeGreaterThan(1e-3);
+    expect(Math.abs(m.stopShift!)).toBeGreaterThan(1e-3);
+  });
+
+  it('the reference records the stop token the full cache ended on, and none at the length guard', async () => {
+    const free = await full({});
+    expect(ref.stopToken).toBe(free.stats.stoppedBy === 'eos' ? 2 : null);
+    const cut = await full({ maxNewTokens: 3 });
+    expect(cut.stats.stoppedBy).toBe('length-guard');
+    expect(cut.stats.stopToken).toBeUndefined();
+    expect((await fullReference(full, cut)).stopToken).toBeNull();
   });
 });

@@ -45,6 +45,17 @@ describe('eval summary', () => {
     expect(withFailure[1].agreement).toBeCloseTo(35 / 40, 10);
   });
 
+  it('pools the stop-token shift over the steps of clips where the full cache stopped, and only those', () => {
+    expect(s[1].stopShift).toBeNull();
+    const shifted = summarise([
+      { ...clips[0], runs: [clips[0].runs[0], { ...clips[0].runs[1], stopShift: 3 }] },
+      { ...clips[1], runs: [clips[1].runs[0], { ...clips[1].runs[1], stopShift: 1 }] },
+    ]);
+    expect(shifted[1].stopShift).toBeCloseTo((3 * 10 + 1 * 30) / 40, 10);
+    const oneStopped = summarise([{ ...clips[0], runs: [clips[0].runs[0], { ...clips[0].runs[1], stopShift: 3 }] }, clips[1]]);
+    expect(oneStopped[1].stopShift).toBeCloseTo(3, 10);
+  });
+
   it('weights ms/token and MB/step by decode steps and compares with the full cache', () => {
     expect(s[0].msPerToken).toBeCloseTo((10 * 10 + 20 * 30) / 40, 10);
     expect(s[1].msPerToken).toBeCloseTo((12 * 10 + 21 * 30) / 40, 10);

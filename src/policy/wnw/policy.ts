@@ -226,7 +226,11 @@ export class WnwPolicy implements KvPolicy {
       }
       return extra;
     };
-    const fit = fitLambda(sNorm, this.roles.anchors, [T], this.budget, n, this.selection, reserve, segmentFloor(n, this.floorPositions));
+    const fit = fitLambda(sNorm, this.roles.anchors, [T], this.budget, n, {
+      selection: this.selection,
+      extra: reserve,
+      floor: segmentFloor(n, this.floorPositions),
+    });
     return { retention: fit.retention, lambda: fit.lambda };
   }
 }

@@ -143,13 +143,23 @@ export interface LambdaFit {
   floor: number;
 }
 
+export interface LambdaFitOptions {
+  selection?: Selection;
+  /**
+   * Positions a head set needs beyond prefill (the runtime's recall reserve); it must not
+   * grow with λ faster than the prefill count shrinks, which holds for the reserve (see
+   * policy.ts).
+   */
+  extra?: (retention: number[], T: number) => number;
+  /** The segment floor asked for (see `segmentFloor`); 0: none. */
+  floor?: number;
+}
+
 /**
  * The largest λ whose r_GPU over the clips stays ≤ target, by bisection (r_GPU is a
- * non-decreasing step function of λ). `extra(retention, T)` adds positions a head set
- * needs beyond prefill (the runtime's recall reserve); it must not grow with λ faster
- * than the prefill count shrinks, which holds for the reserve (see policy.ts). A `floor`
- * the budget cannot hold even at λ = 0 is dropped (the fit is then the floorless one),
- * so a tight budget on a short clip behaves as the method's formula does.
+ * non-decreasing step function of λ). A floor the budget cannot hold even at λ = 0 is
+ * dropped (the fit is then the floorless one), so a tight budget on a short clip behaves
+ * as the method's formula does.
  */
 export function fitLambda(
   sNorm: number[],
@@ -157,36 +167,32 @@ export function fitLambda(
   lengths: number[],
   target: number,
   segmentLength: number,
-  selection: Selection = 'segment',
-  extra: (retention: number[], T: number) => number = () => 0,
-  floor = 0,
+  { selection = 'segment', extra = () => 0, floor: asked = 0 }: LambdaFitOptions = {},
 ): LambdaFit {
-  const fit = fitAt(floor);
-  return floor > 0 && fit.rGpu > target + 1e-12 ? fitAt(0) : fit;
-
-  function fitAt(floor: number): LambdaFit {
-    const N = sNorm.length;
-    const total = lengths.reduce((a, T) => a + N * T, 0) || 1;
-    const r = (lambda: number) => {
-      const ret = retentionFor(sNorm, anchors, lambda, floor);
-      let n = 0;
-      for (const T of lengths) n += prefillGpuCount(ret, T, segmentLength, selection) + extra(ret, T);
-      return n / total;
-    };
-    const isAnchor = new Set(anchors);
-    const minPos = Math.min(...sNorm.filter((s, i) => s > 0 && !isAnchor.has(i)), Infinity);
-    let hi = Number.isFinite(minPos) ? 1 / minPos : 1;
-    let lo = 0;
-    if (r(hi) <= target + 1e-12) lo = hi;
-    else {
-      for (let i = 0; i < 64; i++) {
-        const mid = (lo + hi) / 2;
-        if (r(mid) <= target + 1e-12) lo = mid;
-        else hi = mid;
-      }
+  const N = sNorm.length;
+  const total = lengths.reduce((a, T) => a + N * T, 0) || 1;
+  const rAt = (lambda: number, floor: number) => {
+    const ret = retentionFor(sNorm, anchors, lambda, floor);
+    let n = 0;
+    for (const T of lengths) n += prefillGpuCount(ret, T, segmentLength, selection) + extra(ret, T);
+    return n / total;
+  };
+  const fits = (rGpu: number) => rGpu <= target + 1e-12;
+  const floor = asked > 0 && fits(rAt(0, asked)) ? asked : 0;
+  const r = (lambda: number) => rAt(lambda, floor);
+  const isAnchor = new Set(anchors);
+  const minPos = Math.min(...sNorm.filter((s, i) => s > 0 && !isAnchor.has(i)), Infinity);
+  let hi = Number.isFinite(minPos) ? 1 / minPos : 1;
+  let lo = 0;
+  if (fits(r(hi))) lo = hi;
+  else {
+    for (let i = 0; i < 64; i++) {
+      const mid = (lo + hi) / 2;
+      if (fits(r(mid))) lo = mid;
+      else hi = mid;
     }
-    return { lambda: lo, retention: retentionFor(sNorm, anchors, lo, floor), rGpu: r(lo), floor };
   }
+  return { lambda: lo, retention: retentionFor(sNorm, anchors, lo, floor), rGpu: r(lo), floor };
 }
 
 /** The key of `HeadsFile.roles` for a budget: "0.2", "0.15". */
