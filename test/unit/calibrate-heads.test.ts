@@ -175,13 +175,27 @@ describe('segment floor', () => {
     expect(floored.lambda).toBeLessThan(plain.lambda);
   });
 
-  it('is dropped where the budget cannot hold it, leaving the floorless fit', () => {
+  it('is lowered to the most positions per segment the budget holds, and dropped where it holds none', () => {
     const roles = assignRoles(score, 0.1);
     const sNorm = normalizedScores(score, roles.anchors);
-    // 0.1 of the cache, of which the floor alone would take 1/3 of every non-anchor head.
+    const rAtZero = (k: number) => prefillGpuCount(retentionFor(sNorm, roles.anchors, 0, segmentFloor(n, k)), T, n) / (N * T);
+    // 0.1 of the cache, of which a floor of 8 alone would take 1/3 of every non-anchor head.
+    expect(rAtZero(8)).toBeGreaterThan(0.1);
     const fit = fitLambda(sNorm, roles.anchors, [T], 0.1, n, { floor: segmentFloor(n, 8) });
-    expect(fit.floor).toBe(0);
-    expect(fit).toEqual({ ...fitLambda(sNorm, roles.anchors, [T], 0.1, n), floor: 0 });
+    const k = Math.round(fit.floor * n);
+    expect(k).toBeGreaterThanOrEqual(1);
+    expect(k).toBeLessThan(8);
+    expect(fit.floor).toBe(segmentFloor(n, k));
+    expect(rAtZero(k)).toBeLessThanOrEqual(0.1);
+    expect(rAtZero(k + 1)).toBeGreaterThan(0.1);
+    expect(fit.rGpu).toBeLessThanOrEqual(0.1);
+    expect(fit).toEqual(fitLambda(sNorm, roles.anchors, [T], 0.1, n, { floor: segmentFloor(n, k) }));
+    // A budget the anchors nearly fill holds no floor at all: the floorless fit.
+    const tight = assignRoles(score, 0.04);
+    const tNorm = normalizedScores(score, tight.anchors);
+    const none = fitLambda(tNorm, tight.anchors, [T], 0.04, n, { floor: segmentFloor(n, 3) });
+    expect(none.floor).toBe(0);
+    expect(none).toEqual({ ...fitLambda(tNorm, tight.anchors, [T], 0.04, n), floor: 0 });
   });
 
   it('heads.json and the runtime policy apply it; segmentFloor=0 is the formula as written', () => {

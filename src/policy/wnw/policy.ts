@@ -22,9 +22,9 @@
  *   `strictBudget: false` the calibrated retention is used as is and recalls are not
  *   capped, as in the paper (whose measured r_GPU was 22.3 % at a 0.2 target).
  * - Segment floor (`segmentFloor`, default 1 position): every non-anchor head keeps at
- *   least that many positions per segment where the budget holds it, so ⌊retention · n_s⌋
- *   cannot round a low-scored head down to no audio at all (triage.ts `segmentFloor`);
- *   0 is the formula as written.
+ *   least that many positions per segment, or as many as the budget holds, so
+ *   ⌊retention · n_s⌋ cannot round a low-scored head down to no audio at all (triage.ts
+ *   `segmentFloor`, `fitLambda`); 0 is the formula as written.
  */
 import { WnwError } from '../../errors.js';
 import type { AttentionRequest, HeadResidency, HeadRoles, HeadsFile, KvPolicy, LayerPrefill, Move, PolicyLayout, PolicyOptions, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../types.js';

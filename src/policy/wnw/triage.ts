@@ -139,7 +139,7 @@ export interface LambdaFit {
   retention: number[];
   /** r_GPU over the given clips (Σ kept / Σ heads · T), counting `extra` too. */
   rGpu: number;
-  /** The retention floor in force: the one asked for, or 0 where the budget could not hold it. */
+  /** The retention floor in force: the one asked for, or the largest whole-position one below it that the budget holds (0: none). */
   floor: number;
 }
 
@@ -158,8 +158,8 @@ export interface LambdaFitOptions {
 /**
  * The largest λ whose r_GPU over the clips stays ≤ target, by bisection (r_GPU is a
  * non-decreasing step function of λ). A floor the budget cannot hold even at λ = 0 is
- * dropped (the fit is then the floorless one), so a tight budget on a short clip behaves
- * as the method's formula does.
+ * lowered one position per segment at a time until it fits; none fitting, the fit is the
+ * floorless one, so a tight budget on a short clip behaves as the method's formula does.
  */
 export function fitLambda(
   sNorm: number[],
@@ -178,7 +178,13 @@ export function fitLambda(
     return n / total;
   };
   const fits = (rGpu: number) => rGpu <= target + 1e-12;
-  const floor = asked > 0 && fits(rAt(0, asked)) ? asked : 0;
+  // The most positions per segment, up to the asked floor's, that the budget holds at λ = 0.
+  const askedPositions = asked > 0 ? Math.max(1, Math.round(asked * segmentLength)) : 0;
+  // The asked floor itself first (exactly as given), then whole positions below it.
+  const floorOf = (k: number) => (k === askedPositions ? asked : segmentFloor(segmentLength, k));
+  let positions = askedPositions;
+  while (positions > 0 && !fits(rAt(0, floorOf(positions)))) positions--;
+  const floor = positions > 0 ? floorOf(positions) : 0;
   const r = (lambda: number) => rAt(lambda, floor);
   const isAnchor = new Set(anchors);
   const minPos = Math.min(...sNorm.filter((s, i) => s > 0 && !isAnchor.has(i)), Infinity);
