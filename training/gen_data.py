@@ -270,6 +270,21 @@ def take_texts(pool, min_s, max_s, wps=2.6):
     return out
 
 
+def peak_pcm16(x):
+    """A clip as the test and calibration sets store it: peak 0.8, through 16-bit PCM."""
+    return pcm16_roundtrip(x / (np.abs(x).max() + 1e-6) * 0.8)
+
+
+def write_clip(d, name, x, utts):
+    """`name`.wav (peak_pcm16 of x) and `name`.txt (the utterances' text) in d; returns (x, text)."""
+    os.makedirs(d, exist_ok=True)
+    x = peak_pcm16(x)
+    write_wav(os.path.join(d, name + ".wav"), x)
+    ref = " ".join(u[2] for u in utts)
+    open(os.path.join(d, name + ".txt"), "w").write(ref + "\n")
+    return x, ref
+
+
 def build_tests(repo, test_texts, calib_texts, tiny):
     train_vars, held_vars = variants()
     r = random.Random(7)
@@ -286,13 +301,8 @@ def build_tests(repo, test_texts, calib_texts, tiny):
         voice = voice or held_voice(i)
         rate = rate or r.randint(140, 180)
         x, utts, words = synth_until(pool, voice, rate, r.randint(35, 65), r.randint(40, 70), rng, lo, hi)
-        x = pcm16_roundtrip(x / (np.abs(x).max() + 1e-6) * 0.8)
-        d = os.path.join(dirname)
-        os.makedirs(d, exist_ok=True)
-        write_wav(os.path.join(d, name + ".wav"), x)
-        ref = " ".join(u[2] for u in utts)
-        open(os.path.join(d, name + ".txt"), "w").write(ref + "\n")
-        manifest.append({"file": os.path.relpath(os.path.join(d, name + ".wav"), repo), "voice": voice,
+        x, ref = write_clip(dirname, name, x, utts)
+        manifest.append({"file": os.path.relpath(os.path.join(dirname, name + ".wav"), repo), "voice": voice,
                          "rate": rate, "seconds": round(len(x) / SR, 2), "words": len(ref.split())})
         return x, ref, words
 
@@ -301,12 +311,7 @@ def build_tests(repo, test_texts, calib_texts, tiny):
         espeak_clip(os.path.join(pt, "espeak-heldout"), f"espeak{i + 1}", i, 61 * sc, 68 * sc)
     for i, v in enumerate(FLITE_VOICES[:1] if tiny else FLITE_VOICES):
         x, utts = flite_until(pool, v, rng, 61 * sc, 70 * sc)
-        x = pcm16_roundtrip(x / (np.abs(x).max() + 1e-6) * 0.8)
-        d = os.path.join(pt, "flite")
-        os.makedirs(d, exist_ok=True)
-        write_wav(os.path.join(d, f"flite_{v}.wav"), x)
-        ref = " ".join(u[2] for u in utts)
-        open(os.path.join(d, f"flite_{v}.txt"), "w").write(ref + "\n")
+        x, ref = write_clip(os.path.join(pt, "flite"), f"flite_{v}", x, utts)
         manifest.append({"file": f"public/test-sets/flite/flite_{v}.wav", "voice": "flite:" + v,
                          "seconds": round(len(x) / SR, 2), "words": len(ref.split())})
     if not tiny:
@@ -320,9 +325,7 @@ def build_tests(repo, test_texts, calib_texts, tiny):
     x, ref, _ = espeak_clip(fx, "clip1", 2, 8, 11)
     manifest.pop()
     x, utts = flite_until(pool, "slt", rng, 8, 12)
-    x = pcm16_roundtrip(x / (np.abs(x).max() + 1e-6) * 0.8)
-    write_wav(os.path.join(fx, "clip2.wav"), x)
-    open(os.path.join(fx, "clip2.txt"), "w").write(" ".join(u[2] for u in utts) + "\n")
+    write_clip(fx, "clip2", x, utts)
     json.dump(manifest, open(os.path.join(pt, "manifest.json"), "w"), indent=1)
 
     # calibration: training voices, calibration texts, 10-14 s, word spans
@@ -337,7 +340,7 @@ def build_tests(repo, test_texts, calib_texts, tiny):
         rate = r.randint(140, 185)
         x, utts, words = synth_until(cpool, voice, rate, r.randint(30, 70), r.randint(40, 70), rng, 10.0, 12.5,
                                      gaps=(0.2, 0.4))
-        x = pcm16_roundtrip(x / (np.abs(x).max() + 1e-6) * 0.8)
+        x = peak_pcm16(x)
         name = f"calib{i + 1:03d}"
         write_wav(os.path.join(cd, name + ".wav"), x)
         text = " ".join(u[2] for u in utts)
@@ -365,8 +368,7 @@ def build_val(work, tiny=False):
         voice = f"{HELDOUT_BASES[i % len(HELDOUT_BASES)]}+{held_vars[-1 - i]}"
         x, utts, _ = synth_until(pool, voice, r.randint(140, 180), r.randint(35, 65), r.randint(40, 70), rng,
                                  61 * sc, 68 * sc)
-        write_wav(os.path.join(d, f"val{i + 1}.wav"), pcm16_roundtrip(x / (np.abs(x).max() + 1e-6) * 0.8))
-        open(os.path.join(d, f"val{i + 1}.txt"), "w").write(" ".join(u[2] for u in utts) + "\n")
+        write_clip(d, f"val{i + 1}", x, utts)
     open(os.path.join(d, "done"), "w").write("ok")
     return d
 
