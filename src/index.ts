@@ -2,7 +2,7 @@
  * wnw: long-form speech transcription in the browser (and Node) with a
  * waxing-and-waning KV cache. Start with `loadTranscriber`.
  */
-export { loadTranscriber, WnwTranscriber } from './transcriber.js';
+export { loadTranscriber, WnwTranscriber } from './session/transcriber.js';
 export type {
   AudioInput, LoadOptions, PolicyName, ProgressEvent, ProgressPhase, StepStats, TranscribeOptions,
   Transcriber, TranscriptionResult, TranscriptionStats, Word,
@@ -13,8 +13,10 @@ export {
 } from './errors.js';
 export { POLICIES } from './policy/registry.js';
 export { toMono16k } from './audio/decode.js';
-export { loadTranscriberInWorker } from './worker-client.js';
-export type { KvPolicy, PolicyLayout, PrefillPlan, StepPlan, HeadsFile } from './policy/types.js';
+export { loadTranscriberInWorker } from './worker/client.js';
+export type { KvPolicy } from './policy/types.js';
+export type { PolicyLayout, PrefillPlan, StepPlan } from './kv/plan.js';
+export type { HeadsFile } from './model/heads.js';
 // "Will it fit?" before loading: the decoder's weight bytes per format from a config.
 export { decoderWeightBytes, type WeightBytes } from './model/packed-weights.js';
 export { checkFit, planMemory, weightBindingProblems, type DeviceLimits, type FitProblem, type FitVerdict, type MemoryPlan, type MemoryRequest } from './backend/webgpu/fit.js';

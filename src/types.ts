@@ -2,8 +2,9 @@
 import type { BackendKind } from './backend/types.js';
 import type { KvPrecision } from './kv/precision.js';
 import type { WeightFormat } from './model/quant.js';
+import type { PolicyName } from './policy/registry.js';
 
-export type PolicyName = 'full' | 'wnw' | 'snapkv' | 'adakv' | 'audiokv' | 'arkvale' | 'h2o' | 'streaming' | 'quest';
+export type { PolicyName };
 
 /**
  * Loading: `download` (reading the weights), `convert` (packing them to f16/q4 where the

@@ -123,8 +123,7 @@ def load_model(model_dir, work=None):
     dec = Decoder(cfg)
     w = load_safetensors(os.path.join(model_dir, "decoder.safetensors"))
     dec.load_state_dict({k: torch.from_numpy(v) for k, v in w.items()})
-    from model import Encoder
-    from train import ENC_KW
+    from model import ENC_KW, Encoder
     ew = load_safetensors(os.path.join(model_dir, "encoder.safetensors"))
     enc = Encoder(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], **ENC_KW, **Encoder.head_sizes(ew))
     enc.load_state_dict({k: torch.from_numpy(v) for k, v in ew.items()})

@@ -10,6 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 CHARS = " abcdefghijklmnopqrstuvwxyz'"  # CTC char vocab; id 0 = blank, char i -> i + 1
+ENC_KW = dict(n_mels=80, d=128, layers=4, heads=4, f=320, top_layers=1)
 
 
 class RMSNorm(nn.Module):

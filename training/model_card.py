@@ -24,8 +24,7 @@ def main():
     ap.add_argument("--machine", default="2 CPU cores, torch 1.13 (Debian) with OpenBLAS, 2 threads.")
     a = ap.parse_args()
     import torch
-    from model import Decoder, Encoder
-    from train import ENC_KW
+    from model import Decoder, ENC_KW, Encoder
     cfg = json.load(open(os.path.join(a.model, "config.json")))
     dec_n = sum(p.numel() for p in Decoder(cfg).parameters())
     from common import load_safetensors

@@ -20,8 +20,7 @@ sys.path.insert(0, HERE)
 from common import load_fortunes  # noqa: E402
 from gen_data import HELDOUT_BASES, HELDOUT_VARIANTS, TRAIN_BASES, synth_session, text_split, variants  # noqa: E402
 from infer import mel_for  # noqa: E402
-from model import Encoder  # noqa: E402
-from stage_ctc import ENC_KW  # noqa: E402
+from model import ENC_KW, Encoder  # noqa: E402
 from train_common import phoneme_inventory, phoneme_labels  # noqa: E402
 
 

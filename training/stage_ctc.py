@@ -20,11 +20,9 @@ import torch.nn.functional as F
 from augment import augment
 from common import wer
 from infer import mel_for
-from model import CHARS, Encoder
+from model import CHARS, ENC_KW, Encoder
 from train_common import (budget_reached, char_ids, dev, finite_step, frame_labels, kept_copy, log, lr_at, pad_mels,
                           phoneme_labels, resume_from_kept, save_ckpt, save_kept)
-
-ENC_KW = dict(n_mels=80, d=128, layers=4, heads=4, f=320, top_layers=1)
 
 
 def collapse(ids, blank):

@@ -27,7 +27,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from stage_ctc import ENC_KW, stage_ctc  # noqa: E402,F401  (ENC_KW: read by export.py and model_card.py)
+from stage_ctc import stage_ctc  # noqa: E402
 from stage_dec import stage_dec  # noqa: E402
 from common import load_safetensors  # noqa: E402
 from train_common import Data, keep_heap, label_table, load_val, log, save_ckpt, set_dev  # noqa: E402

@@ -6,7 +6,7 @@ import { createWebGpuBackend } from '../../src/backend/webgpu/index.js';
 import { timePolicy } from '../../src/bench/decode.js';
 import { loadModel } from '../../src/model/loader.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
-import type { HeadsFile } from '../../src/policy/types.js';
+import type { HeadsFile } from '../../src/model/heads.js';
 import type { KvPrecision } from '../../src/kv/precision.js';
 
 interface BenchRequest {

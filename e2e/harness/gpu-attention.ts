@@ -13,8 +13,9 @@ import { addBias, causalAttention, matvec, pagedAttention, rope, ropeFrequencies
 import { Residency, type PageStorage } from '../../src/kv/residency.js';
 import { Kernels, grid, ropeTable } from '../../src/backend/webgpu/kernels.js';
 import { NO_EXPORT, buildTables } from '../../src/backend/webgpu/pool.js';
-import type { PrefillPlan } from '../../src/policy/types.js';
-import { f16Value, packF16, roundF16, type KvPrecision } from '../../src/kv/precision.js';
+import type { PrefillPlan } from '../../src/kv/plan.js';
+import { f16Value } from '../../src/model/f16.js';
+import { packF16, roundF16, type KvPrecision } from '../../src/kv/precision.js';
 import { config, loadKernels } from './gpu-kernels.js';
 import { compare, dispatch, empty, gpu, nonZero, read, readF32, upload, type CheckResult } from './gpu-util.js';
 

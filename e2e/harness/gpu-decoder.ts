@@ -10,9 +10,10 @@
 import { kvHeadCount, segmentLength, type ModelConfig } from '../../src/model/config.js';
 import type { DecoderWeights } from '../../src/model/weights.js';
 import type { DecoderBackend, SessionOptions } from '../../src/backend/types.js';
-import type { AttentionRequest, HeadsFile, LayerPrefill, PolicyLayout, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../../src/policy/types.js';
+import type { AttentionRequest, LayerPrefill, PolicyLayout, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../../src/kv/plan.js';
+import type { HeadsFile } from '../../src/model/heads.js';
 import { layerwise } from '../../src/policy/layered.js';
-import { policyLayout } from '../../src/backend/cpu/prefill.js';
+import { policyLayout } from '../../src/backend/prompt.js';
 import { buildHeadsFile } from '../../src/calibrate/heads-file.js';
 import { createPolicy } from '../../src/policy/registry.js';
 import { rng } from '../../src/model/testing.js';

@@ -8,7 +8,7 @@
  * codes and scales directly (see randomQ4).
  */
 import { randomArray, rng } from '../../src/model/testing.js';
-import { f16Bits } from '../../src/kv/precision.js';
+import { f16Bits } from '../../src/model/f16.js';
 import { argmax } from '../../src/backend/cpu/ops.js';
 import {
   dequantizeRow, pack, packF32, referenceMatmul, referenceMatvec, roundBf16, rowWords, splitRows,

@@ -1,6 +1,6 @@
 /** Small helpers shared by the GPU harness pages: upload, read back, compare. */
-import { GpuContext, type Bindings } from '../../src/backend/webgpu/device.js';
-import { PipelineCache } from '../../src/backend/webgpu/pipelines.js';
+import { GpuContext, type Bindings } from '../../src/gpu/device.js';
+import { PipelineCache } from '../../src/gpu/pipelines.js';
 
 export interface CheckResult {
   name: string;

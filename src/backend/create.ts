@@ -65,7 +65,7 @@ export async function chooseBackend(opts: Pick<CreateBackendOptions, 'backend' |
     return { kind: 'cpu' };
   }
   try {
-    const { describeAdapter, requestGpuAdapter } = await import('./webgpu/device.js');
+    const { describeAdapter, requestGpuAdapter } = await import('../gpu/device.js');
     const adapter = await requestGpuAdapter();
     const { label, software } = describeAdapter(adapter);
     if (software && want === 'auto') throw new NoWebGpuError(`only a software adapter is available (${label}); the CPU backend is faster`);

@@ -4,7 +4,7 @@
  * TypeScript, the numerical reference) and `webgpu` (WGSL kernels).
  */
 import type { ModelConfig } from '../model/config.js';
-import type { AttentionRequest, LayerPrefill, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../policy/types.js';
+import type { AttentionRequest, LayerPrefill, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../kv/plan.js';
 import type { ResidencyStats, TransferStats } from '../kv/types.js';
 
 export type BackendKind = 'cpu' | 'webgpu';

@@ -4,12 +4,12 @@
  * same run (so only ratios are compared across machines).
  */
 import type { DecoderBackend } from '../backend/types.js';
-import { policyLayout } from '../backend/cpu/prefill.js';
+import { policyLayout } from '../backend/prompt.js';
 import { isStop, kvHeadCount, segmentLength, type ModelConfig } from '../model/config.js';
 import { rng } from '../model/testing.js';
 import { buildHeadsFile } from '../calibrate/heads-file.js';
 import { createPolicy } from '../policy/registry.js';
-import type { HeadsFile } from '../policy/types.js';
+import type { HeadsFile } from '../model/heads.js';
 import type { PolicyName } from '../types.js';
 
 export interface PolicyTiming {

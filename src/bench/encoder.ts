@@ -229,8 +229,8 @@ export async function pickRunner(o: EncoderBenchOptions, log: (s: string) => voi
   const configFor = (layers: number) => ({ ...full, layers });
   try {
     if (o.backend === 'cpu') throw new Error('--backend cpu');
-    const { GpuContext } = await import('../backend/webgpu/device.js');
-    const { PipelineCache } = await import('../backend/webgpu/pipelines.js');
+    const { GpuContext } = await import('../gpu/device.js');
+    const { PipelineCache } = await import('../gpu/pipelines.js');
     const { WebGpuWhisperEncoder } = await import('../encoder/webgpu.js');
     const ctx = await GpuContext.acquire();
     if (ctx.info.software && !o.allowSoftware) {

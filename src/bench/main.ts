@@ -16,7 +16,7 @@ import { loadModel } from '../model/loader.js';
 import type { ModelConfig } from '../model/config.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../model/testing.js';
 import type { DecoderWeights } from '../model/weights.js';
-import type { HeadsFile } from '../policy/types.js';
+import type { HeadsFile } from '../model/heads.js';
 import { syntheticHeads, timeFullAndWnw, type PolicyTiming } from './decode.js';
 import { benchWebGpu } from './webgpu.js';
 import { encoderBenchMain } from './encoder.js';

@@ -2,7 +2,7 @@
  * WebGPU rows of the benchmark: in Node through Dawn when it finds a real GPU, else in
  * headless Chromium on SwiftShader (CPU numbers, labelled so) through a harness page.
  */
-import type { HeadsFile } from '../policy/types.js';
+import type { HeadsFile } from '../model/heads.js';
 import type { KvPrecision } from '../kv/precision.js';
 import type { PolicyTiming } from './decode.js';
 import { timeFullAndWnw } from './decode.js';

@@ -4,7 +4,7 @@
  * calibration clips' prefill meets the target. The calibration CLI runs the model and
  * feeds these functions; nothing here touches a model.
  */
-import type { HeadRanking, HeadRoles, HeadsFile } from '../policy/types.js';
+import type { HeadRanking, HeadRoles, HeadsFile } from '../model/heads.js';
 import { selectByRetention } from '../policy/select.js';
 import { assignRoles, budgetKey, fitLambda, normalizedScores, rankingScore, segmentFloor, type RoleOptions, type Selection } from '../policy/wnw/triage.js';
 

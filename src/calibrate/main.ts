@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { toMono16k } from '../audio/decode.js';
 import { kvHeadCount, segmentLength } from '../model/config.js';
-import { createAudioRoute } from '../audio-route.js';
+import { createAudioRoute } from '../route/audio-route.js';
 import { loadModel } from '../model/loader.js';
 import { answerAttention, tokenWordIndex } from './attention.js';
 import { writeAnswerIds } from './answer-ids.js';

@@ -7,7 +7,7 @@
 import { copyFile, mkdir, open, readdir, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { ModelLoadError } from '../errors.js';
-import { f16Bits } from '../kv/precision.js';
+import { f16Bits } from '../model/f16.js';
 import { decoderTensorShapes } from '../model/config.js';
 import { isDecoderTensor, upstreamTensorName } from '../model/families/common.js';
 import { HfCheckpoint, INDEX_FILE } from '../model/hf/checkpoint.js';

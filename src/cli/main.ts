@@ -6,7 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { LoadOptions, ProgressEvent, Transcriber, TranscriptionResult } from '../types.js';
-import { progressNote } from '../progress-note.js';
+import { progressNote } from '../session/progress-note.js';
 import { TRANSCRIBE_USAGE, UsageError, parseTranscribeArgs, type TranscribeArgs } from './args.js';
 
 export interface CliIo {

@@ -3,8 +3,8 @@
  * WebGPU Whisper-family encoder (./webgpu.ts) is built from, each checked against its TS
  * reference in ./ops.ts by e2e/encoder.spec.ts.
  */
-import type { GpuContext } from '../backend/webgpu/device.js';
-import type { Constants, PipelineCache } from '../backend/webgpu/pipelines.js';
+import type { GpuContext } from '../gpu/device.js';
+import type { Constants, PipelineCache } from '../gpu/pipelines.js';
 import { WEIGHT_FORMAT_ID, type WeightFormat } from '../model/quant.js';
 
 const FILE = 'encoder.wgsl';

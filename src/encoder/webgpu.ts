@@ -7,8 +7,8 @@
  * The Linear weights are stored in one of src/model/quant.ts's formats (f32, f16, q4);
  * convolutions, norms, biases and positions stay f32.
  */
-import type { GpuContext } from '../backend/webgpu/device.js';
-import type { PipelineCache } from '../backend/webgpu/pipelines.js';
+import type { GpuContext } from '../gpu/device.js';
+import type { PipelineCache } from '../gpu/pipelines.js';
 import { ModelLoadError } from '../errors.js';
 import { colsMultiple, dequantize, pack, type WeightFormat } from '../model/quant.js';
 import { EncoderKernels, EncoderPass } from './webgpu-kernels.js';

@@ -5,7 +5,7 @@
  * With 2-byte elements (an f16 pool) rows are kept as f16 bits: the pool rounds to f16
  * anyway, so a recall restores exactly what it held, in half the CPU memory.
  */
-import { f16Bits, f16Table } from './precision.js';
+import { f16Bits, f16Table } from '../model/f16.js';
 
 export class OffloadStore {
   private readonly chunks: (Float32Array | Uint16Array)[] = [];

@@ -13,7 +13,7 @@ import { KvPool, type PoolShard } from './pool.js';
 import { OffloadStore } from './offload.js';
 import { slotBytes } from './precision.js';
 import type { ResidencyStats, TransferStats } from './types.js';
-import type { HeadResidency, PrefillPlan, StepPlan } from '../policy/types.js';
+import type { HeadResidency, PrefillPlan, StepPlan } from './plan.js';
 
 export const EMPTY = -1;
 

@@ -2,7 +2,7 @@
  * How many pool pages a session needs: computed from the prefill plan before any
  * page is touched, so an over-budget plan fails with a typed error up front.
  */
-import type { PrefillPlan } from '../policy/types.js';
+import type { PrefillPlan } from './plan.js';
 
 export interface PoolNeed {
   /** Dense audio pages kept at prefill, all heads. */

@@ -11,7 +11,7 @@
  * naming the file and tensor, before any GPU work.
  */
 import { ModelLoadError } from '../errors.js';
-import type { HeadsFile } from '../policy/types.js';
+import type { HeadsFile } from './heads.js';
 import { parseConfig, kvHeadCount, type ModelConfig } from './config.js';
 import type { HfFamily, Json } from './families/types.js';
 import { exists, joinModelPath, readBytes, readJson } from './files.js';
@@ -172,7 +172,7 @@ async function loadHfModel(base: string, json: Json, onProgress: LoadProgress | 
       enumerable: false,
       get: () => {
         if (encoder.kind === 'onnx') return encoder.bytes;
-        throw new ModelLoadError(base, `the audio encoder of a ${family.modelType} folder is its audio tower (${family.encoderPrefixes.join(', ')}), not an ONNX graph: it runs through the audio route (src/audio-route.ts), which reads its tensors from the folder`);
+        throw new ModelLoadError(base, `the audio encoder of a ${family.modelType} folder is its audio tower (${family.encoderPrefixes.join(', ')}), not an ONNX graph: it runs through the audio route (src/route/audio-route.ts), which reads its tensors from the folder`);
       },
     },
   }) as LoadedModel;

@@ -39,7 +39,7 @@
  * Every matrix of the supported backbones has K a multiple of 32.
  */
 import { ModelLoadError } from '../errors.js';
-import { f16Bits, f16Table, f16Value } from '../kv/precision.js';
+import { f16Bits, f16Table, f16Value } from './f16.js';
 
 export type WeightFormat = 'f32' | 'f16' | 'q4';
 

@@ -6,7 +6,7 @@
  * without a CPU copy is an error). Policies use it to predict r_GPU, tests to check every
  * policy's budget, eval to cross-check `Residency.stats()`.
  */
-import type { HeadResidency, PolicyLayout, PrefillPlan, StepPlan } from './types.js';
+import type { HeadResidency, PolicyLayout, PrefillPlan, StepPlan } from '../kv/plan.js';
 
 export interface StepCounts {
   /** Positions actually moved CPU → GPU and released from the GPU by one plan. */

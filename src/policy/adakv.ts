@@ -5,7 +5,8 @@
  * Scores of different heads are compared raw, as Ada-KV does (each is a softmax mass).
  * No recall.
  */
-import type { HeadResidency, LayerPrefill, PolicyLayout, PolicyOptions } from './types.js';
+import type { HeadResidency, LayerPrefill, PolicyLayout } from '../kv/plan.js';
+import type { PolicyOptions } from './types.js';
 import { headBudget, NONE, numOpt, topK } from './select.js';
 import { snapScores, SnapKVPolicy } from './snapkv.js';
 import { layerwise } from './layered.js';

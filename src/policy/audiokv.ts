@@ -11,7 +11,8 @@
  * uniform per-head budget is the base, the other half follows the grounding score.
  */
 import { WnwError } from '../errors.js';
-import type { LayerPrefill, PolicyLayout, PolicyOptions } from './types.js';
+import type { LayerPrefill, PolicyLayout } from '../kv/plan.js';
+import type { PolicyOptions } from './types.js';
 import { checkBudget, headBudget, NONE, numOpt, spectralSmooth, topK } from './select.js';
 import { windowAudio } from './snapkv.js';
 import { layerwise, PrefillOnlyPolicy } from './layered.js';

@@ -1,5 +1,5 @@
 /** The full cache: every audio position stays on the GPU; nothing is exported, nothing moves. */
-import type { LayerPrefill, PolicyLayout } from './types.js';
+import type { LayerPrefill, PolicyLayout } from '../kv/plan.js';
 import { NONE, range } from './select.js';
 import { layerwise, PrefillOnlyPolicy } from './layered.js';
 

@@ -6,7 +6,8 @@
  * outside the audio budget, so after prefill nothing more is evicted: a prefill-only
  * method here, as the method doc groups it.
  */
-import type { LayerPrefill, PolicyLayout, PolicyOptions } from './types.js';
+import type { LayerPrefill, PolicyLayout } from '../kv/plan.js';
+import type { PolicyOptions } from './types.js';
 import { checkBudget, headBudget, NONE, numOpt, range, topK, union } from './select.js';
 import { layerwise, PrefillOnlyPolicy } from './layered.js';
 

@@ -4,7 +4,8 @@
  * one selection serves both the per-layer runtime path and the tests and tools that
  * hand a policy every layer's scores at once.
  */
-import { EMPTY_PLAN, type AttentionRequest, type HeadResidency, type KvPolicy, type LayerObservation, type LayerPrefill, type PolicyLayout, type PrefillObservation, type PrefillPlan, type StepPlan } from './types.js';
+import { EMPTY_PLAN, type AttentionRequest, type HeadResidency, type LayerObservation, type LayerPrefill, type PolicyLayout, type PrefillObservation, type PrefillPlan, type StepPlan } from '../kv/plan.js';
+import type { KvPolicy } from './types.js';
 
 /**
  * A LayerPrefill over `select` (one layer's heads → their residencies). `finish` sees

@@ -14,7 +14,8 @@
  * Prefill has no decode query, so the first selection ranks pages by the summed
  * attention of the last prompt row (the query that predicts the first token).
  */
-import type { AttentionRequest, KvPolicy, LayerPrefill, Move, PolicyLayout, PolicyOptions, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from './types.js';
+import type { AttentionRequest, LayerPrefill, Move, PolicyLayout, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../kv/plan.js';
+import type { KvPolicy, PolicyOptions } from './types.js';
 import { layerwise, prefillAllLayers } from './layered.js';
 import { checkBudget, headBudget, range } from './select.js';
 import { WnwError } from '../errors.js';

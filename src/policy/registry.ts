@@ -4,7 +4,6 @@
  * one file and one line here.
  */
 import { WnwError } from '../errors.js';
-import type { PolicyName } from '../types.js';
 import type { KvPolicy, PolicyOptions } from './types.js';
 import { FullPolicy } from './full.js';
 import { WnwPolicy } from './wnw/policy.js';
@@ -24,7 +23,7 @@ interface PolicyClass {
   readonly options: readonly string[];
 }
 
-export const POLICIES: Readonly<Record<PolicyName, PolicyClass>> = {
+const CLASSES = {
   full: FullPolicy,
   wnw: WnwPolicy,
   snapkv: SnapKVPolicy,
@@ -34,7 +33,12 @@ export const POLICIES: Readonly<Record<PolicyName, PolicyClass>> = {
   h2o: H2OPolicy,
   streaming: StreamingPolicy,
   quest: QuestPolicy,
-};
+} satisfies Record<string, PolicyClass>;
+
+/** The policies' names: the registry's keys. */
+export type PolicyName = keyof typeof CLASSES;
+
+export const POLICIES: Readonly<Record<PolicyName, PolicyClass>> = CLASSES;
 
 /** Options every factory takes, whatever the policy. */
 const COMMON_OPTIONS = new Set(['budget', 'heads']);

@@ -8,7 +8,8 @@
  * so those audio positions are kept first, inside the same per-head budget.
  * Pooling: kernel 7, average pooling (SnapKV's released code; the method doc says 5–7).
  */
-import type { LayerPrefill, PolicyLayout, PolicyOptions } from './types.js';
+import type { LayerPrefill, PolicyLayout } from '../kv/plan.js';
+import type { PolicyOptions } from './types.js';
 import { checkBudget, headBudget, NONE, numOpt, pool1d, topK } from './select.js';
 import { layerwise, PrefillOnlyPolicy } from './layered.js';
 

@@ -5,7 +5,8 @@
  * audio positions (default 4, the paper's value) and the window is the last
  * ⌊budget · T⌋ − sinks audio positions. Scores are not used.
  */
-import type { LayerPrefill, PolicyLayout, PolicyOptions } from './types.js';
+import type { LayerPrefill, PolicyLayout } from '../kv/plan.js';
+import type { PolicyOptions } from './types.js';
 import { checkBudget, headBudget, NONE, numOpt, range, union } from './select.js';
 import { layerwise, PrefillOnlyPolicy } from './layered.js';
 

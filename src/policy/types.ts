@@ -1,116 +1,11 @@
 /**
  * The contract between a KV policy and the runtime. A policy is pure logic over
  * numbers: it sees attention scores (and, if it asks, keys and queries) and answers
- * with plans, which are plain data. It never touches a pool, a buffer or a GPU, so
- * every policy is unit-testable on synthetic attention.
- *
- * Heads are KV heads, flattened: head = layer * numKvHeads + kvHead.
- * Positions are audio offsets 0..audioLength-1 (sequence position = audioStart + offset).
- * Text KV (prefix, instruction, generated tokens) is never a policy's business: it always stays.
+ * with plans, which are plain data (kv/plan.ts). It never touches a pool, a buffer or a
+ * GPU, so every policy is unit-testable on synthetic attention.
  */
-
-export interface PolicyLayout {
-  numLayers: number;
-  numKvHeads: number;
-  /** Query heads per KV head. */
-  groupSize: number;
-  headDim: number;
-  /** Number of audio tokens in this transcription. */
-  audioLength: number;
-  tokensPerSecond: number;
-  /** WnW segment length n_s = ceil(2 s * tokensPerSecond). */
-  segmentLength: number;
-  /** Number of prompt tokens after the audio (the instruction). */
-  instructionLength: number;
-}
-
-export interface AttentionRequest {
-  /** KV heads whose audio attention weights are exported after every decode step. */
-  decodeHeads: number[];
-  /** Also export each step's post-RoPE query vectors of `decodeHeads` (query-aware page selection). */
-  decodeQueries?: boolean;
-  /** Export the weights of `decodeHeads` (default true); false when a policy needs only the queries. */
-  decodeWeights?: boolean;
-  /**
-   * Prefill scores are the softmax weights on audio positions summed over the head's
-   * query heads and over the last `prefillQueries` prompt positions
-   * (Infinity: every prompt position). WnW uses the instruction length (text-to-audio
-   * attention); SnapKV uses its observation window w = 32.
-   */
-  prefillQueries: number;
-  /** Also hand the post-RoPE audio keys of every head to `prefill` (page key bounds). */
-  prefillKeys?: boolean;
-}
-
-export interface PrefillObservation {
-  layout: PolicyLayout;
-  /** Per KV head: Float32Array[audioLength]. */
-  scores: Float32Array[];
-  /** Per KV head: Float32Array[audioLength * headDim], only when `prefillKeys` was asked. */
-  keys?: Float32Array[];
-}
-
-/** Where one head's audio positions live after prefill. Both arrays sorted ascending. */
-export interface HeadResidency {
-  /** Positions kept on the GPU. */
-  gpu: Int32Array;
-  /** Positions with a CPU copy (recallable). May overlap `gpu` (a full mirror). Positions in neither are dropped. */
-  cpu: Int32Array;
-}
-
-export interface PrefillPlan {
-  /** One entry per KV head. */
-  heads: HeadResidency[];
-}
-
-/** The prefill scores (and keys) of one layer's KV heads, as soon as that layer's rows have run. */
-export interface LayerObservation {
-  layout: PolicyLayout;
-  layer: number;
-  /** Per KV head of this layer (kvHead order): Float32Array[audioLength]. */
-  scores: Float32Array[];
-  /** Per KV head of this layer: Float32Array[audioLength * headDim], only when `prefillKeys` was asked. */
-  keys?: Float32Array[];
-}
-
-/**
- * A prefill answered layer by layer: `layer` is called for layers 0, 1, … in order and
- * answers that layer's heads at once, so the runtime can place them before the next
- * layer runs; `finish` after the last layer returns the whole plan and readies the
- * policy for `afterStep`.
- */
-export interface LayerPrefill {
-  layer(obs: LayerObservation): HeadResidency[];
-  finish(): PrefillPlan;
-}
-
-export interface StepObservation {
-  /** 0-based index of the decode step whose attention this is. */
-  step: number;
-  /**
-   * For each head of `AttentionRequest.decodeHeads`, in that order: Float32Array[audioLength]
-   * of softmax weights summed over the head's query heads (softmax over all its resident
-   * keys, text included); 0 where a position is not on the GPU. Empty when
-   * `decodeWeights` is false.
-   */
-  weights: Float32Array[];
-  /** For each requested head: Float32Array[groupSize * headDim], when `decodeQueries` was asked. */
-  queries?: Float32Array[];
-}
-
-/** Positions of one head to move. Recall: CPU -> GPU (each needs a CPU copy). Release: leave the GPU. */
-export interface Move {
-  head: number;
-  positions: Int32Array;
-}
-
-/** Applied before the next decode step (one-step lag). */
-export interface StepPlan {
-  recall: Move[];
-  release: Move[];
-}
-
-export const EMPTY_PLAN: StepPlan = Object.freeze({ recall: [], release: [] }) as StepPlan;
+import type { AttentionRequest, LayerPrefill, PolicyLayout, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../kv/plan.js';
+import type { HeadsFile } from '../model/heads.js';
 
 export interface KvPolicy {
   readonly name: string;
@@ -140,38 +35,4 @@ export interface PolicyOptions {
   /** Head roles and scores from calibration (needed by wnw, audiokv). */
   heads?: HeadsFile;
   [key: string]: unknown;
-}
-
-/** Which calibration score ranks the heads: VS × HS (the method), or one factor (the ablation). */
-export type HeadRanking = 'product' | 'voice' | 'sensitivity';
-
-/** heads.json written by `npm run calibrate` next to the model. */
-export interface HeadsFile {
-  model: string;
-  numLayers: number;
-  numKvHeads: number;
-  /** Per KV head (flat index): Voice Score and Head Sensitivity. */
-  voiceScore: number[];
-  headSensitivity: number[];
-  /** What `score` is; default 'product'. */
-  ranking?: HeadRanking;
-  /** Per KV head: the ranking score (VS × HS for 'product'); derived from the two above when absent. */
-  score?: number[];
-  /** Role assignments per target budget, keyed by `budgetKey(budget)` ("0.2"). */
-  roles: Record<string, HeadRoles>;
-}
-
-export interface HeadRoles {
-  anchors: number[];
-  tidal: number[];
-  fixed: number[];
-  /** Per KV head retention in [0, 1] (anchors 1). */
-  retention: number[];
-  /** The lambda found by the search, and the r_GPU it measured on the calibration clips. */
-  lambda: number;
-  measuredRGpu: number;
-  /** Prefill selection the search assumed; default 'segment'. */
-  selection?: 'segment' | 'global';
-  /** The retention floor in force (triage.ts `segmentFloor`); 0 or absent: none. */
-  floor?: number;
 }

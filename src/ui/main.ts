@@ -10,7 +10,7 @@ import type { LoadOptions, Transcriber } from '../types.js';
 import { wer } from '../eval/wer.js';
 // TODO(lead): take this from index.ts once it re-exports the decoder; the UI should not reach into audio/.
 import { toMono16k } from '../audio/index.js';
-import { loadTranscriberInWorker } from '../worker-client.js';
+import { loadTranscriberInWorker } from '../worker/client.js';
 import { App } from './app.js';
 import { siteUrl } from './audio-input.js';
 

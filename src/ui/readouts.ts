@@ -3,7 +3,7 @@
  * transcript panes (one, or two in compare mode). Plain DOM; each piece owns its nodes.
  */
 import type { ProgressEvent, ProgressPhase, StepStats, TranscriptionResult } from '../types.js';
-import { formatBytes, progressNote } from '../progress-note.js';
+import { formatBytes, progressNote } from '../session/progress-note.js';
 
 export { formatBytes, progressNote };
 

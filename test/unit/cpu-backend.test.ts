@@ -4,7 +4,7 @@ import { prefillLayers } from '../../src/backend/cpu/prefill.js';
 import { argmax, matvec, rmsnorm, ropeFrequencies } from '../../src/backend/cpu/ops.js';
 import { kvHeadCount, promptLength } from '../../src/model/config.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig, rng } from '../../src/model/testing.js';
-import type { PrefillPlan } from '../../src/policy/types.js';
+import type { PrefillPlan } from '../../src/kv/plan.js';
 
 const config = referenceConfig({ numLayers: 2, name: 'small' });
 const weights = randomDecoderWeights(config, 7);

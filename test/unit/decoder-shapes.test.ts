@@ -14,7 +14,7 @@ import { answerAttention } from '../../src/calibrate/attention.js';
 import { audioStart, kvHeadCount, promptLength, type ModelConfig } from '../../src/model/config.js';
 import type { DecoderWeights } from '../../src/model/weights.js';
 import { decoderShapeConfig, randomDecoderWeights, randomEmbeddings, type DecoderShape } from '../../src/model/testing.js';
-import type { PrefillPlan } from '../../src/policy/types.js';
+import type { PrefillPlan } from '../../src/kv/plan.js';
 
 interface Dense {
   /** Logits after the last row. */

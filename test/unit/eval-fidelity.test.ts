@@ -10,8 +10,9 @@ import { Tokenizer } from '../../src/model/tokenizer.js';
 import { FullPolicy } from '../../src/policy/full.js';
 import { StreamingPolicy } from '../../src/policy/streaming.js';
 import { NONE } from '../../src/policy/select.js';
-import { EMPTY_PLAN, type KvPolicy, type PolicyLayout, type PrefillObservation, type StepObservation } from '../../src/policy/types.js';
-import { runTranscription } from '../../src/run.js';
+import { EMPTY_PLAN, type PolicyLayout, type PrefillObservation, type StepObservation } from '../../src/kv/plan.js';
+import type { KvPolicy } from '../../src/policy/types.js';
+import { runTranscription } from '../../src/session/run.js';
 import type { PolicyName } from '../../src/types.js';
 
 describe('fidelity arithmetic', () => {

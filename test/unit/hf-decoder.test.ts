@@ -13,7 +13,7 @@ import { CpuBackend } from '../../src/backend/cpu/backend.js';
 import { kvHeadCount, promptLength, type ModelConfig } from '../../src/model/config.js';
 import { loadModel } from '../../src/model/loader.js';
 import { randomEmbeddings } from '../../src/model/testing.js';
-import type { PrefillPlan } from '../../src/policy/types.js';
+import type { PrefillPlan } from '../../src/kv/plan.js';
 import { ensureMiniatures, MINIATURE_FAMILIES, PY, type MiniatureFamily } from '../helpers/miniatures.js';
 
 const N = 12;

@@ -10,7 +10,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createAudioRoute } from '../../src/audio-route.js';
+import { createAudioRoute } from '../../src/route/audio-route.js';
 import { toMono16k } from '../../src/audio/decode.js';
 import { ModelLoadError } from '../../src/errors.js';
 import { loadModel } from '../../src/model/loader.js';

@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync,
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadTranscriber, type WnwTranscriber } from '../../src/transcriber.js';
+import { loadTranscriber, type WnwTranscriber } from '../../src/session/transcriber.js';
 import { runCli } from '../../src/cli/main.js';
 import { toMono16k } from '../../src/audio/decode.js';
 import { WhisperLogMel, type WhisperPadding } from '../../src/audio/whisper-mel.js';

@@ -1,6 +1,7 @@
 /** f16 KV storage: the conversion the CPU backend mirrors the GPU's pack2x16float with. */
 import { describe, expect, it } from 'vitest';
-import { f16Bits, f16Value, packF16, roundF16 } from '../../src/kv/precision.js';
+import { f16Bits, f16Value } from '../../src/model/f16.js';
+import { packF16, roundF16 } from '../../src/kv/precision.js';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
 import { OffloadStore } from '../../src/kv/offload.js';
 import { kvHeadCount, segmentLength } from '../../src/model/config.js';

@@ -10,7 +10,8 @@ import { QuestPolicy } from '../../src/policy/quest.js';
 import { FullPolicy } from '../../src/policy/full.js';
 import { createPolicy, POLICIES } from '../../src/policy/registry.js';
 import { pool1d, selectByRetention, spectralSmooth, topK, union, complement } from '../../src/policy/select.js';
-import type { HeadsFile, PrefillObservation } from '../../src/policy/types.js';
+import type { HeadsFile } from '../../src/model/heads.js';
+import type { PrefillObservation } from '../../src/kv/plan.js';
 import { makeLayout } from './policy-fixtures.js';
 
 const layout = makeLayout(1, 2, 200, { instructionLength: 12 });

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { POLICIES, createPolicy } from '../../src/policy/registry.js';
 import { ResidencyTracker, RunAccounting } from '../../src/policy/accounting.js';
 import type { PolicyName } from '../../src/types.js';
-import type { StepPlan } from '../../src/policy/types.js';
+import type { StepPlan } from '../../src/kv/plan.js';
 import { makeLayout, prefillObservation, rng, stepObservation, syntheticHeads } from './policy-fixtures.js';
 
 const LAYOUTS = [

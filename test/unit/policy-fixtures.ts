@@ -1,5 +1,6 @@
 /** Synthetic layouts, attention and heads files for the policy and calibration tests. */
-import type { HeadsFile, PolicyLayout, PrefillObservation, StepObservation, AttentionRequest } from '../../src/policy/types.js';
+import type { HeadsFile } from '../../src/model/heads.js';
+import type { PolicyLayout, PrefillObservation, StepObservation, AttentionRequest } from '../../src/kv/plan.js';
 import type { ResidencyTracker } from '../../src/policy/accounting.js';
 import { buildHeadsFile } from '../../src/calibrate/heads-file.js';
 

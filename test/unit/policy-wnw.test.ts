@@ -4,7 +4,8 @@ import { WnwPolicy } from '../../src/policy/wnw/policy.js';
 import { ChunkScheduler, PAPER_CHUNKS } from '../../src/policy/wnw/chunks.js';
 import { ResidencyTracker } from '../../src/policy/accounting.js';
 import { Residency, EMPTY, type PageStorage } from '../../src/kv/residency.js';
-import type { HeadsFile, PolicyLayout, StepObservation } from '../../src/policy/types.js';
+import type { HeadsFile } from '../../src/model/heads.js';
+import type { PolicyLayout, StepObservation } from '../../src/kv/plan.js';
 import { keepInSegment } from '../../src/policy/select.js';
 import { makeLayout, prefillObservation, rng, stepObservation, syntheticHeads } from './policy-fixtures.js';
 

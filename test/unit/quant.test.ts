@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { f16Bits, f16Value } from '../../src/kv/precision.js';
+import { f16Bits, f16Value } from '../../src/model/f16.js';
 import { matvec } from '../../src/backend/cpu/ops.js';
 import { randomArray, rng } from '../../src/model/testing.js';
 import {

@@ -3,8 +3,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describeError, lowerBudget } from '../../src/ui/messages.js';
 import { listSamples } from '../../src/ui/samples-plugin.js';
-import { serializeError } from '../../src/worker-protocol.js';
-import { deserializeError } from '../../src/worker-client.js';
+import { serializeError } from '../../src/worker/protocol.js';
+import { deserializeError } from '../../src/worker/client.js';
 import { AudioError, CancelledError, ContextTooLongError, NoWebGpuError, WnwError } from '../../src/errors.js';
 import { tempDir } from '../helpers/temp.js';
 

@@ -2,7 +2,7 @@
 
 training/head_sensitivity.py --model HF_DIR hands Hugging Face folders to `run` here. Per
 calibration clip: Whisper log-mel (mel_ref.py) cut into the family's processor examples
-(the rules of src/audio-route.ts), the folder's audio tower + projector (encoder_ref.py) ->
+(the rules of src/route/audio-route.ts), the folder's audio tower + projector (encoder_ref.py) ->
 audio embeddings, then the decoder (decoder_ref.py) teacher-forced on
 [prefix][audio][instruction][answer], cross-entropy on the answer tokens (transcript + the
 model's eos), gradients w.r.t. every layer's post-RoPE keys (before repeat_kv, so one
@@ -86,7 +86,7 @@ class HfModel:
 
 def examples(family, x, n):
     """The processor examples of samples x as (padded samples, valid mel frames): the
-    feature-extractor rules of src/audio-route.ts."""
+    feature-extractor rules of src/route/audio-route.ts."""
     def one(piece, **pad):
         padded = mel_ref.pad_like_processor(piece, **pad)
         kept = min(len(piece), pad.get('truncate') or len(piece))

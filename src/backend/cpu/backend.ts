@@ -13,10 +13,11 @@ import { Residency, liveResidency } from '../../kv/residency.js';
 import { poolNeed } from '../../kv/sizing.js';
 import { kvElementBytes, slotBytes, type KvPrecision } from '../../kv/precision.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
-import type { LayerPrefill, PrefillPlan, StepPlan } from '../../policy/types.js';
+import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
 import type { DecoderBackend, LayeredPrefillResult, PrefillResult, SessionOptions, StepResult } from '../types.js';
 import { addBias, argmax, matvec, pagedAttention, rmsnorm, rope, ropeFrequencies, swiglu } from './ops.js';
-import { audioKeys, prefillLayers, textPositions, type PrefillOutput } from './prefill.js';
+import { audioKeys, prefillLayers, type PrefillOutput } from './prefill.js';
+import { textPositions } from '../prompt.js';
 import { CpuPageStorage } from './storage.js';
 import { LayerPlacement } from './layer-placement.js';
 

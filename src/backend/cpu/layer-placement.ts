@@ -9,8 +9,9 @@ import { audioStart, kvHeadCount, segmentLength, type ModelConfig } from '../../
 import { Residency } from '../../kv/residency.js';
 import { poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
-import type { HeadResidency, LayerPrefill, PolicyLayout } from '../../policy/types.js';
-import { layerAudioKeys, policyLayout, textPositions } from './prefill.js';
+import type { HeadResidency, LayerPrefill, PolicyLayout } from '../../kv/plan.js';
+import { layerAudioKeys } from './prefill.js';
+import { policyLayout, textPositions } from '../prompt.js';
 import { CpuPageStorage } from './storage.js';
 
 export interface LayerPlacementOptions {

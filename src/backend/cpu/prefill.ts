@@ -4,9 +4,10 @@
  * choose from afterwards, or handed to `onLayer` as each layer completes (a per-layer
  * prefill places them at once and one layer's arrays serve the next).
  */
-import { audioStart, groupSize, kvHeadCount, promptLength, segmentLength, type ModelConfig } from '../../model/config.js';
+import { audioStart, kvHeadCount, promptLength, type ModelConfig } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
-import type { AttentionRequest, PolicyLayout } from '../../policy/types.js';
+import type { AttentionRequest, PolicyLayout } from '../../kv/plan.js';
+import { policyLayout } from '../prompt.js';
 import { addBias, causalAttention, matmul, rmsnorm, rope, swiglu } from './ops.js';
 
 export interface PrefillOutput {
@@ -18,25 +19,6 @@ export interface PrefillOutput {
   /** Prefill scores per window (number of last prompt queries), per KV head. */
   scores: Map<number, Float32Array[]>;
   layout: PolicyLayout;
-}
-
-export function policyLayout(c: ModelConfig, audioLength: number): PolicyLayout {
-  return {
-    numLayers: c.numLayers,
-    numKvHeads: c.numKvHeads,
-    groupSize: groupSize(c),
-    headDim: c.headDim,
-    audioLength,
-    tokensPerSecond: c.audio.tokensPerSecond,
-    segmentLength: segmentLength(c),
-    instructionLength: c.instruction.length,
-  };
-}
-
-/** Sequence positions of the prompt's text (prefix and instruction): KV every head keeps, never a policy's. */
-export function textPositions(c: ModelConfig, N: number): number[] {
-  const a0 = audioStart(c);
-  return [...c.prefix.map((_, i) => i), ...c.instruction.map((_, i) => a0 + N + i)];
 }
 
 /** The prompt's input rows: embed(prefix), the audio embeddings, embed(instruction), embed(suffix). */

@@ -8,7 +8,7 @@ import type { ModelConfig } from '../../model/config.js';
 import { kvHeadCount } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
 import { randomEmbeddings } from '../../model/testing.js';
-import type { PrefillPlan } from '../../policy/types.js';
+import type { PrefillPlan } from '../../kv/plan.js';
 import { WebGpuBackend, type WebGpuBackendOptions } from './backend.js';
 
 export interface WebGpuBench {

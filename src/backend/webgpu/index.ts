@@ -5,9 +5,9 @@ import type { PackedDecoderWeights } from '../../model/packed-weights.js';
 import { WebGpuBackend, type WebGpuBackendOptions } from './backend.js';
 
 export { WebGpuBackend, type WebGpuBackendOptions } from './backend.js';
-export { GpuContext, type GpuInfo, type AcquireOptions } from './device.js';
-export { PipelineCache } from './pipelines.js';
-export { defaultShaderLoader, type ShaderLoader } from './shader-source.js';
+export { GpuContext, type GpuInfo, type AcquireOptions } from '../../gpu/device.js';
+export { PipelineCache } from '../../gpu/pipelines.js';
+export { defaultShaderLoader, type ShaderLoader } from '../../gpu/shader-source.js';
 export { benchWebGpu, type WebGpuBench } from './bench.js';
 
 export interface CreateWebGpuOptions extends Omit<WebGpuBackendOptions, 'requireHardware'> {

@@ -5,7 +5,7 @@
  */
 import type { KvPrecision } from '../../kv/precision.js';
 import { groupSize, type ModelConfig } from '../../model/config.js';
-import type { Constants, PipelineCache } from './pipelines.js';
+import type { Constants, PipelineCache } from '../../gpu/pipelines.js';
 
 /** Largest workgroup count of one grid dimension WebGPU guarantees. */
 export const MAX_GROUPS = 65535;

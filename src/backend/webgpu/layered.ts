@@ -11,9 +11,9 @@ import { audioStart, kvHeadCount, type ModelConfig } from '../../model/config.js
 import { Residency, type PageStorage } from '../../kv/residency.js';
 import { poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
-import type { AttentionRequest, LayerPrefill } from '../../policy/types.js';
-import { policyLayout, textPositions } from '../cpu/prefill.js';
-import type { GpuContext } from './device.js';
+import type { AttentionRequest, LayerPrefill } from '../../kv/plan.js';
+import { policyLayout, textPositions } from '../prompt.js';
+import type { GpuContext } from '../../gpu/device.js';
 import type { Kernels } from './kernels.js';
 import { layerShardPages, type PoolShardLayout } from './pool-layout.js';
 import { gatherIntoPool, readLayerScores, readPrefillKv } from './prefill.js';

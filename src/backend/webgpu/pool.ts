@@ -11,7 +11,7 @@
 import type { ModelConfig } from '../../model/config.js';
 import { groupSize, kvHeadCount } from '../../model/config.js';
 import type { PageStorage, Residency } from '../../kv/residency.js';
-import type { GpuContext } from './device.js';
+import type { GpuContext } from '../../gpu/device.js';
 import type { PoolLayout } from './pool-layout.js';
 import { packF16 } from '../../kv/precision.js';
 

@@ -13,10 +13,10 @@
  * long the recording. Prefill scores add up block by block.
  */
 import { audioStart, kvHeadCount, type ModelConfig } from '../../model/config.js';
-import type { AttentionRequest, PrefillPlan } from '../../policy/types.js';
+import type { AttentionRequest, PrefillPlan } from '../../kv/plan.js';
 import type { Gather, Residency } from '../../kv/residency.js';
 import type { TransferStats } from '../../kv/types.js';
-import type { GpuContext, Bindings } from './device.js';
+import type { GpuContext, Bindings } from '../../gpu/device.js';
 import type { GpuPool } from './pool.js';
 import { grid, matmulGroups, type Kernels } from './kernels.js';
 import type { PrefillBuffers, SessionBuffers } from './session.js';

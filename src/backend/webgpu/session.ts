@@ -10,7 +10,7 @@ import { ContextTooLongError } from '../../errors.js';
 import { groupSize, kvHeadCount, promptLength, segmentLength, type ModelConfig } from '../../model/config.js';
 import { RECALL_PAGES_PER_HEAD } from '../../kv/sizing.js';
 import type { SessionOptions } from '../types.js';
-import type { GpuContext } from './device.js';
+import type { GpuContext } from '../../gpu/device.js';
 import { NO_EXPORT } from './pool.js';
 import { slotBytes } from '../../kv/precision.js';
 import { ropeTable } from './kernels.js';

@@ -6,7 +6,7 @@
  * steps (it follows the longest page table); buffers and bind groups never do.
  */
 import { audioStart, groupSize, type ModelConfig } from '../../model/config.js';
-import type { GpuContext } from './device.js';
+import type { GpuContext } from '../../gpu/device.js';
 import type { GpuPool } from './pool.js';
 import { matvecGroups, type Kernels } from './kernels.js';
 import type { SessionBuffers } from './session.js';

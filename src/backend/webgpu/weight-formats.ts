@@ -5,9 +5,9 @@
  * lm_head in q4 is 226 MB, more than many adapters bind at once).
  */
 import { WEIGHT_FORMAT_ID, rowBytes, sliceRows, splitRows, type PackedMatrix, type RowPart, type WeightFormat } from '../../model/quant.js';
-import type { Bindings, GpuContext } from './device.js';
+import type { Bindings, GpuContext } from '../../gpu/device.js';
 import { matmulGroups, matvecGroups } from './kernels.js';
-import type { Constants, PipelineCache } from './pipelines.js';
+import type { Constants, PipelineCache } from '../../gpu/pipelines.js';
 import type { DeviceLimits } from './fit.js';
 
 export interface GpuMatrixPart extends RowPart {

@@ -8,7 +8,7 @@
  */
 import { WEIGHT_FORMAT_ID, type WeightFormat } from '../../model/quant.js';
 import type { Kernels } from './kernels.js';
-import type { Constants, PipelineCache } from './pipelines.js';
+import type { Constants, PipelineCache } from '../../gpu/pipelines.js';
 import { loadFormatKernels, type FormatKernels } from './weight-formats.js';
 
 export interface WeightKernels extends FormatKernels {

@@ -16,7 +16,7 @@ import { packedWeightBytes, type PackedDecoderWeights, type WeightBytes } from '
 import type { PackedMatrix } from '../../model/quant.js';
 import { ModelTooBigError } from '../../errors.js';
 import { matrixBindingProblem } from './fit.js';
-import type { GpuContext } from './device.js';
+import type { GpuContext } from '../../gpu/device.js';
 import { destroyMatrix, uploadMatrix, type GpuMatrix } from './weight-formats.js';
 import type { WeightKernelsOf } from './weight-kernels.js';
 

@@ -27,8 +27,10 @@
  *   `segmentFloor`, `fitLambda`); 0 is the formula as written.
  */
 import { WnwError } from '../../errors.js';
-import type { AttentionRequest, HeadResidency, HeadRoles, HeadsFile, KvPolicy, LayerPrefill, Move, PolicyLayout, PolicyOptions, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../types.js';
-import { EMPTY_PLAN } from '../types.js';
+import type { AttentionRequest, HeadResidency, LayerPrefill, Move, PolicyLayout, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../../kv/plan.js';
+import { EMPTY_PLAN } from '../../kv/plan.js';
+import type { HeadRoles, HeadsFile } from '../../model/heads.js';
+import type { KvPolicy, PolicyOptions } from '../types.js';
 import { checkBudget, complement, concatSorted, NONE, numOpt, selectByRetention } from '../select.js';
 import { layerwise, prefillAllLayers } from '../layered.js';
 import { ChunkScheduler, PAPER_CHUNKS, type ChunkDecision, type ChunkOptions } from './chunks.js';

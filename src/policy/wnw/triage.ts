@@ -4,7 +4,7 @@
  * calibration (src/calibrate/) and the runtime policy, so both count r_GPU the same way.
  */
 import { WnwError } from '../../errors.js';
-import type { HeadRanking, HeadRoles, HeadsFile } from '../types.js';
+import type { HeadRanking, HeadRoles, HeadsFile } from '../../model/heads.js';
 import { retainedCount } from '../select.js';
 
 export type Selection = 'segment' | 'global';

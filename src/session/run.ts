@@ -3,14 +3,15 @@
  * step with the policy's recall/release plan applied between steps. Whatever happens
  * (cancel, error), the tokens decoded so far come back with the stats.
  */
-import { CancelledError, WnwError } from './errors.js';
-import type { DecoderBackend } from './backend/types.js';
-import { policyLayout } from './backend/cpu/prefill.js';
-import type { LoadedModel } from './model/loader.js';
-import type { KvPolicy, LayerPrefill, StepObservation } from './policy/types.js';
-import type { ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult, TranscriptionStats } from './types.js';
+import { CancelledError, WnwError } from '../errors.js';
+import type { DecoderBackend } from '../backend/types.js';
+import { policyLayout } from '../backend/prompt.js';
+import type { LoadedModel } from '../model/loader.js';
+import type { KvPolicy } from '../policy/types.js';
+import type { LayerPrefill, StepObservation } from '../kv/plan.js';
+import type { ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult, TranscriptionStats } from '../types.js';
 import { focusOf, wordsFromFocus } from './timing.js';
-import { isStop, segmentLength } from './model/config.js';
+import { isStop, segmentLength } from '../model/config.js';
 
 export interface RunInput {
   model: LoadedModel;

@@ -1,12 +1,12 @@
 /**
  * Runs a Transcriber inside a dedicated Web Worker, so decoding (and above all the CPU
  * backend, which computes on the calling thread) never freezes the page. The page side
- * is `loadTranscriberInWorker` in worker-client.ts; the messages are in worker-protocol.ts.
+ * is `loadTranscriberInWorker` in client.ts; the messages are in protocol.ts.
  * One transcriber per worker; transcriptions run one at a time, in arrival order.
  */
-import { loadTranscriber } from './index.js';
-import type { ProgressEvent, Transcriber } from './types.js';
-import { serializeError, type FromWorker, type ToWorker } from './worker-protocol.js';
+import { loadTranscriber } from '../session/transcriber.js';
+import type { ProgressEvent, Transcriber } from '../types.js';
+import { serializeError, type FromWorker, type ToWorker } from './protocol.js';
 
 interface Scope {
   postMessage(message: FromWorker, transfer?: Transferable[]): void;

@@ -1,24 +1,25 @@
 /**
  * The transcriber: model + audio route + backend, loaded once; each `transcribe` call turns
  * audio into text under the chosen KV policy. Audio is decoded here, featurised and
- * encoded by the model's audio route (audio-route.ts), and decoded in run.ts.
+ * encoded by the model's audio route (route/audio-route.ts), and decoded in run.ts.
  */
-import { CancelledError, WnwError } from './errors.js';
-import { toMono16k } from './audio/decode.js';
-import { createAudioRoute, type AudioRoute } from './audio-route.js';
-import { chooseBackend, createBackend } from './backend/create.js';
-import { refuseUnfit, reportedDeviceMemoryGiB, type FitDevice } from './backend/webgpu/fit.js';
-import type { DecoderBackend } from './backend/types.js';
-import type { GpuContext } from './backend/webgpu/device.js';
-import { loadModel, type LoadedModel } from './model/loader.js';
-import { packDecoderWeights, type PackedDecoderWeights } from './model/packed-weights.js';
-import type { WeightFormat } from './model/quant.js';
-import type { DecoderWeights } from './model/weights.js';
+import { CancelledError, WnwError } from '../errors.js';
+import { toMono16k } from '../audio/decode.js';
+import { createAudioRoute } from '../route/audio-route.js';
+import type { AudioRoute } from '../route/types.js';
+import { chooseBackend, createBackend } from '../backend/create.js';
+import { refuseUnfit, reportedDeviceMemoryGiB, type FitDevice } from '../backend/webgpu/fit.js';
+import type { DecoderBackend } from '../backend/types.js';
+import type { GpuContext } from '../gpu/device.js';
+import { loadModel, type LoadedModel } from '../model/loader.js';
+import { packDecoderWeights, type PackedDecoderWeights } from '../model/packed-weights.js';
+import type { WeightFormat } from '../model/quant.js';
+import type { DecoderWeights } from '../model/weights.js';
 import { promptForLanguage, type Prompt } from './prompt-language.js';
-import { createPolicy, NEEDS_HEADS } from './policy/registry.js';
-import { assignRoles, budgetKey, headsScore } from './policy/wnw/triage.js';
+import { createPolicy, NEEDS_HEADS } from '../policy/registry.js';
+import { assignRoles, budgetKey, headsScore } from '../policy/wnw/triage.js';
 import { runTranscription } from './run.js';
-import type { AudioInput, LoadOptions, PolicyName, ProgressEvent, TranscribeOptions, TranscriptionResult, Transcriber } from './types.js';
+import type { AudioInput, LoadOptions, PolicyName, ProgressEvent, TranscribeOptions, TranscriptionResult, Transcriber } from '../types.js';
 
 const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
 

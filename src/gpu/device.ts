@@ -4,8 +4,8 @@
  * error scopes, device loss), and counters of live buffers and created bind groups so a
  * test can assert that decode steps allocate nothing.
  */
-import { DeviceLostError, NoWebGpuError, OutOfMemoryError } from '../../errors.js';
-import { nodeBuiltin } from '../../model/files.js';
+import { DeviceLostError, NoWebGpuError, OutOfMemoryError } from '../errors.js';
+import { nodeBuiltin } from '../model/files.js';
 
 export interface GpuInfo {
   vendor: string;

@@ -5,8 +5,8 @@
  * token's time. Words start at their first piece's time and end where the next word
  * starts (the last word ends at its last piece plus one segment, capped at the audio end).
  */
-import type { TextTokenizer } from './model/text/types.js';
-import type { Word } from './types.js';
+import type { TextTokenizer } from '../model/text/types.js';
+import type { Word } from '../types.js';
 
 /** Attention-weighted centre of the top `k` audio positions; -1 if there is no mass. */
 export function focusOf(weights: Float32Array, k = 4): number {

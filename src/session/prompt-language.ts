@@ -3,9 +3,9 @@
  * loaded with: the family's recipe (src/model/text/prompt.ts) rebuilt with the folder's
  * chat template. Our own models' prompts name no language.
  */
-import { WnwError } from './errors.js';
-import type { LoadedModel } from './model/loader.js';
-import { buildPrompt, readChatTemplate, type PromptFamily } from './model/text/index.js';
+import { WnwError } from '../errors.js';
+import type { LoadedModel } from '../model/loader.js';
+import { buildPrompt, readChatTemplate, type PromptFamily } from '../model/text/index.js';
 
 export interface Prompt {
   prefix: number[];

@@ -2,7 +2,7 @@
  * Progress amounts as words, shared by the demo's bars and the CLI's progress line, so both
  * say the same thing for the same ProgressEvent.
  */
-import type { ProgressEvent } from './types.js';
+import type { ProgressEvent } from '../types.js';
 
 export function formatBytes(b: number): string {
   if (!Number.isFinite(b) || b < 0) return '–';

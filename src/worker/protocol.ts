@@ -3,7 +3,7 @@
  * becomes a message tagged with the request id; errors cross as plain objects carrying
  * the WnwError `code` and are rebuilt on the page side.
  */
-import type { LoadOptions, ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult } from './types.js';
+import type { LoadOptions, ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult } from '../types.js';
 
 export type WorkerLoadOptions = Omit<LoadOptions, 'onProgress'>;
 /** Functions do not cross postMessage: onLogits stays in-process only. */

@@ -4,9 +4,9 @@
  * AbortSignal, callbacks and typed errors behave as they do on the main thread; a cancel
  * also works while the engine is busy in a computation that never yields to the worker.
  */
-import { CancelledError, WnwError, type WnwErrorCode } from './errors.js';
-import type { AudioInput, LoadOptions, PolicyName, StepStats, TranscribeOptions, Transcriber, TranscriptionResult } from './types.js';
-import type { FromWorker, SerializedError, ToWorker, WorkerAudio } from './worker-protocol.js';
+import { CancelledError, WnwError, type WnwErrorCode } from '../errors.js';
+import type { AudioInput, LoadOptions, PolicyName, StepStats, TranscribeOptions, Transcriber, TranscriptionResult } from '../types.js';
+import type { FromWorker, SerializedError, ToWorker, WorkerAudio } from './protocol.js';
 
 /** Rebuilds a typed error: `code` and the extra fields survive; CancelledError keeps its class for instanceof checks. */
 export function deserializeError(s: SerializedError): Error {

@@ -7,13 +7,13 @@
  * Chunks run one at a time, so memory stays one chunk's whatever the length.
  */
 import type * as Ort from 'onnxruntime-web';
-import { AudioError, CancelledError, ModelLoadError } from './errors.js';
-import { WhisperLogMel, WHISPER_MEL } from './audio/whisper-mel.js';
-import { loadOrt, type ExecutionProvider } from './model/encoder.js';
-import { isNode } from './model/files.js';
-import type { HfOnnxEncoder } from './model/hf/onnx-audio.js';
-import type { LoadedModel } from './model/loader.js';
-import type { AudioRoute, RouteOptions, RouteOutput } from './audio-route.js';
+import { AudioError, CancelledError, ModelLoadError } from '../errors.js';
+import { WhisperLogMel, WHISPER_MEL } from '../audio/whisper-mel.js';
+import { loadOrt, type ExecutionProvider } from '../model/encoder.js';
+import { isNode } from '../model/files.js';
+import type { HfOnnxEncoder } from '../model/hf/onnx-audio.js';
+import type { LoadedModel } from '../model/loader.js';
+import type { AudioRoute, RouteOptions, RouteOutput } from './types.js';
 
 const CHUNK_SAMPLES = 480_000;
 const CHUNK_FRAMES = 3000;

@@ -5,7 +5,7 @@
  * - 'onnx' (our own folders): the 80-bin natural-log mel of src/audio/mel.ts and the ONNX
  *   graph run by onnxruntime-web (src/model/encoder.ts); in a Hugging Face folder that holds
  *   an onnx-community audio encoder, the family's Whisper log-mel through that graph
- *   (src/audio-route-onnx.ts);
+ *   (src/route/whisper-onnx.ts);
  * - 'hf-audio-tower' (Hugging Face folders): the Whisper log-mel of
  *   src/audio/whisper-mel.ts, cut into processor examples by the family's feature-extractor
  *   rule below, then the checkpoint's audio tower and projector (src/encoder).
@@ -14,9 +14,9 @@
  * weights uploaded for each recording and released before the decoder's prefill needs the
  * memory), or on the CPU reference next to the CPU decoder.
  */
-import { AudioError, CancelledError, ModelLoadError } from './errors.js';
-import { logMel } from './audio/mel.js';
-import { WhisperLogMel, WHISPER_MEL, type WhisperPadding } from './audio/whisper-mel.js';
+import { AudioError, CancelledError, ModelLoadError } from '../errors.js';
+import { logMel } from '../audio/mel.js';
+import { WhisperLogMel, WHISPER_MEL, type WhisperPadding } from '../audio/whisper-mel.js';
 import {
   asStored,
   lookupFromCheckpoint,
@@ -30,21 +30,16 @@ import {
   type TensorLookup,
   type WhisperEncoderConfig,
   type WhisperFamilySpec,
-} from './encoder/index.js';
-import type { GpuContext } from './backend/webgpu/device.js';
-import type { PipelineCache } from './backend/webgpu/pipelines.js';
-import { AudioEncoder } from './model/encoder.js';
-import { WhisperOnnxRoute } from './audio-route-onnx.js';
-import type { WeightFormat } from './model/quant.js';
-import { exists, joinModelPath, readJson } from './model/files.js';
-import { HfCheckpoint } from './model/hf/checkpoint.js';
-import type { LoadedModel } from './model/loader.js';
-
-export interface RouteOptions {
-  signal?: AbortSignal;
-  /** Examples (or ONNX windows) done out of the total; `note` says something the user should know. */
-  onProgress?: (done: number, total: number, note?: string) => void;
-}
+} from '../encoder/index.js';
+import type { GpuContext } from '../gpu/device.js';
+import type { PipelineCache } from '../gpu/pipelines.js';
+import { AudioEncoder } from '../model/encoder.js';
+import { WhisperOnnxRoute } from './whisper-onnx.js';
+import type { WeightFormat } from '../model/quant.js';
+import { exists, joinModelPath, readJson } from '../model/files.js';
+import { HfCheckpoint } from '../model/hf/checkpoint.js';
+import type { LoadedModel } from '../model/loader.js';
+import type { AudioRoute, RouteOptions, RouteOutput } from './types.js';
 
 export interface RouteLoadOptions {
   /** Names encoder.onnx in errors (our own folders). */
@@ -56,22 +51,6 @@ export interface RouteLoadOptions {
    * choice); the CPU encoder computes with the same rounded values, so both agree.
    */
   weightFormat?: WeightFormat;
-}
-
-export interface RouteOutput {
-  /** [audioLength, hiddenSize], row-major. */
-  embeddings: Float32Array;
-  audioLength: number;
-}
-
-export interface AudioRoute {
-  /** 'onnx' or 'whisper', and where the encoder runs, for readouts. */
-  readonly kind: 'onnx' | 'whisper';
-  readonly label: string;
-  /** Bytes of the encoder's weights as held for encoding (f32 for an audio tower; the ONNX graph's size). */
-  readonly weightBytes: number;
-  encode(samples: Float32Array, opts?: RouteOptions): Promise<RouteOutput>;
-  dispose(): void | Promise<void>;
 }
 
 /**
@@ -196,8 +175,8 @@ class WhisperRoute implements AudioRoute {
   private async gpuEncoder(opts: RouteOptions, total: number): Promise<{ encode(m: MelInput): Promise<EncoderOutput>; destroy(): void } | undefined> {
     if (!this.gpu) return undefined;
     try {
-      const { PipelineCache } = await import('./backend/webgpu/pipelines.js');
-      const { WebGpuWhisperEncoder } = await import('./encoder/webgpu.js');
+      const { PipelineCache } = await import('../gpu/pipelines.js');
+      const { WebGpuWhisperEncoder } = await import('../encoder/webgpu.js');
       this.gpu.cache ??= new PipelineCache(this.gpu.ctx);
       return await WebGpuWhisperEncoder.create(this.gpu.ctx, this.gpu.cache, this.config, this.rule.spec, this.tensors, { weightFormat: this.weightFormat });
     } catch (e) {

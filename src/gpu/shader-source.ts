@@ -4,13 +4,13 @@
  * plain Node (tsx, the CLI on a machine with a real GPU) that call does not exist, so
  * the files are read from the package's `shaders/` folder instead.
  */
-import { nodeBuiltin } from '../../model/files.js';
+import { nodeBuiltin } from '../model/files.js';
 
 export type ShaderLoader = (file: string) => Promise<string>;
 
 function bundled(): Record<string, string> | null {
   try {
-    const files = import.meta.glob('../../../shaders/*.wgsl', { query: '?raw', import: 'default', eager: true }) as Record<string, string>;
+    const files = import.meta.glob('../../shaders/*.wgsl', { query: '?raw', import: 'default', eager: true }) as Record<string, string>;
     const out: Record<string, string> = {};
     for (const [path, src] of Object.entries(files)) out[path.slice(path.lastIndexOf('/') + 1)] = src;
     return out;
@@ -30,5 +30,5 @@ export const defaultShaderLoader: ShaderLoader = async (file) => {
     return src;
   }
   const { readFile } = await nodeBuiltin<typeof import('node:fs/promises')>('node:fs/promises');
-  return readFile(new URL(`../../../shaders/${file}`, import.meta.url), 'utf8');
+  return readFile(new URL(`../../shaders/${file}`, import.meta.url), 'utf8');
 };
