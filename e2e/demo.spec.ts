@@ -162,6 +162,21 @@ test('the tide chart draws decode steps (synthetic steps, no model)', async ({ p
   await page.locator('#tide').screenshot({ path: 'test-results/tide-chart.png' });
 });
 
+test('the tide chart\'s placeholder goes once the first step is drawn', async ({ page }) => {
+  await page.goto('/e2e/harness/tide.html?steps=1');
+  await expect(page.locator('body')).toHaveAttribute('data-done', '1');
+  // Above the one row drawn, the plot is the empty colour only: no placeholder text left.
+  const stray = await page.evaluate(() => {
+    const c = document.getElementById('tide') as HTMLCanvasElement;
+    const above = Number(c.dataset.plotHeight) - Number(c.dataset.rowHeight);
+    const d = c.getContext('2d')!.getImageData(0, 0, c.width, above).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (Math.abs(d[i] - 15) + Math.abs(d[i + 1] - 23) + Math.abs(d[i + 2] - 42) > 24) n++;
+    return n;
+  });
+  expect(stray).toBe(0);
+});
+
 test.describe('microphone', () => {
   test('a recording becomes the clip to transcribe', async ({ page }) => {
     await page.goto('/');
@@ -215,6 +230,12 @@ test.describe('demo page with the reference model', () => {
     expect(Number(await page.locator('[data-pane="wnw"] [data-wer]').getAttribute('data-wer'))).toBeCloseTo(werWnw, 6);
     // WnW at 0.2 keeps less KV on the GPU than the full cache.
     await expect(page.locator('#status')).toContainText(/Compared: GPU KV memory/);
+    // And it does not cut the transcript short: at least 90 % of the full cache's tokens.
+    const tokens = async (pane: string) => Number(await page.locator(`[data-pane="${pane}"] [data-tokens]`).getAttribute('data-tokens'));
+    const [tokFull, tokWnw] = [await tokens('full'), await tokens('wnw')];
+    console.log(`${clip.url}: ${tokWnw} WnW tokens against ${tokFull} of the full cache; WER of WnW against the full cache's transcript ${(wer(full, wnw) * 100).toFixed(1)} %`);
+    expect(tokFull).toBeGreaterThan(0);
+    expect(tokWnw).toBeGreaterThanOrEqual(0.9 * tokFull);
 
     // One row per decode step of the WnW run: the rows drawn cover the plot as far as they reach.
     const chart = await tideInk(page);

@@ -1,7 +1,8 @@
 // Paged decode attention over a per-head paged KV pool.
 // Every (layer, KV head) has its own page table and length; slots whose position is
 // EMPTY (-1) are skipped, so heads may hold any subset of positions (WnW's anchor,
-// tidal and fixed heads keep different ones).
+// tidal and fixed heads keep different ones); an entry -(c + 1) marks a summary slot
+// (mean key and value of c dropped positions), scored with + ln(c) (src/kv/summary.ts).
 //   attn_split:  workgroup (kvHead, split) attends the GROUP query heads to PPS pages of
 //                the head's table and writes a partial (acc[HD], max, sum) per query head
 //                (split-K: long contexts spread over many workgroups).
@@ -60,9 +61,13 @@ fn attn_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
   for (var idx = lid; idx < CH; idx += 64u) {
     var slot = 0u;
     var valid = false;
+    var bias = 0.0;
     if (idx < nslots) {
       slot = pg[idx / PAGE] * PAGE + idx % PAGE;
-      valid = positions[slot] >= 0;
+      let entry = positions[slot];
+      valid = entry != -1;
+      // A summary slot's entry is -(count + 1): it stands for count positions, + ln(count).
+      if (entry < -1) { bias = log(f32(-entry - 1)); }
     }
     for (var j = 0u; j < GROUP; j++) {
       var s = NEG;
@@ -78,7 +83,7 @@ fn attn_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
         } else {
           for (var d = 0u; d < HD; d++) { dot += qs[j * HD + d] * bitcast<f32>(kPool[(slot - lp.base) * HD + d]); }
         }
-        s = dot * SCALE;
+        s = dot * SCALE + bias;
         if (exported) { scores[slot * GROUP + j] = s; }
       }
       sc[j * CH + idx] = s;

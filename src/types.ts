@@ -159,6 +159,18 @@ export interface TranscribeOptions {
   forcedTokens?: readonly number[];
   /** Each decode step's logits over the vocabulary (the backend is asked to return them); in-process transcribers only, the worker client does not forward it. */
   onLogits?: (step: number, logits: Float32Array) => void;
+  /**
+   * Evaluation: every KV head's audio attention at each decode step (per head, softmax
+   * weights summed over its query heads, 0 where a position is not on the GPU); the
+   * backend is asked to export all heads. In-process transcribers only.
+   */
+  onAttention?: (step: number, weights: readonly Float32Array[]) => void;
+  /**
+   * Evaluation: at each decode step, which audio positions of which head the step's
+   * attention could read (the residency in force for it, before the step's plan applies).
+   * In-process transcribers only.
+   */
+  onResidency?: (step: number, resident: (head: number, audioPos: number) => boolean) => void;
 }
 
 export interface TranscriptionResult {

@@ -14,6 +14,7 @@ import { Residency, type PageStorage } from '../../src/kv/residency.js';
 import { Kernels, grid, ropeTable } from '../../src/backend/webgpu/kernels.js';
 import { NO_EXPORT, buildTables } from '../../src/backend/webgpu/pool.js';
 import type { PrefillPlan } from '../../src/kv/plan.js';
+import { segmentSummaries } from '../../src/policy/wnw/summaries.js';
 import { f16Value } from '../../src/model/f16.js';
 import { packF16, roundF16, type KvPrecision } from '../../src/kv/precision.js';
 import { config, loadKernels } from './gpu-kernels.js';
@@ -149,7 +150,8 @@ class Capture implements PageStorage {
 /**
  * A pool as WnW leaves it mid-decode: every head keeps a different random subset of
  * LONG audio positions, then releases some and recalls others, and text tokens are
- * appended in between, so page tables interleave and contain EMPTY slots.
+ * appended in between, so page tables interleave and contain EMPTY slots; one head per
+ * layer holds summary slots of what it dropped (kv/summary.ts).
  */
 export function buildPool(A: number, seed: number, layers: number[]) {
   const r = rng(seed);
@@ -163,7 +165,10 @@ export function buildPool(A: number, seed: number, layers: number[]) {
   for (let h = 0; h < heads; h++) {
     const on = layers.includes(Math.floor(h / HKV));
     const keep = h % HKV === 0 ? 1 : 0.55 + 0.45 * r(); // one head per layer keeps every position
-    plan.heads.push({ gpu: on ? all.filter(() => r() < keep) : new Int32Array(0), cpu: on ? all : new Int32Array(0) });
+    const gpu = on ? all.filter(() => r() < keep) : new Int32Array(0);
+    // One head per layer drops what it does not keep, into summary slots of 5 positions at most.
+    const summarized = on && h % HKV === 1;
+    plan.heads.push({ gpu, cpu: on && !summarized ? all : new Int32Array(0), summaries: summarized ? segmentSummaries(gpu, A, P, 5) : undefined });
   }
   const text = [0, A + 1, A + 2, A + 3];
   const source = (_h: number, _p: number, k: Float32Array, ko: number, v: Float32Array, vo: number) => {
@@ -182,7 +187,7 @@ export function buildPool(A: number, seed: number, layers: number[]) {
         const a0 = Math.floor(r() * (A - 200));
         release.push({ head: h, positions: Int32Array.from({ length: 60 + kh * 10 }, (_, i) => a0 + i * 2) });
         const b0 = Math.floor(r() * (A - 100));
-        recall.push({ head: h, positions: Int32Array.from({ length: 25 + 13 * kh }, (_, i) => b0 + i) });
+        if (kh !== 1) recall.push({ head: h, positions: Int32Array.from({ length: 25 + 13 * kh }, (_, i) => b0 + i) });
       }
     }
     res.apply({ release, recall });
@@ -248,7 +253,7 @@ async function pagedDecodeTest(kv: KvPrecision): Promise<CheckResult> {
   wantW.forEach((w, i) => wantWAll.set(w, i * A));
   const attnRes = compare(`paged_decode_attention (${kv} pool)`, want, got, ATTN_BOUND, t0, 0.99);
   const wRes = compare('weights', wantWAll, gotW, ATTN_BOUND, t0, 0.3);
-  const shape = `pages/head max ${maxPages}, ${splits} splits of ${pps} pages, ${distinct.size} distinct tables, gpu positions/head ${Array.from(res.stats().gpuPerHead).filter((x) => x > 0).join(',')}`;
+  const shape = `pages/head max ${maxPages}, ${splits} splits of ${pps} pages, ${distinct.size} distinct tables, gpu positions/head ${Array.from(res.stats().gpuPerHead).filter((x) => x > 0).join(',')}, ${res.positions.filter((e) => e < -1).length} summary slots`;
   return { ...attnRes, pass: attnRes.pass && wRes.pass, detail: `out: ${attnRes.detail}; exported weights: ${wRes.detail}; ${shape}` };
 }
 

@@ -29,6 +29,7 @@ import {
 } from '../cli/args.js';
 import { FULL_BUDGET, type ClipRecord, type EvalReport, type RunRecord, markdownTable, readmeBlock, replaceReadmeBlock, summarise } from './report.js';
 import { wer } from './wer.js';
+import { fidelityPlot } from './plot.js';
 import { fidelityMeans } from './fidelity.js';
 import { fullReference, teacherForced, type FullReference } from './teacher-forced.js';
 
@@ -49,18 +50,20 @@ export interface EvalArgs {
   block: string;
   /** Run the full cache and measure every policy against it (false with --no-full). */
   full: boolean;
+  /** SVG to write: agreement and WER vs full against measured r_GPU (plot.ts), or null. */
+  plot: null | string;
 }
 
 export const EVAL_USAGE =
   'usage: npm run eval -- --data DIR[,DIR...] --out FILE.json [--policies full,wnw,wnw:ranking=voice] [--budgets 0.2,0.4] [--limit N] ' +
-  '[--model DIR] [--backend auto|webgpu|cpu] [--kv f32|f16] [--no-full] [--readme [README.md]] [--block eval|NAME]';
+  '[--model DIR] [--backend auto|webgpu|cpu] [--kv f32|f16] [--no-full] [--readme [README.md]] [--block eval|NAME] [--plot FILE.svg]';
 
 export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
   // --readme takes an optional path: a following non-flag argument is its value.
   const i = argv.indexOf('--readme');
   const hasPath = i >= 0 && argv[i + 1] !== undefined && !argv[i + 1].startsWith('--');
   const { flags, positional } = splitArgs(hasPath ? argv : argv.map((a) => (a === '--readme' ? '--readme=' : a)), ['no-full']);
-  rejectUnknown(flags, ['data', 'policies', 'budgets', 'out', 'limit', 'model', 'backend', 'kv', 'readme', 'block', 'no-full']);
+  rejectUnknown(flags, ['data', 'policies', 'budgets', 'out', 'limit', 'model', 'backend', 'kv', 'readme', 'block', 'no-full', 'plot']);
   if (positional.length) throw new UsageError(`unexpected argument "${positional[0]}"`);
   const data = flags.get('data');
   const out = flags.get('out');
@@ -90,6 +93,7 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
     readme,
     block: parseBlockName(flags.get('block') ?? 'eval'),
     full,
+    plot: flags.get('plot') ? resolve(cwd, flags.get('plot')!) : null,
   };
 }
 
@@ -184,7 +188,7 @@ async function runOnce(
     const s = r.stats;
     const run: RunRecord = {
       ...named, text: r.text, wer: wer(reference, r.text),
-      rGpu: s.rGpu, rGpuCpu: s.rGpuCpu, mbPerStep: s.mbPerStep, msPerToken: s.msPerToken, decodeSteps: s.decodeSteps,
+      rGpu: s.rGpu, rGpuPeak: s.rGpuPeak, rGpuCpu: s.rGpuCpu, mbPerStep: s.mbPerStep, msPerToken: s.msPerToken, decodeSteps: s.decodeSteps,
       stoppedBy: s.stoppedBy,
       ...(r.error ? { error: r.error.message } : {}),
     };
@@ -210,6 +214,7 @@ async function measureFidelity(asr: Transcriber, audio: Float32Array, ref: FullR
   try {
     const f = await teacherForced((o) => asr.transcribe(audio, o), ref, { ...options, ...specOptions(spec, run.budget).call });
     Object.assign(run, fidelityMeans(f), { forcedSteps: f.steps });
+    if (f.coverage) Object.assign(run, { attentionCovered: f.coverage.mean, attentionCoveredByHead: f.coverage.perHead.map((x) => Number(x.toFixed(4))) });
   } catch (e) {
     if (options.signal?.aborted) throw e;
     Object.assign(run, { agreement: null, klVsFull: null, stopShift: null, fidelityError: message(e) });
@@ -220,7 +225,7 @@ async function measureFidelity(asr: Transcriber, audio: Float32Array, ref: FullR
 async function reference(asr: Transcriber, audio: Float32Array, free: TranscriptionResult | undefined, options: TranscribeOptions): Promise<FullReference | string> {
   if (!free) return "the full cache's run failed";
   try {
-    return await fullReference((o) => asr.transcribe(audio, o), free, options);
+    return await fullReference((o) => asr.transcribe(audio, o), free, options, { attention: true });
   } catch (e) {
     if (options.signal?.aborted) throw e;
     return message(e);
@@ -335,6 +340,10 @@ export async function main(argv = process.argv.slice(2)): Promise<number> {
     await writeFile(args.out, `${JSON.stringify(report, null, 2)}\n`);
     process.stdout.write(`${markdownTable(report.summary)}\n`);
     process.stderr.write(`eval: wrote ${args.out}\n`);
+    if (args.plot) {
+      await writeFile(args.plot, fidelityPlot([{ title: args.data.map((d) => basename(d)).join(', '), summary: report.summary }]));
+      process.stderr.write(`eval: wrote ${args.plot}\n`);
+    }
     if (args.readme) {
       const command = `npm run eval -- ${argv.join(' ')}`;
       await writeFile(args.readme, replaceReadmeBlock(await readFile(args.readme, 'utf8'), readmeBlock(report, command), args.block));

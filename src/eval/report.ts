@@ -14,6 +14,8 @@ export interface RunRecord {
   text: string;
   wer: number;
   rGpu: number;
+  /** The largest r_GPU of any decode step (absent in reports from before it was recorded). */
+  rGpuPeak?: number;
   rGpuCpu: number;
   mbPerStep: number;
   msPerToken: number;
@@ -38,6 +40,13 @@ export interface RunRecord {
    * guard.
    */
   stopShift?: number | null;
+  /**
+   * Teacher-forced, the share of the full cache's audio attention mass on positions this
+   * policy had on the GPU at that step (eval/coverage.ts), mean over heads and sampled
+   * steps, and per KV head.
+   */
+  attentionCovered?: number | null;
+  attentionCoveredByHead?: number[];
   /** Steps the teacher-forced comparison covered (weights the pooled agreement and KL). */
   forcedSteps?: number;
   /** Why the teacher-forced comparison is missing. */
@@ -58,9 +67,13 @@ export interface SummaryRow {
   /** Pooled over clips: total word errors / total reference words (after 1.2x truncation). */
   wer: number;
   rGpu: number;
+  /** The largest per-step r_GPU over the clips (null where no run recorded it). */
+  rGpuPeak?: number | null;
   rGpuCpu: number;
   mbPerStep: number;
   msPerToken: number;
+  /** Decode steps over the full cache's on the same clips (null for the full row and without a full run): below 1, the policy stops early. */
+  stepsVsFull?: number | null;
   /** msPerToken divided by the full cache's, measured in the same run (null without a full run). */
   msPerTokenVsFull: number | null;
   /** Pooled WER against the full cache's transcripts (null for the full row and without them). */
@@ -70,6 +83,8 @@ export interface SummaryRow {
   klVsFull: number | null;
   /** Mean stop-token shift (RunRecord.stopShift), pooled over the steps of clips where the full cache stopped. */
   stopShift?: number | null;
+  /** Attention covered (RunRecord.attentionCovered), mean over the clips that measured it. */
+  attentionCovered?: number | null;
   clips: number;
 }
 
@@ -92,14 +107,14 @@ const key = (r: { policy: string; variant?: string; budget: number }) => `${r.po
  * over total steps, so a long clip counts for what it cost.
  */
 export function summarise(clips: ClipRecord[]): SummaryRow[] {
-  const groups = new Map<string, { policy: string; variant?: string; budget: number; runs: { run: RunRecord; reference: string; full?: string }[] }>();
+  const groups = new Map<string, { policy: string; variant?: string; budget: number; runs: { run: RunRecord; reference: string; full?: string; fullSteps?: number }[] }>();
   for (const clip of clips) {
-    const full = clip.runs.find((r) => r.policy === 'full' && !r.variant && !r.error)?.text;
+    const fullRun = clip.runs.find((r) => r.policy === 'full' && !r.variant && !r.error);
     for (const run of clip.runs) {
       const k = key(run);
       let g = groups.get(k);
       if (!g) groups.set(k, (g = { policy: run.policy, ...(run.variant ? { variant: run.variant } : {}), budget: run.budget, runs: [] }));
-      g.runs.push({ run, reference: clip.reference, full });
+      g.runs.push({ run, reference: clip.reference, full: fullRun?.text, fullSteps: fullRun?.decodeSteps });
     }
   }
   const rows: SummaryRow[] = [];
@@ -114,7 +129,10 @@ export function summarise(clips: ClipRecord[]): SummaryRow[] {
       budget: g.budget,
       wer: pooledWer(g.runs.map((r) => ({ reference: r.reference, hypothesis: r.run.text }))),
       rGpu: mean(g.runs.map((r) => r.run.rGpu)),
+      rGpuPeak: g.runs.some((r) => r.run.rGpuPeak !== undefined) ? Math.max(...g.runs.map((r) => r.run.rGpuPeak ?? 0)) : null,
       rGpuCpu: mean(g.runs.map((r) => r.run.rGpuCpu)),
+      stepsVsFull: stepsVsFull(g.policy, g.runs),
+      attentionCovered: meanOrNull(g.runs.map((r) => r.run.attentionCovered)),
       mbPerStep: weighted((r) => r.mbPerStep),
       msPerToken: weighted((r) => r.msPerToken),
       msPerTokenVsFull: null,
@@ -145,23 +163,36 @@ function pooledFidelity(runs: { run: RunRecord; full?: string }[]): Pick<Summary
   };
 }
 
+/** Σ decode steps / Σ the full cache's, over the clips with a full run. */
+function stepsVsFull(policy: string, runs: { run: RunRecord; fullSteps?: number }[]): number | null {
+  const paired = runs.filter((r) => r.fullSteps !== undefined && !r.run.error);
+  const full = paired.reduce((a, r) => a + r.fullSteps!, 0);
+  return policy === 'full' || !full ? null : paired.reduce((a, r) => a + r.run.decodeSteps, 0) / full;
+}
+
+function meanOrNull(xs: (number | null | undefined)[]): number | null {
+  const got = xs.filter((x): x is number => x != null);
+  return got.length ? mean(got) : null;
+}
+
 function mean(xs: number[]): number {
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
 }
 
 const fmt = (x: number | null, digits: number) => (x === null || !Number.isFinite(x) ? '–' : x.toFixed(digits));
+const signed = (x: number | null) => (x === null || !Number.isFinite(x) ? '–' : `${x >= 0 ? '+' : ''}${x.toFixed(2)}`);
 
 /** The table printed by `npm run eval` and pasted into the README. */
 export function markdownTable(summary: SummaryRow[]): string {
   const lines = [
-    '| policy | budget | WER % | WER vs full % | agreement | KL vs full | r_GPU | r_GPU+CPU | CPU→GPU MB/step | ms/token | vs full | clips |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| policy | budget | WER % | WER vs full % | agreement | KL vs full | stop shift | steps vs full | attn covered | r_GPU | r_GPU peak | r_GPU+CPU | CPU→GPU MB/step | ms/token | vs full | clips |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const r of summary) {
     lines.push(
       `| ${r.variant ? `${r.policy} (${r.variant.replaceAll(':', ', ')})` : r.policy} | ${r.policy === 'full' ? '–' : fmt(r.budget, 2)} | ${fmt(r.wer * 100, 2)} | ` +
-        `${fmt(r.werVsFull === null ? null : r.werVsFull * 100, 2)} | ${fmt(r.agreement, 3)} | ${fmt(r.klVsFull, 3)} | ${fmt(r.rGpu, 3)} | ` +
-        `${fmt(r.rGpuCpu, 3)} | ${fmt(r.mbPerStep, 3)} | ${fmt(r.msPerToken, 1)} | ${fmt(r.msPerTokenVsFull, 2)}× | ${r.clips} |`,
+        `${fmt(r.werVsFull === null ? null : r.werVsFull * 100, 2)} | ${fmt(r.agreement, 3)} | ${fmt(r.klVsFull, 3)} | ${signed(r.stopShift ?? null)} | ${fmt(r.stepsVsFull ?? null, 2)} | ${fmt(r.attentionCovered ?? null, 3)} | ` +
+        `${fmt(r.rGpu, 3)} | ${fmt(r.rGpuPeak ?? null, 3)} | ${fmt(r.rGpuCpu, 3)} | ${fmt(r.mbPerStep, 3)} | ${fmt(r.msPerToken, 1)} | ${fmt(r.msPerTokenVsFull, 2)}× | ${r.clips} |`,
     );
   }
   return lines.join('\n');

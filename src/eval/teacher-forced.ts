@@ -10,6 +10,7 @@
  */
 import type { TranscribeOptions, TranscriptionResult } from '../types.js';
 import { compareSteps, type StepFidelity } from './fidelity.js';
+import { measureCoverage, recordAttention, type AttentionSample, type Coverage } from './coverage.js';
 
 /** One decode of the clip at hand with these options (the eval: `asr.transcribe(audio, o)`). */
 export type Decode = (options: TranscribeOptions) => Promise<TranscriptionResult>;
@@ -23,6 +24,8 @@ export interface FullReference {
   logits: Float32Array[];
   /** The stop token the full cache ended on; null when it ran to the length guard. */
   stopToken: number | null;
+  /** Every head's audio attention at sampled steps (coverage.ts), when asked for. */
+  attention?: AttentionSample;
 }
 
 /** Decodes `tokens` under the options' policy and returns each step's logits. */
@@ -40,14 +43,17 @@ export async function forcedLogits(decode: Decode, tokens: readonly number[], op
  * The reference from a free full-cache run: its tokens are forced once more, under the
  * full cache, to record the logits (the timed free run itself does not pay for them).
  */
-export async function fullReference(decode: Decode, free: TranscriptionResult, options: TranscribeOptions = {}): Promise<FullReference> {
+export async function fullReference(decode: Decode, free: TranscriptionResult, options: TranscribeOptions = {}, { attention = false } = {}): Promise<FullReference> {
   if (free.error) throw new Error(`the full cache's run failed (${free.error.message}), so there is nothing to compare with`);
   const tokens = free.tokens.slice(0, free.stats.decodeSteps);
-  const logits = await forcedLogits(decode, tokens, { ...options, policy: 'full', budget: 1, policyOptions: undefined });
-  return { text: free.text, tokens, logits, stopToken: free.stats.stopToken ?? null };
+  const rec = attention ? recordAttention(tokens.length) : null;
+  const logits = await forcedLogits(decode, tokens, { ...options, policy: 'full', budget: 1, policyOptions: undefined, ...(rec ? { onAttention: rec.onAttention } : {}) });
+  return { text: free.text, tokens, logits, stopToken: free.stats.stopToken ?? null, ...(rec ? { attention: rec.sample } : {}) };
 }
 
 /** The policy's cache on the full cache's tokens: top-1 agreement, KL(full ‖ policy) and the stop token's shift, summed over steps. */
-export async function teacherForced(decode: Decode, ref: FullReference, options: TranscribeOptions): Promise<StepFidelity> {
-  return compareSteps(ref.logits, await forcedLogits(decode, ref.tokens, options), ref.stopToken);
+export async function teacherForced(decode: Decode, ref: FullReference, options: TranscribeOptions): Promise<StepFidelity & { coverage: Coverage | null }> {
+  const cov = ref.attention ? measureCoverage(ref.attention) : null;
+  const logits = await forcedLogits(decode, ref.tokens, cov ? { ...options, onResidency: cov.onResidency } : options);
+  return { ...compareSteps(ref.logits, logits, ref.stopToken), coverage: cov?.result() ?? null };
 }

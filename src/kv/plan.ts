@@ -55,6 +55,13 @@ export interface HeadResidency {
   gpu: Int32Array;
   /** Positions with a CPU copy (recallable). May overlap `gpu` (a full mirror). Positions in neither are dropped. */
   cpu: Int32Array;
+  /**
+   * Groups of dropped positions (in neither `gpu` nor `cpu`), each kept on the GPU as one
+   * summary slot: the mean of the group's keys and values, attended with a log(group size)
+   * bias, so the softmax still sees the mass of what the head dropped (kv/summary.ts). A
+   * summary costs one GPU slot and is fixed for the session.
+   */
+  summaries?: Int32Array[];
 }
 
 export interface PrefillPlan {

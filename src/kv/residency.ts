@@ -12,6 +12,7 @@
 import { KvPool, type PoolShard } from './pool.js';
 import { OffloadStore } from './offload.js';
 import { slotBytes } from './precision.js';
+import { meanRows, summaryEntry } from './summary.js';
 import type { ResidencyStats, TransferStats } from './types.js';
 import type { HeadResidency, PrefillPlan, StepPlan } from './plan.js';
 
@@ -157,21 +158,24 @@ export class Residency {
     for (let i = 0; i < plans.length; i++) {
       const h = firstHead + i;
       const { gpu, cpu } = plans[i];
+      const summaries = plans[i].summaries ?? [];
       checkPositions(gpu, audioLength, `head ${h} gpu`);
       checkPositions(cpu, audioLength, `head ${h} cpu`);
+      if (summaries.length) checkSummaries(summaries, gpu, cpu, audioLength, h);
       const slots: number[] = [];
       const seq: number[] = [];
       for (const pos of textSeqPositions) {
         slots.push(this.allocTextSlot(h));
         seq.push(pos);
       }
-      const audioSlots = this.allocDense(h, gpu.length);
+      const audioSlots = this.allocDense(h, gpu.length + summaries.length);
       for (let j = 0; j < gpu.length; j++) {
         this.bind(h, gpu[j], audioSlots[j]);
         slots.push(audioSlots[j]);
         seq.push(audioStart + gpu[j]);
       }
       for (let j = 0; j < slots.length; j++) this.positions[slots[j]] = seq[j];
+      summaries.forEach((group, j) => this.placeSummary(h, audioSlots[gpu.length + j], group, source));
       gathers.push({ head: h, slots: Int32Array.from(slots), seqPositions: Int32Array.from(seq) });
       for (const pos of cpu) {
         source(h, audioStart + pos, this.rowK, 0, this.rowV, 0);
@@ -179,11 +183,27 @@ export class Residency {
         bytesToCpu += this.rowBytes;
       }
       this.cpuCount[h] = cpu.length;
-      let gpuOnly = 0;
+      let gpuOnly = summaries.length;
       for (const pos of gpu) if (!this.offload.has(h, pos)) gpuOnly++;
       this.gpuOnly[h] = gpuOnly;
     }
     return { gathers, transfer: { bytesToGpu: 0, bytesToCpu, recalledPositions: 0, releasedPositions: 0 } };
+  }
+
+  /**
+   * One summary slot (kv/summary.ts): the group's mean key and value, written now, with
+   * the count in its position entry. It is a GPU slot of the head's audio, so r_GPU counts it.
+   */
+  private placeSummary(head: number, slot: number, group: Int32Array, source: KvSource): void {
+    const hd = this.shape.headDim;
+    const k = new Float32Array(group.length * hd);
+    const v = new Float32Array(group.length * hd);
+    group.forEach((pos, i) => source(head, this.shape.audioStart + pos, k, i * hd, v, i * hd));
+    const mk = meanRows(k, group.length, hd, new Float32Array(hd));
+    const mv = meanRows(v, group.length, hd, new Float32Array(hd));
+    this.storage.writeRows(slot, 1, mk, mv);
+    this.positions[slot] = summaryEntry(group.length);
+    this.gpuCount[head]++;
   }
 
   /** Reserves the slot for a generated token at `seqPos` in every head; returns slot per head. */
@@ -338,6 +358,21 @@ function checkPositions(a: Int32Array, n: number, what: string): void {
       throw new Error(`${what}: positions must be sorted, unique and within [0, ${n}); got ${a[i]} at ${i}`);
     }
   }
+}
+
+/** Summary groups hold dropped positions only (in neither gpu nor cpu), each position in one group at most. */
+function checkSummaries(groups: Int32Array[], gpu: Int32Array, cpu: Int32Array, n: number, head: number): void {
+  const taken = new Uint8Array(n);
+  for (const p of gpu) taken[p] = 1;
+  for (const p of cpu) taken[p] = 1;
+  groups.forEach((g, i) => {
+    if (g.length === 0) throw new Error(`head ${head} summary ${i} is empty`);
+    checkPositions(g, n, `head ${head} summary ${i}`);
+    for (const p of g) {
+      if (taken[p]) throw new Error(`head ${head} summary ${i}: position ${p} is on the GPU, in CPU memory or in another summary`);
+      taken[p] = 1;
+    }
+  });
 }
 
 /** The residency of a live session; a backend call made before the prefill is a programming error. */

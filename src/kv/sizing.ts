@@ -24,8 +24,8 @@ export function poolNeed(plan: PrefillPlan, pageSize: number, textTokens: number
   let recallPages = 0;
   const text = Math.ceil(textTokens / pageSize);
   const perHead = new Int32Array(plan.heads.length);
-  plan.heads.forEach(({ gpu, cpu }, h) => {
-    const audio = Math.ceil(gpu.length / pageSize);
+  plan.heads.forEach(({ gpu, cpu, summaries }, h) => {
+    const audio = Math.ceil((gpu.length + (summaries?.length ?? 0)) / pageSize);
     const recall = cpu.length > 0 ? Math.min(Math.ceil(countNotIn(cpu, gpu) / pageSize) + Math.ceil(cpu.length / pageSize), RECALL_PAGES_PER_HEAD) : 0;
     audioPages += audio;
     recallPages += recall;

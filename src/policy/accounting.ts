@@ -36,7 +36,8 @@ export class ResidencyTracker {
       checkSorted(r.cpu, T, `head ${h} cpu`);
       for (const p of r.gpu) g[p] = 1;
       for (const p of r.cpu) c[p] = 1;
-      this.gpuTotal += r.gpu.length;
+      // Summary slots are GPU slots of the head's audio (kv/summary.ts): r_GPU counts them.
+      this.gpuTotal += r.gpu.length + (r.summaries?.length ?? 0);
       for (let p = 0; p < T; p++) if (c[p] && !g[p]) this.cpuOnly++;
       this.gpu.push(g);
       this.cpu.push(c);
@@ -119,7 +120,7 @@ export class ResidencyTracker {
 /** r_GPU of a prefill plan. */
 export function prefillRGpu(plan: PrefillPlan, audioLength: number): number {
   let n = 0;
-  for (const h of plan.heads) n += h.gpu.length;
+  for (const h of plan.heads) n += h.gpu.length + (h.summaries?.length ?? 0);
   return n / (plan.heads.length * audioLength || 1);
 }
 

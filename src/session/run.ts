@@ -69,9 +69,12 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   const layout = policyLayout(c, N);
   const req = policy.request(layout);
   const own = req.decodeHeads.length;
-  const extra = r.timingHeads.filter((h) => !req.decodeHeads.includes(h));
+  // Evaluation may ask for every head's attention: the policy still sees only its own heads.
+  const allHeads = o.onAttention ? Array.from({ length: layout.numLayers * layout.numKvHeads }, (_, h) => h) : [];
+  const extra = [...new Set([...r.timingHeads, ...allHeads])].filter((h) => !req.decodeHeads.includes(h));
   const decodeHeads = [...req.decodeHeads, ...extra];
   const timingIdx = r.timingHeads.map((h) => decodeHeads.indexOf(h));
+  const attentionIdx = allHeads.map((h) => decodeHeads.indexOf(h));
   const tokens: number[] = [];
   const focus: number[] = [];
   // The reference model's SentencePiece tokenizer, or a Hugging Face folder's (tokenizer.json, tekken.json).
@@ -122,6 +125,8 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
       const ts = now();
       const res = await backend.step(token);
       if (res.logits) o.onLogits?.(res.observation.step, res.logits);
+      o.onAttention?.(res.observation.step, attentionIdx.map((i) => res.observation.weights[i]));
+      if (o.onResidency) residencyHook(backend, res.observation.step, o.onResidency);
       const obs: StepObservation = {
         step: res.observation.step,
         weights: res.observation.weights.slice(0, own),
@@ -188,6 +193,12 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   };
   const words = wordsFromFocus(tokens, focus, tok, c.audio.tokensPerSecond, r.audioSeconds);
   return { text: out.trim(), words, tokens, stats, error };
+}
+
+function residencyHook(b: DecoderBackend, step: number, hook: NonNullable<TranscribeOptions['onResidency']>): void {
+  const state = b.residencyState?.();
+  if (!state) throw new WnwError('BAD_ARGUMENT', `onResidency needs a backend that exposes its residency (${b.label} does not)`);
+  hook(step, (head, pos) => state.slotOf(head, pos) !== -1);
 }
 
 function safeResidency(b: DecoderBackend) {

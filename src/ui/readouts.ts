@@ -176,7 +176,7 @@ export class Pane {
       `r_GPU <b>${s.rGpu.toFixed(3)}</b>`,
       `<b>${s.mbPerStep.toFixed(3)}</b> MB/step`,
       `<b>${s.msPerToken.toFixed(1)}</b> ms/token`,
-      `${s.decodeSteps} tokens`,
+      `<span data-tokens="${s.decodeSteps}">${s.decodeSteps}</span> tokens`,
     ];
     if (werValue !== null) parts.unshift(`WER <b data-wer="${werValue}">${(werValue * 100).toFixed(1)} %</b>`);
     if (r.error) parts.push(`<span class="partial-note">stopped early: partial</span>`);

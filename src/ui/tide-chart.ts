@@ -105,6 +105,11 @@ export class TideChart {
     const { ctx, canvas, dpr } = this;
     const rowH = ROW * dpr;
     const h = this.plotHeight;
+    if (this.rows === 0) {
+      // The placeholder goes with the first row: scrolled up, it would stay over the rows drawn.
+      ctx.fillStyle = EMPTY;
+      ctx.fillRect(0, 0, canvas.width, h);
+    }
     // Scroll the plot up by one row; the canvas copies onto itself.
     ctx.drawImage(canvas, 0, rowH, canvas.width, h - rowH, 0, 0, canvas.width, h - rowH);
     const y = h - rowH;

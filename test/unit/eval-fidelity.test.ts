@@ -4,6 +4,7 @@ import type { DecoderBackend } from '../../src/backend/types.js';
 import { compareSteps, fidelityMeans, klDivergence, logSoftmax } from '../../src/eval/fidelity.js';
 import { fullReference, teacherForced, type Decode, type FullReference } from '../../src/eval/teacher-forced.js';
 import { wer } from '../../src/eval/wer.js';
+import { measureCoverage, recordAttention, sampleStride } from '../../src/eval/coverage.js';
 import type { LoadedModel } from '../../src/model/loader.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
 import { Tokenizer } from '../../src/model/tokenizer.js';
@@ -131,6 +132,44 @@ describe('teacher-forced fidelity on the random reference model (CPU backend)', 
     expect(m.agreement!).toBeLessThan(1);
     expect(m.klVsFull!).toBeGreaterThan(1e-3);
     expect(Math.abs(m.stopShift!)).toBeGreaterThan(1e-3);
+  });
+
+  it('attention covered: 1 on every head for the full cache, 0 where a policy keeps no audio, the kept share for a window', async () => {
+    const withAttention = await fullReference(full, await full({}), {}, { attention: true });
+    const sample = withAttention.attention!;
+    expect(sample.stride).toBe(1);
+    expect(sample.weights.size).toBe(withAttention.tokens.length);
+    const heads = config.numLayers * config.numKvHeads;
+    for (const w of sample.weights.values()) {
+      expect(w).toHaveLength(heads);
+      for (const x of w) expect(x.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+    }
+    const all = (await teacherForced(full, withAttention, {})).coverage!;
+    expect(all.steps).toBe(withAttention.tokens.length);
+    for (const c of all.perHead) expect(c).toBeCloseTo(1, 12);
+    const none = (await teacherForced(decoder(() => new NoAudioPolicy(), 'full', 1), withAttention, {})).coverage!;
+    expect(none.perHead.every((c) => c === 0)).toBe(true);
+    // StreamingLLM keeps the first 4 and the last positions: its coverage is the full cache's mass there.
+    const streaming = (await teacherForced(decoder(() => new StreamingPolicy({ budget: 0.2 }), 'streaming', 0.2), withAttention, {})).coverage!;
+    expect(streaming.mean).toBeGreaterThan(0);
+    expect(streaming.mean).toBeLessThan(1);
+    // Without the attention record there is nothing to measure against.
+    expect((await teacherForced(full, ref, {})).coverage).toBeNull();
+  });
+
+  it('samples long clips at a stride that bounds the record', () => {
+    expect(sampleStride(100, 32, 800)).toBe(1);
+    expect(sampleStride(1450, 32, 3000, 8_000_000)).toBe(18);
+    const rec = recordAttention(40);
+    const w = [new Float32Array(300_000)];
+    for (let t = 0; t < 40; t++) rec.onAttention(t, w);
+    expect(rec.sample.stride).toBe(sampleStride(40, 1, 300_000));
+    expect(rec.sample.weights.size).toBe(Math.ceil(40 / rec.sample.stride));
+    // A step measured against a sampled one: share of mass on resident positions.
+    const cov = measureCoverage({ stride: 1, weights: new Map([[0, [Float32Array.from([0.5, 0.25, 0.25])]]]) });
+    cov.onResidency(0, (_h, p) => p !== 0);
+    cov.onResidency(1, () => true); // not sampled: ignored
+    expect(cov.result()).toEqual({ perHead: [0.5], mean: 0.5, steps: 1 });
   });
 
   it('the reference records the stop token the full cache ended on, and none at the length guard', async () => {

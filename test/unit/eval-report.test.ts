@@ -69,9 +69,20 @@ describe('eval summary', () => {
     const t = markdownTable(s).split('\n');
     expect(t).toHaveLength(4);
     expect(t[0]).toMatch(/^\| policy \| budget \| WER %/);
-    expect(t[0]).toMatch(/^\| policy \| budget \| WER % \| WER vs full % \| agreement \| KL vs full \| r_GPU \|/);
-    expect(t[2]).toMatch(/^\| full \| – \| 10\.00 \| – \| – \| – \| 1\.000 \|/);
-    expect(t[3]).toMatch(/^\| wnw \| 0\.20 \| 10\.00 \| 20\.00 \| 0\.875 \| 0\.100 \| 0\.200 \| 0\.400 \| 0\.875 \| 18\.8 \| 1\.07× \| 2 \|$/);
+    expect(t[0]).toMatch(/^\| policy \| budget \| WER % \| WER vs full % \| agreement \| KL vs full \| stop shift \| steps vs full \| attn covered \| r_GPU \| r_GPU peak \|/);
+    expect(t[2]).toMatch(/^\| full \| – \| 10\.00 \| – \| – \| – \| – \| – \| – \| 1\.000 \| – \|/);
+    expect(t[3]).toMatch(/^\| wnw \| 0\.20 \| 10\.00 \| 20\.00 \| 0\.875 \| 0\.100 \| – \| 1\.00 \| – \| 0\.200 \| – \| 0\.400 \| 0\.875 \| 18\.8 \| 1\.07× \| 2 \|$/);
+  });
+
+  it('reports the peak r_GPU over clips and the decode steps against the full cache', () => {
+    const early = summarise([
+      { ...clips[0], runs: [clips[0].runs[0], { ...clips[0].runs[1], rGpuPeak: 0.21, decodeSteps: 5 }] },
+      { ...clips[1], runs: [clips[1].runs[0], { ...clips[1].runs[1], rGpuPeak: 0.19, decodeSteps: 15 }] },
+    ]);
+    expect(early[1].rGpuPeak).toBeCloseTo(0.21, 12);
+    expect(early[1].stepsVsFull).toBeCloseTo(20 / 40, 12);
+    expect(early[0].stepsVsFull).toBeNull();
+    expect(markdownTable(early).split('\n')[3]).toMatch(/\| – \| 0\.50 \| – \| 0\.200 \| 0\.210 \|/);
   });
 });
 

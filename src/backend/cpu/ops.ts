@@ -6,8 +6,10 @@
  * Layouts (row-major): a weight W is [rows, cols] (PyTorch Linear: [out, in]);
  * activations X are [n, dim]. A KV pool stores pages of `pageSize` slots; slot s of
  * page p holds key K[(p*pageSize+s)*headDim ..] and its sequence position in
- * positions[p*pageSize+s] (EMPTY_SLOT when unused).
+ * positions[p*pageSize+s] (EMPTY_SLOT when unused, −(count + 1) for a summary slot:
+ * kv/summary.ts).
  */
+import { slotBias } from '../../kv/summary.js';
 
 export const EMPTY_SLOT = -1;
 
@@ -200,11 +202,13 @@ export function pagedAttention(
       for (let s = 0; s < pageSize; s++) {
         const slot = page * pageSize + s;
         const idx = p * pageSize + s;
-        if (positions[slot] === EMPTY_SLOT) { scores[idx] = -Infinity; continue; }
+        const pos = positions[slot];
+        if (pos === EMPTY_SLOT) { scores[idx] = -Infinity; continue; }
         let dot = 0;
         const kb = (slot - slotBase) * headDim;
         for (let d = 0; d < headDim; d++) dot += q[qb + d] * kPool[kb + d];
-        scores[idx] = dot * scale;
+        // A summary slot (negative entry) stands for a group of positions: + ln(count).
+        scores[idx] = dot * scale + (pos < 0 ? slotBias(pos) : 0);
         if (scores[idx] > max) max = scores[idx];
       }
     }

@@ -16,7 +16,8 @@ import { policyLayout, textPositions } from '../prompt.js';
 import type { GpuContext } from '../../gpu/device.js';
 import type { Kernels } from './kernels.js';
 import { layerShardPages, type PoolShardLayout } from './pool-layout.js';
-import { gatherIntoPool, readLayerScores, readPrefillKv } from './prefill.js';
+import { gatherIntoPool, readLayerScores, readPrefillKv, readsRows } from './prefill.js';
+import { writeKvRows } from './pool.js';
 import type { PrefillBuffers, SessionSizes } from './session.js';
 
 export interface LayerPlacerDeps {
@@ -35,11 +36,22 @@ export interface LayerPlacerDeps {
   scoped<T>(make: () => T, what: string, bytes: number): { value: T; failure: Promise<Error | null> };
 }
 
-/** Rows are placed by gathers on the GPU as layers complete: nothing writes through storage before the pool exists. */
-const DEFERRED: PageStorage = {
-  writeRows: () => { throw new Error('KV rows written before the pool exists'); },
-  syncPositions: () => {},
-};
+/**
+ * Kept rows are placed by gathers on the GPU as layers complete; what the residency writes
+ * itself (summary slots) goes into the shard being placed. Positions wait for the pool.
+ */
+class ShardStorage implements PageStorage {
+  /** The shard being placed: its buffers and first pool-wide slot. */
+  current?: { k: GPUBuffer; v: GPUBuffer; base: number };
+  private half = new Uint16Array(0);
+  constructor(private readonly queue: GPUQueue, private readonly headDim: number, private readonly elementBytes: number) {}
+  writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
+    const s = this.current;
+    if (!s) throw new Error('KV rows written before a shard exists');
+    this.half = writeKvRows(this.queue, s, slot - s.base, count * this.headDim, this.headDim, this.elementBytes, k, v, this.half);
+  }
+  syncPositions(): void {}
+}
 
 export class LayerPlacer {
   readonly residency: Residency;
@@ -47,13 +59,15 @@ export class LayerPlacer {
   readonly shards: PoolShardLayout[] = [];
   readonly shardBuffers: { k: GPUBuffer; v: GPUBuffer }[] = [];
   bytesToCpu = 0;
+  private readonly storage: ShardStorage;
 
   constructor(private readonly d: LayerPlacerDeps) {
     const c = d.config;
+    this.storage = new ShardStorage(d.ctx.device.queue, c.headDim, d.elementBytes);
     this.residency = new Residency({
       heads: kvHeadCount(c), headDim: c.headDim, pageSize: d.sizes.pageSize, numPages: 0, shards: [],
       kvElementBytes: d.elementBytes, audioStart: audioStart(c), audioLength: d.sizes.audioLength,
-    }, DEFERRED);
+    }, this.storage);
   }
 
   /** Places layer `l`; runs after the layer's commands were submitted and before the next layer's are. */
@@ -78,8 +92,10 @@ export class LayerPlacer {
     this.shardBuffers.push(buf);
     const oom = await failure;
     if (oom) throw oom;
-    // CPU copies: this layer's K/V read back once, only when some head keeps any.
-    const kv = heads.some((h) => h.cpu.length > 0) ? (await readPrefillKv(ctx, c, p, n, [l])).get(l)! : null;
+    // CPU copies and summaries: this layer's K/V read back once, only when some head has any.
+    const kv = heads.some(readsRows) ? (await readPrefillKv(ctx, c, p, n, [l])).get(l)! : null;
+    const base = shard.firstPage * P;
+    this.storage.current = { ...buf, base };
     const placed = this.residency.applyPrefillHeads(l * H, heads, textPositions(c, A), (head, seqPos, k, kOff, v, vOff) => {
       const o = seqPos * H * hd + (head % H) * hd;
       k.set(kv!.k.subarray(o, o + hd), kOff);
@@ -87,7 +103,6 @@ export class LayerPlacer {
     });
     this.bytesToCpu += placed.transfer.bytesToCpu;
     // Queued before the next layer, which then overwrites the prefill K/V this reads.
-    const base = shard.firstPage * P;
     gatherIntoPool(ctx, c, this.d.kernels, { kOf: () => buf.k, vOf: () => buf.v, baseSlot: () => base }, p, placed.gathers);
   }
 

@@ -107,21 +107,10 @@ export class GpuPool implements PageStorage {
 
   writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
     // A run of rows lies within one page, hence within one shard.
-    const n = count * this.headDim;
-    const eb = this.layout.elementBytes;
-    const q = this.ctx.device.queue;
     const s = this.shardOfPage[Math.floor(slot / this.pageSize)];
-    const at = (slot - this.layout.shards[s].firstPage * this.pageSize) * this.headDim * eb;
-    if (eb === 2) {
-      // writeBuffer copies the data before returning: one scratch serves both rows.
-      if (this.half.length < n) this.half = new Uint16Array(n);
-      q.writeBuffer(this.k[s], at, packF16(k, n, this.half).buffer, 0, n * 2);
-      q.writeBuffer(this.v[s], at, packF16(v, n, this.half).buffer, 0, n * 2);
-    } else {
-      q.writeBuffer(this.k[s], at, k.buffer, k.byteOffset, n * 4);
-      q.writeBuffer(this.v[s], at, v.buffer, v.byteOffset, n * 4);
-    }
-    this.bytesWritten += 2 * eb * n;
+    const first = this.layout.shards[s].firstPage * this.pageSize;
+    this.half = writeKvRows(this.ctx.device.queue, { k: this.k[s], v: this.v[s] }, slot - first, count * this.headDim, this.headDim, this.layout.elementBytes, k, v, this.half);
+    this.bytesWritten += 2 * this.layout.elementBytes * count * this.headDim;
   }
 
   syncPositions(firstSlot: number, count: number, positions: Int32Array): void {
@@ -165,4 +154,22 @@ export class GpuPool implements PageStorage {
   destroy(): void {
     for (const b of [...this.k, ...this.v, this.positions, this.tables, this.scores, this.partials]) this.ctx.destroy(b);
   }
+}
+
+/**
+ * Writes `n` key and value elements (f32) into a shard's K/V buffers from `slot` (shard
+ * relative) on, in the pool's precision; returns the f16 scratch (grown if it had to be).
+ */
+export function writeKvRows(q: GPUQueue, shard: { k: GPUBuffer; v: GPUBuffer }, slot: number, n: number, headDim: number, elementBytes: number, k: Float32Array, v: Float32Array, half: Uint16Array<ArrayBuffer>): Uint16Array<ArrayBuffer> {
+  const at = slot * headDim * elementBytes;
+  if (elementBytes === 2) {
+    // writeBuffer copies the data before returning: one scratch serves both rows.
+    if (half.length < n) half = new Uint16Array(n);
+    q.writeBuffer(shard.k, at, packF16(k, n, half).buffer, 0, n * 2);
+    q.writeBuffer(shard.v, at, packF16(v, n, half).buffer, 0, n * 2);
+  } else {
+    q.writeBuffer(shard.k, at, k.buffer, k.byteOffset, n * 4);
+    q.writeBuffer(shard.v, at, v.buffer, v.byteOffset, n * 4);
+  }
+  return half;
 }

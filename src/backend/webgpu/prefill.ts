@@ -13,7 +13,7 @@
  * long the recording. Prefill scores add up block by block.
  */
 import { audioStart, kvHeadCount, type ModelConfig } from '../../model/config.js';
-import type { AttentionRequest, PrefillPlan } from '../../kv/plan.js';
+import type { AttentionRequest, HeadResidency, PrefillPlan } from '../../kv/plan.js';
 import type { Gather, Residency } from '../../kv/residency.js';
 import type { TransferStats } from '../../kv/types.js';
 import type { GpuContext, Bindings } from '../../gpu/device.js';
@@ -180,6 +180,11 @@ export async function readLayerScores(ctx: GpuContext, c: ModelConfig, p: Prefil
   };
 }
 
+/** Whether placing a head reads its prefill rows on the CPU: for CPU copies, or to average them into summary slots. */
+export function readsRows(h: HeadResidency): boolean {
+  return h.cpu.length > 0 || (h.summaries?.length ?? 0) > 0;
+}
+
 /** Reads back the prefill K and V of the given layers (for CPU copies): [n, KVD] each. */
 export async function readPrefillKv(ctx: GpuContext, c: ModelConfig, p: PrefillBuffers, n: number, layers: number[]): Promise<Map<number, { k: Float32Array; v: Float32Array }>> {
   const bytes = 4 * n * c.numKvHeads * c.headDim;
@@ -232,7 +237,7 @@ export function gatherIntoPool(ctx: GpuContext, c: ModelConfig, k: Kernels, pool
  */
 export async function placePlan(ctx: GpuContext, c: ModelConfig, k: Kernels, pool: GpuPool, p: PrefillBuffers, promptLength: number, residency: Residency, plan: PrefillPlan, text: number[]): Promise<TransferStats> {
   const cpuLayers = new Set<number>();
-  plan.heads.forEach((h, i) => { if (h.cpu.length > 0) cpuLayers.add(Math.floor(i / c.numKvHeads)); });
+  plan.heads.forEach((h, i) => { if (readsRows(h)) cpuLayers.add(Math.floor(i / c.numKvHeads)); });
   const kv = await readPrefillKv(ctx, c, p, promptLength, [...cpuLayers]);
   const hd = c.headDim;
   const kvd = c.numKvHeads * hd;

@@ -25,28 +25,41 @@
  *   least that many positions per segment, or as many as the budget holds, so
  *   ⌊retention · n_s⌋ cannot round a low-scored head down to no audio at all (triage.ts
  *   `segmentFloor`, `fitLambda`); 0 is the formula as written.
+ * - Summaries (`summaries`, default true under strictBudget): a fixed head keeps, per segment, one summary
+ *   slot for what it drops — the mean key and value, attended with a ln(count) bias
+ *   (kv/summary.ts, summaries.ts) — so the softmax still sees the dropped mass instead
+ *   of handing it to the few positions kept, which is what pulled the model to stop early.
+ *   They are paid for out of the budget; where it cannot hold them, the tidal heads'
+ *   recall reserve shrinks first (to one segment), then the groups coarsen
+ *   (`summaryLength` finer than a segment), and failing all there are none.
+ * - Normalisation of the ranking score (`normalize`): over all heads (default) or per
+ *   layer. Diagnosis only: `fullLayer` / `fullRole` keep one layer's or one role's heads
+ *   whole, outside the budget (docs/wnw-fidelity.md).
  */
 import { WnwError } from '../../errors.js';
 import type { AttentionRequest, HeadResidency, LayerPrefill, Move, PolicyLayout, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../../kv/plan.js';
 import { EMPTY_PLAN } from '../../kv/plan.js';
 import type { HeadRoles, HeadsFile } from '../../model/heads.js';
 import type { KvPolicy, PolicyOptions } from '../types.js';
-import { checkBudget, complement, concatSorted, NONE, numOpt, selectByRetention } from '../select.js';
+import { checkBudget, complement, concatSorted, NONE, numOpt, retainedCount, selectByRetention } from '../select.js';
 import { layerwise, prefillAllLayers } from '../layered.js';
 import { ChunkScheduler, PAPER_CHUNKS, type ChunkDecision, type ChunkOptions } from './chunks.js';
+import { segmentSummaries, summarySlots } from './summaries.js';
 import { assignRoles, budgetKey, fitLambda, headsScore, normalizedScores, rankingScore, segmentFloor, type Roles, type Selection } from './triage.js';
 
 export interface WnwState {
   roles: Roles;
   retention: number[];
   lambda: number;
+  /** Positions per summary slot of the fixed heads in force (0: none; coarser than asked where the budget needed it). */
+  summaryLength: number;
   /** r_GPU right after prefill. */
   prefillRGpu: number;
 }
 
 export class WnwPolicy implements KvPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
-  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor'];
+  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'normalize', 'fullLayer', 'fullRole'];
   readonly name = 'wnw';
   private readonly budget: number;
   private readonly heads: HeadsFile;
@@ -56,7 +69,16 @@ export class WnwPolicy implements KvPolicy {
   private readonly reserveSegments: number;
   /** Positions per segment every non-anchor head keeps at least (triage.ts `segmentFloor`). */
   private readonly floorPositions: number;
+  /** Fixed heads keep one summary slot per segment for the positions they drop (kv/summary.ts). */
+  private readonly summaries: boolean;
+  /** Where s̃ is normalised: over all heads ('global', the method's max) or within each layer ('layer'). */
+  private readonly normalize: 'global' | 'layer';
+  /** Positions a summary slot stands for at most (0: a whole segment). */
+  private readonly summaryLength: number;
   private readonly score: number[];
+  /** Diagnosis only: a layer (`fullLayer`) or a role (`fullRole`) whose heads keep all their audio, outside the budget. */
+  private readonly fullLayer?: number;
+  private readonly fullRole?: 'anchor' | 'tidal' | 'fixed';
   private readonly calibrated?: HeadRoles;
   private layout?: PolicyLayout;
   private roles!: Roles;
@@ -82,6 +104,20 @@ export class WnwPolicy implements KvPolicy {
     this.strict = opts['strictBudget'] !== false;
     this.reserveSegments = numOpt(opts, 'reserveSegments', this.chunkOpts.topChunks * this.chunkOpts.chunkSegments, 0);
     this.floorPositions = numOpt(opts, 'segmentFloor', 1, 0);
+    // Paper mode (strictBudget false) runs the method as written: summaries only when asked.
+    const summaries = opts['summaries'] ?? this.strict;
+    if (typeof summaries !== 'boolean') throw new WnwError('BAD_ARGUMENT', `option "summaries" must be true or false, got ${String(summaries)}`);
+    this.summaries = summaries;
+    this.summaryLength = numOpt(opts, 'summaryLength', 0, 0);
+    const normalize = opts['normalize'] ?? 'global';
+    if (normalize !== 'global' && normalize !== 'layer') throw new WnwError('BAD_ARGUMENT', `option "normalize" must be "global" or "layer", got ${String(normalize)}`);
+    this.normalize = normalize;
+    this.fullLayer = opts['fullLayer'] === undefined ? undefined : numOpt(opts, 'fullLayer', 0, 0);
+    const fullRole = opts['fullRole'];
+    if (fullRole !== undefined && fullRole !== 'anchor' && fullRole !== 'tidal' && fullRole !== 'fixed') {
+      throw new WnwError('BAD_ARGUMENT', `option "fullRole" must be "anchor", "tidal" or "fixed", got ${String(fullRole)}`);
+    }
+    this.fullRole = fullRole;
     const ranking = opts['ranking'];
     if (ranking !== undefined && ranking !== 'product' && ranking !== 'voice' && ranking !== 'sensitivity') {
       throw new WnwError('BAD_ARGUMENT', `option "ranking" must be "product", "voice" or "sensitivity", got ${String(ranking)}`);
@@ -94,10 +130,14 @@ export class WnwPolicy implements KvPolicy {
     // Calibrated roles are used unless an ablation option asks for something they were not made with.
     const stored = this.heads.roles[budgetKey(this.budget)];
     const sameRanking = ranking === undefined || ranking === (this.heads.ranking ?? 'product');
-    const calibrated = stored && sameRanking && roleOpts.nVoice === undefined && roleOpts.anchors === undefined && (stored.selection ?? 'segment') === this.selection && opts['segmentFloor'] === undefined;
+    const calibrated = stored && sameRanking && roleOpts.nVoice === undefined && roleOpts.anchors === undefined && (stored.selection ?? 'segment') === this.selection && opts['segmentFloor'] === undefined && this.normalize === 'global';
     this.score = sameRanking ? headsScore(this.heads) : rankingScore(this.heads.voiceScore, this.heads.headSensitivity, ranking);
     this.calibrated = calibrated ? stored : undefined;
     this.roles = calibrated ? { anchors: [...stored.anchors], tidal: [...stored.tidal], fixed: [...stored.fixed] } : assignRoles(this.score, this.budget, roleOpts);
+    if (roleOpts.anchors !== undefined && this.roles.anchors.length < roleOpts.anchors) {
+      // assignRoles caps anchors at half the budget and half the voice heads: say so rather than run fewer.
+      throw new WnwError('BAD_ARGUMENT', `wnw: ${roleOpts.anchors} anchors do not fit: at budget ${this.budget} with ${this.roles.anchors.length + this.roles.tidal.length} voice heads at most ${this.roles.anchors.length} can be anchors (half the budget's heads and half the voice heads); ask for fewer anchors, more voice heads (nVoice) or a larger budget`);
+    }
     if (this.roles.anchors.length + this.roles.tidal.length + this.roles.fixed.length !== N) throw new WnwError('BAD_ARGUMENT', 'heads file roles do not cover every head');
   }
 
@@ -133,27 +173,29 @@ export class WnwPolicy implements KvPolicy {
     this.layout = layout;
     const T = layout.audioLength;
     const n = layout.segmentLength;
-    const { retention, lambda } = this.retention(T, n);
+    const { retention, lambda, summaryLength } = this.retention(T, n);
     // The anchors alone over the budget: say so before the prefill runs (schedule() checks the whole plan).
     if (this.strict && this.roles.anchors.length * T > Math.floor(this.budget * N * T + 1e-9)) {
       throw new WnwError('BAD_ARGUMENT', `wnw: budget ${this.budget} is below what the ${this.roles.anchors.length} anchor heads alone keep (r_GPU ${(this.roles.anchors.length / N).toFixed(3)}); use a larger budget or fewer anchors`);
     }
     const isTidal = new Set(this.roles.tidal);
     const isAnchor = new Set(this.roles.anchors);
+    const full = this.fullHeads(layout);
     const select = (s: Float32Array, h: number): HeadResidency => {
-      if (isAnchor.has(h)) return { gpu: selectByRetention(s, 1, n), cpu: NONE };
+      if (isAnchor.has(h) || full.has(h)) return { gpu: selectByRetention(s, 1, n), cpu: NONE };
       const gpu = selectByRetention(s, retention[h], n, this.selection);
-      return { gpu, cpu: isTidal.has(h) ? complement(gpu, T) : NONE };
+      if (isTidal.has(h)) return { gpu, cpu: complement(gpu, T) };
+      return summaryLength > 0 ? { gpu, cpu: NONE, summaries: segmentSummaries(gpu, T, n, summaryLength) } : { gpu, cpu: NONE };
     };
     return layerwise(
       layout,
       (obs) => obs.scores.map((s, k) => select(s, obs.layer * layout.numKvHeads + k)),
-      (heads) => this.schedule(heads, retention, lambda),
+      (heads) => this.schedule(heads, retention, lambda, summaryLength),
     );
   }
 
   /** The chunk scheduler over the finished plan: per-segment recall costs and the room left in the budget. */
-  private schedule(heads: HeadResidency[], retention: number[], lambda: number): void {
+  private schedule(heads: HeadResidency[], retention: number[], lambda: number, summaryLength: number): void {
     const layout = this.layout!;
     const N = heads.length;
     const T = layout.audioLength;
@@ -173,15 +215,32 @@ export class WnwPolicy implements KvPolicy {
       }
       return perSeg;
     });
+    // Heads kept whole for a diagnosis are counted at what their retention would keep, so the others' room is unchanged.
+    const full = this.fullHeads(layout);
     let used = 0;
-    for (const r of heads) used += r.gpu.length;
+    heads.forEach((r, h) => (used += full.has(h) && !this.roles.anchors.includes(h) ? retainedCount(T, retention[h], n, this.selection) : r.gpu.length + (r.summaries?.length ?? 0)));
     const room = this.strict ? cap - used : Infinity;
     if (this.strict && room < 0) {
       throw new WnwError('BAD_ARGUMENT', `wnw: budget ${this.budget} is below what the ${this.roles.anchors.length} anchor heads alone keep (r_GPU ${(used / (N * T)).toFixed(3)}); use a larger budget or fewer anchors`);
     }
     this.scheduler = new ChunkScheduler(T, n, this.chunkOpts, cost, room);
-    this.stateInfo = { roles: this.roles, retention, lambda, prefillRGpu: used / (N * T || 1) };
+    this.stateInfo = { roles: this.roles, retention, lambda, summaryLength, prefillRGpu: used / (N * T || 1) };
     this.lastDecision = undefined;
+  }
+
+  /** Positions per summary group: `summaryLength`, within one segment. */
+  private groupLength(n: number): number {
+    return this.summaryLength > 0 ? Math.min(n, Math.round(this.summaryLength)) : n;
+  }
+
+  /** The heads a diagnosis option keeps whole (`fullLayer`, `fullRole`); none by default. */
+  private fullHeads(layout: PolicyLayout): Set<number> {
+    const out = new Set<number>();
+    const H = layout.numKvHeads;
+    if (this.fullLayer !== undefined) for (let k = 0; k < H; k++) out.add(this.fullLayer * H + k);
+    const role = this.fullRole === 'anchor' ? this.roles.anchors : this.fullRole === 'tidal' ? this.roles.tidal : this.fullRole === 'fixed' ? this.roles.fixed : [];
+    for (const h of role) out.add(h);
+    return out;
   }
 
   afterStep(obs: StepObservation): StepPlan {
@@ -209,13 +268,16 @@ export class WnwPolicy implements KvPolicy {
    * this clip without reserve only when no calibrated roles apply (missing budget, or an
    * ablation option such as ranking, nVoice, anchors or selection).
    */
-  private retention(T: number, n: number): { retention: number[]; lambda: number } {
-    if (!this.strict && this.calibrated) return { retention: [...this.calibrated.retention], lambda: this.calibrated.lambda };
-    const sNorm = normalizedScores(this.score, this.roles.anchors);
+  private retention(T: number, n: number): { retention: number[]; lambda: number; summaryLength: number } {
+    if (!this.strict && this.calibrated) {
+      return { retention: [...this.calibrated.retention], lambda: this.calibrated.lambda, summaryLength: this.summaries ? this.groupLength(n) : 0 };
+    }
+    const sNorm = normalizedScores(this.score, this.roles.anchors, this.normalize === 'layer' ? this.heads.numKvHeads : undefined);
     const fullSegs = Math.floor(T / n);
-    const R = this.strict ? Math.min(this.reserveSegments, Math.ceil(T / n)) : 0;
+    const R0 = this.strict ? Math.min(this.reserveSegments, Math.ceil(T / n)) : 0;
     const tidal = this.roles.tidal;
-    const reserve = (ret: number[], len: number) => {
+    const fixed = this.roles.fixed;
+    const reserve = (R: number, ret: number[], len: number) => {
       let extra = 0;
       for (const h of tidal) {
         if (this.selection === 'segment') {
@@ -228,11 +290,26 @@ export class WnwPolicy implements KvPolicy {
       }
       return extra;
     };
-    const fit = fitLambda(sNorm, this.roles.anchors, [T], this.budget, n, {
+    const fit = ([g, R]: [number, number]) => fitLambda(sNorm, this.roles.anchors, [T], this.budget, n, {
       selection: this.selection,
-      extra: reserve,
+      extra: (ret, len) => reserve(R, ret, len) + (g > 0 ? fixed.reduce((a, h) => a + summarySlots(len, ret[h], n, this.selection, g), 0) : 0),
       floor: segmentFloor(n, this.floorPositions),
     });
-    return { retention: fit.retention, lambda: fit.lambda };
+    // Where the budget cannot hold the summaries even at λ = 0, the tidal heads' recall
+    // reserve shrinks first (to one segment: a fixed head that sees nothing of a segment
+    // costs more than a tidal head recalling fewer at once), then the groups grow (twice
+    // the length, up to a segment); failing all, no summaries and the whole reserve.
+    const tries: [number, number][] = [];
+    const g0 = this.summaries ? this.groupLength(n) : 0;
+    if (g0 > 0 && this.strict) {
+      for (let R = R0; R >= Math.min(1, R0); R--) tries.push([g0, R]);
+      for (let g = Math.min(n, 2 * g0); g > g0 && tries.length < 64; g = g >= n ? 0 : Math.min(n, 2 * g)) tries.push([g, Math.min(1, R0)]);
+    }
+    tries.push([this.strict ? 0 : g0, R0]);
+    for (const t of tries) {
+      const f = fit(t);
+      if (f.rGpu <= this.budget + 1e-12 || t === tries[tries.length - 1]) return { retention: f.retention, lambda: f.lambda, summaryLength: t[0] };
+    }
+    throw new Error('unreachable');
   }
 }

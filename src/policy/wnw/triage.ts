@@ -94,15 +94,21 @@ export function assignRoles(score: number[], budget: number, opts: RoleOptions =
 /**
  * s̃_i: the ranking score divided by the largest score among non-anchor heads (the
  * method leaves the normalisation open; dividing by the max makes λ = 1 mean "the best
- * non-anchor head keeps everything"). Anchors get 1.
+ * non-anchor head keeps everything"). Anchors get 1. With `layerSize` (KV heads per
+ * layer) the max is taken within each layer instead, so every layer's best non-anchor
+ * head gets 1 and λ shares the budget across layers rather than handing it all to the
+ * layer whose scores are largest.
  */
-export function normalizedScores(score: number[], anchors: number[]): number[] {
+export function normalizedScores(score: number[], anchors: number[], layerSize = score.length): number[] {
   const isAnchor = new Set(anchors);
-  let max = 0;
+  const max = new Float64Array(Math.ceil(score.length / layerSize));
   score.forEach((s, i) => {
-    if (!isAnchor.has(i)) max = Math.max(max, s);
+    if (!isAnchor.has(i)) max[Math.floor(i / layerSize)] = Math.max(max[Math.floor(i / layerSize)], s);
   });
-  return score.map((s, i) => (isAnchor.has(i) ? 1 : max > 0 ? Math.max(0, s) / max : 0));
+  return score.map((s, i) => {
+    const m = max[Math.floor(i / layerSize)];
+    return isAnchor.has(i) ? 1 : m > 0 ? Math.max(0, s) / m : 0;
+  });
 }
 
 /**
