@@ -72,18 +72,24 @@ export class ContextTooLongError extends WnwError {
 
 /**
  * A decoder weight tensor this device cannot bind in the requested format (a layer matrix
- * larger than `maxStorageBufferBindingSize` or `maxBufferSize`), or decoder weights past
- * twice the memory the browser reports; `loadTranscriber` raises it from the config, before
- * any weight is read. `problems` names each tensor, its bytes and the limit; the message
- * says which format fits (usually q4).
+ * larger than `maxStorageBufferBindingSize` or `maxBufferSize`), decoder weights past
+ * twice the memory the browser reports, or, where the recording is known, weights plus its
+ * buffers and KV pool past the device's memory or bindings; raised from the config, before
+ * any weight is read. `problems` names each tensor or buffer, its bytes and the limit; the
+ * message says which format fits (usually q4) and, for a recording too long,
+ * `minutesThatFit`: how much audio would fit at the same budget and precision.
  */
 export class ModelTooBigError extends WnwError {
+  readonly minutesThatFit?: number;
+
   constructor(
     readonly problems: readonly { limit: string; what: string; bytes: number; limitBytes: number; message: string }[],
     where: string,
+    wouldFit?: { minutes: number; text: string },
   ) {
-    super('MODEL_TOO_BIG', `${where}: ${problems.map((p) => p.message).join(' ')}`);
+    super('MODEL_TOO_BIG', `${where}: ${problems.map((p) => p.message).join(' ')}${wouldFit ? ` ${wouldFit.text}` : ''}`);
     this.name = 'ModelTooBigError';
+    if (wouldFit) this.minutesThatFit = wouldFit.minutes;
   }
 }
 

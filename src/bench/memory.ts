@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- --memory [--weights q4|f16|f32] [--kv f16|f32] [--minutes 10,30,60] [--json]`
+ * `npm run bench -- --memory [--weights q4|f16|f32] [--kv f16|f32] [--minutes 10,20,30,40] [--json]`
  *
  * The GPU memory a released backbone needs for a recording, full cache against WnW at
  * r_GPU 0.2, from the sizing the WebGPU backend itself uses (`sessionSizes`, the pool's
@@ -13,20 +13,32 @@
  * a bound: per head 0.2 of the audio positions and a part-filled page, the recall headroom
  * (every head counted tidal), and the text reserve. The audio encoder's buffers are freed
  * before the prefill, so they do not add to this peak.
+ *
+ * A row whose prompt passes the model's positions is marked and not sized (the model cannot
+ * take that recording); one past a limit the model's makers state is sized and marked.
  */
 import { familyFor } from '../model/families/registry.js';
 import { hfModelConfig } from '../model/hf/config.js';
 import { isWeightFormat } from '../model/packed-weights.js';
 import type { WeightFormat } from '../model/quant.js';
-import { planMemory, poolBytes } from '../backend/webgpu/fit.js';
+import { defaultMaxNewTokens, maxAudioTokens, planMemory, poolBytes } from '../backend/webgpu/fit.js';
 
-/** The text part of the released config.json files (sparse where the real one is). */
-const RELEASED: Record<string, { modelType: string; json: Record<string, unknown>; audioTokens: (seconds: number) => number }> = {
+interface StatedLimit {
+  minutes: number;
+  task: string;
+}
+
+/**
+ * The text part of the released config.json files (sparse where the real one is), and the
+ * audio lengths the model cards state, which no config holds.
+ */
+const RELEASED: Record<string, { modelType: string; json: Record<string, unknown>; audioTokens: (seconds: number) => number; stated?: StatedLimit[] }> = {
   'Voxtral-Mini-3B-2507': {
     modelType: 'voxtral',
     json: { model_type: 'voxtral', audio_token_id: 24, text_config: { model_type: 'llama' }, audio_config: {} },
     // Audio is padded to whole 30 s chunks of 375 tokens.
     audioTokens: (s) => Math.ceil(s / 30) * 375,
+    stated: [{ minutes: 30, task: 'transcription' }, { minutes: 40, task: 'audio understanding' }],
   },
   'Qwen2.5-Omni-3B': {
     modelType: 'qwen2_5_omni',
@@ -45,10 +57,13 @@ const RELEASED: Record<string, { modelType: string; json: Record<string, unknown
   },
 };
 
-export interface MemoryRow {
+interface RowBase {
   model: string;
   minutes: number;
   audioTokens: number;
+}
+
+export interface SizedMemoryRow extends RowBase {
   weightBytes: number;
   prefillBytes: number;
   decodeBytes: number;
@@ -56,9 +71,27 @@ export interface MemoryRow {
   poolWnw: number;
   peakFull: number;
   peakWnw: number;
+  /** The stated limits the recording passes, where it passes any. */
+  note?: string;
 }
 
+/** A recording whose prompt passes the model's positions: not sized, since the model cannot take it. */
+export interface PastPositionsRow extends RowBase {
+  positions: number;
+  note: string;
+}
+
+export type MemoryRow = SizedMemoryRow | PastPositionsRow;
+
+export const isSized = (r: MemoryRow): r is SizedMemoryRow => !('positions' in r);
+
 export { poolBytes };
+
+function pastStated(stated: StatedLimit[], minutes: number): string | undefined {
+  const past = stated.filter((s) => minutes > s.minutes);
+  if (!past.length) return undefined;
+  return `past the stated ${past.map((s) => `${s.minutes} min ${s.task}`).join(' and ')} limit${past.length > 1 ? 's' : ''}`;
+}
 
 export function memoryTable(weights: WeightFormat, kv: 'f16' | 'f32', minutes: number[]): MemoryRow[] {
   const rows: MemoryRow[] = [];
@@ -66,10 +99,18 @@ export function memoryTable(weights: WeightFormat, kv: 'f16' | 'f32', minutes: n
     const { config: c, tiedEmbeddings } = hfModelConfig(familyFor(r.modelType)!, r.json, `${model}/config.json`);
     for (const m of minutes) {
       const A = r.audioTokens(60 * m);
-      // maxNewTokens: the transcriber's default cap, 6 per second of audio (the recording's, padding aside).
-      const p = planMemory(c, { weightFormat: weights, tied: tiedEmbeddings, audioTokens: A, kvPrecision: kv, budget: 0.2, maxNewTokens: Math.max(8, Math.ceil(360 * m)) });
-      const base = p.weightBytes + p.prefillBytes + p.decodeBytes;
-      rows.push({ model, minutes: m, audioTokens: A, weightBytes: p.weightBytes, prefillBytes: p.prefillBytes, decodeBytes: p.decodeBytes, poolFull: p.poolFull, poolWnw: p.poolBytes, peakFull: base + p.poolFull, peakWnw: p.peakBytes });
+      // The prompt alone is held against the positions: the transcript's length is not known, and its reserve is a cap.
+      if (A > maxAudioTokens(c)) {
+        rows.push({ model, minutes: m, audioTokens: A, positions: c.maxPositions, note: `past the model's ${c.maxPositions.toLocaleString('en-US')} positions` });
+        continue;
+      }
+      // The text cap from the recording's length, padding aside.
+      const p = planMemory(c, { weightFormat: weights, tied: tiedEmbeddings, audioTokens: A, kvPrecision: kv, budget: 0.2, maxNewTokens: defaultMaxNewTokens(60 * m) });
+      const note = pastStated(r.stated ?? [], m);
+      rows.push({
+        model, minutes: m, audioTokens: A, weightBytes: p.weightBytes, prefillBytes: p.prefillBytes, decodeBytes: p.decodeBytes,
+        poolFull: p.poolFull, poolWnw: p.poolBytes, peakFull: p.peakFull, peakWnw: p.peakBytes, ...(note ? { note } : {}),
+      });
     }
   }
   return rows;
@@ -83,7 +124,12 @@ export function memoryMarkdown(rows: MemoryRow[], weights: WeightFormat, kv: str
     '|---|---:|---:|---:|---:|---:|',
   ];
   for (const r of rows) {
-    lines.push(`| ${r.model} | ${r.minutes} min | ${gb(r.weightBytes)} | ${gb(r.prefillBytes + r.decodeBytes)} | ${gb(r.poolFull)} / ≤ ${gb(r.poolWnw)} | ${gb(r.peakFull)} / ≤ ${gb(r.peakWnw)} |`);
+    const audio = `${r.minutes} min${r.note ? ` (${r.note})` : ''}`;
+    if (!isSized(r)) {
+      lines.push(`| ${r.model} | ${audio} | – | – | – | – |`);
+      continue;
+    }
+    lines.push(`| ${r.model} | ${audio} | ${gb(r.weightBytes)} | ${gb(r.prefillBytes + r.decodeBytes)} | ${gb(r.poolFull)} / ≤ ${gb(r.poolWnw)} | ${gb(r.peakFull)} / ≤ ${gb(r.peakWnw)} |`);
   }
   lines.push('', `GB (10⁹ bytes); ${kv} KV pool; from \`npm run bench -- --memory --weights ${weights} --kv ${kv}\`.`);
   return lines.join('\n');
@@ -98,7 +144,7 @@ export function runMemory(argv: string[]): void {
   if (!isWeightFormat(weights)) throw new RangeError(`--weights must be f32, f16 or q4, got ${JSON.stringify(weights)}`);
   const kv = get('kv') ?? 'f16';
   if (kv !== 'f16' && kv !== 'f32') throw new RangeError(`--kv must be f16 or f32, got ${JSON.stringify(kv)}`);
-  const minutes = (get('minutes') ?? '10,30,60').split(',').map(Number);
+  const minutes = (get('minutes') ?? '10,20,30,40').split(',').map(Number);
   if (!minutes.every((m) => m > 0)) throw new RangeError(`--minutes takes positive numbers, got ${get('minutes')}`);
   const rows = memoryTable(weights, kv, minutes);
   console.log(argv.includes('--json') ? JSON.stringify(rows, null, 2) : memoryMarkdown(rows, weights, kv));

@@ -5,7 +5,7 @@
  * src/backend/webgpu/fit.ts, which the loader uses too).
  */
 import { parseConfig, type ModelConfig } from '../model/config.js';
-import { checkFit, type DeviceLimits, type FitDevice, type FitVerdict } from '../backend/webgpu/fit.js';
+import { audioTokensOf, checkFit, type DeviceLimits, type FitDevice, type FitVerdict } from '../backend/webgpu/fit.js';
 import { joinModelPath, readJson } from '../model/files.js';
 import type { Json } from '../model/families/types.js';
 import { readHfConfig } from '../model/hf/load.js';
@@ -65,7 +65,7 @@ export interface ClipContext {
  * adapter's limits (null where the CPU backend runs) and the memory the browser reports.
  */
 export function clipFit(s: ModelSummary, clip: ClipContext, device: FitDevice): FitVerdict {
-  const audioTokens = Math.ceil(clip.seconds * s.config.audio.tokensPerSecond);
+  const audioTokens = audioTokensOf(s.config, clip.seconds);
   return checkFit(s.config, { weightFormat: s.weightFormat, tied: s.tied, audioTokens, kvPrecision: clip.kvPrecision, budget: clip.budget }, device);
 }
 

@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { memoryMarkdown, memoryTable, poolBytes } from '../../src/bench/memory.js';
+import { isSized, memoryMarkdown, memoryTable, poolBytes } from '../../src/bench/memory.js';
 import { decoderShapeConfig } from '../../src/model/testing.js';
 import { kvHeadCount, segmentLength } from '../../src/model/config.js';
 
 describe('bench --memory', () => {
   it('sizes the released backbones from their config mapping: Voxtral 240 KV heads of 128, Omni 72', () => {
-    const rows = memoryTable('q4', 'f16', [10]);
+    const rows = memoryTable('q4', 'f16', [10]).filter(isSized);
+    expect(rows.length).toBe(2);
     const vox = rows.find((r) => r.model.startsWith('Voxtral'))!;
     const omni = rows.find((r) => r.model.startsWith('Qwen2.5-Omni'))!;
     // 10 min of Voxtral audio: 20 chunks of 375 tokens; Omni: 25 tokens a second.
@@ -28,6 +29,27 @@ describe('bench --memory', () => {
       expect(r.peakFull).toBe(r.weightBytes + r.prefillBytes + r.decodeBytes + r.poolFull);
     }
     expect(memoryMarkdown(rows, 'q4', 'f16')).toContain('| Voxtral-Mini-3B-2507 | 10 min |');
+  });
+
+  it("marks a row past the model's positions without sizing it, and sizes and marks one past a stated limit", () => {
+    const rows = memoryTable('q4', 'f16', [10, 20, 30, 40, 50]);
+    const note = (model: string, minutes: number) => rows.find((r) => r.model.startsWith(model) && r.minutes === minutes)!;
+    // Voxtral's 131,072 positions hold every length here; its card states 30 min for transcription, 40 for understanding.
+    expect([10, 20, 30].map((m) => note('Voxtral', m).note)).toEqual([undefined, undefined, undefined]);
+    expect(note('Voxtral', 40).note).toBe('past the stated 30 min transcription limit');
+    expect(note('Voxtral', 50).note).toBe('past the stated 30 min transcription and 40 min audio understanding limits');
+    expect(isSized(note('Voxtral', 40))).toBe(true);
+    // Qwen2.5-Omni: 32,768 positions at 25 audio tokens a second are 21.8 minutes.
+    expect(isSized(note('Qwen2.5-Omni', 20))).toBe(true);
+    expect(note('Qwen2.5-Omni', 20).note).toBeUndefined();
+    for (const m of [30, 40, 50]) {
+      const r = note('Qwen2.5-Omni', m);
+      expect(isSized(r)).toBe(false);
+      expect(r).toMatchObject({ positions: 32768, note: "past the model's 32,768 positions" });
+    }
+    const md = memoryMarkdown(rows, 'q4', 'f16');
+    expect(md).toContain('| Voxtral-Mini-3B-2507 | 40 min (past the stated 30 min transcription limit) | 2.26 |');
+    expect(md).toContain("| Qwen2.5-Omni-3B | 30 min (past the model's 32,768 positions) | – | – | – | – |");
   });
 
   it("WnW's bound approaches 0.2 of the audio pages once the audio dwarfs the recall headroom and the text", () => {

@@ -1,16 +1,21 @@
 import { describe, expect, it } from 'vitest';
-import { checkFit, planMemory, weightBindingProblems, type DeviceLimits, type MemoryRequest } from '../../src/backend/webgpu/fit.js';
-import { ContextTooLongError } from '../../src/errors.js';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { checkFit, minutesThatFit, planMemory, refuseUnfit, weightBindingProblems, type DeviceLimits, type MemoryRequest } from '../../src/backend/webgpu/fit.js';
+import { ContextTooLongError, ModelTooBigError } from '../../src/errors.js';
 import { familyFor } from '../../src/model/families/registry.js';
 import { hfModelConfig } from '../../src/model/hf/config.js';
 import { decoderWeightBytes } from '../../src/model/packed-weights.js';
 import { decoderShapeConfig } from '../../src/model/testing.js';
+import { clipFit, summarizeModel } from '../../src/ui/model-fit.js';
+import { tempDir } from '../helpers/temp.js';
 
 const MiB = 2 ** 20;
 const GiB = 2 ** 30;
 
 // Voxtral-Mini-3B's text config as the released config.json leaves it: the family fills the sizes.
-const voxtral = hfModelConfig(familyFor('voxtral')!, { model_type: 'voxtral', audio_token_id: 24, text_config: { model_type: 'llama' }, audio_config: {} }, 'config.json').config;
+const VOXTRAL_JSON = { model_type: 'voxtral', audio_token_id: 24, text_config: { model_type: 'llama' }, audio_config: {} };
+const voxtral = hfModelConfig(familyFor('voxtral')!, VOXTRAL_JSON, 'config.json').config;
 // WebGPU's default limits, which every adapter offers.
 const DEFAULTS: DeviceLimits = { maxStorageBufferBindingSize: 128 * MiB, maxBufferSize: 256 * MiB };
 const BIG: DeviceLimits = { maxStorageBufferBindingSize: 4 * GiB, maxBufferSize: 4 * GiB };
@@ -74,6 +79,8 @@ describe('will it fit: weights + the KV plan for the recording', () => {
     expect(v.fits).toBe(false);
     expect(v.problems[0].what).toMatch(/^layers\.\*\.gate_up/);
     expect(v.text).toMatch(/does not fit\. layers\.\*\.gate_up .* over this device's maxStorageBufferBindingSize \(128\.0 MiB\): store the decoder weights as f16 or q4/);
+    // No recording binds then, so no length is offered.
+    expect(v.wouldFit).toBeUndefined();
   });
 
   it('a recording whose prompt buffers pass one binding fails, saying to shorten it', () => {
@@ -85,6 +92,11 @@ describe('will it fit: weights + the KV plan for the recording', () => {
     expect(v.problems[0].message).toMatch(/prompt hidden states.*over this device's binding limit.*shorter clip.* The limit is this device's maxStorageBufferBindingSize\.$/);
     // Without WebGPU (the CPU backend) there is no binding to pass: the plan itself cannot be made past 2 GiB.
     expect(() => planMemory(voxtral, minutes(960))).toThrow(ContextTooLongError);
+    // The minutes offered are the longest whose buffers bind.
+    const m = v.wouldFit!.minutes;
+    expect(() => planMemory(voxtral, minutes(m), DEFAULTS)).not.toThrow();
+    expect(() => planMemory(voxtral, minutes(m + 1), DEFAULTS)).toThrow(ContextTooLongError);
+    expect(v.text).toMatch(new RegExp(`At r_GPU 0\\.2 with f16 KV and q4 weights, about ${m} minutes of audio fit within this device's bindings\\.$`));
   });
 
   it('one layer\'s pool pages past a binding fail, saying a lower budget or f16 helps', () => {
@@ -116,6 +128,50 @@ describe('will it fit: weights + the KV plan for the recording', () => {
     expect(silent.text).toMatch(/does not say how much memory/);
     // The CPU backend (no adapter): only the memory is judged.
     expect(checkFit(voxtral, minutes(1), { limits: null, deviceMemoryGiB: 8 }).fits).toBe(true);
+  });
+});
+
+describe('a recording too long for the device names the minutes that fit', () => {
+  const GB4 = { limits: BIG, memoryBytes: 4 * GiB };
+  const full40 = minutes(40, { budget: 1 });
+
+  it('a 40-minute full-cache Voxtral-Mini-3B run on 4 GiB: refused, with the longest run the same sizing fits', () => {
+    const v = checkFit(voxtral, full40, GB4);
+    expect(v.fits).toBe(false);
+    expect(v.problems.map((p) => p.limit)).toEqual(['deviceMemory']);
+    const m = v.wouldFit!.minutes;
+    expect(m).toBe(minutesThatFit(voxtral, full40, GB4));
+    expect(m).toBeGreaterThan(0);
+    expect(planMemory(voxtral, minutes(m, { budget: 1 })).peakBytes).toBeLessThanOrEqual(4 * GiB);
+    expect(planMemory(voxtral, minutes(m + 1, { budget: 1 })).peakBytes).toBeGreaterThan(4 * GiB);
+    expect(v.text).toContain(`At the full cache with f16 KV and q4 weights, about ${m} minutes of audio fit in 4.00 GiB.`);
+    // WnW at 0.2 keeps a fifth of the audio KV: more minutes fit the same memory.
+    expect(minutesThatFit(voxtral, minutes(40), GB4)).toBeGreaterThan(m);
+    // Within the limit it fits, and says so exactly.
+    expect(checkFit(voxtral, minutes(m, { budget: 1 }), GB4)).toMatchObject({ fits: true, problems: [] });
+  });
+
+  it('is refused from config.json alone, before any weight is read: the demo\'s verdict and ModelTooBigError', async () => {
+    // The folder holds no weights at all: a check that read one would fail on the missing file instead.
+    const dir = tempDir('wnw-fit-minutes-');
+    writeFileSync(join(dir, 'config.json'), JSON.stringify(VOXTRAL_JSON));
+    const s = await summarizeModel(dir, 'q4');
+    const m = minutesThatFit(s.config, full40, GB4);
+    const demo = clipFit(s, { seconds: 40 * 60, kvPrecision: 'f16', budget: 1 }, GB4);
+    expect(demo.fits).toBe(false);
+    expect(demo.wouldFit?.minutes).toBe(m);
+    let err: unknown;
+    try {
+      refuseUnfit(s.config, s.weightFormat, s.tied, GB4, 'the decoder of Voxtral-Mini-3B', { audioTokens: full40.audioTokens, kvPrecision: 'f16', budget: 1 });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ModelTooBigError);
+    expect((err as ModelTooBigError).code).toBe('MODEL_TOO_BIG');
+    expect((err as ModelTooBigError).minutesThatFit).toBe(m);
+    expect((err as Error).message).toMatch(new RegExp(`^the decoder of Voxtral-Mini-3B: weights, buffers and KV pool together needs .* over the memory this device has \\(4096\\.0 MiB\\): convert .* about ${m} minutes of audio fit in 4\\.00 GiB\\.$`));
+    // The recording that fits is let through.
+    expect(() => refuseUnfit(s.config, s.weightFormat, s.tied, GB4, 'x', { audioTokens: minutes(m).audioTokens, kvPrecision: 'f16', budget: 1 })).not.toThrow();
   });
 });
 

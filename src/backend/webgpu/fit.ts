@@ -11,10 +11,12 @@
  * WebGPU reports no memory size, so the only figure a page has is `navigator.deviceMemory`
  * (GiB rounded down to a power of two and capped, at 8 or more by browser): the device has
  * at least that and, below the cap, less than twice it; between the bounds the verdict is
- * left open rather than guessed.
+ * left open rather than guessed. A caller that knows the memory exactly says so
+ * (`memoryBytes`). A recording refused for its length comes with the minutes that would
+ * fit, found with the same sizing, so the answer is a length to try and not only a no.
  */
 import { ContextTooLongError, ModelTooBigError } from '../../errors.js';
-import { kvHeadCount, segmentLength, type ModelConfig } from '../../model/config.js';
+import { kvHeadCount, promptLength, segmentLength, type ModelConfig } from '../../model/config.js';
 import { decoderWeightBytes, matrixFormat } from '../../model/packed-weights.js';
 import { rowBytes, type WeightFormat } from '../../model/quant.js';
 import { RECALL_PAGES_PER_HEAD } from '../../kv/sizing.js';
@@ -130,6 +132,23 @@ export interface MemoryPlan {
   poolBytes: number;
   /** weights + prefill + decode buffers + the budget's pool. */
   peakBytes: number;
+  /** The same with the full cache's pool, so a comparison needs no second plan. */
+  peakFull: number;
+}
+
+/** The transcriber's default cap on generated tokens for `seconds` of audio: 6 a second, at least 8. */
+export function defaultMaxNewTokens(seconds: number): number {
+  return Math.max(8, Math.ceil(6 * seconds));
+}
+
+/** Audio tokens of `seconds` of audio at the model's rate, as the fit verdicts count a clip. */
+export function audioTokensOf(c: ModelConfig, seconds: number): number {
+  return Math.ceil(seconds * c.audio.tokensPerSecond);
+}
+
+/** The most audio tokens the model's positions hold beside the prompt's own tokens. */
+export function maxAudioTokens(c: ModelConfig): number {
+  return c.maxPositions - promptLength(c, 0);
 }
 
 /**
@@ -161,7 +180,7 @@ export function poolBytes(c: ModelConfig, audioTokens: number, textTokens: numbe
 export function planMemory(c: ModelConfig, r: MemoryRequest, limits: DeviceLimits = UNBOUNDED_LIMITS): MemoryPlan {
   const A = r.audioTokens;
   const seconds = A / c.audio.tokensPerSecond;
-  const maxNewTokens = r.maxNewTokens ?? Math.max(8, Math.ceil(6 * seconds));
+  const maxNewTokens = r.maxNewTokens ?? defaultMaxNewTokens(seconds);
   const kvBytes = kvElementBytes(r.kvPrecision);
   const s = sessionSizes(c, { audioLength: A, maxNewTokens, request: { decodeHeads: [], prefillQueries: c.instruction.length }, layered: true }, limits, undefined, kvBytes);
   const P = segmentLength(c);
@@ -176,9 +195,10 @@ export function planMemory(c: ModelConfig, r: MemoryRequest, limits: DeviceLimit
     poolFull = poolLayout(c, pages.full, P, Infinity, kvBytes).bytes;
   }
   const weightBytes = decoderWeightBytes(c, r.weightFormat, r.tied).total;
+  const base = weightBytes + s.prefillBytes + s.decodeBytes;
   return {
     audioTokens: A, weightBytes, prefillBytes: s.prefillBytes, decodeBytes: s.decodeBytes, poolFull, poolBytes: poolNow,
-    peakBytes: weightBytes + s.prefillBytes + s.decodeBytes + poolNow,
+    peakBytes: base + poolNow, peakFull: base + poolFull,
   };
 }
 
@@ -190,11 +210,22 @@ export interface FitDevice {
   limits: DeviceLimits | null;
   /** `navigator.deviceMemory` where the browser reports it. */
   deviceMemoryGiB?: number;
+  /**
+   * The memory the run may take where it is known exactly (a GPU's stated size, a budget a
+   * caller sets): a hard line, taken over `deviceMemoryGiB`, whose report only brackets it.
+   */
+  memoryBytes?: number;
 }
 
 /** `navigator.deviceMemory` where the page's browser reports it (never in Node). */
 export function reportedDeviceMemoryGiB(): number | undefined {
   return (globalThis as { navigator?: { deviceMemory?: number } }).navigator?.deviceMemory;
+}
+
+/** Where a recording is too long for the device: the whole minutes that fit instead, and the sentence saying so. */
+export interface WouldFit {
+  minutes: number;
+  text: string;
 }
 
 export interface FitVerdict {
@@ -204,7 +235,11 @@ export interface FitVerdict {
   /** Null when a buffer of the recording passes a binding (then the sizes cannot be planned). */
   plan: MemoryPlan | null;
   text: string;
+  /** Set when it does not fit and a shorter recording would (absent where the weights alone fail). */
+  wouldFit?: WouldFit;
 }
+
+const budgetLabel = (budget: number) => (budget >= 1 ? 'full cache' : `r_GPU ${budget}`);
 
 /**
  * Whether a model (its config, weight format, tied head) and a recording fit a device:
@@ -213,6 +248,8 @@ export interface FitVerdict {
  */
 export function checkFit(c: ModelConfig, r: MemoryRequest, device: FitDevice): FitVerdict {
   const problems: FitProblem[] = device.limits ? weightBindingProblems(c, r.weightFormat, device.limits) : [];
+  // A layer matrix no binding holds fails at every length: a shorter recording is no answer then.
+  const weightsBind = problems.length === 0;
   let plan: MemoryPlan | null = null;
   try {
     plan = planMemory(c, r, device.limits ?? UNBOUNDED_LIMITS);
@@ -223,34 +260,77 @@ export function checkFit(c: ModelConfig, r: MemoryRequest, device: FitDevice): F
     const what = e.limit === 'prompt-binding' ? "the recording's prompt buffers" : "one layer's KV pool pages";
     problems.push({ limit: bind.limit, what, bytes: e.neededBytes, limitBytes: bind.bytes, advice: e.message, message: `${e.message} The limit is this device's ${bind.limit}.` });
   }
-  const memory = plan ? memoryVerdict(plan.peakBytes, device.deviceMemoryGiB, 'weights, buffers and KV pool together') : null;
+  const memory = plan ? memoryVerdict(plan.peakBytes, device, 'weights, buffers and KV pool together') : null;
   if (memory?.problem) problems.push(memory.problem);
   const need = plan
-    ? `${size(plan.weightBytes)} of ${r.weightFormat} weights + ${size(plan.prefillBytes + plan.decodeBytes)} of prefill and decode buffers + ${size(plan.poolBytes)} of KV pool (${r.budget >= 1 ? 'full cache' : `r_GPU ${r.budget}`}) = ${size(plan.peakBytes)}`
+    ? `${size(plan.weightBytes)} of ${r.weightFormat} weights + ${size(plan.prefillBytes + plan.decodeBytes)} of prefill and decode buffers + ${size(plan.poolBytes)} of KV pool (${budgetLabel(r.budget)}) = ${size(plan.peakBytes)}`
     : `${size(decoderWeightBytes(c, r.weightFormat, r.tied).total)} of ${r.weightFormat} weights and, for this recording, a buffer larger than one binding`;
-  if (problems.length) return { fits: false, problems, plan, text: `Needs ${need}; does not fit. ${problems.map((p) => p.message).join(' ')}` };
+  if (problems.length) {
+    const wouldFit = weightsBind ? wouldFitOf(c, r, device) : undefined;
+    const text = `Needs ${need}; does not fit. ${problems.map((p) => p.message).join(' ')}${wouldFit ? ` ${wouldFit.text}` : ''}`;
+    return { fits: false, problems, plan, text, ...(wouldFit ? { wouldFit } : {}) };
+  }
   return { fits: memory?.fits ?? null, problems, plan, text: `Needs ${need}; ${memory?.text ?? 'this device does not say how much memory it has'}.` };
+}
+
+/** The memory the device surely has: the exact line where one is given, else the reported lower bound. */
+function sureMemoryBytes(device: FitDevice): number | undefined {
+  if (device.memoryBytes !== undefined) return device.memoryBytes;
+  const gib = device.deviceMemoryGiB;
+  return gib !== undefined && gib > 0 ? gib * 2 ** 30 : undefined;
+}
+
+/**
+ * The whole minutes of audio that fit `device` with `r`'s weights, budget, precision and
+ * text cap: the longest recording whose plan binds and whose peak is within the memory the
+ * device surely has, at most what the model's positions hold. A binary search over
+ * `planMemory`, the sizing the verdict itself uses: the peak only grows with the audio.
+ */
+export function minutesThatFit(c: ModelConfig, r: MemoryRequest, device: FitDevice): number {
+  const memory = sureMemoryBytes(device);
+  const limits = device.limits ?? UNBOUNDED_LIMITS;
+  const fits = (minutes: number) => {
+    try {
+      const p = planMemory(c, { ...r, audioTokens: audioTokensOf(c, 60 * minutes) }, limits);
+      return memory === undefined || p.peakBytes <= memory;
+    } catch (e) {
+      if (e instanceof ContextTooLongError) return false;
+      throw e;
+    }
+  };
+  // Invariant: `lo` fits (none at all trivially does), `hi` does not (past the positions, or tried).
+  let lo = 0;
+  let hi = Math.floor(maxAudioTokens(c) / c.audio.tokensPerSecond / 60) + 1;
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1;
+    if (fits(mid)) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function wouldFitOf(c: ModelConfig, r: MemoryRequest, device: FitDevice): WouldFit {
+  const minutes = minutesThatFit(c, r, device);
+  const memory = sureMemoryBytes(device);
+  const at = `At ${r.budget >= 1 ? 'the ' : ''}${budgetLabel(r.budget)} with ${r.kvPrecision} KV and ${r.weightFormat} weights`;
+  const within = memory !== undefined ? `in ${size(memory)}` : "within this device's bindings";
+  const fit = minutes === 0 ? 'not even a minute of audio fits' : `about ${minutes} minute${minutes === 1 ? ' of audio fits' : 's of audio fit'}`;
+  return { minutes, text: `${at}, ${fit} ${within}.` };
 }
 
 const MEMORY_FIX = 'convert the folder to 4-bit (npx wnw convert HF_DIR OUT_DIR --quant q4), use a shorter clip or WnW with a smaller budget, or a device with more memory';
 
-function memoryVerdict(
-  needBytes: number, deviceMemoryGiB: number | undefined, what: string, fix = MEMORY_FIX,
-): { fits: boolean | null; text: string; problem?: FitProblem } {
-  if (deviceMemoryGiB === undefined || !(deviceMemoryGiB > 0)) return { fits: null, text: 'this browser does not say how much memory the device has' };
-  const atLeast = deviceMemoryGiB * 2 ** 30;
-  if (needBytes <= atLeast) return { fits: true, text: `fits the ${deviceMemoryGiB} GiB (or more) this device reports` };
-  if (deviceMemoryGiB < DEVICE_MEMORY_CAP_GIB && needBytes >= 2 * atLeast) {
-    return {
-      fits: false,
-      text: '',
-      problem: problem({
-        limit: 'deviceMemory', what, bytes: needBytes, limitBytes: atLeast,
-        advice: `the device reports ${deviceMemoryGiB} GiB, so it has less than ${2 * deviceMemoryGiB} GiB: ${fix}`,
-      }),
-    };
+function memoryVerdict(needBytes: number, device: FitDevice, what: string, fix = MEMORY_FIX): { fits: boolean | null; text: string; problem?: FitProblem } {
+  const sure = sureMemoryBytes(device);
+  if (sure === undefined) return { fits: null, text: 'this browser does not say how much memory the device has' };
+  const refuse = (advice: string) => ({ fits: false, text: '', problem: problem({ limit: 'deviceMemory', what, bytes: needBytes, limitBytes: sure, advice }) });
+  if (device.memoryBytes !== undefined) {
+    return needBytes <= sure ? { fits: true, text: `fits the ${size(sure)} limit` } : refuse(fix);
   }
-  return { fits: null, text: `the device reports at least ${deviceMemoryGiB} GiB, so it may not fit` };
+  const gib = device.deviceMemoryGiB!;
+  if (needBytes <= sure) return { fits: true, text: `fits the ${gib} GiB (or more) this device reports` };
+  if (gib < DEVICE_MEMORY_CAP_GIB && needBytes >= 2 * sure) return refuse(`the device reports ${gib} GiB, so it has less than ${2 * gib} GiB: ${fix}`);
+  return { fits: null, text: `the device reports at least ${gib} GiB, so it may not fit` };
 }
 
 /**
@@ -261,13 +341,24 @@ function memoryVerdict(
 export function loadFitProblems(c: ModelConfig, format: WeightFormat, tied: boolean, device: FitDevice): FitProblem[] {
   const problems = device.limits ? weightBindingProblems(c, format, device.limits) : [];
   const fix = format === 'q4' ? 'use a device with more memory' : "store the decoder weights as q4 (npx wnw convert HF_DIR OUT_DIR --quant q4, or weightFormat 'q4'), or use a device with more memory";
-  const memory = memoryVerdict(decoderWeightBytes(c, format, tied).total, device.deviceMemoryGiB, `the ${format} decoder`, fix);
+  const memory = memoryVerdict(decoderWeightBytes(c, format, tied).total, device, `the ${format} decoder`, fix);
   if (memory.problem) problems.push(memory.problem);
   return problems;
 }
 
-/** Throws ModelTooBigError, naming `where`, when `loadFitProblems` finds any. */
-export function refuseUnfit(c: ModelConfig, format: WeightFormat, tied: boolean, device: FitDevice, where: string): void {
+/**
+ * Throws ModelTooBigError, naming `where`, when `loadFitProblems` finds any; where the
+ * recording is known already, when `checkFit` says it does not fit, and then the error
+ * names the minutes that would.
+ */
+export function refuseUnfit(
+  c: ModelConfig, format: WeightFormat, tied: boolean, device: FitDevice, where: string, recording?: Omit<MemoryRequest, 'weightFormat' | 'tied'>,
+): void {
+  if (recording) {
+    const v = checkFit(c, { ...recording, weightFormat: format, tied }, device);
+    if (v.fits === false) throw new ModelTooBigError(v.problems, where, v.wouldFit);
+    return;
+  }
   const problems = loadFitProblems(c, format, tied, device);
   if (problems.length) throw new ModelTooBigError(problems, where);
 }
