@@ -7,6 +7,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SampleEntry } from '../src/ui/samples-plugin.js';
 
+/** Tokens a finished pane reports (its readout's data-tokens). */
+export async function paneTokens(page: Page, pane: string): Promise<number> {
+  return Number(await page.locator(`[data-pane="${pane}"] [data-tokens]`).getAttribute('data-tokens'));
+}
+
 export async function samples(page: Page): Promise<SampleEntry[]> {
   const res = await page.request.get('/samples.json');
   expect(res.ok()).toBe(true);

@@ -59,6 +59,12 @@ export interface LoadOptions {
   backend?: 'auto' | BackendKind;
   /** Byte cap of the GPU KV pool; default: what the device allows. */
   kvBudgetBytes?: number;
+  /**
+   * Seconds of the longest recording this transcriber is loaded for, when known (the CLI
+   * knows its file): on WebGPU a recording whose weights, buffers and KV pool the device
+   * cannot hold is then refused before any weight is read, with the minutes that would fit.
+   */
+  audioSeconds?: number;
   /** What the KV pool stores keys and values as: 'f32' (default) or 'f16' (half the GPU KV memory and recall traffic). */
   kvPrecision?: KvPrecision;
   /**

@@ -8,7 +8,7 @@ import { toMono16k } from '../audio/decode.js';
 import { createAudioRoute } from '../route/audio-route.js';
 import type { AudioRoute } from '../route/types.js';
 import { chooseBackend, createBackend } from '../backend/create.js';
-import { refuseUnfit, reportedDeviceMemoryGiB, type FitDevice } from '../backend/webgpu/fit.js';
+import { audioTokensOf, refuseUnfit, reportedDeviceMemoryGiB, type FitDevice } from '../backend/webgpu/fit.js';
 import type { DecoderBackend } from '../backend/types.js';
 import type { GpuContext } from '../gpu/device.js';
 import { loadModel, type LoadedModel } from '../model/loader.js';
@@ -188,7 +188,11 @@ export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscri
   const device: FitDevice = { limits: target.kind === 'webgpu' ? target.limits : null, deviceMemoryGiB: reportedDeviceMemoryGiB() };
   const model = await loadModel(options.model, (fraction, detail, bytes, phase = 'download') => progress({ phase, fraction, detail, ...(bytes ? { bytes } : {}) }), {
     language: options.language, audioEncoder: options.audioEncoder, weightFormat: options.weightFormat, ...(options.cache !== undefined ? { cache: options.cache } : {}),
-    beforeWeights: (config, format, tied) => refuseUnfit(config, format, tied, device, `the decoder of ${config.name}${target.kind === 'webgpu' ? ` on ${target.label}` : ''}`),
+    beforeWeights: (config, format, tied) => refuseUnfit(config, format, tied, device, `the decoder of ${config.name}${target.kind === 'webgpu' ? ` on ${target.label}` : ''}`,
+      // The recording itself is judged where it is known and the GPU holds its KV pool.
+      options.audioSeconds !== undefined && target.kind === 'webgpu'
+        ? { audioTokens: audioTokensOf(config, options.audioSeconds), kvPrecision: options.kvPrecision ?? 'f32', budget: policy === 'full' ? 1 : budget }
+        : undefined),
   });
   if (options.language !== undefined && !model.family) {
     throw new WnwError('BAD_ARGUMENT', `the model in ${options.model} takes no language option (its prompt names no language); omit language`);

@@ -73,6 +73,21 @@ describe('loadTranscriber judges the model against the device before reading a w
     expect(calls).toEqual({ adapter: 1, device: 0 });
   }, 60_000);
 
+  it('a recording the device cannot hold (audioSeconds): refused before the shards are read, with the minutes that fit', async () => {
+    const { gpu, calls } = smallGpu(4096 * KiB);
+    vi.stubGlobal('navigator', { gpu });
+    const err = await load({ model: voxtral, backend: 'webgpu', weightFormat: 'q4', audioSeconds: 3600 });
+    expect(err).toBeInstanceOf(ModelTooBigError);
+    const minutes = (err as ModelTooBigError).minutesThatFit!;
+    expect(minutes).toBeGreaterThanOrEqual(1);
+    expect(minutes).toBeLessThan(60);
+    expect((err as Error).message).toMatch(new RegExp(`about ${minutes} minutes? of audio fit`));
+    expect(calls).toEqual({ adapter: 1, device: 0 });
+    // The minutes named pass the check (the load goes on to read the shards, which this folder lacks); one more does not.
+    expect(await load({ model: voxtral, backend: 'webgpu', weightFormat: 'q4', audioSeconds: 60 * minutes })).toBeInstanceOf(ModelLoadError);
+    expect(await load({ model: voxtral, backend: 'webgpu', weightFormat: 'q4', audioSeconds: 60 * (minutes + 1) })).toBeInstanceOf(ModelTooBigError);
+  }, 60_000);
+
   it('our own folder: refused before decoder.safetensors is read', async () => {
     vi.stubGlobal('navigator', { gpu: smallGpu(64 * KiB).gpu });
     const err = await load({ model: own, backend: 'webgpu' });
