@@ -11,7 +11,10 @@ import { EncoderKernels, EncoderPass } from '../../src/encoder/webgpu-kernels.js
 import { WebGpuWhisperEncoder, asStored } from '../../src/encoder/webgpu.js';
 import { dequantize, pack, type WeightFormat } from '../../src/model/quant.js';
 import { WhisperEncoder, type MelInput } from '../../src/encoder/whisper.js';
-import { parseWhisperEncoderConfig, QWEN2_5_OMNI_ENCODER, QWEN2_AUDIO_ENCODER, VOXTRAL_ENCODER, type WhisperFamilySpec } from '../../src/encoder/whisper-config.js';
+import { parseWhisperEncoderConfig, type WhisperFamilySpec } from '../../src/encoder/whisper-config.js';
+import { voxtral } from '../../src/model/families/voxtral.js';
+import { qwen2Audio } from '../../src/model/families/qwen2-audio.js';
+import { qwen25Omni } from '../../src/model/families/qwen2-5-omni.js';
 import { lookupFromCheckpoint } from '../../src/encoder/tensors.js';
 import { HfCheckpoint } from '../../src/model/hf/checkpoint.js';
 import { WhisperLogMel, type WhisperPadding } from '../../src/audio/whisper-mel.js';
@@ -243,10 +246,10 @@ export const encoderTests: Record<string, () => Promise<CheckResult>> = {
   enc_layernorm_avgpool_1500x1280: normPool,
   enc_attention_20h_1500_frames: () => attentionCase('enc_attention_20h_1500_frames', 1500, 1500, 1500, 23),
   enc_attention_20h_block_diagonal_2s: () => attentionCase('enc_attention_20h_block_diagonal_2s', 3550, 100, 100, 3),
-  enc_voxtral_32s: () => wholeEncoder('enc_voxtral_32s', 'voxtral', VOXTRAL_ENCODER, (x) => [{ x, pad: { padToMultipleOf: 480_000 } }], 3000),
+  enc_voxtral_32s: () => wholeEncoder('enc_voxtral_32s', 'voxtral', voxtral.encoder, (x) => [{ x, pad: { padToMultipleOf: 480_000 } }], 3000),
   enc_qwen2_audio_32s: () =>
-    wholeEncoder('enc_qwen2_audio_32s', 'qwen2_audio', QWEN2_AUDIO_ENCODER, (x) => [x.subarray(0, 480_000), x.subarray(480_000)].map((c) => ({ x: c, pad: { truncateTo: 480_000, padToLength: 480_000 } })), 3000),
-  enc_qwen2_5_omni_32s: () => wholeEncoder('enc_qwen2_5_omni_32s', 'qwen2_5_omni', QWEN2_5_OMNI_ENCODER, (x) => [{ x, pad: { padToLength: 480_000 } }], 1000),
-  enc_voxtral_32s_q4: () => wholeEncoder('enc_voxtral_32s_q4', 'voxtral', VOXTRAL_ENCODER, (x) => [{ x, pad: { padToMultipleOf: 480_000 } }], 3000, 'q4'),
-  enc_qwen2_5_omni_32s_f16: () => wholeEncoder('enc_qwen2_5_omni_32s_f16', 'qwen2_5_omni', QWEN2_5_OMNI_ENCODER, (x) => [{ x, pad: { padToLength: 480_000 } }], 1000, 'f16'),
+    wholeEncoder('enc_qwen2_audio_32s', 'qwen2_audio', qwen2Audio.encoder, (x) => [x.subarray(0, 480_000), x.subarray(480_000)].map((c) => ({ x: c, pad: { truncateTo: 480_000, padToLength: 480_000 } })), 3000),
+  enc_qwen2_5_omni_32s: () => wholeEncoder('enc_qwen2_5_omni_32s', 'qwen2_5_omni', qwen25Omni.encoder, (x) => [{ x, pad: { padToLength: 480_000 } }], 1000),
+  enc_voxtral_32s_q4: () => wholeEncoder('enc_voxtral_32s_q4', 'voxtral', voxtral.encoder, (x) => [{ x, pad: { padToMultipleOf: 480_000 } }], 3000, 'q4'),
+  enc_qwen2_5_omni_32s_f16: () => wholeEncoder('enc_qwen2_5_omni_32s_f16', 'qwen2_5_omni', qwen25Omni.encoder, (x) => [{ x, pad: { padToLength: 480_000 } }], 1000, 'f16'),
 };

@@ -12,25 +12,33 @@
  * Node finds a hardware GPU (Dawn); otherwise the CPU WhisperEncoder runs and the figures
  * are labelled CPU figures (so is a software adapter such as SwiftShader, if asked for).
  */
-import { asStored, encoderLinears, linearFormat, QWEN2_AUDIO_ENCODER, VOXTRAL_ENCODER, WhisperEncoder, type TensorLookup, type WhisperEncoderConfig, type WhisperFamilySpec } from '../encoder/index.js';
+import { asStored, encoderLinears, linearFormat, WhisperEncoder, type TensorLookup, type WhisperEncoderConfig, type WhisperFamilySpec } from '../encoder/index.js';
 import { rowBytes, type WeightFormat } from '../model/quant.js';
 import type { WebGpuWhisperEncoder as WebGpuWhisperEncoderType } from '../encoder/webgpu.js';
 import { randomArray, rng } from '../model/testing.js';
+import { FAMILIES } from '../model/families/registry.js';
 
 export const ENCODER_SHAPES: Record<string, WhisperEncoderConfig> = {
   'whisper-large-v3-shape': { nMels: 128, dModel: 1280, layers: 32, heads: 20, ffnDim: 5120, maxSourcePositions: 1500 },
 };
 
-/** Family spec and the decoder width its projector writes (Voxtral-Mini-3B 3072, Qwen2-Audio-7B 4096). */
-const FAMILIES: Record<string, { spec: WhisperFamilySpec; decoderWidth: number }> = {
-  voxtral: { spec: VOXTRAL_ENCODER, decoderWidth: 3072 },
-  qwen2_audio: { spec: QWEN2_AUDIO_ENCODER, decoderWidth: 4096 },
-};
+/** The families the bench can run: encoder spec and the decoder width the released projector writes, by model_type. */
+const BENCH_FAMILIES: Record<string, BenchFamily> = Object.fromEntries(
+  FAMILIES.flatMap((f) => (f.shapes.encoderBench ? [[f.modelType, { spec: f.encoder, decoderWidth: f.shapes.encoderBench.decoderWidth }]] : [])),
+);
+
+interface BenchFamily {
+  spec: WhisperFamilySpec;
+  decoderWidth: number;
+}
 
 export interface EncoderBenchOptions {
   shape: string;
   config: WhisperEncoderConfig;
-  family: keyof typeof FAMILIES;
+  /** The family's model_type, for the report. */
+  family: string;
+  /** That family's spec and width, resolved once from `family`. */
+  encoder: BenchFamily;
   layers: number;
   weights: WeightFormat;
   minutes: number[];
@@ -60,8 +68,9 @@ export function parseEncoderBenchArgs(argv: string[]): EncoderBenchOptions {
   const shape = value(argv, 'encoder') ?? 'whisper-large-v3-shape';
   const base = ENCODER_SHAPES[shape];
   if (!base) throw new RangeError(`unknown encoder shape ${JSON.stringify(shape)}; known: ${Object.keys(ENCODER_SHAPES).join(', ')}`);
-  const family = value(argv, 'family') ?? 'voxtral';
-  if (!(family in FAMILIES)) throw new RangeError(`--family must be one of ${Object.keys(FAMILIES).join(', ')}, got ${JSON.stringify(family)}`);
+  const family = value(argv, 'family') ?? Object.keys(BENCH_FAMILIES)[0];
+  const encoder = BENCH_FAMILIES[family];
+  if (!encoder) throw new RangeError(`--family must be one of ${Object.keys(BENCH_FAMILIES).join(', ')}, got ${JSON.stringify(family)}`);
   const layers = positiveInt(value(argv, 'layers') ?? '1', '--layers');
   if (layers > base.layers) throw new RangeError(`--layers ${layers}: the ${shape} encoder has ${base.layers}`);
   const weights = value(argv, 'weights') ?? 'f32';
@@ -75,7 +84,7 @@ export function parseEncoderBenchArgs(argv: string[]): EncoderBenchOptions {
   const backend = value(argv, 'backend') ?? 'auto';
   if (backend !== 'auto' && backend !== 'cpu') throw new RangeError(`--backend must be auto or cpu, got ${JSON.stringify(backend)}`);
   return {
-    shape, config: base, family: family as keyof typeof FAMILIES, layers, weights, minutes,
+    shape, config: base, family, encoder, layers, weights, minutes,
     windows: w === undefined ? undefined : positiveInt(w, '--windows'),
     json: argv.includes('--json'), allowSoftware: argv.includes('--allow-software'), backend,
   };
@@ -159,8 +168,8 @@ export interface EncoderBenchReport {
 export type WindowRunner = (windows: number, layers: number) => Promise<{ seconds: number; tokens: number; peakBytes: number }>;
 
 export async function runEncoderBench(o: EncoderBenchOptions, runner: { device: string; cpuFigures: boolean; run: WindowRunner; defaultWindows: number }): Promise<EncoderBenchReport> {
-  const { spec } = FAMILIES[o.family];
-  const decoderWidth = o.decoderWidth ?? FAMILIES[o.family].decoderWidth;
+  const { spec } = o.encoder;
+  const decoderWidth = o.decoderWidth ?? o.encoder.decoderWidth;
   const windowSeconds = spec.windowFrames / 100;
   const cache = new Map<number, { seconds: number; tokens: number; peakBytes: number }>();
   const rows: EncoderBenchRow[] = [];
@@ -221,8 +230,8 @@ function features(config: WhisperEncoderConfig, spec: WhisperFamilySpec, windows
 
 /** The runner: WebGPU when Node finds a hardware GPU (or a software one when allowed), else the CPU reference. */
 export async function pickRunner(o: EncoderBenchOptions, log: (s: string) => void): Promise<{ device: string; cpuFigures: boolean; run: WindowRunner; defaultWindows: number; dispose(): void }> {
-  const { spec } = FAMILIES[o.family];
-  const decoderWidth = o.decoderWidth ?? FAMILIES[o.family].decoderWidth;
+  const { spec } = o.encoder;
+  const decoderWidth = o.decoderWidth ?? o.encoder.decoderWidth;
   const full = { ...o.config, layers: o.layers };
   const tensors = randomEncoderTensors(full, spec, decoderWidth);
   // `layers` < K: the same tensors, the first `layers` layers read (0: no layers).

@@ -17,45 +17,12 @@
  * A row whose prompt passes the model's positions is marked and not sized (the model cannot
  * take that recording); one past a limit the model's makers state is sized and marked.
  */
-import { familyFor } from '../model/families/registry.js';
+import { FAMILIES } from '../model/families/registry.js';
+import type { ReleasedShape } from '../model/families/types.js';
 import { hfModelConfig } from '../model/hf/config.js';
 import { isWeightFormat } from '../model/packed-weights.js';
 import type { WeightFormat } from '../model/quant.js';
 import { defaultMaxNewTokens, maxAudioTokens, planMemory, poolBytes } from '../backend/webgpu/fit.js';
-
-interface StatedLimit {
-  minutes: number;
-  task: string;
-}
-
-/**
- * The text part of the released config.json files (sparse where the real one is), and the
- * audio lengths the model cards state, which no config holds.
- */
-const RELEASED: Record<string, { modelType: string; json: Record<string, unknown>; audioTokens: (seconds: number) => number; stated?: StatedLimit[] }> = {
-  'Voxtral-Mini-3B-2507': {
-    modelType: 'voxtral',
-    json: { model_type: 'voxtral', audio_token_id: 24, text_config: { model_type: 'llama' }, audio_config: {} },
-    // Audio is padded to whole 30 s chunks of 375 tokens.
-    audioTokens: (s) => Math.ceil(s / 30) * 375,
-    stated: [{ minutes: 30, task: 'transcription' }, { minutes: 40, task: 'audio understanding' }],
-  },
-  'Qwen2.5-Omni-3B': {
-    modelType: 'qwen2_5_omni',
-    json: {
-      model_type: 'qwen2_5_omni',
-      thinker_config: {
-        audio_token_index: 151646,
-        audio_config: { n_window: 100 },
-        text_config: {
-          vocab_size: 151936, hidden_size: 2048, intermediate_size: 11008, num_hidden_layers: 36, num_attention_heads: 16,
-          num_key_value_heads: 2, rope_theta: 1000000, rms_norm_eps: 1e-6, max_position_embeddings: 32768, tie_word_embeddings: false,
-        },
-      },
-    },
-    audioTokens: (s) => Math.ceil(s * 25),
-  },
-};
 
 interface RowBase {
   model: string;
@@ -87,7 +54,7 @@ export const isSized = (r: MemoryRow): r is SizedMemoryRow => !('positions' in r
 
 export { poolBytes };
 
-function pastStated(stated: StatedLimit[], minutes: number): string | undefined {
+function pastStated(stated: NonNullable<ReleasedShape['stated']>, minutes: number): string | undefined {
   const past = stated.filter((s) => minutes > s.minutes);
   if (!past.length) return undefined;
   return `past the stated ${past.map((s) => `${s.minutes} min ${s.task}`).join(' and ')} limit${past.length > 1 ? 's' : ''}`;
@@ -95,8 +62,12 @@ function pastStated(stated: StatedLimit[], minutes: number): string | undefined 
 
 export function memoryTable(weights: WeightFormat, kv: 'f16' | 'f32', minutes: number[]): MemoryRow[] {
   const rows: MemoryRow[] = [];
-  for (const [model, r] of Object.entries(RELEASED)) {
-    const { config: c, tiedEmbeddings } = hfModelConfig(familyFor(r.modelType)!, r.json, `${model}/config.json`);
+  // The released checkpoints the family records describe.
+  for (const family of FAMILIES) {
+    const r = family.shapes.released;
+    if (!r) continue;
+    const model = r.name;
+    const { config: c, tiedEmbeddings } = hfModelConfig(family, r.json, `${model}/config.json`);
     for (const m of minutes) {
       const A = r.audioTokens(60 * m);
       // The prompt alone is held against the positions: the transcript's length is not known, and its reserve is a cap.

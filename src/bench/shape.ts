@@ -15,19 +15,16 @@ import { parseKvPrecision } from '../cli/args.js';
 import type { KvPrecision } from '../kv/precision.js';
 import type { ModelConfig } from '../model/config.js';
 import { decoderTensorShapes } from '../model/config.js';
+import { FAMILIES } from '../model/families/registry.js';
 import { isWeightFormat, matrixFormat, packedDecoderFrom, packedWeightBytes, concatRows, type PackedDecoderWeights } from '../model/packed-weights.js';
 import { pack, type PackedMatrix, type WeightFormat } from '../model/quant.js';
 import { randomArray, randomEmbeddings, referenceConfig, rng } from '../model/testing.js';
 import { syntheticHeads, timeFullAndWnw, type PolicyTiming } from './decode.js';
 
-/** Text-decoder shapes of the released checkpoints (docs: real-backbones.md). */
-export const DECODER_SHAPES: Record<string, Partial<ModelConfig> & { totalLayers: number }> = {
-  'voxtral-mini-3b': {
-    name: 'voxtral-mini-3b-shape', vocabSize: 131072, hiddenSize: 3072, intermediateSize: 8192, totalLayers: 30,
-    numHeads: 32, numKvHeads: 8, headDim: 128, ropeTheta: 1e8, rmsNormEps: 1e-5, maxPositions: 32768,
-    tokens: { bos: 1, eos: 2, pad: 11 }, prefix: [1, 3, 25], instruction: [4, 34], stopTokens: [2], attentionBias: false,
-  },
-};
+/** Text-decoder shapes of the released checkpoints (docs: real-backbones.md), from the family records. */
+export const DECODER_SHAPES: Record<string, Partial<ModelConfig> & { totalLayers: number }> = Object.fromEntries(
+  FAMILIES.flatMap((f) => (f.shapes.decodeBench ? [[f.shapes.decodeBench.key, { ...f.shapes.decodeBench.config, totalLayers: f.shapes.decodeBench.totalLayers }]] : [])),
+);
 
 export interface ShapeBenchOptions {
   shape: string;
@@ -48,7 +45,7 @@ function value(argv: string[], name: string): string | undefined {
 }
 
 export function parseShapeBenchArgs(argv: string[]): ShapeBenchOptions {
-  const shape = value(argv, 'shape') ?? 'voxtral-mini-3b';
+  const shape = value(argv, 'shape') ?? Object.keys(DECODER_SHAPES)[0];
   const s = DECODER_SHAPES[shape];
   if (!s) throw new RangeError(`unknown decoder shape ${JSON.stringify(shape)}; known: ${Object.keys(DECODER_SHAPES).join(', ')}`);
   const layers = Number(value(argv, 'layers') ?? '1');

@@ -10,6 +10,7 @@ import { ModelLoadError } from '../errors.js';
 import { f16Bits } from '../model/f16.js';
 import { decoderTensorShapes } from '../model/config.js';
 import { isDecoderTensor, upstreamTensorName } from '../model/families/common.js';
+import { FAMILIES } from '../model/families/registry.js';
 import { HfCheckpoint, INDEX_FILE } from '../model/hf/checkpoint.js';
 import { readHfConfig } from '../model/hf/load.js';
 import { readJson } from '../model/files.js';
@@ -114,7 +115,7 @@ export interface ConvertReport {
 export async function convertFolder(args: ConvertArgs, log: (line: string) => void = () => {}, maxShardBytes = 2 ** 31): Promise<ConvertReport> {
   const { from, to, format } = args;
   const json = (await readJson(join(from, 'config.json'))) as Json;
-  if (typeof json?.['model_type'] !== 'string') throw new ModelLoadError(join(from, 'config.json'), 'has no model_type: wnw convert takes a Hugging Face folder (voxtral, qwen2_audio, qwen2_5_omni)');
+  if (typeof json?.['model_type'] !== 'string') throw new ModelLoadError(join(from, 'config.json'), `has no model_type: wnw convert takes a Hugging Face folder (${FAMILIES.map((f) => f.modelType).join(', ')})`);
   const info = await readHfConfig(from, json);
   const { family, config: c } = info;
   const ckpt = await HfCheckpoint.open(from);

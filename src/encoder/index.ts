@@ -1,9 +1,6 @@
 export { WhisperEncoder, type TensorLookup, type MelInput, type EncoderOutput } from './whisper.js';
 export {
   parseWhisperEncoderConfig,
-  VOXTRAL_ENCODER,
-  QWEN2_AUDIO_ENCODER,
-  QWEN2_5_OMNI_ENCODER,
   type WhisperEncoderConfig,
   type WhisperFamilySpec,
   type PostStep,

@@ -1,10 +1,11 @@
 /**
- * What differs between the Whisper-family audio encoders of the three speech LLMs, as
- * data: the encoder's shape (from the folder's `audio_config`) and a family spec (where
- * the tensors live, how positions are made, the attention window, how padding frames are
+ * The Whisper-family audio encoder's shape, read from the folder's `audio_config`, and
+ * checked against the family's encoder spec (the family record's `encoder`: where the
+ * tensors live, how positions are made, the attention window, how padding frames are
  * treated, and the steps from the last layer to the decoder's audio embeddings).
  */
 import { ModelLoadError } from '../errors.js';
+import type { WhisperFamilySpec } from '../model/families/types.js';
 
 export interface WhisperEncoderConfig {
   nMels: number;
@@ -16,76 +17,7 @@ export interface WhisperEncoderConfig {
   maxSourcePositions: number;
 }
 
-/** One step after the encoder layers, applied to the concatenated frames of an example. */
-export type PostStep =
-  | { op: 'layernorm'; name: string }
-  | { op: 'avgpool'; size: 2 }
-  | { op: 'stack'; size: number }
-  | { op: 'linear'; name: string; bias: boolean }
-  | { op: 'gelu' };
-
-export interface WhisperFamilySpec {
-  family: 'voxtral' | 'qwen2_audio' | 'qwen2_5_omni';
-  /** Prefix of the encoder's tensors in the checkpoint. */
-  prefix: string;
-  /** Stored `embed_positions.weight`, or Whisper sinusoids computed at load time. */
-  positions: 'stored' | 'sinusoids';
-  /** Mel frames per attention window; positions restart in every window. */
-  windowFrames: number;
-  /**
-   * Frames past the audio (the front-end's validFrames): 'encode' treats them as audio
-   * (Voxtral); 'mask-keys' convolves them but masks them as attention keys and keeps only
-   * the valid tokens (Qwen2-Audio); 'drop' cuts them before windowing (Qwen2.5-Omni).
-   */
-  padding: 'encode' | 'mask-keys' | 'drop';
-  /** A window shorter than windowFrames is an error ('exact') or encoded as is ('tail'). */
-  windows: 'exact' | 'tail';
-  post: PostStep[];
-}
-
-export const VOXTRAL_ENCODER: WhisperFamilySpec = {
-  family: 'voxtral',
-  prefix: 'audio_tower.',
-  positions: 'stored',
-  windowFrames: 3000,
-  padding: 'encode',
-  windows: 'exact',
-  post: [
-    { op: 'layernorm', name: 'audio_tower.layer_norm' },
-    { op: 'stack', size: 4 },
-    { op: 'linear', name: 'multi_modal_projector.linear_1', bias: false },
-    { op: 'gelu' },
-    { op: 'linear', name: 'multi_modal_projector.linear_2', bias: false },
-  ],
-};
-
-export const QWEN2_AUDIO_ENCODER: WhisperFamilySpec = {
-  family: 'qwen2_audio',
-  prefix: 'audio_tower.',
-  positions: 'stored',
-  windowFrames: 3000,
-  padding: 'mask-keys',
-  windows: 'exact',
-  post: [
-    { op: 'avgpool', size: 2 },
-    { op: 'layernorm', name: 'audio_tower.layer_norm' },
-    { op: 'linear', name: 'multi_modal_projector.linear', bias: true },
-  ],
-};
-
-export const QWEN2_5_OMNI_ENCODER: WhisperFamilySpec = {
-  family: 'qwen2_5_omni',
-  prefix: 'thinker.audio_tower.',
-  positions: 'sinusoids',
-  windowFrames: 200, // 2 × n_window (100): 2 s
-  padding: 'drop',
-  windows: 'tail',
-  post: [
-    { op: 'avgpool', size: 2 },
-    { op: 'layernorm', name: 'thinker.audio_tower.ln_post' },
-    { op: 'linear', name: 'thinker.audio_tower.proj', bias: true },
-  ],
-};
+export type { PostStep, WhisperFamilySpec } from '../model/families/types.js';
 
 /** The first of `keys` present in `cfg` (upstream aliases d_model/hidden_size and so on). */
 function pick(cfg: Record<string, unknown>, file: string, keys: string[], fallback?: unknown): unknown {
@@ -100,8 +32,7 @@ function positiveInt(v: unknown, file: string, key: string): number {
 }
 
 /**
- * Reads an upstream `audio_config` (voxtral_encoder, qwen2_audio_encoder,
- * qwen2_5_omni_audio_encoder). Values this encoder does not implement are typed errors
+ * Reads an upstream `audio_config` of a Whisper-family encoder. Values this encoder does not implement are typed errors
  * naming the key. `file` names config.json in messages.
  */
 export function parseWhisperEncoderConfig(cfg: Record<string, unknown>, file = 'config.json', spec?: WhisperFamilySpec): WhisperEncoderConfig {
@@ -114,8 +45,10 @@ export function parseWhisperEncoderConfig(cfg: Record<string, unknown>, file = '
   const heads = positiveInt(pick(cfg, file, ['encoder_attention_heads', 'num_attention_heads']), file, 'encoder_attention_heads');
   if (dModel % heads !== 0) throw new ModelLoadError(file, `audio_config.encoder_attention_heads (${heads}) does not divide d_model (${dModel})`);
   const maxSourcePositions = positiveInt(pick(cfg, file, ['max_source_positions'], 1500), file, 'max_source_positions');
-  if (spec && spec.family === 'qwen2_5_omni' && cfg.n_window !== undefined && cfg.n_window !== spec.windowFrames / 2) {
-    throw new ModelLoadError(file, `audio_config.n_window is ${JSON.stringify(cfg.n_window)}; this encoder runs 2 s windows (n_window 100)`);
+  const halfKey = spec?.halfWindowKey;
+  if (spec && halfKey && cfg[halfKey] !== undefined && cfg[halfKey] !== spec.windowFrames / 2) {
+    // 100 mel frames per second (10 ms hop).
+    throw new ModelLoadError(file, `audio_config.${halfKey} is ${JSON.stringify(cfg[halfKey])}; this encoder runs ${spec.windowFrames / 100} s windows (${halfKey} ${spec.windowFrames / 2})`);
   }
   if (spec && spec.windows === 'exact' && spec.windowFrames !== 2 * maxSourcePositions) {
     throw new ModelLoadError(file, `audio_config.max_source_positions is ${maxSourcePositions}; ${spec.family} encodes ${spec.windowFrames}-frame windows (1500 positions)`);

@@ -32,7 +32,7 @@ export type EncoderSource =
   | { kind: 'onnx'; file: string; bytes: Uint8Array; input: string; output: string }
   /** A Hugging Face folder's ONNX audio encoder (onnx/audio_encoder*.onnx), unless the audio tower is asked for. */
   | HfOnnxEncoder
-  /** A Hugging Face folder: the audio tower (and projector) tensors under these prefixes. */
+  /** A Hugging Face folder: the audio tower (and projector) tensors under these prefixes; `modelType` names the family in readouts (the route takes the record from LoadedModel.family). */
   | { kind: 'hf-audio-tower'; base: string; modelType: string; prefixes: string[] };
 
 export interface LoadedModel {

@@ -4,6 +4,7 @@
  * independently of) the trained weights.
  */
 import { parseConfig, type ModelConfig } from './config.js';
+import { familyFor, FAMILIES } from './families/registry.js';
 import { assembleWeights, type DecoderWeights } from './weights.js';
 
 /** The shapes of public/models/wnw-ref (kept in step with its config.json by a test). */
@@ -50,41 +51,20 @@ export function randomArray(n: number, scale: number, rand: () => number): Float
   return a;
 }
 
-/**
- * Decoder shapes of the paper's backbones in miniature, on the reference model's config
- * (the ratios that bite, not the sizes): Voxtral's head_dim ≠ hidden/heads and
- * 4-token prefix; Qwen2.5-Omni's grouped-query attention (16:2, 8 query heads per KV head)
- * with q/k/v biases at 25 audio tokens/s; Qwen2-Audio's multi-head attention with biases.
- * Prefixes, instructions and stop tokens are arbitrary ids of the small vocabulary.
- */
-export type DecoderShape = 'voxtral' | 'qwen2_5_omni' | 'qwen2_audio';
+/** A family's model_type, naming its decoder in miniature (the family record's `shapes.miniature`). */
+export type DecoderShape = string;
 
+/**
+ * The decoder of `shape`'s family in miniature, on the reference model's config, at the
+ * family's audio token rate.
+ */
 export function decoderShapeConfig(shape: DecoderShape): ModelConfig {
+  const family = familyFor(shape);
+  if (!family) throw new RangeError(`no model family ${JSON.stringify(shape)}; known: ${FAMILIES.map((f) => f.modelType).join(', ')}`);
   const base = referenceConfig();
-  const qwenAudio = { ...base.audio, framesPerToken: 4, tokensPerSecond: 25 };
-  const tokens = { bos: 1, eos: 2, pad: 0 };
-  switch (shape) {
-    case 'voxtral':
-      return referenceConfig({
-        name: 'voxtral-shaped', vocabSize: 384, hiddenSize: 96, intermediateSize: 256, numLayers: 4,
-        numHeads: 4, numKvHeads: 2, headDim: 32, ropeTheta: 1e8, tokens,
-        prefix: [1, 3, 25, 24], instruction: [4, 300, 301, 34], stopTokens: [2], attentionBias: false,
-      });
-    case 'qwen2_5_omni':
-      return referenceConfig({
-        name: 'qwen2.5-omni-shaped', vocabSize: 400, hiddenSize: 256, intermediateSize: 384, numLayers: 4,
-        numHeads: 16, numKvHeads: 2, headDim: 16, ropeTheta: 1e6, rmsNormEps: 1e-6, tokens: { bos: 390, eos: 391, pad: 390 },
-        prefix: [392, 10, 11, 393, 394], instruction: [395, 12, 13, 14, 391, 392, 15], stopTokens: [391, 390], attentionBias: true,
-        audio: qwenAudio,
-      });
-    case 'qwen2_audio':
-      return referenceConfig({
-        name: 'qwen2-audio-shaped', vocabSize: 320, hiddenSize: 64, intermediateSize: 176, numLayers: 2,
-        numHeads: 4, numKvHeads: 4, headDim: 16, tokens: { bos: 310, eos: 311, pad: 310 },
-        prefix: [312, 20, 21, 313, 22, 314], instruction: [315, 23, 24, 311, 312, 25], stopTokens: [311, 310], attentionBias: true,
-        audio: qwenAudio,
-      });
-  }
+  const a = base.audio;
+  const audio = { ...a, framesPerToken: family.framesPerToken, tokensPerSecond: a.sampleRate / a.hopLength / family.framesPerToken };
+  return referenceConfig({ audio, ...family.shapes.miniature });
 }
 
 /** Weights scaled like a trained model's (1/sqrt(fan-in)), norms near 1, biases around 0. */

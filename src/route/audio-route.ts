@@ -7,8 +7,9 @@
  *   an onnx-community audio encoder, the family's Whisper log-mel through that graph
  *   (src/route/whisper-onnx.ts);
  * - 'hf-audio-tower' (Hugging Face folders): the Whisper log-mel of
- *   src/audio/whisper-mel.ts, cut into processor examples by the family's feature-extractor
- *   rule below, then the checkpoint's audio tower and projector (src/encoder).
+ *   src/audio/whisper-mel.ts, cut into processor examples by the family record's
+ *   `processor` rule, then the checkpoint's audio tower and projector (src/encoder) as the
+ *   record's `encoder` spec describes them.
  *
  * The Whisper encoder runs where the decoder runs: on the WebGPU decoder's device (its
  * weights uploaded for each recording and released before the decoder's prefill needs the
@@ -16,20 +17,16 @@
  */
 import { AudioError, CancelledError, ModelLoadError } from '../errors.js';
 import { logMel } from '../audio/mel.js';
-import { WhisperLogMel, WHISPER_MEL, type WhisperPadding } from '../audio/whisper-mel.js';
+import { WhisperLogMel, WHISPER_MEL } from '../audio/whisper-mel.js';
 import {
   asStored,
   lookupFromCheckpoint,
   parseWhisperEncoderConfig,
-  QWEN2_5_OMNI_ENCODER,
-  QWEN2_AUDIO_ENCODER,
-  VOXTRAL_ENCODER,
   WhisperEncoder,
   type EncoderOutput,
   type MelInput,
   type TensorLookup,
   type WhisperEncoderConfig,
-  type WhisperFamilySpec,
 } from '../encoder/index.js';
 import type { GpuContext } from '../gpu/device.js';
 import type { PipelineCache } from '../gpu/pipelines.js';
@@ -37,6 +34,7 @@ import { AudioEncoder } from '../model/encoder.js';
 import { WhisperOnnxRoute } from './whisper-onnx.js';
 import type { WeightFormat } from '../model/quant.js';
 import { exists, joinModelPath, readJson } from '../model/files.js';
+import type { HfFamily } from '../model/families/types.js';
 import { HfCheckpoint } from '../model/hf/checkpoint.js';
 import type { LoadedModel } from '../model/loader.js';
 import type { AudioRoute, RouteOptions, RouteOutput } from './types.js';
@@ -53,42 +51,17 @@ export interface RouteLoadOptions {
   weightFormat?: WeightFormat;
 }
 
-/**
- * How each family's upstream processor cuts a recording into feature-extractor examples
- * (each example gets its own log-mel max; see whisper-mel.ts). `nSamples` is the
- * extractor's n_samples (preprocessor_config.json).
- */
-interface WhisperRouteRule {
-  spec: WhisperFamilySpec;
-  examples(samples: Float32Array, nSamples: number): { x: Float32Array; pad: WhisperPadding }[];
-}
-
-const THIRTY_SECONDS = 480_000;
-
-const RULES: Record<string, WhisperRouteRule> = {
-  // VoxtralProcessor: the whole recording zero-padded to a multiple of 30 s, one example.
-  voxtral: { spec: VOXTRAL_ENCODER, examples: (x) => [{ x, pad: { padToMultipleOf: THIRTY_SECONDS } }] },
-  // Qwen2AudioProcessor takes at most 30 s per audio item. Longer audio is encoded as
-  // consecutive 30 s clips whose embeddings follow one another inside the prompt's single
-  // audio span (the upstream template would give each clip its own bos/eos pair).
-  qwen2_audio: {
-    spec: QWEN2_AUDIO_ENCODER,
-    examples: (x, n) => {
-      const out: { x: Float32Array; pad: WhisperPadding }[] = [];
-      for (let s = 0; s < x.length; s += n) out.push({ x: x.subarray(s, Math.min(x.length, s + n)), pad: { truncateTo: n, padToLength: n } });
-      return out;
-    },
-  },
-  // Qwen2_5OmniProcessor: padding="max_length" to n_samples, never truncated; the encoder
-  // drops the padding frames itself.
-  qwen2_5_omni: { spec: QWEN2_5_OMNI_ENCODER, examples: (x, n) => [{ x, pad: { padToLength: n } }] },
-};
+/** The feature extractor's n_samples when preprocessor_config.json does not say: 30 s. */
+const DEFAULT_N_SAMPLES = 480_000;
 
 /** The route `model` says it needs. */
 export async function createAudioRoute(model: LoadedModel, opts: RouteLoadOptions = {}): Promise<AudioRoute> {
   const src = model.encoder;
-  if (src?.kind === 'hf-audio-tower') return WhisperRoute.load(model, src.base, src.modelType, opts.gpu, opts.weightFormat ?? 'f32');
-  if (src?.kind === 'onnx' && 'modelType' in src) return WhisperOnnxRoute.load(model, src);
+  if (src?.kind === 'hf-audio-tower') {
+    if (!model.family) throw new ModelLoadError(joinModelPath(src.base, 'config.json'), 'a Hugging Face audio tower needs the folder\'s model family, which this model lacks');
+    return WhisperRoute.load(model, model.family, src.base, opts.gpu, opts.weightFormat ?? 'f32');
+  }
+  if (src?.kind === 'onnx' && 'layout' in src) return WhisperOnnxRoute.load(model, src);
   const bytes = src?.kind === 'onnx' ? src.bytes : model.encoderBytes;
   const file = src?.kind === 'onnx' ? src.file : opts.file ?? `${model.base}/encoder.onnx`;
   return new OnnxRoute(model, await AudioEncoder.create(bytes, model.config, { file }));
@@ -125,7 +98,7 @@ class WhisperRoute implements AudioRoute {
 
   private constructor(
     private readonly model: LoadedModel,
-    private readonly rule: WhisperRouteRule,
+    private readonly family: HfFamily,
     readonly encoder: WhisperEncoder,
     private readonly tensors: TensorLookup,
     private readonly config: WhisperEncoderConfig,
@@ -139,22 +112,21 @@ class WhisperRoute implements AudioRoute {
   }
 
   get label(): string {
-    return `${this.rule.spec.family} Whisper encoder (${this.gpu ? 'WebGPU' : 'CPU'}, ${this.weightFormat} weights)`;
+    return `${this.family.modelType} Whisper encoder (${this.gpu ? 'WebGPU' : 'CPU'}, ${this.weightFormat} weights)`;
   }
 
-  static async load(model: LoadedModel, base: string, modelType: string, gpu: GpuContext | undefined, weightFormat: WeightFormat): Promise<WhisperRoute> {
+  static async load(model: LoadedModel, family: HfFamily, base: string, gpu: GpuContext | undefined, weightFormat: WeightFormat): Promise<WhisperRoute> {
     const configFile = joinModelPath(base, 'config.json');
-    const rule = RULES[modelType];
-    if (!rule || !model.family) throw new ModelLoadError(configFile, `no audio encoder route for model_type ${JSON.stringify(modelType)}`);
+    const spec = family.encoder;
     const json = (await readJson(configFile)) as Record<string, unknown>;
-    const config = parseWhisperEncoderConfig(model.family.audioConfig(json), configFile, rule.spec);
+    const config = parseWhisperEncoderConfig(family.audioConfig(json), configFile, spec);
     const ckpt = await HfCheckpoint.open(base);
     let encoder: WhisperEncoder;
     let tensors: TensorLookup;
     let weightBytes = 0;
     try {
-      tensors = await lookupFromCheckpoint(ckpt, rule.spec);
-      encoder = new WhisperEncoder(config, rule.spec, weightFormat === 'f32' ? tensors : asStored(tensors, config, rule.spec, weightFormat));
+      tensors = await lookupFromCheckpoint(ckpt, spec);
+      encoder = new WhisperEncoder(config, spec, weightFormat === 'f32' ? tensors : asStored(tensors, config, spec, weightFormat));
       for (const [name, t] of ckpt.tensors) {
         if (tensors.get(name)) weightBytes += 4 * t.shape.reduce((a, b) => a * b, 1);
       }
@@ -164,7 +136,7 @@ class WhisperRoute implements AudioRoute {
     if (encoder.outputWidth !== model.config.hiddenSize) {
       throw new ModelLoadError(configFile, `the audio projector outputs ${encoder.outputWidth} values per token, the decoder's hidden size is ${model.config.hiddenSize}: config.json does not match the weights`);
     }
-    return new WhisperRoute(model, rule, encoder, tensors, config, await extractorSamples(base), weightBytes, gpu, weightFormat);
+    return new WhisperRoute(model, family, encoder, tensors, config, await extractorSamples(base), weightBytes, gpu, weightFormat);
   }
 
   /**
@@ -178,7 +150,7 @@ class WhisperRoute implements AudioRoute {
       const { PipelineCache } = await import('../gpu/pipelines.js');
       const { WebGpuWhisperEncoder } = await import('../encoder/webgpu.js');
       this.gpu.cache ??= new PipelineCache(this.gpu.ctx);
-      return await WebGpuWhisperEncoder.create(this.gpu.ctx, this.gpu.cache, this.config, this.rule.spec, this.tensors, { weightFormat: this.weightFormat });
+      return await WebGpuWhisperEncoder.create(this.gpu.ctx, this.gpu.cache, this.config, this.family.encoder, this.tensors, { weightFormat: this.weightFormat });
     } catch (e) {
       this.gpu = undefined;
       opts.onProgress?.(0, total, `the audio encoder does not fit WebGPU here (${e instanceof Error ? e.message : String(e)}); encoding on the CPU`);
@@ -187,7 +159,7 @@ class WhisperRoute implements AudioRoute {
   }
 
   async encode(samples: Float32Array, opts: RouteOptions = {}): Promise<RouteOutput> {
-    const examples = this.rule.examples(samples, this.nSamples);
+    const examples = this.family.processor(samples, this.nSamples);
     const parts: Float32Array[] = [];
     let rows = 0;
     const gpu = await this.gpuEncoder(opts, examples.length);
@@ -226,10 +198,10 @@ class WhisperRoute implements AudioRoute {
 /** The feature extractor's n_samples (preprocessor_config.json), else 30 s. */
 async function extractorSamples(base: string): Promise<number> {
   const file = joinModelPath(base, 'preprocessor_config.json');
-  if (!(await exists(file))) return THIRTY_SECONDS;
+  if (!(await exists(file))) return DEFAULT_N_SAMPLES;
   const j = (await readJson(file)) as Record<string, unknown>;
   const n = j['n_samples'];
-  if (n === undefined) return THIRTY_SECONDS;
+  if (n === undefined) return DEFAULT_N_SAMPLES;
   if (typeof n !== 'number' || !Number.isInteger(n) || n <= 0) throw new ModelLoadError(file, `n_samples must be a positive integer, got ${JSON.stringify(n)}`);
   return n;
 }

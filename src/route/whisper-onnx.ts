@@ -1,10 +1,10 @@
 /**
  * The ONNX route of a Hugging Face folder (src/model/hf/onnx-audio.ts): the family's Whisper
- * log-mel, cut as the upstream processor cuts it, through the folder's ONNX audio encoder
- * run by onnxruntime-web. Voxtral: the whole recording zero-padded to a multiple of 30 s,
- * one log-mel (one max) over it, reshaped to `audio_values` [chunks, 128, 3000]; each chunk
- * gives 375 rows of `audio_features` ([1, 375, hidden] or flat [375, hidden]: exports differ).
- * Chunks run one at a time, so memory stays one chunk's whatever the length.
+ * log-mel through the folder's ONNX audio encoder run by onnxruntime-web, laid out as the
+ * family record's `onnx` says: the whole recording zero-padded to a multiple of the chunk,
+ * one log-mel (one max) over it, cut into input chunks [1, mels, chunkFrames]; each chunk
+ * gives rowsPerChunk rows of the output ([1, rows, hidden] or flat [rows, hidden]: exports
+ * differ). Chunks run one at a time, so memory stays one chunk's whatever the length.
  */
 import type * as Ort from 'onnxruntime-web';
 import { AudioError, CancelledError, ModelLoadError } from '../errors.js';
@@ -15,15 +15,10 @@ import type { HfOnnxEncoder } from '../model/hf/onnx-audio.js';
 import type { LoadedModel } from '../model/loader.js';
 import type { AudioRoute, RouteOptions, RouteOutput } from './types.js';
 
-const CHUNK_SAMPLES = 480_000;
-const CHUNK_FRAMES = 3000;
-const ROWS_PER_CHUNK = 375;
-const N_MELS = 128;
-
 export class WhisperOnnxRoute implements AudioRoute {
   readonly kind = 'onnx' as const;
   readonly weightBytes: number;
-  private readonly fe = new WhisperLogMel({ ...WHISPER_MEL, nMels: N_MELS });
+  private readonly fe: WhisperLogMel;
   /** Serialises session.run: ORT sessions must not run concurrently. */
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -35,6 +30,7 @@ export class WhisperOnnxRoute implements AudioRoute {
     readonly executionProvider: ExecutionProvider,
   ) {
     this.weightBytes = src.bytes.byteLength + (src.externalData?.data.byteLength ?? 0);
+    this.fe = new WhisperLogMel({ ...WHISPER_MEL, nMels: src.layout.nMels });
   }
 
   get label(): string {
@@ -71,33 +67,35 @@ export class WhisperOnnxRoute implements AudioRoute {
 
   async encode(samples: Float32Array, opts: RouteOptions = {}): Promise<RouteOutput> {
     if (samples.length === 0) throw new AudioError('The audio is empty: at least one sample is needed.');
-    const mel = this.fe.compute(samples, { padToMultipleOf: CHUNK_SAMPLES });
-    const chunks = mel.frames / CHUNK_FRAMES;
-    if (!Number.isInteger(chunks)) throw new Error(`a Voxtral log-mel of ${mel.frames} frames is not whole 30 s chunks`);
+    const { chunkSamples, chunkFrames: F, rowsPerChunk: R, nMels } = this.src.layout;
+    const mel = this.fe.compute(samples, { padToMultipleOf: chunkSamples });
+    const chunks = mel.frames / F;
+    if (!Number.isInteger(chunks)) throw new Error(`a log-mel of ${mel.frames} frames is not whole ${F}-frame chunks`);
     const H = this.hidden;
-    const out = new Float32Array(chunks * ROWS_PER_CHUNK * H);
+    const out = new Float32Array(chunks * R * H);
     for (let c = 0; c < chunks; c++) {
       if (opts.signal?.aborted) throw new CancelledError();
-      // audio_values[c] = the log-mel's columns [3000c, 3000(c+1)), mel-major.
-      const x = new Float32Array(N_MELS * CHUNK_FRAMES);
-      for (let m = 0; m < N_MELS; m++) x.set(mel.data.subarray(m * mel.frames + c * CHUNK_FRAMES, m * mel.frames + (c + 1) * CHUNK_FRAMES), m * CHUNK_FRAMES);
-      out.set(await this.run(x), c * ROWS_PER_CHUNK * H);
+      // Input chunk c = the log-mel's columns [F·c, F·(c+1)), mel-major.
+      const x = new Float32Array(nMels * F);
+      for (let m = 0; m < nMels; m++) x.set(mel.data.subarray(m * mel.frames + c * F, m * mel.frames + (c + 1) * F), m * F);
+      out.set(await this.run(x), c * R * H);
       opts.onProgress?.(c + 1, chunks);
     }
     if (opts.signal?.aborted) throw new CancelledError();
-    return { embeddings: out, audioLength: chunks * ROWS_PER_CHUNK };
+    return { embeddings: out, audioLength: chunks * R };
   }
 
   private run(x: Float32Array): Promise<Float32Array> {
     const next = this.queue.then(async () => {
-      const { input, output, file } = this.src;
-      const result = await this.session.run({ [input]: new this.ort.Tensor('float32', x, [1, N_MELS, CHUNK_FRAMES]) });
+      const { input, output, file, layout } = this.src;
+      const R = layout.rowsPerChunk;
+      const result = await this.session.run({ [input]: new this.ort.Tensor('float32', x, [1, layout.nMels, layout.chunkFrames]) });
       const y = result[output];
       const d = y.dims;
       const H = this.hidden;
-      const ok = y.type === 'float32' && ((d.length === 3 && d[0] === 1 && d[1] === ROWS_PER_CHUNK && d[2] === H) || (d.length === 2 && d[0] === ROWS_PER_CHUNK && d[1] === H));
+      const ok = y.type === 'float32' && ((d.length === 3 && d[0] === 1 && d[1] === R && d[2] === H) || (d.length === 2 && d[0] === R && d[1] === H));
       if (!ok) {
-        throw new ModelLoadError(file, `output "${output}" is ${y.type} [${d.join(', ')}] for one 30 s chunk, expected float32 [1, ${ROWS_PER_CHUNK}, ${H}] or [${ROWS_PER_CHUNK}, ${H}] (hidden_size ${H})`, output);
+        throw new ModelLoadError(file, `output "${output}" is ${y.type} [${d.join(', ')}] for one ${layout.chunkSamples / WHISPER_MEL.sampleRate} s chunk, expected float32 [1, ${R}, ${H}] or [${R}, ${H}] (hidden_size ${H})`, output);
       }
       const data = new Float32Array((await y.getData()) as Float32Array);
       y.dispose();
@@ -116,8 +114,9 @@ export class WhisperOnnxRoute implements AudioRoute {
 /** Names, and the dimensions the graph states, against what the route feeds and reads. */
 function checkSignature(session: Ort.InferenceSession, src: HfOnnxEncoder, hidden: number): void {
   const { inputNames, outputNames } = session;
+  const { nMels, chunkFrames } = src.layout;
   if (!inputNames.includes(src.input)) {
-    throw new ModelLoadError(src.file, `expected an input named "${src.input}" (float32 [chunks, ${N_MELS}, ${CHUNK_FRAMES}]), found ${JSON.stringify(inputNames)}: not an onnx-community audio encoder export`, src.input);
+    throw new ModelLoadError(src.file, `expected an input named "${src.input}" (float32 [chunks, ${nMels}, ${chunkFrames}]), found ${JSON.stringify(inputNames)}: not an onnx-community audio encoder export`, src.input);
   }
   if (!outputNames.includes(src.output)) {
     throw new ModelLoadError(src.file, `expected an output named "${src.output}", found ${JSON.stringify(outputNames)}: not an onnx-community audio encoder export`, src.output);
@@ -128,8 +127,8 @@ function checkSignature(session: Ort.InferenceSession, src: HfOnnxEncoder, hidde
   };
   // Symbolic dimensions (strings) are left to the run-time check.
   const inShape = meta(session.inputMetadata, src.input);
-  if (inShape && inShape.length === 3 && [inShape[1], inShape[2]].some((v, i) => typeof v === 'number' && v !== [N_MELS, CHUNK_FRAMES][i])) {
-    throw new ModelLoadError(src.file, `input "${src.input}" is [${inShape.join(', ')}], expected [chunks, ${N_MELS}, ${CHUNK_FRAMES}]`, src.input);
+  if (inShape && inShape.length === 3 && [inShape[1], inShape[2]].some((v, i) => typeof v === 'number' && v !== [nMels, chunkFrames][i])) {
+    throw new ModelLoadError(src.file, `input "${src.input}" is [${inShape.join(', ')}], expected [chunks, ${nMels}, ${chunkFrames}]`, src.input);
   }
   const outShape = meta(session.outputMetadata, src.output);
   const width = outShape?.at(-1);

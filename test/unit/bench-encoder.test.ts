@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { encoderWeightBytes, formatEncoderReport, parseEncoderBenchArgs, pickRunner, randomEncoderTensors, runEncoderBench } from '../../src/bench/encoder.js';
-import { VOXTRAL_ENCODER, WhisperEncoder } from '../../src/encoder/index.js';
+import { WhisperEncoder } from '../../src/encoder/index.js';
+import { voxtral } from '../../src/model/families/voxtral.js';
 
 describe('encoder bench', () => {
   it('parses its arguments with short defaults and rejects bad ones', () => {
@@ -17,12 +18,12 @@ describe('encoder bench', () => {
 
   it('random tensors build a working encoder and the weight bytes count every Linear in its format', () => {
     const config = { nMels: 128, dModel: 64, layers: 1, heads: 2, ffnDim: 128, maxSourcePositions: 1500 };
-    const enc = new WhisperEncoder(config, VOXTRAL_ENCODER, randomEncoderTensors(config, VOXTRAL_ENCODER, 96));
+    const enc = new WhisperEncoder(config, voxtral.encoder, randomEncoderTensors(config, voxtral.encoder, 96));
     expect(enc.outputWidth).toBe(96);
-    const f32 = encoderWeightBytes(config, VOXTRAL_ENCODER, 96, 'f32');
+    const f32 = encoderWeightBytes(config, voxtral.encoder, 96, 'f32');
     // q, k, v, out (64×64), fc1 (128×64), fc2 (64×128), projector 96×256 and 96×96, all f32
     expect(f32.linears).toBe(4 * (4 * 64 * 64 + 2 * 128 * 64 + 96 * 256 + 96 * 96));
-    const q4 = encoderWeightBytes(config, VOXTRAL_ENCODER, 96, 'q4');
+    const q4 = encoderWeightBytes(config, voxtral.encoder, 96, 'q4');
     expect(q4.linears).toBeLessThan(f32.linears / 4);
     expect(q4.other).toBe(f32.other);
   });

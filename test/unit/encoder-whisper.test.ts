@@ -14,12 +14,12 @@ import {
   WhisperEncoder,
   lookupFromCheckpoint,
   parseWhisperEncoderConfig,
-  QWEN2_5_OMNI_ENCODER,
-  QWEN2_AUDIO_ENCODER,
-  VOXTRAL_ENCODER,
   type MelInput,
   type WhisperFamilySpec,
 } from '../../src/encoder/index.js';
+import { voxtral } from '../../src/model/families/voxtral.js';
+import { qwen2Audio } from '../../src/model/families/qwen2-audio.js';
+import { qwen25Omni } from '../../src/model/families/qwen2-5-omni.js';
 
 const PY = '/usr/bin/python3';
 const REF = 'training/hf/encoder_ref.py';
@@ -94,7 +94,7 @@ describe('Whisper-family encoder ops', () => {
     const bad = (patch: Record<string, unknown>, key: string) => {
       let err: unknown;
       try {
-        parseWhisperEncoderConfig({ ...ok, ...patch }, 'config.json', VOXTRAL_ENCODER);
+        parseWhisperEncoderConfig({ ...ok, ...patch }, 'config.json', voxtral.encoder);
       } catch (e) {
         err = e;
       }
@@ -133,9 +133,9 @@ describe('Whisper-family encoders against the PyTorch reference (training/hf/enc
     const qa = { truncateTo: 480_000, padToLength: 480_000 };
     const omni = { padToLength: 300 * SR }; // padding="max_length" to n_samples; the mask keeps the audio
     jobs.push(
-      { family: 'voxtral', spec: VOXTRAL_ENCODER, examples: [fe.compute(clip, { padToMultipleOf: 480_000 })] },
-      { family: 'qwen2_audio', spec: QWEN2_AUDIO_ENCODER, examples: [clip.subarray(0, 480_000), clip.subarray(480_000, 960_000), clip.subarray(960_000)].map((c) => fe.compute(c, qa)) },
-      { family: 'qwen2_5_omni', spec: QWEN2_5_OMNI_ENCODER, examples: [fe.compute(clip, omni), fe.compute(clip.subarray(0, 117_920), omni)] },
+      { family: 'voxtral', spec: voxtral.encoder, examples: [fe.compute(clip, { padToMultipleOf: 480_000 })] },
+      { family: 'qwen2_audio', spec: qwen2Audio.encoder, examples: [clip.subarray(0, 480_000), clip.subarray(480_000, 960_000), clip.subarray(960_000)].map((c) => fe.compute(c, qa)) },
+      { family: 'qwen2_5_omni', spec: qwen25Omni.encoder, examples: [fe.compute(clip, omni), fe.compute(clip.subarray(0, 117_920), omni)] },
     );
     const spec = jobs.map((j) => ({
       family: j.family,
@@ -198,10 +198,10 @@ describe('Whisper-family encoders against the PyTorch reference (training/hf/enc
 
   it('rejects features the family cannot encode', async (ctx) => {
     if (!torchOk) ctx.skip('needs the miniatures, written by /usr/bin/python3 with torch');
-    const vox = await loadEncoder(join(models, 'voxtral'), VOXTRAL_ENCODER);
+    const vox = await loadEncoder(join(models, 'voxtral'), voxtral.encoder);
     expect(() => vox.encode(fe.compute(clip.subarray(0, 100_000)))).toThrow(/3000-frame windows/);
-    const qa = await loadEncoder(join(models, 'qwen2_audio'), QWEN2_AUDIO_ENCODER);
+    const qa = await loadEncoder(join(models, 'qwen2_audio'), qwen2Audio.encoder);
     expect(() => qa.encode(fe.compute(clip, { padToMultipleOf: 480_000 }))).toThrow(/one 3000-frame window per clip/);
-    await expect(loadEncoder(join(models, 'qwen2_audio'), QWEN2_5_OMNI_ENCODER)).rejects.toThrow(ModelLoadError);
+    await expect(loadEncoder(join(models, 'qwen2_audio'), qwen25Omni.encoder)).rejects.toThrow(ModelLoadError);
   });
 });

@@ -13,9 +13,13 @@ import { loadTranscriber, type WnwTranscriber } from '../../src/session/transcri
 import { runCli } from '../../src/cli/main.js';
 import { toMono16k } from '../../src/audio/decode.js';
 import { WhisperLogMel, type WhisperPadding } from '../../src/audio/whisper-mel.js';
-import { asStored, lookupFromCheckpoint, parseWhisperEncoderConfig, QWEN2_5_OMNI_ENCODER, QWEN2_AUDIO_ENCODER, VOXTRAL_ENCODER, WhisperEncoder, type WhisperFamilySpec } from '../../src/encoder/index.js';
+import { asStored, lookupFromCheckpoint, parseWhisperEncoderConfig, WhisperEncoder, type WhisperFamilySpec } from '../../src/encoder/index.js';
+import { voxtral } from '../../src/model/families/voxtral.js';
+import { qwen2Audio } from '../../src/model/families/qwen2-audio.js';
+import { qwen25Omni } from '../../src/model/families/qwen2-5-omni.js';
+import { familyFor } from '../../src/model/families/registry.js';
 import { HfCheckpoint } from '../../src/model/hf/checkpoint.js';
-import { buildPrompt, loadTextTokenizer, promptIds, readChatTemplate, type PromptFamily } from '../../src/model/text/index.js';
+import { buildPrompt, loadTextTokenizer, promptIds, readChatTemplate } from '../../src/model/text/index.js';
 import { buildHeadsFile } from '../../src/calibrate/heads-file.js';
 import { kvHeadCount, segmentLength } from '../../src/model/config.js';
 import { WnwError } from '../../src/errors.js';
@@ -27,9 +31,9 @@ const MAX_NEW = 6;
 
 /** Each family's processor example(s), written here from the encoder tests' rules rather than read from the route. */
 const FAMILY: Record<MiniatureFamily, { spec: WhisperFamilySpec; pad: WhisperPadding }> = {
-  voxtral: { spec: VOXTRAL_ENCODER, pad: { padToMultipleOf: 480_000 } },
-  qwen2_audio: { spec: QWEN2_AUDIO_ENCODER, pad: { truncateTo: 480_000, padToLength: 480_000 } },
-  qwen2_5_omni: { spec: QWEN2_5_OMNI_ENCODER, pad: { padToLength: 300 * SR } },
+  voxtral: { spec: voxtral.encoder, pad: { padToMultipleOf: 480_000 } },
+  qwen2_audio: { spec: qwen2Audio.encoder, pad: { truncateTo: 480_000, padToLength: 480_000 } },
+  qwen2_5_omni: { spec: qwen25Omni.encoder, pad: { padToLength: 300 * SR } },
 };
 
 async function referenceEmbeddings(dir: string, family: MiniatureFamily, samples: Float32Array, format: WeightFormat = 'f32'): Promise<Float32Array> {
@@ -100,7 +104,7 @@ describe('transcribing from a Hugging Face folder', () => {
 
         // The prompt the decoder runs on is the family's, with the placeholder span filled by the audio.
         const tok = await loadTextTokenizer(dir);
-        const expected = promptIds(buildPrompt(family as PromptFamily, tok, { chatTemplate: await readChatTemplate(dir) }), enc.audioLength);
+        const expected = promptIds(buildPrompt(familyFor(family)!.prompt, tok, { chatTemplate: await readChatTemplate(dir) }), enc.audioLength);
         const c = t.model.config;
         let seen: number[] = [];
         const res = await t.decodeEncoded(enc, {

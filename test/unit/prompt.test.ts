@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { buildPrompt, promptIds } from '../../src/model/text/prompt.js';
+import { voxtral } from '../../src/model/families/voxtral.js';
+import { qwen2Audio } from '../../src/model/families/qwen2-audio.js';
+import { qwen25Omni } from '../../src/model/families/qwen2-5-omni.js';
 import { HfTokenizer } from '../../src/model/text/hf.js';
 import { TekkenTokenizer } from '../../src/model/text/tekken.js';
 import { chatTemplateFrom, readChatTemplate } from '../../src/model/text/load.js';
@@ -27,7 +30,7 @@ describe('Voxtral transcription prompt', () => {
 
   it('is <s>[INST][BEGIN_AUDIO] [AUDIO]×N [/INST]lang:en[TRANSCRIBE], from tekken.json and tokenizer.json alike', () => {
     for (const tok of [tekken, hf]) {
-      const p = buildPrompt('voxtral', tok, { language: 'en' });
+      const p = buildPrompt(voxtral.prompt, tok, { language: 'en' });
       expect(p.prefix).toEqual([1, 3, 25]);
       expect(p.instruction).toEqual([4, ...langEn, 34]);
       expect(p.audioToken).toBe(24);
@@ -37,7 +40,7 @@ describe('Voxtral transcription prompt', () => {
   });
 
   it('drops the lang: part without a language', () => {
-    expect(promptIds(buildPrompt('voxtral', tekken), N)).toEqual([1, 3, 25, 24, 24, 24, 4, 34]);
+    expect(promptIds(buildPrompt(voxtral.prompt, tekken), N)).toEqual([1, 3, 25, 24, 24, 24, 4, 34]);
   });
 });
 
@@ -51,7 +54,7 @@ describe('Qwen chat-template prompts', () => {
     const tok = qwenTok('qwen2_5_omni');
     const template = await readChatTemplate(join(DIR, 'qwen2_5_omni'));
     expect(template).toBeDefined();
-    const p = buildPrompt('qwen2_5_omni', tok, { language: 'en', chatTemplate: template });
+    const p = buildPrompt(qwen25Omni.prompt, tok, { language: 'en', chatTemplate: template });
     const [sys, nl, user, instr, assistant] = enc('qwen2_5_omni', [
       'system\nYou are a speech recognition model.',
       '\n',
@@ -67,10 +70,10 @@ describe('Qwen chat-template prompts', () => {
     expect(p.stopTokens).toEqual([IM_END, ENDOFTEXT]);
     expect(p.templateSource).toBe('folder');
     // The processor's default template renders the same prompt.
-    const builtIn = buildPrompt('qwen2_5_omni', tok, { language: 'en' });
+    const builtIn = buildPrompt(qwen25Omni.prompt, tok, { language: 'en' });
     expect([builtIn.prefix, builtIn.instruction, builtIn.templateSource]).toEqual([prefix, instruction, 'built-in']);
     // Another language changes only the instruction text.
-    const de = buildPrompt('qwen2_5_omni', tok, { language: 'de', chatTemplate: template });
+    const de = buildPrompt(qwen25Omni.prompt, tok, { language: 'de', chatTemplate: template });
     expect(de.prefix).toEqual(prefix);
     expect(tok.decode(de.instruction)).toBe('Transcribe the German audio into text without any punctuation marks.\nassistant\n');
   });
@@ -79,7 +82,7 @@ describe('Qwen chat-template prompts', () => {
     const tok = qwenTok('qwen2_audio');
     const template = await readChatTemplate(join(DIR, 'qwen2_audio'));
     expect(template).toBe(chatTemplateFrom({ tokenizerConfig: tok.config }));
-    const p = buildPrompt('qwen2_audio', tok, { language: 'en', chatTemplate: template });
+    const p = buildPrompt(qwen2Audio.prompt, tok, { language: 'en', chatTemplate: template });
     const [sys, nl, user, instr, assistant] = enc('qwen2_audio', [
       'system\nYou are a helpful assistant.',
       '\n',
@@ -91,15 +94,15 @@ describe('Qwen chat-template prompts', () => {
     const instruction = [AUDIO_EOS, ...instr, IM_END, ...nl, IM_START, ...assistant];
     expect(promptIds(p, N)).toEqual([...prefix, AUDIO, AUDIO, AUDIO, ...instruction]);
     expect(p.audioToken).toBe(AUDIO);
-    const auto = buildPrompt('qwen2_audio', tok, { chatTemplate: template });
+    const auto = buildPrompt(qwen2Audio.prompt, tok, { chatTemplate: template });
     expect(tok.decode(auto.instruction)).toBe('\nDetect the language and recognize the speech:\nassistant\n');
   });
 
   it('says what is wrong with a template or tokenizer that cannot make the prompt', () => {
     const tok = qwenTok('qwen2_5_omni');
-    expect(() => buildPrompt('qwen2_5_omni', tok, { chatTemplate: '{{ messages[0].content }}' })).toThrow(/audio placeholder <\|AUDIO\|> exactly once/);
-    expect(() => buildPrompt('qwen2_5_omni', tok, { chatTemplate: '<|AUDIO|>{% for %}' })).toThrow(ModelLoadError);
-    expect(() => buildPrompt('qwen2_5_omni', tok, { chatTemplate: 'x<|AUDIO|>y' })).toThrow(/between <\|audio_bos\|> and <\|audio_eos\|>/);
-    expect(() => buildPrompt('voxtral', tok)).toThrow(/no <s> token|none of the stop tokens/);
+    expect(() => buildPrompt(qwen25Omni.prompt, tok, { chatTemplate: '{{ messages[0].content }}' })).toThrow(/audio placeholder <\|AUDIO\|> exactly once/);
+    expect(() => buildPrompt(qwen25Omni.prompt, tok, { chatTemplate: '<|AUDIO|>{% for %}' })).toThrow(ModelLoadError);
+    expect(() => buildPrompt(qwen25Omni.prompt, tok, { chatTemplate: 'x<|AUDIO|>y' })).toThrow(/between <\|audio_bos\|> and <\|audio_eos\|>/);
+    expect(() => buildPrompt(voxtral.prompt, tok)).toThrow(/no <s> token|none of the stop tokens/);
   });
 });

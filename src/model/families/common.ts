@@ -1,8 +1,11 @@
 /**
- * What the Llama and Qwen2 families share: the Hugging Face decoder's tensor names and
- * reading nested config objects.
+ * What the Llama and Qwen2 families share: the Hugging Face decoder's tensor names,
+ * reading nested config objects, and the Whisper feature extractor's window.
  */
 import type { HfFamily, Json } from './types.js';
+
+/** One Whisper feature-extractor window: 30 s at 16 kHz (3000 mel frames). */
+export const THIRTY_SECONDS = 480_000;
 
 /** A config.json field is missing or malformed; the loader adds the file name. */
 export class ConfigFieldError extends Error {}

@@ -5,9 +5,17 @@
  * text, so it is ordinary 1-D RoPE here. Talker, vocoder and vision tower are not loaded.
  */
 import { obj, tokenId } from './common.js';
+import { poolNormProject, QWEN_CHAT } from './qwen.js';
+import { chatTurnsTemplate } from '../text/templates.js';
 import type { HfFamily } from './types.js';
 
 const thinker = (j: Record<string, unknown>) => obj(j, 'thinker_config');
+
+/** English names for the instruction that names the language. */
+const LANGUAGE_NAMES: Record<string, string> = {
+  en: 'English', zh: 'Chinese', de: 'German', fr: 'French', es: 'Spanish', it: 'Italian', ja: 'Japanese',
+  ko: 'Korean', ru: 'Russian', pt: 'Portuguese', nl: 'Dutch', ar: 'Arabic', hi: 'Hindi',
+};
 
 export const qwen25Omni: HfFamily = {
   modelType: 'qwen2_5_omni',
@@ -42,5 +50,52 @@ export const qwen25Omni: HfFamily = {
       pad: tokenId(t, 'pad_token_id', 151643),
       stop: [151645, 151643],
     };
+  },
+  encoder: {
+    family: 'qwen2_5_omni',
+    prefix: 'thinker.audio_tower.',
+    positions: 'sinusoids',
+    windowFrames: 200, // 2 × n_window (100): 2 s
+    halfWindowKey: 'n_window',
+    padding: 'drop',
+    windows: 'tail',
+    post: poolNormProject('thinker.audio_tower.ln_post', 'thinker.audio_tower.proj'),
+  },
+  // Qwen2_5OmniProcessor: padding="max_length" to n_samples, never truncated; the encoder
+  // drops the padding frames itself.
+  processor: (x, n) => [{ x, pad: { padToLength: n } }],
+  prompt: {
+    kind: 'chat-template',
+    defaultTemplate: chatTurnsTemplate(
+      '{% if add_audio_id %}Audio {{ audio_count.value }}: {% endif %}<|audio_bos|><|AUDIO|><|audio_eos|>',
+      "part['type'] == 'audio' or 'audio' in part or 'audio_url' in part",
+    ),
+    system: 'You are a speech recognition model.',
+    instruction: (lang) =>
+      lang ? `Transcribe the ${LANGUAGE_NAMES[lang] ?? lang} audio into text without any punctuation marks.` : 'Transcribe the audio into text without any punctuation marks.',
+    ...QWEN_CHAT,
+  },
+  shapes: {
+    // Grouped-query attention (16:2, 8 query heads per KV head) with q/k/v biases at 25 audio tokens/s.
+    miniature: {
+      name: 'qwen2.5-omni-shaped', vocabSize: 400, hiddenSize: 256, intermediateSize: 384, numLayers: 4,
+      numHeads: 16, numKvHeads: 2, headDim: 16, ropeTheta: 1e6, rmsNormEps: 1e-6, tokens: { bos: 390, eos: 391, pad: 390 },
+      prefix: [392, 10, 11, 393, 394], instruction: [395, 12, 13, 14, 391, 392, 15], stopTokens: [391, 390], attentionBias: true,
+    },
+    released: {
+      name: 'Qwen2.5-Omni-3B',
+      json: {
+        model_type: 'qwen2_5_omni',
+        thinker_config: {
+          audio_token_index: 151646,
+          audio_config: { n_window: 100 },
+          text_config: {
+            vocab_size: 151936, hidden_size: 2048, intermediate_size: 11008, num_hidden_layers: 36, num_attention_heads: 16,
+            num_key_value_heads: 2, rope_theta: 1000000, rms_norm_eps: 1e-6, max_position_embeddings: 32768, tie_word_embeddings: false,
+          },
+        },
+      },
+      audioTokens: (s) => Math.ceil(s * 25),
+    },
   },
 };

@@ -4,7 +4,9 @@
  * text_config lists only a few keys; the rest are Qwen2Config's defaults, copied here.
  */
 import { obj, tokenId } from './common.js';
-import type { HfFamily } from './types.js';
+import { poolNormProject, QWEN_CHAT } from './qwen.js';
+import { chatTurnsTemplate } from '../text/templates.js';
+import type { HfFamily, ProcessorExample } from './types.js';
 
 export const qwen2Audio: HfFamily = {
   modelType: 'qwen2_audio',
@@ -37,5 +39,42 @@ export const qwen2Audio: HfFamily = {
       pad: endOfText,
       stop: eos === endOfText ? [eos] : [eos, endOfText],
     };
+  },
+  encoder: {
+    family: 'qwen2_audio',
+    prefix: 'audio_tower.',
+    positions: 'stored',
+    windowFrames: 3000,
+    padding: 'mask-keys',
+    windows: 'exact',
+    post: poolNormProject('audio_tower.layer_norm', 'multi_modal_projector.linear'),
+  },
+  // Qwen2AudioProcessor takes at most 30 s per audio item. Longer audio is encoded as
+  // consecutive 30 s clips whose embeddings follow one another inside the prompt's single
+  // audio span (the upstream template would give each clip its own bos/eos pair).
+  processor: (x, n) => {
+    const out: ProcessorExample[] = [];
+    for (let s = 0; s < x.length; s += n) out.push({ x: x.subarray(s, Math.min(x.length, s + n)), pad: { truncateTo: n, padToLength: n } });
+    return out;
+  },
+  prompt: {
+    kind: 'chat-template',
+    // The processor's template numbers each audio part "Audio k: " and ends its line.
+    defaultTemplate: chatTurnsTemplate(
+      'Audio {{ audio_count.value }}: <|audio_bos|><|AUDIO|><|audio_eos|>\n',
+      "'audio' in part or 'audio_url' in part or part['type'] == 'audio'",
+    ),
+    system: null,
+    instruction: (lang) => (lang ? `Detect the language and recognize the speech: <|${lang}|>` : 'Detect the language and recognize the speech:'),
+    ...QWEN_CHAT,
+  },
+  shapes: {
+    // Multi-head attention with q/k/v biases at 25 audio tokens/s.
+    miniature: {
+      name: 'qwen2-audio-shaped', vocabSize: 320, hiddenSize: 64, intermediateSize: 176, numLayers: 2,
+      numHeads: 4, numKvHeads: 4, headDim: 16, tokens: { bos: 310, eos: 311, pad: 310 },
+      prefix: [312, 20, 21, 313, 22, 314], instruction: [315, 23, 24, 311, 312, 25], stopTokens: [311, 310], attentionBias: true,
+    },
+    encoderBench: { decoderWidth: 4096 },
   },
 };

@@ -1,4 +1,8 @@
-/** config.json's model_type → the family that reads the folder. */
+/**
+ * config.json's model_type → the family record that reads the folder. This is the one
+ * look-up by name; everything after it holds the record. A new family is its file and one
+ * entry here.
+ */
 import { qwen25Omni } from './qwen2-5-omni.js';
 import { qwen2Audio } from './qwen2-audio.js';
 import type { HfFamily } from './types.js';

@@ -3,7 +3,7 @@
  * projector and a Llama decoder with head_dim 128 while hidden/heads is 96. Defaults are
  * VoxtralConfig's text defaults over LlamaConfig's; ids from mistral-common's Tekkenizer.
  */
-import { obj } from './common.js';
+import { obj, THIRTY_SECONDS } from './common.js';
 import type { HfFamily } from './types.js';
 
 export const voxtral: HfFamily = {
@@ -34,4 +34,49 @@ export const voxtral: HfFamily = {
     pad: 11,
     stop: [2],
   }),
+  encoder: {
+    family: 'voxtral',
+    prefix: 'audio_tower.',
+    positions: 'stored',
+    windowFrames: 3000,
+    padding: 'encode',
+    windows: 'exact',
+    post: [
+      { op: 'layernorm', name: 'audio_tower.layer_norm' },
+      { op: 'stack', size: 4 },
+      { op: 'linear', name: 'multi_modal_projector.linear_1', bias: false },
+      { op: 'gelu' },
+      { op: 'linear', name: 'multi_modal_projector.linear_2', bias: false },
+    ],
+  },
+  // VoxtralProcessor: the whole recording zero-padded to a multiple of 30 s, one example.
+  processor: (x) => [{ x, pad: { padToMultipleOf: THIRTY_SECONDS } }],
+  prompt: { kind: 'mistral-transcription', stop: ['</s>'] },
+  // onnx-community/Voxtral-Mini-3B-2507-ONNX: 30 s chunks of 3000 frames, 375 tokens each.
+  onnx: { input: 'audio_values', output: 'audio_features', nMels: 128, chunkSamples: THIRTY_SECONDS, chunkFrames: 3000, rowsPerChunk: 375 },
+  shapes: {
+    // head_dim ≠ hidden/heads and a 4-token prefix.
+    miniature: {
+      name: 'voxtral-shaped', vocabSize: 384, hiddenSize: 96, intermediateSize: 256, numLayers: 4,
+      numHeads: 4, numKvHeads: 2, headDim: 32, ropeTheta: 1e8, tokens: { bos: 1, eos: 2, pad: 0 },
+      prefix: [1, 3, 25, 24], instruction: [4, 300, 301, 34], stopTokens: [2], attentionBias: false,
+    },
+    decodeBench: {
+      key: 'voxtral-mini-3b',
+      totalLayers: 30,
+      config: {
+        name: 'voxtral-mini-3b-shape', vocabSize: 131072, hiddenSize: 3072, intermediateSize: 8192,
+        numHeads: 32, numKvHeads: 8, headDim: 128, ropeTheta: 1e8, rmsNormEps: 1e-5, maxPositions: 32768,
+        tokens: { bos: 1, eos: 2, pad: 11 }, prefix: [1, 3, 25], instruction: [4, 34], stopTokens: [2], attentionBias: false,
+      },
+    },
+    released: {
+      name: 'Voxtral-Mini-3B-2507',
+      json: { model_type: 'voxtral', audio_token_id: 24, text_config: { model_type: 'llama' }, audio_config: {} },
+      // Audio is padded to whole 30 s chunks of 375 tokens.
+      audioTokens: (s) => Math.ceil(s / 30) * 375,
+      stated: [{ minutes: 30, task: 'transcription' }, { minutes: 40, task: 'audio understanding' }],
+    },
+    encoderBench: { decoderWidth: 3072 },
+  },
 };

@@ -1,9 +1,9 @@
 /**
  * An ONNX audio encoder stored in a Hugging Face folder the way onnx-community exports it
  * for transformers.js: `onnx/audio_encoder{suffix}.onnx` (suffix by dtype: "" fp32, _fp16,
- * _quantized, _int8, _uint8, _q4, _q4f16, _bnb4), input `audio_values` float32
- * [chunks, 128, 3000], output `audio_features` (the projector is inside the graph), with
- * its weights in `{file}_data` when the graph is too large for one protobuf.
+ * _quantized, _int8, _uint8, _q4, _q4f16, _bnb4), its input and output named and shaped as
+ * the family record's `onnx` layout says (the projector is inside the graph), with its
+ * weights in `{file}_data` when the graph is too large for one protobuf.
  *
  * Which encoder a folder runs is decided here, as data the loader reports:
  * - by default the ONNX graph where the folder holds one (the folder's author put it there;
@@ -14,21 +14,16 @@
  *   same model at all), and this runtime can only check its names and shapes.
  */
 import { ModelLoadError } from '../../errors.js';
-import type { HfFamily } from '../families/types.js';
+import { FAMILIES } from '../families/registry.js';
+import type { HfFamily, OnnxAudioLayout } from '../families/types.js';
 import { exists, joinModelPath, readBytes } from '../files.js';
 
 /** Which audio encoder a Hugging Face folder runs: its ONNX graph (when present) or its audio tower. */
 export const AUDIO_ENCODERS = ['onnx', 'audio-tower'] as const;
 export type AudioEncoderChoice = (typeof AUDIO_ENCODERS)[number];
 
-export const ONNX_AUDIO_INPUT = 'audio_values';
-export const ONNX_AUDIO_OUTPUT = 'audio_features';
-
 /** transformers.js's dtype suffixes, in the order tried: full precision first. */
 export const ONNX_DTYPE_SUFFIXES = ['', '_fp16', '_quantized', '_int8', '_uint8', '_q4', '_q4f16', '_bnb4'] as const;
-
-/** Families whose ONNX audio encoder layout is known (input and output as above). */
-const ONNX_FAMILIES = new Set(['voxtral']);
 
 /** The folder's ONNX audio encoder file, or undefined. */
 export async function findOnnxAudioEncoder(base: string): Promise<string | undefined> {
@@ -47,8 +42,10 @@ export interface HfOnnxEncoder {
   externalData?: { path: string; data: Uint8Array };
   input: string;
   output: string;
-  /** The family whose Whisper front-end and padding rule make the graph's input. */
+  /** The family whose graph this is, for readouts. */
   modelType: string;
+  /** How the route feeds the graph and reads it (the family's). */
+  layout: OnnxAudioLayout;
 }
 
 /**
@@ -69,12 +66,14 @@ export async function readHfOnnxEncoder(
     }
     return undefined;
   }
-  if (!ONNX_FAMILIES.has(family.modelType)) {
-    throw new ModelLoadError(file, `an ONNX audio encoder is only read for ${[...ONNX_FAMILIES].join(', ')} folders, not ${family.modelType}; remove it or load with the audio tower option`);
+  const layout = family.onnx;
+  if (!layout) {
+    const known = FAMILIES.filter((f) => f.onnx).map((f) => f.modelType);
+    throw new ModelLoadError(file, `an ONNX audio encoder is only read for ${known.join(', ')} folders, not ${family.modelType}; remove it or load with the audio tower option`);
   }
   const bytes = new Uint8Array(await readBytes(file, (l, t) => onProgress?.(l / t, 'audio encoder')));
   const dataFile = `${file}_data`;
   const name = dataFile.split('/').pop()!;
   const externalData = (await exists(dataFile)) ? { path: name, data: new Uint8Array(await readBytes(dataFile)) } : undefined;
-  return { kind: 'onnx', file, bytes, ...(externalData ? { externalData } : {}), input: ONNX_AUDIO_INPUT, output: ONNX_AUDIO_OUTPUT, modelType: family.modelType };
+  return { kind: 'onnx', file, bytes, ...(externalData ? { externalData } : {}), input: layout.input, output: layout.output, modelType: family.modelType, layout };
 }

@@ -8,7 +8,7 @@ import type { ModelConfig } from '../config.js';
 import type { HfFamily } from '../families/types.js';
 import { joinModelPath } from '../files.js';
 import { loadTextTokenizer, readChatTemplate } from '../text/load.js';
-import { buildPrompt, PROMPT_RECIPES, type PromptFamily } from '../text/prompt.js';
+import { buildPrompt } from '../text/prompt.js';
 import type { TextTokenizer } from '../text/types.js';
 
 export interface HfText {
@@ -21,10 +21,9 @@ export interface HfText {
 
 /** `language`: an ISO code such as "en"; omitted, the prompt lets the model detect it. */
 export async function loadHfText(base: string, family: HfFamily, config: ModelConfig, audioTokenId: number, language?: string): Promise<HfText> {
-  if (!(family.modelType in PROMPT_RECIPES)) throw new ModelLoadError(joinModelPath(base, 'config.json'), `no transcription prompt for model_type ${family.modelType}`);
   const tokenizer = await loadTextTokenizer(base);
   const chatTemplate = await readChatTemplate(base);
-  const p = buildPrompt(family.modelType as PromptFamily, tokenizer, { language, chatTemplate });
+  const p = buildPrompt(family.prompt, tokenizer, { language, chatTemplate });
   const file = joinModelPath(base, tokenizer.format === 'tekken' ? 'tekken.json' : 'tokenizer.json');
   if (p.audioToken !== audioTokenId) {
     throw new ModelLoadError(file, `its audio placeholder is id ${p.audioToken} but config.json says ${audioTokenId}: the tokenizer belongs to another model`);

@@ -1,22 +1,20 @@
 /**
- * Each family's transcription prompt around the audio, as the ids before the audio
- * (`prefix`) and after it (`instruction`); the N audio embeddings take the place of the N
- * placeholder tokens the upstream processor would insert.
+ * A family's transcription prompt around the audio, from its recipe (the family record's
+ * `prompt`), as the ids before the audio (`prefix`) and after it (`instruction`); the N
+ * audio embeddings take the place of the N placeholder tokens the upstream processor
+ * would insert. Two kinds of recipe:
  *
- *   voxtral        <s>[INST][BEGIN_AUDIO] | [AUDIO]×N | [/INST]lang:en[TRANSCRIBE]
- *                  (mistral-common's transcription request; no "lang:" part without a language)
- *   qwen2_audio    the folder's chat template, user turn = audio + "Detect the language and
- *   qwen2_5_omni   recognize the speech: <|en|>" / system "You are a speech recognition
- *                  model." + "Transcribe the English audio into text without any punctuation
- *                  marks."; the template's <|audio_bos|><|AUDIO|><|audio_eos|> is cut at
- *                  <|AUDIO|>, so prefix ends with <|audio_bos|> and instruction starts with <|audio_eos|>.
+ *   mistral-transcription  <s>[INST][BEGIN_AUDIO] | [AUDIO]×N | [/INST]lang:en[TRANSCRIBE]
+ *                          (mistral-common's transcription request; no "lang:" part without a language)
+ *   chat-template          the folder's chat template (or the recipe's default) rendered with
+ *                          the recipe's system message and a user turn of audio + instruction;
+ *                          the template's audio bos / placeholder / eos triple is cut at the
+ *                          placeholder, so prefix ends with the audio bos and instruction starts
+ *                          with the audio eos.
  */
 import { ModelLoadError } from '../../errors.js';
 import { renderChat, splitAtPlaceholder, type ChatMessage } from './chat-template.js';
-import { QWEN2_5_OMNI_TEMPLATE, QWEN2_AUDIO_TEMPLATE } from './templates.js';
 import type { TextTokenizer } from './types.js';
-
-export type PromptFamily = 'voxtral' | 'qwen2_audio' | 'qwen2_5_omni';
 
 export interface PromptOptions {
   /** Language code of the speech ("en"); omitted: the model detects it. */
@@ -44,48 +42,27 @@ export interface AudioPrompt {
   templateSource?: 'folder' | 'built-in';
 }
 
-interface MistralRecipe {
+export interface MistralRecipe {
   kind: 'mistral-transcription';
+  /** Token strings that end the answer. */
   stop: string[];
 }
 
-interface ChatRecipe {
+export interface ChatRecipe {
   kind: 'chat-template';
+  /** The processor's template, used when the folder ships none. */
   defaultTemplate: string;
   system: string | null;
   instruction: (language: string | undefined) => string;
   stop: string[];
+  /** Token strings of the audio span; tokenizer_config.json's audio_token, audio_bos_token and audio_eos_token override them. */
+  audioTokens: { audio: string; bos: string; eos: string };
 }
 
-/** English names for the instruction that names the language (Qwen2.5-Omni). */
-const LANGUAGE_NAMES: Record<string, string> = {
-  en: 'English', zh: 'Chinese', de: 'German', fr: 'French', es: 'Spanish', it: 'Italian', ja: 'Japanese',
-  ko: 'Korean', ru: 'Russian', pt: 'Portuguese', nl: 'Dutch', ar: 'Arabic', hi: 'Hindi',
-};
+export type PromptRecipe = MistralRecipe | ChatRecipe;
 
-export const PROMPT_RECIPES: Record<PromptFamily, MistralRecipe | ChatRecipe> = {
-  voxtral: { kind: 'mistral-transcription', stop: ['</s>'] },
-  qwen2_audio: {
-    kind: 'chat-template',
-    defaultTemplate: QWEN2_AUDIO_TEMPLATE,
-    system: null,
-    instruction: (lang) => (lang ? `Detect the language and recognize the speech: <|${lang}|>` : 'Detect the language and recognize the speech:'),
-    stop: ['<|im_end|>', '<|endoftext|>'],
-  },
-  qwen2_5_omni: {
-    kind: 'chat-template',
-    defaultTemplate: QWEN2_5_OMNI_TEMPLATE,
-    system: 'You are a speech recognition model.',
-    instruction: (lang) =>
-      lang ? `Transcribe the ${LANGUAGE_NAMES[lang] ?? lang} audio into text without any punctuation marks.` : 'Transcribe the audio into text without any punctuation marks.',
-    stop: ['<|im_end|>', '<|endoftext|>'],
-  },
-};
-
-/** The transcription prompt of `family` for tokenizer `tok`. Throws ModelLoadError when a token it needs is missing. */
-export function buildPrompt(family: PromptFamily, tok: TextTokenizer, opts: PromptOptions = {}): AudioPrompt {
-  const recipe = PROMPT_RECIPES[family];
-  if (!recipe) throw new ModelLoadError('config.json', `no transcription prompt for model family ${JSON.stringify(family)}`);
+/** The transcription prompt of `recipe` for tokenizer `tok`. Throws ModelLoadError when a token it needs is missing. */
+export function buildPrompt(recipe: PromptRecipe, tok: TextTokenizer, opts: PromptOptions = {}): AudioPrompt {
   const stopTokens = recipe.stop.map((s) => tok.tokenId(s)).filter((id): id is number => id !== undefined);
   if (stopTokens.length === 0) throw new ModelLoadError(tokenizerFile(tok), `defines none of the stop tokens ${recipe.stop.join(', ')}`);
   return recipe.kind === 'mistral-transcription' ? { ...mistralPrompt(tok, opts), stopTokens } : { ...chatPrompt(recipe, tok, opts), stopTokens };
@@ -109,9 +86,9 @@ function mistralPrompt(tok: TextTokenizer, opts: PromptOptions): Omit<AudioPromp
 function chatPrompt(recipe: ChatRecipe, tok: TextTokenizer, opts: PromptOptions): Omit<AudioPrompt, 'stopTokens'> {
   const cfg = opts.tokenizerConfig ?? (tok as { config?: Record<string, unknown> }).config ?? {};
   const name = (field: string, fallback: string) => (typeof cfg[field] === 'string' ? (cfg[field] as string) : fallback);
-  const audio = name('audio_token', '<|AUDIO|>');
-  const bos = name('audio_bos_token', '<|audio_bos|>');
-  const eos = name('audio_eos_token', '<|audio_eos|>');
+  const audio = name('audio_token', recipe.audioTokens.audio);
+  const bos = name('audio_bos_token', recipe.audioTokens.bos);
+  const eos = name('audio_eos_token', recipe.audioTokens.eos);
   const system = opts.system === undefined ? recipe.system : opts.system;
   const messages: ChatMessage[] = [];
   if (system !== null) messages.push({ role: 'system', content: system });
