@@ -8,6 +8,10 @@
  */
 import { referenceConfig, randomArray, rng } from '../../src/model/testing.js';
 import type { ModelConfig } from '../../src/model/config.js';
+import type { HfFamily } from '../../src/model/families/types.js';
+import { qwen25Omni } from '../../src/model/families/qwen2-5-omni.js';
+import { voxtral as voxtralFamily } from '../../src/model/families/voxtral.js';
+import { hfModelConfig } from '../../src/model/hf/config.js';
 import { WEIGHT_FORMAT_ID, dequantizeRow, pack, referenceMatvec, roundBf16, type WeightFormat } from '../../src/model/quant.js';
 import { addBias, rope, ropeFrequencies } from '../../src/backend/cpu/ops.js';
 import { grid, modelConstants, ropeTable } from '../../src/backend/webgpu/kernels.js';
@@ -16,8 +20,15 @@ import { compare, dispatch, empty, gpu, readF32, upload, type CheckResult } from
 
 const BOUND = 1e-6;
 
-const voxtral = referenceConfig({ name: 'voxtral-mini-3b shapes', vocabSize: 131072, hiddenSize: 3072, intermediateSize: 8192, numHeads: 32, numKvHeads: 8, headDim: 128, ropeTheta: 1e8 });
-const omni = referenceConfig({ name: 'qwen2.5-omni-3b shapes', vocabSize: 151936, hiddenSize: 2048, intermediateSize: 11008, numHeads: 16, numKvHeads: 2, headDim: 128, ropeTheta: 1e6, attentionBias: true });
+/** The released checkpoint's decoder shapes (from the family record) on the reference model's config. */
+function releasedShapes(family: HfFamily): ModelConfig {
+  const r = family.shapes.released!;
+  const { vocabSize, hiddenSize, intermediateSize, numHeads, numKvHeads, headDim, ropeTheta, attentionBias } = hfModelConfig(family, r.json, `${r.name}/config.json`).config;
+  return referenceConfig({ name: `${r.name} shapes`, vocabSize, hiddenSize, intermediateSize, numHeads, numKvHeads, headDim, ropeTheta, attentionBias });
+}
+
+const voxtral = releasedShapes(voxtralFamily);
+const omni = releasedShapes(qwen25Omni);
 
 function bf16(n: number, scale: number, seed: number): Float32Array {
   return roundBf16(randomArray(n, scale, rng(seed)));
