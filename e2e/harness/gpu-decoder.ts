@@ -259,11 +259,13 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   if (pc.layered) {
     const whole = gpuBackend.plan({ ...opts, layered: false });
     const layerKv = 8 * sizes.promptLength * c.numKvHeads * c.headDim;
+    // Per layer held, besides its K/V: the instruction rows' queries (summary slots fitted to them).
+    const layerQ = 4 * sizes.instructionQueryRows * c.numHeads * c.headDim;
     const pool = got.pool?.bytes ?? 0;
     const upper = sizes.prefillBytes + sizes.decodeBytes + pool + layerKv + 2 ** 20;
     const wholeFloor = whole.prefillBytes + whole.decodeBytes + pool;
     const p = got.peakBytes ?? Infinity;
-    peakOk = p <= upper && p < wholeFloor && sizes.prefillBytes === whole.prefillBytes - (c.numLayers - 1) * layerKv;
+    peakOk = p <= upper && p < wholeFloor && sizes.prefillBytes === whole.prefillBytes - (c.numLayers - 1) * (layerKv + layerQ);
     peak = ` GPU peak ${p} bytes above the weights (per-layer bound ${upper}; the whole-prompt path's buffers alone ${wholeFloor}, one layer's prompt K/V ${layerKv})${peakOk ? '' : ' (PEAK OUT OF BOUNDS)'};`;
   }
   const layoutOk = (!pc.layout || (shards >= pc.layout.minShards && blocks === pc.layout.prefillBlocks)) &&

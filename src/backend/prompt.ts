@@ -4,6 +4,7 @@
  */
 import { audioStart, groupSize, segmentLength, type ModelConfig } from '../model/config.js';
 import type { PolicyLayout } from '../kv/plan.js';
+import type { SummaryPlacement } from '../kv/residency.js';
 
 export function policyLayout(c: ModelConfig, audioLength: number): PolicyLayout {
   return {
@@ -22,4 +23,35 @@ export function policyLayout(c: ModelConfig, audioLength: number): PolicyLayout 
 export function textPositions(c: ModelConfig, N: number): number[] {
   const a0 = audioStart(c);
   return [...c.prefix.map((_, i) => i), ...c.instruction.map((_, i) => a0 + N + i)];
+}
+
+/**
+ * The prompt rows whose queries fit summary slots, [first, end): the instruction's, the
+ * rows WnW's prefill scores come from (the last row where there is no instruction).
+ */
+export function instructionRows(c: ModelConfig, N: number): [number, number] {
+  const end = audioStart(c) + N + c.instruction.length;
+  return [end - Math.max(1, c.instruction.length), end];
+}
+
+/**
+ * The summary placement of a plan made under `fit`, from the instruction rows' post-RoPE
+ * queries per layer ([rows, numHeads × headDim], `instructionRows`): a KV head is handed
+ * the queries of its group, [rows × groupSize, headDim].
+ */
+export function summaryPlacement(c: ModelConfig, fit: SummaryPlacement['fit'], layerQueries: (layer: number) => Float32Array): SummaryPlacement {
+  const hd = c.headDim;
+  const G = groupSize(c);
+  const QD = c.numHeads * hd;
+  return {
+    fit,
+    queries: (head) => {
+      const q = layerQueries(Math.floor(head / c.numKvHeads));
+      const kh = head % c.numKvHeads;
+      const rows = q.length / QD;
+      const out = new Float32Array(rows * G * hd);
+      for (let r = 0; r < rows; r++) out.set(q.subarray(r * QD + kh * G * hd, r * QD + (kh + 1) * G * hd), r * G * hd);
+      return out;
+    },
+  };
 }

@@ -7,6 +7,7 @@
  * Positions are audio offsets 0..audioLength-1 (sequence position = audioStart + offset).
  * Text KV (prefix, instruction, generated tokens) is never a policy's business: it always stays.
  */
+import type { SummaryFit } from './summary.js';
 
 export interface PolicyLayout {
   numLayers: number;
@@ -39,6 +40,12 @@ export interface AttentionRequest {
   prefillQueries: number;
   /** Also hand the post-RoPE audio keys of every head to `prefill` (page key bounds). */
   prefillKeys?: boolean;
+  /**
+   * How the placement makes the plan's summary slots (kv/summary.ts): 'mean' (default), or
+   * fitted to the queries of the prompt's instruction rows ('value', 'mass'), which the
+   * backend then keeps through prefill for the placement (not for the policy).
+   */
+  summaryFit?: SummaryFit;
 }
 
 export interface PrefillObservation {

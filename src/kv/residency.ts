@@ -12,7 +12,7 @@
 import { KvPool, type PoolShard } from './pool.js';
 import { OffloadStore } from './offload.js';
 import { slotBytes } from './precision.js';
-import { meanRows, summaryEntry } from './summary.js';
+import { summarise, summaryEntry, type SummaryFit } from './summary.js';
 import type { ResidencyStats, TransferStats } from './types.js';
 import type { HeadResidency, PrefillPlan, StepPlan } from './plan.js';
 
@@ -28,6 +28,15 @@ export interface PageStorage {
 
 /** Reads one K/V row of the full prefill cache: head, sequence position. */
 export type KvSource = (head: number, seqPos: number, k: Float32Array, kOff: number, v: Float32Array, vOff: number) => void;
+
+/**
+ * How summary slots are made (kv/summary.ts `summarise`): the fit, and per head the
+ * queries that chose what it dropped ([count, headDim], post-RoPE), where the fit needs them.
+ */
+export interface SummaryPlacement {
+  fit: SummaryFit;
+  queries: (head: number) => Float32Array | undefined;
+}
 
 /** A gather the backend performs: copy prefill row `seqPositions[i]` of `head` into pool slot `slots[i]`. */
 export interface Gather {
@@ -114,9 +123,9 @@ export class Residency {
    * kept on the GPU for every head. CPU copies are read through `source` now; the
    * returned gathers say which prefill rows the backend must copy into which slots.
    */
-  applyPrefill(plan: PrefillPlan, textSeqPositions: number[], source: KvSource): { gathers: Gather[]; transfer: TransferStats } {
+  applyPrefill(plan: PrefillPlan, textSeqPositions: number[], source: KvSource, summaries?: SummaryPlacement): { gathers: Gather[]; transfer: TransferStats } {
     if (plan.heads.length !== this.shape.heads) throw new Error(`prefill plan has ${plan.heads.length} heads, expected ${this.shape.heads}`);
-    const r = this.applyPrefillHeads(0, plan.heads, textSeqPositions, source);
+    const r = this.applyPrefillHeads(0, plan.heads, textSeqPositions, source, summaries);
     this.storage.syncPositions(0, this.positions.length, this.positions);
     return r;
   }
@@ -150,7 +159,7 @@ export class Residency {
    * Places the heads [firstHead, firstHead + plans.length) as `applyPrefill` does, without
    * syncing positions (the caller syncs, or attaches the storage, once all are placed).
    */
-  applyPrefillHeads(firstHead: number, plans: HeadResidency[], textSeqPositions: number[], source: KvSource): { gathers: Gather[]; transfer: TransferStats } {
+  applyPrefillHeads(firstHead: number, plans: HeadResidency[], textSeqPositions: number[], source: KvSource, summaries?: SummaryPlacement): { gathers: Gather[]; transfer: TransferStats } {
     const { heads, audioStart, audioLength } = this.shape;
     if (firstHead < 0 || firstHead + plans.length > heads) throw new Error(`prefill plan for heads ${firstHead}..${firstHead + plans.length - 1}, the pool has ${heads}`);
     const gathers: Gather[] = [];
@@ -158,24 +167,25 @@ export class Residency {
     for (let i = 0; i < plans.length; i++) {
       const h = firstHead + i;
       const { gpu, cpu } = plans[i];
-      const summaries = plans[i].summaries ?? [];
+      const groups = plans[i].summaries ?? [];
       checkPositions(gpu, audioLength, `head ${h} gpu`);
       checkPositions(cpu, audioLength, `head ${h} cpu`);
-      if (summaries.length) checkSummaries(summaries, gpu, cpu, audioLength, h);
+      if (groups.length) checkSummaries(groups, gpu, cpu, audioLength, h);
       const slots: number[] = [];
       const seq: number[] = [];
       for (const pos of textSeqPositions) {
         slots.push(this.allocTextSlot(h));
         seq.push(pos);
       }
-      const audioSlots = this.allocDense(h, gpu.length + summaries.length);
+      const audioSlots = this.allocDense(h, gpu.length + groups.length);
       for (let j = 0; j < gpu.length; j++) {
         this.bind(h, gpu[j], audioSlots[j]);
         slots.push(audioSlots[j]);
         seq.push(audioStart + gpu[j]);
       }
       for (let j = 0; j < slots.length; j++) this.positions[slots[j]] = seq[j];
-      summaries.forEach((group, j) => this.placeSummary(h, audioSlots[gpu.length + j], group, source));
+      const queries = groups.length && summaries && summaries.fit !== 'mean' ? summaries.queries(h) : undefined;
+      groups.forEach((group, j) => this.placeSummary(h, audioSlots[gpu.length + j], group, source, summaries?.fit, queries));
       gathers.push({ head: h, slots: Int32Array.from(slots), seqPositions: Int32Array.from(seq) });
       for (const pos of cpu) {
         source(h, audioStart + pos, this.rowK, 0, this.rowV, 0);
@@ -183,7 +193,7 @@ export class Residency {
         bytesToCpu += this.rowBytes;
       }
       this.cpuCount[h] = cpu.length;
-      let gpuOnly = summaries.length;
+      let gpuOnly = groups.length;
       for (const pos of gpu) if (!this.offload.has(h, pos)) gpuOnly++;
       this.gpuOnly[h] = gpuOnly;
     }
@@ -191,18 +201,18 @@ export class Residency {
   }
 
   /**
-   * One summary slot (kv/summary.ts): the group's mean key and value, written now, with
-   * the count in its position entry. It is a GPU slot of the head's audio, so r_GPU counts it.
+   * One summary slot (kv/summary.ts): the group's mean key and value, or fitted to the
+   * queries, written now, with the count in its position entry. It is a GPU slot of the
+   * head's audio, so r_GPU counts it.
    */
-  private placeSummary(head: number, slot: number, group: Int32Array, source: KvSource): void {
+  private placeSummary(head: number, slot: number, group: Int32Array, source: KvSource, fit?: SummaryFit, queries?: Float32Array): void {
     const hd = this.shape.headDim;
     const k = new Float32Array(group.length * hd);
     const v = new Float32Array(group.length * hd);
     group.forEach((pos, i) => source(head, this.shape.audioStart + pos, k, i * hd, v, i * hd));
-    const mk = meanRows(k, group.length, hd, new Float32Array(hd));
-    const mv = meanRows(v, group.length, hd, new Float32Array(hd));
-    this.storage.writeRows(slot, 1, mk, mv);
-    this.positions[slot] = summaryEntry(group.length);
+    const s = summarise(k, v, group.length, hd, fit, queries);
+    this.storage.writeRows(slot, 1, s.key, s.value);
+    this.positions[slot] = summaryEntry(s.count);
     this.gpuCount[head]++;
   }
 

@@ -17,7 +17,7 @@ import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
 import type { DecoderBackend, LayeredPrefillResult, PrefillResult, SessionOptions, StepResult } from '../types.js';
 import { addBias, argmax, matvec, pagedAttention, rmsnorm, rope, ropeFrequencies, swiglu } from './ops.js';
 import { audioKeys, prefillLayers, type PrefillOutput } from './prefill.js';
-import { textPositions } from '../prompt.js';
+import { summaryPlacement, textPositions } from '../prompt.js';
 import { CpuPageStorage } from './storage.js';
 import { LayerPlacement } from './layer-placement.js';
 
@@ -43,6 +43,7 @@ interface Session {
   steps: number;
   prefillK?: Float32Array[];
   prefillV?: Float32Array[];
+  prefillQ?: Float32Array[];
   residency?: Residency;
   storage?: CpuPageStorage;
 }
@@ -161,6 +162,7 @@ export class CpuBackend implements DecoderBackend {
       this.hold(this.memoBytes(r));
     }
     s.prefillK = r.k;
+    s.prefillQ = r.instructionQueries;
     s.prefillV = r.v;
     const last = r.hidden.subarray((s.promptLength - 1) * c.hiddenSize, s.promptLength * c.hiddenSize);
     const token = this.head(last);
@@ -202,12 +204,13 @@ export class CpuBackend implements DecoderBackend {
     const pv = s.prefillV;
     const rowOf = (head: number, pos: number) => pos * kvd + (head % c.numKvHeads) * hd;
     const layerOf = (head: number) => Math.floor(head / c.numKvHeads);
+    const pq = s.prefillQ!;
     const { gathers, transfer } = residency.applyPrefill(plan, text, (head, pos, k, kOff, v, vOff) => {
       const l = layerOf(head);
       const o = rowOf(head, pos);
       k.set(pk[l].subarray(o, o + hd), kOff);
       v.set(pv[l].subarray(o, o + hd), vOff);
-    });
+    }, summaryPlacement(c, s.opts.request.summaryFit ?? 'mean', (l) => pq[l]));
     for (const g of gathers) {
       const l = layerOf(g.head);
       for (let i = 0; i < g.slots.length; i++) {
@@ -217,6 +220,7 @@ export class CpuBackend implements DecoderBackend {
     }
     s.prefillK = undefined;
     s.prefillV = undefined;
+    s.prefillQ = undefined;
     this.startDecode(residency, storage);
     return transfer;
   }
@@ -230,14 +234,14 @@ export class CpuBackend implements DecoderBackend {
     const kvd = c.numKvHeads * c.headDim;
     const placement = new LayerPlacement(c, N, run, {
       elementBytes: kvElementBytes(this.options.kvPrecision ?? 'f32'), maxNewTokens: s.opts.maxNewTokens,
-      prefillQueries: req.prefillQueries, prefillKeys: !!req.prefillKeys, kvBudgetBytes: this.options.kvBudgetBytes,
+      prefillQueries: req.prefillQueries, prefillKeys: !!req.prefillKeys, summaryFit: req.summaryFit ?? 'mean', kvBudgetBytes: this.options.kvBudgetBytes,
       hold: (bytes) => this.hold(bytes),
     });
     const place = placement.place.bind(placement);
     let hidden: Float32Array;
     const memo = this.memoFor(audioEmbeddings, req.prefillQueries);
     if (memo) {
-      for (let l = 0; l < c.numLayers; l++) place(l, memo.k[l], memo.v[l], memo.scores);
+      for (let l = 0; l < c.numLayers; l++) place(l, memo.k[l], memo.v[l], memo.scores, memo.instructionQueries[l]);
       hidden = memo.hidden;
     } else {
       this.dropMemo();
@@ -248,9 +252,9 @@ export class CpuBackend implements DecoderBackend {
       const out = prefillLayers(c, this.weights, this.freqs, audioEmbeddings, N, req, {
         windows: [...SHARED_WINDOWS, c.instruction.length],
         keepKv: keep,
-        onLayer: (l, k, v, scores) => {
+        onLayer: (l, k, v, scores, iq) => {
           if (keep) this.hold(layerBytes);
-          place(l, k, v, scores);
+          place(l, k, v, scores, iq);
         },
       });
       if (keep) this.memo = { embeddings: audioEmbeddings, out };

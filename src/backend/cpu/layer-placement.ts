@@ -11,7 +11,8 @@ import { poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
 import type { HeadResidency, LayerPrefill, PolicyLayout } from '../../kv/plan.js';
 import { layerAudioKeys } from './prefill.js';
-import { policyLayout, textPositions } from '../prompt.js';
+import { policyLayout, summaryPlacement, textPositions } from '../prompt.js';
+import type { SummaryFit } from '../../kv/summary.js';
 import { CpuPageStorage } from './storage.js';
 
 export interface LayerPlacementOptions {
@@ -22,6 +23,8 @@ export interface LayerPlacementOptions {
   /** The request's query window for the scores handed to the policy, and whether it wants the keys. */
   prefillQueries: number;
   prefillKeys: boolean;
+  /** How summary slots are made (the request's `summaryFit`). */
+  summaryFit: SummaryFit;
   kvBudgetBytes?: number;
   /** Accounts for KV bytes the storage takes (the backend's live / peak memory). */
   hold: (bytes: number) => void;
@@ -46,8 +49,8 @@ export class LayerPlacement {
     );
   }
 
-  /** Layer `l`'s prompt K/V ([prompt, kvHeads × headDim]) and its scores by query window. */
-  place(l: number, k: Float32Array, v: Float32Array, scores: Map<number, Float32Array[]>): void {
+  /** Layer `l`'s prompt K/V ([prompt, kvHeads × headDim]), its scores by query window and its instruction rows' queries. */
+  place(l: number, k: Float32Array, v: Float32Array, scores: Map<number, Float32Array[]>, instructionQueries: Float32Array): void {
     const { c, N, o } = this;
     const H = c.numKvHeads;
     const hd = c.headDim;
@@ -72,7 +75,7 @@ export class LayerPlacement {
       const r = rowOf(head, pos);
       kk.set(k.subarray(r, r + hd), kOff);
       vv.set(v.subarray(r, r + hd), vOff);
-    });
+    }, summaryPlacement(c, o.summaryFit, () => instructionQueries));
     for (const g of placed.gathers) {
       for (let i = 0; i < g.slots.length; i++) {
         const r = rowOf(g.head, g.seqPositions[i]);

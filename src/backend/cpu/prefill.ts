@@ -7,7 +7,7 @@
 import { audioStart, kvHeadCount, promptLength, type ModelConfig } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
 import type { AttentionRequest, PolicyLayout } from '../../kv/plan.js';
-import { policyLayout } from '../prompt.js';
+import { instructionRows, policyLayout } from '../prompt.js';
 import { addBias, causalAttention, matmul, rmsnorm, rope, swiglu } from './ops.js';
 
 export interface PrefillOutput {
@@ -18,6 +18,8 @@ export interface PrefillOutput {
   v: Float32Array[];
   /** Prefill scores per window (number of last prompt queries), per KV head. */
   scores: Map<number, Float32Array[]>;
+  /** Per layer, the post-RoPE queries of the instruction rows ([rows, numHeads * headDim], prompt.ts `instructionRows`): summary slots are fitted to them. */
+  instructionQueries: Float32Array[];
   layout: PolicyLayout;
 }
 
@@ -40,8 +42,8 @@ export interface PrefillExtras {
   windows?: number[];
   /** Sees every query head's unnormalised softmax row (exp scores and their sum) for rows >= fromRow. */
   capture?: { fromRow: number; onRow: (layer: number, head: number, row: number, expScores: Float64Array, sum: number) => void };
-  /** Called as soon as a layer's rows have run, with its K/V [n, numKvHeads * headDim] (its scores are complete by then). */
-  onLayer?: (layer: number, k: Float32Array, v: Float32Array, scores: Map<number, Float32Array[]>) => void;
+  /** Called as soon as a layer's rows have run, with its K/V [n, numKvHeads * headDim] and its instruction rows' queries (its scores are complete by then). */
+  onLayer?: (layer: number, k: Float32Array, v: Float32Array, scores: Map<number, Float32Array[]>, instructionQueries: Float32Array) => void;
   /** Keep every layer's K/V in the output (default true); false reuses one layer's arrays for the next. */
   keepKv?: boolean;
 }
@@ -72,6 +74,8 @@ export function prefillLayers(
   // cost is a few additions per weight), so one prefill serves every policy.
   const windowSet = new Set([request.prefillQueries, ...(extras.windows ?? [])]);
   const scores = new Map([...windowSet].map((wq) => [wq, Array.from({ length: kvHeadCount(c) }, () => new Float32Array(N))]));
+  const [q0, q1] = instructionRows(c, N);
+  const instructionQueries: Float32Array[] = [];
   for (let l = 0; l < c.numLayers; l++) {
     const L = w.layers[l];
     const k = shared ? shared.k : new Float32Array(n * kvd);
@@ -99,13 +103,15 @@ export function prefillLayers(
     swiglu(gate, up, gate);
     matmul(L.down, D, F, gate, n, tmp);
     for (let i = 0; i < n * D; i++) x[i] += tmp[i];
-    extras.onLayer?.(l, k, v, scores);
+    const iq = q.slice(q0 * qd, q1 * qd);
+    instructionQueries.push(iq);
+    extras.onLayer?.(l, k, v, scores, iq);
     if (keepKv) {
       ks.push(k);
       vs.push(v);
     }
   }
-  return { hidden: x, k: ks, v: vs, scores, layout: policyLayout(c, N) };
+  return { hidden: x, k: ks, v: vs, scores, instructionQueries, layout: policyLayout(c, N) };
 }
 
 /** Per KV head, the post-RoPE audio keys [N, headDim] (page key bounds for Quest/ArkVale). */

@@ -238,7 +238,7 @@ export class WebGpuBackend implements DecoderBackend {
     const layout = poolLayout(c, need.perHead, P, Math.min(...Object.values(this.limits())), this.elementBytes);
     const pool = await this.makePool(layout, `the KV pool of this plan (${need.total} pages)`);
     const residency = new Residency({ heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: layout.capacityPages, shards: residencyShards(c, layout), kvElementBytes: layout.elementBytes, audioStart: audioStart(c), audioLength: A }, pool);
-    const transfer = await placePlan(this.ctx, c, this.kernels, pool, p, sizes.promptLength, residency, plan, text);
+    const transfer = await placePlan(this.ctx, c, this.kernels, pool, p, sizes.promptLength, residency, plan, text, s.opts.request);
     // Prefill buffers go as soon as the gather is queued (WebGPU defers the free).
     p.destroy();
     s.prefill = null;

@@ -12,7 +12,7 @@ import { Residency, type PageStorage } from '../../kv/residency.js';
 import { poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
 import type { AttentionRequest, LayerPrefill } from '../../kv/plan.js';
-import { policyLayout, textPositions } from '../prompt.js';
+import { policyLayout, summaryPlacement, textPositions } from '../prompt.js';
 import type { GpuContext } from '../../gpu/device.js';
 import type { Kernels } from './kernels.js';
 import { layerShardPages, type PoolShardLayout } from './pool-layout.js';
@@ -93,14 +93,14 @@ export class LayerPlacer {
     const oom = await failure;
     if (oom) throw oom;
     // CPU copies and summaries: this layer's K/V read back once, only when some head has any.
-    const kv = heads.some(readsRows) ? (await readPrefillKv(ctx, c, p, n, [l])).get(l)! : null;
+    const kv = heads.some(readsRows) ? (await readPrefillKv(ctx, c, p, n, [l], p.instructionQueryRows)).get(l)! : null;
     const base = shard.firstPage * P;
     this.storage.current = { ...buf, base };
     const placed = this.residency.applyPrefillHeads(l * H, heads, textPositions(c, A), (head, seqPos, k, kOff, v, vOff) => {
       const o = seqPos * H * hd + (head % H) * hd;
       k.set(kv!.k.subarray(o, o + hd), kOff);
       v.set(kv!.v.subarray(o, o + hd), vOff);
-    });
+    }, summaryPlacement(c, this.d.request.summaryFit ?? 'mean', () => kv!.q));
     this.bytesToCpu += placed.transfer.bytesToCpu;
     // Queued before the next layer, which then overwrites the prefill K/V this reads.
     gatherIntoPool(ctx, c, this.d.kernels, { kOf: () => buf.k, vOf: () => buf.v, baseSlot: () => base }, p, placed.gathers);

@@ -22,6 +22,7 @@ import { grid, matmulGroups, type Kernels } from './kernels.js';
 import type { PrefillBuffers, SessionBuffers } from './session.js';
 import { whole, type GpuWeights } from './weights.js';
 import { matvecDispatches } from './weight-formats.js';
+import { instructionRows, summaryPlacement } from '../prompt.js';
 
 export interface GpuPrefillOutput {
   token: number;
@@ -74,6 +75,8 @@ export async function runPrefill(
   const uni = (label: string, v: number[]) => p.adopt(ctx.uniform(label, v));
   const rows = uni('u.rows', [n, 0, 0, 0]);
   const firstQuery = Number.isFinite(request.prefillQueries) ? Math.max(0, n - request.prefillQueries) : 0;
+  const iqRows = s.sizes.instructionQueryRows;
+  const [iq0] = instructionRows(c, A);
   // Row blocks: [first row, rows, uniforms]. Offsets are multiples of 64 rows, which keeps
   // every sub-binding at a multiple of the 256-byte storage offset alignment.
   const C = s.sizes.prefillChunk;
@@ -118,6 +121,10 @@ export async function runPrefill(
       run(enc, wk(L.qkv.format).matmul, [whole(L.qkv), p.h, p.qkv, b.uQkv], ...matmulGroups(QD + 2 * KVD, b.m));
       run(enc, k.ropeSplit, { 1: p.qkv, 2: p.q, 3: rowsOf(pk, KVD, b.r0, b.m), 4: rowsOf(pv, KVD, b.r0, b.m), 5: s.rope, 8: b.uRope, 9: w.qkvBias(l) }, b.m);
       run(enc, k.causalAttention, [p.q, pk, pv, p.attn, p.ml, attnU], Math.ceil(b.m / 64), c.numHeads);
+      // The instruction rows' queries, kept for summary slots fitted to them (the block's are overwritten by the next).
+      const r0 = Math.max(b.r0, iq0);
+      const r1 = Math.min(b.r0 + b.m, iq0 + iqRows);
+      if (r1 > r0) enc.copyBufferToBuffer(p.q, 4 * (r0 - b.r0) * QD, p.instructionQ, 4 * (p.heldLayer(l) * iqRows + r0 - iq0) * QD, 4 * (r1 - r0) * QD);
       if (A > 0 && b.r0 + b.m > firstQuery) run(enc, k.prefillScores, { 0: p.q, 1: pk, 5: attnU, 6: p.scores, 7: p.ml }, Math.ceil(A / 64), c.numKvHeads);
       run(enc, wk(L.o.format).matmulAdd, [whole(L.o), p.attn, x, b.uO], ...matmulGroups(D, b.m));
       run(enc, k.rmsnorm, [x, L.mlpNorm, p.h, b.uRows], Math.ceil(b.m / 64));
@@ -185,14 +192,18 @@ export function readsRows(h: HeadResidency): boolean {
   return h.cpu.length > 0 || (h.summaries?.length ?? 0) > 0;
 }
 
-/** Reads back the prefill K and V of the given layers (for CPU copies): [n, KVD] each. */
-export async function readPrefillKv(ctx: GpuContext, c: ModelConfig, p: PrefillBuffers, n: number, layers: number[]): Promise<Map<number, { k: Float32Array; v: Float32Array }>> {
+/**
+ * Reads back the prefill K and V of the given layers (for CPU copies and summaries): [n,
+ * KVD] each, and the instruction rows' queries where the prefill kept them ([rows, QD]).
+ */
+export async function readPrefillKv(ctx: GpuContext, c: ModelConfig, p: PrefillBuffers, n: number, layers: number[], queryRows = 0): Promise<Map<number, { k: Float32Array; v: Float32Array; q: Float32Array }>> {
   const bytes = 4 * n * c.numKvHeads * c.headDim;
-  const parts: [GPUBuffer, number][] = [];
-  for (const l of layers) parts.push([p.kvOf(l).k, bytes], [p.kvOf(l).v, bytes]);
+  const qBytes = 4 * queryRows * c.numHeads * c.headDim;
+  const parts: [GPUBuffer, number, number?][] = [];
+  for (const l of layers) parts.push([p.kvOf(l).k, bytes], [p.kvOf(l).v, bytes], [p.instructionQ, qBytes, p.heldLayer(l) * qBytes]);
   const got = parts.length ? await readBack(ctx, parts) : [];
-  const out = new Map<number, { k: Float32Array; v: Float32Array }>();
-  layers.forEach((l, i) => out.set(l, { k: new Float32Array(got[2 * i]), v: new Float32Array(got[2 * i + 1]) }));
+  const out = new Map<number, { k: Float32Array; v: Float32Array; q: Float32Array }>();
+  layers.forEach((l, i) => out.set(l, { k: new Float32Array(got[3 * i]), v: new Float32Array(got[3 * i + 1]), q: new Float32Array(got[3 * i + 2]) }));
   return out;
 }
 
@@ -235,10 +246,10 @@ export function gatherIntoPool(ctx: GpuContext, c: ModelConfig, k: Kernels, pool
  * A whole prefill plan into the pool: kept rows gathered on the GPU, CPU copies read back
  * once (only the layers that keep any) and handed to the residency, then the page tables flushed.
  */
-export async function placePlan(ctx: GpuContext, c: ModelConfig, k: Kernels, pool: GpuPool, p: PrefillBuffers, promptLength: number, residency: Residency, plan: PrefillPlan, text: number[]): Promise<TransferStats> {
+export async function placePlan(ctx: GpuContext, c: ModelConfig, k: Kernels, pool: GpuPool, p: PrefillBuffers, promptLength: number, residency: Residency, plan: PrefillPlan, text: number[], request: AttentionRequest): Promise<TransferStats> {
   const cpuLayers = new Set<number>();
   plan.heads.forEach((h, i) => { if (readsRows(h)) cpuLayers.add(Math.floor(i / c.numKvHeads)); });
-  const kv = await readPrefillKv(ctx, c, p, promptLength, [...cpuLayers]);
+  const kv = await readPrefillKv(ctx, c, p, promptLength, [...cpuLayers], p.instructionQueryRows);
   const hd = c.headDim;
   const kvd = c.numKvHeads * hd;
   const { gathers, transfer } = residency.applyPrefill(plan, text, (head, seqPos, kk, kOff, v, vOff) => {
@@ -246,7 +257,7 @@ export async function placePlan(ctx: GpuContext, c: ModelConfig, k: Kernels, poo
     const o = seqPos * kvd + (head % c.numKvHeads) * hd;
     kk.set(src.k.subarray(o, o + hd), kOff);
     v.set(src.v.subarray(o, o + hd), vOff);
-  });
+  }, summaryPlacement(c, request.summaryFit ?? 'mean', (l) => kv.get(l)!.q));
   gatherIntoPool(ctx, c, k, pool, p, gathers);
   pool.flush(residency);
   return transfer;

@@ -27,6 +27,8 @@ export interface SessionSizes {
   prefillChunk: number;
   /** Layers whose prompt K/V the prefill buffers hold at once: 1 for a per-layer prefill, else every layer. */
   prefillKvLayers: number;
+  /** Instruction rows whose queries the prefill keeps per layer (as many layers as K/V), for summary slots fitted to them; 0: none. */
+  instructionQueryRows: number;
   /** Bytes of the prefill buffers, of the largest single buffer, of the decode step's buffers. */
   prefillBytes: number;
   largestBuffer: number;
@@ -68,6 +70,9 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   ];
   const perLayerKv = n * KVD;
   const prefillKvLayers = opts.layered ? 1 : c.numLayers;
+  const fit = opts.request.summaryFit ?? 'mean';
+  const instructionQueryRows = fit === 'mean' ? 0 : Math.max(1, c.instruction.length);
+  prefill.push(['instruction queries', prefillKvLayers * instructionQueryRows * QD]);
   const prefillBytes = 4 * (prefill.reduce((a, [, f]) => a + f, 0) + 2 * prefillKvLayers * perLayerKv);
   const readbackBytes = 16 + 4 * (opts.returnLogits ? c.vocabSize : 0) + 4 * exported * A + 4 * (opts.request.decodeQueries ? exported * G * c.headDim : 0);
   const grown: [string, number][] = [...prefill, ["one layer's prefill K", perLayerKv], ['exported decode weights', exported * A], ['readback slot', readbackBytes / 4]];
@@ -83,7 +88,7 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   if (largestBuffer > limit) {
     throw new ContextTooLongError(total, limit, `${A} audio tokens need a ${(largestBuffer / 2 ** 20).toFixed(1)} MiB GPU buffer (${largestWhat}), over this device's binding limit`, 'prompt-binding');
   }
-  return { audioLength: A, promptLength: n, textTokens, pageSize: P, exported, prefillChunk, prefillKvLayers, prefillBytes, largestBuffer, decodeBytes, readbackBytes, worstPoolPages, worstPoolBytes };
+  return { audioLength: A, promptLength: n, textTokens, pageSize: P, exported, prefillChunk, prefillKvLayers, instructionQueryRows, prefillBytes, largestBuffer, decodeBytes, readbackBytes, worstPoolPages, worstPoolBytes };
 }
 
 /** Most rows one prefill block takes: PREFILL_CHUNK_ROWS, fewer when a block of `width` floats per row would pass `limit`. */
@@ -172,6 +177,9 @@ export class PrefillBuffers {
   readonly ids: GPUBuffer;
   readonly audio: GPUBuffer;
   readonly scores: GPUBuffer;
+  /** Per layer held (as the K/V), the instruction rows' post-RoPE queries [rows, numHeads × headDim]. */
+  readonly instructionQ: GPUBuffer;
+  readonly instructionQueryRows: number;
   readonly k: GPUBuffer[] = [];
   readonly v: GPUBuffer[] = [];
   private readonly all: GPUBuffer[] = [];
@@ -199,6 +207,8 @@ export class PrefillBuffers {
     this.ids = b('ids', n);
     this.audio = b('audio', A * c.hiddenSize);
     this.scores = b('scores', kvHeadCount(c) * A);
+    this.instructionQueryRows = sizes.instructionQueryRows;
+    this.instructionQ = b('instruction_q', sizes.prefillKvLayers * sizes.instructionQueryRows * QD);
     for (let l = 0; l < sizes.prefillKvLayers; l++) {
       this.k.push(b(`k.${l}`, n * KVD));
       this.v.push(b(`v.${l}`, n * KVD));
@@ -207,8 +217,13 @@ export class PrefillBuffers {
 
   /** The K and V buffers that hold `layer`'s prompt K/V (one pair serves every layer in a per-layer prefill). */
   kvOf(layer: number): { k: GPUBuffer; v: GPUBuffer } {
-    const i = this.k.length === 1 ? 0 : layer;
+    const i = this.heldLayer(layer);
     return { k: this.k[i], v: this.v[i] };
+  }
+
+  /** Which of the held layers' slots (K/V, instruction queries) `layer` uses. */
+  heldLayer(layer: number): number {
+    return this.k.length === 1 ? 0 : layer;
   }
 
   /** Extra buffers made during prefill (uniforms, gather lists) die with these. */

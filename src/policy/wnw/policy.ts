@@ -32,6 +32,10 @@
  *   They are paid for out of the budget; where it cannot hold them, the tidal heads'
  *   recall reserve shrinks first (to one segment), then the groups coarsen
  *   (`summaryLength` finer than a segment), and failing all there are none.
+ *   `summaryFit` says how a slot is made from its group: the plain mean ('mean'), or
+ *   fitted to the instruction's queries, the same rows the prefill scores come from —
+ *   the value weighted as those queries weigh the rows ('value'), and the count raised
+ *   to the mass they gave the group ('mass'), which the mean key under-counts.
  * - Normalisation of the ranking score (`normalize`): over all heads (default) or per
  *   layer. Diagnosis only: `fullLayer` / `fullRole` keep one layer's or one role's heads
  *   whole, outside the budget (docs/wnw-fidelity.md).
@@ -39,6 +43,7 @@
 import { WnwError } from '../../errors.js';
 import type { AttentionRequest, HeadResidency, LayerPrefill, Move, PolicyLayout, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../../kv/plan.js';
 import { EMPTY_PLAN } from '../../kv/plan.js';
+import type { SummaryFit } from '../../kv/summary.js';
 import type { HeadRoles, HeadsFile } from '../../model/heads.js';
 import type { KvPolicy, PolicyOptions } from '../types.js';
 import { checkBudget, complement, concatSorted, NONE, numOpt, retainedCount, selectByRetention } from '../select.js';
@@ -46,6 +51,9 @@ import { layerwise, prefillAllLayers } from '../layered.js';
 import { ChunkScheduler, PAPER_CHUNKS, type ChunkDecision, type ChunkOptions } from './chunks.js';
 import { segmentSummaries, summarySlots } from './summaries.js';
 import { assignRoles, budgetKey, fitLambda, headsScore, normalizedScores, rankingScore, segmentFloor, type Roles, type Selection } from './triage.js';
+
+/** Summary slots fitted to the instruction's queries: chosen on the calibration recordings (docs/wnw-fidelity.md). */
+export const DEFAULT_SUMMARY_FIT: SummaryFit = 'mass';
 
 export interface WnwState {
   roles: Roles;
@@ -59,7 +67,7 @@ export interface WnwState {
 
 export class WnwPolicy implements KvPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
-  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'normalize', 'fullLayer', 'fullRole'];
+  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'normalize', 'fullLayer', 'fullRole'];
   readonly name = 'wnw';
   private readonly budget: number;
   private readonly heads: HeadsFile;
@@ -75,6 +83,8 @@ export class WnwPolicy implements KvPolicy {
   private readonly normalize: 'global' | 'layer';
   /** Positions a summary slot stands for at most (0: a whole segment). */
   private readonly summaryLength: number;
+  /** How a summary slot is made (kv/summary.ts): plain mean, or fitted to the instruction's queries. */
+  private readonly summaryFit: SummaryFit;
   private readonly score: number[];
   /** Diagnosis only: a layer (`fullLayer`) or a role (`fullRole`) whose heads keep all their audio, outside the budget. */
   private readonly fullLayer?: number;
@@ -109,6 +119,9 @@ export class WnwPolicy implements KvPolicy {
     if (typeof summaries !== 'boolean') throw new WnwError('BAD_ARGUMENT', `option "summaries" must be true or false, got ${String(summaries)}`);
     this.summaries = summaries;
     this.summaryLength = numOpt(opts, 'summaryLength', 0, 0);
+    const fit = opts['summaryFit'] ?? DEFAULT_SUMMARY_FIT;
+    if (fit !== 'mean' && fit !== 'value' && fit !== 'mass') throw new WnwError('BAD_ARGUMENT', `option "summaryFit" must be "mean", "value" or "mass", got ${String(fit)}`);
+    this.summaryFit = fit;
     const normalize = opts['normalize'] ?? 'global';
     if (normalize !== 'global' && normalize !== 'layer') throw new WnwError('BAD_ARGUMENT', `option "normalize" must be "global" or "layer", got ${String(normalize)}`);
     this.normalize = normalize;
@@ -142,7 +155,7 @@ export class WnwPolicy implements KvPolicy {
   }
 
   request(layout: PolicyLayout): AttentionRequest {
-    return { decodeHeads: [...this.roles.anchors], prefillQueries: Math.max(1, layout.instructionLength) };
+    return { decodeHeads: [...this.roles.anchors], prefillQueries: Math.max(1, layout.instructionLength), ...(this.summaries ? { summaryFit: this.summaryFit } : {}) };
   }
 
   /** Roles, retention and λ in use (after prefill). */
