@@ -161,7 +161,7 @@ async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> 
         `r_GPU ${s.rGpu.toFixed(3)}, ${s.mbPerStep.toFixed(3)} MB/step CPU->GPU, stopped by ${s.stoppedBy}\n`,
     );
     if (result.error) {
-      io.stderr(`wnw: ${oneLine(result.error)} (the transcript above is partial)\n`);
+      io.stderr(`wnw: ${oneLine(result.error)} (${result.text.trim() ? 'the transcript above is partial' : 'nothing was transcribed'})\n`);
       return (result.error as { code?: string }).code === 'CANCELLED' ? 130 : 1;
     }
     return 0;

@@ -79,13 +79,8 @@ export class WnwTranscriber implements Transcriber {
 
   /** Runs the decoder on already-encoded audio (evaluation shares one encoding across policies). */
   async decodeEncoded(enc: Awaited<ReturnType<WnwTranscriber['encode']>>, options: TranscribeOptions = {}): Promise<TranscriptionResult> {
-    const policyName = options.policy ?? this.defaults.policy;
-    const budget = policyName === 'full' ? 1 : options.budget ?? this.defaults.budget;
+    const { policyName, budget, policy } = this.policyFor(options);
     const heads = this.model.heads;
-    if (NEEDS_HEADS.has(policyName) && !heads) {
-      throw new WnwError('BAD_ARGUMENT', needsHeads(policyName, this.model.base));
-    }
-    const policy = createPolicy(policyName, { ...options.policyOptions, budget, heads });
     // A policy's own roles first (an ablation may have changed them), else the calibrated ones.
     const roles = policy.headRoles ?? (heads ? heads.roles[budgetKey(budget)] ?? assignRoles(headsScore(heads), Math.min(budget, 0.8)) : undefined);
     const progress = options.onProgress ?? this.defaults.onProgress ?? (() => {});
@@ -133,9 +128,22 @@ export class WnwTranscriber implements Transcriber {
     };
   }
 
+  /** The run's policy, made from the options: a policy the options cannot make is refused here, before any audio is read. */
+  private policyFor(options: TranscribeOptions): { policyName: PolicyName; budget: number; policy: ReturnType<typeof createPolicy> } {
+    const policyName = options.policy ?? this.defaults.policy;
+    const budget = policyName === 'full' ? 1 : options.budget ?? this.defaults.budget;
+    const heads = this.model.heads;
+    if (NEEDS_HEADS.has(policyName) && !heads) {
+      throw new WnwError('BAD_ARGUMENT', needsHeads(policyName, this.model.base));
+    }
+    return { policyName, budget, policy: createPolicy(policyName, { ...options.policyOptions, budget, heads }) };
+  }
+
   private async transcribeNow(input: AudioInput, options: TranscribeOptions): Promise<TranscriptionResult> {
     if (this.disposed) throw new WnwError('BAD_ARGUMENT', 'this transcriber was disposed; load a new one');
     if (options.signal?.aborted) throw new CancelledError();
+    // Options that make no policy fail now, not after the audio has been encoded.
+    this.policyFor(options);
     const reuse = options.reusePrefill && this.lastEncoding?.input === input ? this.lastEncoding.enc : null;
     const enc = reuse ?? (await this.encode(input, options));
     this.lastEncoding = options.reusePrefill ? { input, enc } : null;

@@ -26,6 +26,8 @@ function fakeLoad(seen: { load?: LoadOptions; call?: TranscribeOptions; disposed
           realTimeFactor: 0.1, stoppedBy: 'eos',
         };
         const partial = samples[0] === 1;
+        const nothing = samples[0] === 2;
+        if (nothing) return { text: '', words: [], tokens: [], stats: { ...stats, decodeSteps: 0 }, error: new CancelledError() };
         return {
           text: partial ? 'hello' : 'hello world', words: [{ word: 'hello', start: 0.1, end: 0.5 }], tokens: [1, 2], stats,
           ...(partial ? { error: new CancelledError() } : {}),
@@ -58,6 +60,8 @@ writeFileSync(bad, Buffer.from('this is not audio'));
 const empty = join(dir, 'empty.wav');
 writeFileSync(empty, Buffer.alloc(0));
 const partial = join(dir, 'partial.wav');
+const cancelledAtOnce = join(dir, 'nothing.wav');
+writeFileSync(cancelledAtOnce, Buffer.from('RIFF\x02\0\0\0WAVE', 'latin1'));
 writeFileSync(partial, Buffer.from('RIFF\x01\0\0\0WAVE', 'latin1'));
 
 describe('wnw transcribe', () => {
@@ -100,6 +104,11 @@ describe('wnw transcribe', () => {
     expect(await runCli(['transcribe', partial], t)).toBe(130);
     expect(t.out).toBe('hello\n');
     expect(t.err).toMatch(/cancelled.*partial/);
+    // Stopped before any token: no "transcript above" to speak of.
+    const none = io();
+    expect(await runCli(['transcribe', cancelledAtOnce], none)).toBe(130);
+    expect(none.err).toMatch(/cancelled.*\(nothing was transcribed\)/);
+    expect(none.err).not.toMatch(/partial/);
   });
 
   it('usage errors exit 2 and name the problem', async () => {

@@ -83,6 +83,15 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     await expect(loadTranscriber({ model: dir, backend: 'cpu', budget: 1.5 })).rejects.toThrow(/budget/);
   });
 
+  it('a budget below what the anchors alone keep is refused before the audio is encoded, in one prefix', async () => {
+    const phases: string[] = [];
+    const err = await asr.transcribe(toneWav(2), { budget: 0.01, onProgress: (e) => phases.push(e.phase) }).catch((e) => e);
+    expect(err).toBeInstanceOf(WnwError);
+    expect(err.code).toBe('BAD_ARGUMENT');
+    expect(err.message).toMatch(/^policy "wnw": budget 0.01 is below what its \d+ anchor heads alone keep/);
+    expect(phases).not.toContain('encode');
+  });
+
   it('a model whose config disagrees with its weights fails at load naming file and tensor', async () => {
     const cfg = JSON.parse(require('node:fs').readFileSync(join(dir, 'config.json'), 'utf8'));
     const bad = writeTinyModel();

@@ -149,9 +149,11 @@ export class WnwPolicy implements KvPolicy {
     this.roles = calibrated ? { anchors: [...stored.anchors], tidal: [...stored.tidal], fixed: [...stored.fixed] } : assignRoles(this.score, this.budget, roleOpts);
     if (roleOpts.anchors !== undefined && this.roles.anchors.length < roleOpts.anchors) {
       // assignRoles caps anchors at half the budget and half the voice heads: say so rather than run fewer.
-      throw new WnwError('BAD_ARGUMENT', `wnw: ${roleOpts.anchors} anchors do not fit: at budget ${this.budget} with ${this.roles.anchors.length + this.roles.tidal.length} voice heads at most ${this.roles.anchors.length} can be anchors (half the budget's heads and half the voice heads); ask for fewer anchors, more voice heads (nVoice) or a larger budget`);
+      throw new WnwError('BAD_ARGUMENT', `policy "wnw": ${roleOpts.anchors} anchors do not fit: at budget ${this.budget} with ${this.roles.anchors.length + this.roles.tidal.length} voice heads at most ${this.roles.anchors.length} can be anchors (half the budget's heads and half the voice heads); ask for fewer anchors, more voice heads (nVoice) or a larger budget`);
     }
     if (this.roles.anchors.length + this.roles.tidal.length + this.roles.fixed.length !== N) throw new WnwError('BAD_ARGUMENT', 'heads file roles do not cover every head');
+    // Anchors keep all their audio whatever the clip's length: a budget below their share fails on every clip, so say so now.
+    if (this.strict && this.roles.anchors.length > this.budget * N + 1e-9) throw this.anchorsOverBudget(this.roles.anchors.length / N);
   }
 
   request(layout: PolicyLayout): AttentionRequest {
@@ -189,7 +191,7 @@ export class WnwPolicy implements KvPolicy {
     const { retention, lambda, summaryLength } = this.retention(T, n);
     // The anchors alone over the budget: say so before the prefill runs (schedule() checks the whole plan).
     if (this.strict && this.roles.anchors.length * T > Math.floor(this.budget * N * T + 1e-9)) {
-      throw new WnwError('BAD_ARGUMENT', `wnw: budget ${this.budget} is below what the ${this.roles.anchors.length} anchor heads alone keep (r_GPU ${(this.roles.anchors.length / N).toFixed(3)}); use a larger budget or fewer anchors`);
+      throw this.anchorsOverBudget(this.roles.anchors.length / N);
     }
     const isTidal = new Set(this.roles.tidal);
     const isAnchor = new Set(this.roles.anchors);
@@ -234,11 +236,15 @@ export class WnwPolicy implements KvPolicy {
     heads.forEach((r, h) => (used += full.has(h) && !this.roles.anchors.includes(h) ? retainedCount(T, retention[h], n, this.selection) : r.gpu.length + (r.summaries?.length ?? 0)));
     const room = this.strict ? cap - used : Infinity;
     if (this.strict && room < 0) {
-      throw new WnwError('BAD_ARGUMENT', `wnw: budget ${this.budget} is below what the ${this.roles.anchors.length} anchor heads alone keep (r_GPU ${(used / (N * T)).toFixed(3)}); use a larger budget or fewer anchors`);
+      throw this.anchorsOverBudget(used / (N * T));
     }
     this.scheduler = new ChunkScheduler(T, n, this.chunkOpts, cost, room);
     this.stateInfo = { roles: this.roles, retention, lambda, summaryLength, prefillRGpu: used / (N * T || 1) };
     this.lastDecision = undefined;
+  }
+
+  private anchorsOverBudget(rGpu: number): WnwError {
+    return new WnwError('BAD_ARGUMENT', `policy "wnw": budget ${this.budget} is below what its ${this.roles.anchors.length} anchor heads alone keep (r_GPU ${rGpu.toFixed(3)}); use a larger budget or fewer anchors (option anchors)`);
   }
 
   /** Positions per summary group: `summaryLength`, within one segment. */
