@@ -11,7 +11,7 @@ export {
   WnwError, ModelLoadError, AudioError, ContextTooLongError, ModelTooBigError, NoWebGpuError, OutOfMemoryError, DeviceLostError, CancelledError,
   type WnwErrorCode,
 } from './errors.js';
-export { POLICIES } from './policy/registry.js';
+export { POLICIES, hasFixedBudget, needsHeads, policyBudget } from './policy/registry.js';
 export { toMono16k } from './audio/decode.js';
 export { loadTranscriberInWorker } from './worker/client.js';
 export type { KvPolicy } from './policy/types.js';

@@ -7,6 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import type { LoadOptions, ProgressEvent, Transcriber, TranscriptionResult } from '../types.js';
 import { progressNote } from '../session/progress-note.js';
+import { hasFixedBudget, policyBudget } from '../index.js';
 import { TRANSCRIBE_USAGE, UsageError, parseTranscribeArgs, type TranscribeArgs } from './args.js';
 
 export interface CliIo {
@@ -37,7 +38,7 @@ export function jsonOutput(r: TranscriptionResult, budget: number) {
     words: r.words,
     stats: {
       policy: s.policy,
-      budget: s.policy === 'full' ? 1 : budget,
+      budget: policyBudget(s.policy, budget),
       rGpu: s.rGpu,
       rGpuCpu: s.rGpuCpu,
       mbPerStep: s.mbPerStep,
@@ -150,7 +151,7 @@ async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> 
     asr = await io.load({ model: args.model, policy: args.policy, budget: args.budget, backend: args.backend, kvPrecision: args.kv, weightFormat: args.weights, audioSeconds: audio.length / 16000, ...(args.language !== undefined ? { language: args.language } : {}), ...(args.audioEncoder ? { audioEncoder: args.audioEncoder } : {}), onProgress });
     clearProgress();
     // Said every time, not only for auto: a CPU fallback is 10-100x slower and people should know why.
-    io.stderr(`wnw: backend ${asr.backend}${args.backend === 'auto' ? ' (auto)' : ''}; policy ${args.policy}${args.policy === 'full' ? '' : ` at budget ${args.budget}`}\n`);
+    io.stderr(`wnw: backend ${asr.backend}${args.backend === 'auto' ? ' (auto)' : ''}; policy ${args.policy}${hasFixedBudget(args.policy) ? '' : ` at budget ${args.budget}`}\n`);
     const result = await asr.transcribe(audio, { signal: io.signal, onProgress });
     clearProgress();
     if (args.json) io.stdout(`${JSON.stringify(jsonOutput(result, args.budget))}\n`);

@@ -57,6 +57,7 @@ export function allocateBudgets(weights: number[], base: number, total: number, 
 export class AudioKVPolicy extends PrefillOnlyPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
   static readonly options: readonly string[] = ['window', 'alpha', 'lowpassWindow', 'baseShare'];
+  static readonly needsHeads = true;
   readonly name = 'audiokv';
   private readonly budget: number;
   private readonly grounding: number[];

@@ -6,6 +6,8 @@ import { layerwise, PrefillOnlyPolicy } from './layered.js';
 export class FullPolicy extends PrefillOnlyPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
   static readonly options: readonly string[] = [];
+  /** Everything stays on the GPU, whatever budget is asked. */
+  static readonly fixedBudget = 1;
   readonly name = 'full';
   protected readonly prefillQueries = 1;
 

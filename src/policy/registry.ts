@@ -17,10 +17,14 @@ import { QuestPolicy } from './quest.js';
 
 export type PolicyFactory = (opts: PolicyOptions) => KvPolicy;
 
-/** A policy class: its constructor and the option names it reads. */
+/** A policy class: its constructor, the option names it reads and what it means for a run. */
 interface PolicyClass {
   new (opts: PolicyOptions): KvPolicy;
   readonly options: readonly string[];
+  /** The budget it runs at whatever is asked (the full cache: 1). */
+  readonly fixedBudget?: number;
+  /** It triages heads from the calibrated heads.json, so it cannot run without one. */
+  readonly needsHeads?: boolean;
 }
 
 const CLASSES = {
@@ -66,8 +70,20 @@ export function checkPolicyOptions(name: string, opts: Record<string, unknown>):
   }
 }
 
-/** Policies that need heads.json. */
-export const NEEDS_HEADS: ReadonlySet<PolicyName> = new Set<PolicyName>(['wnw', 'audiokv']);
+/** The budget `name` runs at when `budget` is asked: its own where it has a fixed one (the full cache keeps everything). */
+export function policyBudget(name: string, budget: number): number {
+  return policyClass(name).fixedBudget ?? budget;
+}
+
+/** Whether `name` runs at one budget whatever is asked, so a budget control means nothing for it. */
+export function hasFixedBudget(name: string): boolean {
+  return policyClass(name).fixedBudget !== undefined;
+}
+
+/** Whether `name` needs the calibrated heads.json. */
+export function needsHeads(name: string): boolean {
+  return policyClass(name).needsHeads === true;
+}
 
 export function createPolicy(name: string, opts: PolicyOptions): KvPolicy {
   const C = policyClass(name);

@@ -16,8 +16,8 @@ import { packDecoderWeights, type PackedDecoderWeights } from '../model/packed-w
 import type { WeightFormat } from '../model/quant.js';
 import type { DecoderWeights } from '../model/weights.js';
 import { promptForLanguage, type Prompt } from './prompt-language.js';
-import { createPolicy, NEEDS_HEADS } from '../policy/registry.js';
-import { assignRoles, budgetKey, headsScore } from '../policy/wnw/triage.js';
+import { createPolicy, needsHeads, policyBudget } from '../policy/registry.js';
+import { wordTimingHeads } from '../policy/timing-heads.js';
 import { runTranscription } from './run.js';
 import type { AudioInput, LoadOptions, PolicyName, ProgressEvent, TranscribeOptions, TranscriptionResult, Transcriber } from '../types.js';
 
@@ -81,8 +81,6 @@ export class WnwTranscriber implements Transcriber {
   async decodeEncoded(enc: Awaited<ReturnType<WnwTranscriber['encode']>>, options: TranscribeOptions = {}): Promise<TranscriptionResult> {
     const { policyName, budget, policy } = this.policyFor(options);
     const heads = this.model.heads;
-    // A policy's own roles first (an ablation may have changed them), else the calibrated ones.
-    const roles = policy.headRoles ?? (heads ? heads.roles[budgetKey(budget)] ?? assignRoles(headsScore(heads), Math.min(budget, 0.8)) : undefined);
     const progress = options.onProgress ?? this.defaults.onProgress ?? (() => {});
     const restore = await this.usePrompt(options.language ?? this.defaults.language);
     try {
@@ -96,7 +94,7 @@ export class WnwTranscriber implements Transcriber {
         audioLength: enc.audioLength,
         audioSeconds: enc.audioSeconds,
         encodeMs: enc.encodeMs,
-        timingHeads: roles ? [...roles.anchors] : [],
+        timingHeads: wordTimingHeads(policy, heads, budget),
         tidalHeads: policy.headRoles?.tidal ?? [],
         options,
         progress,
@@ -131,10 +129,10 @@ export class WnwTranscriber implements Transcriber {
   /** The run's policy, made from the options: a policy the options cannot make is refused here, before any audio is read. */
   private policyFor(options: TranscribeOptions): { policyName: PolicyName; budget: number; policy: ReturnType<typeof createPolicy> } {
     const policyName = options.policy ?? this.defaults.policy;
-    const budget = policyName === 'full' ? 1 : options.budget ?? this.defaults.budget;
+    const budget = policyBudget(policyName, options.budget ?? this.defaults.budget);
     const heads = this.model.heads;
-    if (NEEDS_HEADS.has(policyName) && !heads) {
-      throw new WnwError('BAD_ARGUMENT', needsHeads(policyName, this.model.base));
+    if (needsHeads(policyName) && !heads) {
+      throw new WnwError('BAD_ARGUMENT', missingHeads(policyName, this.model.base));
     }
     return { policyName, budget, policy: createPolicy(policyName, { ...options.policyOptions, budget, heads }) };
   }
@@ -165,7 +163,7 @@ function gpuContextOf(decoder: DecoderBackend): GpuContext | undefined {
 }
 
 /** A policy that triages heads without the calibrated heads.json: what to run instead. */
-function needsHeads(policy: string, model: string): string {
+function missingHeads(policy: string, model: string): string {
   return `policy "${policy}" needs the calibrated heads.json in ${model}, which is missing: run \`npm run calibrate -- --model ${model}\` to write it, or use policy "full"`;
 }
 
@@ -199,14 +197,14 @@ export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscri
     beforeWeights: (config, format, tied) => refuseUnfit(config, format, tied, device, `the decoder of ${config.name}${target.kind === 'webgpu' ? ` on ${target.label}` : ''}`,
       // The recording itself is judged where it is known and the GPU holds its KV pool.
       options.audioSeconds !== undefined && target.kind === 'webgpu'
-        ? { audioTokens: audioTokensOf(config, options.audioSeconds), kvPrecision: options.kvPrecision ?? 'f32', budget: policy === 'full' ? 1 : budget }
+        ? { audioTokens: audioTokensOf(config, options.audioSeconds), kvPrecision: options.kvPrecision ?? 'f32', budget: policyBudget(policy, budget) }
         : undefined),
   });
   if (options.language !== undefined && !model.family) {
     throw new WnwError('BAD_ARGUMENT', `the model in ${options.model} takes no language option (its prompt names no language); omit language`);
   }
-  if (NEEDS_HEADS.has(policy) && !model.heads) {
-    throw new WnwError('BAD_ARGUMENT', needsHeads(policy, options.model));
+  if (needsHeads(policy) && !model.heads) {
+    throw new WnwError('BAD_ARGUMENT', missingHeads(policy, options.model));
   }
   const onFallback = (reason: string) => progress({ phase: 'compile', fraction: 1, detail: `WebGPU unavailable (${reason}); using the CPU backend` });
   if (fallback !== undefined) onFallback(fallback);

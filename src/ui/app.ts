@@ -6,6 +6,7 @@
  */
 import type { KvPrecision } from '../kv/precision.js';
 import type { LoadOptions, PolicyName, Transcriber, TranscriptionResult } from '../types.js';
+import { hasFixedBudget, policyBudget } from '../index.js';
 import { wireFileInput, wireRecorder, wireSamples, type Clip } from './audio-input.js';
 import { WEBGPU_HELP, describeError, webGpuMissing, type UiMessage } from './messages.js';
 import { localFolderBytes } from '../model/local-folder.js';
@@ -88,7 +89,7 @@ export class App {
     void wireSamples($<HTMLSelectElement>('sample-select'), $<HTMLButtonElement>('sample-use'), cb);
     this.ui.start.addEventListener('click', () => void this.run());
     this.ui.cancel.addEventListener('click', () => this.abort?.abort());
-    this.ui.policy.addEventListener('change', () => (this.ui.budget.disabled = this.ui.policy.value === 'full'));
+    this.ui.policy.addEventListener('change', () => (this.ui.budget.disabled = hasFixedBudget(this.ui.policy.value)));
     this.ui.backend.addEventListener('change', () => this.dropTranscriber());
     this.model = { url: deps.modelUrl, label: deps.modelLabel ?? 'the shipped model', local: false };
     this.modelSource = new ModelSource(this.model, {
@@ -100,7 +101,7 @@ export class App {
         title: v.problems.some((p) => p.limit !== 'deviceMemory') ? 'This model does not fit this GPU as it is' : 'This model may not fit this device',
       }),
       // The first run of a click sizes the pool: in compare mode that is the full cache.
-      context: () => ({ seconds: this.audio ? this.audio.length / this.deps.sampleRate : 0, kvPrecision: this.ui.kv.value as KvPrecision, budget: this.plan()[0].policy === 'full' ? 1 : this.plan()[0].budget, backend: this.ui.backend.value }),
+      context: () => ({ seconds: this.audio ? this.audio.length / this.deps.sampleRate : 0, kvPrecision: this.ui.kv.value as KvPrecision, budget: policyBudget(this.plan()[0].policy, this.plan()[0].budget), backend: this.ui.backend.value }),
     });
     for (const c of [this.ui.kv, this.ui.policy, this.ui.budget, this.ui.backend, this.ui.compare]) c.addEventListener('change', () => this.modelSource.refit());
     this.chart.reset(60);
@@ -268,7 +269,7 @@ export class App {
     this.ui.cancel.disabled = !running;
     for (const c of [this.ui.policy, this.ui.backend, this.ui.kv, this.ui.compare]) c.disabled = running;
     this.modelSource.setDisabled(running);
-    this.ui.budget.disabled = running || this.ui.policy.value === 'full';
+    this.ui.budget.disabled = running || hasFixedBudget(this.ui.policy.value);
     document.body.dataset.state = running ? 'running' : 'idle';
   }
 

@@ -4,6 +4,8 @@
  * Errors may arrive from a worker as plain objects, so this branches on `code`, never on
  * `instanceof`.
  */
+import { hasFixedBudget } from '../index.js';
+
 export interface UiAction {
   label: string;
   /** What the app does when the button is pressed. */
@@ -30,7 +32,8 @@ export const WEBGPU_HELP =
 
 /** The next budget down from the one that did not fit, or null when already at the floor. */
 export function lowerBudget(policy: string, budget: number): number | null {
-  if (policy === 'full') return 0.2;
+  // A policy at a fixed budget (the full cache) steps down to WnW's default.
+  if (hasFixedBudget(policy)) return 0.2;
   const lower = BUDGETS.filter((b) => b < budget - 1e-9);
   return lower.length ? lower[lower.length - 1] : null;
 }

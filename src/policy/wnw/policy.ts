@@ -67,6 +67,7 @@ export interface WnwState {
 
 export class WnwPolicy implements KvPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
+  static readonly needsHeads = true;
   static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'normalize', 'fullLayer', 'fullRole'];
   readonly name = 'wnw';
   private readonly budget: number;
