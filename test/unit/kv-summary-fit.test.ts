@@ -2,7 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { pagedAttention, EMPTY_SLOT } from '../../src/backend/cpu/ops.js';
 import { summarise, summaryEntry } from '../../src/kv/summary.js';
-import { Residency, type PageStorage } from '../../src/kv/residency.js';
+import { Residency } from '../../src/kv/residency.js';
+import { ArrayPageStorage } from '../helpers/page-store.js';
 import { summaryPlacement } from '../../src/backend/prompt.js';
 import { WnwPolicy } from '../../src/policy/wnw/policy.js';
 import { makeLayout, syntheticHeads } from './policy-fixtures.js';
@@ -99,16 +100,6 @@ describe('summarise', () => {
   });
 });
 
-class Store implements PageStorage {
-  k = new Float32Array(16 * 25 * hd);
-  v = new Float32Array(16 * 25 * hd);
-  writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
-    this.k.set(k.subarray(0, count * hd), slot * hd);
-    this.v.set(v.subarray(0, count * hd), slot * hd);
-  }
-  syncPositions(): void {}
-}
-
 describe('summary placement', () => {
   it('hands each KV head the queries of its group and fits its slots to them', () => {
     const c = referenceConfig();
@@ -133,7 +124,7 @@ describe('summary placement', () => {
       kk.set(k.subarray((seq - 1) * hd, seq * hd), ko);
       vv.set(v.subarray((seq - 1) * hd, seq * hd), vo);
     };
-    const store = new Store();
+    const store = new ArrayPageStorage(hd, 16 * 25);
     const res = new Residency({ heads: 1, headDim: hd, pageSize: 25, numPages: 16, audioStart: 1, audioLength: A }, store);
     const group = Int32Array.from({ length: 20 }, (_, i) => i + 5);
     res.applyPrefill({ heads: [{ gpu: Int32Array.from([0]), cpu: new Int32Array(0), summaries: [group] }] }, [0], source, { fit: 'mass', queries: () => q });

@@ -2,7 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { pagedAttention, EMPTY_SLOT } from '../../src/backend/cpu/ops.js';
 import { meanRows, slotBias, summaryEntry } from '../../src/kv/summary.js';
-import { Residency, type PageStorage } from '../../src/kv/residency.js';
+import { Residency } from '../../src/kv/residency.js';
+import { ArrayPageStorage } from '../helpers/page-store.js';
 import { WnwPolicy } from '../../src/policy/wnw/policy.js';
 import { segmentSummaries, summarySlots } from '../../src/policy/wnw/summaries.js';
 import { prefillRGpu } from '../../src/policy/accounting.js';
@@ -75,16 +76,6 @@ describe('pagedAttention over summary slots', () => {
   });
 });
 
-class Store implements PageStorage {
-  k = new Float32Array(64 * 25 * hd);
-  v = new Float32Array(64 * 25 * hd);
-  writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
-    this.k.set(k.subarray(0, count * hd), slot * hd);
-    this.v.set(v.subarray(0, count * hd), slot * hd);
-  }
-  syncPositions(): void {}
-}
-
 describe('Residency with summaries', () => {
   const A = 60;
   const source = (h: number, seq: number, k: Float32Array, ko: number, v: Float32Array, vo: number) => {
@@ -95,7 +86,7 @@ describe('Residency with summaries', () => {
   };
 
   it('writes each group mean into one GPU slot that r_GPU counts', () => {
-    const store = new Store();
+    const store = new ArrayPageStorage(hd, 64 * 25);
     const res = new Residency({ heads: 2, headDim: hd, pageSize: 25, numPages: 64, audioStart: 1, audioLength: A }, store);
     const gpu = Int32Array.from([0, 30]);
     const summaries = [Int32Array.from([1, 2, 3]), Int32Array.from([31, 40])];
@@ -113,7 +104,7 @@ describe('Residency with summaries', () => {
   });
 
   it('refuses a summary over a kept, offloaded or twice-summarised position', () => {
-    const make = () => new Residency({ heads: 1, headDim: hd, pageSize: 25, numPages: 8, audioStart: 1, audioLength: A }, new Store());
+    const make = () => new Residency({ heads: 1, headDim: hd, pageSize: 25, numPages: 8, audioStart: 1, audioLength: A }, new ArrayPageStorage(hd, 64 * 25));
     const plan = (gpu: number[], cpu: number[], groups: number[][]) => ({ heads: [{ gpu: Int32Array.from(gpu), cpu: Int32Array.from(cpu), summaries: groups.map((g) => Int32Array.from(g)) }] });
     expect(() => make().applyPrefill(plan([5], [], [[5, 6]]), [0], source)).toThrow(/summary 0/);
     expect(() => make().applyPrefill(plan([], [7], [[6, 7]]), [0], source)).toThrow(/summary 0/);
