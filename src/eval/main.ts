@@ -328,6 +328,7 @@ export async function main(argv = process.argv.slice(2)): Promise<number> {
   const abort = new AbortController();
   process.once('SIGINT', () => abort.abort());
   try {
+    const command = `npm run eval -- ${argv.join(' ')}`;
     const report = await runEval(args, {
       load: async (o) => (await import('../index.js')).loadTranscriber(o),
       readFile: (p) => readFile(p),
@@ -336,6 +337,7 @@ export async function main(argv = process.argv.slice(2)): Promise<number> {
       tty: Boolean(process.stderr.isTTY),
       signal: abort.signal,
     });
+    if (report.meta) report.meta.command = command;
     await mkdir(dirname(args.out), { recursive: true });
     await writeFile(args.out, `${JSON.stringify(report, null, 2)}\n`);
     process.stdout.write(`${markdownTable(report.summary)}\n`);
@@ -345,7 +347,6 @@ export async function main(argv = process.argv.slice(2)): Promise<number> {
       process.stderr.write(`eval: wrote ${args.plot}\n`);
     }
     if (args.readme) {
-      const command = `npm run eval -- ${argv.join(' ')}`;
       await writeFile(args.readme, replaceReadmeBlock(await readFile(args.readme, 'utf8'), readmeBlock(report, command), args.block));
       process.stderr.write(`eval: updated the ${args.block} table in ${args.readme}\n`);
     }

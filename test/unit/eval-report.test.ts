@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { markdownTable, readmeBlock, replaceReadmeBlock, summarise, type ClipRecord, type RunRecord } from '../../src/eval/report.js';
+import { markdownTable, mergeReports, readmeBlock, replaceReadmeBlock, summarise, type ClipRecord, type EvalReport, type RunRecord } from '../../src/eval/report.js';
 
 const run = (policy: string, budget: number, text: string, msPerToken: number, decodeSteps: number, extra: Partial<RunRecord> = {}): RunRecord => ({
   policy, budget, text, wer: 0, rGpu: policy === 'full' ? 1 : budget, rGpuCpu: policy === 'full' ? 1 : 2 * budget, mbPerStep: policy === 'full' ? 0 : 0.5,
@@ -112,5 +112,29 @@ describe('README block', () => {
 
   it('refuses a README without the markers', () => {
     expect(() => replaceReadmeBlock('# no markers\n', 'x')).toThrow(/eval:begin/);
+  });
+});
+
+describe('merging a re-run into a report', () => {
+  const meta = { model: 'm', backend: 'CPU', date: '2026-01-01T00:00:00.000Z', data: 'set', command: 'npm run eval -- --data set' };
+  const withQuest = clips.map((c) => ({ ...c, runs: [...c.runs, run('quest', 0.2, c.reference, 11, 10, { werVsFull: 0.1, agreement: 0.3, klVsFull: 1, forcedSteps: 10 })] }));
+  const base: EvalReport = { meta, clips: withQuest, summary: summarise(withQuest) };
+  const rerun = clips.map((c) => ({ ...c, runs: [run('full', 1, c.runs[0].text, 9, c.runs[0].decodeSteps), run('wnw', 0.2, c.reference, 8, c.runs[1].decodeSteps, { werVsFull: 0.1, agreement: 0.9, klVsFull: 0.1, forcedSteps: 10 })] }));
+  const update: EvalReport = { meta: { ...meta, date: '2026-02-02T00:00:00.000Z', command: 'npm run eval -- --data set --policies full,wnw' }, clips: rerun, summary: summarise(rerun) };
+
+  it("puts the update's runs in place of the base's, keeps the others and their order, and recomputes the summary", () => {
+    const m = mergeReports(base, update);
+    expect(m.summary.map((r) => r.policy)).toEqual(['full', 'wnw', 'quest']);
+    expect(m.summary[1].agreement).toBeCloseTo(0.9, 12);
+    expect(m.summary[2].agreement).toBeCloseTo(0.3, 12);
+    expect(m.clips[0].runs.map((r) => r.msPerToken)).toEqual([9, 8, 11]);
+    expect(m.meta!.updates).toEqual([{ date: '2026-02-02T00:00:00.000Z', command: update.meta!.command, rows: ['full', 'wnw'] }]);
+    expect(readmeBlock(m, meta.command)).toMatch(/The rows of full, wnw were re-run on 2026-02-02T00:00:00.000Z by `npm run eval -- --data set --policies full,wnw`/);
+    // The base is untouched.
+    expect(base.clips[0].runs.map((r) => r.msPerToken)).toEqual([10, 12, 11]);
+  });
+
+  it('refuses reports of different clips', () => {
+    expect(() => mergeReports(base, { ...update, clips: update.clips.slice(1) })).toThrow(/different clips/);
   });
 });
