@@ -150,7 +150,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
       acc.stepMs += ms;
       if (o.onStep) {
         o.onStep({
-          step: acc.steps - 1, token, text: out, rGpu: st.rGpu, bytesToGpu: moved.bytesToGpu, msPerToken: ms, gpuKvBytes: st.gpuBytesInUse,
+          step: acc.steps - 1, token, text: out, rGpu: st.rGpu, bytesToGpu: moved.bytesToGpu, msPerToken: ms, gpuKvBytes: st.gpuBytesInUse, textKvPages: st.textPages,
           focus: Math.round(f), ...segmentView(anchor, backend, r.tidalHeads, segmentLength(c), N),
         });
       }
@@ -188,6 +188,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     encodeMs: r.encodeMs,
     gpuKvBytes: final?.gpuBytesInUse ?? 0,
     cpuKvBytes: final?.cpuBytes ?? 0,
+    textKvPages: final?.textPages ?? 0,
     realTimeFactor: (r.encodeMs + prefillMs + decodeMs) / 1000 / Math.max(1e-9, r.audioSeconds),
     stoppedBy,
     ...(stopToken !== undefined ? { stopToken } : {}),

@@ -9,9 +9,8 @@ import { ContextTooLongError } from '../../src/errors.js';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
 import { createPolicy } from '../../src/policy/registry.js';
 import { policyLayout } from '../../src/backend/prompt.js';
-import { kvHeadCount, promptLength } from '../../src/model/config.js';
-import { prefillLayers } from '../../src/backend/cpu/prefill.js';
-import { matvec, rmsnorm, ropeFrequencies } from '../../src/backend/cpu/ops.js';
+import { kvHeadCount } from '../../src/model/config.js';
+import { denseLogits } from '../helpers/dense-logits.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
 import type { LayerPrefill } from '../../src/kv/plan.js';
 
@@ -183,13 +182,7 @@ describe('CPU backend with text on demand', () => {
       token = r.token;
     }
     expect(be.stepCounters().poolGrowths).toBeGreaterThan(1);
-    const dense = prefillLayers(config, weights, ropeFrequencies(config.headDim, config.ropeTheta), audio, N, request, { suffix: generated });
-    const D = config.hiddenSize;
-    const n = promptLength(config, N) + generated.length;
-    const xn = new Float32Array(D);
-    rmsnorm(dense.hidden.subarray((n - 1) * D, n * D), weights.norm, config.rmsNormEps, D, 1, xn);
-    const ref = new Float32Array(config.vocabSize);
-    matvec(weights.lmHead, config.vocabSize, D, xn, ref);
+    const ref = denseLogits(config, weights, audio, N, request, generated);
     let err = 0;
     let norm = 0;
     ref.forEach((x, j) => {
