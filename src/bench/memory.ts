@@ -153,7 +153,26 @@ export function memoryMarkdown(rows: MemoryRow[], weights: WeightFormat, kv: str
   return lines.join('\n');
 }
 
-export function runMemory(argv: string[]): void {
+/** `--measure`: the sizing held against live GPU bytes at Voxtral's per-layer shapes (memory-measure.ts), in headless Chromium. */
+async function runMeasure(argv: string[], log: (s: string) => void): Promise<void> {
+  const { onHarnessPage } = await import('./webgpu.js');
+  const { deviation, measuredMarkdown } = await import('./memory-measure.js');
+  const get = (name: string) => {
+    const i = argv.indexOf(`--${name}`);
+    return i >= 0 ? argv[i + 1] : undefined;
+  };
+  const req = { layers: [1, 2], audioTokens: Number(get('audio-tokens') ?? 375), steps: Number(get('steps') ?? 8) };
+  const rows = await onHarnessPage(log, (page) => page.evaluate(
+    (r) => (window as unknown as { wnwMeasure(r: unknown): Promise<unknown> }).wnwMeasure(r), req,
+  ) as Promise<import('./memory-measure.js').MeasuredRow[]>);
+  if (!rows) return;
+  console.log(argv.includes('--json') ? JSON.stringify(rows.map((r) => ({ ...r, deviation: deviation(r) })), null, 2) : measuredMarkdown(rows));
+  const off = rows.filter((r) => deviation(r).peak > 0.02);
+  if (off.length) throw new Error(`the sizing is more than 2 % from the measured peak at K = ${off.map((r) => r.layers).join(', ')}`);
+}
+
+export async function runMemory(argv: string[], log: (s: string) => void = (s) => console.error(s)): Promise<void> {
+  if (argv.includes('--measure')) return runMeasure(argv, log);
   const get = (name: string) => {
     const i = argv.indexOf(`--${name}`);
     return i >= 0 ? argv[i + 1] : undefined;
