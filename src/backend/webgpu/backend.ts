@@ -344,6 +344,8 @@ export class WebGpuBackend implements DecoderBackend {
     res.appendText(pos, s.slots);
     // The pool grew (this token's text page, or the last plan's recalls): bind its new buffers.
     if (pool.generation !== s.stepGeneration) {
+      const failed = await pool.growthFailure;
+      if (failed) throw failed;
       s.step.destroy();
       s.step = new DecodeStep(this.ctx, c, this.kernels, this.weights, s.buffers, pool, s.opts.request.decodeHeads, !!s.opts.request.decodeQueries, !!s.opts.returnLogits);
       s.stepGeneration = pool.generation;

@@ -15,7 +15,7 @@ import type { PoolShard } from '../../kv/pool.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { shardedLayout, type PoolLayout } from './pool-layout.js';
 import { packF16 } from '../../kv/precision.js';
-import { ContextTooLongError } from '../../errors.js';
+import { ContextTooLongError, OutOfMemoryError } from '../../errors.js';
 
 export const NO_EXPORT = 0xffffffff;
 
@@ -51,6 +51,8 @@ export class GpuPool implements PageStorage {
   partials!: GPUBuffer;
   /** Bumped when the pool grows: whatever binds its buffers (the decode step) is rebuilt. */
   generation = 0;
+  /** The last growth's allocations: resolves to an OutOfMemoryError, or null (WebGPU reports it only asynchronously). */
+  growthFailure: Promise<Error | null> = Promise.resolve(null);
   /** Changed slot ranges [first, end) since the last flush: text appends touch one slot per head, far apart. */
   private dirty: [number, number][] = [];
   private mirror: Int32Array | null = null;
@@ -126,20 +128,27 @@ export class GpuPool implements PageStorage {
       if (bytes > this.limit) throw new ContextTooLongError(bytes, this.limit, `the KV pool's shard ${i} grows to ${sh.pages} pages for the text, whose keys exceed this device's binding limit`, 'pool-binding');
     }
     this.layout = shardedLayout(this.c, shards, this.pageSize, this.limit, old.elementBytes);
-    for (const b of [this.positions, this.tables, this.scores, this.partials]) this.ctx.destroy(b);
-    shards.forEach((sh, i) => {
-      const was = old.shards[i].pages;
-      if (sh.pages === was) return;
-      const enc = this.ctx.device.createCommandEncoder({ label: 'kv pool growth' });
-      const from = [this.k[i], this.v[i]];
-      const into = (['k', 'v'] as const).map((kv) => this.ctx.buffer(this.kvLabel(kv, i), this.shardBytes(sh.pages)));
-      from.forEach((f, j) => enc.copyBufferToBuffer(f, 0, into[j], 0, this.shardBytes(was)));
-      this.ctx.device.queue.submit([enc.finish()]);
-      // WebGPU frees a destroyed buffer only once the queued copy has read it.
-      for (const f of from) this.ctx.destroy(f);
-      [this.k[i], this.v[i]] = into;
-    });
-    this.makeSlotBuffers();
+    const device = this.ctx.device;
+    device.pushErrorScope('out-of-memory');
+    try {
+      for (const b of [this.positions, this.tables, this.scores, this.partials]) this.ctx.destroy(b);
+      shards.forEach((sh, i) => {
+        const was = old.shards[i].pages;
+        if (sh.pages === was) return;
+        const enc = this.ctx.device.createCommandEncoder({ label: 'kv pool growth' });
+        const from = [this.k[i], this.v[i]];
+        const into = (['k', 'v'] as const).map((kv) => this.ctx.buffer(this.kvLabel(kv, i), this.shardBytes(sh.pages)));
+        from.forEach((f, j) => enc.copyBufferToBuffer(f, 0, into[j], 0, this.shardBytes(was)));
+        this.ctx.device.queue.submit([enc.finish()]);
+        // WebGPU frees a destroyed buffer only once the queued copy has read it.
+        for (const f of from) this.ctx.destroy(f);
+        [this.k[i], this.v[i]] = into;
+      });
+      this.makeSlotBuffers();
+    } finally {
+      const bytes = this.layout.bytes;
+      this.growthFailure = device.popErrorScope().then((e) => (e ? new OutOfMemoryError(`the KV pool grown for the text (${this.layout.capacityPages} pages)`, bytes) : null));
+    }
     this.tableVersion = -1;
     this.dirty = [];
     this.generation++;
