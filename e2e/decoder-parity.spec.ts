@@ -27,7 +27,7 @@ const CHECKS = [
   'parity_qwen2_audio_shape_full', 'parity_qwen2_audio_shape_wnw',
   'parity_voxtral_shape_f16_full', 'parity_voxtral_shape_f16_wnw', 'parity_voxtral_shape_q4_full', 'parity_voxtral_shape_q4_wnw', 'parity_voxtral_shape_q4_prepacked',
   'parity_qwen2_audio_shape_q4_wnw', 'parity_q4_split_head_full', 'parity_q4_split_head_wnw', 'parity_q4_split_head_wnw_layered',
-  'parity_shipped_clip1', 'parity_shipped_clip2',
+  'parity_shipped_clip1', 'parity_shipped_clip2', 'parity_text_growth',
 ];
 
 gpuChecks('decoder', CHECKS);

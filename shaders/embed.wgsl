@@ -1,22 +1,21 @@
-// Embedding gather and audio-embedding placement.
-// Each row of x is either a token embedding (ids[row] >= 0) or an audio embedding
-// (ids[row] = -1 - audioRow), so the whole prompt [prefix][audio][instruction] is built in
-// one dispatch (rows past 65,535 workgroups continue on grid row y) and decode reuses
-// the entry with a one-row ids buffer.
+// Embedding gather. Each row of x is either a token row (ids[row] >= 0), written here,
+// or an audio row (ids[row] = -1 - audioRow), which the prefill wrote into x already
+// (no second prompt-sized buffer) and this pass leaves as it is; the whole prompt
+// [prefix][audio][instruction] takes one dispatch (rows past 65,535 workgroups continue on
+// grid row y) and decode reuses the entry with a one-row ids buffer.
 // The table is in a weight format (src/model/quant.ts), bound as u32 words: WEIGHT_FORMAT
 // 0 f32 bits, 1 f16 pairs, 2 q4 rows (codes, then f16 group scales, padded to vec4s).
 // A table larger than one storage binding is split by rows [row0, rowEnd) into parts,
-// one dispatch per part: a part writes the token rows whose id falls in its range, and
-// only the first part (row0 = 0) places the audio rows. rowEnd = 0: the table's end.
+// one dispatch per part: a part writes the token rows whose id falls in its range.
+// rowEnd = 0: the table's end.
 // Constants (prelude): D, WEIGHT_FORMAT.
 
 struct Params { rows: u32, row0: u32, rowEnd: u32, _p0: u32 }
 
 @group(0) @binding(0) var<storage, read> table: array<u32>;        // rows [row0, rowEnd) of [VOCAB, D]
 @group(0) @binding(1) var<storage, read> ids: array<i32>;          // [rows]
-@group(0) @binding(2) var<storage, read> audio: array<f32>;        // [audioLength, D]
-@group(0) @binding(3) var<storage, read_write> x: array<f32>;      // [rows, D]
-@group(0) @binding(4) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read_write> x: array<f32>;      // [rows, D]
+@group(0) @binding(3) var<uniform> p: Params;
 
 // Element c of table row r (r counted within this part), exactly as quant.dequantizeRow.
 fn weight(r: u32, c: u32) -> f32 {
@@ -43,7 +42,5 @@ fn embed(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     let t = u32(id);
     if (t < p.row0 || (p.rowEnd != 0u && t >= p.rowEnd)) { return; }
     for (var c = lid; c < D; c += 64u) { x[row * D + c] = weight(t - p.row0, c); }
-  } else if (p.row0 == 0u) {
-    for (var c = lid; c < D; c += 64u) { x[row * D + c] = audio[u32(-1 - id) * D + c]; }
   }
 }

@@ -99,6 +99,8 @@ export interface StepStats {
   text: string;
   /** GPU KV pages in use, bytes. */
   gpuKvBytes: number;
+  /** Text KV pages in use, all heads: they are taken as tokens are generated. */
+  textKvPages: number;
   rGpu: number;
   bytesToGpu: number;
   msPerToken: number;
@@ -135,6 +137,8 @@ export interface TranscriptionStats {
   /** GPU KV memory in use at the end, bytes; and CPU offload bytes. */
   gpuKvBytes: number;
   cpuKvBytes: number;
+  /** Text KV pages in use at the end, all heads (prompt and generated tokens). */
+  textKvPages: number;
   realTimeFactor: number;
   stoppedBy: 'eos' | 'length-guard' | 'cancelled' | 'error';
   /** The stop token the model chose when `stoppedBy` is 'eos' (a model may have several). */

@@ -167,6 +167,13 @@ export const decoderTests: Record<string, () => Promise<CheckResult>> = {
   parity_q4_split_head_wnw: () => runParity(formatCase('q4', 'wnw', true)),
   // q4 weights with the per-layer prefill (each layer's plan placed before the next runs).
   parity_q4_split_head_wnw_layered: () => runParity({ ...formatCase('q4', 'wnw', true), name: 'voxtral-shaped, vocab 24576 decoder, q4 weights split across bindings, WnW at r_GPU 0.2, per-layer prefill', layered: true }),
+  // Text KV on demand: a pool that grows one page per head at a time, so 60 tokens outgrow
+  // the prompt's text page twice; the grown pool (new buffers, copied pages, remade bind
+  // groups) must decode the CPU's tokens, per layer on the Voxtral shape with an f16 pool.
+  parity_text_growth: () => runParity({
+    ...shapeCase('voxtral', 'full'), name: 'voxtral-shaped decoder, full cache per layer, f16 pool grown for the text every page',
+    audio: randomEmbeddings(decoderShapeConfig('voxtral'), 100, 12), steps: 60, layered: true, backend: { kvPrecision: 'f16', kvGrowPages: 1 }, minGrowths: 2,
+  }),
   context_too_long: contextTooLong,
   bench_smoke: benchSmoke,
 };

@@ -54,6 +54,8 @@ export interface ParityCase {
    * the next layer runs ('full' and 'wnw' modes); the GPU's allocation peak is checked.
    */
   layered?: boolean;
+  /** Times the GPU's KV pool must at least have grown for the text during the steps (text KV on demand). */
+  minGrowths?: number;
 }
 
 /** Keeps a different top-scored share of the audio per head; CPU copies: mirror, offload or drop. */
@@ -240,7 +242,7 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   // The CPU reference stores K/V at the same precision as the GPU pool.
   // ... and computes with the weights the GPU reads (dequantised f16 / q4 matrices).
   const weights = pc.prepacked ? packDecoderWeights(c, pc.weights, pc.backend?.weightFormat ?? 'f32') : pc.weights;
-  const cpu = new CpuBackend(c, weights, { kvPrecision: pc.backend?.kvPrecision, weightFormat: pc.backend?.weightFormat });
+  const cpu = new CpuBackend(c, weights, { kvPrecision: pc.backend?.kvPrecision, weightFormat: pc.backend?.weightFormat, kvGrowPages: pc.backend?.kvGrowPages });
   const ref = await trace(cpu, pc, opts, driver);
   const gpuBackend = await WebGpuBackend.create(c, weights, { ...pc.backend, context: ctx });
   const sizes = gpuBackend.plan(opts);
@@ -279,7 +281,11 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   const rGpu = `r_GPU after prefill ${got.rGpu[0].toFixed(3)}, mean ${(got.rGpu.reduce((a, b) => a + b, 0) / got.rGpu.length).toFixed(3)} over ${got.rGpu.length} plans`;
   const c1 = got.counters[1];
   const cN = got.counters[got.counters.length - 1];
-  const constant = got.counters.slice(1).every((k) => k.buffers === c1.buffers && k.bindGroups === c1.bindGroups && k.submits === 1 && k.dispatches === c1.dispatches);
+  // Bind groups are made once per pool shape: anew only at a step where the pool grew.
+  const constant = got.counters.slice(1).every((k, i) => k.buffers === c1.buffers && k.submits === 1 && k.dispatches === c1.dispatches &&
+    (k.poolGrowths !== got.counters[i].poolGrowths || k.bindGroups === got.counters[i].bindGroups));
+  const growths = cN.poolGrowths;
+  const growthOk = growths === ref.counters[ref.counters.length - 1].poolGrowths && growths >= (pc.minGrowths ?? 0);
   let golden = '';
   let goldenOk = true;
   if (pc.golden) {
@@ -298,11 +304,11 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
     goldenOk = cpuG && gpuG && lg < 1e-5;
     golden = ` golden (${n} steps, full cache): tokens cpu ${cpuG ? 'match' : 'DIFFER'}, gpu ${gpuG ? 'match' : 'DIFFER'}, logits nmse ${lg.toExponential(2)};`;
   }
-  const pass = peakOk && layoutOk && firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && constant && goldenOk;
+  const pass = growthOk && peakOk && layoutOk && firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && constant && goldenOk;
   const detail = `${pc.name} (${pc.mode} plan): audio ${A}, ${pc.steps} steps, pool ${got.pool?.pages} pages (worst plan ${sizes.worstPoolPages}) in ${shards} shards, prefill blocks ${blocks}, weights ${pc.backend?.weightFormat ?? 'f32'} ${wm.total} bytes (${JSON.stringify(wm.byFormat)}; embedding in ${wm.embedParts} bindings, lm_head in ${wm.lmHeadParts})${layoutOk ? '' : ` (WANTED ${JSON.stringify({ ...pc.layout, ...pc.weightParts })})`}, tokens ${firstDiff === -1 ? 'identical' : `differ from step ${firstDiff} (cpu ${ref.tokens.slice(firstDiff, firstDiff + 4)} gpu ${got.tokens.slice(firstDiff, firstDiff + 4)})`};` +
     `${golden} logits nmse ${logitsNmse.toExponential(2)}, exported weights ${weightsNmse.toExponential(2)}, queries ${queriesNmse.toExponential(2)}, prefill scores ${scoresNmse.toExponential(2)};` +
     ` residency after plans ${sameResidency ? 'equal' : 'DIFFERS'} (${got.residency.length} plans; ${rGpu});${peak}` +
-    ` counters constant ${constant} (dispatches ${cN.dispatches}, submits ${cN.submits}, buffers ${cN.buffers}, bindGroups ${cN.bindGroups});` +
+    ` counters constant ${constant} (dispatches ${cN.dispatches}, submits ${cN.submits}, buffers ${cN.buffers}, bindGroups ${cN.bindGroups}); pool grew ${growths} times for the text (cpu ${ref.counters[ref.counters.length - 1].poolGrowths}${growthOk ? '' : `, WANTED equal and >= ${pc.minGrowths ?? 0}`});` +
     ` cpu prefill ${Math.round(ref.ms.prefill)} ms decode ${Math.round(ref.ms.decode / pc.steps)} ms/tok; gpu prefill ${Math.round(got.ms.prefill)} ms decode ${Math.round(got.ms.decode / pc.steps)} ms/tok`;
   return { name: pc.name, pass, detail, ms: performance.now() - t0 };
 }

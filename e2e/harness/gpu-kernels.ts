@@ -144,8 +144,11 @@ async function embedTest(): Promise<CheckResult> {
   const n = ids.length;
   const ref = new Float32Array(n * D);
   ids.forEach((id, i) => ref.set(id >= 0 ? table.subarray(id * D, (id + 1) * D) : audio.subarray((-1 - id) * D, (-id) * D), i * D));
-  const xb = empty(ctx, n * D * 4);
-  dispatch(ctx, k.embed, [upload(ctx, table), upload(ctx, Int32Array.from(ids)), upload(ctx, audio), xb, ctx.uniform('p', [n, 0, 0, 0])], ...grid(n));
+  // The prefill writes audio rows into x first; token rows hold stale values the pass must overwrite.
+  const x0 = randomArray(n * D, 100, r);
+  x0.set(audio, D);
+  const xb = upload(ctx, x0);
+  dispatch(ctx, k.embed, [upload(ctx, table), upload(ctx, Int32Array.from(ids)), xb, ctx.uniform('p', [n, 0, 0, 0])], ...grid(n));
   return compare('embed', ref, await readF32(ctx, xb, n * D), 0, t0, 0.99);
 }
 

@@ -84,7 +84,8 @@ export interface DecoderBackend {
   /** Which slot holds each head's audio positions (tide chart, tests); undefined before applyPrefill. */
   residencyState?(): { slotOf(head: number, audioPos: number): number } | undefined;
   /** Counters for benchmarks: dispatches and queue submits of the last step (0 on CPU). */
-  stepCounters(): { dispatches: number; submits: number; buffers: number; bindGroups: number };
+  /** Per-step work and resources; `poolGrowths`: times the KV pool grew for text or recalls (bind groups are remade then). */
+  stepCounters(): { dispatches: number; submits: number; buffers: number; bindGroups: number; poolGrowths: number };
   /**
    * Ends the session: frees per-session state, keeps the weights. `keepPrefill` keeps
    * the prefill for a next session on the same embeddings array (evaluation of many

@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- --memory [--weights q4|f16|f32] [--kv f16|f32] [--minutes 10,20,30,40] [--json]`
+ * `npm run bench -- --memory [--weights q4|f16|f32] [--kv f16|f32] [--minutes 10,20,30,40] [--text-rate 4] [--json]`
  *
  * The GPU memory a released backbone needs for a recording, full cache against WnW at
  * r_GPU 0.2, from the sizing the WebGPU backend itself uses (`sessionSizes`, the pool's
@@ -8,11 +8,16 @@
  * the loader use too). The configs are the released config.json files'
  * values, read through the same family mapping as a downloaded folder.
  *
- * Peak = decoder weights + the per-layer prefill's buffers (one layer's prompt K/V, the
- * hidden states, row blocks) + the decode step's buffers + the plan's pool. The WnW pool is
- * a bound: per head 0.2 of the audio positions and a part-filled page, the recall headroom
- * (every head counted tidal), and the text reserve. The audio encoder's buffers are freed
- * before the prefill, so they do not add to this peak.
+ * Peak = the larger of two phases (fit.ts planMemory): the prefill (decoder weights, the
+ * decode step's buffers, the per-layer prefill's buffers: one layer's prompt K/V, the
+ * hidden states, row blocks, and the pool as the layers placed it, with one layer's K/V
+ * staged for CPU copies) and decoding (weights, decode buffers, the pool grown for the
+ * text at `--text-rate` generated tokens per second of audio, default 4, and one layer's
+ * K/V copied into its larger buffer). Text KV is taken as tokens are generated, so the
+ * rate, not the transcriber's cap of 6 a second, sizes it. The WnW pool is a bound: per
+ * head 0.2 of the audio positions and a part-filled page, the recall headroom (every head
+ * counted tidal), and the text. The audio encoder's buffers are freed before the prefill,
+ * so they do not add to this peak.
  *
  * A row whose prompt passes the model's positions is marked and not sized (the model cannot
  * take that recording); one past a limit the model's makers state is sized and marked.
@@ -22,7 +27,7 @@ import type { ReleasedShape } from '../model/families/types.js';
 import { hfModelConfig } from '../model/hf/config.js';
 import { isWeightFormat } from '../model/packed-weights.js';
 import type { WeightFormat } from '../model/quant.js';
-import { defaultMaxNewTokens, maxAudioTokens, planMemory, poolBytes } from '../backend/webgpu/fit.js';
+import { TEXT_TOKENS_PER_SECOND, defaultMaxNewTokens, maxAudioTokens, planMemory, poolBytes } from '../backend/webgpu/fit.js';
 
 interface RowBase {
   model: string;
@@ -31,6 +36,8 @@ interface RowBase {
 }
 
 export interface SizedMemoryRow extends RowBase {
+  /** Generated tokens the decode phase holds (the text rate × the audio's seconds). */
+  textTokens: number;
   weightBytes: number;
   prefillBytes: number;
   decodeBytes: number;
@@ -38,6 +45,9 @@ export interface SizedMemoryRow extends RowBase {
   poolWnw: number;
   peakFull: number;
   peakWnw: number;
+  /** The phase each peak falls in. */
+  peakPhaseFull: 'prefill' | 'decode';
+  peakPhaseWnw: 'prefill' | 'decode';
   /** The stated limits the recording passes, where it passes any. */
   note?: string;
 }
@@ -60,7 +70,7 @@ function pastStated(stated: NonNullable<ReleasedShape['stated']>, minutes: numbe
   return `past the stated ${past.map((s) => `${s.minutes} min ${s.task}`).join(' and ')} limit${past.length > 1 ? 's' : ''}`;
 }
 
-export function memoryTable(weights: WeightFormat, kv: 'f16' | 'f32', minutes: number[]): MemoryRow[] {
+export function memoryTable(weights: WeightFormat, kv: 'f16' | 'f32', minutes: number[], textPerSecond = TEXT_TOKENS_PER_SECOND): MemoryRow[] {
   const rows: MemoryRow[] = [];
   // The released checkpoints the family records describe.
   for (const family of FAMILIES) {
@@ -76,11 +86,13 @@ export function memoryTable(weights: WeightFormat, kv: 'f16' | 'f32', minutes: n
         continue;
       }
       // The text cap from the recording's length, padding aside.
-      const p = planMemory(c, { weightFormat: weights, tied: tiedEmbeddings, audioTokens: A, kvPrecision: kv, budget: 0.2, maxNewTokens: defaultMaxNewTokens(60 * m) });
+      const p = planMemory(c, { weightFormat: weights, tied: tiedEmbeddings, audioTokens: A, kvPrecision: kv, budget: 0.2, maxNewTokens: defaultMaxNewTokens(60 * m), textPerSecond });
       const note = pastStated(r.stated ?? [], m);
+      const phase = (x: { prefill: number; decode: number }) => (x.prefill > x.decode ? 'prefill' as const : 'decode' as const);
       rows.push({
-        model, minutes: m, audioTokens: A, weightBytes: p.weightBytes, prefillBytes: p.prefillBytes, decodeBytes: p.decodeBytes,
-        poolFull: p.poolFull, poolWnw: p.poolBytes, peakFull: p.peakFull, peakWnw: p.peakBytes, ...(note ? { note } : {}),
+        model, minutes: m, audioTokens: A, textTokens: p.textTokens, weightBytes: p.weightBytes, prefillBytes: p.prefillBytes, decodeBytes: p.decodeBytes,
+        poolFull: p.poolFull, poolWnw: p.poolBytes, peakFull: p.peakFull, peakWnw: p.peakBytes,
+        peakPhaseFull: phase(p.phasesFull), peakPhaseWnw: phase(p.phases), ...(note ? { note } : {}),
       });
     }
   }
@@ -89,24 +101,49 @@ export function memoryTable(weights: WeightFormat, kv: 'f16' | 'f32', minutes: n
 
 const gb = (b: number) => (b / 1e9).toFixed(2);
 
-export function memoryMarkdown(rows: MemoryRow[], weights: WeightFormat, kv: string): string {
+export function memoryMarkdown(rows: MemoryRow[], weights: WeightFormat, kv: string, textPerSecond = TEXT_TOKENS_PER_SECOND): string {
   const lines = [
-    `| model | audio | decoder weights (${weights}) | prefill + decode buffers | KV pool: full / WnW 0.2 | peak GPU: full / WnW 0.2 |`,
+    `| model | audio | decoder weights (${weights}) | prefill + decode buffers | KV pool with the text: full / WnW 0.2 | peak GPU: full / WnW 0.2 |`,
     '|---|---:|---:|---:|---:|---:|',
   ];
+  const at = (phase: 'prefill' | 'decode') => (phase === 'prefill' ? ' (p)' : '');
   for (const r of rows) {
     const audio = `${r.minutes} min${r.note ? ` (${r.note})` : ''}`;
     if (!isSized(r)) {
       lines.push(`| ${r.model} | ${audio} | – | – | – | – |`);
       continue;
     }
-    lines.push(`| ${r.model} | ${audio} | ${gb(r.weightBytes)} | ${gb(r.prefillBytes + r.decodeBytes)} | ${gb(r.poolFull)} / ≤ ${gb(r.poolWnw)} | ${gb(r.peakFull)} / ≤ ${gb(r.peakWnw)} |`);
+    lines.push(`| ${r.model} | ${audio} | ${gb(r.weightBytes)} | ${gb(r.prefillBytes + r.decodeBytes)} | ${gb(r.poolFull)} / ≤ ${gb(r.poolWnw)} | ${gb(r.peakFull)}${at(r.peakPhaseFull)} / ≤ ${gb(r.peakWnw)}${at(r.peakPhaseWnw)} |`);
   }
-  lines.push('', `GB (10⁹ bytes); ${kv} KV pool; from \`npm run bench -- --memory --weights ${weights} --kv ${kv}\`.`);
+  const flag = textPerSecond === TEXT_TOKENS_PER_SECOND ? '' : ` --text-rate ${textPerSecond}`;
+  lines.push(
+    '',
+    `GB (10⁹ bytes); ${kv} KV pool; text at ${textPerSecond} generated tokens per second of audio, its KV taken as it is generated; ` +
+      `peak = the larger of the prefill (marked (p)) and decoding; from \`npm run bench -- --memory --weights ${weights} --kv ${kv}${flag}\`.`,
+  );
   return lines.join('\n');
 }
 
-export function runMemory(argv: string[]): void {
+/** `--measure`: the sizing held against live GPU bytes at Voxtral's per-layer shapes (memory-measure.ts), in headless Chromium. */
+async function runMeasure(argv: string[], log: (s: string) => void): Promise<void> {
+  const { onHarnessPage } = await import('./webgpu.js');
+  const { deviation, measuredMarkdown } = await import('./memory-measure.js');
+  const get = (name: string) => {
+    const i = argv.indexOf(`--${name}`);
+    return i >= 0 ? argv[i + 1] : undefined;
+  };
+  const req = { layers: [1, 2], audioTokens: Number(get('audio-tokens') ?? 375), steps: Number(get('steps') ?? 8) };
+  const rows = await onHarnessPage(log, (page) => page.evaluate(
+    (r) => (window as unknown as { wnwMeasure(r: unknown): Promise<unknown> }).wnwMeasure(r), req,
+  ) as Promise<import('./memory-measure.js').MeasuredRow[]>);
+  if (!rows) return;
+  console.log(argv.includes('--json') ? JSON.stringify(rows.map((r) => ({ ...r, deviation: deviation(r) })), null, 2) : measuredMarkdown(rows));
+  const off = rows.filter((r) => deviation(r).peak > 0.02);
+  if (off.length) throw new Error(`the sizing is more than 2 % from the measured peak at K = ${off.map((r) => r.layers).join(', ')}`);
+}
+
+export async function runMemory(argv: string[], log: (s: string) => void = (s) => console.error(s)): Promise<void> {
+  if (argv.includes('--measure')) return runMeasure(argv, log);
   const get = (name: string) => {
     const i = argv.indexOf(`--${name}`);
     return i >= 0 ? argv[i + 1] : undefined;
@@ -117,6 +154,8 @@ export function runMemory(argv: string[]): void {
   if (kv !== 'f16' && kv !== 'f32') throw new RangeError(`--kv must be f16 or f32, got ${JSON.stringify(kv)}`);
   const minutes = (get('minutes') ?? '10,20,30,40').split(',').map(Number);
   if (!minutes.every((m) => m > 0)) throw new RangeError(`--minutes takes positive numbers, got ${get('minutes')}`);
-  const rows = memoryTable(weights, kv, minutes);
-  console.log(argv.includes('--json') ? JSON.stringify(rows, null, 2) : memoryMarkdown(rows, weights, kv));
+  const rate = Number(get('text-rate') ?? TEXT_TOKENS_PER_SECOND);
+  if (!(rate >= 0)) throw new RangeError(`--text-rate takes generated tokens per second of audio, got ${get('text-rate')}`);
+  const rows = memoryTable(weights, kv, minutes, rate);
+  console.log(argv.includes('--json') ? JSON.stringify(rows, null, 2) : memoryMarkdown(rows, weights, kv, rate));
 }

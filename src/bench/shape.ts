@@ -14,17 +14,13 @@ import { createBackend } from '../backend/create.js';
 import { parseKvPrecision } from '../cli/args.js';
 import type { KvPrecision } from '../kv/precision.js';
 import type { ModelConfig } from '../model/config.js';
-import { decoderTensorShapes } from '../model/config.js';
-import { FAMILIES } from '../model/families/registry.js';
-import { isWeightFormat, matrixFormat, packedDecoderFrom, packedWeightBytes, concatRows, type PackedDecoderWeights } from '../model/packed-weights.js';
-import { pack, type PackedMatrix, type WeightFormat } from '../model/quant.js';
-import { randomArray, randomEmbeddings, referenceConfig, rng } from '../model/testing.js';
-import { syntheticHeads, timeFullAndWnw, type PolicyTiming } from './decode.js';
+import { isWeightFormat, packedWeightBytes } from '../model/packed-weights.js';
+import type { WeightFormat } from '../model/quant.js';
+import { randomEmbeddings } from '../model/testing.js';
+import { DECODER_SHAPES, randomPackedWeights, shapeConfig } from './shapes.js';
 
-/** Text-decoder shapes of the released checkpoints (docs: real-backbones.md), from the family records. */
-export const DECODER_SHAPES: Record<string, Partial<ModelConfig> & { totalLayers: number }> = Object.fromEntries(
-  FAMILIES.flatMap((f) => (f.shapes.decodeBench ? [[f.shapes.decodeBench.key, { ...f.shapes.decodeBench.config, totalLayers: f.shapes.decodeBench.totalLayers }]] : [])),
-);
+export { DECODER_SHAPES, randomPackedWeights, shapeConfig };
+import { syntheticHeads, timeFullAndWnw, type PolicyTiming } from './decode.js';
 
 export interface ShapeBenchOptions {
   shape: string;
@@ -63,35 +59,6 @@ export function parseShapeBenchArgs(argv: string[]): ShapeBenchOptions {
   if (bandwidth !== undefined && !(bandwidth > 0)) throw new RangeError(`--bandwidth takes GB/s, got ${JSON.stringify(bw)}`);
   return { shape, layers, weights, minutes, steps, backend, bandwidth, kv: parseKvPrecision(value(argv, 'kv') ?? 'f32'), json: argv.includes('--json') };
 }
-
-export function shapeConfig(shape: string, layers: number, base: Partial<ModelConfig> = DECODER_SHAPES[shape]): ModelConfig {
-  const { totalLayers: _, ...overrides } = base as Partial<ModelConfig> & { totalLayers?: number };
-  return referenceConfig({ ...overrides, numLayers: layers });
-}
-
-/** Random weights packed tensor by tensor (matrices in row blocks of at most 8,192 rows). */
-export function randomPackedWeights(c: ModelConfig, format: WeightFormat, seed = 1): PackedDecoderWeights {
-  const r = rng(seed);
-  const shapes = decoderTensorShapes(c);
-  return packedDecoderFrom(c, (name): PackedMatrix => {
-    const shape = shapes.get(name);
-    if (!shape) throw new RangeError(`no tensor ${name}`);
-    if (shape.length === 1) {
-      const v = name.endsWith('.bias') ? randomArray(shape[0], 0.5, r) : randomArray(shape[0], 0.1, r).map((x) => x + 1);
-      return pack('f32', v, 1, shape[0]);
-    }
-    const [rows, cols] = shape;
-    const f = matrixFormat(format, cols);
-    const scale = name.startsWith('embed') ? 1 : Math.sqrt(3 / cols);
-    const parts: PackedMatrix[] = [];
-    for (let r0 = 0; r0 < rows; r0 += 8192) {
-      const n = Math.min(8192, rows - r0);
-      parts.push(pack(f, randomArray(n * cols, scale, r), n, cols));
-    }
-    return parts.length === 1 ? parts[0] : concatRows(name, parts);
-  });
-}
-
 
 export interface ShapeBenchRow extends PolicyTiming {
   minutes: number;

@@ -44,12 +44,16 @@ async function nodeGpu(o: GpuBenchOptions): Promise<GpuRow[] | null> {
   return rows;
 }
 
-async function chromiumGpu(o: GpuBenchOptions): Promise<GpuRow[]> {
+/**
+ * Runs `call(page)` on the bench harness page (e2e/harness/bench.html) in headless
+ * Chromium, served by vite; null where there is no Chromium (WNW_CHROMIUM).
+ */
+export async function onHarnessPage<T>(log: (s: string) => void, call: (page: import('playwright-core').Page) => Promise<T>): Promise<T | null> {
   const { existsSync } = await import('node:fs');
   const exe = process.env.WNW_CHROMIUM ?? '/usr/bin/chromium';
   if (!existsSync(exe)) {
-    o.log(`bench: no Chromium at ${exe} (set WNW_CHROMIUM): no WebGPU rows`);
-    return [];
+    log(`bench: no Chromium at ${exe} (set WNW_CHROMIUM): no WebGPU rows`);
+    return null;
   }
   const { createServer } = await import('vite');
   const { chromium } = await import('playwright-core');
@@ -60,18 +64,22 @@ async function chromiumGpu(o: GpuBenchOptions): Promise<GpuRow[]> {
   const browser = await chromium.launch({ executablePath: exe, args: chromiumArgs });
   try {
     const page = await browser.newPage();
-    page.on('console', (m) => m.type() === 'error' && o.log(`bench (page): ${m.text()}`));
+    page.on('console', (m) => m.type() === 'error' && log(`bench (page): ${m.text()}`));
     await page.goto(new URL('e2e/harness/bench.html', url).href);
     await page.waitForFunction(() => document.getElementById('status')?.textContent === 'ready', null, { timeout: 120_000 });
-    const rows = (await page.evaluate(
-      (req) => (window as unknown as { wnwBench(r: unknown): Promise<unknown> }).wnwBench(req),
-      { model: o.hasModel ? '/' + o.modelDir.replace(/^public\//, '') : null, minutes: o.minutes, steps: o.steps, heads: o.heads, kv: o.kv },
-    )) as GpuRow[];
-    return rows.map((r) => ({ ...r, backend: `${r.backend} in headless Chromium` }));
+    return await call(page);
   } finally {
     await browser.close();
     await server.close();
   }
+}
+
+async function chromiumGpu(o: GpuBenchOptions): Promise<GpuRow[]> {
+  const rows = await onHarnessPage(o.log, (page) => page.evaluate(
+    (req) => (window as unknown as { wnwBench(r: unknown): Promise<unknown> }).wnwBench(req),
+    { model: o.hasModel ? '/' + o.modelDir.replace(/^public\//, '') : null, minutes: o.minutes, steps: o.steps, heads: o.heads, kv: o.kv },
+  ) as Promise<GpuRow[]>);
+  return (rows ?? []).map((r) => ({ ...r, backend: `${r.backend} in headless Chromium` }));
 }
 
 /**

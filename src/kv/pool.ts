@@ -93,6 +93,51 @@ export class KvPool {
     return s;
   }
 
+  /**
+   * Adds `add[s]` pages to every shard s, keeping each shard's pages contiguous: a
+   * shard's page ids move up by the pages added to the shards before it (returned, per
+   * shard), its new pages follow its old ones. A backend whose storage is one buffer per
+   * shard copies each shard whole into a larger buffer, at the same offsets within it.
+   */
+  grow(add: ArrayLike<number>): Int32Array {
+    const shifts = new Int32Array(this.shards.length);
+    const order = this.shards.map((_, i) => i).sort((a, b) => this.shards[a].firstPage - this.shards[b].firstPage);
+    let moved = 0;
+    for (const i of order) {
+      shifts[i] = moved;
+      moved += add[i];
+    }
+    const owner = new Int32Array(this.numPages + moved).fill(-1);
+    this.shards.forEach((s, i) => {
+      const d = shifts[i];
+      owner.set(this.owner.subarray(s.firstPage, s.firstPage + s.pages), s.firstPage + d);
+      const free = this.free[i].map((p) => p + d);
+      // Popped from the end: the new pages come out first, in ascending order.
+      for (let k = add[i] - 1; k >= 0; k--) free.push(s.firstPage + d + s.pages + k);
+      this.free[i] = free;
+      this.shards[i] = { ...s, firstPage: s.firstPage + d, pages: s.pages + add[i] };
+    });
+    for (let h = 0; h < this.heads; h++) {
+      const d = shifts[this.shardOf[h]];
+      if (d) this.tables[h] = this.tables[h].map((p) => p + d);
+    }
+    this.owner = owner;
+    this.numPages += moved;
+    this.capacity += moved;
+    this.version++;
+    return shifts;
+  }
+
+  /** The shard whose pages `head` takes (-1 before a per-layer prefill has added it). */
+  shardIndexOf(head: number): number {
+    return this.shardOf[head];
+  }
+
+  /** Free pages of shard `shard`. */
+  freeIn(shard: number): number {
+    return this.free[shard].length;
+  }
+
   get freePages(): number {
     return this.free.reduce((n, f) => n + f.length, 0);
   }

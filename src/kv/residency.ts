@@ -8,11 +8,19 @@
  * appended densely and never released; audio pages are packed densely at prefill and
  * each recall batch of one head gets fresh pages, so releasing a recalled segment
  * frees whole pages.
+ *
+ * Text KV is taken on demand: a generated token's page comes from its shard's free list
+ * (pages that releases freed included), and a shard out of pages grows by `growPages`
+ * per head (storage that cannot grow in place copies into a larger buffer), so no page
+ * is held for text that is never generated. Growth runs before a step's or a plan's
+ * allocations, never inside one, since it moves the shards' page ids.
  */
 import { KvPool, type PoolShard } from './pool.js';
+import { growthFor, movePages } from './growth.js';
 import { OffloadStore } from './offload.js';
 import { slotBytes } from './precision.js';
 import { summarise, summaryEntry, type SummaryFit } from './summary.js';
+import { checkPositions, checkSummaries } from './plan-checks.js';
 import type { ResidencyStats, TransferStats } from './types.js';
 import type { HeadResidency, PrefillPlan, StepPlan } from './plan.js';
 
@@ -24,6 +32,11 @@ export interface PageStorage {
   writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void;
   /** Makes the given slots' positions (from `positions`, the residency mirror) visible to attention. */
   syncPositions(firstSlot: number, count: number, positions: Int32Array): void;
+  /**
+   * The pool grew (KvPool.grow): shard i's pages `from[i]` are now `to[i]`, the old ones
+   * at the start of the new range. Storage without it makes a fixed pool.
+   */
+  grow?(from: readonly PoolShard[], to: readonly PoolShard[]): void;
 }
 
 /** Reads one K/V row of the full prefill cache: head, sequence position. */
@@ -56,6 +69,10 @@ export interface ResidencyShape {
   kvElementBytes?: number;
   audioStart: number;
   audioLength: number;
+  /** Pages per head a shard adds when it runs out (text on demand); 0 (default): the pool never grows. */
+  growPages?: number;
+  /** The most pages the pool may grow to (a KV budget); default unbounded. */
+  maxPages?: number;
 }
 
 export class Residency {
@@ -78,6 +95,9 @@ export class Residency {
   private readonly rowV: Float32Array;
   /** Bytes of one position's key and value in the pool (what a recall moves to the GPU). */
   private readonly rowBytes: number;
+  private textPages = 0;
+  /** Times the pool grew (a backend rebuilds what binds the pool's buffers). */
+  growths = 0;
 
   /**
    * `shards: []` with `numPages: 0` starts without pages: a per-layer prefill adds each
@@ -218,6 +238,11 @@ export class Residency {
 
   /** Reserves the slot for a generated token at `seqPos` in every head; returns slot per head. */
   appendText(seqPos: number, out: Int32Array): Int32Array {
+    if (this.shape.growPages) {
+      const need = new Int32Array(this.pool.shards.length);
+      for (let h = 0; h < this.shape.heads; h++) if (this.textTail[h] === EMPTY) need[this.pool.shardIndexOf(h)]++;
+      this.reserve(need);
+    }
     for (let h = 0; h < this.shape.heads; h++) {
       const slot = this.allocTextSlot(h);
       this.positions[slot] = seqPos;
@@ -239,6 +264,18 @@ export class Residency {
         this.unbind(head, pos, slot);
         released++;
       }
+    }
+    if (this.shape.growPages && plan.recall.length) {
+      // The fresh pages allocAudio will take: rows past the holes of the head's audio pages.
+      const rows = new Map<number, number>();
+      for (const { head, positions } of plan.recall) {
+        let n = rows.get(head) ?? 0;
+        for (const pos of positions) if (this.audioSlot[head][pos] === EMPTY) n++;
+        rows.set(head, n);
+      }
+      const need = new Int32Array(this.pool.shards.length);
+      for (const [head, n] of rows) need[this.pool.shardIndexOf(head)] += Math.ceil(Math.max(0, n - this.usableHoles(head)) / this.pageSize);
+      this.reserve(need);
     }
     for (const { head, positions } of plan.recall) {
       const todo: number[] = [];
@@ -281,6 +318,7 @@ export class Residency {
       rGpuCpu: sum(gpuOrCpu) / total,
       gpuBytesInUse: this.pool.usedPages * this.pool.bytesPerPage,
       gpuBytesCapacity: this.pool.capacity * this.pool.bytesPerPage,
+      textPages: this.textPages,
       cpuBytes: this.offload.bytes,
     };
   }
@@ -310,6 +348,16 @@ export class Residency {
     }
   }
 
+  /** Holes allocAudio can fill: distinct empty slots of the head's own audio pages. */
+  private usableHoles(head: number): number {
+    const ok = new Set<number>();
+    for (const slot of this.holes[head]) {
+      const page = Math.floor(slot / this.pageSize);
+      if (this.pool.ownerOf(page) === head && this.kind[page] === 1 && this.positions[slot] === EMPTY) ok.add(slot);
+    }
+    return ok.size;
+  }
+
   /**
    * Audio slots for a recall: holes in the head's audio pages first, then fresh pages.
    * A head's audio page count therefore never exceeds ceil(peak live positions / pageSize).
@@ -330,10 +378,42 @@ export class Residency {
     return out.sort();
   }
 
+  /** Grows the shards with fewer free pages than `need[s]` (kv/growth.ts growthFor). */
+  private reserve(need: Int32Array): void {
+    // Storage that cannot grow leaves allocPage to report the full pool.
+    const add = this.storage.grow ? growthFor(this.pool, need, this.shape.growPages ?? 0, this.shape.maxPages) : null;
+    if (add) this.grow(add);
+  }
+
+  /** Grows the pool by `add[s]` pages in shard s and moves every slot this residency holds to the shards' new page ids. */
+  private grow(add: Int32Array): void {
+    const before = this.pool.shards.map((s) => ({ ...s }));
+    const shifts = this.pool.grow(add);
+    const P = this.pageSize;
+    const pages = this.pool.numPages;
+    this.positions = movePages(this.positions, before, shifts, P, new Int32Array(pages * P).fill(EMPTY));
+    this.live = movePages(this.live, before, shifts, 1, new Int32Array(pages));
+    this.kind = movePages(this.kind, before, shifts, 1, new Uint8Array(pages));
+    for (let h = 0; h < this.shape.heads; h++) {
+      const shard = this.pool.shardIndexOf(h);
+      const d = shard === -1 ? 0 : shifts[shard] * P;
+      if (!d) continue;
+      const a = this.audioSlot[h];
+      for (let i = 0; i < a.length; i++) if (a[i] !== EMPTY) a[i] += d;
+      if (this.textTail[h] !== EMPTY) this.textTail[h] += d;
+      const holes = this.holes[h];
+      for (let i = 0; i < holes.length; i++) holes[i] += d;
+    }
+    this.storage.grow!(before, this.pool.shards);
+    this.storage.syncPositions(0, this.positions.length, this.positions);
+    this.growths++;
+  }
+
   private allocTextSlot(head: number): number {
     let slot = this.textTail[head];
     if (slot === EMPTY) {
       const page = this.pool.allocPage(head);
+      this.textPages++;
       this.kind[page] = 2;
       slot = page * this.pageSize;
     }
@@ -360,29 +440,6 @@ export class Residency {
     }
     return out;
   }
-}
-
-function checkPositions(a: Int32Array, n: number, what: string): void {
-  for (let i = 0; i < a.length; i++) {
-    if (a[i] < 0 || a[i] >= n || (i > 0 && a[i] <= a[i - 1])) {
-      throw new Error(`${what}: positions must be sorted, unique and within [0, ${n}); got ${a[i]} at ${i}`);
-    }
-  }
-}
-
-/** Summary groups hold dropped positions only (in neither gpu nor cpu), each position in one group at most. */
-function checkSummaries(groups: Int32Array[], gpu: Int32Array, cpu: Int32Array, n: number, head: number): void {
-  const taken = new Uint8Array(n);
-  for (const p of gpu) taken[p] = 1;
-  for (const p of cpu) taken[p] = 1;
-  groups.forEach((g, i) => {
-    if (g.length === 0) throw new Error(`head ${head} summary ${i} is empty`);
-    checkPositions(g, n, `head ${head} summary ${i}`);
-    for (const p of g) {
-      if (taken[p]) throw new Error(`head ${head} summary ${i}: position ${p} is on the GPU, in CPU memory or in another summary`);
-      taken[p] = 1;
-    }
-  });
 }
 
 /** The residency of a live session; a backend call made before the prefill is a programming error. */

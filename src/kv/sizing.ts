@@ -19,6 +19,23 @@ export interface PoolNeed {
 /** Recall headroom per head with recallable positions, in pages (a recall window of a few chunks). */
 export const RECALL_PAGES_PER_HEAD = 48;
 
+/**
+ * Pages per head a pool shard adds when it runs out (kv/residency.ts): text KV is taken
+ * as tokens are generated, and a growth every 8 pages keeps the copies rare (Voxtral, 30
+ * minutes at 4 tokens a second: 36 growths in 7,200 steps) at under 8 pages of slack per head.
+ */
+export const GROWTH_PAGES_PER_HEAD = 8;
+
+/**
+ * Pages per head that `generated` tokens add to a pool whose text pages hold
+ * `promptText` tokens, rounded up to whole growths: the most a pool grows for its text
+ * (less where pages that releases free or recall headroom take the tokens first).
+ */
+export function grownTextPages(promptText: number, generated: number, pageSize: number, growPages = GROWTH_PAGES_PER_HEAD): number {
+  const more = Math.ceil((promptText + generated) / pageSize) - Math.ceil(promptText / pageSize);
+  return more <= 0 ? 0 : Math.ceil(more / growPages) * growPages;
+}
+
 export function poolNeed(plan: PrefillPlan, pageSize: number, textTokens: number): PoolNeed {
   let audioPages = 0;
   let recallPages = 0;

@@ -10,6 +10,8 @@ export interface ResidencyStats {
   /** Bytes of KV pages in use on the GPU (audio and text), and the pool's capacity. */
   gpuBytesInUse: number;
   gpuBytesCapacity: number;
+  /** Text pages in use, all heads (taken as tokens are generated). */
+  textPages: number;
   /** Bytes held in CPU offload memory. */
   cpuBytes: number;
 }

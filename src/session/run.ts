@@ -12,6 +12,7 @@ import type { LayerPrefill, StepObservation } from '../kv/plan.js';
 import type { ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult, TranscriptionStats } from '../types.js';
 import { focusOf, wordsFromFocus } from './timing.js';
 import { isStop, segmentLength } from '../model/config.js';
+import { defaultMaxNewTokens } from '../backend/webgpu/fit.js';
 
 export interface RunInput {
   model: LoadedModel;
@@ -65,7 +66,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   const N = r.audioLength;
   const forced = o.forcedTokens;
   // Teacher forcing runs exactly one step per forced token, so the length guard never cuts it.
-  const maxNew = forced ? forced.length + 1 : o.maxNewTokens ?? Math.max(8, Math.ceil(6 * r.audioSeconds));
+  const maxNew = forced ? forced.length + 1 : o.maxNewTokens ?? defaultMaxNewTokens(r.audioSeconds);
   const layout = policyLayout(c, N);
   const req = policy.request(layout);
   const own = req.decodeHeads.length;
@@ -149,7 +150,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
       acc.stepMs += ms;
       if (o.onStep) {
         o.onStep({
-          step: acc.steps - 1, token, text: out, rGpu: st.rGpu, bytesToGpu: moved.bytesToGpu, msPerToken: ms, gpuKvBytes: st.gpuBytesInUse,
+          step: acc.steps - 1, token, text: out, rGpu: st.rGpu, bytesToGpu: moved.bytesToGpu, msPerToken: ms, gpuKvBytes: st.gpuBytesInUse, textKvPages: st.textPages,
           focus: Math.round(f), ...segmentView(anchor, backend, r.tidalHeads, segmentLength(c), N),
         });
       }
@@ -187,6 +188,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     encodeMs: r.encodeMs,
     gpuKvBytes: final?.gpuBytesInUse ?? 0,
     cpuKvBytes: final?.cpuBytes ?? 0,
+    textKvPages: final?.textPages ?? 0,
     realTimeFactor: (r.encodeMs + prefillMs + decodeMs) / 1000 / Math.max(1e-9, r.audioSeconds),
     stoppedBy,
     ...(stopToken !== undefined ? { stopToken } : {}),

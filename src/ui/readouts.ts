@@ -86,6 +86,7 @@ export class ProgressView {
 const STATS = [
   ['covered', 'Audio covered'],
   ['gpuKv', 'GPU KV memory'],
+  ['textPages', 'Text KV pages'],
   ['rGpu', 'r_GPU'],
   ['mb', 'CPU→GPU MB/step'],
   ['tps', 'Tokens/s'],
@@ -123,6 +124,7 @@ export class StatsView {
   /** Per decode step. Rates are over the whole decode so far, not the last step: they would flicker. */
   step(s: StepStats, tokens: number, decodeMs: number, elapsedMs: number, audioSeconds: number): void {
     this.set('rGpu', s.rGpu.toFixed(3));
+    this.set('textPages', String(s.textKvPages));
     this.set('mb', (s.bytesToGpu / 1e6).toFixed(3));
     this.set('ms', s.msPerToken.toFixed(1));
     if (decodeMs > 0) this.set('tps', (tokens / (decodeMs / 1000)).toFixed(1));
@@ -132,6 +134,7 @@ export class StatsView {
   final(r: TranscriptionResult): void {
     const s = r.stats;
     this.set('gpuKv', formatBytes(s.gpuKvBytes));
+    this.set('textPages', String(s.textKvPages));
     this.set('rGpu', s.rGpu.toFixed(3));
     this.set('mb', s.mbPerStep.toFixed(3));
     this.set('ms', s.msPerToken.toFixed(1));

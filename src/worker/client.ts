@@ -98,7 +98,7 @@ function partialResult(seen: Seen, input: AudioInput, policy: PolicyName, budget
       rGpu: mean((s) => s.rGpu), rGpuPeak: Math.max(0, ...seen.steps.map((s) => s.rGpu)), rGpuCpu: 0,
       mbPerStep: mean((s) => s.bytesToGpu) / 1e6, mbPerStepMax: Math.max(0, ...seen.steps.map((s) => s.bytesToGpu)) / 1e6,
       recallsPerStep: 0, releasesPerStep: 0, msPerToken: mean((s) => s.msPerToken), prefillMs: 0, encodeMs: 0,
-      gpuKvBytes: 0, cpuKvBytes: 0, realTimeFactor: 0, stoppedBy: 'cancelled',
+      gpuKvBytes: 0, cpuKvBytes: 0, textKvPages: seen.steps.at(-1)?.textKvPages ?? 0, realTimeFactor: 0, stoppedBy: 'cancelled',
     },
   };
 }

@@ -12,8 +12,9 @@ describe('bench --memory', () => {
     // 10 min of Voxtral audio: 20 chunks of 375 tokens; Omni: 25 tokens a second.
     expect(vox.audioTokens).toBe(7500);
     expect(omni.audioTokens).toBe(15000);
-    // Full pool K+V pages alone: heads × (audio pages + text pages) × page bytes (f16: 2 B an element).
-    const text = (seconds: number, instr: number) => Math.ceil(seconds * 6) + instr;
+    // Full pool K+V pages alone: heads × (audio pages + text pages) × page bytes (f16: 2 B an element),
+    // the text at 4 generated tokens a second (its pages taken as they are generated, in growths of 8).
+    const text = (seconds: number, instr: number) => Math.ceil(seconds * 4) + instr;
     // Segments (pages) of 2 s: 25 tokens for Voxtral, 50 for Omni.
     const kvBytes = (heads: number, P: number, audio: number, textTokens: number) => heads * (Math.ceil(audio / P) + Math.ceil(textTokens / P)) * P * 128 * 2 * 2;
     const voxKv = kvBytes(240, 25, 7500, text(600, 5));
@@ -26,7 +27,11 @@ describe('bench --memory', () => {
     for (const r of rows) {
       expect(r.poolWnw).toBeLessThan(r.poolFull);
       expect(r.peakWnw).toBeLessThan(r.peakFull);
-      expect(r.peakFull).toBe(r.weightBytes + r.prefillBytes + r.decodeBytes + r.poolFull);
+      // The larger phase: at least the prefill's buffers, and at least the final pool (never both at once).
+      expect(r.peakFull).toBeGreaterThanOrEqual(r.weightBytes + r.prefillBytes + r.decodeBytes);
+      expect(r.peakFull).toBeGreaterThanOrEqual(r.weightBytes + r.decodeBytes + r.poolFull);
+      expect(r.peakFull).toBeLessThan(r.weightBytes + r.prefillBytes + r.decodeBytes + r.poolFull);
+      expect(r.textTokens).toBe(2400);
     }
     expect(memoryMarkdown(rows, 'q4', 'f16')).toContain('| Voxtral-Mini-3B-2507 | 10 min |');
   });

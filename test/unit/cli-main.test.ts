@@ -22,7 +22,7 @@ function fakeLoad(seen: { load?: LoadOptions; call?: TranscribeOptions; disposed
         const stats: TranscriptionStats = {
           policy: call.policy ?? o.policy ?? 'full', budget: o.budget ?? 1, backend: 'CPU (TypeScript)', audioSeconds: 2.5,
           audioTokens: 31, decodeSteps: 12, rGpu: 0.21, rGpuPeak: 0.3, rGpuCpu: 0.45, mbPerStep: 0.01, mbPerStepMax: 0.02,
-          recallsPerStep: 1, releasesPerStep: 1, msPerToken: 3.5, prefillMs: 10, encodeMs: 5, gpuKvBytes: 1000, cpuKvBytes: 2000,
+          recallsPerStep: 1, releasesPerStep: 1, msPerToken: 3.5, prefillMs: 10, encodeMs: 5, gpuKvBytes: 1000, cpuKvBytes: 2000, textKvPages: 0,
           realTimeFactor: 0.1, stoppedBy: 'eos',
         };
         const partial = samples[0] === 1;

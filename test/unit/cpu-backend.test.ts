@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
-import { prefillLayers } from '../../src/backend/cpu/prefill.js';
-import { argmax, matvec, rmsnorm, ropeFrequencies } from '../../src/backend/cpu/ops.js';
-import { kvHeadCount, promptLength } from '../../src/model/config.js';
+import { denseLogits as dense } from '../helpers/dense-logits.js';
+import { argmax } from '../../src/backend/cpu/ops.js';
+import { kvHeadCount } from '../../src/model/config.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig, rng } from '../../src/model/testing.js';
 import type { PrefillPlan } from '../../src/kv/plan.js';
 
@@ -16,16 +16,7 @@ function fullPlan(heads: number): PrefillPlan {
   return { heads: Array.from({ length: heads }, () => ({ gpu: all, cpu: new Int32Array(0) })) };
 }
 
-function denseLogits(tokens: number[], audio: Float32Array): Float32Array {
-  const r = prefillLayers(config, weights, ropeFrequencies(config.headDim, config.ropeTheta), audio, N, request, { suffix: tokens });
-  const D = config.hiddenSize;
-  const n = promptLength(config, N) + tokens.length;
-  const xn = new Float32Array(D);
-  rmsnorm(r.hidden.subarray((n - 1) * D, n * D), weights.norm, config.rmsNormEps, D, 1, xn);
-  const logits = new Float32Array(config.vocabSize);
-  matvec(weights.lmHead, config.vocabSize, D, xn, logits);
-  return logits;
-}
+const denseLogits = (tokens: number[], audio: Float32Array) => dense(config, weights, audio, N, request, tokens);
 
 describe('CPU backend', () => {
   it('paged decode over the pool equals dense causal recomputation of the whole sequence', async () => {

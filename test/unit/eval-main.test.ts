@@ -35,7 +35,7 @@ function fakeLoad(calls: TranscribeOptions[], loads: LoadOptions[]) {
           stats: {
             policy, budget: call.budget ?? 1, backend: 'fake', audioSeconds: words.length, audioTokens: 0, decodeSteps: words.length,
             rGpu: policy === 'full' ? 1 : call.budget!, rGpuPeak: 1, rGpuCpu: 1, mbPerStep: 0.1, mbPerStepMax: 0.1, recallsPerStep: 0,
-            releasesPerStep: 0, msPerToken: policy === 'full' ? 10 : 11, prefillMs: 0, encodeMs: 0, gpuKvBytes: 0, cpuKvBytes: 0,
+            releasesPerStep: 0, msPerToken: policy === 'full' ? 10 : 11, prefillMs: 0, encodeMs: 0, gpuKvBytes: 0, cpuKvBytes: 0, textKvPages: 0,
             realTimeFactor: 0.1, stoppedBy: 'eos',
           },
         };

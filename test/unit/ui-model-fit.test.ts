@@ -16,13 +16,13 @@ const summary = (over: Partial<ModelSummary> = {}): ModelSummary => {
 };
 
 describe("the model panel's fit verdict", () => {
-  it("is the loader's plan for the clip's audio tokens: weights + buffers + the run's KV pool", () => {
+  it("is the loader's plan for the clip's audio tokens: weights + buffers + the run's KV pool, per phase", () => {
     const s = summary();
     const v = clipFit(s, { seconds: 60, kvPrecision: 'f16', budget: 1 }, { limits: null, deviceMemoryGiB: 4 });
     const plan = planMemory(s.config, { weightFormat: 'f32', tied: false, audioTokens: Math.ceil(60 * s.config.audio.tokensPerSecond), kvPrecision: 'f16', budget: 1 });
     expect(v.plan).toEqual(plan);
     expect(v.fits).toBe(true);
-    expect(v.text).toMatch(/^Needs .* of f32 weights \+ .* of prefill and decode buffers \+ .* of KV pool \(full cache\) = .*; fits the 4 GiB/);
+    expect(v.text).toMatch(/^Needs .* of f32 weights \+ .* while prefilling \(buffers and the KV pool so far\) or .* while decoding \(the KV pool \(full cache\) with 240 tokens of text\) = .* at the peak; fits the 4 GiB/);
     // WnW at 0.2 plans a smaller pool for a long clip.
     const wnw = clipFit(s, { seconds: 1800, kvPrecision: 'f16', budget: 0.2 }, { limits: null });
     const full = clipFit(s, { seconds: 1800, kvPrecision: 'f16', budget: 1 }, { limits: null });

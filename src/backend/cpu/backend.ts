@@ -10,7 +10,7 @@ import type { DecoderWeights } from '../../model/weights.js';
 import { unpackDecoderWeights, weightsInFormat, type PackedDecoderWeights } from '../../model/packed-weights.js';
 import type { WeightFormat } from '../../model/quant.js';
 import { Residency, liveResidency } from '../../kv/residency.js';
-import { poolNeed } from '../../kv/sizing.js';
+import { GROWTH_PAGES_PER_HEAD, poolNeed } from '../../kv/sizing.js';
 import { kvElementBytes, slotBytes, type KvPrecision } from '../../kv/precision.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
@@ -34,6 +34,8 @@ export interface CpuBackendOptions {
    * 'f16', 'q4'): the CPU computes with exactly those values, dequantised once here.
    */
   weightFormat?: WeightFormat;
+  /** Pages per KV head the pool adds when a shard runs out (text KV on demand); default GROWTH_PAGES_PER_HEAD. */
+  kvGrowPages?: number;
 }
 
 interface Session {
@@ -186,16 +188,18 @@ export class CpuBackend implements DecoderBackend {
     if (!s.prefillK || !s.prefillV) throw new Error('applyPrefill() before prefill()');
     const P = segmentLength(c);
     const text = textPositions(c, N);
-    const need = poolNeed(plan, P, text.length + s.opts.maxNewTokens);
+    // Generated tokens' pages come as they are generated (Residency grows the pool).
+    const need = poolNeed(plan, P, text.length);
     const elementBytes = kvElementBytes(this.options.kvPrecision ?? 'f32');
     const bytesPerPage = P * slotBytes(c.headDim, elementBytes);
-    if (this.options.kvBudgetBytes !== undefined && need.total * bytesPerPage > this.options.kvBudgetBytes) {
-      throw new ContextTooLongError(need.total * bytesPerPage, this.options.kvBudgetBytes, `${N} audio tokens under this policy`);
+    const budget = this.options.kvBudgetBytes;
+    if (budget !== undefined && need.total * bytesPerPage > budget) {
+      throw new ContextTooLongError(need.total * bytesPerPage, budget, `${N} audio tokens under this policy`);
     }
-    const storage = new CpuPageStorage(c.headDim, elementBytes === 2);
+    const storage = new CpuPageStorage(c.headDim, elementBytes === 2, P, (b) => this.hold(b));
     this.hold(storage.addShard(0, c.numLayers, 0, need.total * P));
     const residency = new Residency(
-      { heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: need.total, kvElementBytes: elementBytes, audioStart: audioStart(c), audioLength: N },
+      { heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: need.total, kvElementBytes: elementBytes, audioStart: audioStart(c), audioLength: N, ...this.growth(bytesPerPage) },
       storage,
     );
     const kvd = c.numKvHeads * c.headDim;
@@ -233,7 +237,8 @@ export class CpuBackend implements DecoderBackend {
     const req = s.opts.request;
     const kvd = c.numKvHeads * c.headDim;
     const placement = new LayerPlacement(c, N, run, {
-      elementBytes: kvElementBytes(this.options.kvPrecision ?? 'f32'), maxNewTokens: s.opts.maxNewTokens,
+      elementBytes: kvElementBytes(this.options.kvPrecision ?? 'f32'),
+      growth: this.growth(segmentLength(c) * slotBytes(c.headDim, kvElementBytes(this.options.kvPrecision ?? 'f32'))),
       prefillQueries: req.prefillQueries, prefillKeys: !!req.prefillKeys, summaryFit: req.summaryFit ?? 'mean', kvBudgetBytes: this.options.kvBudgetBytes,
       hold: (bytes) => this.hold(bytes),
     });
@@ -270,6 +275,12 @@ export class CpuBackend implements DecoderBackend {
       plan,
       transfer: { bytesToGpu: 0, bytesToCpu: placement.bytesToCpu, recalledPositions: 0, releasedPositions: 0 },
     };
+  }
+
+  /** How the pool grows for text on demand: pages per head at once, and the KV budget in pages. */
+  private growth(bytesPerPage: number): { growPages: number; maxPages?: number } {
+    const budget = this.options.kvBudgetBytes;
+    return { growPages: this.options.kvGrowPages ?? GROWTH_PAGES_PER_HEAD, ...(budget !== undefined ? { maxPages: Math.floor(budget / bytesPerPage) } : {}) };
   }
 
   private startDecode(residency: Residency, storage: CpuPageStorage): void {
@@ -356,7 +367,7 @@ export class CpuBackend implements DecoderBackend {
   }
 
   stepCounters() {
-    return { dispatches: 0, submits: 0, buffers: 0, bindGroups: 0 };
+    return { dispatches: 0, submits: 0, buffers: 0, bindGroups: 0, poolGrowths: this.session?.residency?.growths ?? 0 };
   }
 
   end(keepPrefill = false): void {

@@ -18,8 +18,8 @@ import { CpuPageStorage } from './storage.js';
 export interface LayerPlacementOptions {
   /** KV bytes per element (4: f32, 2: f16). */
   elementBytes: number;
-  /** Text tokens the pool must hold besides the audio: the prompt's and the generation's. */
-  maxNewTokens: number;
+  /** How the pool grows as text is generated (ResidencyShape.growPages, maxPages). */
+  growth: { growPages: number; maxPages?: number };
   /** The request's query window for the scores handed to the policy, and whether it wants the keys. */
   prefillQueries: number;
   prefillKeys: boolean;
@@ -42,9 +42,9 @@ export class LayerPlacement {
     const hd = c.headDim;
     this.text = textPositions(c, N);
     this.layout = policyLayout(c, N);
-    this.storage = new CpuPageStorage(hd, o.elementBytes === 2);
+    this.storage = new CpuPageStorage(hd, o.elementBytes === 2, segmentLength(c), o.hold);
     this.residency = new Residency(
-      { heads: kvHeadCount(c), headDim: hd, pageSize: segmentLength(c), numPages: 0, shards: [], kvElementBytes: o.elementBytes, audioStart: audioStart(c), audioLength: N },
+      { heads: kvHeadCount(c), headDim: hd, pageSize: segmentLength(c), numPages: 0, shards: [], kvElementBytes: o.elementBytes, audioStart: audioStart(c), audioLength: N, ...o.growth },
       this.storage,
     );
   }
@@ -62,7 +62,8 @@ export class LayerPlacement {
       scores: scores.get(o.prefillQueries)!.slice(l * H, (l + 1) * H).map((a) => Float32Array.from(a)),
       keys: o.prefillKeys ? layerAudioKeys(c, k, N) : undefined,
     });
-    const need = poolNeed({ heads }, P, this.text.length + o.maxNewTokens);
+    // The prompt's text only: generated tokens' pages come as they are generated.
+    const need = poolNeed({ heads }, P, this.text.length);
     this.pages += need.total;
     const bytes = this.pages * P * slotBytes(hd, o.elementBytes);
     if (o.kvBudgetBytes !== undefined && bytes > o.kvBudgetBytes) {

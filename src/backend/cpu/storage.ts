@@ -1,5 +1,6 @@
 /** The CPU backend's KV pool storage: the pages' keys and values in plain arrays. */
 import type { PageStorage } from '../../kv/residency.js';
+import type { PoolShard } from '../../kv/pool.js';
 import { roundF16 } from '../../kv/precision.js';
 
 /** One shard of the pool: the K/V of slots [firstSlot, firstSlot + k.length / headDim). */
@@ -17,7 +18,25 @@ export interface CpuShard {
 export class CpuPageStorage implements PageStorage {
   private readonly shards: CpuShard[] = [];
   private readonly shardOfLayer: CpuShard[] = [];
-  constructor(private readonly headDim: number, private readonly f16: boolean) {}
+  /** `onGrow`: bytes the pool's growth adds (the backend's memory accounting). */
+  constructor(private readonly headDim: number, private readonly f16: boolean, private readonly pageSize: number, private readonly onGrow?: (bytes: number) => void) {}
+
+  /** The pool grew: shard i (the residency's shard i) moves to its new first slot, its rows kept at the start. */
+  grow(_from: readonly PoolShard[], to: readonly PoolShard[]): void {
+    to.forEach((s, i) => {
+      const sh = this.shards[i];
+      sh.firstSlot = s.firstPage * this.pageSize;
+      const n = s.pages * this.pageSize * this.headDim;
+      if (n === sh.k.length) return;
+      this.onGrow?.(8 * (n - sh.k.length));
+      const k = new Float32Array(n);
+      const v = new Float32Array(n);
+      k.set(sh.k);
+      v.set(sh.v);
+      sh.k = k;
+      sh.v = v;
+    });
+  }
 
   /** Adds the shard of layers [firstLayer, firstLayer + layers); returns its bytes. */
   addShard(firstLayer: number, layers: number, firstSlot: number, slots: number): number {

@@ -7,7 +7,7 @@ import { ContextTooLongError, NoWebGpuError, OutOfMemoryError } from '../../erro
 import { audioStart, kvHeadCount, segmentLength, type ModelConfig } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
 import { Residency, liveResidency } from '../../kv/residency.js';
-import { poolNeed } from '../../kv/sizing.js';
+import { GROWTH_PAGES_PER_HEAD, poolNeed } from '../../kv/sizing.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
 import { policyLayout, textPositions } from '../prompt.js';
@@ -50,6 +50,8 @@ export interface WebGpuBackendOptions {
    * their own format. The CPU backend given the same format computes with the same values.
    */
   weightFormat?: WeightFormat;
+  /** Pages per KV head the pool adds when a shard runs out (text KV on demand); default GROWTH_PAGES_PER_HEAD. */
+  kvGrowPages?: number;
   /** Refuse software adapters (SwiftShader, llvmpipe) with NoWebGpuError; default false. */
   requireHardware?: boolean;
   /** Pipeline compilation progress: pipelines ready, of those asked for. */
@@ -68,6 +70,8 @@ interface Session {
   /** The pool and the decode step over it: made at applyPrefill, sized by the plan. */
   pool: GpuPool | null;
   step: DecodeStep | null;
+  /** The pool's generation the decode step's bind groups were made for. */
+  stepGeneration: number;
   nextPos: number;
   steps: number;
   ringIndex: number;
@@ -192,7 +196,7 @@ export class WebGpuBackend implements DecoderBackend {
     }, `the prefill and decode buffers for ${opts.audioLength} audio tokens`, sizes.prefillBytes + sizes.decodeBytes);
     const heads = kvHeadCount(c);
     this.session = {
-      opts, buffers, prefill, allocation, residency: null, pool: null, step: null,
+      opts, buffers, prefill, allocation, residency: null, pool: null, step: null, stepGeneration: 0,
       nextPos: sizes.promptLength, steps: 0, ringIndex: 0,
       slots: new Int32Array(heads), stepState: new Uint32Array(4 + heads), tokenIn: new Int32Array(1),
     };
@@ -228,16 +232,19 @@ export class WebGpuBackend implements DecoderBackend {
     const A = sizes.audioLength;
     const P = sizes.pageSize;
     const text = textPositions(c, A);
-    const need = poolNeed(plan, P, text.length + s.opts.maxNewTokens);
+    // The pool holds what this plan keeps (and its recall headroom) and the prompt's text, not
+    // the worst case; generated tokens' pages come as they are generated (Residency grows it).
+    const need = poolNeed(plan, P, text.length);
     const bytesPerPage = P * slotBytes(c.headDim, this.elementBytes);
     const budget = this.options.kvBudgetBytes;
     if (budget !== undefined && need.total * bytesPerPage > budget) {
       throw new ContextTooLongError(need.total * bytesPerPage, budget, `${A} audio tokens under this plan`);
     }
-    // The pool holds what this plan keeps (and its recall headroom), not the worst case.
-    const layout = poolLayout(c, need.perHead, P, Math.min(...Object.values(this.limits())), this.elementBytes);
+    // Shards are packed with room for the text cap, so growing never passes a binding.
+    const capText = Math.ceil((text.length + s.opts.maxNewTokens) / P) - Math.ceil(text.length / P);
+    const layout = poolLayout(c, need.perHead, P, this.bindLimit, this.elementBytes, capText);
     const pool = await this.makePool(layout, `the KV pool of this plan (${need.total} pages)`);
-    const residency = new Residency({ heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: layout.capacityPages, shards: residencyShards(c, layout), kvElementBytes: layout.elementBytes, audioStart: audioStart(c), audioLength: A }, pool);
+    const residency = new Residency({ heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: layout.capacityPages, shards: residencyShards(c, layout), kvElementBytes: layout.elementBytes, audioStart: audioStart(c), audioLength: A, ...this.growth() }, pool);
     const transfer = await placePlan(this.ctx, c, this.kernels, pool, p, sizes.promptLength, residency, plan, text, s.opts.request);
     // Prefill buffers go as soon as the gather is queued (WebGPU defers the free).
     p.destroy();
@@ -261,11 +268,11 @@ export class WebGpuBackend implements DecoderBackend {
       throw new RangeError(`audio embeddings hold ${audioEmbeddings.length} floats, expected ${A} x ${c.hiddenSize}`);
     }
     this.ctx.check();
-    const limit = Math.min(...Object.values(this.limits()));
+    const limit = this.bindLimit;
     const req = s.opts.request;
     const placer = new LayerPlacer({
       ctx: this.ctx, config: c, kernels: this.kernels, prefill: p, sizes, request: req, run,
-      elementBytes: this.elementBytes, limit, budget: this.options.kvBudgetBytes, scoped: (make, what, bytes) => this.scoped(make, what, bytes),
+      elementBytes: this.elementBytes, limit, budget: this.options.kvBudgetBytes, growth: this.growth(), scoped: (make, what, bytes) => this.scoped(make, what, bytes),
     });
     let r: Awaited<ReturnType<typeof runPrefill>>;
     let plan: PrefillPlan;
@@ -289,12 +296,23 @@ export class WebGpuBackend implements DecoderBackend {
     return { token: r.token, logits: r.logits, plan, transfer: { bytesToGpu: 0, bytesToCpu: placer.bytesToCpu, recalledPositions: 0, releasedPositions: 0 } };
   }
 
+  private get bindLimit(): number {
+    return Math.min(...Object.values(this.limits()));
+  }
+
+  /** How the pool grows for text on demand: pages per head at once, and the KV budget in pages. */
+  private growth(): { growPages: number; maxPages?: number } {
+    const budget = this.options.kvBudgetBytes;
+    const page = segmentLength(this.config) * slotBytes(this.config.headDim, this.elementBytes);
+    return { growPages: this.options.kvGrowPages ?? GROWTH_PAGES_PER_HEAD, ...(budget !== undefined ? { maxPages: Math.floor(budget / page) } : {}) };
+  }
+
   /** The pool of `layout` (with shard buffers made already, or new ones) and the decode step over it, on the session. */
   private async makePool(layout: PoolLayout, what: string, shardBuffers?: { k: GPUBuffer; v: GPUBuffer }[]): Promise<GpuPool> {
     const s = this.s;
     const c = this.config;
     const { value: [pool, step], failure } = this.scoped(() => {
-      const pool = new GpuPool(this.ctx, c, layout, s.buffers.exportIndex, shardBuffers);
+      const pool = new GpuPool(this.ctx, c, layout, s.buffers.exportIndex, shardBuffers, this.bindLimit);
       try {
         return [pool, new DecodeStep(this.ctx, c, this.kernels, this.weights, s.buffers, pool, s.opts.request.decodeHeads, !!s.opts.request.decodeQueries, !!s.opts.returnLogits)] as const;
       } catch (e) {
@@ -310,6 +328,7 @@ export class WebGpuBackend implements DecoderBackend {
     }
     s.pool = pool;
     s.step = step;
+    s.stepGeneration = pool.generation;
     return pool;
   }
 
@@ -318,12 +337,20 @@ export class WebGpuBackend implements DecoderBackend {
     const c = this.config;
     const res = s.residency;
     const pool = s.pool;
-    const step = s.step;
-    if (!res || !pool || !step) throw new Error('step() before applyPrefill()');
+    if (!res || !pool || !s.step) throw new Error('step() before applyPrefill()');
     if (!Number.isInteger(token) || token < 0 || token >= c.vocabSize) throw new RangeError(`token ${token} outside vocabulary`);
     this.ctx.check();
     const pos = s.nextPos++;
     res.appendText(pos, s.slots);
+    // The pool grew (this token's text page, or the last plan's recalls): bind its new buffers.
+    if (pool.generation !== s.stepGeneration) {
+      const failed = await pool.growthFailure;
+      if (failed) throw failed;
+      s.step.destroy();
+      s.step = new DecodeStep(this.ctx, c, this.kernels, this.weights, s.buffers, pool, s.opts.request.decodeHeads, !!s.opts.request.decodeQueries, !!s.opts.returnLogits);
+      s.stepGeneration = pool.generation;
+    }
+    const step = s.step;
     const q = this.ctx.device.queue;
     s.stepState[0] = pos;
     s.stepState.set(s.slots, 4);
@@ -374,7 +401,7 @@ export class WebGpuBackend implements DecoderBackend {
   }
 
   stepCounters() {
-    return { ...this.counters, buffers: this.ctx.liveBuffers, bindGroups: this.ctx.bindGroupsCreated };
+    return { ...this.counters, buffers: this.ctx.liveBuffers, bindGroups: this.ctx.bindGroupsCreated, poolGrowths: this.session?.residency?.growths ?? 0 };
   }
 
   end(): void {

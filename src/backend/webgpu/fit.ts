@@ -19,9 +19,9 @@ import { ContextTooLongError, ModelTooBigError } from '../../errors.js';
 import { kvHeadCount, promptLength, segmentLength, type ModelConfig } from '../../model/config.js';
 import { decoderWeightBytes, matrixFormat } from '../../model/packed-weights.js';
 import { rowBytes, type WeightFormat } from '../../model/quant.js';
-import { RECALL_PAGES_PER_HEAD } from '../../kv/sizing.js';
+import { RECALL_PAGES_PER_HEAD, grownTextPages } from '../../kv/sizing.js';
 import { kvElementBytes, type KvPrecision } from '../../kv/precision.js';
-import { poolLayout } from './pool-layout.js';
+import { layerLayout } from './pool-layout.js';
 import { sessionSizes } from './session.js';
 
 export interface DeviceLimits {
@@ -118,28 +118,57 @@ export interface MemoryRequest {
   kvPrecision: KvPrecision;
   /** r_GPU of the policy; 1 (the full cache) sizes the full pool. */
   budget: number;
-  /** Default: the transcriber's cap, 6 tokens per second of audio. */
+  /** The cap on generated tokens (a length guard: it sizes the RoPE table, no KV); default: the transcriber's, 6 per second of audio. */
   maxNewTokens?: number;
+  /**
+   * Generated tokens per second of audio the pool is sized for: text KV is taken as
+   * tokens are generated, so the peak follows the transcript's real length, not the cap.
+   * Default TEXT_TOKENS_PER_SECOND.
+   */
+  textPerSecond?: number;
+}
+
+/** One phase's peak: the prefill (pool as it stands then) or the decode (the final pool). */
+export interface PhasePeaks {
+  /** weights + decode buffers + prefill buffers + the pool after the prefill + one layer's K/V of readback staging where CPU copies are read. */
+  prefill: number;
+  /** weights + decode buffers + the pool grown for the text + one shard's K/V being copied into its larger buffer. */
+  decode: number;
 }
 
 export interface MemoryPlan {
   audioTokens: number;
+  /** Generated tokens the decode phase is sized for (textPerSecond × the audio's seconds). */
+  textTokens: number;
   weightBytes: number;
   prefillBytes: number;
   decodeBytes: number;
-  /** The KV pool of the full cache, and the bound of a policy at `budget` (equal at 1). */
+  /** The KV pool at the end of decoding, of the full cache and the bound of a policy at `budget` (equal at 1). */
   poolFull: number;
   poolBytes: number;
-  /** weights + prefill + decode buffers + the budget's pool. */
+  /** The same pools during the prefill: the audio, the recall headroom and the prompt's text. */
+  prefillPoolFull: number;
+  prefillPoolBytes: number;
+  /** Per phase, at `budget` and for the full cache. */
+  phases: PhasePeaks;
+  phasesFull: PhasePeaks;
+  /** The larger phase at `budget`. */
   peakBytes: number;
   /** The same with the full cache's pool, so a comparison needs no second plan. */
   peakFull: number;
 }
 
-/** The transcriber's default cap on generated tokens for `seconds` of audio: 6 a second, at least 8. */
+/** The transcriber's default cap on generated tokens for `seconds` of audio: 6 a second, at least 8 (a length guard, not a reserve). */
 export function defaultMaxNewTokens(seconds: number): number {
   return Math.max(8, Math.ceil(6 * seconds));
 }
+
+/**
+ * Generated tokens per second of audio that "will it fit?" sizes the text KV for: speech
+ * runs at about 2.5–3 words a second, 3–4 tokens, so 4 holds a dense transcript. A run
+ * that writes more grows its pool further, up to the cap.
+ */
+export const TEXT_TOKENS_PER_SECOND = 4;
 
 /** Audio tokens of `seconds` of audio at the model's rate, as the fit verdicts count a clip. */
 export function audioTokensOf(c: ModelConfig, seconds: number): number {
@@ -154,51 +183,78 @@ export function maxAudioTokens(c: ModelConfig): number {
 /**
  * Pages per KV head of the full cache and of a policy's bound at `budget`: at most
  * `budget` of the audio positions and a part-filled page, the recall headroom (every head
- * counted tidal), and the text; never more than the full cache's.
+ * counted tidal), and `textPages`; never more than the full cache's.
  */
-function poolPages(c: ModelConfig, audioTokens: number, textTokens: number, budget: number): { full: Int32Array; wnw: Int32Array } {
+function poolPages(c: ModelConfig, audioTokens: number, textPages: number, budget: number): { full: Int32Array; wnw: Int32Array } {
   const P = segmentLength(c);
   const heads = kvHeadCount(c);
-  const text = Math.ceil(textTokens / P);
   const audio = Math.ceil(audioTokens / P);
   const kept = Math.min(audio, Math.ceil((budget * audioTokens) / P) + 1) + Math.min(audio, RECALL_PAGES_PER_HEAD);
-  return { full: new Int32Array(heads).fill(audio + text), wnw: new Int32Array(heads).fill(Math.min(audio, kept) + text) };
+  return { full: new Int32Array(heads).fill(audio + textPages), wnw: new Int32Array(heads).fill(Math.min(audio, kept) + textPages) };
 }
 
-/** Pool bytes (pages plus the pool's positions, tables and decode scratch, as `poolLayout` allocates them) of the full cache and `budget`'s bound. */
-export function poolBytes(c: ModelConfig, audioTokens: number, textTokens: number, kvBytes: number, budget: number, limit: number): { full: number; wnw: number } {
+/** Text pages per head once `generated` tokens have been: the prompt's, and those the pool grew by. */
+function textPagesOf(c: ModelConfig, generated: number): number {
   const P = segmentLength(c);
-  const pages = poolPages(c, audioTokens, textTokens, budget);
-  return { full: poolLayout(c, pages.full, P, limit, kvBytes).bytes, wnw: poolLayout(c, pages.wnw, P, limit, kvBytes).bytes };
+  const prompt = c.prefix.length + c.instruction.length;
+  return Math.ceil(prompt / P) + grownTextPages(prompt, generated, P);
+}
+
+/** Pool bytes (pages plus the pool's positions, tables and decode scratch, as a per-layer prefill allocates them) of the full cache and `budget`'s bound, with `generated` tokens' text. */
+export function poolBytes(c: ModelConfig, audioTokens: number, generated: number, kvBytes: number, budget: number, limit: number): { full: number; wnw: number } {
+  const P = segmentLength(c);
+  const pages = poolPages(c, audioTokens, textPagesOf(c, generated), budget);
+  return { full: layerLayout(c, pages.full, P, limit, kvBytes).bytes, wnw: layerLayout(c, pages.wnw, P, limit, kvBytes).bytes };
 }
 
 /**
  * The GPU memory a recording of `audioTokens` needs (per-layer prefill, as the transcriber
- * runs it). Throws ContextTooLongError, naming the buffer, where one of the session's
- * buffers or one layer's pool pages under the budget's plan passes a binding.
+ * runs it): the larger of its two phases. During the prefill the weights, the decode
+ * step's buffers (made at begin), the prefill buffers and the pool as the layers have
+ * placed it (no generated text yet), with one layer's K/V staged for its CPU copies where
+ * the policy keeps any; during decoding the weights, the decode buffers and the pool grown
+ * for `textPerSecond` tokens a second, one layer's K/V alive twice while its shard is
+ * copied into a larger buffer. Throws ContextTooLongError, naming the buffer, where one
+ * of the session's buffers or one layer's pool pages under the budget's plan passes a binding.
  */
 export function planMemory(c: ModelConfig, r: MemoryRequest, limits: DeviceLimits = UNBOUNDED_LIMITS): MemoryPlan {
   const A = r.audioTokens;
   const seconds = A / c.audio.tokensPerSecond;
   const maxNewTokens = r.maxNewTokens ?? defaultMaxNewTokens(seconds);
+  const textTokens = Math.min(maxNewTokens, Math.ceil((r.textPerSecond ?? TEXT_TOKENS_PER_SECOND) * seconds));
   const kvBytes = kvElementBytes(r.kvPrecision);
   const s = sessionSizes(c, { audioLength: A, maxNewTokens, request: { decodeHeads: [], prefillQueries: c.instruction.length }, layered: true }, limits, undefined, kvBytes);
   const P = segmentLength(c);
   const bind = bindingLimitOf(limits).bytes;
-  const pages = poolPages(c, A, s.textTokens, r.budget);
-  const poolNow = poolLayout(c, r.budget >= 1 ? pages.full : pages.wnw, P, bind, kvBytes).bytes;
-  // The full cache for comparison, even where its pages of one layer would not bind.
-  let poolFull: number;
-  try {
-    poolFull = poolLayout(c, pages.full, P, bind, kvBytes).bytes;
-  } catch {
-    poolFull = poolLayout(c, pages.full, P, Infinity, kvBytes).bytes;
-  }
+  const layout = (pages: Int32Array, strict: boolean) => {
+    try {
+      return layerLayout(c, pages, P, bind, kvBytes);
+    } catch (e) {
+      // The full cache for comparison, even where its pages of one layer would not bind.
+      if (strict) throw e;
+      return layerLayout(c, pages, P, Infinity, kvBytes);
+    }
+  };
+  const full = r.budget >= 1;
+  const before = poolPages(c, A, textPagesOf(c, 0), r.budget);
+  const after = poolPages(c, A, textPagesOf(c, textTokens), r.budget);
+  const pool = { prefill: layout(full ? before.full : before.wnw, true), decode: layout(full ? after.full : after.wnw, true) };
+  const poolFull = { prefill: layout(before.full, full), decode: layout(after.full, full) };
   const weightBytes = decoderWeightBytes(c, r.weightFormat, r.tied).total;
-  const base = weightBytes + s.prefillBytes + s.decodeBytes;
+  const base = weightBytes + s.decodeBytes;
+  // One layer's pages (K and V) at their final size: what a growth copies, and what a CPU copy's readback stages (in f32).
+  const layerKv = (pages: Int32Array) => 2 * c.numKvHeads * pages[0] * P * c.headDim * kvBytes;
+  const stagedKv = 8 * s.promptLength * c.numKvHeads * c.headDim;
+  const phases = (p: { prefill: { bytes: number }; decode: { bytes: number } }, pages: Int32Array, staging: number): PhasePeaks => ({
+    prefill: base + s.prefillBytes + p.prefill.bytes + staging,
+    decode: base + p.decode.bytes + layerKv(pages),
+  });
+  const at = phases(pool, full ? after.full : after.wnw, full ? 0 : stagedKv);
+  const ofFull = phases(poolFull, after.full, 0);
   return {
-    audioTokens: A, weightBytes, prefillBytes: s.prefillBytes, decodeBytes: s.decodeBytes, poolFull, poolBytes: poolNow,
-    peakBytes: base + poolNow, peakFull: base + poolFull,
+    audioTokens: A, textTokens, weightBytes, prefillBytes: s.prefillBytes, decodeBytes: s.decodeBytes,
+    poolFull: poolFull.decode.bytes, poolBytes: pool.decode.bytes, prefillPoolFull: poolFull.prefill.bytes, prefillPoolBytes: pool.prefill.bytes,
+    phases: at, phasesFull: ofFull, peakBytes: Math.max(at.prefill, at.decode), peakFull: Math.max(ofFull.prefill, ofFull.decode),
   };
 }
 
@@ -263,7 +319,7 @@ export function checkFit(c: ModelConfig, r: MemoryRequest, device: FitDevice): F
   const memory = plan ? memoryVerdict(plan.peakBytes, device, 'weights, buffers and KV pool together') : null;
   if (memory?.problem) problems.push(memory.problem);
   const need = plan
-    ? `${size(plan.weightBytes)} of ${r.weightFormat} weights + ${size(plan.prefillBytes + plan.decodeBytes)} of prefill and decode buffers + ${size(plan.poolBytes)} of KV pool (${budgetLabel(r.budget)}) = ${size(plan.peakBytes)}`
+    ? `${size(plan.weightBytes)} of ${r.weightFormat} weights + ${size(plan.phases.prefill - plan.weightBytes)} while prefilling (buffers and the KV pool so far) or ${size(plan.phases.decode - plan.weightBytes)} while decoding (the KV pool (${budgetLabel(r.budget)}) with ${plan.textTokens.toLocaleString('en-US')} tokens of text) = ${size(plan.peakBytes)} at the peak`
     : `${size(decoderWeightBytes(c, r.weightFormat, r.tied).total)} of ${r.weightFormat} weights and, for this recording, a buffer larger than one binding`;
   if (problems.length) {
     const wouldFit = weightsBind ? wouldFitOf(c, r, device) : undefined;

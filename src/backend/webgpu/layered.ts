@@ -32,6 +32,8 @@ export interface LayerPlacerDeps {
   /** Bytes one binding may hold; the KV budget, if any. */
   limit: number;
   budget?: number;
+  /** How the pool grows once decoding generates text (ResidencyShape.growPages, maxPages). */
+  growth: { growPages: number; maxPages?: number };
   /** Makes buffers inside the backend's error scopes: `failure` resolves to an out-of-memory error, or null. */
   scoped<T>(make: () => T, what: string, bytes: number): { value: T; failure: Promise<Error | null> };
 }
@@ -66,7 +68,7 @@ export class LayerPlacer {
     this.storage = new ShardStorage(d.ctx.device.queue, c.headDim, d.elementBytes);
     this.residency = new Residency({
       heads: kvHeadCount(c), headDim: c.headDim, pageSize: d.sizes.pageSize, numPages: 0, shards: [],
-      kvElementBytes: d.elementBytes, audioStart: audioStart(c), audioLength: d.sizes.audioLength,
+      kvElementBytes: d.elementBytes, audioStart: audioStart(c), audioLength: d.sizes.audioLength, ...d.growth,
     }, this.storage);
   }
 
@@ -80,6 +82,7 @@ export class LayerPlacer {
     const hd = c.headDim;
     const got = await readLayerScores(ctx, c, p, l, A, n, !!this.d.request.prefillKeys);
     const heads = this.d.run.layer({ layout: policyLayout(c, A), layer: l, scores: got.scores, keys: got.keys });
+    // The prompt's text only: generated tokens' pages come as they are generated.
     const pages = layerShardPages(c, l, poolNeed({ heads }, P, sizes.textTokens).perHead, P, this.d.limit, this.d.elementBytes);
     const total = (this.residency.pool.numPages + pages) * P * slotBytes(hd, this.d.elementBytes);
     if (this.d.budget !== undefined && total > this.d.budget) {

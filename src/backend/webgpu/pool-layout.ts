@@ -36,10 +36,12 @@ export interface PoolLayout {
 
 /**
  * The pool for `perHead` pages per flat KV head (layer-major), packed greedily into
- * shards of whole layers under `limit` bytes per K buffer. Throws ContextTooLongError,
- * naming the buffer, when one layer's pages or a pool-wide buffer cannot fit a binding.
+ * shards of whole layers under `limit` bytes per K buffer, each head counted with
+ * `growth` more pages (what the text may still add), so a shard grows without passing a
+ * binding. Throws ContextTooLongError, naming the buffer, when one layer's pages or a
+ * pool-wide buffer cannot fit a binding.
  */
-export function poolLayout(c: ModelConfig, perHead: ArrayLike<number>, pageSize: number, limit: number, elementBytes = 4): PoolLayout {
+export function poolLayout(c: ModelConfig, perHead: ArrayLike<number>, pageSize: number, limit: number, elementBytes = 4, growth = 0): PoolLayout {
   const HKV = c.numKvHeads;
   const pageKBytes = pageSize * c.headDim * elementBytes;
   const shards: PoolShardLayout[] = [];
@@ -50,7 +52,8 @@ export function poolLayout(c: ModelConfig, perHead: ArrayLike<number>, pageSize:
     if (pages * pageKBytes > limit) {
       throw new ContextTooLongError(pages * pageKBytes, limit, `layer ${l} keeps ${pages} KV pages under this plan, whose ${(pages * pageKBytes / 2 ** 20).toFixed(1)} MiB of keys exceed this device's binding limit`, 'pool-binding');
     }
-    if (cur.layers > 0 && (cur.pages + pages) * pageKBytes > limit) {
+    const grown = (cur.layers + 1) * HKV * growth;
+    if (cur.layers > 0 && (cur.pages + pages + grown) * pageKBytes > limit) {
       shards.push(cur);
       cur = { firstLayer: l, layers: 0, firstPage: cur.firstPage + cur.pages, pages: 0 };
     }
@@ -73,6 +76,19 @@ export function layerShardPages(c: ModelConfig, layer: number, perHead: ArrayLik
     throw new ContextTooLongError(bytes, limit, `layer ${layer} keeps ${pages} KV pages under this plan, whose ${(bytes / 2 ** 20).toFixed(1)} MiB of keys exceed this device's binding limit`, 'pool-binding');
   }
   return pages;
+}
+
+/** The layout a per-layer prefill makes (one shard per layer, LayerPlacer), each layer's pages checked against one binding. */
+export function layerLayout(c: ModelConfig, perHead: ArrayLike<number>, pageSize: number, limit: number, elementBytes = 4): PoolLayout {
+  const HKV = c.numKvHeads;
+  const shards: PoolShardLayout[] = [];
+  let first = 0;
+  for (let l = 0; l < c.numLayers; l++) {
+    const pages = layerShardPages(c, l, Array.from(perHead).slice(l * HKV, (l + 1) * HKV), pageSize, limit, elementBytes);
+    shards.push({ firstLayer: l, layers: 1, firstPage: first, pages });
+    first += pages;
+  }
+  return shardedLayout(c, shards, pageSize, limit, elementBytes);
 }
 
 /** The layout of given shards (consecutive pages, whole layers): the pool-wide buffers sized and checked. */

@@ -11,9 +11,11 @@
 import type { ModelConfig } from '../../model/config.js';
 import { groupSize, kvHeadCount } from '../../model/config.js';
 import type { PageStorage, Residency } from '../../kv/residency.js';
+import type { PoolShard } from '../../kv/pool.js';
 import type { GpuContext } from '../../gpu/device.js';
-import type { PoolLayout } from './pool-layout.js';
+import { shardedLayout, type PoolLayout } from './pool-layout.js';
 import { packF16 } from '../../kv/precision.js';
+import { ContextTooLongError, OutOfMemoryError } from '../../errors.js';
 
 export const NO_EXPORT = 0xffffffff;
 
@@ -42,53 +44,114 @@ export class GpuPool implements PageStorage {
   /** Per shard. */
   readonly k: GPUBuffer[] = [];
   readonly v: GPUBuffer[] = [];
-  readonly positions: GPUBuffer;
-  readonly tables: GPUBuffer;
+  positions!: GPUBuffer;
+  tables!: GPUBuffer;
   /** Raw decode scores per slot and query of the group (exported heads read them back). */
-  readonly scores: GPUBuffer;
-  readonly partials: GPUBuffer;
+  scores!: GPUBuffer;
+  partials!: GPUBuffer;
+  /** Bumped when the pool grows: whatever binds its buffers (the decode step) is rebuilt. */
+  generation = 0;
+  /** The last growth's allocations: resolves to an OutOfMemoryError, or null (WebGPU reports it only asynchronously). */
+  growthFailure: Promise<Error | null> = Promise.resolve(null);
   /** Changed slot ranges [first, end) since the last flush: text appends touch one slot per head, far apart. */
   private dirty: [number, number][] = [];
   private mirror: Int32Array | null = null;
   private tableVersion = -1;
-  private readonly tableScratch: Uint32Array;
+  private tableScratch!: Uint32Array;
   /** Bytes written into pages by writeRows since the last take(). */
   bytesWritten = 0;
   readonly pageSize: number;
   readonly heads: number;
   readonly headDim: number;
   private readonly shardOfLayer: Int32Array;
-  private readonly shardOfPage: Int32Array;
+  private shardOfPage!: Int32Array;
   private half = new Uint16Array(0);
 
-  /** `shardBuffers`: the shards' K/V buffers when made already (a per-layer prefill filled them); the pool owns them from here. */
-  constructor(private readonly ctx: GpuContext, c: ModelConfig, readonly layout: PoolLayout, private readonly exportIndex: Uint32Array, shardBuffers?: { k: GPUBuffer; v: GPUBuffer }[]) {
-    const { capacityPages, pageSize, shards } = layout;
+  /**
+   * `shardBuffers`: the shards' K/V buffers when made already (a per-layer prefill filled
+   * them); the pool owns them from here. `limit`: bytes one binding holds, which growth keeps to.
+   */
+  constructor(private readonly ctx: GpuContext, private readonly c: ModelConfig, public layout: PoolLayout, private readonly exportIndex: Uint32Array, shardBuffers?: { k: GPUBuffer; v: GPUBuffer }[], private readonly limit = Infinity) {
+    const { pageSize, shards } = layout;
     this.pageSize = pageSize;
     this.heads = kvHeadCount(c);
     this.headDim = c.headDim;
     this.shardOfLayer = new Int32Array(c.numLayers);
-    this.shardOfPage = new Int32Array(capacityPages);
     shards.forEach((sh, i) => {
       this.shardOfLayer.fill(i, sh.firstLayer, sh.firstLayer + sh.layers);
-      this.shardOfPage.fill(i, sh.firstPage, sh.firstPage + sh.pages);
       if (shardBuffers) {
         this.k.push(shardBuffers[i].k);
         this.v.push(shardBuffers[i].v);
         return;
       }
-      const suffix = shards.length > 1 ? `.${i}` : '';
-      const bytes = Math.max(1, sh.pages) * pageSize * c.headDim * layout.elementBytes;
-      this.k.push(ctx.buffer(`kv.k${suffix}`, bytes));
-      this.v.push(ctx.buffer(`kv.v${suffix}`, bytes));
+      this.k.push(ctx.buffer(this.kvLabel('k', i), this.shardBytes(sh.pages)));
+      this.v.push(ctx.buffer(this.kvLabel('v', i), this.shardBytes(sh.pages)));
     });
-    const slots = capacityPages * pageSize;
-    this.positions = ctx.buffer('kv.positions', slots * 4);
-    this.tables = ctx.buffer('kv.tables', (this.heads * 4 + capacityPages) * 4);
-    this.scores = ctx.buffer('attn.scores', slots * groupSize(c) * 4);
-    this.partials = ctx.buffer('attn.partials', layout.maxSplits * c.numHeads * (c.headDim + 2) * 4);
-    this.tableScratch = new Uint32Array(this.heads * 4 + capacityPages);
+    this.makeSlotBuffers();
+    const slots = layout.capacityPages * pageSize;
     ctx.device.queue.writeBuffer(this.positions, 0, new Int32Array(slots).fill(-1));
+  }
+
+  private kvLabel(kv: 'k' | 'v', shard: number): string {
+    return `kv.${kv}${this.layout.shards.length > 1 ? `.${shard}` : ''}`;
+  }
+
+  private shardBytes(pages: number): number {
+    return Math.max(1, pages) * this.pageSize * this.headDim * this.layout.elementBytes;
+  }
+
+  /** The buffers sized by the pool's slots and pages: positions, tables, decode scores, split-K partials. */
+  private makeSlotBuffers(): void {
+    const { capacityPages, pageSize, shards, maxSplits } = this.layout;
+    const c = this.c;
+    const slots = capacityPages * pageSize;
+    this.shardOfPage = new Int32Array(capacityPages);
+    shards.forEach((sh, i) => this.shardOfPage.fill(i, sh.firstPage, sh.firstPage + sh.pages));
+    this.positions = this.ctx.buffer('kv.positions', slots * 4);
+    this.tables = this.ctx.buffer('kv.tables', (this.heads * 4 + capacityPages) * 4);
+    this.scores = this.ctx.buffer('attn.scores', slots * groupSize(c) * 4);
+    this.partials = this.ctx.buffer('attn.partials', maxSplits * c.numHeads * (c.headDim + 2) * 4);
+    this.tableScratch = new Uint32Array(this.heads * 4 + capacityPages);
+  }
+
+  /**
+   * The Residency grew the pool: each grown shard's K/V move into larger buffers (copied
+   * whole, one shard at a time, so at most one shard's old pair is alive beside the new
+   * pool), and the slot-sized buffers are remade; positions come with the next flush.
+   */
+  grow(_from: readonly PoolShard[], to: readonly PoolShard[]): void {
+    const HKV = this.c.numKvHeads;
+    const old = this.layout;
+    const shards = to.map((s) => ({ firstLayer: s.firstHead / HKV, layers: s.heads / HKV, firstPage: s.firstPage, pages: s.pages }));
+    for (const [i, sh] of shards.entries()) {
+      const bytes = this.shardBytes(sh.pages);
+      if (bytes > this.limit) throw new ContextTooLongError(bytes, this.limit, `the KV pool's shard ${i} grows to ${sh.pages} pages for the text, whose keys exceed this device's binding limit`, 'pool-binding');
+    }
+    this.layout = shardedLayout(this.c, shards, this.pageSize, this.limit, old.elementBytes);
+    const device = this.ctx.device;
+    device.pushErrorScope('out-of-memory');
+    try {
+      for (const b of [this.positions, this.tables, this.scores, this.partials]) this.ctx.destroy(b);
+      shards.forEach((sh, i) => {
+        const was = old.shards[i].pages;
+        if (sh.pages === was) return;
+        const enc = this.ctx.device.createCommandEncoder({ label: 'kv pool growth' });
+        const from = [this.k[i], this.v[i]];
+        const into = (['k', 'v'] as const).map((kv) => this.ctx.buffer(this.kvLabel(kv, i), this.shardBytes(sh.pages)));
+        from.forEach((f, j) => enc.copyBufferToBuffer(f, 0, into[j], 0, this.shardBytes(was)));
+        this.ctx.device.queue.submit([enc.finish()]);
+        // WebGPU frees a destroyed buffer only once the queued copy has read it.
+        for (const f of from) this.ctx.destroy(f);
+        [this.k[i], this.v[i]] = into;
+      });
+      this.makeSlotBuffers();
+    } finally {
+      const bytes = this.layout.bytes;
+      this.growthFailure = device.popErrorScope().then((e) => (e ? new OutOfMemoryError(`the KV pool grown for the text (${this.layout.capacityPages} pages)`, bytes) : null));
+    }
+    this.tableVersion = -1;
+    this.dirty = [];
+    this.generation++;
   }
 
   /** The K and V buffers that hold `layer`'s pages. */

@@ -71,7 +71,8 @@ export async function runPrefill(
   for (let i = 0; i < A; i++) ids[a0 + i] = -1 - i;
   c.instruction.forEach((t, i) => (ids[a0 + A + i] = t));
   q.writeBuffer(p.ids, 0, ids);
-  if (A > 0) q.writeBuffer(p.audio, 0, audio.buffer, audio.byteOffset, A * D * 4);
+  // Audio rows go straight into the hidden states; the embedding pass writes only token rows.
+  if (A > 0) q.writeBuffer(p.x, a0 * D * 4, audio.buffer, audio.byteOffset, A * D * 4);
   const uni = (label: string, v: number[]) => p.adopt(ctx.uniform(label, v));
   const rows = uni('u.rows', [n, 0, 0, 0]);
   const firstQuery = Number.isFinite(request.prefillQueries) ? Math.max(0, n - request.prefillQueries) : 0;
@@ -108,7 +109,7 @@ export async function runPrefill(
   const E = w.embed;
   for (const part of E.parts) {
     const u = E.parts.length === 1 ? rows : uni(`u.embed${part.row0}`, [n, part.row0, part.row0 + part.rows, 0]);
-    run(enc, wk(E.format).embed, [part.buffer, p.ids, p.audio, p.x, u], ...grid(n));
+    run(enc, wk(E.format).embed, [part.buffer, p.ids, p.x, u], ...grid(n));
   }
   enc.clearBuffer(p.scores);
   for (let l = 0; l < c.numLayers; l++) {

@@ -2,9 +2,14 @@
  * Per-session GPU memory: the decode step's buffers, the readback ring, and the prefill
  * buffers that live only until the pool has been filled: every layer's prompt K/V for
  * prefill + applyPrefill, one layer's (reused by the next) for prefillByLayer. The KV
- * pool is sized later, from the policy's plan (pool-layout.ts). `sessionSizes` computes every size from the config and
- * the session options alone, so an impossible context fails with ContextTooLongError
- * before any GPU work.
+ * pool is sized later, from the policy's plan (pool-layout.ts), and grows as text is
+ * generated. `sessionSizes` computes every size from the config and the session options
+ * alone, so an impossible context fails with ContextTooLongError before any GPU work.
+ *
+ * Only the hidden states (the one residual stream, audio embeddings written straight
+ * into their rows) and one layer's K/V hold the whole prompt; every other prefill buffer
+ * holds one block of rows, and the block is sized for memory (PREFILL_BLOCK_BYTES), not
+ * only for the binding, since the gate/up block alone is 2 × intermediate floats a row.
  */
 import { ContextTooLongError } from '../../errors.js';
 import { groupSize, kvHeadCount, promptLength, segmentLength, type ModelConfig } from '../../model/config.js';
@@ -19,11 +24,11 @@ export interface SessionSizes {
   audioLength: number;
   /** Prompt length n = prefix + audio + instruction. */
   promptLength: number;
-  /** Text tokens per head: prefix, instruction, generated. */
+  /** Text tokens of the prompt per head (prefix, instruction): the pool's first text pages; generated tokens' pages come as they are generated. */
   textTokens: number;
   pageSize: number;
   exported: number;
-  /** Rows per block of the prefill's QKV projection and MLP (a multiple of 64). */
+  /** Rows per block of the prefill's QKV projection, attention and MLP (a multiple of 64), chosen for memory and the binding. */
   prefillChunk: number;
   /** Layers whose prompt K/V the prefill buffers hold at once: 1 for a per-layer prefill, else every layer. */
   prefillKvLayers: number;
@@ -36,8 +41,9 @@ export interface SessionSizes {
   readbackBytes: number;
   /**
    * Pages (and their bytes) of the worst plan: every audio position of every head on the
-   * GPU, with recall headroom. An upper bound for "will it fit?" questions; a session
-   * allocates only the pages its plan needs, at applyPrefill.
+   * GPU, with recall headroom, and text up to the cap (maxNewTokens). An upper bound for
+   * "will it fit?" questions; a session allocates only the pages its plan needs, at
+   * applyPrefill, and text pages as tokens are generated.
    */
   worstPoolPages: number;
   worstPoolBytes: number;
@@ -53,20 +59,20 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   const KVD = c.numKvHeads * c.headDim;
   const I = c.intermediateSize;
   const G = groupSize(c);
-  const textTokens = c.prefix.length + c.instruction.length + opts.maxNewTokens;
+  const textTokens = c.prefix.length + c.instruction.length;
   // Upper bound of kv/sizing.ts poolNeed over all plans: per head, ceil(gpu/P) + ceil(cpuOnly/P)
   // <= ceil(A/P) + 1 (gpu and cpuOnly are disjoint), plus recall headroom <= min(ceil(A/P), cap).
-  const worstPoolPages = heads * (Math.ceil(A / P) + 1 + Math.min(Math.ceil(A / P), RECALL_PAGES_PER_HEAD) + Math.ceil(textTokens / P));
+  const worstPoolPages = heads * (Math.ceil(A / P) + 1 + Math.min(Math.ceil(A / P), RECALL_PAGES_PER_HEAD) + Math.ceil((textTokens + opts.maxNewTokens) / P));
   const bytesPerPage = P * slotBytes(c.headDim, kvElementBytes);
   const limit = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
   const exported = opts.request.decodeHeads.length;
-  const prefillChunk = prefillChunkRows(Math.max(QD + 2 * KVD, 2 * I), limit);
+  const prefillChunk = prefillChunkRows(Math.max(QD + 2 * KVD, 2 * I), limit, blockRowFloats(c));
   const m = Math.min(n, prefillChunk);
   // [what, floats] of every buffer whose size grows with the recording (PrefillBuffers, the ring).
   const prefill: [string, number][] = [
     ['prompt hidden states', n * D], ['normed block', m * D], ['QKV block', m * (QD + 2 * KVD)],
     ['query block', m * QD], ['attention output block', m * QD], ['gate/up block', m * 2 * I], ['SwiGLU block', m * I],
-    ['softmax statistics', n * c.numHeads * 2], ['prompt ids', n], ['audio embeddings', A * D], ['prefill scores', heads * A],
+    ['softmax statistics', n * c.numHeads * 2], ['prompt ids', n], ['prefill scores', heads * A],
   ];
   const perLayerKv = n * KVD;
   const prefillKvLayers = opts.layered ? 1 : c.numLayers;
@@ -91,13 +97,30 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   return { audioLength: A, promptLength: n, textTokens, pageSize: P, exported, prefillChunk, prefillKvLayers, instructionQueryRows, prefillBytes, largestBuffer, decodeBytes, readbackBytes, worstPoolPages, worstPoolBytes };
 }
 
-/** Most rows one prefill block takes: PREFILL_CHUNK_ROWS, fewer when a block of `width` floats per row would pass `limit`. */
-export function prefillChunkRows(width: number, limit: number): number {
-  return Math.max(64, Math.min(PREFILL_CHUNK_ROWS, Math.floor(limit / (4 * width) / 64) * 64));
+/**
+ * Most rows one prefill block takes: PREFILL_CHUNK_ROWS, fewer when a block of `width`
+ * floats per row would pass `limit`, or the block buffers together (`rowFloats` a row)
+ * would pass PREFILL_BLOCK_BYTES.
+ */
+export function prefillChunkRows(width: number, limit: number, rowFloats = 0): number {
+  const byMemory = rowFloats > 0 ? Math.floor(PREFILL_BLOCK_BYTES / (4 * rowFloats) / 64) * 64 : PREFILL_CHUNK_ROWS;
+  return Math.max(64, Math.min(PREFILL_CHUNK_ROWS, byMemory, Math.floor(limit / (4 * width) / 64) * 64));
 }
 
-/** Rows per prefill block by default: large enough that blocks cost nothing, small enough to bound their memory. */
+/** Floats one prompt row takes in the block buffers: normed row, QKV, query, attention output, gate/up, SwiGLU. */
+export function blockRowFloats(c: ModelConfig): number {
+  const QD = c.numHeads * c.headDim;
+  return c.hiddenSize + QD + 2 * c.numKvHeads * c.headDim + 2 * QD + 3 * c.intermediateSize;
+}
+
+/** Rows per prefill block at most: past a few thousand rows a block's matmuls are as efficient as they get. */
 export const PREFILL_CHUNK_ROWS = 4096;
+
+/**
+ * Bytes the block buffers may take together: at Voxtral-Mini-3B's widths 384 rows (59
+ * blocks for 30 minutes), where 4,096-row blocks took 686 MB, more than the hidden states.
+ */
+export const PREFILL_BLOCK_BYTES = 64 * 2 ** 20;
 
 /** Buffers of the decode step (but the pool's) and the readback ring: created once per session. */
 export class SessionBuffers {
@@ -175,7 +198,6 @@ export class PrefillBuffers {
   readonly act: GPUBuffer;
   readonly ml: GPUBuffer;
   readonly ids: GPUBuffer;
-  readonly audio: GPUBuffer;
   readonly scores: GPUBuffer;
   /** Per layer held (as the K/V), the instruction rows' post-RoPE queries [rows, numHeads × headDim]. */
   readonly instructionQ: GPUBuffer;
@@ -194,6 +216,7 @@ export class PrefillBuffers {
       this.all.push(buf);
       return buf;
     };
+    // The residual stream; the audio embeddings are written straight into their rows.
     this.x = b('x', n * c.hiddenSize);
     // One block of rows each, except the hidden states x (every row, across layers).
     const m = Math.min(n, sizes.prefillChunk);
@@ -205,7 +228,6 @@ export class PrefillBuffers {
     this.act = b('act', m * c.intermediateSize);
     this.ml = b('ml', n * c.numHeads * 2);
     this.ids = b('ids', n);
-    this.audio = b('audio', A * c.hiddenSize);
     this.scores = b('scores', kvHeadCount(c) * A);
     this.instructionQueryRows = sizes.instructionQueryRows;
     this.instructionQ = b('instruction_q', sizes.prefillKvLayers * sizes.instructionQueryRows * QD);

@@ -71,12 +71,11 @@ export class DecodeStep {
     const uDown = uni('u.down', [D, I, 1, 0]);
     const mk = (pipeline: GPUComputePipeline, res: Parameters<GpuContext['bindGroup']>[1], x: number, y = 1, splitK = false): Dispatch =>
       ({ pipeline, bindGroup: ctx.bindGroup(pipeline, res), x, y, splitK });
-    // Decode rows are token rows: the audio binding is never read (ids >= 0), h stands in.
     // Pipelines of each matrix's weight format.
     const wk = w.kernels;
     const E = w.embed;
     this.embed = E.parts.map((p) =>
-      mk(wk(E.format).embed, [p.buffer, b.tokenIn, b.h, b.x, E.parts.length === 1 ? one : uni(`u.embed${p.row0}`, [1, p.row0, p.row0 + p.rows, 0])], 1));
+      mk(wk(E.format).embed, [p.buffer, b.tokenIn, b.x, E.parts.length === 1 ? one : uni(`u.embed${p.row0}`, [1, p.row0, p.row0 + p.rows, 0])], 1));
     for (let l = 0; l < c.numLayers; l++) {
       const L = w.layers[l];
       const lu = uni(`u.layer${l}`, [l, pool.baseSlot(l), 0, 0]);
