@@ -3,6 +3,7 @@
  * page is touched, so an over-budget plan fails with a typed error up front.
  */
 import type { PrefillPlan } from './plan.js';
+import { ContextTooLongError } from '../errors.js';
 
 export interface PoolNeed {
   /** Dense audio pages kept at prefill, all heads. */
@@ -60,4 +61,14 @@ function countNotIn(a: Int32Array, sortedB: Int32Array): number {
     if (j >= sortedB.length || sortedB[j] !== a[i]) n++;
   }
   return n;
+}
+
+/** Throws ContextTooLongError when `bytes` of pool pass the KV budget (none: no limit); `what` says what asked for them. */
+export function checkPoolBudget(bytes: number, budget: number | undefined, what: string): void {
+  if (budget !== undefined && bytes > budget) throw new ContextTooLongError(bytes, budget, what);
+}
+
+/** How a pool grows for text on demand: `growPages` per head at once, and the KV budget in whole pages. */
+export function growthOptions(growPages: number, budget: number | undefined, bytesPerPage: number): { growPages: number; maxPages?: number } {
+  return { growPages, ...(budget !== undefined ? { maxPages: Math.floor(budget / bytesPerPage) } : {}) };
 }

@@ -61,7 +61,7 @@ describe('bench --memory', () => {
     const c = decoderShapeConfig('voxtral');
     const P = segmentLength(c);
     const A = 400 * P;
-    const { full, wnw } = poolBytes(c, A, 0, 2, 0.2, 2 ** 31);
+    const { full, atBudget: wnw } = poolBytes(c, A, 0, 2, 0.2, 2 ** 31);
     const heads = kvHeadCount(c);
     const expectedPages = (x: number) => heads * x;
     // Pages per head: full 400; WnW 80 kept + 1 part-filled + 48 recall.

@@ -10,7 +10,7 @@ import type { DecoderWeights } from '../../model/weights.js';
 import { unpackDecoderWeights, weightsInFormat, type PackedDecoderWeights } from '../../model/packed-weights.js';
 import type { WeightFormat } from '../../model/quant.js';
 import { Residency, liveResidency } from '../../kv/residency.js';
-import { GROWTH_PAGES_PER_HEAD, poolNeed } from '../../kv/sizing.js';
+import { checkPoolBudget, GROWTH_PAGES_PER_HEAD, growthOptions, poolNeed } from '../../kv/sizing.js';
 import { kvElementBytes, slotBytes, type KvPrecision } from '../../kv/precision.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
@@ -192,10 +192,7 @@ export class CpuBackend implements DecoderBackend {
     const need = poolNeed(plan, P, text.length);
     const elementBytes = kvElementBytes(this.options.kvPrecision ?? 'f32');
     const bytesPerPage = P * slotBytes(c.headDim, elementBytes);
-    const budget = this.options.kvBudgetBytes;
-    if (budget !== undefined && need.total * bytesPerPage > budget) {
-      throw new ContextTooLongError(need.total * bytesPerPage, budget, `${N} audio tokens under this policy`);
-    }
+    checkPoolBudget(need.total * bytesPerPage, this.options.kvBudgetBytes, `${N} audio tokens under this policy`);
     const storage = new CpuPageStorage(c.headDim, elementBytes === 2, P, (b) => this.hold(b));
     this.hold(storage.addShard(0, c.numLayers, 0, need.total * P));
     const residency = new Residency(
@@ -279,8 +276,7 @@ export class CpuBackend implements DecoderBackend {
 
   /** How the pool grows for text on demand: pages per head at once, and the KV budget in pages. */
   private growth(bytesPerPage: number): { growPages: number; maxPages?: number } {
-    const budget = this.options.kvBudgetBytes;
-    return { growPages: this.options.kvGrowPages ?? GROWTH_PAGES_PER_HEAD, ...(budget !== undefined ? { maxPages: Math.floor(budget / bytesPerPage) } : {}) };
+    return growthOptions(this.options.kvGrowPages ?? GROWTH_PAGES_PER_HEAD, this.options.kvBudgetBytes, bytesPerPage);
   }
 
   private startDecode(residency: Residency, storage: CpuPageStorage): void {

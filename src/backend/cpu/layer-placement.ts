@@ -4,10 +4,9 @@
  * pages and its released rows into the CPU offload store. Only one layer's prompt K/V is
  * alive at a time, which is what lets a long clip prefill under a tight KV budget.
  */
-import { ContextTooLongError } from '../../errors.js';
 import { audioStart, kvHeadCount, segmentLength, type ModelConfig } from '../../model/config.js';
 import { Residency } from '../../kv/residency.js';
-import { poolNeed } from '../../kv/sizing.js';
+import { checkPoolBudget, poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
 import type { HeadResidency, LayerPrefill, PolicyLayout } from '../../kv/plan.js';
 import { layerAudioKeys } from './prefill.js';
@@ -66,9 +65,7 @@ export class LayerPlacement {
     const need = poolNeed({ heads }, P, this.text.length);
     this.pages += need.total;
     const bytes = this.pages * P * slotBytes(hd, o.elementBytes);
-    if (o.kvBudgetBytes !== undefined && bytes > o.kvBudgetBytes) {
-      throw new ContextTooLongError(bytes, o.kvBudgetBytes, `${N} audio tokens under this policy (at layer ${l})`);
-    }
+    checkPoolBudget(bytes, o.kvBudgetBytes, `${N} audio tokens under this policy (at layer ${l})`);
     const shard = this.residency.addShard(l * H, H, need.total);
     o.hold(this.storage.addShard(l, 1, shard.firstPage * P, need.total * P));
     const rowOf = (head: number, pos: number) => pos * kvd + (head % H) * hd;

@@ -7,7 +7,7 @@ import { ContextTooLongError, NoWebGpuError, OutOfMemoryError } from '../../erro
 import { audioStart, kvHeadCount, segmentLength, type ModelConfig } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
 import { Residency, liveResidency } from '../../kv/residency.js';
-import { GROWTH_PAGES_PER_HEAD, poolNeed } from '../../kv/sizing.js';
+import { checkPoolBudget, GROWTH_PAGES_PER_HEAD, growthOptions, poolNeed } from '../../kv/sizing.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
 import { policyLayout, textPositions } from '../prompt.js';
@@ -236,10 +236,7 @@ export class WebGpuBackend implements DecoderBackend {
     // the worst case; generated tokens' pages come as they are generated (Residency grows it).
     const need = poolNeed(plan, P, text.length);
     const bytesPerPage = P * slotBytes(c.headDim, this.elementBytes);
-    const budget = this.options.kvBudgetBytes;
-    if (budget !== undefined && need.total * bytesPerPage > budget) {
-      throw new ContextTooLongError(need.total * bytesPerPage, budget, `${A} audio tokens under this plan`);
-    }
+    checkPoolBudget(need.total * bytesPerPage, this.options.kvBudgetBytes, `${A} audio tokens under this plan`);
     // Shards are packed with room for the text cap, so growing never passes a binding.
     const capText = Math.ceil((text.length + s.opts.maxNewTokens) / P) - Math.ceil(text.length / P);
     const layout = poolLayout(c, need.perHead, P, this.bindLimit, this.elementBytes, capText);
@@ -302,9 +299,8 @@ export class WebGpuBackend implements DecoderBackend {
 
   /** How the pool grows for text on demand: pages per head at once, and the KV budget in pages. */
   private growth(): { growPages: number; maxPages?: number } {
-    const budget = this.options.kvBudgetBytes;
     const page = segmentLength(this.config) * slotBytes(this.config.headDim, this.elementBytes);
-    return { growPages: this.options.kvGrowPages ?? GROWTH_PAGES_PER_HEAD, ...(budget !== undefined ? { maxPages: Math.floor(budget / page) } : {}) };
+    return growthOptions(this.options.kvGrowPages ?? GROWTH_PAGES_PER_HEAD, this.options.kvBudgetBytes, page);
   }
 
   /** The pool of `layout` (with shard buffers made already, or new ones) and the decode step over it, on the session. */

@@ -185,12 +185,12 @@ export function maxAudioTokens(c: ModelConfig): number {
  * `budget` of the audio positions and a part-filled page, the recall headroom (every head
  * counted tidal), and `textPages`; never more than the full cache's.
  */
-function poolPages(c: ModelConfig, audioTokens: number, textPages: number, budget: number): { full: Int32Array; wnw: Int32Array } {
+function poolPages(c: ModelConfig, audioTokens: number, textPages: number, budget: number): { full: Int32Array; atBudget: Int32Array } {
   const P = segmentLength(c);
   const heads = kvHeadCount(c);
   const audio = Math.ceil(audioTokens / P);
   const kept = Math.min(audio, Math.ceil((budget * audioTokens) / P) + 1) + Math.min(audio, RECALL_PAGES_PER_HEAD);
-  return { full: new Int32Array(heads).fill(audio + textPages), wnw: new Int32Array(heads).fill(Math.min(audio, kept) + textPages) };
+  return { full: new Int32Array(heads).fill(audio + textPages), atBudget: new Int32Array(heads).fill(Math.min(audio, kept) + textPages) };
 }
 
 /** Text pages per head once `generated` tokens have been: the prompt's, and those the pool grew by. */
@@ -201,10 +201,10 @@ function textPagesOf(c: ModelConfig, generated: number): number {
 }
 
 /** Pool bytes (pages plus the pool's positions, tables and decode scratch, as a per-layer prefill allocates them) of the full cache and `budget`'s bound, with `generated` tokens' text. */
-export function poolBytes(c: ModelConfig, audioTokens: number, generated: number, kvBytes: number, budget: number, limit: number): { full: number; wnw: number } {
+export function poolBytes(c: ModelConfig, audioTokens: number, generated: number, kvBytes: number, budget: number, limit: number): { full: number; atBudget: number } {
   const P = segmentLength(c);
   const pages = poolPages(c, audioTokens, textPagesOf(c, generated), budget);
-  return { full: layerLayout(c, pages.full, P, limit, kvBytes).bytes, wnw: layerLayout(c, pages.wnw, P, limit, kvBytes).bytes };
+  return { full: layerLayout(c, pages.full, P, limit, kvBytes).bytes, atBudget: layerLayout(c, pages.atBudget, P, limit, kvBytes).bytes };
 }
 
 /**
@@ -238,7 +238,7 @@ export function planMemory(c: ModelConfig, r: MemoryRequest, limits: DeviceLimit
   const full = r.budget >= 1;
   const before = poolPages(c, A, textPagesOf(c, 0), r.budget);
   const after = poolPages(c, A, textPagesOf(c, textTokens), r.budget);
-  const pool = { prefill: layout(full ? before.full : before.wnw, true), decode: layout(full ? after.full : after.wnw, true) };
+  const pool = { prefill: layout(full ? before.full : before.atBudget, true), decode: layout(full ? after.full : after.atBudget, true) };
   const poolFull = { prefill: layout(before.full, full), decode: layout(after.full, full) };
   const weightBytes = decoderWeightBytes(c, r.weightFormat, r.tied).total;
   const base = weightBytes + s.decodeBytes;
@@ -249,7 +249,7 @@ export function planMemory(c: ModelConfig, r: MemoryRequest, limits: DeviceLimit
     prefill: base + s.prefillBytes + p.prefill.bytes + staging,
     decode: base + p.decode.bytes + layerKv(pages),
   });
-  const at = phases(pool, full ? after.full : after.wnw, full ? 0 : stagedKv);
+  const at = phases(pool, full ? after.full : after.atBudget, full ? 0 : stagedKv);
   const ofFull = phases(poolFull, after.full, 0);
   return {
     audioTokens: A, textTokens, weightBytes, prefillBytes: s.prefillBytes, decodeBytes: s.decodeBytes,

@@ -6,10 +6,9 @@
  * the prefill K/V buffers. The pool's positions and tables come once every layer's
  * pages are known.
  */
-import { ContextTooLongError } from '../../errors.js';
 import { audioStart, kvHeadCount, type ModelConfig } from '../../model/config.js';
 import { Residency, type PageStorage } from '../../kv/residency.js';
-import { poolNeed } from '../../kv/sizing.js';
+import { checkPoolBudget, poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
 import type { AttentionRequest, LayerPrefill } from '../../kv/plan.js';
 import { policyLayout, summaryPlacement, textPositions } from '../prompt.js';
@@ -85,9 +84,7 @@ export class LayerPlacer {
     // The prompt's text only: generated tokens' pages come as they are generated.
     const pages = layerShardPages(c, l, poolNeed({ heads }, P, sizes.textTokens).perHead, P, this.d.limit, this.d.elementBytes);
     const total = (this.residency.pool.numPages + pages) * P * slotBytes(hd, this.d.elementBytes);
-    if (this.d.budget !== undefined && total > this.d.budget) {
-      throw new ContextTooLongError(total, this.d.budget, `${A} audio tokens under this plan (at layer ${l})`);
-    }
+    checkPoolBudget(total, this.d.budget, `${A} audio tokens under this plan (at layer ${l})`);
     const shard = this.residency.addShard(l * H, H, pages);
     this.shards.push({ firstLayer: l, layers: 1, firstPage: shard.firstPage, pages });
     const bytes = Math.max(1, pages) * P * hd * this.d.elementBytes;
