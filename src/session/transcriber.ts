@@ -3,15 +3,17 @@
  * audio into text under the chosen KV policy. Audio is decoded here, featurised and
  * encoded by the model's audio route (route/audio-route.ts), and decoded in run.ts.
  */
-import { CancelledError, WnwError } from '../errors.js';
+import { CancelledError, PositionsExceededError, WnwError } from '../errors.js';
 import { toMono16k } from '../audio/decode.js';
 import { createAudioRoute } from '../route/audio-route.js';
 import type { AudioRoute } from '../route/types.js';
 import { chooseBackend, createBackend } from '../backend/create.js';
-import { audioTokensOf, refuseUnfit, reportedDeviceMemoryGiB, type FitDevice } from '../backend/webgpu/fit.js';
+import { audioTokensOf, maxAudioTokens, refuseUnfit, reportedDeviceMemoryGiB, type FitDevice } from '../backend/webgpu/fit.js';
 import type { DecoderBackend } from '../backend/types.js';
 import type { GpuContext } from '../gpu/device.js';
 import { loadModel, type LoadedModel } from '../model/loader.js';
+import { promptLength, type ModelConfig } from '../model/config.js';
+import { statedLimitWarnings } from '../model/families/limits.js';
 import { packDecoderWeights, type PackedDecoderWeights } from '../model/packed-weights.js';
 import type { WeightFormat } from '../model/quant.js';
 import type { DecoderWeights } from '../model/weights.js';
@@ -67,6 +69,9 @@ export class WnwTranscriber implements Transcriber {
     const c = this.model.config;
     const samples = await toMono16k(input as never, c.audio.sampleRate);
     const seconds = samples.length / c.audio.sampleRate;
+    // The model's positions are known from its config and the clip's tokens from its length:
+    // a prompt past them is refused here, before the encoder spends minutes on it.
+    refusePastPositions(c, this.model.base, seconds);
     const t0 = now();
     const progress = options.onProgress ?? this.defaults.onProgress;
     progress?.({ phase: 'encode', fraction: 0, detail: this.route.label });
@@ -100,6 +105,8 @@ export class WnwTranscriber implements Transcriber {
         progress,
       });
       res.stats.encoderBytes = enc.encoderBytes;
+      const warnings = statedLimitWarnings(this.model.family, enc.audioSeconds);
+      if (warnings.length) res.stats.warnings = warnings;
       return res;
     } finally {
       restore();
@@ -157,6 +164,15 @@ export class WnwTranscriber implements Transcriber {
   }
 }
 
+/** A recording whose prompt passes the model's positions, as the fit verdicts count its tokens. */
+function refusePastPositions(c: ModelConfig, base: string, seconds: number): void {
+  const audioTokens = audioTokensOf(c, seconds);
+  const fit = maxAudioTokens(c);
+  if (audioTokens <= fit) return;
+  const minutes = Math.max(0, fit) / c.audio.tokensPerSecond / 60;
+  throw new PositionsExceededError(promptLength(c, audioTokens), c.maxPositions, minutes, `${base}/config.json: a ${(seconds / 60).toFixed(1)} min recording (${audioTokens} audio tokens)`);
+}
+
 /** The WebGPU decoder's device, which the audio encoder shares; undefined on the CPU. */
 function gpuContextOf(decoder: DecoderBackend): GpuContext | undefined {
   return decoder.kind === 'webgpu' && 'ctx' in decoder ? (decoder as { ctx: GpuContext }).ctx : undefined;
@@ -194,11 +210,15 @@ export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscri
   const device: FitDevice = { limits: target.kind === 'webgpu' ? target.limits : null, deviceMemoryGiB: reportedDeviceMemoryGiB() };
   const model = await loadModel(options.model, (fraction, detail, bytes, phase = 'download') => progress({ phase, fraction, detail, ...(bytes ? { bytes } : {}) }), {
     language: options.language, audioEncoder: options.audioEncoder, weightFormat: options.weightFormat, ...(options.cache !== undefined ? { cache: options.cache } : {}),
-    beforeWeights: (config, format, tied) => refuseUnfit(config, format, tied, device, `the decoder of ${config.name}${target.kind === 'webgpu' ? ` on ${target.label}` : ''}`,
-      // The recording itself is judged where it is known and the GPU holds its KV pool.
-      options.audioSeconds !== undefined && target.kind === 'webgpu'
-        ? { audioTokens: audioTokensOf(config, options.audioSeconds), kvPrecision: options.kvPrecision ?? 'f32', budget: policyBudget(policy, budget) }
-        : undefined),
+    beforeWeights: (config, format, tied) => {
+      // A recording known at load (the CLI's) is held against the positions before a weight is read.
+      if (options.audioSeconds !== undefined) refusePastPositions(config, options.model, options.audioSeconds);
+      refuseUnfit(config, format, tied, device, `the decoder of ${config.name}${target.kind === 'webgpu' ? ` on ${target.label}` : ''}`,
+        // The recording itself is judged where it is known and the GPU holds its KV pool.
+        options.audioSeconds !== undefined && target.kind === 'webgpu'
+          ? { audioTokens: audioTokensOf(config, options.audioSeconds), kvPrecision: options.kvPrecision ?? 'f32', budget: policyBudget(policy, budget) }
+          : undefined);
+    },
   });
   if (options.language !== undefined && !model.family) {
     throw new WnwError('BAD_ARGUMENT', `the model in ${options.model} takes no language option (its prompt names no language); omit language`);

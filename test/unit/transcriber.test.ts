@@ -1,8 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadTranscriber, type WnwTranscriber } from '../../src/session/transcriber.js';
-import { AudioError, CancelledError, ModelLoadError, WnwError } from '../../src/errors.js';
+import { AudioError, CancelledError, ModelLoadError, PositionsExceededError, WnwError } from '../../src/errors.js';
 import { pythonHasOnnx, toneWav, writeTinyModel } from '../helpers/tiny-model.js';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const hasOnnx = pythonHasOnnx();
@@ -90,6 +90,35 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     expect(err.code).toBe('BAD_ARGUMENT');
     expect(err.message).toMatch(/^policy "wnw": budget 0.01 is below what its \d+ anchor heads alone keep/);
     expect(phases).not.toContain('encode');
+  });
+
+  it('a clip whose prompt needs more positions than the config has is CONTEXT_TOO_LONG before the encoder runs', async () => {
+    const small = writeTinyModel();
+    const cfg = JSON.parse(readFileSync(join(small, 'config.json'), 'utf8'));
+    writeFileSync(join(small, 'config.json'), JSON.stringify({ ...cfg, max_positions: 1024 }));
+    // Where the recording's length is known at load (the CLI), before any weight is read.
+    const phases: string[] = [];
+    const atLoad = await loadTranscriber({ model: small, backend: 'cpu', policy: 'full', audioSeconds: 90, onProgress: (e) => phases.push(e.phase) }).catch((e) => e);
+    expect(atLoad).toBeInstanceOf(PositionsExceededError);
+    expect(phases).toEqual([]);
+    const t = await loadTranscriber({ model: small, backend: 'cpu', policy: 'full' });
+    try {
+      // 1,024 positions less the 3-token prompt hold 1,021 audio tokens: 81.68 s at 12.5 tokens/s.
+      const err = await t.transcribe(toneWav(90, 16000), { maxNewTokens: 2, onProgress: (e) => phases.push(e.phase) }).catch((e) => e);
+      expect(err).toBeInstanceOf(PositionsExceededError);
+      expect(err.code).toBe('CONTEXT_TOO_LONG');
+      expect(err.neededPositions).toBe(1125 + 3);
+      expect(err.minutesThatFit).toBeCloseTo(1021 / 12.5 / 60, 9);
+      expect(err.message).toMatch(/config\.json: a 1\.5 min recording \(1125 audio tokens\): the prompt needs 1128 positions, the model has 1024 .*At most 1\.4 min of audio fit/);
+      expect(phases).not.toContain('encode');
+      // Just inside the positions it runs, and the tiny model states no limit, so no warning.
+      const ok = await t.transcribe(toneWav(81, 16000), { maxNewTokens: 2 });
+      // 8,100 mel frames in whole groups of 8; the refusal's count (ceil) is never below this.
+      expect(ok.stats.audioTokens).toBe(1012);
+      expect(ok.stats.warnings).toBeUndefined();
+    } finally {
+      t.dispose();
+    }
   });
 
   it('a model whose config disagrees with its weights fails at load naming file and tensor', async () => {
