@@ -21,6 +21,7 @@ import { promptForLanguage, type Prompt } from './prompt-language.js';
 import { createPolicy, needsHeads, policyBudget } from '../policy/registry.js';
 import { wordTimingHeads } from '../policy/timing-heads.js';
 import { runTranscription } from './run.js';
+import { checkLoadOptions, checkTranscribeOptions, show } from './options.js';
 import type { AudioInput, LoadOptions, PolicyName, ProgressEvent, TranscribeOptions, TranscriptionResult, Transcriber } from '../types.js';
 
 const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
@@ -146,6 +147,7 @@ export class WnwTranscriber implements Transcriber {
 
   private async transcribeNow(input: AudioInput, options: TranscribeOptions): Promise<TranscriptionResult> {
     if (this.disposed) throw new WnwError('BAD_ARGUMENT', 'this transcriber was disposed; load a new one');
+    checkTranscribeOptions(options);
     if (options.signal?.aborted) throw new CancelledError();
     // Options that make no policy fail now, not after the audio has been encoded.
     this.policyFor(options);
@@ -199,9 +201,10 @@ function packForBackend(model: LoadedModel, format: WeightFormat | undefined, pr
 
 /** Loads the model, its audio route and a decoder backend. */
 export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscriber> {
+  checkLoadOptions(options);
   const policy = options.policy ?? 'wnw';
   const budget = options.budget ?? 0.2;
-  if (!(budget > 0 && budget <= 1)) throw new WnwError('BAD_ARGUMENT', `budget must be in (0, 1], got ${budget}`);
+  if (!(typeof budget === 'number' && budget > 0 && budget <= 1)) throw new WnwError('BAD_ARGUMENT', `budget must be in (0, 1], got ${show(budget)}`);
   const progress = options.onProgress ?? (() => {});
   // The adapter first: its limits (and the memory the page reports) judge the model from its
   // config before a shard byte is read, rather than after gigabytes of them.

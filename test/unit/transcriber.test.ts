@@ -121,6 +121,34 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     }
   });
 
+  it('options outside what they take are a BAD_ARGUMENT naming the option, before loading or encoding', async () => {
+    const phases: string[] = [];
+    const err = await asr.transcribe(toneWav(2), { maxNewTokens: NaN, onProgress: (e) => phases.push(e.phase) }).catch((e) => e);
+    expect(err).toBeInstanceOf(WnwError);
+    expect(err.message).toBe('option maxNewTokens must be a whole number of tokens, at least 1, got NaN');
+    expect(phases).toEqual([]);
+    await expect(asr.transcribe(toneWav(2), { signal: {} as AbortSignal })).rejects.toThrow(/^option signal must be an AbortSignal, got an object$/);
+    await expect(loadTranscriber({ model: dir, backend: 'cpu', kvBudgetBytes: 0 })).rejects.toThrow(/^option kvBudgetBytes must be a whole number of bytes above 0, got 0$/);
+    await expect(loadTranscriber({ model: dir, backend: 'cpu', weightFormat: 'int4' as never })).rejects.toThrow(/^option weightFormat must be one of "f32", "f16", "q4", got "int4"$/);
+    await expect(loadTranscriber({ model: dir, backend: 'cpu', audioSeconds: NaN })).rejects.toThrow(/^option audioSeconds must be/);
+  });
+
+  it('a decode never runs past the positions the prompt leaves, whatever maxNewTokens asks', async () => {
+    const small = writeTinyModel();
+    const cfg = JSON.parse(readFileSync(join(small, 'config.json'), 'utf8'));
+    writeFileSync(join(small, 'config.json'), JSON.stringify({ ...cfg, max_positions: 64 }));
+    const t = await loadTranscriber({ model: small, backend: 'cpu', policy: 'full' });
+    try {
+      // 2 s are 25 audio tokens; with the 3 prompt tokens, 36 positions are left to decode into.
+      const r = await t.transcribe(toneWav(2, 16000), { maxNewTokens: 1_000_000 });
+      expect(r.error).toBeUndefined();
+      expect(r.stats.stoppedBy).toBe('length-guard');
+      expect(r.tokens.length).toBe(36);
+    } finally {
+      t.dispose();
+    }
+  });
+
   it('a model whose config disagrees with its weights fails at load naming file and tensor', async () => {
     const cfg = JSON.parse(require('node:fs').readFileSync(join(dir, 'config.json'), 'utf8'));
     const bad = writeTinyModel();
