@@ -11,7 +11,7 @@
  * naming the file and tensor, before any GPU work.
  */
 import { ModelLoadError } from '../errors.js';
-import type { HeadsFile } from './heads.js';
+import { headsFileFault, type HeadsFile } from './heads.js';
 import { parseConfig, kvHeadCount, type ModelConfig } from './config.js';
 import type { HfFamily, Json } from './families/types.js';
 import { exists, joinModelPath, readBytes, readJson } from './files.js';
@@ -213,5 +213,7 @@ async function loadHeads(base: string, config: ModelConfig): Promise<HeadsFile |
   if (heads.numLayers !== config.numLayers || heads.numKvHeads !== config.numKvHeads || heads.voiceScore?.length !== kvHeadCount(config)) {
     throw new ModelLoadError(file, `was calibrated for ${heads.numLayers}x${heads.numKvHeads} KV heads, the model has ${config.numLayers}x${config.numKvHeads}; run npm run calibrate`);
   }
+  const fault = headsFileFault(heads, kvHeadCount(config));
+  if (fault) throw new ModelLoadError(file, `${fault}; run npm run calibrate to write it again`);
   return heads;
 }

@@ -149,6 +149,23 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     }
   });
 
+  it('a heads.json with a null score or a head without a role is a MODEL_LOAD naming heads.json at load', async () => {
+    const good = JSON.parse(readFileSync(join(dir, 'heads.json'), 'utf8'));
+    const broken = writeTinyModel();
+    const tryHeads = async (h: unknown) => {
+      writeFileSync(join(broken, 'heads.json'), JSON.stringify(h));
+      return loadTranscriber({ model: broken, backend: 'cpu', policy: 'full' }).then((t) => (t.dispose(), null), (e) => e);
+    };
+    const nullScore = await tryHeads({ ...good, voiceScore: good.voiceScore.map((x: number, i: number) => (i === 3 ? null : x)) });
+    expect(nullScore).toBeInstanceOf(ModelLoadError);
+    expect(nullScore.message).toMatch(/heads\.json: "voiceScore" must hold 16 finite numbers, one per KV head; run npm run calibrate/);
+    const key = Object.keys(good.roles)[0];
+    const roles = { ...good.roles[key], fixed: good.roles[key].fixed.slice(1) };
+    const uncovered = await tryHeads({ ...good, roles: { ...good.roles, [key]: roles } });
+    expect(uncovered.message).toMatch(new RegExp(`heads\\.json: roles "${key}" must give each of the 16 KV heads exactly one role`));
+    expect(await tryHeads(good)).toBeNull();
+  });
+
   it('a model whose config disagrees with its weights fails at load naming file and tensor', async () => {
     const cfg = JSON.parse(require('node:fs').readFileSync(join(dir, 'config.json'), 'utf8'));
     const bad = writeTinyModel();
