@@ -49,6 +49,7 @@ export class AudioError extends WnwError {
  * `limit` says which limit, and so what helps: the KV budget ('pool'), the largest buffer
  * the device binds, for one of the KV pool's buffers ('pool-binding': a lower budget or f16
  * shrinks it) or one of the prompt's ('prompt-binding': only a shorter recording helps).
+ * For the model's own positions see `PositionsExceededError`.
  */
 export class ContextTooLongError extends WnwError {
   constructor(
@@ -67,6 +68,28 @@ export class ContextTooLongError extends WnwError {
     }[limit];
     super('CONTEXT_TOO_LONG', `${detail}${advice}`);
     this.name = 'ContextTooLongError';
+  }
+}
+
+/**
+ * The prompt (prefix, audio, instruction) needs more positions than the model has
+ * (`max_position_embeddings`): raised before the audio is encoded, since the decoder would
+ * run past what it knows without a word. `minutesThatFit` is the longest recording whose
+ * prompt the positions hold.
+ */
+export class PositionsExceededError extends WnwError {
+  constructor(
+    readonly neededPositions: number,
+    readonly maxPositions: number,
+    readonly minutesThatFit: number,
+    where: string,
+  ) {
+    super(
+      'CONTEXT_TOO_LONG',
+      `${where}: the prompt needs ${neededPositions} positions, the model has ${maxPositions} (max_position_embeddings in its config.json). ` +
+        `At most ${minutesThatFit.toFixed(1)} min of audio fit: split the recording into parts of that length.`,
+    );
+    this.name = 'PositionsExceededError';
   }
 }
 

@@ -8,7 +8,7 @@ export type {
   Transcriber, TranscriptionResult, TranscriptionStats, Word,
 } from './types.js';
 export {
-  WnwError, ModelLoadError, AudioError, ContextTooLongError, ModelTooBigError, NoWebGpuError, OutOfMemoryError, DeviceLostError, CancelledError,
+  WnwError, ModelLoadError, AudioError, ContextTooLongError, PositionsExceededError, ModelTooBigError, NoWebGpuError, OutOfMemoryError, DeviceLostError, CancelledError,
   type WnwErrorCode,
 } from './errors.js';
 export { POLICIES, hasFixedBudget, needsHeads, policyBudget } from './policy/registry.js';

@@ -143,6 +143,11 @@ export interface TranscriptionStats {
   stoppedBy: 'eos' | 'length-guard' | 'cancelled' | 'error';
   /** The stop token the model chose when `stoppedBy` is 'eos' (a model may have several). */
   stopToken?: number;
+  /**
+   * What the run did but the model may not do well, one sentence each: e.g. a recording past
+   * an audio length the model card states (Voxtral: 30 min for transcription). Absent when none.
+   */
+  warnings?: string[];
 }
 
 export interface TranscribeOptions {

@@ -23,7 +23,7 @@
  * take that recording); one past a limit the model's makers state is sized and marked.
  */
 import { FAMILIES } from '../model/families/registry.js';
-import type { ReleasedShape } from '../model/families/types.js';
+import { pastStated } from '../model/families/limits.js';
 import { hfModelConfig } from '../model/hf/config.js';
 import { isWeightFormat } from '../model/packed-weights.js';
 import type { WeightFormat } from '../model/quant.js';
@@ -64,12 +64,6 @@ export const isSized = (r: MemoryRow): r is SizedMemoryRow => !('positions' in r
 
 export { poolBytes };
 
-function pastStated(stated: NonNullable<ReleasedShape['stated']>, minutes: number): string | undefined {
-  const past = stated.filter((s) => minutes > s.minutes);
-  if (!past.length) return undefined;
-  return `past the stated ${past.map((s) => `${s.minutes} min ${s.task}`).join(' and ')} limit${past.length > 1 ? 's' : ''}`;
-}
-
 export function memoryTable(weights: WeightFormat, kv: 'f16' | 'f32', minutes: number[], textPerSecond = TEXT_TOKENS_PER_SECOND): MemoryRow[] {
   const rows: MemoryRow[] = [];
   // The released checkpoints the family records describe.
@@ -87,7 +81,7 @@ export function memoryTable(weights: WeightFormat, kv: 'f16' | 'f32', minutes: n
       }
       // The text cap from the recording's length, padding aside.
       const p = planMemory(c, { weightFormat: weights, tied: tiedEmbeddings, audioTokens: A, kvPrecision: kv, budget: 0.2, maxNewTokens: defaultMaxNewTokens(60 * m), textPerSecond });
-      const note = pastStated(r.stated ?? [], m);
+      const note = pastStated(family.statedLimits ?? [], m);
       const phase = (x: { prefill: number; decode: number }) => (x.prefill > x.decode ? 'prefill' as const : 'decode' as const);
       rows.push({
         model, minutes: m, audioTokens: A, textTokens: p.textTokens, weightBytes: p.weightBytes, prefillBytes: p.prefillBytes, decodeBytes: p.decodeBytes,

@@ -50,6 +50,7 @@ export function jsonOutput(r: TranscriptionResult, budget: number) {
       backend: s.backend,
       realTimeFactor: s.realTimeFactor,
       stoppedBy: s.stoppedBy,
+      ...(s.warnings?.length ? { warnings: s.warnings } : {}),
     },
     ...(r.error ? { error: oneLine(r.error) } : {}),
   };
@@ -161,6 +162,7 @@ async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> 
       `wnw: ${s.audioSeconds.toFixed(1)} s of audio, ${s.decodeSteps} tokens, ${s.msPerToken.toFixed(1)} ms/token, ` +
         `r_GPU ${s.rGpu.toFixed(3)}, ${s.mbPerStep.toFixed(3)} MB/step CPU->GPU, stopped by ${s.stoppedBy}\n`,
     );
+    for (const w of s.warnings ?? []) io.stderr(`wnw: warning: ${w}\n`);
     if (result.error) {
       io.stderr(`wnw: ${oneLine(result.error)} (${result.text.trim() ? 'the transcript above is partial' : 'nothing was transcribed'})\n`);
       return (result.error as { code?: string }).code === 'CANCELLED' ? 130 : 1;

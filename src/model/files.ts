@@ -78,7 +78,9 @@ export async function readJson(source: string): Promise<unknown> {
   const bytes = await readBytes(source);
   const text = new TextDecoder().decode(bytes);
   // Dev servers (Vite) answer a missing file with their HTML page rather than a 404.
-  if (/^\s*<(!doctype|html)/i.test(text)) throw new ModelLoadError(source, 'not found (the server answered with an HTML page); check the model URL');
+  if (/^\s*<(!doctype|html)/i.test(text)) {
+    throw new ModelLoadError(source, isUrl(source) ? 'not found (the server answered with an HTML page); check the model URL' : 'is an HTML page, not JSON: replace it with the model\'s file');
+  }
   try {
     return JSON.parse(text);
   } catch (e) {

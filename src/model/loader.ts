@@ -11,7 +11,7 @@
  * naming the file and tensor, before any GPU work.
  */
 import { ModelLoadError } from '../errors.js';
-import type { HeadsFile } from './heads.js';
+import { headsFileFault, type HeadsFile } from './heads.js';
 import { parseConfig, kvHeadCount, type ModelConfig } from './config.js';
 import type { HfFamily, Json } from './families/types.js';
 import { exists, joinModelPath, readBytes, readJson } from './files.js';
@@ -209,8 +209,11 @@ async function loadHeads(base: string, config: ModelConfig): Promise<HeadsFile |
   const file = joinModelPath(base, 'heads.json');
   if (!(await exists(file))) return undefined;
   const heads = (await readJson(file)) as HeadsFile;
+  if (typeof heads !== 'object' || heads === null || Array.isArray(heads)) throw new ModelLoadError(file, 'must hold a JSON object (the calibration\'s output); run npm run calibrate to write it again');
   if (heads.numLayers !== config.numLayers || heads.numKvHeads !== config.numKvHeads || heads.voiceScore?.length !== kvHeadCount(config)) {
     throw new ModelLoadError(file, `was calibrated for ${heads.numLayers}x${heads.numKvHeads} KV heads, the model has ${config.numLayers}x${config.numKvHeads}; run npm run calibrate`);
   }
+  const fault = headsFileFault(heads, kvHeadCount(config));
+  if (fault) throw new ModelLoadError(file, `${fault}; run npm run calibrate to write it again`);
   return heads;
 }

@@ -12,6 +12,18 @@ export interface TensorInfo {
   end: number;
 }
 
+/**
+ * Two tensors whose bytes overlap: the format forbids it (upstream's reader refuses such a
+ * file), and it means a corrupt header, since no writer shares bytes between tensors.
+ */
+export function refuseOverlaps(file: string, ranges: { name: string; begin: number; end: number }[]): void {
+  const sorted = ranges.filter((r) => r.end > r.begin).sort((a, b) => a.begin - b.begin);
+  for (let i = 1; i < sorted.length; i++) {
+    const [a, b] = [sorted[i - 1], sorted[i]];
+    if (b.begin < a.end) throw new ModelLoadError(file, `its bytes ${b.begin}..${b.end} overlap those of ${a.name} (${a.begin}..${a.end}): the header is corrupt; download or write the file again`, b.name);
+  }
+}
+
 export class SafeTensors {
   readonly tensors = new Map<string, TensorInfo>();
   readonly metadata: Record<string, string> = {};
@@ -37,9 +49,12 @@ export class SafeTensors {
         Object.assign(this.metadata, v);
         continue;
       }
-      const t = v as { dtype: string; shape: number[]; data_offsets: [number, number] };
-      const [begin, end] = t.data_offsets ?? [-1, -1];
-      if (!(begin >= 0 && end >= begin)) throw new ModelLoadError(file, 'bad data_offsets', name);
+      const t = (v ?? {}) as { dtype: string; shape: number[]; data_offsets: [number, number] };
+      if (typeof t.dtype !== 'string' || !Array.isArray(t.shape) || !t.shape.every((d) => Number.isInteger(d) && d >= 0)) {
+        throw new ModelLoadError(file, 'header entry lacks a dtype or an integer shape', name);
+      }
+      const [begin, end] = Array.isArray(t.data_offsets) ? t.data_offsets : [-1, -1];
+      if (!(Number.isInteger(begin) && Number.isInteger(end) && begin >= 0 && end >= begin)) throw new ModelLoadError(file, 'bad data_offsets', name);
       if (end > dataBytes) {
         throw new ModelLoadError(file, `data ends at byte ${end} but the file holds ${dataBytes} data bytes: the file is truncated`, name);
       }
@@ -48,6 +63,7 @@ export class SafeTensors {
       if (count * size !== end - begin) throw new ModelLoadError(file, `shape [${t.shape}] of ${t.dtype} needs ${count * size} bytes, offsets span ${end - begin}`, name);
       this.tensors.set(name, { dtype: t.dtype, shape: t.shape, begin, end });
     }
+    refuseOverlaps(file, [...this.tensors].map(([name, t]) => ({ name, begin: t.begin, end: t.end })));
   }
 
   has(name: string): boolean {
@@ -64,7 +80,7 @@ export class SafeTensors {
   f32(name: string, shape?: number[]): Float32Array {
     const t = this.info(name);
     if (shape && (shape.length !== t.shape.length || shape.some((d, i) => d !== t.shape[i]))) {
-      throw new ModelLoadError(this.file, `shape [${t.shape}] does not match the config, which implies [${shape}]`, name);
+      throw new ModelLoadError(this.file, `shape [${t.shape}] does not match config.json, which implies [${shape}]`, name);
     }
     const bytes = new Uint8Array(this.buf, this.dataStart + t.begin, t.end - t.begin);
     const n = bytes.byteLength / bytesPer(t.dtype, this.file, name);

@@ -76,7 +76,7 @@ export class Tokenizer implements TextTokenizer {
     const id = (k: string, fallback?: number): number => {
       const v = j[k] ?? fallback;
       if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= pieces.length) {
-        throw new ModelLoadError(file, `field "${k}" must be a token id in [0, ${pieces.length}), got ${JSON.stringify(v)}`);
+        throw new ModelLoadError(file, `field "${k}" must be a token id in [0, ${pieces.length}), ${v === undefined ? 'but it is missing or null' : `got ${JSON.stringify(v)}`}`);
       }
       return v;
     };

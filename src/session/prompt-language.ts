@@ -5,7 +5,7 @@
  */
 import { WnwError } from '../errors.js';
 import type { LoadedModel } from '../model/loader.js';
-import { buildPrompt, readChatTemplate } from '../model/text/index.js';
+import { buildPrompt, findChatTemplate } from '../model/text/index.js';
 
 export interface Prompt {
   prefix: number[];
@@ -16,6 +16,7 @@ export async function promptForLanguage(model: LoadedModel, language: string | u
   if (!model.family || !model.text) {
     throw new WnwError('BAD_ARGUMENT', `the model "${model.config.name}" takes no language option (its prompt names no language); omit language`);
   }
-  const p = buildPrompt(model.family.prompt, model.text, { language, chatTemplate: await readChatTemplate(model.base) });
+  const found = await findChatTemplate(model.base);
+  const p = buildPrompt(model.family.prompt, model.text, { language, chatTemplate: found?.template, chatTemplateFile: found?.file });
   return { prefix: p.prefix, instruction: p.instruction };
 }

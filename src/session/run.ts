@@ -11,7 +11,7 @@ import type { KvPolicy } from '../policy/types.js';
 import type { LayerPrefill, StepObservation } from '../kv/plan.js';
 import type { ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult, TranscriptionStats } from '../types.js';
 import { focusOf, wordsFromFocus } from './timing.js';
-import { isStop, segmentLength } from '../model/config.js';
+import { isStop, promptLength, segmentLength } from '../model/config.js';
 import { defaultMaxNewTokens } from '../backend/webgpu/fit.js';
 
 export interface RunInput {
@@ -66,7 +66,9 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   const N = r.audioLength;
   const forced = o.forcedTokens;
   // Teacher forcing runs exactly one step per forced token, so the length guard never cuts it.
-  const maxNew = forced ? forced.length + 1 : o.maxNewTokens ?? defaultMaxNewTokens(r.audioSeconds);
+  // Never past the model's positions: what is left of them after the prompt caps any request.
+  const positionsLeft = Math.max(1, c.maxPositions - promptLength(c, N));
+  const maxNew = forced ? forced.length + 1 : Math.min(positionsLeft, o.maxNewTokens ?? defaultMaxNewTokens(r.audioSeconds));
   const layout = policyLayout(c, N);
   const req = policy.request(layout);
   const own = req.decodeHeads.length;

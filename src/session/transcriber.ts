@@ -3,15 +3,17 @@
  * audio into text under the chosen KV policy. Audio is decoded here, featurised and
  * encoded by the model's audio route (route/audio-route.ts), and decoded in run.ts.
  */
-import { CancelledError, WnwError } from '../errors.js';
+import { CancelledError, PositionsExceededError, WnwError } from '../errors.js';
 import { toMono16k } from '../audio/decode.js';
 import { createAudioRoute } from '../route/audio-route.js';
 import type { AudioRoute } from '../route/types.js';
 import { chooseBackend, createBackend } from '../backend/create.js';
-import { audioTokensOf, refuseUnfit, reportedDeviceMemoryGiB, type FitDevice } from '../backend/webgpu/fit.js';
+import { audioTokensOf, maxAudioTokens, refuseUnfit, reportedDeviceMemoryGiB, type FitDevice } from '../backend/webgpu/fit.js';
 import type { DecoderBackend } from '../backend/types.js';
 import type { GpuContext } from '../gpu/device.js';
 import { loadModel, type LoadedModel } from '../model/loader.js';
+import { promptLength, type ModelConfig } from '../model/config.js';
+import { statedLimitWarnings } from '../model/families/limits.js';
 import { packDecoderWeights, type PackedDecoderWeights } from '../model/packed-weights.js';
 import type { WeightFormat } from '../model/quant.js';
 import type { DecoderWeights } from '../model/weights.js';
@@ -19,6 +21,7 @@ import { promptForLanguage, type Prompt } from './prompt-language.js';
 import { createPolicy, needsHeads, policyBudget } from '../policy/registry.js';
 import { wordTimingHeads } from '../policy/timing-heads.js';
 import { runTranscription } from './run.js';
+import { checkLoadOptions, checkTranscribeOptions, show } from './options.js';
 import type { AudioInput, LoadOptions, PolicyName, ProgressEvent, TranscribeOptions, TranscriptionResult, Transcriber } from '../types.js';
 
 const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
@@ -67,6 +70,9 @@ export class WnwTranscriber implements Transcriber {
     const c = this.model.config;
     const samples = await toMono16k(input as never, c.audio.sampleRate);
     const seconds = samples.length / c.audio.sampleRate;
+    // The model's positions are known from its config and the clip's tokens from its length:
+    // a prompt past them is refused here, before the encoder spends minutes on it.
+    refusePastPositions(c, this.model.base, seconds);
     const t0 = now();
     const progress = options.onProgress ?? this.defaults.onProgress;
     progress?.({ phase: 'encode', fraction: 0, detail: this.route.label });
@@ -100,6 +106,8 @@ export class WnwTranscriber implements Transcriber {
         progress,
       });
       res.stats.encoderBytes = enc.encoderBytes;
+      const warnings = statedLimitWarnings(this.model.family, enc.audioSeconds);
+      if (warnings.length) res.stats.warnings = warnings;
       return res;
     } finally {
       restore();
@@ -139,6 +147,7 @@ export class WnwTranscriber implements Transcriber {
 
   private async transcribeNow(input: AudioInput, options: TranscribeOptions): Promise<TranscriptionResult> {
     if (this.disposed) throw new WnwError('BAD_ARGUMENT', 'this transcriber was disposed; load a new one');
+    checkTranscribeOptions(options);
     if (options.signal?.aborted) throw new CancelledError();
     // Options that make no policy fail now, not after the audio has been encoded.
     this.policyFor(options);
@@ -155,6 +164,15 @@ export class WnwTranscriber implements Transcriber {
     this.decoder.dispose();
     void this.route.dispose();
   }
+}
+
+/** A recording whose prompt passes the model's positions, as the fit verdicts count its tokens. */
+function refusePastPositions(c: ModelConfig, base: string, seconds: number): void {
+  const audioTokens = audioTokensOf(c, seconds);
+  const fit = maxAudioTokens(c);
+  if (audioTokens <= fit) return;
+  const minutes = Math.max(0, fit) / c.audio.tokensPerSecond / 60;
+  throw new PositionsExceededError(promptLength(c, audioTokens), c.maxPositions, minutes, `${base}/config.json: a ${(seconds / 60).toFixed(1)} min recording (${audioTokens} audio tokens)`);
 }
 
 /** The WebGPU decoder's device, which the audio encoder shares; undefined on the CPU. */
@@ -183,9 +201,10 @@ function packForBackend(model: LoadedModel, format: WeightFormat | undefined, pr
 
 /** Loads the model, its audio route and a decoder backend. */
 export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscriber> {
+  checkLoadOptions(options);
   const policy = options.policy ?? 'wnw';
   const budget = options.budget ?? 0.2;
-  if (!(budget > 0 && budget <= 1)) throw new WnwError('BAD_ARGUMENT', `budget must be in (0, 1], got ${budget}`);
+  if (!(typeof budget === 'number' && budget > 0 && budget <= 1)) throw new WnwError('BAD_ARGUMENT', `budget must be in (0, 1], got ${show(budget)}`);
   const progress = options.onProgress ?? (() => {});
   // The adapter first: its limits (and the memory the page reports) judge the model from its
   // config before a shard byte is read, rather than after gigabytes of them.
@@ -194,11 +213,15 @@ export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscri
   const device: FitDevice = { limits: target.kind === 'webgpu' ? target.limits : null, deviceMemoryGiB: reportedDeviceMemoryGiB() };
   const model = await loadModel(options.model, (fraction, detail, bytes, phase = 'download') => progress({ phase, fraction, detail, ...(bytes ? { bytes } : {}) }), {
     language: options.language, audioEncoder: options.audioEncoder, weightFormat: options.weightFormat, ...(options.cache !== undefined ? { cache: options.cache } : {}),
-    beforeWeights: (config, format, tied) => refuseUnfit(config, format, tied, device, `the decoder of ${config.name}${target.kind === 'webgpu' ? ` on ${target.label}` : ''}`,
-      // The recording itself is judged where it is known and the GPU holds its KV pool.
-      options.audioSeconds !== undefined && target.kind === 'webgpu'
-        ? { audioTokens: audioTokensOf(config, options.audioSeconds), kvPrecision: options.kvPrecision ?? 'f32', budget: policyBudget(policy, budget) }
-        : undefined),
+    beforeWeights: (config, format, tied) => {
+      // A recording known at load (the CLI's) is held against the positions before a weight is read.
+      if (options.audioSeconds !== undefined) refusePastPositions(config, options.model, options.audioSeconds);
+      refuseUnfit(config, format, tied, device, `the decoder of ${config.name}${target.kind === 'webgpu' ? ` on ${target.label}` : ''}`,
+        // The recording itself is judged where it is known and the GPU holds its KV pool.
+        options.audioSeconds !== undefined && target.kind === 'webgpu'
+          ? { audioTokens: audioTokensOf(config, options.audioSeconds), kvPrecision: options.kvPrecision ?? 'f32', budget: policyBudget(policy, budget) }
+          : undefined);
+    },
   });
   if (options.language !== undefined && !model.family) {
     throw new WnwError('BAD_ARGUMENT', `the model in ${options.model} takes no language option (its prompt names no language); omit language`);

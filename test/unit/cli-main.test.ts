@@ -7,6 +7,8 @@ import { parseTranscribeArgs, defaultModelDir } from '../../src/cli/args.js';
 import { AudioError, CancelledError } from '../../src/errors.js';
 import type { LoadOptions, ProgressEvent, TranscribeOptions, Transcriber, TranscriptionResult, TranscriptionStats } from '../../src/types.js';
 import { tempDir } from '../helpers/temp.js';
+import { statedLimitWarnings } from '../../src/model/families/limits.js';
+import { voxtral } from '../../src/model/families/voxtral.js';
 
 // A stand-in for loadTranscriber, local to this test: the CLI's job is argument handling,
 // I/O and exit codes, which must not wait for a trained model.
@@ -27,6 +29,8 @@ function fakeLoad(seen: { load?: LoadOptions; call?: TranscribeOptions; disposed
         };
         const partial = samples[0] === 1;
         const nothing = samples[0] === 2;
+        // A 31-minute Voxtral recording: the warning the library puts in the stats.
+        if (samples[0] === 3) return { text: 'hello', words: [], tokens: [1], stats: { ...stats, warnings: statedLimitWarnings(voxtral, 31 * 60) } };
         if (nothing) return { text: '', words: [], tokens: [], stats: { ...stats, decodeSteps: 0 }, error: new CancelledError() };
         return {
           text: partial ? 'hello' : 'hello world', words: [{ word: 'hello', start: 0.1, end: 0.5 }], tokens: [1, 2], stats,
@@ -60,6 +64,8 @@ writeFileSync(bad, Buffer.from('this is not audio'));
 const empty = join(dir, 'empty.wav');
 writeFileSync(empty, Buffer.alloc(0));
 const partial = join(dir, 'partial.wav');
+const pastLimit = join(dir, 'past-limit.wav');
+writeFileSync(pastLimit, Buffer.from('RIFF\x03\0\0\0WAVE', 'latin1'));
 const cancelledAtOnce = join(dir, 'nothing.wav');
 writeFileSync(cancelledAtOnce, Buffer.from('RIFF\x02\0\0\0WAVE', 'latin1'));
 writeFileSync(partial, Buffer.from('RIFF\x01\0\0\0WAVE', 'latin1'));
@@ -74,6 +80,16 @@ describe('wnw transcribe', () => {
     expect(t.err).toMatch(/backend CPU \(TypeScript\) \(auto\)/);
     expect(seen.load).toMatchObject({ policy: 'wnw', budget: 0.2, backend: 'auto', kvPrecision: 'f32', model: defaultModelDir() });
     expect(seen.disposed).toBe(true);
+  });
+
+  it("a recording past the family's stated limit prints the stats' warning on stderr and in --json", async () => {
+    const t = io();
+    expect(await runCli(['transcribe', pastLimit], t)).toBe(0);
+    expect(t.out).toBe('hello\n');
+    expect(t.err).toMatch(/^wnw: warning: the recording \(31\.0 min\) is past the stated 30 min transcription limit of mistralai\/Voxtral-Mini-3B-2507: .*at most 30 min/m);
+    const j = io();
+    expect(await runCli(['transcribe', pastLimit, '--json'], j)).toBe(0);
+    expect(JSON.parse(j.out).stats.warnings).toEqual(statedLimitWarnings(voxtral, 31 * 60));
   });
 
   it('--json prints the documented fields', async () => {

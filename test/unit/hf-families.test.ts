@@ -11,6 +11,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ModelLoadError } from '../../src/errors.js';
 import { familyFor } from '../../src/model/families/registry.js';
+import { statedLimitWarnings } from '../../src/model/families/limits.js';
+import { qwen25Omni } from '../../src/model/families/qwen2-5-omni.js';
+import { voxtral } from '../../src/model/families/voxtral.js';
 import { openRanged } from '../../src/model/files.js';
 import { hfModelConfig } from '../../src/model/hf/config.js';
 import { widenInto } from '../../src/model/hf/dtype.js';
@@ -56,6 +59,18 @@ describe('family configs', () => {
     expect([c.vocabSize, c.ropeTheta, c.rmsNormEps, c.attentionBias]).toEqual([131072, 1e8, 1e-5, false]);
     expect(c.stopTokens).toEqual([2]);
     expect([c.audio.tokensPerSecond, c.audio.framesPerToken, c.audio.encoderWindowFrames]).toEqual([12.5, 8, 3000]);
+  });
+
+  it("Voxtral's record states 30 min for transcription and 40 for understanding; a recording past them carries a warning", () => {
+    expect(voxtral.statedLimits).toEqual([{ minutes: 30, task: 'transcription' }, { minutes: 40, task: 'audio understanding' }]);
+    expect(statedLimitWarnings(voxtral, 30 * 60)).toEqual([]);
+    const [w31, ...rest] = statedLimitWarnings(voxtral, 31 * 60);
+    expect(rest).toEqual([]);
+    expect(w31).toMatch(/^the recording \(31\.0 min\) is past the stated 30 min transcription limit of mistralai\/Voxtral-Mini-3B-2507/);
+    expect(statedLimitWarnings(voxtral, 45 * 60)[0]).toMatch(/past the stated 30 min transcription and 40 min audio understanding limits/);
+    // A family that states no limit, and our own folders (no family), never warn.
+    expect(statedLimitWarnings(qwen25Omni, 120 * 60)).toEqual([]);
+    expect(statedLimitWarnings(undefined, 120 * 60)).toEqual([]);
   });
 
   it('Qwen2.5-Omni-3B: rope_parameters (v5) and rope_theta give the same theta; GQA 16:2; 2 s encoder windows', () => {

@@ -1,8 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadTranscriber, type WnwTranscriber } from '../../src/session/transcriber.js';
-import { AudioError, CancelledError, ModelLoadError, WnwError } from '../../src/errors.js';
+import { AudioError, CancelledError, ModelLoadError, PositionsExceededError, WnwError } from '../../src/errors.js';
 import { pythonHasOnnx, toneWav, writeTinyModel } from '../helpers/tiny-model.js';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const hasOnnx = pythonHasOnnx();
@@ -90,6 +90,80 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     expect(err.code).toBe('BAD_ARGUMENT');
     expect(err.message).toMatch(/^policy "wnw": budget 0.01 is below what its \d+ anchor heads alone keep/);
     expect(phases).not.toContain('encode');
+  });
+
+  it('a clip whose prompt needs more positions than the config has is CONTEXT_TOO_LONG before the encoder runs', async () => {
+    const small = writeTinyModel();
+    const cfg = JSON.parse(readFileSync(join(small, 'config.json'), 'utf8'));
+    writeFileSync(join(small, 'config.json'), JSON.stringify({ ...cfg, max_positions: 1024 }));
+    // Where the recording's length is known at load (the CLI), before any weight is read.
+    const phases: string[] = [];
+    const atLoad = await loadTranscriber({ model: small, backend: 'cpu', policy: 'full', audioSeconds: 90, onProgress: (e) => phases.push(e.phase) }).catch((e) => e);
+    expect(atLoad).toBeInstanceOf(PositionsExceededError);
+    expect(phases).toEqual([]);
+    const t = await loadTranscriber({ model: small, backend: 'cpu', policy: 'full' });
+    try {
+      // 1,024 positions less the 3-token prompt hold 1,021 audio tokens: 81.68 s at 12.5 tokens/s.
+      const err = await t.transcribe(toneWav(90, 16000), { maxNewTokens: 2, onProgress: (e) => phases.push(e.phase) }).catch((e) => e);
+      expect(err).toBeInstanceOf(PositionsExceededError);
+      expect(err.code).toBe('CONTEXT_TOO_LONG');
+      expect(err.neededPositions).toBe(1125 + 3);
+      expect(err.minutesThatFit).toBeCloseTo(1021 / 12.5 / 60, 9);
+      expect(err.message).toMatch(/config\.json: a 1\.5 min recording \(1125 audio tokens\): the prompt needs 1128 positions, the model has 1024 .*At most 1\.4 min of audio fit/);
+      expect(phases).not.toContain('encode');
+      // Just inside the positions it runs, and the tiny model states no limit, so no warning.
+      const ok = await t.transcribe(toneWav(81, 16000), { maxNewTokens: 2 });
+      // 8,100 mel frames in whole groups of 8; the refusal's count (ceil) is never below this.
+      expect(ok.stats.audioTokens).toBe(1012);
+      expect(ok.stats.warnings).toBeUndefined();
+    } finally {
+      t.dispose();
+    }
+  });
+
+  it('options outside what they take are a BAD_ARGUMENT naming the option, before loading or encoding', async () => {
+    const phases: string[] = [];
+    const err = await asr.transcribe(toneWav(2), { maxNewTokens: NaN, onProgress: (e) => phases.push(e.phase) }).catch((e) => e);
+    expect(err).toBeInstanceOf(WnwError);
+    expect(err.message).toBe('option maxNewTokens must be a whole number of tokens, at least 1, got NaN');
+    expect(phases).toEqual([]);
+    await expect(asr.transcribe(toneWav(2), { signal: {} as AbortSignal })).rejects.toThrow(/^option signal must be an AbortSignal, got an object$/);
+    await expect(loadTranscriber({ model: dir, backend: 'cpu', kvBudgetBytes: 0 })).rejects.toThrow(/^option kvBudgetBytes must be a whole number of bytes above 0, got 0$/);
+    await expect(loadTranscriber({ model: dir, backend: 'cpu', weightFormat: 'int4' as never })).rejects.toThrow(/^option weightFormat must be one of "f32", "f16", "q4", got "int4"$/);
+    await expect(loadTranscriber({ model: dir, backend: 'cpu', audioSeconds: NaN })).rejects.toThrow(/^option audioSeconds must be/);
+  });
+
+  it('a decode never runs past the positions the prompt leaves, whatever maxNewTokens asks', async () => {
+    const small = writeTinyModel();
+    const cfg = JSON.parse(readFileSync(join(small, 'config.json'), 'utf8'));
+    writeFileSync(join(small, 'config.json'), JSON.stringify({ ...cfg, max_positions: 64 }));
+    const t = await loadTranscriber({ model: small, backend: 'cpu', policy: 'full' });
+    try {
+      // 2 s are 25 audio tokens; with the 3 prompt tokens, 36 positions are left to decode into.
+      const r = await t.transcribe(toneWav(2, 16000), { maxNewTokens: 1_000_000 });
+      expect(r.error).toBeUndefined();
+      expect(r.stats.stoppedBy).toBe('length-guard');
+      expect(r.tokens.length).toBe(36);
+    } finally {
+      t.dispose();
+    }
+  });
+
+  it('a heads.json with a null score or a head without a role is a MODEL_LOAD naming heads.json at load', async () => {
+    const good = JSON.parse(readFileSync(join(dir, 'heads.json'), 'utf8'));
+    const broken = writeTinyModel();
+    const tryHeads = async (h: unknown) => {
+      writeFileSync(join(broken, 'heads.json'), JSON.stringify(h));
+      return loadTranscriber({ model: broken, backend: 'cpu', policy: 'full' }).then((t) => (t.dispose(), null), (e) => e);
+    };
+    const nullScore = await tryHeads({ ...good, voiceScore: good.voiceScore.map((x: number, i: number) => (i === 3 ? null : x)) });
+    expect(nullScore).toBeInstanceOf(ModelLoadError);
+    expect(nullScore.message).toMatch(/heads\.json: "voiceScore" must hold 16 finite numbers, one per KV head; run npm run calibrate/);
+    const key = Object.keys(good.roles)[0];
+    const roles = { ...good.roles[key], fixed: good.roles[key].fixed.slice(1) };
+    const uncovered = await tryHeads({ ...good, roles: { ...good.roles, [key]: roles } });
+    expect(uncovered.message).toMatch(new RegExp(`heads\\.json: roles "${key}" must give each of the 16 KV heads exactly one role`));
+    expect(await tryHeads(good)).toBeNull();
   });
 
   it('a model whose config disagrees with its weights fails at load naming file and tensor', async () => {

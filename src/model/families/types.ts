@@ -78,8 +78,12 @@ export interface ReleasedShape {
   json: Json;
   /** Audio tokens the prompt holds for a recording of this length. */
   audioTokens(seconds: number): number;
-  /** Audio lengths the model card states, which no config holds. */
-  stated?: { minutes: number; task: string }[];
+}
+
+/** An audio length the model card states for a task, which no config holds. */
+export interface StatedLimit {
+  minutes: number;
+  task: string;
 }
 
 /** Shapes the tests and benches take from the record, so that no file outside families/ restates a family. */
@@ -139,5 +143,10 @@ export interface HfFamily {
   prompt: PromptRecipe;
   /** The layout of an onnx-community audio encoder export; absent: such a graph is refused. */
   onnx?: OnnxAudioLayout;
+  /**
+   * Audio lengths the model card states (Voxtral: 30 min transcription, 40 understanding):
+   * a longer recording still runs, since the positions may hold it, but with a warning.
+   */
+  statedLimits?: StatedLimit[];
   shapes: FamilyShapes;
 }

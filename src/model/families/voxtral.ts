@@ -54,6 +54,8 @@ export const voxtral: HfFamily = {
   prompt: { kind: 'mistral-transcription', stop: ['</s>'] },
   // onnx-community/Voxtral-Mini-3B-2507-ONNX: 30 s chunks of 3000 frames, 375 tokens each.
   onnx: { input: 'audio_values', output: 'audio_features', nMels: 128, chunkSamples: THIRTY_SECONDS, chunkFrames: 3000, rowsPerChunk: 375 },
+  // The model card's limits: past them the positions hold the audio but the training did not.
+  statedLimits: [{ minutes: 30, task: 'transcription' }, { minutes: 40, task: 'audio understanding' }],
   shapes: {
     // head_dim ≠ hidden/heads and a 4-token prefix.
     miniature: {
@@ -75,7 +77,6 @@ export const voxtral: HfFamily = {
       json: { model_type: 'voxtral', audio_token_id: 24, text_config: { model_type: 'llama' }, audio_config: {} },
       // Audio is padded to whole 30 s chunks of 375 tokens.
       audioTokens: (s) => Math.ceil(s / 30) * 375,
-      stated: [{ minutes: 30, task: 'transcription' }, { minutes: 40, task: 'audio understanding' }],
     },
     encoderBench: { decoderWidth: 3072 },
   },

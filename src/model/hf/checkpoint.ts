@@ -9,6 +9,7 @@
 import { ModelLoadError } from '../../errors.js';
 import { exists, joinModelPath, openRanged, readJson, type RangedFile } from '../files.js';
 import { DTYPE_BYTES, isWeightDtype, widenInto, type WeightDtype } from './dtype.js';
+import { refuseOverlaps } from '../safetensors.js';
 
 export interface HfTensor {
   name: string;
@@ -166,5 +167,6 @@ async function readHeader(file: RangedFile): Promise<Map<string, HfTensor>> {
     if (count * size !== end - begin) throw new ModelLoadError(path, `shape [${shape}] of ${t.dtype} needs ${count * size} bytes, its offsets span ${end - begin}`, name);
     out.set(name, { name, file: path, dtype: t.dtype, shape: shape as number[], offset: dataStart + begin, byteLength: end - begin });
   }
+  refuseOverlaps(path, [...out.values()].map((t) => ({ name: t.name, begin: t.offset, end: t.offset + t.byteLength })));
   return out;
 }

@@ -5,7 +5,7 @@
  * fields the policies need (token rate, encoder window).
  */
 import { ModelLoadError } from '../../errors.js';
-import type { AudioConfig, ModelConfig } from '../config.js';
+import { kernelWidthFault, type AudioConfig, type ModelConfig } from '../config.js';
 import { ConfigFieldError, tokenIds } from '../families/common.js';
 import type { HfFamily, Json } from '../families/types.js';
 
@@ -86,6 +86,8 @@ function build(family: HfFamily, json: Json, generation: Json | undefined, name:
     attentionBias: family.attentionBias,
     audio: whisperAudio(family, json),
   };
+  const widths = kernelWidthFault(config);
+  if (widths) throw new ConfigFieldError(widths);
   return { config, audioTokenId: tok.audio, defaulted, tiedEmbeddings: typeof tie === 'boolean' ? tie : family.tiedByDefault };
 }
 

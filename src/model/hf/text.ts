@@ -7,7 +7,7 @@ import { ModelLoadError } from '../../errors.js';
 import type { ModelConfig } from '../config.js';
 import type { HfFamily } from '../families/types.js';
 import { joinModelPath } from '../files.js';
-import { loadTextTokenizer, readChatTemplate } from '../text/load.js';
+import { findChatTemplate, loadTextTokenizer } from '../text/load.js';
 import { buildPrompt } from '../text/prompt.js';
 import type { TextTokenizer } from '../text/types.js';
 
@@ -22,8 +22,8 @@ export interface HfText {
 /** `language`: an ISO code such as "en"; omitted, the prompt lets the model detect it. */
 export async function loadHfText(base: string, family: HfFamily, config: ModelConfig, audioTokenId: number, language?: string): Promise<HfText> {
   const tokenizer = await loadTextTokenizer(base);
-  const chatTemplate = await readChatTemplate(base);
-  const p = buildPrompt(family.prompt, tokenizer, { language, chatTemplate });
+  const found = await findChatTemplate(base);
+  const p = buildPrompt(family.prompt, tokenizer, { language, chatTemplate: found?.template, chatTemplateFile: found?.file });
   const file = joinModelPath(base, tokenizer.format === 'tekken' ? 'tekken.json' : 'tokenizer.json');
   if (p.audioToken !== audioTokenId) {
     throw new ModelLoadError(file, `its audio placeholder is id ${p.audioToken} but config.json says ${audioTokenId}: the tokenizer belongs to another model`);

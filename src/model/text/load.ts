@@ -74,11 +74,19 @@ export function chatTemplateFrom(files: { jinja?: string; chatTemplateJson?: unk
 
 /** The chat template of the model folder `base`, or undefined when it ships none. */
 export async function readChatTemplate(base: string): Promise<string | undefined> {
+  return (await findChatTemplate(base))?.template;
+}
+
+/** The chat template of the model folder `base` and the file it came from, so a template that fails to render names it. */
+export async function findChatTemplate(base: string): Promise<{ template: string; file: string } | undefined> {
   const path = (n: string) => joinModelPath(base, n);
   if (await exists(path('chat_template.jinja'))) {
-    return chatTemplateFrom({ jinja: new TextDecoder().decode(await readBytes(path('chat_template.jinja'))) });
+    return { template: new TextDecoder().decode(await readBytes(path('chat_template.jinja'))), file: path('chat_template.jinja') };
   }
-  const chatTemplateJson = (await exists(path('chat_template.json'))) ? await readJson(path('chat_template.json')) : undefined;
-  const tokenizerConfig = (await exists(path('tokenizer_config.json'))) ? await readJson(path('tokenizer_config.json')) : undefined;
-  return chatTemplateFrom({ chatTemplateJson, tokenizerConfig });
+  for (const name of ['chat_template.json', 'tokenizer_config.json']) {
+    const json = (await exists(path(name))) ? await readJson(path(name)) : undefined;
+    const template = chatTemplateFrom({ chatTemplateJson: json });
+    if (template !== undefined) return { template, file: path(name) };
+  }
+  return undefined;
 }

@@ -21,6 +21,8 @@ export interface PromptOptions {
   language?: string;
   /** The folder's chat template (chat-template families); omitted: the processor's default. */
   chatTemplate?: string;
+  /** The file `chatTemplate` came from, named by a template that fails to render. */
+  chatTemplateFile?: string;
   /** Replaces the family's transcription instruction text (chat-template families). */
   instruction?: string;
   /** Replaces the family's system message; null sends none (the template's default applies). */
@@ -100,13 +102,14 @@ function chatPrompt(recipe: ChatRecipe, tok: TextTokenizer, opts: PromptOptions)
     ],
   });
   const template = opts.chatTemplate ?? recipe.defaultTemplate;
-  const { before, after } = splitAtPlaceholder(renderChat(template, messages), audio);
+  const file = opts.chatTemplate !== undefined ? opts.chatTemplateFile ?? 'chat_template' : 'chat_template';
+  const { before, after } = splitAtPlaceholder(renderChat(template, messages, {}, file), audio, file);
   const prefix = tok.encode(before);
   const instruction = tok.encode(after);
   const bosId = special(tok, bos);
   const eosId = special(tok, eos);
   if (prefix[prefix.length - 1] !== bosId || instruction[0] !== eosId) {
-    throw new ModelLoadError('chat_template', `the audio placeholder ${audio} must sit between ${bos} and ${eos} in the rendered prompt`);
+    throw new ModelLoadError(file, `the audio placeholder ${audio} must sit between ${bos} and ${eos} in the rendered prompt`);
   }
   return { prefix, instruction, audioToken: special(tok, audio), templateSource: opts.chatTemplate ? 'folder' : 'built-in' };
 }

@@ -1,0 +1,51 @@
+/**
+ * The load and transcribe options checked before anything runs: a value outside what an
+ * option takes is a BAD_ARGUMENT naming the option, the value and what it takes, instead
+ * of a NaN deep in the pool's arithmetic, an endless decode or a silent default. Callers
+ * in plain JavaScript (or from JSON) pass values TypeScript never sees.
+ */
+import { WnwError } from '../errors.js';
+import { KV_PRECISIONS } from '../kv/precision.js';
+import { AUDIO_ENCODERS } from '../model/hf/onnx-audio.js';
+import { WEIGHT_FORMATS } from '../model/packed-weights.js';
+import type { LoadOptions, TranscribeOptions } from '../types.js';
+
+/** A value as a message shows it: strings quoted, objects named rather than printed. */
+export const show = (v: unknown): string => (typeof v === 'string' ? JSON.stringify(v) : Array.isArray(v) ? `[${v.map(show).join(', ')}]` : typeof v === 'object' && v ? 'an object' : String(v));
+
+function bad(option: string, value: unknown, takes: string): never {
+  throw new WnwError('BAD_ARGUMENT', `option ${option} must be ${takes}, got ${show(value)}`);
+}
+
+function oneOf(option: string, value: unknown, allowed: readonly string[]): void {
+  if (value !== undefined && !allowed.includes(value as string)) bad(option, value, `one of ${allowed.map((a) => `"${a}"`).join(', ')}`);
+}
+
+const isPositive = (v: unknown) => typeof v === 'number' && Number.isFinite(v) && v > 0;
+
+export function checkLoadOptions(o: LoadOptions): void {
+  if (typeof o.model !== 'string' || !o.model) bad('model', o.model, 'the model folder\'s path or URL');
+  oneOf('backend', o.backend, ['auto', 'cpu', 'webgpu']);
+  oneOf('kvPrecision', o.kvPrecision, KV_PRECISIONS);
+  oneOf('weightFormat', o.weightFormat, WEIGHT_FORMATS);
+  oneOf('audioEncoder', o.audioEncoder, AUDIO_ENCODERS);
+  if (o.kvBudgetBytes !== undefined && !(isPositive(o.kvBudgetBytes) && Number.isInteger(o.kvBudgetBytes))) bad('kvBudgetBytes', o.kvBudgetBytes, 'a whole number of bytes above 0');
+  if (o.audioSeconds !== undefined && !isPositive(o.audioSeconds)) bad('audioSeconds', o.audioSeconds, "the recording's length in seconds, above 0");
+  if (o.language !== undefined && typeof o.language !== 'string') bad('language', o.language, 'a language code such as "en"');
+  if (o.cache !== undefined && typeof o.cache !== 'boolean') bad('cache', o.cache, 'true or false');
+}
+
+export function checkTranscribeOptions(o: TranscribeOptions): void {
+  if (o.maxNewTokens !== undefined && !(Number.isInteger(o.maxNewTokens) && o.maxNewTokens >= 1)) bad('maxNewTokens', o.maxNewTokens, 'a whole number of tokens, at least 1');
+  if (o.forcedTokens !== undefined && !(Array.isArray(o.forcedTokens) && o.forcedTokens.every((t) => Number.isInteger(t) && t >= 0))) {
+    bad('forcedTokens', o.forcedTokens, 'an array of token ids (whole numbers from 0)');
+  }
+  if (o.signal !== undefined && !(typeof o.signal === 'object' && o.signal && typeof (o.signal as AbortSignal).aborted === 'boolean' && typeof (o.signal as AbortSignal).addEventListener === 'function')) {
+    bad('signal', o.signal, 'an AbortSignal');
+  }
+  if (o.policyOptions !== undefined && (typeof o.policyOptions !== 'object' || o.policyOptions === null || Array.isArray(o.policyOptions))) {
+    bad('policyOptions', o.policyOptions, 'an object of option names to values');
+  }
+  if (o.language !== undefined && typeof o.language !== 'string') bad('language', o.language, 'a language code such as "en"');
+  if (o.reusePrefill !== undefined && typeof o.reusePrefill !== 'boolean') bad('reusePrefill', o.reusePrefill, 'true or false');
+}
