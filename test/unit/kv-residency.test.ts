@@ -1,29 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { KvPool } from '../../src/kv/pool.js';
-import { EMPTY, Residency, type PageStorage } from '../../src/kv/residency.js';
+import { EMPTY, Residency } from '../../src/kv/residency.js';
+import { ArrayPageStorage } from '../helpers/page-store.js';
 import { ContextTooLongError } from '../../src/errors.js';
 import { rng } from '../../src/model/testing.js';
-
-class RecordingStorage implements PageStorage {
-  k: Float32Array;
-  v: Float32Array;
-  constructor(slots: number, private hd: number) {
-    this.k = new Float32Array(slots * hd);
-    this.v = new Float32Array(slots * hd);
-  }
-  writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
-    this.k.set(k.subarray(0, count * this.hd), slot * this.hd);
-    this.v.set(v.subarray(0, count * this.hd), slot * this.hd);
-  }
-  syncPositions(): void {}
-}
 
 const hd = 4;
 /** A fake prefill cache whose rows encode (head, position), so misplacement is visible. */
 const value = (head: number, seq: number, d: number, isV: boolean) => head * 1e4 + seq + d / 10 + (isV ? 0.05 : 0);
 
 function make(heads: number, audioLength: number, numPages: number, pageSize = 25) {
-  const storage = new RecordingStorage(numPages * pageSize, hd);
+  const storage = new ArrayPageStorage(hd, numPages * pageSize);
   const r = new Residency({ heads, headDim: hd, pageSize, numPages, audioStart: 1, audioLength }, storage);
   return { r, storage };
 }
@@ -35,7 +22,7 @@ function source(head: number, seq: number, k: Float32Array, ko: number, v: Float
   }
 }
 
-function checkSlots(r: Residency, storage: RecordingStorage, heads: number, audioLength: number) {
+function checkSlots(r: Residency, storage: ArrayPageStorage, heads: number, audioLength: number) {
   // Plain checks collected into one assertion: thousands of expect() calls per step are slow.
   const bad: string[] = [];
   for (let h = 0; h < heads; h++) {
