@@ -128,6 +128,9 @@ describe('merging a re-run into a report', () => {
     expect(m.summary[1].agreement).toBeCloseTo(0.9, 12);
     expect(m.summary[2].agreement).toBeCloseTo(0.3, 12);
     expect(m.clips[0].runs.map((r) => r.msPerToken)).toEqual([9, 8, 11]);
+    // Time ratios stay those of the run each row came from.
+    expect(m.summary[1].msPerTokenVsFull).toBeCloseTo(update.summary[1].msPerTokenVsFull!, 12);
+    expect(m.summary[2].msPerTokenVsFull).toBeCloseTo(base.summary[2].msPerTokenVsFull!, 12);
     expect(m.meta!.updates).toEqual([{ date: '2026-02-02T00:00:00.000Z', command: update.meta!.command, rows: ['full', 'wnw'] }]);
     expect(readmeBlock(m, meta.command)).toMatch(/The rows of full, wnw were re-run on 2026-02-02T00:00:00.000Z by `npm run eval -- --data set --policies full,wnw`/);
     // The base is untouched.
