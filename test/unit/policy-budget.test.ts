@@ -37,7 +37,18 @@ describe.each(LAYOUTS)('budget on $name', ({ layout, steps }) => {
 
   for (const name of Object.keys(POLICIES) as PolicyName[]) {
     it.each(BUDGETS)(`${name} at r_GPU %s`, (budget) => {
-      const policy = createPolicy(name, { budget, heads });
+      // WnW refuses budgets its anchors alone exceed (small head counts at 0.1): when it is made, or at prefill.
+      const refusal = (e: unknown) => {
+        expect(name).toBe('wnw');
+        expect(String(e)).toMatch(/anchor/);
+      };
+      let policy;
+      try {
+        policy = createPolicy(name, { budget, heads });
+      } catch (e) {
+        refusal(e);
+        return;
+      }
       const req = policy.request(layout);
       expect(req.decodeHeads.every((h) => Number.isInteger(h) && h >= 0 && h < N)).toBe(true);
       const obs = prefillObservation(layout, 11, req.prefillKeys);
@@ -45,9 +56,7 @@ describe.each(LAYOUTS)('budget on $name', ({ layout, steps }) => {
       try {
         plan = policy.prefill(obs);
       } catch (e) {
-        // WnW refuses budgets its anchors alone exceed (small head counts at 0.1).
-        expect(name).toBe('wnw');
-        expect(String(e)).toMatch(/anchor/);
+        refusal(e);
         return;
       }
       const tracker = new ResidencyTracker(layout, plan);
