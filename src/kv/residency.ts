@@ -22,41 +22,12 @@ import { slotBytes } from './precision.js';
 import { summarise, summaryEntry, type SummaryFit } from './summary.js';
 import { checkPositions, checkSummaries } from './plan-checks.js';
 import type { ResidencyStats, TransferStats } from './types.js';
+import type { PageStorage, KvSource, SummaryPlacement, Gather } from './storage.js';
 import type { HeadResidency, PrefillPlan, StepPlan } from './plan.js';
 
 export const EMPTY = -1;
 
-/** Where a backend keeps page contents. Slot index = page * pageSize + slot-in-page. */
-export interface PageStorage {
-  /** Writes `count` keys and values ([count, headDim] each) into consecutive slots from `slot`. */
-  writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void;
-  /** Makes the given slots' positions (from `positions`, the residency mirror) visible to attention. */
-  syncPositions(firstSlot: number, count: number, positions: Int32Array): void;
-  /**
-   * The pool grew (KvPool.grow): shard i's pages `from[i]` are now `to[i]`, the old ones
-   * at the start of the new range. Storage without it makes a fixed pool.
-   */
-  grow?(from: readonly PoolShard[], to: readonly PoolShard[]): void;
-}
-
-/** Reads one K/V row of the full prefill cache: head, sequence position. */
-export type KvSource = (head: number, seqPos: number, k: Float32Array, kOff: number, v: Float32Array, vOff: number) => void;
-
-/**
- * How summary slots are made (kv/summary.ts `summarise`): the fit, and per head the
- * queries that chose what it dropped ([count, headDim], post-RoPE), where the fit needs them.
- */
-export interface SummaryPlacement {
-  fit: SummaryFit;
-  queries: (head: number) => Float32Array | undefined;
-}
-
-/** A gather the backend performs: copy prefill row `seqPositions[i]` of `head` into pool slot `slots[i]`. */
-export interface Gather {
-  head: number;
-  slots: Int32Array;
-  seqPositions: Int32Array;
-}
+export type { PageStorage, KvSource, SummaryPlacement, Gather } from './storage.js';
 
 export interface ResidencyShape {
   heads: number;
