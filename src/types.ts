@@ -70,10 +70,17 @@ export interface LoadOptions {
   /**
    * What the decoder's weight matrices are stored and multiplied in: 'f32' (default; the
    * reference model), 'f16' or group-wise 4-bit 'q4' (a quarter of f16's memory). Both
-   * backends compute with the same values. A Hugging Face folder's audio tower stores its
-   * Linear weights in the same format.
+   * backends compute with the same values.
    */
   weightFormat?: WeightFormat;
+  /**
+   * What a Hugging Face folder's audio tower stores its Linear weights in (the CPU encoder
+   * computes with the same values). Default: the decoder's format where that is f32 or f16,
+   * f16 beside a q4 decoder (a q4 tower moves the audio embeddings more than a q4 decoder
+   * moves its logits), and q4 where the device's reported memory cannot hold the f16 tower
+   * beside the decoder while encoding (the route's label says so).
+   */
+  audioWeightFormat?: WeightFormat;
   /**
    * In a browser with OPFS, packed decoder weights (f16/q4 packed at load from an
    * unconverted Hugging Face folder, or read from a folder `npx wnw convert` wrote) are kept

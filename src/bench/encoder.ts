@@ -12,8 +12,8 @@
  * Node finds a hardware GPU (Dawn); otherwise the CPU WhisperEncoder runs and the figures
  * are labelled CPU figures (so is a software adapter such as SwiftShader, if asked for).
  */
-import { asStored, encoderLinears, linearFormat, WhisperEncoder, type TensorLookup, type WhisperEncoderConfig, type WhisperFamilySpec } from '../encoder/index.js';
-import { rowBytes, type WeightFormat } from '../model/quant.js';
+import { asStored, encoderLinears, encoderWeightBytes, WhisperEncoder, type TensorLookup, type WhisperEncoderConfig, type WhisperFamilySpec } from '../encoder/index.js';
+import type { WeightFormat } from '../model/quant.js';
 import type { WebGpuWhisperEncoder as WebGpuWhisperEncoderType } from '../encoder/webgpu.js';
 import { randomArray, rng } from '../model/testing.js';
 import { FAMILIES } from '../model/families/registry.js';
@@ -115,16 +115,6 @@ export function randomEncoderTensors(config: WhisperEncoderConfig, spec: Whisper
     if (s.op === 'linear' && s.bias) put(`${s.name}.bias`, decoderWidth, 0.02);
   }
   return { source: `random ${spec.family} encoder`, get: (n) => t.get(n) };
-}
-
-/** Bytes of the encoder's weights as the GPU encoder stores them (Linears in `format`, the rest f32). */
-export function encoderWeightBytes(config: WhisperEncoderConfig, spec: WhisperFamilySpec, decoderWidth: number, format: WeightFormat): { linears: number; other: number } {
-  const { nMels, dModel: d, ffnDim: f, maxSourcePositions: P } = config;
-  let linears = 0;
-  for (const l of encoderLinears(config, spec, () => decoderWidth)) linears += l.rows * rowBytes(linearFormat(format, l.cols), l.cols);
-  const perLayer = 6 * d + f; // norms and biases
-  const other = 4 * (d * nMels * 3 + d * d * 3 + 2 * d + (spec.positions === 'stored' ? P * d : 0) + config.layers * perLayer + 2 * d + decoderWidth);
-  return { linears, other };
 }
 
 export interface EncoderBenchRow {

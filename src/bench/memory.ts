@@ -16,8 +16,11 @@
  * K/V copied into its larger buffer). Text KV is taken as tokens are generated, so the
  * rate, not the transcriber's cap of 6 a second, sizes it. The WnW pool is a bound: per
  * head 0.2 of the audio positions and a part-filled page, the recall headroom (every head
- * counted tidal), and the text. The audio encoder's buffers are freed before the prefill,
- * so they do not add to this peak.
+ * counted tidal), and the text. Before both, the audio tower encodes (a phase of its own,
+ * shown apart): the decoder's weights, the tower's and one encode batch (src/encoder/
+ * sizing.ts), with the tower in f16 (the transcriber's default beside a q4 decoder) and in
+ * q4 (what it falls to where the f16 tower's phase does not fit); the tower is freed before
+ * the prefill, and its phase does not grow with the recording.
  *
  * A row whose prompt passes the model's positions is marked and not sized (the model cannot
  * take that recording); one past a limit the model's makers state is sized and marked.
@@ -27,6 +30,8 @@ import { pastStated } from '../model/families/limits.js';
 import { hfModelConfig } from '../model/hf/config.js';
 import { isWeightFormat } from '../model/packed-weights.js';
 import type { WeightFormat } from '../model/quant.js';
+import { parseWhisperEncoderConfig } from '../encoder/whisper-config.js';
+import { towerBytes } from '../encoder/sizing.js';
 import { TEXT_TOKENS_PER_SECOND, defaultMaxNewTokens, maxAudioTokens, planMemory, poolBytes } from '../backend/webgpu/fit.js';
 
 interface RowBase {
@@ -41,6 +46,9 @@ export interface SizedMemoryRow extends RowBase {
   weightBytes: number;
   prefillBytes: number;
   decodeBytes: number;
+  /** The encode phase (the decoder's weights, the audio tower's and one encode batch), with the tower in f16 and in q4. */
+  encodeF16: number;
+  encodeQ4: number;
   poolFull: number;
   poolWnw: number;
   peakFull: number;
@@ -72,6 +80,8 @@ export function memoryTable(weights: WeightFormat, kv: 'f16' | 'f32', minutes: n
     if (!r) continue;
     const model = r.name;
     const { config: c, tiedEmbeddings } = hfModelConfig(family, r.json, `${model}/config.json`);
+    const towerConfig = parseWhisperEncoderConfig(family.audioConfig(r.json), `${model}/config.json`, family.encoder);
+    const tower = (f: WeightFormat) => towerBytes(towerConfig, family.encoder, c.hiddenSize, f);
     for (const m of minutes) {
       const A = r.audioTokens(60 * m);
       // The prompt alone is held against the positions: the transcript's length is not known, and its reserve is a cap.
@@ -80,11 +90,13 @@ export function memoryTable(weights: WeightFormat, kv: 'f16' | 'f32', minutes: n
         continue;
       }
       // The text cap from the recording's length, padding aside.
-      const p = planMemory(c, { weightFormat: weights, tied: tiedEmbeddings, audioTokens: A, kvPrecision: kv, budget: 0.2, maxNewTokens: defaultMaxNewTokens(60 * m), textPerSecond });
+      const request = { weightFormat: weights, tied: tiedEmbeddings, audioTokens: A, kvPrecision: kv, budget: 0.2, maxNewTokens: defaultMaxNewTokens(60 * m), textPerSecond };
+      const p = planMemory(c, request);
+      const encode = (f: WeightFormat) => planMemory(c, { ...request, audioTower: tower(f) }).phases.encode;
       const note = pastStated(family.statedLimits ?? [], m);
       const phase = (x: { prefill: number; decode: number }) => (x.prefill > x.decode ? 'prefill' as const : 'decode' as const);
       rows.push({
-        model, minutes: m, audioTokens: A, textTokens: p.textTokens, weightBytes: p.weightBytes, prefillBytes: p.prefillBytes, decodeBytes: p.decodeBytes,
+        model, minutes: m, audioTokens: A, textTokens: p.textTokens, weightBytes: p.weightBytes, prefillBytes: p.prefillBytes, decodeBytes: p.decodeBytes, encodeF16: encode('f16'), encodeQ4: encode('q4'),
         poolFull: p.poolFull, poolWnw: p.poolBytes, peakFull: p.peakFull, peakWnw: p.peakBytes,
         peakPhaseFull: phase(p.phasesFull), peakPhaseWnw: phase(p.phases), ...(note ? { note } : {}),
       });
@@ -97,23 +109,23 @@ const gb = (b: number) => (b / 1e9).toFixed(2);
 
 export function memoryMarkdown(rows: MemoryRow[], weights: WeightFormat, kv: string, textPerSecond = TEXT_TOKENS_PER_SECOND): string {
   const lines = [
-    `| model | audio | decoder weights (${weights}) | prefill + decode buffers | KV pool with the text: full / WnW 0.2 | peak GPU: full / WnW 0.2 |`,
-    '|---|---:|---:|---:|---:|---:|',
+    `| model | audio | decoder weights (${weights}) | prefill + decode buffers | KV pool with the text: full / WnW 0.2 | peak prefilling or decoding: full / WnW 0.2 | peak encoding: f16 / q4 audio tower |`,
+    '|---|---:|---:|---:|---:|---:|---:|',
   ];
   const at = (phase: 'prefill' | 'decode') => (phase === 'prefill' ? ' (p)' : '');
   for (const r of rows) {
     const audio = `${r.minutes} min${r.note ? ` (${r.note})` : ''}`;
     if (!isSized(r)) {
-      lines.push(`| ${r.model} | ${audio} | – | – | – | – |`);
+      lines.push(`| ${r.model} | ${audio} | – | – | – | – | – |`);
       continue;
     }
-    lines.push(`| ${r.model} | ${audio} | ${gb(r.weightBytes)} | ${gb(r.prefillBytes + r.decodeBytes)} | ${gb(r.poolFull)} / ≤ ${gb(r.poolWnw)} | ${gb(r.peakFull)}${at(r.peakPhaseFull)} / ≤ ${gb(r.peakWnw)}${at(r.peakPhaseWnw)} |`);
+    lines.push(`| ${r.model} | ${audio} | ${gb(r.weightBytes)} | ${gb(r.prefillBytes + r.decodeBytes)} | ${gb(r.poolFull)} / ≤ ${gb(r.poolWnw)} | ${gb(r.peakFull)}${at(r.peakPhaseFull)} / ≤ ${gb(r.peakWnw)}${at(r.peakPhaseWnw)} | ${gb(r.encodeF16)} / ${gb(r.encodeQ4)} |`);
   }
   const flag = textPerSecond === TEXT_TOKENS_PER_SECOND ? '' : ` --text-rate ${textPerSecond}`;
   lines.push(
     '',
     `GB (10⁹ bytes); ${kv} KV pool; text at ${textPerSecond} generated tokens per second of audio, its KV taken as it is generated; ` +
-      `peak = the larger of the prefill (marked (p)) and decoding; from \`npm run bench -- --memory --weights ${weights} --kv ${kv}${flag}\`.`,
+      `peak = the larger of the prefill (marked (p)) and decoding; encoding comes before both (the decoder's weights, the audio tower's and one batch), and the run's peak is the largest of the three; from \`npm run bench -- --memory --weights ${weights} --kv ${kv}${flag}\`.`,
   );
   return lines.join('\n');
 }

@@ -39,6 +39,8 @@ export interface TranscribeArgs {
   language?: string;
   /** A Hugging Face folder's audio encoder (--audio-encoder): its ONNX graph or its audio tower. */
   audioEncoder?: AudioEncoderChoice;
+  /** A Hugging Face audio tower's weight format (--audio-weights; when not given, the transcriber's default beside the decoder's). */
+  audioWeights?: WeightFormat;
   json: boolean;
 }
 
@@ -138,8 +140,8 @@ export function parseKvPrecision(s: string): KvPrecision {
   return s as KvPrecision;
 }
 
-export function parseWeightFormat(s: string): WeightFormat {
-  if (!(WEIGHT_FORMATS as readonly string[]).includes(s)) throw new UsageError(`weights must be one of ${WEIGHT_FORMATS.join(', ')}, got "${s}"`);
+export function parseWeightFormat(s: string, flag = 'weights'): WeightFormat {
+  if (!(WEIGHT_FORMATS as readonly string[]).includes(s)) throw new UsageError(`${flag} must be one of ${WEIGHT_FORMATS.join(', ')}, got "${s}"`);
   return s as WeightFormat;
 }
 
@@ -171,17 +173,18 @@ export function defaultWeightFormat(model: string): WeightFormat {
 
 export const TRANSCRIBE_USAGE =
   'usage: wnw transcribe FILE.wav [--policy full|wnw|snapkv|adakv|audiokv|arkvale|h2o|streaming|quest] ' +
-  '[--budget 0.2] [--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--model DIR] [--language en] [--audio-encoder onnx|audio-tower] [--json]';
+  '[--budget 0.2] [--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--audio-weights f32|f16|q4] [--model DIR] [--language en] [--audio-encoder onnx|audio-tower] [--json]';
 
 export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): TranscribeArgs {
   const { flags, positional } = splitArgs(argv, ['json']);
-  rejectUnknown(flags, ['policy', 'budget', 'backend', 'kv', 'weights', 'model', 'language', 'audio-encoder', 'json']);
+  rejectUnknown(flags, ['policy', 'budget', 'backend', 'kv', 'weights', 'audio-weights', 'model', 'language', 'audio-encoder', 'json']);
   const language = flags.get('language');
   const encoder = flags.get('audio-encoder');
   if (language !== undefined && !/^[a-z]{2,3}$/.test(language)) throw new UsageError(`--language takes an ISO code such as "en", got "${language}"`);
   if (positional.length !== 1) throw new UsageError(positional.length ? `expected one audio file, got ${positional.length}` : 'missing the audio file');
   const model = flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir();
   const weights = flags.get('weights');
+  const audioWeights = flags.get('audio-weights');
   return {
     file: resolve(cwd, positional[0]),
     policy: parsePolicy(flags.get('policy') ?? 'wnw'),
@@ -192,6 +195,7 @@ export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): Transc
     model,
     ...(language !== undefined ? { language } : {}),
     ...(encoder !== undefined ? { audioEncoder: parseAudioEncoder(encoder) } : {}),
+    ...(audioWeights !== undefined ? { audioWeights: parseWeightFormat(audioWeights, 'audio-weights') } : {}),
     json: flags.get('json') === 'true',
   };
 }

@@ -149,7 +149,7 @@ async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> 
 
   let asr: Transcriber | undefined;
   try {
-    asr = await io.load({ model: args.model, policy: args.policy, budget: args.budget, backend: args.backend, kvPrecision: args.kv, weightFormat: args.weights, audioSeconds: audio.length / 16000, ...(args.language !== undefined ? { language: args.language } : {}), ...(args.audioEncoder ? { audioEncoder: args.audioEncoder } : {}), onProgress });
+    asr = await io.load({ model: args.model, policy: args.policy, budget: args.budget, backend: args.backend, kvPrecision: args.kv, weightFormat: args.weights, audioSeconds: audio.length / 16000, ...(args.language !== undefined ? { language: args.language } : {}), ...(args.audioEncoder ? { audioEncoder: args.audioEncoder } : {}), ...(args.audioWeights ? { audioWeightFormat: args.audioWeights } : {}), onProgress });
     clearProgress();
     // Said every time, not only for auto: a CPU fallback is 10-100x slower and people should know why.
     io.stderr(`wnw: backend ${asr.backend}${args.backend === 'auto' ? ' (auto)' : ''}; policy ${args.policy}${hasFixedBudget(args.policy) ? '' : ` at budget ${args.budget}`}\n`);

@@ -6,4 +6,5 @@ export {
   type PostStep,
 } from './whisper-config.js';
 export { lookupFromSafeTensors, lookupFromCheckpoint } from './tensors.js';
-export { WebGpuWhisperEncoder, asStored, encoderLinears, linearFormat } from './webgpu.js';
+export { WebGpuWhisperEncoder, asStored } from './webgpu.js';
+export { encoderLinears, encoderWeightBytes, encodeBatch, linearFormat, towerBytes, type TowerBytes } from './sizing.js';

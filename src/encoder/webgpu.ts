@@ -1,8 +1,8 @@
 /**
  * The Whisper-family encoder on WebGPU: the same computation as ./whisper.ts (its
  * reference), with the kernels of shaders/encoder.wgsl. Windows are encoded in batches
- * of whole windows (at most `maxBatchFrames` mel frames), so activation memory is bounded
- * by the batch, not the recording; every buffer but the weights is released when `encode`
+ * of whole windows (sizing.ts `encodeBatch`: as many as its memory bound and at most
+ * `maxBatchFrames` mel frames), so activation memory is bounded by the batch, not the recording; every buffer but the weights is released when `encode`
  * returns, and `destroy` releases the weights before the decoder's prefill needs memory.
  * The Linear weights are stored in one of src/model/quant.ts's formats (f32, f16, q4);
  * convolutions, norms, biases and positions stay f32.
@@ -10,46 +10,13 @@
 import type { GpuContext } from '../gpu/device.js';
 import type { PipelineCache } from '../gpu/pipelines.js';
 import { ModelLoadError } from '../errors.js';
-import { colsMultiple, dequantize, pack, type WeightFormat } from '../model/quant.js';
+import { dequantize, pack, type WeightFormat } from '../model/quant.js';
+import { DEFAULT_BATCH_FRAMES, encodeBatch, encoderLinears, linearFormat } from './sizing.js';
 import { EncoderKernels, EncoderPass } from './webgpu-kernels.js';
 import { convWeightTimeMajor, sinusoids } from './ops.js';
 import type { EncoderOutput, MelInput, TensorLookup } from './whisper.js';
 import type { WhisperEncoderConfig, WhisperFamilySpec } from './whisper-config.js';
 
-
-
-/** Every constant the module declares, with neutral values; each pipeline overrides its own. */
-/** Mel frames per batch by default: four 30 s windows, or sixty 2 s ones. */
-const DEFAULT_BATCH_FRAMES = 12_000;
-
-/**
- * The encoder's and projector's Linear weights (PyTorch [rows = out, cols = in]): the ones a
- * weight format packs. Convolutions, norms, biases and positions stay f32.
- */
-export function encoderLinears(config: WhisperEncoderConfig, spec: WhisperFamilySpec, projectorRows: (name: string, cols: number) => number): { name: string; rows: number; cols: number }[] {
-  const { dModel: d, ffnDim: f } = config;
-  const out: { name: string; rows: number; cols: number }[] = [];
-  for (let i = 0; i < config.layers; i++) {
-    const l = `${spec.prefix}layers.${i}.`;
-    for (const n of ['q_proj', 'k_proj', 'v_proj', 'out_proj']) out.push({ name: `${l}self_attn.${n}.weight`, rows: d, cols: d });
-    out.push({ name: `${l}fc1.weight`, rows: f, cols: d }, { name: `${l}fc2.weight`, rows: d, cols: f });
-  }
-  let width = d;
-  for (const st of spec.post) {
-    if (st.op === 'stack') width *= st.size;
-    else if (st.op === 'linear') {
-      const rows = projectorRows(`${st.name}.weight`, width);
-      out.push({ name: `${st.name}.weight`, rows, cols: width });
-      width = rows;
-    }
-  }
-  return out;
-}
-
-/** The format a Linear of `cols` inputs is stored in: the chosen one when K fits it, else f32. */
-export function linearFormat(format: WeightFormat, cols: number): WeightFormat {
-  return cols % colsMultiple(format) === 0 ? format : 'f32';
-}
 
 /**
  * `tensors` with every Linear weight replaced by the values the GPU encoder reads in
@@ -199,13 +166,9 @@ export class WebGpuWhisperEncoder {
     const keyLimit = spec.padding === 'mask-keys' ? Math.floor((valid - 1) / 2) + 1 : Infinity;
     const W = spec.windowFrames;
     const winOut = Math.floor((W - 1) / 2) + 1;
-    const maxWidth = Math.max(c.ffnDim, this.outputWidth, ...this.post.map((s) => (s.op === 'linear' ? s.outDim : 0)), d * 4);
-    // Whole windows per batch, as many as maxBatchFrames allows and each buffer's binding fits.
-    const bindable = Math.floor(ctx.limits.maxStorageBufferBindingSize / 4);
-    const windowsFit = Math.min(Math.floor(this.maxBatchFrames / W), Math.floor(bindable / (W * Math.max(c.nMels, d))), Math.floor(bindable / (winOut * maxWidth)));
-    if (windowsFit < 1) throw new RangeError(`one ${W}-frame window does not fit the device's ${bindable * 4}-byte storage bindings`);
-    const perBatch = windowsFit * W;
-    const maxOut = windowsFit * winOut;
+    const projector = this.post.flatMap((s) => (s.op === 'linear' ? [s.outDim] : []));
+    const batch = encodeBatch(c, spec, this.outputWidth, projector, ctx.limits.maxStorageBufferBindingSize, this.maxBatchFrames);
+    const perBatch = batch.frames;
     // Layer Linears share one format (all have K = d_model or encoder_ffn_dim, multiples of 32 in practice).
     const lf = this.layers.length ? this.formats.get(this.layers[0].qw)! : 'f32';
     const [p1, p2, ln, qP, kP, att, accP, fc1P, pool] = await Promise.all([
@@ -220,16 +183,8 @@ export class WebGpuWhisperEncoder {
       tmp.push(b);
       return b;
     };
-    const melBuf = buf('mel batch', perBatch * c.nMels);
-    const x1 = buf('conv1 out', perBatch * d);
-    const h = buf('hidden', maxOut * d);
-    const a = buf('normed', maxOut * d);
-    const q = buf('q', maxOut * d);
-    const k = buf('k', maxOut * d);
-    const v = buf('v', maxOut * d);
-    const o = buf('attention out', maxOut * d);
-    const big = buf('ffn', maxOut * maxWidth);
-    const big2 = buf('post', maxOut * maxWidth);
+    const sized = new Map(batch.buffers);
+    const [melBuf, x1, h, a, q, k, v, o, big, big2] = ['mel batch', 'conv1 out', 'hidden', 'normed', 'q', 'k', 'v', 'attention out', 'ffn', 'post'].map((l) => buf(l, sized.get(l)!));
     const outs: Float32Array[] = [];
     let tokens = 0;
     try {

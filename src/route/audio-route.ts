@@ -28,6 +28,7 @@ import {
   type TensorLookup,
   type WhisperEncoderConfig,
 } from '../encoder/index.js';
+import { defaultTowerFormat, towerBytes } from '../encoder/sizing.js';
 import type { GpuContext } from '../gpu/device.js';
 import type { PipelineCache } from '../gpu/pipelines.js';
 import { AudioEncoder } from '../model/encoder.js';
@@ -45,10 +46,13 @@ export interface RouteLoadOptions {
   /** The WebGPU decoder's device: a Hugging Face audio tower runs there. */
   gpu?: GpuContext;
   /**
-   * How a Hugging Face audio tower's Linear weights are stored (f32, f16, q4: the decoder's
-   * choice); the CPU encoder computes with the same rounded values, so both agree.
+   * How a Hugging Face audio tower's Linear weights are stored (f32, f16, q4); the CPU
+   * encoder computes with the same rounded values, so both agree. Default:
+   * `defaultTowerFormat` of the decoder beside it.
    */
   weightFormat?: WeightFormat;
+  /** The decoder the tower runs beside: its weight format and bytes, and the memory the device surely has (for the default format). */
+  decoder?: { format: WeightFormat; weightBytes: number; memoryBytes?: number };
 }
 
 /** The feature extractor's n_samples when preprocessor_config.json does not say: 30 s. */
@@ -59,7 +63,7 @@ export async function createAudioRoute(model: LoadedModel, opts: RouteLoadOption
   const src = model.encoder;
   if (src?.kind === 'hf-audio-tower') {
     if (!model.family) throw new ModelLoadError(joinModelPath(src.base, 'config.json'), 'a Hugging Face audio tower needs the folder\'s model family, which this model lacks');
-    return WhisperRoute.load(model, model.family, src.base, opts.gpu, opts.weightFormat ?? 'f32');
+    return WhisperRoute.load(model, model.family, src.base, opts);
   }
   if (src?.kind === 'onnx' && 'layout' in src) return WhisperOnnxRoute.load(model, src);
   const bytes = src?.kind === 'onnx' ? src.bytes : model.encoderBytes;
@@ -106,20 +110,30 @@ class WhisperRoute implements AudioRoute {
     readonly weightBytes: number,
     gpu: GpuContext | undefined,
     private readonly weightFormat: WeightFormat,
+    /** Why the format is not the default's first choice, where it is not. */
+    private readonly formatNote?: string,
   ) {
     this.fe = new WhisperLogMel({ ...WHISPER_MEL, nMels: encoder.config.nMels });
     this.gpu = gpu ? { ctx: gpu } : undefined;
   }
 
   get label(): string {
-    return `${this.family.modelType} Whisper encoder (${this.gpu ? 'WebGPU' : 'CPU'}, ${this.weightFormat} weights)`;
+    return `${this.family.modelType} Whisper encoder (${this.gpu ? 'WebGPU' : 'CPU'}, ${this.weightFormat} weights${this.formatNote ? `: ${this.formatNote}` : ''})`;
   }
 
-  static async load(model: LoadedModel, family: HfFamily, base: string, gpu: GpuContext | undefined, weightFormat: WeightFormat): Promise<WhisperRoute> {
+  static async load(model: LoadedModel, family: HfFamily, base: string, opts: RouteLoadOptions): Promise<WhisperRoute> {
     const configFile = joinModelPath(base, 'config.json');
     const spec = family.encoder;
     const json = (await readJson(configFile)) as Record<string, unknown>;
     const config = parseWhisperEncoderConfig(family.audioConfig(json), configFile, spec);
+    const gpu = opts.gpu;
+    const tower = (f: WeightFormat) => {
+      const t = towerBytes(config, spec, model.config.hiddenSize, f, gpu?.limits.maxStorageBufferBindingSize);
+      return (opts.decoder?.weightBytes ?? 0) + t.weightBytes + t.batchBytes;
+    };
+    // The device's memory matters only where the tower runs on it.
+    const chosen = opts.weightFormat ? { format: opts.weightFormat } : defaultTowerFormat(opts.decoder?.format ?? 'f32', tower, gpu ? opts.decoder?.memoryBytes : undefined);
+    const weightFormat = chosen.format;
     const ckpt = await HfCheckpoint.open(base);
     let encoder: WhisperEncoder;
     let tensors: TensorLookup;
@@ -136,7 +150,7 @@ class WhisperRoute implements AudioRoute {
     if (encoder.outputWidth !== model.config.hiddenSize) {
       throw new ModelLoadError(configFile, `the audio projector outputs ${encoder.outputWidth} values per token, the decoder's hidden size is ${model.config.hiddenSize}: config.json does not match the weights`);
     }
-    return new WhisperRoute(model, family, encoder, tensors, config, await extractorSamples(base), weightBytes, gpu, weightFormat);
+    return new WhisperRoute(model, family, encoder, tensors, config, await extractorSamples(base), weightBytes, gpu, weightFormat, chosen.why);
   }
 
   /**

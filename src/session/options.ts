@@ -28,6 +28,7 @@ export function checkLoadOptions(o: LoadOptions): void {
   oneOf('backend', o.backend, ['auto', 'cpu', 'webgpu']);
   oneOf('kvPrecision', o.kvPrecision, KV_PRECISIONS);
   oneOf('weightFormat', o.weightFormat, WEIGHT_FORMATS);
+  oneOf('audioWeightFormat', o.audioWeightFormat, WEIGHT_FORMATS);
   oneOf('audioEncoder', o.audioEncoder, AUDIO_ENCODERS);
   if (o.kvBudgetBytes !== undefined && !(isPositive(o.kvBudgetBytes) && Number.isInteger(o.kvBudgetBytes))) bad('kvBudgetBytes', o.kvBudgetBytes, 'a whole number of bytes above 0');
   if (o.audioSeconds !== undefined && !isPositive(o.audioSeconds)) bad('audioSeconds', o.audioSeconds, "the recording's length in seconds, above 0");

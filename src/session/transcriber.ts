@@ -8,13 +8,13 @@ import { toMono16k } from '../audio/decode.js';
 import { createAudioRoute } from '../route/audio-route.js';
 import type { AudioRoute } from '../route/types.js';
 import { chooseBackend, createBackend } from '../backend/create.js';
-import { audioTokensOf, maxAudioTokens, refuseUnfit, reportedDeviceMemoryGiB, type FitDevice } from '../backend/webgpu/fit.js';
+import { audioTokensOf, maxAudioTokens, refuseUnfit, reportedDeviceMemoryGiB, sureMemoryBytes, type FitDevice } from '../backend/webgpu/fit.js';
 import type { DecoderBackend } from '../backend/types.js';
 import type { GpuContext } from '../gpu/device.js';
 import { loadModel, type LoadedModel } from '../model/loader.js';
 import { promptLength, type ModelConfig } from '../model/config.js';
 import { statedLimitWarnings } from '../model/families/limits.js';
-import { packDecoderWeights, type PackedDecoderWeights } from '../model/packed-weights.js';
+import { decoderWeightBytes, packDecoderWeights, type PackedDecoderWeights } from '../model/packed-weights.js';
 import type { WeightFormat } from '../model/quant.js';
 import type { DecoderWeights } from '../model/weights.js';
 import { promptForLanguage, type Prompt } from './prompt-language.js';
@@ -211,9 +211,11 @@ export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscri
   let fallback: string | undefined;
   const target = await chooseBackend({ backend: options.backend, onFallback: (reason) => void (fallback = reason) });
   const device: FitDevice = { limits: target.kind === 'webgpu' ? target.limits : null, deviceMemoryGiB: reportedDeviceMemoryGiB() };
+  let decoderWeights = { format: options.weightFormat ?? 'f32', weightBytes: 0 };
   const model = await loadModel(options.model, (fraction, detail, bytes, phase = 'download') => progress({ phase, fraction, detail, ...(bytes ? { bytes } : {}) }), {
     language: options.language, audioEncoder: options.audioEncoder, weightFormat: options.weightFormat, ...(options.cache !== undefined ? { cache: options.cache } : {}),
     beforeWeights: (config, format, tied) => {
+      decoderWeights = { format, weightBytes: decoderWeightBytes(config, format, tied).total };
       // A recording known at load (the CLI's) is held against the positions before a weight is read.
       if (options.audioSeconds !== undefined) refusePastPositions(config, options.model, options.audioSeconds);
       refuseUnfit(config, format, tied, device, `the decoder of ${config.name}${target.kind === 'webgpu' ? ` on ${target.label}` : ''}`,
@@ -246,7 +248,8 @@ export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscri
   progress({ phase: 'compile', fraction: 0, detail: 'audio encoder' });
   let route: AudioRoute;
   try {
-    route = await createAudioRoute(model, { file: `${options.model}/encoder.onnx`, gpu: gpuContextOf(decoder), weightFormat: options.weightFormat });
+    route = await createAudioRoute(model, { file: `${options.model}/encoder.onnx`, gpu: gpuContextOf(decoder),
+      weightFormat: options.audioWeightFormat, decoder: { ...decoderWeights, memoryBytes: sureMemoryBytes(device) } });
   } catch (e) {
     decoder.dispose();
     throw e;

@@ -5,7 +5,10 @@
  * src/backend/webgpu/fit.ts, which the loader uses too).
  */
 import { parseConfig, type ModelConfig } from '../model/config.js';
-import { audioTokensOf, checkFit, type DeviceLimits, type FitDevice, type FitVerdict } from '../backend/webgpu/fit.js';
+import { audioTokensOf, checkFit, sureMemoryBytes, type DeviceLimits, type FitDevice, type FitVerdict } from '../backend/webgpu/fit.js';
+import { defaultTowerFormat, towerBytes, type TowerBytes } from '../encoder/sizing.js';
+import { parseWhisperEncoderConfig } from '../encoder/whisper-config.js';
+import { findOnnxAudioEncoder } from '../model/hf/onnx-audio.js';
 import { joinModelPath, readJson } from '../model/files.js';
 import type { Json } from '../model/families/types.js';
 import { readHfConfig } from '../model/hf/load.js';
@@ -25,6 +28,11 @@ export interface ModelSummary {
   weightFormat: WeightFormat;
   weightBytes: number;
   tied: boolean;
+  /**
+   * A Hugging Face folder's audio tower where it is the route (no ONNX audio encoder beside
+   * it): its phase's bytes in each format, for the encode phase of the verdict.
+   */
+  audioTower?: (format: WeightFormat) => TowerBytes;
 }
 
 /**
@@ -43,12 +51,15 @@ export async function summarizeModel(base: string, requested: WeightFormat = 'f3
   const marker = await readPackedMarker(base);
   const weightFormat = decoderFormat(marker, requested);
   const tied = info.tiedEmbeddings;
+  const onnx = info.family.onnx ? await findOnnxAudioEncoder(base) : undefined;
+  const towerConfig = onnx ? undefined : parseWhisperEncoderConfig(info.family.audioConfig(json), file, info.family.encoder);
   return {
     family: `${info.family.modelType} (Hugging Face${marker ? `, converted to ${marker.format}` : ''})`,
     config: info.config,
     weightFormat,
     weightBytes: decoderWeightBytes(info.config, weightFormat, tied).total,
     tied,
+    ...(towerConfig ? { audioTower: (f: WeightFormat) => towerBytes(towerConfig, info.family.encoder, info.config.hiddenSize, f) } : {}),
   };
 }
 
@@ -66,7 +77,11 @@ export interface ClipContext {
  */
 export function clipFit(s: ModelSummary, clip: ClipContext, device: FitDevice): FitVerdict {
   const audioTokens = audioTokensOf(s.config, clip.seconds);
-  return checkFit(s.config, { weightFormat: s.weightFormat, tied: s.tied, audioTokens, kvPrecision: clip.kvPrecision, budget: clip.budget }, device);
+  // The tower runs on the GPU only beside the WebGPU decoder, in the format the route would choose.
+  const towerOf = device.limits ? s.audioTower : undefined;
+  const format = towerOf && defaultTowerFormat(s.weightFormat, (f) => s.weightBytes + towerOf(f).weightBytes + towerOf(f).batchBytes, sureMemoryBytes(device)).format;
+  const audioTower = towerOf && format ? towerOf(format) : undefined;
+  return checkFit(s.config, { weightFormat: s.weightFormat, tied: s.tied, audioTokens, kvPrecision: clip.kvPrecision, budget: clip.budget, ...(audioTower ? { audioTower } : {}) }, device);
 }
 
 /** The adapter's per-buffer limits, or null without WebGPU or an adapter (the CPU backend runs then). */

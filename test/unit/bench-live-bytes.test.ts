@@ -29,11 +29,14 @@ describe('live GPU bytes (bench --memory --measure)', () => {
   });
 
   it('sets the measured peak against the modelled one, phase by phase', () => {
-    const row: MeasuredRow = { layers: 1, audioTokens: 375, steps: 8, adapter: 'test', measured: { prefill: 1010, decode: 900 }, modelled: { prefill: 1000, decode: 950 }, weightBytes: 500 };
+    const row: MeasuredRow = { layers: 1, audioTokens: 375, steps: 8, adapter: 'test', measured: { encode: 700, prefill: 1010, decode: 900 }, modelled: { encode: 800, prefill: 1000, decode: 950 }, weightBytes: 500 };
     const d = deviation(row);
+    expect(d.encode).toBeCloseTo(0.125, 10);
     expect(d.prefill).toBeCloseTo(0.01, 10);
     expect(d.decode).toBeCloseTo(50 / 950, 10);
     expect(d.peak).toBeCloseTo(0.01, 10);
-    expect(measuredMarkdown([row])).toContain('| 1 | 375 | 8 | 0.0 / 0.0 | 0.0 / 0.0 | 1.00 % |');
+    expect(measuredMarkdown([row])).toContain('| 1 | 375 | 8 | 0.0 / 0.0 | 0.0 / 0.0 | 0.0 / 0.0 | 1.00 % |');
+    // Where encoding is the larger phase, the peak is set against it.
+    expect(deviation({ ...row, measured: { ...row.measured, encode: 2200 }, modelled: { ...row.modelled, encode: 2000 } }).peak).toBeCloseTo(0.1, 10);
   });
 });

@@ -193,9 +193,16 @@ describe('transcribing from a Hugging Face folder', () => {
     }
   }, 60_000);
 
-  it('a packed weight format (q4) stores the audio tower\'s Linear weights as the decoder\'s (the CPU encoder computes with the same values)', async () => {
+  it('beside a q4 decoder the audio tower is f16 by default, and q4 when asked (the CPU encoder computes with the same values)', async () => {
     const dir = join(models, 'qwen2_5_omni');
-    const t = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'full', weightFormat: 'q4' });
+    const byDefault = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'full', weightFormat: 'q4' });
+    try {
+      expect(byDefault.audioRoute).toContain('f16 weights');
+      expect((await byDefault.encode(samples)).embeddings).toEqual(await referenceEmbeddings(dir, 'qwen2_5_omni', samples, 'f16'));
+    } finally {
+      byDefault.dispose();
+    }
+    const t = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'full', weightFormat: 'q4', audioWeightFormat: 'q4' });
     try {
       expect(t.audioRoute).toContain('q4 weights');
       const enc = await t.encode(samples);

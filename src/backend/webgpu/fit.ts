@@ -5,9 +5,8 @@
  * and `npm run bench -- --memory` use), against the adapter's limits.
  *
  * Two kinds of limit. Per buffer (`maxStorageBufferBindingSize`, `maxBufferSize`): the
- * embedding and the lm_head are split by rows across bindings, but each layer matrix is
- * read whole by its kernel, so one larger than a binding cannot run in that format at all;
- * the prompt's buffers and one layer's pool pages grow with the recording. In total:
+ * weight tensors (fit-bindings.ts), and the prompt's buffers and one layer's pool pages,
+ * which grow with the recording. In total:
  * WebGPU reports no memory size, so the only figure a page has is `navigator.deviceMemory`
  * (GiB rounded down to a power of two and capped, at 8 or more by browser): the device has
  * at least that and, below the cap, less than twice it; between the bounds the verdict is
@@ -17,98 +16,18 @@
  */
 import { ContextTooLongError, ModelTooBigError } from '../../errors.js';
 import { kvHeadCount, promptLength, segmentLength, type ModelConfig } from '../../model/config.js';
-import { decoderWeightBytes, matrixFormat } from '../../model/packed-weights.js';
-import { rowBytes, type WeightFormat } from '../../model/quant.js';
+import { decoderWeightBytes } from '../../model/packed-weights.js';
+import type { WeightFormat } from '../../model/quant.js';
+import { UNBOUNDED_LIMITS, bindingLimitOf, mib, problem, weightBindingProblems, type DeviceLimits, type FitProblem } from './fit-bindings.js';
 import { RECALL_PAGES_PER_HEAD, grownTextPages } from '../../kv/sizing.js';
 import { kvElementBytes, type KvPrecision } from '../../kv/precision.js';
 import { layerLayout } from './pool-layout.js';
 import { sessionSizes } from './session.js';
+import type { TowerBytes } from '../../encoder/sizing.js';
 
-export interface DeviceLimits {
-  maxStorageBufferBindingSize: number;
-  maxBufferSize: number;
-}
+export { UNBOUNDED_LIMITS, bindingLimitOf, matrixBindingProblem, weightBindingProblems, type DeviceLimits, type FitLimit, type FitProblem } from './fit-bindings.js';
 
-/** Where no adapter is asked (the CPU backend, the memory bench): buffers up to 2 GiB. */
-export const UNBOUNDED_LIMITS: DeviceLimits = { maxStorageBufferBindingSize: 2 ** 31 - 4, maxBufferSize: 2 ** 31 - 4 };
-
-export type FitLimit = 'maxStorageBufferBindingSize' | 'maxBufferSize' | 'deviceMemory';
-
-export interface FitProblem {
-  limit: FitLimit;
-  /** What does not fit: a weight tensor (`layers.*.gate_up`), a session buffer, the KV pool. */
-  what: string;
-  bytes: number;
-  limitBytes: number;
-  /** What would make it fit. */
-  advice: string;
-  /** The whole sentence: what, how large, which limit, what to do. */
-  message: string;
-}
-
-function problem(p: Omit<FitProblem, 'message'>): FitProblem {
-  const over = p.limit === 'deviceMemory' ? 'the memory this device has' : `this device's ${p.limit}`;
-  return { ...p, message: `${p.what} needs ${mib(p.bytes)}, over ${over} (${mib(p.limitBytes)}): ${p.advice}.` };
-}
-
-const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`;
 const size = (b: number) => (b < 2 ** 20 ? `${(b / 2 ** 10).toFixed(0)} KiB` : b < 2 ** 30 ? mib(b) : `${(b / 2 ** 30).toFixed(2)} GiB`);
-
-/** The largest buffer one storage binding takes, and which of the two limits sets it. */
-export function bindingLimitOf(limits: DeviceLimits): { bytes: number; limit: FitLimit } {
-  return limits.maxBufferSize < limits.maxStorageBufferBindingSize
-    ? { bytes: limits.maxBufferSize, limit: 'maxBufferSize' }
-    : { bytes: limits.maxStorageBufferBindingSize, limit: 'maxStorageBufferBindingSize' };
-}
-
-/** The layer matrices as the WebGPU backend stores them: [name, rows, cols] (Q/K/V and gate/up stacked). */
-function layerMatrices(c: ModelConfig): [string, number, number][] {
-  const QD = c.numHeads * c.headDim;
-  const KVD = c.numKvHeads * c.headDim;
-  return [['qkv', QD + 2 * KVD, c.hiddenSize], ['o_proj', c.hiddenSize, QD], ['gate_up', 2 * c.intermediateSize, c.hiddenSize], ['down_proj', c.hiddenSize, c.intermediateSize]];
-}
-
-const SMALLER: Record<WeightFormat, WeightFormat[]> = { f32: ['f16', 'q4'], f16: ['q4'], q4: [] };
-
-/** The smaller formats in which every [rows, cols] matrix of `shapes` fits one binding. */
-function formatsThatFit(format: WeightFormat, shapes: [number, number][], bind: number): WeightFormat[] {
-  return SMALLER[format].filter((f) => shapes.every(([rows, cols]) => rows * rowBytes(matrixFormat(f, cols), cols) <= bind));
-}
-
-/**
- * A matrix read whole by its kernel that one binding cannot hold, or null; `fitsIn`: the
- * formats to suggest (default: those in which this matrix fits).
- */
-export function matrixBindingProblem(name: string, format: WeightFormat, rows: number, cols: number, limits: DeviceLimits, fitsIn?: WeightFormat[]): FitProblem | null {
-  const bind = bindingLimitOf(limits);
-  const bytes = rows * rowBytes(format, cols);
-  if (bytes <= bind.bytes) return null;
-  fitsIn ??= formatsThatFit(format, [[rows, cols]], bind.bytes);
-  const advice = fitsIn.length
-    ? `store the decoder weights as ${fitsIn.join(' or ')} (npx wnw convert HF_DIR OUT_DIR --quant ${fitsIn[fitsIn.length - 1]}, or weightFormat '${fitsIn[fitsIn.length - 1]}')`
-    : 'no weight format makes it fit one binding on this device: use a device with a larger storage binding limit';
-  return problem({ limit: bind.limit, what: `${name} (${format}, ${rows} × ${cols})`, bytes, limitBytes: bind.bytes, advice });
-}
-
-/**
- * The weight tensors one binding cannot hold in `format` (one entry per layer matrix, the
- * same in every layer); empty when every tensor can be uploaded. The embedding and the
- * lm_head are split by rows and fail only if 64 rows pass a binding.
- */
-export function weightBindingProblems(c: ModelConfig, format: WeightFormat, limits: DeviceLimits): FitProblem[] {
-  const bind = bindingLimitOf(limits);
-  const fitsIn = formatsThatFit(format, layerMatrices(c).map(([, rows, cols]) => [rows, cols]), bind.bytes);
-  const problems: FitProblem[] = [];
-  for (const [name, rows, cols] of layerMatrices(c)) {
-    const p = matrixBindingProblem(`layers.*.${name}`, matrixFormat(format, cols), rows, cols, limits, fitsIn);
-    if (p) problems.push(p);
-  }
-  const embedRows = 64 * rowBytes(matrixFormat(format, c.hiddenSize), c.hiddenSize);
-  if (embedRows > bind.bytes) {
-    problems.push(problem({ limit: bind.limit, what: 'embed_tokens / lm_head (64 rows)', bytes: embedRows, limitBytes: bind.bytes, advice: 'use a device with a larger storage binding limit' }));
-  }
-  return problems;
-}
 
 export interface MemoryRequest {
   weightFormat: WeightFormat;
@@ -126,6 +45,11 @@ export interface MemoryRequest {
    * Default TEXT_TOKENS_PER_SECOND.
    */
   textPerSecond?: number;
+  /**
+   * The audio tower where it runs on this GPU (a Hugging Face folder's, on WebGPU): it runs
+   * before the prefill beside the decoder's weights and is freed before it (encoder/sizing.ts).
+   */
+  audioTower?: TowerBytes;
 }
 
 /** One phase's peak: the prefill (pool as it stands then) or the decode (the final pool). */
@@ -134,6 +58,8 @@ export interface PhasePeaks {
   prefill: number;
   /** weights + decode buffers + the pool grown for the text + one shard's K/V being copied into its larger buffer. */
   decode: number;
+  /** weights + the audio tower's weights and one encode batch; the weights alone where no tower runs on the GPU. */
+  encode: number;
 }
 
 export interface MemoryPlan {
@@ -209,7 +135,8 @@ export function poolBytes(c: ModelConfig, audioTokens: number, generated: number
 
 /**
  * The GPU memory a recording of `audioTokens` needs (per-layer prefill, as the transcriber
- * runs it): the larger of its two phases. During the prefill the weights, the decode
+ * runs it): the largest of its phases. While a GPU audio tower encodes (`audioTower`), the
+ * decoder's weights and the tower's weights and batch. During the prefill the weights, the decode
  * step's buffers (made at begin), the prefill buffers and the pool as the layers have
  * placed it (no generated text yet), with one layer's K/V staged for its CPU copies where
  * the policy keeps any; during decoding the weights, the decode buffers and the pool grown
@@ -245,16 +172,19 @@ export function planMemory(c: ModelConfig, r: MemoryRequest, limits: DeviceLimit
   // One layer's pages (K and V) at their final size: what a growth copies, and what a CPU copy's readback stages (in f32).
   const layerKv = (pages: Int32Array) => 2 * c.numKvHeads * pages[0] * P * c.headDim * kvBytes;
   const stagedKv = 8 * s.promptLength * c.numKvHeads * c.headDim;
+  const encode = weightBytes + (r.audioTower ? r.audioTower.weightBytes + r.audioTower.batchBytes : 0);
   const phases = (p: { prefill: { bytes: number }; decode: { bytes: number } }, pages: Int32Array, staging: number): PhasePeaks => ({
     prefill: base + s.prefillBytes + p.prefill.bytes + staging,
     decode: base + p.decode.bytes + layerKv(pages),
+    encode,
   });
+  const peak = (x: PhasePeaks) => Math.max(x.prefill, x.decode, x.encode);
   const at = phases(pool, full ? after.full : after.atBudget, full ? 0 : stagedKv);
   const ofFull = phases(poolFull, after.full, 0);
   return {
     audioTokens: A, textTokens, weightBytes, prefillBytes: s.prefillBytes, decodeBytes: s.decodeBytes,
     poolFull: poolFull.decode.bytes, poolBytes: pool.decode.bytes, prefillPoolFull: poolFull.prefill.bytes, prefillPoolBytes: pool.prefill.bytes,
-    phases: at, phasesFull: ofFull, peakBytes: Math.max(at.prefill, at.decode), peakFull: Math.max(ofFull.prefill, ofFull.decode),
+    phases: at, phasesFull: ofFull, peakBytes: peak(at), peakFull: peak(ofFull),
   };
 }
 
@@ -319,7 +249,7 @@ export function checkFit(c: ModelConfig, r: MemoryRequest, device: FitDevice): F
   const memory = plan ? memoryVerdict(plan.peakBytes, device, 'weights, buffers and KV pool together') : null;
   if (memory?.problem) problems.push(memory.problem);
   const need = plan
-    ? `${size(plan.weightBytes)} of ${r.weightFormat} weights + ${size(plan.phases.prefill - plan.weightBytes)} while prefilling (buffers and the KV pool so far) or ${size(plan.phases.decode - plan.weightBytes)} while decoding (the KV pool (${budgetLabel(r.budget)}) with ${plan.textTokens.toLocaleString('en-US')} tokens of text) = ${size(plan.peakBytes)} at the peak`
+    ? `${size(plan.weightBytes)} of ${r.weightFormat} weights + ${size(plan.phases.prefill - plan.weightBytes)} while prefilling (buffers and the KV pool so far) or ${size(plan.phases.decode - plan.weightBytes)} while decoding (the KV pool (${budgetLabel(r.budget)}) with ${plan.textTokens.toLocaleString('en-US')} tokens of text)${r.audioTower ? ` or ${size(plan.phases.encode - plan.weightBytes)} while encoding (the ${r.audioTower.format} audio tower)` : ''} = ${size(plan.peakBytes)} at the peak`
     : `${size(decoderWeightBytes(c, r.weightFormat, r.tied).total)} of ${r.weightFormat} weights and, for this recording, a buffer larger than one binding`;
   if (problems.length) {
     const wouldFit = weightsBind ? wouldFitOf(c, r, device) : undefined;
@@ -330,7 +260,7 @@ export function checkFit(c: ModelConfig, r: MemoryRequest, device: FitDevice): F
 }
 
 /** The memory the device surely has: the exact line where one is given, else the reported lower bound. */
-function sureMemoryBytes(device: FitDevice): number | undefined {
+export function sureMemoryBytes(device: FitDevice): number | undefined {
   if (device.memoryBytes !== undefined) return device.memoryBytes;
   const gib = device.deviceMemoryGiB;
   return gib !== undefined && gib > 0 ? gib * 2 ** 30 : undefined;

@@ -88,7 +88,7 @@ export const qwen25Omni: HfFamily = {
         model_type: 'qwen2_5_omni',
         thinker_config: {
           audio_token_index: 151646,
-          audio_config: { n_window: 100 },
+          audio_config: { n_window: 100, num_mel_bins: 128, d_model: 1280, encoder_layers: 32, encoder_attention_heads: 20, encoder_ffn_dim: 5120, max_source_positions: 1500, output_dim: 2048 },
           text_config: {
             vocab_size: 151936, hidden_size: 2048, intermediate_size: 11008, num_hidden_layers: 36, num_attention_heads: 16,
             num_key_value_heads: 2, rope_theta: 1000000, rms_norm_eps: 1e-6, max_position_embeddings: 32768, tie_word_embeddings: false,

@@ -74,7 +74,10 @@ export const voxtral: HfFamily = {
     },
     released: {
       name: 'Voxtral-Mini-3B-2507',
-      json: { model_type: 'voxtral', audio_token_id: 24, text_config: { model_type: 'llama' }, audio_config: {} },
+      json: {
+        model_type: 'voxtral', audio_token_id: 24, text_config: { model_type: 'llama' },
+        audio_config: { num_mel_bins: 128, hidden_size: 1280, intermediate_size: 5120, num_hidden_layers: 32, num_attention_heads: 20, max_source_positions: 1500 },
+      },
       // Audio is padded to whole 30 s chunks of 375 tokens.
       audioTokens: (s) => Math.ceil(s / 30) * 375,
     },
