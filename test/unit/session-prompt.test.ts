@@ -55,6 +55,20 @@ describe('the prompt in the session options', () => {
     expect(config.instruction).toEqual([3, 4]);
   });
 
+  it('a kept prefill serves the next session on the same embeddings with the windows it scored, and only with the same prompt', async () => {
+    const be = new CpuBackend(config, weights);
+    const session = (prefillQueries: number, prompt?: PromptIds) => ({
+      audioLength: N, maxNewTokens: 2, reusePrefill: true, request: { decodeHeads: [], prefillQueries, alsoScore: [32, Infinity, 2] }, ...(prompt ? { prompt } : {}),
+    });
+    const reused: (boolean | undefined)[] = [];
+    for (const [window, prompt] of [[32, undefined], [2, undefined], [Infinity, undefined], [2, other], [2, other]] as const) {
+      be.begin(session(window, prompt));
+      reused.push((await be.prefill(audio)).reused);
+      be.end(true);
+    }
+    expect(reused).toEqual([false, true, true, false, true]);
+  });
+
   it('the WebGPU sizes count the session\'s prompt', () => {
     const limits = { maxStorageBufferBindingSize: 2 ** 30, maxBufferSize: 2 ** 30 };
     const opts = { audioLength: N, maxNewTokens: 8, request: { decodeHeads: [], prefillQueries: 2, summaryFit: 'value' as const } };
