@@ -9,7 +9,7 @@
 struct Dims { a: u32, b: u32, c: u32, d: u32 }
 
 // Y[n, out] (=, or += with ACC) act(X[n, in]·Wᵀ + b): one thread per 4 rows × 4 outputs.
-// W is in WEIGHT_FORMAT, read by the tiles of weights.wgsl.
+// W is in WEIGHT_FORMAT, read by the tiles of weight_tiles.wgsl.
 // Params: a = out (multiple of 4), b = in (multiple of 4, 8, 32 per format), c = n.
 @group(0) @binding(20) var<storage, read> w4: array<vec4<u32>>;
 @group(0) @binding(21) var<storage, read> x4: array<vec4<f32>>;
@@ -17,7 +17,7 @@ struct Dims { a: u32, b: u32, c: u32, d: u32 }
 @group(0) @binding(23) var<storage, read_write> ly: array<f32>;
 @group(0) @binding(24) var<uniform> lp: Dims;
 
-//#include weights.wgsl
+//#include weight_tiles.wgsl
 //#include gelu.wgsl
 
 @compute @workgroup_size(64)

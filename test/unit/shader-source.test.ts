@@ -28,7 +28,7 @@ describe('shader includes', () => {
     for (const f of files) {
       const code = await assembleShader(f, defaultShaderLoader);
       expect(code, f).not.toMatch(/^\s*\/\/#include/m);
-      expect(code.split('fn rowWords(').length - 1, f).toBe(f === 'weights.wgsl' || /\/\/#include (weights|product)\.wgsl/.test(readFileSync(new URL(`../../shaders/${f}`, import.meta.url), 'utf8')) ? 1 : 0);
+      expect(code.split('fn rowWords(').length - 1, f).toBe(f === 'weights.wgsl' || /\/\/#include (weights|weight_tiles|product)\.wgsl/.test(readFileSync(new URL(`../../shaders/${f}`, import.meta.url), 'utf8')) ? 1 : 0);
     }
     for (const f of ['matmul.wgsl', 'matvec.wgsl', 'encoder_linear.wgsl']) expect(await assembleShader(f, defaultShaderLoader), f).toContain(readers.trim());
   });
