@@ -3,8 +3,7 @@
 // (no second prompt-sized buffer) and this pass leaves as it is; the whole prompt
 // [prefix][audio][instruction] takes one dispatch (rows past 65,535 workgroups continue on
 // grid row y) and decode reuses the entry with a one-row ids buffer.
-// The table is in a weight format (src/model/quant.ts), bound as u32 words: WEIGHT_FORMAT
-// 0 f32 bits, 1 f16 pairs, 2 q4 rows (codes, then f16 group scales, padded to vec4s).
+// The table is in WEIGHT_FORMAT, bound as vec4<u32> words and read by weights.wgsl.
 // A table larger than one storage binding is split by rows [row0, rowEnd) into parts,
 // one dispatch per part: a part writes the token rows whose id falls in its range.
 // rowEnd = 0: the table's end.
@@ -12,25 +11,12 @@
 
 struct Params { rows: u32, row0: u32, rowEnd: u32, _p0: u32 }
 
-@group(0) @binding(0) var<storage, read> table: array<u32>;        // rows [row0, rowEnd) of [VOCAB, D]
+@group(0) @binding(0) var<storage, read> w4: array<vec4<u32>>;     // rows [row0, rowEnd) of [VOCAB, D]
 @group(0) @binding(1) var<storage, read> ids: array<i32>;          // [rows]
 @group(0) @binding(2) var<storage, read_write> x: array<f32>;      // [rows, D]
 @group(0) @binding(3) var<uniform> p: Params;
 
-// Element c of table row r (r counted within this part), exactly as quant.dequantizeRow.
-fn weight(r: u32, c: u32) -> f32 {
-  if (WEIGHT_FORMAT == 1u) {
-    return unpack2x16float(table[r * (D / 2u) + c / 2u])[c % 2u];
-  }
-  if (WEIGHT_FORMAT == 2u) {
-    let base = r * (D / 8u + 4u * ((D + 255u) / 256u));
-    let code = (table[base + c / 8u] >> (4u * (c % 8u))) & 15u;
-    let g = c / 32u;
-    let s = unpack2x16float(table[base + D / 8u + g / 2u])[g % 2u];
-    return (f32(code) - 8.0) * s;
-  }
-  return bitcast<f32>(table[r * D + c]);
-}
+//#include weights.wgsl
 
 @compute @workgroup_size(64)
 fn embed(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -41,6 +27,6 @@ fn embed(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
   if (id >= 0) {
     let t = u32(id);
     if (t < p.row0 || (p.rowEnd != 0u && t >= p.rowEnd)) { return; }
-    for (var c = lid; c < D; c += 64u) { x[row * D + c] = weight(t - p.row0, c); }
+    for (var c = lid; c < D; c += 64u) { x[row * D + c] = weightAt(t - p.row0, c, D); }
   }
 }

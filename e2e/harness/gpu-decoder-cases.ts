@@ -145,6 +145,11 @@ export const decoderTests: Record<string, () => Promise<CheckResult>> = {
   // Per-layer prefill: each layer's plan placed before the next layer runs, one layer's
   // prompt K/V at a time; WnW's CPU copies read back per layer.
   parity_voxtral_shape_wnw_layered: () => runParity({ ...shapeCase('voxtral', 'wnw'), name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, per-layer prefill', layered: true }),
+  // Another language's prompt in the session options (longer prefix and instruction), the config's left as it is.
+  parity_voxtral_shape_wnw_prompt: () => runParity({
+    ...shapeCase('voxtral', 'wnw'), name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, per-layer prefill, a session prompt', layered: true,
+    prompt: { prefix: [...decoderShapeConfig('voxtral').prefix, 9], instruction: [4, 21, 22, 23, 34] },
+  }),
   // The full cache per layer on a long prompt in two row blocks under a 2.5 MiB binding cap.
   parity_reference_full_layered: () => runParity({
     ...randomCase('random reference model, full cache, per-layer prefill in blocks', 1024, 32),

@@ -7,7 +7,7 @@
  * A case is (config, weights, audio embeddings, optional golden tokens/logits), so the
  * shipped model's fixtures plug in as another case.
  */
-import { kvHeadCount, segmentLength, type ModelConfig } from '../../src/model/config.js';
+import { kvHeadCount, promptLength, segmentLength, type ModelConfig, type PromptIds } from '../../src/model/config.js';
 import type { DecoderWeights } from '../../src/model/weights.js';
 import type { DecoderBackend, SessionOptions } from '../../src/backend/types.js';
 import type { AttentionRequest, LayerPrefill, PolicyLayout, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../../src/kv/plan.js';
@@ -56,6 +56,8 @@ export interface ParityCase {
   layered?: boolean;
   /** Times the GPU's KV pool must at least have grown for the text during the steps (text KV on demand). */
   minGrowths?: number;
+  /** A session prompt other than the config's (another language's), handed to both backends at begin(). */
+  prompt?: PromptIds;
 }
 
 /** Keeps a different top-scored share of the audio per head; CPU copies: mirror, offload or drop. */
@@ -169,7 +171,7 @@ async function prefillRun(b: DecoderBackend, pc: ParityCase, opts: SessionOption
     return { token: pre.token, logits: pre.logits, plan, scores: pre.observation.scores };
   }
   if (!driver.byLayer) throw new Error(`${pc.name}: no per-layer prefill in ${pc.mode} mode`);
-  const inner = driver.byLayer(policyLayout(pc.config, opts.audioLength));
+  const inner = driver.byLayer(policyLayout(pc.config, opts.audioLength, pc.prompt));
   const scores: Float32Array[] = [];
   const r = await b.prefillByLayer(pc.audio, { layer: (obs) => (scores.push(...obs.scores), inner.layer(obs)), finish: () => inner.finish() });
   return { token: r.token, logits: r.logits, plan: r.plan, scores };
@@ -229,7 +231,7 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   if (pc.mode === 'wnw') {
     // The policy decides on the CPU run's observations; it asks for its anchors' weights.
     const policy = createPolicy('wnw', { budget: pc.budget ?? 0.2, heads: syntheticHeads(c, A, pc.budget ?? 0.2) });
-    request = { ...policy.request(policyLayout(c, A)), decodeQueries: true };
+    request = { ...policy.request(policyLayout(c, A, pc.prompt)), decodeQueries: true };
     const next = new Map<number, StepPlan>();
     driver = {
       prefill: (obs) => policy.prefill(obs),
@@ -238,7 +240,7 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
       after: (s, obs) => next.set(s + 1, policy.afterStep(obs)),
     };
   }
-  const opts: SessionOptions = { audioLength: A, maxNewTokens: pc.steps + 2, request, returnLogits: true, layered: pc.layered };
+  const opts: SessionOptions = { audioLength: A, maxNewTokens: pc.steps + 2, request, returnLogits: true, layered: pc.layered, ...(pc.prompt ? { prompt: pc.prompt } : {}) };
   // The CPU reference stores K/V at the same precision as the GPU pool.
   // ... and computes with the weights the GPU reads (dequantised f16 / q4 matrices).
   const weights = pc.prepacked ? packDecoderWeights(c, pc.weights, pc.backend?.weightFormat ?? 'f32') : pc.weights;
@@ -247,6 +249,8 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   const gpuBackend = await WebGpuBackend.create(c, weights, { ...pc.backend, context: ctx });
   const sizes = gpuBackend.plan(opts);
   const blocks = Math.ceil(sizes.promptLength / sizes.prefillChunk);
+  // The GPU sizes its session for the session's prompt, not the config's.
+  const promptOk = sizes.promptLength === promptLength(pc.prompt ?? c, A);
   const wm = gpuBackend.weightMemory();
   // The GPU run applies the plans made from the CPU's observations: identical plans on both.
   const got = await trace(gpuBackend, pc, opts, replay(ref.plans));
@@ -304,8 +308,8 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
     goldenOk = cpuG && gpuG && lg < 1e-5;
     golden = ` golden (${n} steps, full cache): tokens cpu ${cpuG ? 'match' : 'DIFFER'}, gpu ${gpuG ? 'match' : 'DIFFER'}, logits nmse ${lg.toExponential(2)};`;
   }
-  const pass = growthOk && peakOk && layoutOk && firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && constant && goldenOk;
-  const detail = `${pc.name} (${pc.mode} plan): audio ${A}, ${pc.steps} steps, pool ${got.pool?.pages} pages (worst plan ${sizes.worstPoolPages}) in ${shards} shards, prefill blocks ${blocks}, weights ${pc.backend?.weightFormat ?? 'f32'} ${wm.total} bytes (${JSON.stringify(wm.byFormat)}; embedding in ${wm.embedParts} bindings, lm_head in ${wm.lmHeadParts})${layoutOk ? '' : ` (WANTED ${JSON.stringify({ ...pc.layout, ...pc.weightParts })})`}, tokens ${firstDiff === -1 ? 'identical' : `differ from step ${firstDiff} (cpu ${ref.tokens.slice(firstDiff, firstDiff + 4)} gpu ${got.tokens.slice(firstDiff, firstDiff + 4)})`};` +
+  const pass = promptOk && growthOk && peakOk && layoutOk && firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && constant && goldenOk;
+  const detail = `${pc.name} (${pc.mode} plan): audio ${A}, ${pc.steps} steps, pool ${got.pool?.pages} pages (worst plan ${sizes.worstPoolPages}) in ${shards} shards, prefill blocks ${blocks}${promptOk ? '' : ` (PROMPT NOT THE SESSION'S: ${sizes.promptLength} rows)`}, weights ${pc.backend?.weightFormat ?? 'f32'} ${wm.total} bytes (${JSON.stringify(wm.byFormat)}; embedding in ${wm.embedParts} bindings, lm_head in ${wm.lmHeadParts})${layoutOk ? '' : ` (WANTED ${JSON.stringify({ ...pc.layout, ...pc.weightParts })})`}, tokens ${firstDiff === -1 ? 'identical' : `differ from step ${firstDiff} (cpu ${ref.tokens.slice(firstDiff, firstDiff + 4)} gpu ${got.tokens.slice(firstDiff, firstDiff + 4)})`};` +
     `${golden} logits nmse ${logitsNmse.toExponential(2)}, exported weights ${weightsNmse.toExponential(2)}, queries ${queriesNmse.toExponential(2)}, prefill scores ${scoresNmse.toExponential(2)};` +
     ` residency after plans ${sameResidency ? 'equal' : 'DIFFERS'} (${got.residency.length} plans; ${rGpu});${peak}` +
     ` counters constant ${constant} (dispatches ${cN.dispatches}, submits ${cN.submits}, buffers ${cN.buffers}, bindGroups ${cN.bindGroups}); pool grew ${growths} times for the text (cpu ${ref.counters[ref.counters.length - 1].poolGrowths}${growthOk ? '' : `, WANTED equal and >= ${pc.minGrowths ?? 0}`});` +

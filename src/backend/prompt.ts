@@ -2,11 +2,16 @@
  * The prompt as the policies see it, for either backend: its layout (the numbers a
  * policy plans with) and the sequence positions of its text, which every head keeps.
  */
-import { audioStart, groupSize, segmentLength, type ModelConfig } from '../model/config.js';
+import { audioStart, groupSize, segmentLength, type ModelConfig, type PromptIds } from '../model/config.js';
 import type { PolicyLayout } from '../kv/plan.js';
 import type { SummaryPlacement } from '../kv/residency.js';
 
-export function policyLayout(c: ModelConfig, audioLength: number): PolicyLayout {
+/** The session's prompt: the one its options bring, else the config's own (load-time) prompt. */
+export function sessionPrompt(c: ModelConfig, opts: { prompt?: PromptIds }): PromptIds {
+  return opts.prompt ?? { prefix: c.prefix, instruction: c.instruction };
+}
+
+export function policyLayout(c: ModelConfig, audioLength: number, prompt: PromptIds = c): PolicyLayout {
   return {
     numLayers: c.numLayers,
     numKvHeads: c.numKvHeads,
@@ -15,23 +20,23 @@ export function policyLayout(c: ModelConfig, audioLength: number): PolicyLayout 
     audioLength,
     tokensPerSecond: c.audio.tokensPerSecond,
     segmentLength: segmentLength(c),
-    instructionLength: c.instruction.length,
+    instructionLength: prompt.instruction.length,
   };
 }
 
 /** Sequence positions of the prompt's text (prefix and instruction): KV every head keeps, never a policy's. */
-export function textPositions(c: ModelConfig, N: number): number[] {
-  const a0 = audioStart(c);
-  return [...c.prefix.map((_, i) => i), ...c.instruction.map((_, i) => a0 + N + i)];
+export function textPositions(p: PromptIds, N: number): number[] {
+  const a0 = audioStart(p);
+  return [...p.prefix.map((_, i) => i), ...p.instruction.map((_, i) => a0 + N + i)];
 }
 
 /**
  * The prompt rows whose queries fit summary slots, [first, end): the instruction's, the
  * rows WnW's prefill scores come from (the last row where there is no instruction).
  */
-export function instructionRows(c: ModelConfig, N: number): [number, number] {
-  const end = audioStart(c) + N + c.instruction.length;
-  return [end - Math.max(1, c.instruction.length), end];
+export function instructionRows(p: PromptIds, N: number): [number, number] {
+  const end = audioStart(p) + N + p.instruction.length;
+  return [end - Math.max(1, p.instruction.length), end];
 }
 
 /**

@@ -3,7 +3,7 @@
  * policy plans. Two implementations pass the same conformance tests: `cpu` (plain
  * TypeScript, the numerical reference) and `webgpu` (WGSL kernels).
  */
-import type { ModelConfig } from '../model/config.js';
+import type { ModelConfig, PromptIds } from '../model/config.js';
 import type { AttentionRequest, LayerPrefill, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../kv/plan.js';
 import type { ResidencyStats, TransferStats } from '../kv/types.js';
 
@@ -15,6 +15,11 @@ export interface SessionOptions {
   /** Upper bound on generated tokens (sizes the text pages). */
   maxNewTokens: number;
   request: AttentionRequest;
+  /**
+   * The prompt's token ids around the audio (a transcription in another language than the
+   * model was loaded with); default: the config's own prompt.
+   */
+  prompt?: PromptIds;
   /** Also return logits (tests, fixtures); otherwise only the greedy token is produced. */
   returnLogits?: boolean;
   /**

@@ -8,7 +8,7 @@ import { policyLayout } from '../backend/prompt.js';
 import { isStop, kvHeadCount, segmentLength, type ModelConfig } from '../model/config.js';
 import { rng } from '../model/testing.js';
 import { buildHeadsFile } from '../calibrate/heads-file.js';
-import { createPolicy } from '../policy/registry.js';
+import { createPolicy, sharedPrefillWindows } from '../policy/registry.js';
 import type { HeadsFile } from '../model/heads.js';
 import type { PolicyName } from '../types.js';
 
@@ -37,7 +37,9 @@ export async function timePolicy(
   policyName: PolicyName, budget: number, heads: HeadsFile | undefined, steps: number,
 ): Promise<PolicyTiming> {
   const policy = createPolicy(policyName, { budget, heads });
-  const req = policy.request(policyLayout(config, audioLength));
+  const layout = policyLayout(config, audioLength);
+  // The policies timed on one clip share its prefill (end(true) below).
+  const req = { ...policy.request(layout), alsoScore: sharedPrefillWindows(layout) };
   backend.begin({ audioLength, maxNewTokens: steps + 2, request: req });
   const t0 = now();
   const pre = await backend.prefill(embeddings);

@@ -1,13 +1,12 @@
 /**
- * Pipelines of shaders/encoder.wgsl and the recording of their dispatches: the kernels the
- * WebGPU Whisper-family encoder (./webgpu.ts) is built from, each checked against its TS
- * reference in ./ops.ts by e2e/encoder.spec.ts.
+ * Pipelines of the encoder's shaders (shaders/encoder_*.wgsl, one kernel each) and the
+ * recording of their dispatches: the kernels the WebGPU Whisper-family encoder
+ * (./webgpu.ts) is built from, each checked against its TS reference in ./ops.ts by
+ * e2e/encoder.spec.ts.
  */
 import type { GpuContext } from '../gpu/device.js';
 import type { Constants, PipelineCache } from '../gpu/pipelines.js';
 import { WEIGHT_FORMAT_ID, type WeightFormat } from '../model/quant.js';
-
-const FILE = 'encoder.wgsl';
 
 export function encoderConstants(over: Constants): Constants {
   return { CIN: 4, COUT: 4, STRIDE: 1, POS: false, D: 4, EPS: { f32: 1e-5 }, BIAS: false, GELU: false, ACC: false, WEIGHT_FORMAT: 0, HD: 1, SCALE: { f32: 1 }, ...over };
@@ -26,23 +25,23 @@ export class EncoderKernels {
   }
 
   conv(cin: number, cout: number, stride: number, pos: boolean): Promise<GPUComputePipeline> {
-    return this.cache.get(FILE, 'conv_k3', encoderConstants({ CIN: cin, COUT: cout, STRIDE: stride, POS: pos }));
+    return this.cache.get('encoder_conv.wgsl', 'conv_k3', encoderConstants({ CIN: cin, COUT: cout, STRIDE: stride, POS: pos }));
   }
 
   layerNorm(d: number, eps = 1e-5): Promise<GPUComputePipeline> {
-    return this.cache.get(FILE, 'layer_norm', encoderConstants({ D: d, EPS: { f32: eps } }));
+    return this.cache.get('encoder_layer_norm.wgsl', 'layer_norm', encoderConstants({ D: d, EPS: { f32: eps } }));
   }
 
   linear(bias: boolean, gelu: boolean, acc: boolean, format: WeightFormat = 'f32'): Promise<GPUComputePipeline> {
-    return this.cache.get(FILE, 'linear', encoderConstants({ BIAS: bias, GELU: gelu, ACC: acc, WEIGHT_FORMAT: WEIGHT_FORMAT_ID[format] }));
+    return this.cache.get('encoder_linear.wgsl', 'linear', encoderConstants({ BIAS: bias, GELU: gelu, ACC: acc, WEIGHT_FORMAT: WEIGHT_FORMAT_ID[format] }));
   }
 
   attention(d: number, hd: number): Promise<GPUComputePipeline> {
-    return this.cache.get(FILE, 'attention', encoderConstants({ D: d, HD: hd, SCALE: { f32: 1 / Math.sqrt(hd) } }));
+    return this.cache.get('encoder_attention.wgsl', 'attention', encoderConstants({ D: d, HD: hd, SCALE: { f32: 1 / Math.sqrt(hd) } }));
   }
 
   avgPool2(d: number): Promise<GPUComputePipeline> {
-    return this.cache.get(FILE, 'avg_pool2', encoderConstants({ D: d }));
+    return this.cache.get('encoder_avg_pool.wgsl', 'avg_pool2', encoderConstants({ D: d }));
   }
 }
 

@@ -1,8 +1,9 @@
 /**
  * The Whisper-family encoder on WebGPU: the same computation as ./whisper.ts (its
- * reference), with the kernels of shaders/encoder.wgsl. Windows are encoded in batches
+ * reference), with the kernels of shaders/encoder_*.wgsl. Windows are encoded in batches
  * of whole windows (sizing.ts `encodeBatch`: as many as its memory bound and at most
- * `maxBatchFrames` mel frames), so activation memory is bounded by the batch, not the recording; every buffer but the weights is released when `encode`
+ * `maxBatchFrames` mel frames), so activation memory is bounded by the batch, not the
+ * recording; every buffer but the weights is released when `encode`
  * returns, and `destroy` releases the weights before the decoder's prefill needs memory.
  * The Linear weights are stored in one of src/model/quant.ts's formats (f32, f16, q4);
  * convolutions, norms, biases and positions stay f32.

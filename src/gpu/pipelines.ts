@@ -2,10 +2,11 @@
  * Compute pipelines cached by (shader file, entry point, constants). Each shader is
  * specialised by a small prelude of WGSL `const` declarations derived from the model
  * config (shapes, eps, page size), so workgroup arrays can be sized by them and no
- * shape is written into a shader. No codegen beyond that prelude.
+ * shape is written into a shader. No codegen beyond that prelude and the sources'
+ * `//#include` lines (shader-source.ts), which are part of the file the key names.
  */
 import type { ShaderLoader } from './shader-source.js';
-import { defaultShaderLoader } from './shader-source.js';
+import { assembleShader, defaultShaderLoader } from './shader-source.js';
 import type { GpuContext } from './device.js';
 
 /** An integer becomes `u32`, `{ f32 }` an `f32`, a boolean a `bool`. */
@@ -55,7 +56,7 @@ export class PipelineCache {
   private source(file: string): Promise<string> {
     let s = this.sources.get(file);
     if (!s) {
-      s = this.load(file);
+      s = assembleShader(file, this.load);
       this.sources.set(file, s);
     }
     return s;

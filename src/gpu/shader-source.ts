@@ -2,7 +2,9 @@
  * Where WGSL sources come from. Under Vite (browser, harness pages, the library build)
  * `import.meta.glob` inlines every `shaders/*.wgsl` as a string at build time; under
  * plain Node (tsx, the CLI on a machine with a real GPU) that call does not exist, so
- * the files are read from the package's `shaders/` folder instead.
+ * the files are read from the package's `shaders/` folder instead. A shader's
+ * `//#include other.wgsl` lines are resolved through the same loader (`assembleShader`),
+ * so code several kernels share (the weight-format readers) is written once.
  */
 import { nodeBuiltin } from '../model/files.js';
 
@@ -32,3 +34,25 @@ export const defaultShaderLoader: ShaderLoader = async (file) => {
   const { readFile } = await nodeBuiltin<typeof import('node:fs/promises')>('node:fs/promises');
   return readFile(new URL(`../../shaders/${file}`, import.meta.url), 'utf8');
 };
+
+const INCLUDE = /^\/\/#include\s+(\S+\.wgsl)\s*$/;
+
+/**
+ * `file` with each `//#include name.wgsl` line replaced by that file's source, nested
+ * includes alike; a file already included is not included again (WGSL allows no second
+ * declaration of a name).
+ */
+export async function assembleShader(file: string, load: ShaderLoader): Promise<string> {
+  const seen = new Set<string>();
+  const expand = async (name: string): Promise<string> => {
+    seen.add(name);
+    const out: string[] = [];
+    for (const line of (await load(name)).split('\n')) {
+      const inc = INCLUDE.exec(line.trim())?.[1];
+      if (inc === undefined) out.push(line);
+      else if (!seen.has(inc)) out.push(await expand(inc));
+    }
+    return out.join('\n');
+  };
+  return expand(file);
+}

@@ -38,6 +38,12 @@ export interface AttentionRequest {
    * attention); SnapKV uses its observation window w = 32.
    */
   prefillQueries: number;
+  /**
+   * More windows (counted as `prefillQueries` is) to score in the same prefill, for a
+   * backend that keeps its prefill for the next session on the same embeddings
+   * (`reusePrefill`): the next policy then finds its own window there.
+   */
+  alsoScore?: number[];
   /** Also hand the post-RoPE audio keys of every head to `prefill` (page key bounds). */
   prefillKeys?: boolean;
   /**

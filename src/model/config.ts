@@ -58,14 +58,24 @@ export interface ModelConfig {
   audio: AudioConfig;
 }
 
+/**
+ * The prompt's token ids around the audio. A config carries the prompt it was loaded
+ * with; a transcription in another language brings its own (SessionOptions.prompt), so
+ * the shared config never changes under a running session.
+ */
+export interface PromptIds {
+  readonly prefix: readonly number[];
+  readonly instruction: readonly number[];
+}
+
 /** Where audio position 0 sits in the prompt. */
-export function audioStart(c: ModelConfig): number {
-  return c.prefix.length;
+export function audioStart(p: PromptIds): number {
+  return p.prefix.length;
 }
 
 /** Prompt length for `audioLength` audio tokens: prefix + audio + instruction. */
-export function promptLength(c: ModelConfig, audioLength: number): number {
-  return c.prefix.length + audioLength + c.instruction.length;
+export function promptLength(p: PromptIds, audioLength: number): number {
+  return p.prefix.length + audioLength + p.instruction.length;
 }
 
 /** True when `token` ends generation. */
@@ -119,7 +129,7 @@ export function parseConfig(json: unknown, file = 'config.json'): ModelConfig {
   if (!Array.isArray(instruction) || !instruction.every((t) => Number.isInteger(t))) {
     throw new ModelLoadError(file, 'field "instruction" must be an array of token ids');
   }
-  const c: ModelConfig = {
+  const parsed: Omit<ModelConfig, 'prefix' | 'stopTokens'> = {
     name: typeof j['name'] === 'string' ? (j['name'] as string) : 'unnamed',
     vocabSize: num(j, 'vocab_size', file, int),
     hiddenSize: num(j, 'hidden_size', file, int),
@@ -136,9 +146,7 @@ export function parseConfig(json: unknown, file = 'config.json'): ModelConfig {
       eos: num(tok, 'eos', file, { int: true, min: 0 }),
       pad: num(tok, 'pad', file, { int: true, min: 0 }),
     },
-    prefix: [],
     instruction: instruction as number[],
-    stopTokens: [],
     attentionBias: false,
     audio: {
       sampleRate: num(a, 'sample_rate', file, int),
@@ -156,8 +164,7 @@ export function parseConfig(json: unknown, file = 'config.json'): ModelConfig {
       encoderWindowFrames: num(a, 'encoder_window_frames', file, int),
     },
   };
-  c.prefix = [c.tokens.bos];
-  c.stopTokens = [c.tokens.eos];
+  const c: ModelConfig = { ...parsed, prefix: [parsed.tokens.bos], stopTokens: [parsed.tokens.eos] };
   const bad = (msg: string): never => {
     throw new ModelLoadError(file, msg);
   };

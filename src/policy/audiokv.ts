@@ -14,7 +14,7 @@ import { WnwError } from '../errors.js';
 import type { LayerPrefill, PolicyLayout } from '../kv/plan.js';
 import type { PolicyOptions } from './types.js';
 import { checkBudget, headBudget, NONE, numOpt, spectralSmooth, topK } from './select.js';
-import { windowAudio } from './snapkv.js';
+import { OBSERVATION_WINDOW, windowAudio } from './snapkv.js';
 import { layerwise, PrefillOnlyPolicy } from './layered.js';
 
 /**
@@ -72,7 +72,7 @@ export class AudioKVPolicy extends PrefillOnlyPolicy {
     this.budget = checkBudget(this.name, opts.budget);
     if (!opts.heads) throw new WnwError('BAD_ARGUMENT', 'policy "audiokv" needs the heads file (heads.json, from npm run calibrate) for its grounding scores');
     this.grounding = opts.heads.voiceScore;
-    this.window = numOpt(opts, 'window', 32, 1);
+    this.window = numOpt(opts, 'window', OBSERVATION_WINDOW, 1);
     this.prefillQueries = this.window;
     this.alpha = numOpt(opts, 'alpha', 0.5, 0);
     this.lowpassWindow = numOpt(opts, 'lowpassWindow', 32, 1);

@@ -5,9 +5,10 @@
  */
 import { WnwError } from '../errors.js';
 import type { KvPolicy, PolicyOptions } from './types.js';
+import type { PolicyLayout } from '../kv/plan.js';
 import { FullPolicy } from './full.js';
 import { WnwPolicy } from './wnw/policy.js';
-import { SnapKVPolicy } from './snapkv.js';
+import { OBSERVATION_WINDOW, SnapKVPolicy } from './snapkv.js';
 import { AdaKVPolicy } from './adakv.js';
 import { AudioKVPolicy } from './audiokv.js';
 import { ArkValePolicy } from './arkvale.js';
@@ -83,6 +84,16 @@ export function hasFixedBudget(name: string): boolean {
 /** Whether `name` needs the calibrated heads.json. */
 export function needsHeads(name: string): boolean {
   return policyClass(name).needsHeads === true;
+}
+
+/**
+ * The prefill-score windows a prefill kept for the next policy on the clip
+ * (AttentionRequest.alsoScore) scores beside the running policy's own: the default
+ * observation window (SnapKV, Ada-KV, AudioKV), every row (H2O) and the instruction (WnW),
+ * so the policies an evaluation runs on one clip share one prefill.
+ */
+export function sharedPrefillWindows(layout: PolicyLayout): number[] {
+  return [OBSERVATION_WINDOW, Infinity, layout.instructionLength];
 }
 
 export function createPolicy(name: string, opts: PolicyOptions): KvPolicy {

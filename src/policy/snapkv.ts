@@ -19,6 +19,9 @@ export function windowAudio(layout: PolicyLayout, window: number): number {
 }
 
 /** Scores with the window's audio positions forced to the top (kept first), after pooling. */
+/** The observation window w by default (SnapKV's paper; AudioKV takes the same). */
+export const OBSERVATION_WINDOW = 32;
+
 export function snapScores(raw: Float32Array, layout: PolicyLayout, window: number, kernel: number, kind: 'avg' | 'max'): Float32Array {
   const s = pool1d(raw, kernel, kind);
   const T = layout.audioLength;
@@ -47,7 +50,7 @@ export class SnapKVPolicy extends PrefillOnlyPolicy {
     super();
     this.name = name;
     this.budget = checkBudget(name, opts.budget);
-    this.window = numOpt(opts, 'window', 32, 1);
+    this.window = numOpt(opts, 'window', OBSERVATION_WINDOW, 1);
     this.prefillQueries = this.window;
     this.kernel = numOpt(opts, 'kernel', 7, 1);
     this.pooling = poolingOpt(opts, pooling);

@@ -4,15 +4,11 @@
  * chat template. Our own models' prompts name no language.
  */
 import { WnwError } from '../errors.js';
+import type { PromptIds } from '../model/config.js';
 import type { LoadedModel } from '../model/loader.js';
 import { buildPrompt, findChatTemplate } from '../model/text/index.js';
 
-export interface Prompt {
-  prefix: number[];
-  instruction: number[];
-}
-
-export async function promptForLanguage(model: LoadedModel, language: string | undefined): Promise<Prompt> {
+export async function promptForLanguage(model: LoadedModel, language: string | undefined): Promise<PromptIds> {
   if (!model.family || !model.text) {
     throw new WnwError('BAD_ARGUMENT', `the model "${model.config.name}" takes no language option (its prompt names no language); omit language`);
   }

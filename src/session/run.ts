@@ -6,17 +6,20 @@
 import { CancelledError, WnwError } from '../errors.js';
 import type { DecoderBackend } from '../backend/types.js';
 import { policyLayout } from '../backend/prompt.js';
+import { sharedPrefillWindows } from '../policy/registry.js';
 import type { LoadedModel } from '../model/loader.js';
 import type { KvPolicy } from '../policy/types.js';
 import type { LayerPrefill, StepObservation } from '../kv/plan.js';
 import type { ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult, TranscriptionStats } from '../types.js';
 import { focusOf, wordsFromFocus } from './timing.js';
-import { isStop, promptLength, segmentLength } from '../model/config.js';
+import { isStop, promptLength, segmentLength, type PromptIds } from '../model/config.js';
 import { defaultMaxNewTokens } from '../backend/webgpu/fit.js';
 
 export interface RunInput {
   model: LoadedModel;
   backend: DecoderBackend;
+  /** The prompt around the audio where it is not the config's (another language's). */
+  prompt?: PromptIds;
   policy: KvPolicy;
   policyName: TranscriptionStats['policy'];
   budget: number;
@@ -67,9 +70,10 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   const forced = o.forcedTokens;
   // Teacher forcing runs exactly one step per forced token, so the length guard never cuts it.
   // Never past the model's positions: what is left of them after the prompt caps any request.
-  const positionsLeft = Math.max(1, c.maxPositions - promptLength(c, N));
+  const prompt = r.prompt ?? c;
+  const positionsLeft = Math.max(1, c.maxPositions - promptLength(prompt, N));
   const maxNew = forced ? forced.length + 1 : Math.min(positionsLeft, o.maxNewTokens ?? defaultMaxNewTokens(r.audioSeconds));
-  const layout = policyLayout(c, N);
+  const layout = policyLayout(c, N, prompt);
   const req = policy.request(layout);
   const own = req.decodeHeads.length;
   // Evaluation may ask for every head's attention: the policy still sees only its own heads.
@@ -102,9 +106,11 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     const decodeWeights = req.decodeWeights !== false || extra.length > 0 || r.timingHeads.length > 0;
     // A policy that answers per layer lets the backend hold one layer's prompt KV at a time.
     const byLayer = policy.prefillByLayer?.(layout);
+    // A prefill kept for the next policy on the clip scores the windows the others read too.
+    const alsoScore = o.reusePrefill ? { alsoScore: sharedPrefillWindows(layout) } : {};
     backend.begin({
-      audioLength: N, maxNewTokens: maxNew + 1, request: { ...req, decodeHeads, decodeWeights }, returnLogits: Boolean(o.onLogits),
-      layered: Boolean(byLayer), reusePrefill: o.reusePrefill,
+      audioLength: N, maxNewTokens: maxNew + 1, request: { ...req, decodeHeads, decodeWeights, ...alsoScore }, returnLogits: Boolean(o.onLogits),
+      layered: Boolean(byLayer), reusePrefill: o.reusePrefill, ...(r.prompt ? { prompt: r.prompt } : {}),
     });
     r.progress({ phase: 'prefill', fraction: 0 });
     await yieldToEventLoop();

@@ -12,12 +12,12 @@ import { audioTokensOf, maxAudioTokens, refuseUnfit, reportedDeviceMemoryGiB, su
 import type { DecoderBackend } from '../backend/types.js';
 import type { GpuContext } from '../gpu/device.js';
 import { loadModel, type LoadedModel } from '../model/loader.js';
-import { promptLength, type ModelConfig } from '../model/config.js';
+import { promptLength, type ModelConfig, type PromptIds } from '../model/config.js';
 import { statedLimitWarnings } from '../model/families/limits.js';
 import { decoderWeightBytes, packDecoderWeights, type PackedDecoderWeights } from '../model/packed-weights.js';
 import type { WeightFormat } from '../model/quant.js';
 import type { DecoderWeights } from '../model/weights.js';
-import { promptForLanguage, type Prompt } from './prompt-language.js';
+import { promptForLanguage } from './prompt-language.js';
 import { createPolicy, needsHeads, policyBudget } from '../policy/registry.js';
 import { wordTimingHeads } from '../policy/timing-heads.js';
 import { runTranscription } from './run.js';
@@ -37,13 +37,10 @@ export class WnwTranscriber implements Transcriber {
     private readonly route: AudioRoute,
     private readonly decoder: DecoderBackend,
     private readonly defaults: { policy: PolicyName; budget: number; language?: string; onProgress?: (e: ProgressEvent) => void },
-  ) {
-    this.loadedPrompt = { prefix: model.config.prefix, instruction: model.config.instruction };
-  }
+  ) {}
 
-  /** The prompt built at load time (for the load-time language). */
-  private readonly loadedPrompt: Prompt;
-  private readonly prompts = new Map<string, Prompt>();
+  /** Prompts of the languages asked for since load, built once each. */
+  private readonly prompts = new Map<string, PromptIds>();
 
   /** What turns audio into embeddings for this model, and where (e.g. "voxtral Whisper encoder (WebGPU, f32)"). */
   get audioRoute(): string {
@@ -88,50 +85,41 @@ export class WnwTranscriber implements Transcriber {
     const { policyName, budget, policy } = this.policyFor(options);
     const heads = this.model.heads;
     const progress = options.onProgress ?? this.defaults.onProgress ?? (() => {});
-    const restore = await this.usePrompt(options.language ?? this.defaults.language);
-    try {
-      const res = await runTranscription({
-        model: this.model,
-        backend: this.decoder,
-        policy,
-        policyName,
-        budget,
-        embeddings: enc.embeddings,
-        audioLength: enc.audioLength,
-        audioSeconds: enc.audioSeconds,
-        encodeMs: enc.encodeMs,
-        timingHeads: wordTimingHeads(policy, heads, budget),
-        tidalHeads: policy.headRoles?.tidal ?? [],
-        options,
-        progress,
-      });
-      res.stats.encoderBytes = enc.encoderBytes;
-      const warnings = statedLimitWarnings(this.model.family, enc.audioSeconds);
-      if (warnings.length) res.stats.warnings = warnings;
-      return res;
-    } finally {
-      restore();
-    }
+    const prompt = await this.promptFor(options.language ?? this.defaults.language);
+    const res = await runTranscription({
+      model: this.model,
+      backend: this.decoder,
+      prompt,
+      policy,
+      policyName,
+      budget,
+      embeddings: enc.embeddings,
+      audioLength: enc.audioLength,
+      audioSeconds: enc.audioSeconds,
+      encodeMs: enc.encodeMs,
+      timingHeads: wordTimingHeads(policy, heads, budget),
+      tidalHeads: policy.headRoles?.tidal ?? [],
+      options,
+      progress,
+    });
+    res.stats.encoderBytes = enc.encoderBytes;
+    const warnings = statedLimitWarnings(this.model.family, enc.audioSeconds);
+    if (warnings.length) res.stats.warnings = warnings;
+    return res;
   }
 
   /**
-   * Sets the model's prompt for `language` (the backends read the prompt from the model's
-   * config at every run) and returns how to put the load-time prompt back.
+   * The prompt for `language`, handed to the run (the config keeps the load-time one, which
+   * serves the load-time language): undefined where that is the language.
    */
-  private async usePrompt(language: string | undefined): Promise<() => void> {
-    const c = this.model.config;
-    if (language === this.defaults.language) return () => {};
+  private async promptFor(language: string | undefined): Promise<PromptIds | undefined> {
+    if (language === this.defaults.language) return undefined;
     let p = this.prompts.get(language ?? '');
     if (!p) {
       p = await promptForLanguage(this.model, language);
       this.prompts.set(language ?? '', p);
     }
-    c.prefix = p.prefix;
-    c.instruction = p.instruction;
-    return () => {
-      c.prefix = this.loadedPrompt.prefix;
-      c.instruction = this.loadedPrompt.instruction;
-    };
+    return p;
   }
 
   /** The run's policy, made from the options: a policy the options cannot make is refused here, before any audio is read. */

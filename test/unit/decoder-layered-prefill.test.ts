@@ -10,7 +10,7 @@ import { policyLayout, textPositions } from '../../src/backend/prompt.js';
 import { kvHeadCount, promptLength, segmentLength } from '../../src/model/config.js';
 import { poolNeed, RECALL_PAGES_PER_HEAD } from '../../src/kv/sizing.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
-import { createPolicy, POLICIES } from '../../src/policy/registry.js';
+import { createPolicy, POLICIES, sharedPrefillWindows } from '../../src/policy/registry.js';
 import type { KvPolicy } from '../../src/policy/types.js';
 import { sessionSizes } from '../../src/backend/webgpu/session.js';
 import { syntheticHeads } from './policy-fixtures.js';
@@ -24,7 +24,9 @@ const config = referenceConfig({
 const weights = randomDecoderWeights(config, 11);
 
 async function decode(be: CpuBackend, policy: KvPolicy, audio: Float32Array, N: number, layered: boolean, steps: number, reusePrefill = false) {
-  const req = policy.request(policyLayout(config, N));
+  const layout = policyLayout(config, N);
+  // A prefill kept for the next policy scores the others' windows too, as a run asks for it.
+  const req = { ...policy.request(layout), ...(reusePrefill ? { alsoScore: sharedPrefillWindows(layout) } : {}) };
   be.begin({ audioLength: N, maxNewTokens: steps + 1, request: req, returnLogits: true, layered, reusePrefill });
   let token: number;
   const logits: Float32Array[] = [];

@@ -24,6 +24,7 @@ import { buildHeadsFile } from '../../src/calibrate/heads-file.js';
 import { kvHeadCount, segmentLength } from '../../src/model/config.js';
 import { WnwError } from '../../src/errors.js';
 import type { WeightFormat } from '../../src/model/quant.js';
+import type { DecoderBackend } from '../../src/backend/types.js';
 import { ensureMiniatures, MINIATURE_FAMILIES, type MiniatureFamily } from '../helpers/miniatures.js';
 
 const SR = 16000;
@@ -157,8 +158,17 @@ describe('transcribing from a Hugging Face folder', () => {
       expect(c.instruction).toEqual([4, 34]);
       const enc = encodings.get('voxtral') ?? (await t.encode(bytes));
       let during: number[] = [];
-      await t.decodeEncoded(enc, { maxNewTokens: 1, language: 'en', onProgress: (e) => void (e.phase === 'prefill' && (during = [...c.instruction])) });
+      // The prompt goes to the backend with the session; the shared config stays the load-time one meanwhile.
+      const decoder = (t as unknown as { decoder: DecoderBackend }).decoder;
+      const begin = decoder.begin.bind(decoder);
+      decoder.begin = (o) => {
+        during = [...(o.prompt ?? c).instruction];
+        begin(o);
+      };
+      let configDuring: number[] = [];
+      await t.decodeEncoded(enc, { maxNewTokens: 1, language: 'en', onProgress: (e) => void (e.phase === 'prefill' && (configDuring = [...c.instruction])) });
       expect(during).toEqual([4, ...tok.encode('lang:en'), 34]);
+      expect(configDuring).toEqual([4, 34]);
       expect(c.instruction).toEqual([4, 34]); // the load-time prompt is back
     } finally {
       t.dispose();

@@ -5,7 +5,7 @@
  * once per session, so a decode step allocates nothing but its result arrays.
  */
 import { ContextTooLongError } from '../../errors.js';
-import { audioStart, groupSize, kvHeadCount, promptLength, segmentLength, type ModelConfig } from '../../model/config.js';
+import { audioStart, groupSize, kvHeadCount, promptLength, segmentLength, type ModelConfig, type PromptIds } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
 import { unpackDecoderWeights, weightsInFormat, type PackedDecoderWeights } from '../../model/packed-weights.js';
 import type { WeightFormat } from '../../model/quant.js';
@@ -17,12 +17,9 @@ import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
 import type { DecoderBackend, LayeredPrefillResult, PrefillResult, SessionOptions, StepResult } from '../types.js';
 import { addBias, argmax, matvec, pagedAttention, rmsnorm, rope, ropeFrequencies, swiglu } from './ops.js';
 import { audioKeys, prefillLayers, type PrefillOutput } from './prefill.js';
-import { summaryPlacement, textPositions } from '../prompt.js';
+import { sessionPrompt, summaryPlacement, textPositions } from '../prompt.js';
 import { CpuPageStorage } from './storage.js';
 import { LayerPlacement } from './layer-placement.js';
-
-/** Windows scored in every prefill so that one prefill serves every policy (SnapKV's w = 32, all rows). */
-const SHARED_WINDOWS = [32, Infinity];
 
 export interface CpuBackendOptions {
   /** Cap on KV pool bytes; default: whatever the session needs. */
@@ -40,6 +37,7 @@ export interface CpuBackendOptions {
 
 interface Session {
   opts: SessionOptions;
+  prompt: PromptIds;
   promptLength: number;
   nextPos: number;
   steps: number;
@@ -72,7 +70,7 @@ export class CpuBackend implements DecoderBackend {
    * The last prefill, keyed by the embeddings array: evaluation runs many policies on
    * one clip, and the prefill (the same for every policy) is most of a CPU run's time.
    */
-  private memo: { embeddings: Float32Array; out: PrefillOutput } | null = null;
+  private memo: { embeddings: Float32Array; prompt: PromptIds; out: PrefillOutput } | null = null;
   /** KV bytes held now and at most since begin(): prompt K/V (the prefill's, the memo's) and the pool's pages. */
   private kvBytes = { live: 0, peak: 0 };
 
@@ -98,13 +96,14 @@ export class CpuBackend implements DecoderBackend {
 
   begin(opts: SessionOptions): void {
     const c = this.config;
-    const n = promptLength(c, opts.audioLength);
+    const prompt = sessionPrompt(c, opts);
+    const n = promptLength(prompt, opts.audioLength);
     // Prefill holds the whole prompt's KV once (one layer's at a time when layered); refuse what could never fit.
     const fullBytes = (opts.layered ? c.numKvHeads : kvHeadCount(c)) * (n + opts.maxNewTokens) * c.headDim * 8;
     if (this.options.kvBudgetBytes !== undefined && fullBytes > 4 * this.options.kvBudgetBytes) {
       throw new ContextTooLongError(fullBytes, this.options.kvBudgetBytes, `prefill of ${opts.audioLength} audio tokens`);
     }
-    this.session = { opts, promptLength: n, nextPos: n, steps: 0 };
+    this.session = { opts, prompt, promptLength: n, nextPos: n, steps: 0 };
     const held = this.memo ? this.memoBytes(this.memo.out) : 0;
     this.kvBytes = { live: held, peak: held };
   }
@@ -127,9 +126,10 @@ export class CpuBackend implements DecoderBackend {
     return out.k.reduce((n, a) => n + a.byteLength, 0) + out.v.reduce((n, a) => n + a.byteLength, 0);
   }
 
-  /** The memoised prefill when it serves this session's embeddings and window. */
+  /** The memoised prefill when it serves this session's embeddings, prompt and window. */
   private memoFor(audioEmbeddings: Float32Array, window: number): PrefillOutput | null {
-    return this.memo?.embeddings === audioEmbeddings && this.memo.out.scores.has(window) ? this.memo.out : null;
+    const m = this.memo;
+    return m?.embeddings === audioEmbeddings && samePrompt(m.prompt, this.s.prompt) && m.out.scores.has(window) ? m.out : null;
   }
 
   private dropMemo(): void {
@@ -159,8 +159,8 @@ export class CpuBackend implements DecoderBackend {
     const reused = r !== null;
     if (!r) {
       this.dropMemo(); // free the old one before allocating the new
-      r = prefillLayers(c, this.weights, this.freqs, audioEmbeddings, N, req, { windows: [...SHARED_WINDOWS, c.instruction.length] });
-      this.memo = { embeddings: audioEmbeddings, out: r };
+      r = prefillLayers(c, this.weights, this.freqs, audioEmbeddings, N, req, { prompt: s.prompt });
+      this.memo = { embeddings: audioEmbeddings, prompt: s.prompt, out: r };
       this.hold(this.memoBytes(r));
     }
     s.prefillK = r.k;
@@ -175,7 +175,7 @@ export class CpuBackend implements DecoderBackend {
         layout: r.layout,
         // Copies: a policy may keep or modify its scores, and the memo serves the next one.
         scores: r.scores.get(req.prefillQueries)!.map((a) => Float32Array.from(a)),
-        keys: req.prefillKeys ? audioKeys(c, r.k, N) : undefined,
+        keys: req.prefillKeys ? audioKeys(c, r.k, N, audioStart(s.prompt)) : undefined,
       },
       reused,
     };
@@ -187,7 +187,7 @@ export class CpuBackend implements DecoderBackend {
     const N = s.opts.audioLength;
     if (!s.prefillK || !s.prefillV) throw new Error('applyPrefill() before prefill()');
     const P = segmentLength(c);
-    const text = textPositions(c, N);
+    const text = textPositions(s.prompt, N);
     // Generated tokens' pages come as they are generated (Residency grows the pool).
     const need = poolNeed(plan, P, text.length);
     const elementBytes = kvElementBytes(this.options.kvPrecision ?? 'f32');
@@ -196,7 +196,7 @@ export class CpuBackend implements DecoderBackend {
     const storage = new CpuPageStorage(c.headDim, elementBytes === 2, P, (b) => this.hold(b));
     this.hold(storage.addShard(0, c.numLayers, 0, need.total * P));
     const residency = new Residency(
-      { heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: need.total, kvElementBytes: elementBytes, audioStart: audioStart(c), audioLength: N, ...this.growth(bytesPerPage) },
+      { heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: need.total, kvElementBytes: elementBytes, audioStart: audioStart(s.prompt), audioLength: N, ...this.growth(bytesPerPage) },
       storage,
     );
     const kvd = c.numKvHeads * c.headDim;
@@ -237,7 +237,7 @@ export class CpuBackend implements DecoderBackend {
       elementBytes: kvElementBytes(this.options.kvPrecision ?? 'f32'),
       growth: this.growth(segmentLength(c) * slotBytes(c.headDim, kvElementBytes(this.options.kvPrecision ?? 'f32'))),
       prefillQueries: req.prefillQueries, prefillKeys: !!req.prefillKeys, summaryFit: req.summaryFit ?? 'mean', kvBudgetBytes: this.options.kvBudgetBytes,
-      hold: (bytes) => this.hold(bytes),
+      hold: (bytes) => this.hold(bytes), prompt: s.prompt,
     });
     const place = placement.place.bind(placement);
     let hidden: Float32Array;
@@ -252,14 +252,14 @@ export class CpuBackend implements DecoderBackend {
       const layerBytes = 8 * s.promptLength * kvd;
       if (!keep) this.hold(layerBytes);
       const out = prefillLayers(c, this.weights, this.freqs, audioEmbeddings, N, req, {
-        windows: [...SHARED_WINDOWS, c.instruction.length],
+        prompt: s.prompt,
         keepKv: keep,
         onLayer: (l, k, v, scores, iq) => {
           if (keep) this.hold(layerBytes);
           place(l, k, v, scores, iq);
         },
       });
-      if (keep) this.memo = { embeddings: audioEmbeddings, out };
+      if (keep) this.memo = { embeddings: audioEmbeddings, prompt: s.prompt, out };
       else this.hold(-layerBytes);
       hidden = out.hidden;
     }
@@ -327,7 +327,7 @@ export class CpuBackend implements DecoderBackend {
         pagedAttention(
           this.q, kh * g * hd, g, hd, { pages, pageCount: pages.length }, res.pageSize,
           shard.k, shard.v, res.positions, this.att, kh * g * hd,
-          wi === undefined ? undefined : weights[wi], audioStart(c), this.attScratch, shard.firstSlot,
+          wi === undefined ? undefined : weights[wi], audioStart(s.prompt), this.attScratch, shard.firstSlot,
         );
         if (queries && wi !== undefined) queries[wi].set(this.q.subarray(kh * g * hd, (kh + 1) * g * hd));
       }
@@ -392,3 +392,7 @@ export class CpuBackend implements DecoderBackend {
   }
 }
 
+function samePrompt(a: PromptIds, b: PromptIds): boolean {
+  const same = (x: readonly number[], y: readonly number[]) => x.length === y.length && x.every((t, i) => t === y[i]);
+  return same(a.prefix, b.prefix) && same(a.instruction, b.instruction);
+}

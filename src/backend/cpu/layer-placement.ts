@@ -4,7 +4,7 @@
  * pages and its released rows into the CPU offload store. Only one layer's prompt K/V is
  * alive at a time, which is what lets a long clip prefill under a tight KV budget.
  */
-import { audioStart, kvHeadCount, segmentLength, type ModelConfig } from '../../model/config.js';
+import { audioStart, kvHeadCount, segmentLength, type ModelConfig, type PromptIds } from '../../model/config.js';
 import { Residency } from '../../kv/residency.js';
 import { checkPoolBudget, poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
@@ -27,6 +27,8 @@ export interface LayerPlacementOptions {
   kvBudgetBytes?: number;
   /** Accounts for KV bytes the storage takes (the backend's live / peak memory). */
   hold: (bytes: number) => void;
+  /** The session's prompt around the audio. */
+  prompt: PromptIds;
 }
 
 export class LayerPlacement {
@@ -39,11 +41,11 @@ export class LayerPlacement {
 
   constructor(private readonly c: ModelConfig, private readonly N: number, private readonly run: LayerPrefill, private readonly o: LayerPlacementOptions) {
     const hd = c.headDim;
-    this.text = textPositions(c, N);
-    this.layout = policyLayout(c, N);
+    this.text = textPositions(o.prompt, N);
+    this.layout = policyLayout(c, N, o.prompt);
     this.storage = new CpuPageStorage(hd, o.elementBytes === 2, segmentLength(c), o.hold);
     this.residency = new Residency(
-      { heads: kvHeadCount(c), headDim: hd, pageSize: segmentLength(c), numPages: 0, shards: [], kvElementBytes: o.elementBytes, audioStart: audioStart(c), audioLength: N, ...o.growth },
+      { heads: kvHeadCount(c), headDim: hd, pageSize: segmentLength(c), numPages: 0, shards: [], kvElementBytes: o.elementBytes, audioStart: audioStart(o.prompt), audioLength: N, ...o.growth },
       this.storage,
     );
   }
@@ -59,7 +61,7 @@ export class LayerPlacement {
       layout: this.layout, layer: l,
       // Copies: a policy may keep or modify its scores, and the memo serves the next one.
       scores: scores.get(o.prefillQueries)!.slice(l * H, (l + 1) * H).map((a) => Float32Array.from(a)),
-      keys: o.prefillKeys ? layerAudioKeys(c, k, N) : undefined,
+      keys: o.prefillKeys ? layerAudioKeys(c, k, N, audioStart(o.prompt)) : undefined,
     });
     // The prompt's text only: generated tokens' pages come as they are generated.
     const need = poolNeed({ heads }, P, this.text.length);

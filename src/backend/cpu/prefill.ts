@@ -4,7 +4,7 @@
  * choose from afterwards, or handed to `onLayer` as each layer completes (a per-layer
  * prefill places them at once and one layer's arrays serve the next).
  */
-import { audioStart, kvHeadCount, promptLength, type ModelConfig } from '../../model/config.js';
+import { audioStart, kvHeadCount, promptLength, type ModelConfig, type PromptIds } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
 import type { AttentionRequest, PolicyLayout } from '../../kv/plan.js';
 import { instructionRows, policyLayout } from '../prompt.js';
@@ -24,22 +24,22 @@ export interface PrefillOutput {
 }
 
 /** The prompt's input rows: embed(prefix), the audio embeddings, embed(instruction), embed(suffix). */
-export function promptInputs(c: ModelConfig, embed: Float32Array, audio: Float32Array, N: number, suffix: number[] = []): Float32Array {
+export function promptInputs(c: ModelConfig, embed: Float32Array, audio: Float32Array, N: number, suffix: number[] = [], prompt: PromptIds = c): Float32Array {
   const D = c.hiddenSize;
-  const a0 = audioStart(c);
-  const n = promptLength(c, N) + suffix.length;
+  const a0 = audioStart(prompt);
+  const n = promptLength(prompt, N) + suffix.length;
   const x = new Float32Array(n * D);
-  c.prefix.forEach((t, i) => x.set(embed.subarray(t * D, (t + 1) * D), i * D));
+  prompt.prefix.forEach((t, i) => x.set(embed.subarray(t * D, (t + 1) * D), i * D));
   x.set(audio.subarray(0, N * D), a0 * D);
-  [...c.instruction, ...suffix].forEach((t, i) => x.set(embed.subarray(t * D, (t + 1) * D), (a0 + N + i) * D));
+  [...prompt.instruction, ...suffix].forEach((t, i) => x.set(embed.subarray(t * D, (t + 1) * D), (a0 + N + i) * D));
   return x;
 }
 
 export interface PrefillExtras {
+  /** The prompt around the audio; default the config's. */
+  prompt?: PromptIds;
   /** Text tokens appended after the instruction (teacher forcing; the dense reference for tests). */
   suffix?: number[];
-  /** More prefill-score windows to compute in the same pass. */
-  windows?: number[];
   /** Sees every query head's unnormalised softmax row (exp scores and their sum) for rows >= fromRow. */
   capture?: { fromRow: number; onRow: (layer: number, head: number, row: number, expScores: Float64Array, sum: number) => void };
   /** Called as soon as a layer's rows have run, with its K/V [n, numKvHeads * headDim] and its instruction rows' queries (its scores are complete by then). */
@@ -53,13 +53,14 @@ export function prefillLayers(
   extras: PrefillExtras = {},
 ): PrefillOutput {
   const suffix = extras.suffix ?? [];
+  const prompt = extras.prompt ?? c;
   const D = c.hiddenSize;
   const hd = c.headDim;
   const qd = c.numHeads * hd;
   const kvd = c.numKvHeads * hd;
   const F = c.intermediateSize;
-  const n = promptLength(c, N) + suffix.length;
-  const x = promptInputs(c, w.embed, audio, N, suffix);
+  const n = promptLength(prompt, N) + suffix.length;
+  const x = promptInputs(c, w.embed, audio, N, suffix, prompt);
   const xn = new Float32Array(n * D);
   const q = new Float32Array(n * qd);
   const att = new Float32Array(n * qd);
@@ -70,11 +71,11 @@ export function prefillLayers(
   const vs: Float32Array[] = [];
   const keepKv = extras.keepKv ?? true;
   const shared = keepKv ? null : { k: new Float32Array(n * kvd), v: new Float32Array(n * kvd) };
-  // Every window a policy is likely to ask for is scored in the same pass (the extra
-  // cost is a few additions per weight), so one prefill serves every policy.
-  const windowSet = new Set([request.prefillQueries, ...(extras.windows ?? [])]);
+  // The request's further windows come in the same pass (a few additions per weight), so a
+  // kept prefill serves the next policies on the clip too.
+  const windowSet = new Set([request.prefillQueries, ...(request.alsoScore ?? [])]);
   const scores = new Map([...windowSet].map((wq) => [wq, Array.from({ length: kvHeadCount(c) }, () => new Float32Array(N))]));
-  const [q0, q1] = instructionRows(c, N);
+  const [q0, q1] = instructionRows(prompt, N);
   const instructionQueries: Float32Array[] = [];
   for (let l = 0; l < c.numLayers; l++) {
     const L = w.layers[l];
@@ -93,7 +94,7 @@ export function prefillLayers(
     }
     causalAttention(q, k, v, n, c.numHeads, c.numKvHeads, hd, att, {
       windows: [...scores].map(([lastQueries, perHead]) => ({ lastQueries, perKvHead: perHead.slice(l * c.numKvHeads, (l + 1) * c.numKvHeads) })),
-      audioStart: audioStart(c),
+      audioStart: audioStart(prompt),
     }, extras.capture ? { fromRow: extras.capture.fromRow, onRow: (h, i, e, sum) => extras.capture!.onRow(l, h, i, e, sum) } : undefined);
     matmul(L.o, D, qd, att, n, tmp);
     for (let i = 0; i < n * D; i++) x[i] += tmp[i];
@@ -111,19 +112,18 @@ export function prefillLayers(
       vs.push(v);
     }
   }
-  return { hidden: x, k: ks, v: vs, scores, instructionQueries, layout: policyLayout(c, N) };
+  return { hidden: x, k: ks, v: vs, scores, instructionQueries, layout: policyLayout(c, N, prompt) };
 }
 
 /** Per KV head, the post-RoPE audio keys [N, headDim] (page key bounds for Quest/ArkVale). */
-export function audioKeys(c: ModelConfig, k: Float32Array[], N: number): Float32Array[] {
-  return k.flatMap((kl) => layerAudioKeys(c, kl, N));
+export function audioKeys(c: ModelConfig, k: Float32Array[], N: number, a0: number): Float32Array[] {
+  return k.flatMap((kl) => layerAudioKeys(c, kl, N, a0));
 }
 
-/** One layer's audio keys per KV head, from its K [n, numKvHeads * headDim]. */
-export function layerAudioKeys(c: ModelConfig, k: Float32Array, N: number): Float32Array[] {
+/** One layer's audio keys per KV head, from its K [n, numKvHeads * headDim] whose audio starts at row a0. */
+export function layerAudioKeys(c: ModelConfig, k: Float32Array, N: number, a0: number): Float32Array[] {
   const hd = c.headDim;
   const kvd = c.numKvHeads * hd;
-  const a0 = audioStart(c);
   return Array.from({ length: c.numKvHeads }, (_, kh) => {
     const out = new Float32Array(N * hd);
     for (let p = 0; p < N; p++) out.set(k.subarray((a0 + p) * kvd + kh * hd, (a0 + p) * kvd + (kh + 1) * hd), p * hd);

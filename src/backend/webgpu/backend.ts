@@ -220,7 +220,7 @@ export class WebGpuBackend implements DecoderBackend {
     this.ctx.check();
     const r = await runPrefill(this.ctx, c, this.kernels, this.weights, s.buffers, s.prefill, audioEmbeddings, s.opts.request, !!s.opts.returnLogits);
     this.ctx.check();
-    return { token: r.token, logits: r.logits, observation: { layout: policyLayout(c, s.opts.audioLength), scores: r.scores, keys: r.keys } };
+    return { token: r.token, logits: r.logits, observation: { layout: policyLayout(c, s.opts.audioLength, s.buffers.sizes.prompt), scores: r.scores, keys: r.keys } };
   }
 
   async applyPrefill(plan: PrefillPlan): Promise<TransferStats> {
@@ -231,7 +231,7 @@ export class WebGpuBackend implements DecoderBackend {
     const sizes = s.buffers.sizes;
     const A = sizes.audioLength;
     const P = sizes.pageSize;
-    const text = textPositions(c, A);
+    const text = textPositions(sizes.prompt, A);
     // The pool holds what this plan keeps (and its recall headroom) and the prompt's text, not
     // the worst case; generated tokens' pages come as they are generated (Residency grows it).
     const need = poolNeed(plan, P, text.length);
@@ -241,7 +241,7 @@ export class WebGpuBackend implements DecoderBackend {
     const capText = Math.ceil((text.length + s.opts.maxNewTokens) / P) - Math.ceil(text.length / P);
     const layout = poolLayout(c, need.perHead, P, this.bindLimit, this.elementBytes, capText);
     const pool = await this.makePool(layout, `the KV pool of this plan (${need.total} pages)`);
-    const residency = new Residency({ heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: layout.capacityPages, shards: residencyShards(c, layout), kvElementBytes: layout.elementBytes, audioStart: audioStart(c), audioLength: A, ...this.growth() }, pool);
+    const residency = new Residency({ heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: layout.capacityPages, shards: residencyShards(c, layout), kvElementBytes: layout.elementBytes, audioStart: audioStart(sizes.prompt), audioLength: A, ...this.growth() }, pool);
     const transfer = await placePlan(this.ctx, c, this.kernels, pool, p, sizes.promptLength, residency, plan, text, s.opts.request);
     // Prefill buffers go as soon as the gather is queued (WebGPU defers the free).
     p.destroy();

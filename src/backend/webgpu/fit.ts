@@ -15,7 +15,7 @@
  * fit, found with the same sizing, so the answer is a length to try and not only a no.
  */
 import { ContextTooLongError, ModelTooBigError } from '../../errors.js';
-import { kvHeadCount, promptLength, segmentLength, type ModelConfig } from '../../model/config.js';
+import { kvHeadCount, promptLength, segmentLength, type ModelConfig, type PromptIds } from '../../model/config.js';
 import { decoderWeightBytes } from '../../model/packed-weights.js';
 import type { WeightFormat } from '../../model/quant.js';
 import { UNBOUNDED_LIMITS, bindingLimitOf, mib, problem, weightBindingProblems, type DeviceLimits, type FitProblem } from './fit-bindings.js';
@@ -50,6 +50,8 @@ export interface MemoryRequest {
    * before the prefill beside the decoder's weights and is freed before it (encoder/sizing.ts).
    */
   audioTower?: TowerBytes;
+  /** The prompt around the audio (a language's); default the config's. */
+  prompt?: PromptIds;
 }
 
 /** One phase's peak: the prefill (pool as it stands then) or the decode (the final pool). */
@@ -120,9 +122,9 @@ function poolPages(c: ModelConfig, audioTokens: number, textPages: number, budge
 }
 
 /** Text pages per head once `generated` tokens have been: the prompt's, and those the pool grew by. */
-function textPagesOf(c: ModelConfig, generated: number): number {
+function textPagesOf(c: ModelConfig, generated: number, p: PromptIds = c): number {
   const P = segmentLength(c);
-  const prompt = c.prefix.length + c.instruction.length;
+  const prompt = p.prefix.length + p.instruction.length;
   return Math.ceil(prompt / P) + grownTextPages(prompt, generated, P);
 }
 
@@ -150,7 +152,8 @@ export function planMemory(c: ModelConfig, r: MemoryRequest, limits: DeviceLimit
   const maxNewTokens = r.maxNewTokens ?? defaultMaxNewTokens(seconds);
   const textTokens = Math.min(maxNewTokens, Math.ceil((r.textPerSecond ?? TEXT_TOKENS_PER_SECOND) * seconds));
   const kvBytes = kvElementBytes(r.kvPrecision);
-  const s = sessionSizes(c, { audioLength: A, maxNewTokens, request: { decodeHeads: [], prefillQueries: c.instruction.length }, layered: true }, limits, undefined, kvBytes);
+  const prompt = r.prompt ?? c;
+  const s = sessionSizes(c, { audioLength: A, maxNewTokens, request: { decodeHeads: [], prefillQueries: prompt.instruction.length }, prompt: r.prompt, layered: true }, limits, undefined, kvBytes);
   const P = segmentLength(c);
   const bind = bindingLimitOf(limits).bytes;
   const layout = (pages: Int32Array, strict: boolean) => {
@@ -163,8 +166,8 @@ export function planMemory(c: ModelConfig, r: MemoryRequest, limits: DeviceLimit
     }
   };
   const full = r.budget >= 1;
-  const before = poolPages(c, A, textPagesOf(c, 0), r.budget);
-  const after = poolPages(c, A, textPagesOf(c, textTokens), r.budget);
+  const before = poolPages(c, A, textPagesOf(c, 0, prompt), r.budget);
+  const after = poolPages(c, A, textPagesOf(c, textTokens, prompt), r.budget);
   const pool = { prefill: layout(full ? before.full : before.atBudget, true), decode: layout(full ? after.full : after.atBudget, true) };
   const poolFull = { prefill: layout(before.full, full), decode: layout(after.full, full) };
   const weightBytes = decoderWeightBytes(c, r.weightFormat, r.tied).total;

@@ -67,7 +67,7 @@ export class LayerPlacer {
     this.storage = new ShardStorage(d.ctx.device.queue, c.headDim, d.elementBytes);
     this.residency = new Residency({
       heads: kvHeadCount(c), headDim: c.headDim, pageSize: d.sizes.pageSize, numPages: 0, shards: [],
-      kvElementBytes: d.elementBytes, audioStart: audioStart(c), audioLength: d.sizes.audioLength, ...d.growth,
+      kvElementBytes: d.elementBytes, audioStart: audioStart(d.sizes.prompt), audioLength: d.sizes.audioLength, ...d.growth,
     }, this.storage);
   }
 
@@ -79,8 +79,8 @@ export class LayerPlacer {
     const P = sizes.pageSize;
     const H = c.numKvHeads;
     const hd = c.headDim;
-    const got = await readLayerScores(ctx, c, p, l, A, n, !!this.d.request.prefillKeys);
-    const heads = this.d.run.layer({ layout: policyLayout(c, A), layer: l, scores: got.scores, keys: got.keys });
+    const got = await readLayerScores(ctx, c, p, l, A, n, !!this.d.request.prefillKeys, audioStart(sizes.prompt));
+    const heads = this.d.run.layer({ layout: policyLayout(c, A, sizes.prompt), layer: l, scores: got.scores, keys: got.keys });
     // The prompt's text only: generated tokens' pages come as they are generated.
     const pages = layerShardPages(c, l, poolNeed({ heads }, P, sizes.textTokens).perHead, P, this.d.limit, this.d.elementBytes);
     const total = (this.residency.pool.numPages + pages) * P * slotBytes(hd, this.d.elementBytes);
@@ -96,7 +96,7 @@ export class LayerPlacer {
     const kv = heads.some(readsRows) ? (await readPrefillKv(ctx, c, p, n, [l], p.instructionQueryRows)).get(l)! : null;
     const base = shard.firstPage * P;
     this.storage.current = { ...buf, base };
-    const placed = this.residency.applyPrefillHeads(l * H, heads, textPositions(c, A), (head, seqPos, k, kOff, v, vOff) => {
+    const placed = this.residency.applyPrefillHeads(l * H, heads, textPositions(sizes.prompt, A), (head, seqPos, k, kOff, v, vOff) => {
       const o = seqPos * H * hd + (head % H) * hd;
       k.set(kv!.k.subarray(o, o + hd), kOff);
       v.set(kv!.v.subarray(o, o + hd), vOff);

@@ -65,11 +65,12 @@ export async function runPrefill(
   const QD = c.numHeads * c.headDim;
   const KVD = c.numKvHeads * c.headDim;
   const q = ctx.device.queue;
-  const a0 = audioStart(c);
+  const prompt = s.sizes.prompt;
+  const a0 = audioStart(prompt);
   const ids = new Int32Array(n);
-  ids.set(c.prefix);
+  ids.set(prompt.prefix);
   for (let i = 0; i < A; i++) ids[a0 + i] = -1 - i;
-  c.instruction.forEach((t, i) => (ids[a0 + A + i] = t));
+  prompt.instruction.forEach((t, i) => (ids[a0 + A + i] = t));
   q.writeBuffer(p.ids, 0, ids);
   // Audio rows go straight into the hidden states; the embedding pass writes only token rows.
   if (A > 0) q.writeBuffer(p.x, a0 * D * 4, audio.buffer, audio.byteOffset, A * D * 4);
@@ -77,7 +78,7 @@ export async function runPrefill(
   const rows = uni('u.rows', [n, 0, 0, 0]);
   const firstQuery = Number.isFinite(request.prefillQueries) ? Math.max(0, n - request.prefillQueries) : 0;
   const iqRows = s.sizes.instructionQueryRows;
-  const [iq0] = instructionRows(c, A);
+  const [iq0] = instructionRows(prompt, A);
   // Row blocks: [first row, rows, uniforms]. Offsets are multiples of 64 rows, which keeps
   // every sub-binding at a multiple of the 256-byte storage offset alignment.
   const C = s.sizes.prefillChunk;
@@ -155,15 +156,14 @@ export async function runPrefill(
   const token = new Uint32Array(got[0])[0];
   const allScores = new Float32Array(got[2]);
   const scores = Array.from({ length: heads }, (_, h) => allScores.slice(h * A, (h + 1) * A));
-  const keys = wantKeys ? Array.from({ length: c.numLayers }, (_, l) => layerKeys(c, new Float32Array(got[3 + l]), A)).flat() : undefined;
+  const keys = wantKeys ? Array.from({ length: c.numLayers }, (_, l) => layerKeys(c, new Float32Array(got[3 + l]), A, a0)).flat() : undefined;
   return { token, logits: returnLogits ? new Float32Array(got[1]) : undefined, scores, keys };
 }
 
-/** Per KV head of one layer, its post-RoPE audio keys [A, headDim] from the layer's K [n, KVD]. */
-function layerKeys(c: ModelConfig, kl: Float32Array, A: number): Float32Array[] {
+/** Per KV head of one layer, its post-RoPE audio keys [A, headDim] from the layer's K [n, KVD], audio from row a0. */
+function layerKeys(c: ModelConfig, kl: Float32Array, A: number, a0: number): Float32Array[] {
   const hd = c.headDim;
   const KVD = c.numKvHeads * hd;
-  const a0 = audioStart(c);
   return Array.from({ length: c.numKvHeads }, (_, kh) => {
     const out = new Float32Array(A * hd);
     for (let a = 0; a < A; a++) out.set(kl.subarray((a0 + a) * KVD + kh * hd, (a0 + a) * KVD + (kh + 1) * hd), a * hd);
@@ -176,7 +176,7 @@ function layerKeys(c: ModelConfig, kl: Float32Array, A: number): Float32Array[] 
  * their audio keys when the policy asked, and the layer's whole K/V when some head of it
  * keeps CPU copies (asked for separately, once the plan says so).
  */
-export async function readLayerScores(ctx: GpuContext, c: ModelConfig, p: PrefillBuffers, layer: number, A: number, n: number, withKeys: boolean): Promise<{ scores: Float32Array[]; keys?: Float32Array[] }> {
+export async function readLayerScores(ctx: GpuContext, c: ModelConfig, p: PrefillBuffers, layer: number, A: number, n: number, withKeys: boolean, a0: number): Promise<{ scores: Float32Array[]; keys?: Float32Array[] }> {
   const H = c.numKvHeads;
   const parts: [GPUBuffer, number, number][] = [[p.scores, 4 * H * A, 4 * layer * H * A]];
   if (withKeys) parts.push([p.kvOf(layer).k, 4 * n * H * c.headDim, 0]);
@@ -184,7 +184,7 @@ export async function readLayerScores(ctx: GpuContext, c: ModelConfig, p: Prefil
   const all = new Float32Array(got[0]);
   return {
     scores: Array.from({ length: H }, (_, h) => all.slice(h * A, (h + 1) * A)),
-    keys: withKeys ? layerKeys(c, new Float32Array(got[1]), A) : undefined,
+    keys: withKeys ? layerKeys(c, new Float32Array(got[1]), A, a0) : undefined,
   };
 }
 

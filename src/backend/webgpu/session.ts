@@ -12,9 +12,10 @@
  * only for the binding, since the gate/up block alone is 2 × intermediate floats a row.
  */
 import { ContextTooLongError } from '../../errors.js';
-import { groupSize, kvHeadCount, promptLength, segmentLength, type ModelConfig } from '../../model/config.js';
+import { groupSize, kvHeadCount, promptLength, segmentLength, type ModelConfig, type PromptIds } from '../../model/config.js';
 import { RECALL_PAGES_PER_HEAD } from '../../kv/sizing.js';
 import type { SessionOptions } from '../types.js';
+import { sessionPrompt } from '../prompt.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { NO_EXPORT } from './pool.js';
 import { slotBytes } from '../../kv/precision.js';
@@ -22,6 +23,8 @@ import { ropeTable } from './kernels.js';
 
 export interface SessionSizes {
   audioLength: number;
+  /** The prompt's token ids the sizes are for (the session's, else the config's). */
+  prompt: PromptIds;
   /** Prompt length n = prefix + audio + instruction. */
   promptLength: number;
   /** Text tokens of the prompt per head (prefix, instruction): the pool's first text pages; generated tokens' pages come as they are generated. */
@@ -51,7 +54,8 @@ export interface SessionSizes {
 
 export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { maxStorageBufferBindingSize: number; maxBufferSize: number }, kvBudgetBytes?: number, kvElementBytes = 4): SessionSizes {
   const A = opts.audioLength;
-  const n = promptLength(c, A);
+  const prompt = sessionPrompt(c, opts);
+  const n = promptLength(prompt, A);
   const P = segmentLength(c);
   const heads = kvHeadCount(c);
   const D = c.hiddenSize;
@@ -59,7 +63,7 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   const KVD = c.numKvHeads * c.headDim;
   const I = c.intermediateSize;
   const G = groupSize(c);
-  const textTokens = c.prefix.length + c.instruction.length;
+  const textTokens = prompt.prefix.length + prompt.instruction.length;
   // Upper bound of kv/sizing.ts poolNeed over all plans: per head, ceil(gpu/P) + ceil(cpuOnly/P)
   // <= ceil(A/P) + 1 (gpu and cpuOnly are disjoint), plus recall headroom <= min(ceil(A/P), cap).
   const worstPoolPages = heads * (Math.ceil(A / P) + 1 + Math.min(Math.ceil(A / P), RECALL_PAGES_PER_HEAD) + Math.ceil((textTokens + opts.maxNewTokens) / P));
@@ -77,7 +81,7 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   const perLayerKv = n * KVD;
   const prefillKvLayers = opts.layered ? 1 : c.numLayers;
   const fit = opts.request.summaryFit ?? 'mean';
-  const instructionQueryRows = fit === 'mean' ? 0 : Math.max(1, c.instruction.length);
+  const instructionQueryRows = fit === 'mean' ? 0 : Math.max(1, prompt.instruction.length);
   prefill.push(['instruction queries', prefillKvLayers * instructionQueryRows * QD]);
   const prefillBytes = 4 * (prefill.reduce((a, [, f]) => a + f, 0) + 2 * prefillKvLayers * perLayerKv);
   const readbackBytes = 16 + 4 * (opts.returnLogits ? c.vocabSize : 0) + 4 * exported * A + 4 * (opts.request.decodeQueries ? exported * G * c.headDim : 0);
@@ -94,7 +98,7 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   if (largestBuffer > limit) {
     throw new ContextTooLongError(total, limit, `${A} audio tokens need a ${(largestBuffer / 2 ** 20).toFixed(1)} MiB GPU buffer (${largestWhat}), over this device's binding limit`, 'prompt-binding');
   }
-  return { audioLength: A, promptLength: n, textTokens, pageSize: P, exported, prefillChunk, prefillKvLayers, instructionQueryRows, prefillBytes, largestBuffer, decodeBytes, readbackBytes, worstPoolPages, worstPoolBytes };
+  return { audioLength: A, prompt, promptLength: n, textTokens, pageSize: P, exported, prefillChunk, prefillKvLayers, instructionQueryRows, prefillBytes, largestBuffer, decodeBytes, readbackBytes, worstPoolPages, worstPoolBytes };
 }
 
 /**

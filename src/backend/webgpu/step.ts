@@ -100,7 +100,7 @@ export class DecodeStep {
     );
     const R = decodeHeads.length;
     this.exportDispatch = R > 0
-      ? mk(k.attnExport, { 3: pool.positions, 4: pool.tables, 5: pool.scores, 10: b.exportW, 11: uni('u.export', [b.exportIndex.length, audioStart(c), A, 0]), 12: b.ml }, R)
+      ? mk(k.attnExport, { 3: pool.positions, 4: pool.tables, 5: pool.scores, 10: b.exportW, 11: uni('u.export', [b.exportIndex.length, audioStart(b.sizes.prompt), A, 0]), 12: b.ml }, R)
       : null;
     if (decodeQueries) {
       decodeHeads.forEach((h, r) => {
