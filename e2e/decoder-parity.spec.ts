@@ -11,7 +11,7 @@
  * after 300 audio tokens, under the full cache and under WnW at r_GPU 0.2 (the policy
  * decides on the CPU run, the GPU run replays its plans), and both backends prefilling
  * layer by layer (each layer's plan placed before the next runs: WnW on the Voxtral shape,
- * also with another prompt in the session options, the full cache on a long prompt in row blocks), with the GPU's allocation peak under
+ * also with another prompt in the session options, with an f32 and an f16 pool, the full cache on a long prompt in row blocks), with the GPU's allocation peak under
  * what the whole-prompt path's buffers alone take. The Voxtral shape with f16 and
  * with q4 weights (the CPU decodes the dequantised matrices the GPU reads) under both, and
  * with a vocabulary whose q4 embedding and lm_head a binding cap splits into two row
@@ -23,7 +23,7 @@ import { gpuChecks } from './gpu-checks.js';
 
 const CHECKS = [
   'context_too_long', 'bench_smoke', 'parity_reference_random', 'parity_sharded_pool', 'parity_f16_pool',
-  'parity_voxtral_shape_full', 'parity_voxtral_shape_wnw', 'parity_voxtral_shape_wnw_layered', 'parity_voxtral_shape_wnw_prompt', 'parity_reference_full_layered', 'parity_qwen2_5_omni_shape_full', 'parity_qwen2_5_omni_shape_wnw',
+  'parity_voxtral_shape_full', 'parity_voxtral_shape_wnw', 'parity_voxtral_shape_wnw_layered', 'parity_voxtral_shape_wnw_prompt', 'parity_voxtral_shape_wnw_layered_f16', 'parity_reference_full_layered', 'parity_qwen2_5_omni_shape_full', 'parity_qwen2_5_omni_shape_wnw',
   'parity_qwen2_audio_shape_full', 'parity_qwen2_audio_shape_wnw',
   'parity_voxtral_shape_f16_full', 'parity_voxtral_shape_f16_wnw', 'parity_voxtral_shape_q4_full', 'parity_voxtral_shape_q4_wnw', 'parity_voxtral_shape_q4_prepacked',
   'parity_qwen2_audio_shape_q4_wnw', 'parity_q4_split_head_full', 'parity_q4_split_head_wnw', 'parity_q4_split_head_wnw_layered',

@@ -3,8 +3,8 @@
  * Chromium on WebGPU (SwiftShader here), at shipped scale: > 4,000 positions, many pages,
  * per-head page tables that differ and are not contiguous, split-K boundaries, EMPTY slots.
  * NMSE bounds as llama.cpp's: 1e-7 for f32 matmuls, 5e-4 for attention, 1e-6 for f16/q4
- * weights against the same dequantised weights in TS. The pool's kernels
- * also run on an f16 pool.
+ * weights against the same dequantised weights in TS. The kernels of the pool and of the
+ * prefill K/V (which hold the pool's precision) also run on an f16 pool.
  */
 import { gpuChecks } from './gpu-checks.js';
 
@@ -12,7 +12,7 @@ const CHECKS = [
   'matvec_lm_head', 'matvec_add_o_proj', 'matvec_add_down', 'matvec_swiglu',
   'matmul_qkv', 'matmul_add_down', 'rmsnorm', 'swiglu', 'embed', 'argmax',
   'rope_split', 'qkv_rope_append', 'kv_gather', 'paged_decode_attention', 'causal_prefill_attention',
-  'qkv_rope_append_f16', 'kv_gather_f16', 'paged_decode_attention_f16',
+  'qkv_rope_append_f16', 'kv_gather_f16', 'paged_decode_attention_f16', 'rope_split_f16', 'rope_split_bias_f16', 'causal_prefill_attention_f16',
   // q/k/v biases (Qwen2 family), added before RoPE in decode and prefill.
   'rope_split_bias', 'qkv_rope_append_bias',
   // Weight formats (src/model/quant.ts) at the real backbones' shapes: NMSE <= 1e-6

@@ -12,7 +12,9 @@
 // Keys and values are read straight from storage: all rows of a workgroup read the same
 // key at once, so a GPU serves it from cache, and there are no workgroup barriers, which
 // dominate on CPU implementations (SwiftShader). vec4 loads need HD % 4 == 0.
-// Constants: H, HKV, HD, GROUP, QD, KVD, SCALE, BK.
+// K/V hold the pool's precision (rope_split wrote them): four dims are two words of f32
+// bits, or with KV_F16 one word pair of f16 halves; attention computes in f32 either way.
+// Constants: H, HKV, HD, GROUP, QD, KVD, SCALE, BK, KV_F16.
 
 const NEG: f32 = -3.0e38;
 const HD4: u32 = HD / 4u;
@@ -23,8 +25,8 @@ const KVD4: u32 = KVD / 4u;
 struct Params { n: u32, audioStart: u32, audioLength: u32, firstQuery: u32, layer: u32, head0: u32, kvHead0: u32, row0: u32 }
 
 @group(0) @binding(0) var<storage, read> q4: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> k4: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> v4: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> kWords: array<vec2<u32>>;
+@group(0) @binding(2) var<storage, read> vWords: array<vec2<u32>>;
 @group(0) @binding(3) var<storage, read_write> out4: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> ml: array<f32>;      // [n, H, 2]
 @group(0) @binding(5) var<uniform> p: Params;
@@ -33,6 +35,21 @@ struct Params { n: u32, audioStart: u32, audioLength: u32, firstQuery: u32, laye
 
 fn hsum(v: vec4<f32>) -> f32 {
   return (v.x + v.y) + (v.z + v.w);
+}
+
+fn unpack4(w: vec2<u32>) -> vec4<f32> {
+  return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+}
+
+// Dims 4g..4g+3 of the K (V) rows, g counted in fours across [n, KVD].
+fn key4(g: u32) -> vec4<f32> {
+  if (KV_F16) { return unpack4(kWords[g]); }
+  return bitcast<vec4<f32>>(vec4<u32>(kWords[2u * g], kWords[2u * g + 1u]));
+}
+
+fn value4(g: u32) -> vec4<f32> {
+  if (KV_F16) { return unpack4(vWords[g]); }
+  return bitcast<vec4<f32>>(vec4<u32>(vWords[2u * g], vWords[2u * g + 1u]));
 }
 
 @compute @workgroup_size(64)
@@ -57,7 +74,7 @@ fn causal_attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
     for (var tt = 0u; tt < cnt; tt++) {
       let kr = (t0 + tt) * KVD4 + kb;
       var dot = vec4<f32>(0.0);
-      for (var d = 0u; d < HD4; d++) { dot += qv[d] * k4[kr + d]; }
+      for (var d = 0u; d < HD4; d++) { dot += qv[d] * key4(kr + d); }
       let s = hsum(dot) * SCALE;
       sb[tt] = s;
       bm = max(bm, s);
@@ -69,7 +86,7 @@ fn causal_attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
       let e = exp(sb[tt] - bm);
       l += e;
       let vr = (t0 + tt) * KVD4 + kb;
-      for (var d = 0u; d < HD4; d++) { acc[d] += e * v4[vr + d]; }
+      for (var d = 0u; d < HD4; d++) { acc[d] += e * value4(vr + d); }
     }
     m = bm;
   }
@@ -87,7 +104,7 @@ fn prefill_scores(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
   if (a >= p.audioLength) { return; }
   let t = p.audioStart + a;
   var kv: array<vec4<f32>, HD4>;
-  for (var d = 0u; d < HD4; d++) { kv[d] = k4[t * KVD4 + kh * HD4 + d]; }
+  for (var d = 0u; d < HD4; d++) { kv[d] = key4(t * KVD4 + kh * HD4 + d); }
   var w = 0.0;
   for (var i = max(max(p.firstQuery, t), p.row0); i < p.n; i++) {
     for (var j = 0u; j < GROUP; j++) {

@@ -3,13 +3,15 @@
 //     then HKV key heads, then HKV value heads; Wqkv is [q; k; v] concatenated), each thread
 //     one row; the rotated key and the value go straight into the pool slot that the
 //     residency reserved for this (layer, KV head), so no separate append pass exists.
-//     Slots are pool-wide; kOut/vOut are the shard of this layer, starting at slot lp.base.
+//     Slots are pool-wide; kPool/vPool are the shard of this layer, starting at slot lp.base.
 //   rope_split (prefill): rotates the rows of a [n, QD + 2 KVD] matmul output into q and
-//     the layer's prefill K/V buffers (the policies choose from those afterwards).
+//     the layer's prefill K/V buffers (the policies choose from those afterwards), which
+//     hold the pool's precision: [n, KVD] f32 bits, or with KV_F16 [n, KVD / 2] f16 pairs.
 // cos/sin come from a table computed in f64 on the CPU: f32 angles pos * freq lose
 // ~1e-4 rad at a few thousand positions, which would break parity with ops.rope.
 // KV_F16: the pool stores keys and values as f16, two per u32 word (pack2x16float, no
-// shader-f16 feature needed); otherwise as f32 bits. The prefill K/V stay f32.
+// shader-f16 feature needed); otherwise as f32 bits. The prefill K/V are stored the same
+// way, so the prefill's attention sees what the pool will hold and a gather only copies words.
 // HAS_BIAS (Qwen2 family): q/k/v carry biases [QD + 2 KVD], in the order of Wqkv's rows,
 // added before RoPE; without them the bias binding is a placeholder that is never read.
 // WEIGHT_FORMAT (src/model/quant.ts): Wqkv's words are 0 f32 bits, 1 f16 pairs, 2 q4 rows
@@ -24,9 +26,7 @@ struct Params { n: u32, pos0: u32, _p0: u32, _p1: u32 }
 @group(0) @binding(0) var<storage, read> w: array<u32>;          // Wqkv [QD + 2 KVD, D] in WEIGHT_FORMAT
 @group(0) @binding(1) var<storage, read> x: array<f32>;          // [D] (decode) | qkv [n, QD + 2 KVD] (prefill)
 @group(0) @binding(2) var<storage, read_write> q: array<f32>;    // [H * HD] | [n, QD]
-@group(0) @binding(3) var<storage, read_write> kOut: array<f32>; // prefill K [n, KVD]
-@group(0) @binding(4) var<storage, read_write> vOut: array<f32>; // prefill V [n, KVD]
-// The same bindings as the pool's words in qkv_rope_append (each entry point uses one pair).
+// The pool's words (qkv_rope_append) or the prefill K/V's [n, KVD] (rope_split), in the pool's precision.
 @group(0) @binding(3) var<storage, read_write> kPool: array<u32>;
 @group(0) @binding(4) var<storage, read_write> vPool: array<u32>;
 @group(0) @binding(5) var<storage, read> rope: array<f32>;       // [maxPos, HALF, 2] cos, sin
@@ -106,40 +106,65 @@ fn qkv_rope_append(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
   }
 }
 
+// Rotated dims (j, j + HALF) of head vector hv of the row starting at src.
+fn rotated(src: u32, hv: u32, j: u32, pos: u32) -> vec2<f32> {
+  let a = src + hv * HD + j;
+  var x0 = x[a];
+  var x1 = x[a + HALF];
+  if (HAS_BIAS) {
+    x0 += bias[hv * HD + j];
+    x1 += bias[hv * HD + j + HALF];
+  }
+  let rb = (pos * HALF + j) * 2u;
+  let cs = rope[rb];
+  let sn = rope[rb + 1u];
+  return vec2<f32>(x0 * cs - x1 * sn, x1 * cs + x0 * sn);
+}
+
+fn valueAt(src: u32, t: u32) -> f32 {
+  var y = x[src + QD + KVD + t];
+  if (HAS_BIAS) { y += bias[QD + KVD + t]; }
+  return y;
+}
+
+// With KV_F16 a thread packs adjacent dims (j, j + 1) of a key, both halves of the
+// rotation (HALF is even: HD % 4 == 0), and adjacent dims of a value.
 @compute @workgroup_size(64)
 fn rope_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let i = wid.x;
   if (i >= pp.n) { return; }
   let pos = pp.pos0 + i;
   let src = i * (QD + 2u * KVD);
-  for (var t = lid; t < (H + HKV) * HALF; t += 64u) {
+  for (var t = lid; t < H * HALF; t += 64u) {
     let hv = t / HALF;
     let j = t % HALF;
-    let a = src + hv * HD + j;
-    var x0 = x[a];
-    var x1 = x[a + HALF];
-    if (HAS_BIAS) {
-      x0 += bias[hv * HD + j];
-      x1 += bias[hv * HD + j + HALF];
-    }
-    let rb = (pos * HALF + j) * 2u;
-    let cs = rope[rb];
-    let sn = rope[rb + 1u];
-    let y0 = x0 * cs - x1 * sn;
-    let y1 = x1 * cs + x0 * sn;
-    if (hv < H) {
-      let o = i * QD + hv * HD + j;
-      q[o] = y0;
-      q[o + HALF] = y1;
-    } else {
-      let o = i * KVD + (hv - H) * HD + j;
-      kOut[o] = y0;
-      kOut[o + HALF] = y1;
-    }
+    let y = rotated(src, hv, j, pos);
+    let o = i * QD + hv * HD + j;
+    q[o] = y.x;
+    q[o + HALF] = y.y;
   }
-  for (var t = lid; t < KVD; t += 64u) {
-    var y = x[src + QD + KVD + t];
-    if (HAS_BIAS) { y += bias[QD + KVD + t]; }
-    vOut[i * KVD + t] = y;
+  if (KV_F16) {
+    for (var t = lid; t < HKV * HALF / 2u; t += 64u) {
+      let kh = t / (HALF / 2u);
+      let j = 2u * (t % (HALF / 2u));
+      let a = rotated(src, H + kh, j, pos);
+      let b = rotated(src, H + kh, j + 1u, pos);
+      let o = (i * KVD + kh * HD + j) / 2u;
+      kPool[o] = pack2x16float(vec2<f32>(a.x, b.x));
+      kPool[o + HALF / 2u] = pack2x16float(vec2<f32>(a.y, b.y));
+    }
+    for (var t = lid; t < KVD / 2u; t += 64u) {
+      vPool[i * (KVD / 2u) + t] = pack2x16float(vec2<f32>(valueAt(src, 2u * t), valueAt(src, 2u * t + 1u)));
+    }
+  } else {
+    for (var t = lid; t < HKV * HALF; t += 64u) {
+      let kh = t / HALF;
+      let j = t % HALF;
+      let y = rotated(src, H + kh, j, pos);
+      let o = i * KVD + kh * HD + j;
+      kPool[o] = bitcast<u32>(y.x);
+      kPool[o + HALF] = bitcast<u32>(y.y);
+    }
+    for (var t = lid; t < KVD; t += 64u) { vPool[i * KVD + t] = bitcast<u32>(valueAt(src, t)); }
   }
 }

@@ -3,9 +3,10 @@
  * > 4,000 positions, a paged pool built by the real Residency (per-head subsets that
  * differ, releases and recalls that leave EMPTY slots and non-contiguous page tables,
  * text pages interleaved), split-K boundaries, exported weights. The kernels that touch
- * the pool run with f32 and with f16 storage (two halves per u32 word): the f16 pool is
- * checked against the same references on f16-rounded values, and the gather bit for bit
- * against the CPU's rounding (kv/precision.ts), which the CPU backend mirrors.
+ * the pool or the prefill K/V (which hold the pool's precision) run with f32 and with f16
+ * storage (two halves per u32 word): f16 is checked against the same references on
+ * f16-rounded values, bit for bit against the CPU's rounding (kv/precision.ts), which the
+ * CPU backend mirrors, where a kernel only stores or copies.
  */
 import { groupSize, kvHeadCount, segmentLength } from '../../src/model/config.js';
 import { randomArray, rng } from '../../src/model/testing.js';
@@ -62,10 +63,10 @@ function biasFor(bias: boolean, seed: number): Float32Array {
   return bias ? randomArray(QD + 2 * KVD, 0.5, rng(seed)) : new Float32Array(4);
 }
 
-async function ropeSplitTest(bias = false): Promise<CheckResult> {
+async function ropeSplitTest(kv: KvPrecision, bias = false): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx } = await gpu();
-  const k = await kernelsFor('f32', bias);
+  const k = await kernelsFor(kv, bias);
   const n = LONG;
   const stride = QD + 2 * KVD;
   const qkv = randomArray(n * stride, 1, rng(21));
@@ -86,13 +87,20 @@ async function ropeSplitTest(bias = false): Promise<CheckResult> {
     rope(q, i * QD, H, HD, i, freqs);
     rope(kk, i * KVD, HKV, HD, i, freqs);
   }
+  const eb = kv === 'f16' ? 2 : 4;
   const qb = empty(ctx, n * QD * 4);
-  const kb = empty(ctx, n * KVD * 4);
-  const vb = empty(ctx, n * KVD * 4);
+  const kb = empty(ctx, n * KVD * eb);
+  const vb = empty(ctx, n * KVD * eb);
   dispatch(ctx, k.ropeSplit, { 1: upload(ctx, qkv), 2: qb, 3: kb, 4: vb, 5: upload(ctx, ropeTable(c, n)), 8: ctx.uniform('p', [n, 0, 0, 0]), 9: upload(ctx, b) }, n);
-  const want = new Float32Array([...q, ...kk, ...v]);
-  const got = new Float32Array([...(await readF32(ctx, qb, n * QD)), ...(await readF32(ctx, kb, n * KVD)), ...(await readF32(ctx, vb, n * KVD))]);
-  return compare(`rope_split${bias ? ' (q/k/v biases)' : ''}`, want, got, F32_BOUND, t0, 0.99);
+  const want = new Float32Array([...q, ...stored(kk, kv), ...stored(v, kv)]);
+  const got = new Float32Array([...(await readF32(ctx, qb, n * QD)), ...(await readPool(ctx, kb, n * KVD, kv)), ...(await readPool(ctx, vb, n * KVD, kv))]);
+  const res = compare(`rope_split (${kv} K/V${bias ? ', q/k/v biases' : ''})`, want, got, F32_BOUND, t0, 0.99);
+  if (kv === 'f32') return res;
+  // V is only rounded: bit for bit the CPU's f16 of the same sums. K may differ from it where a
+  // rotation's last f32 bit falls on an f16 rounding boundary, one f16 step at most.
+  const vWant = stored(v, kv);
+  const vOff = vWant.findIndex((x, i) => x !== got[n * (QD + KVD) + i]);
+  return { ...res, pass: res.pass && vOff < 0, detail: `${res.detail}; V ${vOff < 0 ? 'bit for bit' : `differs at ${vOff}`}` };
 }
 
 async function qkvAppendTest(kv: KvPrecision, bias = false): Promise<CheckResult> {
@@ -257,7 +265,6 @@ async function pagedDecodeTest(kv: KvPrecision): Promise<CheckResult> {
   return { ...attnRes, pass: attnRes.pass && wRes.pass, detail: `out: ${attnRes.detail}; exported weights: ${wRes.detail}; ${shape}` };
 }
 
-
 async function gatherTest(kv: KvPrecision): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx } = await gpu();
@@ -267,8 +274,9 @@ async function gatherTest(kv: KvPrecision): Promise<CheckResult> {
   const layer = c.numLayers - 1;
   const { res, gathers, numPages, pageSize: P } = buildPool(A, 51, [layer]);
   const r = rng(52);
-  const srcK = randomArray(n * KVD, 1, r);
-  const srcV = randomArray(n * KVD, 1, r);
+  // The prefill K/V hold the pool's precision: an f16 pool gathers from f16 rows.
+  const srcK = stored(randomArray(n * KVD, 1, r), kv);
+  const srcV = stored(randomArray(n * KVD, 1, r), kv);
   const entries: number[] = [];
   const wantK = new Float32Array(numPages * P * HD);
   const wantV = new Float32Array(numPages * P * HD);
@@ -287,9 +295,9 @@ async function gatherTest(kv: KvPrecision): Promise<CheckResult> {
   const kb = empty(ctx, wantK.length * eb);
   const vb = empty(ctx, wantV.length * eb);
   const [gx, gy] = grid(Math.ceil((count * HD) / 64));
-  dispatch(ctx, kn.gather, [upload(ctx, Uint32Array.from(entries)), upload(ctx, srcK), upload(ctx, srcV), kb, vb, ctx.uniform('p', [0, count, 0, 0])], gx, gy);
-  // Bound 0: an f16 pool holds exactly the CPU's rounding of each value (ties to even).
-  const want = new Float32Array([...stored(wantK, kv), ...stored(wantV, kv)]);
+  dispatch(ctx, kn.gather, [upload(ctx, Uint32Array.from(entries)), poolBuffer(ctx, srcK, kv), poolBuffer(ctx, srcV, kv), kb, vb, ctx.uniform('p', [0, count, 0, 0])], gx, gy);
+  // Bound 0: a gather copies the rows' words, which are exactly the CPU's values.
+  const want = new Float32Array([...wantK, ...wantV]);
   const got = new Float32Array([...(await readPool(ctx, kb, wantK.length, kv)), ...(await readPool(ctx, vb, wantV.length, kv))]);
   void res;
   return compare(`kv_gather (${kv} pool)`, want, got, 0, t0, 0.99 * nonZero(want), `${count} rows`);
@@ -302,17 +310,18 @@ async function gatherTest(kv: KvPrecision): Promise<CheckResult> {
  * in two blocks of rows, as the prefill runs a long prompt (each block binds only its
  * queries and output rows, and adds its share of the scores).
  */
-async function causalTest(): Promise<CheckResult> {
+async function causalTest(kv: KvPrecision): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx } = await gpu();
-  const kn = await loadKernels();
+  const kn = await loadKernels(kv);
   const n = LONG;
   const A = n - 4;
   const kh = HKV - 1;
   const r = rng(61);
   const q = randomArray(n * QD, 2, r);
-  const k = randomArray(n * KVD, 1, r);
-  const v = randomArray(n * KVD, 1, r);
+  // K/V as the prefill holds them for a pool of this precision (f16: the reference reads the same rounded values).
+  const k = stored(randomArray(n * KVD, 1, r), kv);
+  const v = stored(randomArray(n * KVD, 1, r), kv);
   // Reference on the selected group only: slices as a 1-KV-head model.
   const qs = new Float32Array(n * G * HD);
   const ks = new Float32Array(n * HD);
@@ -329,8 +338,8 @@ async function causalTest(): Promise<CheckResult> {
   causalAttention(qs, ks, vs, n, G, 1, HD, new Float32Array(n * G * HD), { windows: [{ perKvHead: everyRow, lastQueries: Infinity }], audioStart: 1 });
 
   const qb = upload(ctx, q);
-  const kb = upload(ctx, k);
-  const vb = upload(ctx, v);
+  const kb = poolBuffer(ctx, k, kv);
+  const vb = poolBuffer(ctx, v, kv);
   const out = empty(ctx, n * QD * 4);
   const ml = empty(ctx, n * H * 2 * 4);
   const layer = 2;
@@ -363,7 +372,7 @@ async function causalTest(): Promise<CheckResult> {
   const gotBlocks = new Float32Array(n * G * HD);
   for (let i = 0; i < n; i++) gotBlocks.set(outBlocks.subarray(i * QD + kh * G * HD, i * QD + (kh + 1) * G * HD), i * G * HD);
   const gotEveryBlocks = (await readF32(ctx, scoresB, c.numLayers * HKV * A)).slice(off, off + A);
-  const o = compare('causal_prefill_attention', outRef, got, ATTN_BOUND, t0, 0.99);
+  const o = compare(`causal_prefill_attention (${kv} K/V)`, outRef, got, ATTN_BOUND, t0, 0.99);
   // The window only reaches the last 32 audio positions' neighbours: most scores are tiny but non-zero.
   const w = compare('scores_window32', window[0], gotWindow, ATTN_BOUND, t0, 0.99);
   const e = compare('scores_all_rows', everyRow[0], gotEvery, ATTN_BOUND, t0, 0.99);
@@ -374,8 +383,10 @@ async function causalTest(): Promise<CheckResult> {
 }
 
 export const attentionTests: Record<string, () => Promise<CheckResult>> = {
-  rope_split: () => ropeSplitTest(),
-  rope_split_bias: () => ropeSplitTest(true),
+  rope_split: () => ropeSplitTest('f32'),
+  rope_split_bias: () => ropeSplitTest('f32', true),
+  rope_split_f16: () => ropeSplitTest('f16'),
+  rope_split_bias_f16: () => ropeSplitTest('f16', true),
   qkv_rope_append: () => qkvAppendTest('f32'),
   qkv_rope_append_bias: () => qkvAppendTest('f32', true),
   kv_gather: () => gatherTest('f32'),
@@ -383,5 +394,6 @@ export const attentionTests: Record<string, () => Promise<CheckResult>> = {
   qkv_rope_append_f16: () => qkvAppendTest('f16'),
   kv_gather_f16: () => gatherTest('f16'),
   paged_decode_attention_f16: () => pagedDecodeTest('f16'),
-  causal_prefill_attention: causalTest,
+  causal_prefill_attention: () => causalTest('f32'),
+  causal_prefill_attention_f16: () => causalTest('f16'),
 };

@@ -264,7 +264,8 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   let peakOk = true;
   if (pc.layered) {
     const whole = gpuBackend.plan({ ...opts, layered: false });
-    const layerKv = 8 * sizes.promptLength * c.numKvHeads * c.headDim;
+    // One layer's prompt K and V, in the pool's precision as the prefill holds them.
+    const layerKv = 2 * sizes.kvElementBytes * sizes.promptLength * c.numKvHeads * c.headDim;
     // Per layer held, besides its K/V: the instruction rows' queries (summary slots fitted to them).
     const layerQ = 4 * sizes.instructionQueryRows * c.numHeads * c.headDim;
     const pool = got.pool?.bytes ?? 0;

@@ -139,6 +139,19 @@ describe('peak KV memory on a long recording', () => {
     expect(whole.prefillBytes - layered.prefillBytes).toBe((config.numLayers - 1) * layerKv);
   });
 
+  it("WebGPU sizes: with an f16 pool the prompt K/V held are f16 too, n · KVD · 2 · 2 bytes fewer a layer", () => {
+    const opts = { audioLength: N, maxNewTokens: steps + 1, request: { decodeHeads: [], prefillQueries: 3 } };
+    const limits = { maxStorageBufferBindingSize: 2 ** 30, maxBufferSize: 2 ** 30 };
+    const kvd = config.numKvHeads * hd;
+    for (const layered of [true, false]) {
+      const f32 = sessionSizes(config, { ...opts, layered }, limits, undefined, 4);
+      const f16 = sessionSizes(config, { ...opts, layered }, limits, undefined, 2);
+      expect(f16.kvElementBytes).toBe(2);
+      expect(f32.prefillBytes - f16.prefillBytes).toBe(f16.prefillKvLayers * n * kvd * 2 * 2);
+      expect(f16.decodeBytes).toBe(f32.decodeBytes);
+    }
+  });
+
   it('WnW at 0.2 per layer peaks at one layer\'s prompt K/V plus its pool, far below the full cache', async () => {
     const policy = createPolicy('wnw', { budget: 0.2, heads });
     const be = new CpuBackend(config, weights);

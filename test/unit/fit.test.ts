@@ -60,8 +60,8 @@ describe('will it fit: weights + the KV plan for the recording', () => {
     const p = planMemory(voxtral, minutes(30));
     expect(p.weightBytes).toBe(decoderWeightBytes(voxtral, 'q4').total);
     expect(p.peakBytes).toBe(Math.max(p.phases.prefill, p.phases.decode));
-    // Prefill: its buffers beside the pool without generated text, and one layer's f32 K/V staged for CPU copies.
-    const staged = 8 * promptLength(voxtral, p.audioTokens) * voxtral.numKvHeads * voxtral.headDim;
+    // Prefill: its buffers beside the pool without generated text, and one layer's K/V staged for CPU copies, f16 as the prefill holds them.
+    const staged = 2 * 2 * promptLength(voxtral, p.audioTokens) * voxtral.numKvHeads * voxtral.headDim;
     expect(p.phases.prefill).toBe(p.weightBytes + p.decodeBytes + p.prefillBytes + p.prefillPoolBytes + staged);
     // Decoding: the pool grown for 4 tokens a second (7,200 at 30 min), one layer's share of it copied once more.
     expect(p.textTokens).toBe(7200);

@@ -81,6 +81,28 @@ describe('CPU backend with an f16 pool', () => {
     return { logits, moved, recalled, stats };
   }
 
+  it("attends in the prefill to K/V rounded as the pool holds them: the first layer's keys are the f32 prefill's, rounded", async () => {
+    const keysOf = async (kvPrecision: 'f32' | 'f16') => {
+      const be = new CpuBackend(config, weights, { kvPrecision });
+      be.begin({ audioLength: N, maxNewTokens: 4, request: { ...request, prefillKeys: true } });
+      const pre = await be.prefill(randomEmbeddings(config, N, 3));
+      be.end();
+      return pre.observation.keys!;
+    };
+    const [a, b] = [await keysOf('f32'), await keysOf('f16')];
+    const rounded = (x: Float32Array) => {
+      const out = new Float32Array(x.length);
+      roundF16(x, x.length, out);
+      return out;
+    };
+    // Layer 0's K comes before any attention: exactly the f32 keys, rounded.
+    for (let kh = 0; kh < config.numKvHeads; kh++) expect(b[kh]).toEqual(rounded(a[kh]));
+    // Every layer's keys are f16 values, and past layer 0 they differ beyond the rounding (the earlier layers attended to rounded K/V).
+    for (const k of b) expect(k).toEqual(rounded(k));
+    const last = b.length - 1;
+    expect(b[last]).not.toEqual(rounded(a[last]));
+  });
+
   it('decodes what the f32 pool decodes up to f16 rounding, with half the bytes', async () => {
     const a = await run('f32');
     const b = await run('f16');

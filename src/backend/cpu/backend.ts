@@ -159,7 +159,7 @@ export class CpuBackend implements DecoderBackend {
     const reused = r !== null;
     if (!r) {
       this.dropMemo(); // free the old one before allocating the new
-      r = prefillLayers(c, this.weights, this.freqs, audioEmbeddings, N, req, { prompt: s.prompt });
+      r = prefillLayers(c, this.weights, this.freqs, audioEmbeddings, N, req, { prompt: s.prompt, kvF16: this.options.kvPrecision === 'f16' });
       this.memo = { embeddings: audioEmbeddings, prompt: s.prompt, out: r };
       this.hold(this.memoBytes(r));
     }
@@ -254,6 +254,7 @@ export class CpuBackend implements DecoderBackend {
       const out = prefillLayers(c, this.weights, this.freqs, audioEmbeddings, N, req, {
         prompt: s.prompt,
         keepKv: keep,
+        kvF16: this.options.kvPrecision === 'f16',
         onLayer: (l, k, v, scores, iq) => {
           if (keep) this.hold(layerBytes);
           place(l, k, v, scores, iq);

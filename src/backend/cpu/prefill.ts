@@ -2,13 +2,16 @@
  * Prefill of [prefix][audio][instruction] with full causal attention, with the prefill
  * scores the policy asked for and every layer's keys and values: kept for the policies to
  * choose from afterwards, or handed to `onLayer` as each layer completes (a per-layer
- * prefill places them at once and one layer's arrays serve the next).
+ * prefill places them at once and one layer's arrays serve the next). With `kvF16` the
+ * post-RoPE K/V are rounded to f16 before attention reads them, as the WebGPU prefill
+ * stores them for an f16 pool.
  */
 import { audioStart, kvHeadCount, promptLength, type ModelConfig, type PromptIds } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
 import type { AttentionRequest, PolicyLayout } from '../../kv/plan.js';
 import { instructionRows, policyLayout } from '../prompt.js';
 import { addBias, causalAttention, matmul, rmsnorm, rope, swiglu } from './ops.js';
+import { roundF16 } from '../../kv/precision.js';
 
 export interface PrefillOutput {
   /** Final hidden states [n, hiddenSize] (before the final norm). */
@@ -46,6 +49,8 @@ export interface PrefillExtras {
   onLayer?: (layer: number, k: Float32Array, v: Float32Array, scores: Map<number, Float32Array[]>, instructionQueries: Float32Array) => void;
   /** Keep every layer's K/V in the output (default true); false reuses one layer's arrays for the next. */
   keepKv?: boolean;
+  /** Round the prompt K/V to f16 (an f16 pool's precision) before the layer's attention; default false. */
+  kvF16?: boolean;
 }
 
 export function prefillLayers(
@@ -91,6 +96,10 @@ export function prefillLayers(
     for (let i = 0; i < n; i++) {
       rope(q, i * qd, c.numHeads, hd, i, freqs);
       rope(k, i * kvd, c.numKvHeads, hd, i, freqs);
+    }
+    if (extras.kvF16) {
+      roundF16(k, n * kvd, k);
+      roundF16(v, n * kvd, v);
     }
     causalAttention(q, k, v, n, c.numHeads, c.numKvHeads, hd, att, {
       windows: [...scores].map(([lastQueries, perHead]) => ({ lastQueries, perKvHead: perHead.slice(l * c.numKvHeads, (l + 1) * c.numKvHeads) })),

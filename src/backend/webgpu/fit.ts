@@ -172,9 +172,9 @@ export function planMemory(c: ModelConfig, r: MemoryRequest, limits: DeviceLimit
   const poolFull = { prefill: layout(before.full, full), decode: layout(after.full, full) };
   const weightBytes = decoderWeightBytes(c, r.weightFormat, r.tied).total;
   const base = weightBytes + s.decodeBytes;
-  // One layer's pages (K and V) at their final size: what a growth copies, and what a CPU copy's readback stages (in f32).
+  // One layer's pages (K and V) at their final size: what a growth copies, and what a CPU copy's readback stages (in the pool's precision, as the prefill holds them).
   const layerKv = (pages: Int32Array) => 2 * c.numKvHeads * pages[0] * P * c.headDim * kvBytes;
-  const stagedKv = 8 * s.promptLength * c.numKvHeads * c.headDim;
+  const stagedKv = 2 * kvBytes * s.promptLength * c.numKvHeads * c.headDim;
   const encode = weightBytes + (r.audioTower ? r.audioTower.weightBytes + r.audioTower.batchBytes : 0);
   const phases = (p: { prefill: { bytes: number }; decode: { bytes: number } }, pages: Int32Array, staging: number): PhasePeaks => ({
     prefill: base + s.prefillBytes + p.prefill.bytes + staging,

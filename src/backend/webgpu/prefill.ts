@@ -23,6 +23,7 @@ import type { PrefillBuffers, SessionBuffers } from './session.js';
 import { whole, type GpuWeights } from './weights.js';
 import { matvecDispatches } from './weight-formats.js';
 import { instructionRows, summaryPlacement } from '../prompt.js';
+import { kvValues } from '../../kv/precision.js';
 
 export interface GpuPrefillOutput {
   token: number;
@@ -96,7 +97,8 @@ export async function runPrefill(
       uDown: uni(`u.down${b}`, [D, I, m, 0]),
     };
   });
-  const rowsOf = (buffer: GPUBuffer, width: number, r0: number, m: number): GPUBufferBinding => ({ buffer, offset: 4 * r0 * width, size: 4 * m * width });
+  const rowsOf = (buffer: GPUBuffer, width: number, r0: number, m: number, bytes = 4): GPUBufferBinding => ({ buffer, offset: bytes * r0 * width, size: bytes * m * width });
+  const kvBytes = p.kvElementBytes;
   const run = (enc: GPUCommandEncoder, pipeline: GPUComputePipeline, res: Bindings, x: number, y = 1) => {
     const pass = enc.beginComputePass();
     pass.setPipeline(pipeline);
@@ -121,7 +123,7 @@ export async function runPrefill(
       const attnU = uni(`u.attn${l}.${b.r0}`, [b.r0 + b.m, a0, A, firstQuery, l, 0, 0, b.r0]);
       run(enc, k.rmsnorm, [x, L.attnNorm, p.h, b.uRows], Math.ceil(b.m / 64));
       run(enc, wk(L.qkv.format).matmul, [whole(L.qkv), p.h, p.qkv, b.uQkv], ...matmulGroups(QD + 2 * KVD, b.m));
-      run(enc, k.ropeSplit, { 1: p.qkv, 2: p.q, 3: rowsOf(pk, KVD, b.r0, b.m), 4: rowsOf(pv, KVD, b.r0, b.m), 5: s.rope, 8: b.uRope, 9: w.qkvBias(l) }, b.m);
+      run(enc, k.ropeSplit, { 1: p.qkv, 2: p.q, 3: rowsOf(pk, KVD, b.r0, b.m, kvBytes), 4: rowsOf(pv, KVD, b.r0, b.m, kvBytes), 5: s.rope, 8: b.uRope, 9: w.qkvBias(l) }, b.m);
       run(enc, k.causalAttention, [p.q, pk, pv, p.attn, p.ml, attnU], Math.ceil(b.m / 64), c.numHeads);
       // The instruction rows' queries, kept for summary slots fitted to them (the block's are overwritten by the next).
       const r0 = Math.max(b.r0, iq0);
@@ -151,12 +153,12 @@ export async function runPrefill(
   // A per-layer prefill has read each layer's scores and keys as it went.
   const wantKeys = request.prefillKeys && !onLayer;
   const parts: [GPUBuffer, number][] = [[s.tokenOut, 4], [s.logits, returnLogits ? 4 * c.vocabSize : 0], [p.scores, onLayer ? 0 : 4 * heads * A]];
-  if (wantKeys) for (let l = 0; l < c.numLayers; l++) parts.push([p.k[l], 4 * n * KVD]);
+  if (wantKeys) for (let l = 0; l < c.numLayers; l++) parts.push([p.k[l], p.kvElementBytes * n * KVD]);
   const got = await readBack(ctx, parts);
   const token = new Uint32Array(got[0])[0];
   const allScores = new Float32Array(got[2]);
   const scores = Array.from({ length: heads }, (_, h) => allScores.slice(h * A, (h + 1) * A));
-  const keys = wantKeys ? Array.from({ length: c.numLayers }, (_, l) => layerKeys(c, new Float32Array(got[3 + l]), A, a0)).flat() : undefined;
+  const keys = wantKeys ? Array.from({ length: c.numLayers }, (_, l) => layerKeys(c, kvValues(got[3 + l], p.kvElementBytes), A, a0)).flat() : undefined;
   return { token, logits: returnLogits ? new Float32Array(got[1]) : undefined, scores, keys };
 }
 
@@ -179,12 +181,12 @@ function layerKeys(c: ModelConfig, kl: Float32Array, A: number, a0: number): Flo
 export async function readLayerScores(ctx: GpuContext, c: ModelConfig, p: PrefillBuffers, layer: number, A: number, n: number, withKeys: boolean, a0: number): Promise<{ scores: Float32Array[]; keys?: Float32Array[] }> {
   const H = c.numKvHeads;
   const parts: [GPUBuffer, number, number][] = [[p.scores, 4 * H * A, 4 * layer * H * A]];
-  if (withKeys) parts.push([p.kvOf(layer).k, 4 * n * H * c.headDim, 0]);
+  if (withKeys) parts.push([p.kvOf(layer).k, p.kvElementBytes * n * H * c.headDim, 0]);
   const got = await readBack(ctx, parts);
   const all = new Float32Array(got[0]);
   return {
     scores: Array.from({ length: H }, (_, h) => all.slice(h * A, (h + 1) * A)),
-    keys: withKeys ? layerKeys(c, new Float32Array(got[1]), A, a0) : undefined,
+    keys: withKeys ? layerKeys(c, kvValues(got[1], p.kvElementBytes), A, a0) : undefined,
   };
 }
 
@@ -195,16 +197,17 @@ export function readsRows(h: HeadResidency): boolean {
 
 /**
  * Reads back the prefill K and V of the given layers (for CPU copies and summaries): [n,
- * KVD] each, and the instruction rows' queries where the prefill kept them ([rows, QD]).
+ * KVD] each as f32 (of f16 values for an f16 pool), and the instruction rows' queries
+ * where the prefill kept them ([rows, QD]).
  */
 export async function readPrefillKv(ctx: GpuContext, c: ModelConfig, p: PrefillBuffers, n: number, layers: number[], queryRows = 0): Promise<Map<number, { k: Float32Array; v: Float32Array; q: Float32Array }>> {
-  const bytes = 4 * n * c.numKvHeads * c.headDim;
+  const bytes = p.kvElementBytes * n * c.numKvHeads * c.headDim;
   const qBytes = 4 * queryRows * c.numHeads * c.headDim;
   const parts: [GPUBuffer, number, number?][] = [];
   for (const l of layers) parts.push([p.kvOf(l).k, bytes], [p.kvOf(l).v, bytes], [p.instructionQ, qBytes, p.heldLayer(l) * qBytes]);
   const got = parts.length ? await readBack(ctx, parts) : [];
   const out = new Map<number, { k: Float32Array; v: Float32Array; q: Float32Array }>();
-  layers.forEach((l, i) => out.set(l, { k: new Float32Array(got[3 * i]), v: new Float32Array(got[3 * i + 1]), q: new Float32Array(got[3 * i + 2]) }));
+  layers.forEach((l, i) => out.set(l, { k: kvValues(got[3 * i], p.kvElementBytes), v: kvValues(got[3 * i + 1], p.kvElementBytes), q: new Float32Array(got[3 * i + 2]) }));
   return out;
 }
 

@@ -10,6 +10,8 @@
  * into their rows) and one layer's K/V hold the whole prompt; every other prefill buffer
  * holds one block of rows, and the block is sized for memory (PREFILL_BLOCK_BYTES), not
  * only for the binding, since the gate/up block alone is 2 × intermediate floats a row.
+ * The prompt K/V are stored in the pool's precision (f16 pairs for an f16 pool): the pool
+ * keeps nothing finer, and f32 would double the two largest buffers after the hidden states.
  */
 import { ContextTooLongError } from '../../errors.js';
 import { groupSize, kvHeadCount, promptLength, segmentLength, type ModelConfig, type PromptIds } from '../../model/config.js';
@@ -35,6 +37,8 @@ export interface SessionSizes {
   prefillChunk: number;
   /** Layers whose prompt K/V the prefill buffers hold at once: 1 for a per-layer prefill, else every layer. */
   prefillKvLayers: number;
+  /** Bytes of one prompt K/V element: the pool's (4 f32, 2 f16). */
+  kvElementBytes: number;
   /** Instruction rows whose queries the prefill keeps per layer (as many layers as K/V), for summary slots fitted to them; 0: none. */
   instructionQueryRows: number;
   /** Bytes of the prefill buffers, of the largest single buffer, of the decode step's buffers. */
@@ -83,9 +87,9 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   const fit = opts.request.summaryFit ?? 'mean';
   const instructionQueryRows = fit === 'mean' ? 0 : Math.max(1, prompt.instruction.length);
   prefill.push(['instruction queries', prefillKvLayers * instructionQueryRows * QD]);
-  const prefillBytes = 4 * (prefill.reduce((a, [, f]) => a + f, 0) + 2 * prefillKvLayers * perLayerKv);
+  const prefillBytes = 4 * prefill.reduce((a, [, f]) => a + f, 0) + 2 * kvElementBytes * prefillKvLayers * perLayerKv;
   const readbackBytes = 16 + 4 * (opts.returnLogits ? c.vocabSize : 0) + 4 * exported * A + 4 * (opts.request.decodeQueries ? exported * G * c.headDim : 0);
-  const grown: [string, number][] = [...prefill, ["one layer's prefill K", perLayerKv], ['exported decode weights', exported * A], ['readback slot', readbackBytes / 4]];
+  const grown: [string, number][] = [...prefill, ["one layer's prefill K", (perLayerKv * kvElementBytes) / 4], ['exported decode weights', exported * A], ['readback slot', readbackBytes / 4]];
   const [largestWhat, largestFloats] = grown.reduce((a, b) => (b[1] > a[1] ? b : a));
   const largestBuffer = 4 * largestFloats;
   const decodeBytes = 4 * (2 * D + 2 * QD + I + c.vocabSize + c.numLayers * c.numHeads * 2 + exported * A + exported * G * c.headDim + (n + opts.maxNewTokens) * c.headDim) + 2 * readbackBytes;
@@ -98,7 +102,7 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   if (largestBuffer > limit) {
     throw new ContextTooLongError(total, limit, `${A} audio tokens need a ${(largestBuffer / 2 ** 20).toFixed(1)} MiB GPU buffer (${largestWhat}), over this device's binding limit`, 'prompt-binding');
   }
-  return { audioLength: A, prompt, promptLength: n, textTokens, pageSize: P, exported, prefillChunk, prefillKvLayers, instructionQueryRows, prefillBytes, largestBuffer, decodeBytes, readbackBytes, worstPoolPages, worstPoolBytes };
+  return { audioLength: A, prompt, promptLength: n, textTokens, pageSize: P, exported, prefillChunk, prefillKvLayers, kvElementBytes, instructionQueryRows, prefillBytes, largestBuffer, decodeBytes, readbackBytes, worstPoolPages, worstPoolBytes };
 }
 
 /**
@@ -206,8 +210,10 @@ export class PrefillBuffers {
   /** Per layer held (as the K/V), the instruction rows' post-RoPE queries [rows, numHeads × headDim]. */
   readonly instructionQ: GPUBuffer;
   readonly instructionQueryRows: number;
+  /** Per layer held, its prompt K and V [n, KVD] in the pool's precision (kvElementBytes). */
   readonly k: GPUBuffer[] = [];
   readonly v: GPUBuffer[] = [];
+  readonly kvElementBytes: number;
   private readonly all: GPUBuffer[] = [];
 
   constructor(private readonly ctx: GpuContext, c: ModelConfig, sizes: SessionSizes) {
@@ -215,11 +221,12 @@ export class PrefillBuffers {
     const A = sizes.audioLength;
     const QD = c.numHeads * c.headDim;
     const KVD = c.numKvHeads * c.headDim;
-    const b = (label: string, floats: number) => {
-      const buf = ctx.buffer(`prefill.${label}`, Math.max(1, floats) * 4);
+    const b = (label: string, floats: number, elementBytes = 4) => {
+      const buf = ctx.buffer(`prefill.${label}`, Math.max(1, floats) * elementBytes);
       this.all.push(buf);
       return buf;
     };
+    this.kvElementBytes = sizes.kvElementBytes;
     // The residual stream; the audio embeddings are written straight into their rows.
     this.x = b('x', n * c.hiddenSize);
     // One block of rows each, except the hidden states x (every row, across layers).
@@ -236,8 +243,8 @@ export class PrefillBuffers {
     this.instructionQueryRows = sizes.instructionQueryRows;
     this.instructionQ = b('instruction_q', sizes.prefillKvLayers * sizes.instructionQueryRows * QD);
     for (let l = 0; l < sizes.prefillKvLayers; l++) {
-      this.k.push(b(`k.${l}`, n * KVD));
-      this.v.push(b(`v.${l}`, n * KVD));
+      this.k.push(b(`k.${l}`, n * KVD, this.kvElementBytes));
+      this.v.push(b(`v.${l}`, n * KVD, this.kvElementBytes));
     }
   }
 
