@@ -42,14 +42,16 @@ export function instructionRows(p: PromptIds, N: number): [number, number] {
 /**
  * The summary placement of a plan made under `fit`, from the instruction rows' post-RoPE
  * queries per layer ([rows, numHeads × headDim], `instructionRows`): a KV head is handed
- * the queries of its group, [rows × groupSize, headDim].
+ * the queries of its group, [rows × groupSize, headDim]; `layerMass` (the request's
+ * `summaryMass`) gives its layer's scale of the mass correction.
  */
-export function summaryPlacement(c: ModelConfig, fit: SummaryPlacement['fit'], layerQueries: (layer: number) => Float32Array): SummaryPlacement {
+export function summaryPlacement(c: ModelConfig, fit: SummaryPlacement['fit'], layerQueries: (layer: number) => Float32Array, layerMass?: readonly number[]): SummaryPlacement {
   const hd = c.headDim;
   const G = groupSize(c);
   const QD = c.numHeads * hd;
   return {
     fit,
+    ...(layerMass === undefined ? {} : { massScale: (head: number) => layerMass[Math.floor(head / c.numKvHeads)] ?? 1 }),
     queries: (head) => {
       const q = layerQueries(Math.floor(head / c.numKvHeads));
       const kh = head % c.numKvHeads;

@@ -52,6 +52,8 @@ export interface AttentionRequest {
    * backend then keeps through prefill for the placement (not for the policy).
    */
   summaryFit?: SummaryFit;
+  /** Under 'mass', per layer, the scale of δ in a slot's count (kv/summary.ts `summarise`); 1 when absent. */
+  summaryMass?: number[];
 }
 
 export interface PrefillObservation {

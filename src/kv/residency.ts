@@ -176,7 +176,7 @@ export class Residency {
       }
       for (let j = 0; j < slots.length; j++) this.positions[slots[j]] = seq[j];
       const queries = groups.length && summaries && summaries.fit !== 'mean' ? summaries.queries(h) : undefined;
-      groups.forEach((group, j) => this.placeSummary(h, audioSlots[gpu.length + j], group, source, summaries?.fit, queries));
+      groups.forEach((group, j) => this.placeSummary(h, audioSlots[gpu.length + j], group, source, summaries?.fit, queries, summaries?.massScale?.(h)));
       gathers.push({ head: h, slots: Int32Array.from(slots), seqPositions: Int32Array.from(seq) });
       for (const pos of cpu) {
         source(h, audioStart + pos, this.rowK, 0, this.rowV, 0);
@@ -196,12 +196,12 @@ export class Residency {
    * queries, written now, with the count in its position entry. It is a GPU slot of the
    * head's audio, so r_GPU counts it.
    */
-  private placeSummary(head: number, slot: number, group: Int32Array, source: KvSource, fit?: SummaryFit, queries?: Float32Array): void {
+  private placeSummary(head: number, slot: number, group: Int32Array, source: KvSource, fit?: SummaryFit, queries?: Float32Array, massScale?: number): void {
     const hd = this.shape.headDim;
     const k = new Float32Array(group.length * hd);
     const v = new Float32Array(group.length * hd);
     group.forEach((pos, i) => source(head, this.shape.audioStart + pos, k, i * hd, v, i * hd));
-    const s = summarise(k, v, group.length, hd, fit, queries);
+    const s = summarise(k, v, group.length, hd, fit, queries, massScale);
     this.storage.writeRows(slot, 1, s.key, s.value);
     this.positions[slot] = summaryEntry(s.count);
     this.gpuCount[head]++;

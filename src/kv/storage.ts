@@ -28,6 +28,8 @@ export type KvSource = (head: number, seqPos: number, k: Float32Array, kOff: num
  */
 export interface SummaryPlacement {
   fit: SummaryFit;
+  /** Per head, the scale α of δ in a 'mass' slot's count (kv/summary.ts); 1 when absent. */
+  massScale?: (head: number) => number;
   queries: (head: number) => Float32Array | undefined;
 }
 

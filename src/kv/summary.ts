@@ -14,6 +14,9 @@
  * to c · e^δ, δ = mean over the queries of log Σ exp(s_i) − ln c − s̄ ≥ 0, the Jensen gap
  * the mean key leaves (s_i = q·k_i / √d, s̄ = q·k̄ / √d): the slot then carries the mass
  * those queries gave the group, which a mean key under-counts wherever the scores spread.
+ * A mass scale α gives c · e^(α·δ): the gap is exact for the instruction's queries only,
+ * and a decode query that reads the group less sharply is over-counted by the full δ, so
+ * α between 0 ('value') and 1 ('mass') trades the stop-token pull against that excess.
  *
  * The slot's position entry carries the count, so the kernels need no extra binding:
  * entry −(c + 1) for a summary of c positions. EMPTY (−1) is then the summary of nothing,
@@ -55,9 +58,10 @@ const MAX_COUNT = 2 ** 30;
 /**
  * The summary of `count` rows of keys `k` and values `v` ([count, hd]); `queries`
  * ([nq, hd], post-RoPE, the rows whose attention chose the group) fit it as `fit` says.
- * Without queries (or `fit` 'mean') it is the plain mean.
+ * Without queries (or `fit` 'mean') it is the plain mean. `massScale` (α ≥ 0, 'mass'
+ * only) scales δ in the count.
  */
-export function summarise(k: Float32Array, v: Float32Array, count: number, hd: number, fit: SummaryFit = 'mean', queries?: Float32Array): Summary {
+export function summarise(k: Float32Array, v: Float32Array, count: number, hd: number, fit: SummaryFit = 'mean', queries?: Float32Array, massScale = 1): Summary {
   const key = meanRows(k, count, hd, new Float32Array(hd));
   const nq = queries ? Math.floor(queries.length / hd) : 0;
   if (fit === 'mean' || nq === 0 || count === 1) return { key, value: meanRows(v, count, hd, new Float32Array(hd)), count };
@@ -86,5 +90,5 @@ export function summarise(k: Float32Array, v: Float32Array, count: number, hd: n
   for (let i = 0; i < count; i++) for (let d = 0; d < hd; d++) acc[d] += weight[i] * v[i * hd + d];
   const value = Float32Array.from(acc);
   if (fit === 'value') return { key, value, count };
-  return { key, value, count: Math.min(MAX_COUNT, Math.max(count, Math.round(count * Math.exp(gap / nq)))) };
+  return { key, value, count: Math.min(MAX_COUNT, Math.max(count, Math.round(count * Math.exp((massScale * gap) / nq)))) };
 }

@@ -211,7 +211,7 @@ export class CpuBackend implements DecoderBackend {
       const o = rowOf(head, pos);
       k.set(pk[l].subarray(o, o + hd), kOff);
       v.set(pv[l].subarray(o, o + hd), vOff);
-    }, summaryPlacement(c, s.opts.request.summaryFit ?? 'mean', (l) => pq[l]));
+    }, summaryPlacement(c, s.opts.request.summaryFit ?? 'mean', (l) => pq[l], s.opts.request.summaryMass));
     for (const g of gathers) {
       const l = layerOf(g.head);
       for (let i = 0; i < g.slots.length; i++) {
@@ -236,7 +236,7 @@ export class CpuBackend implements DecoderBackend {
     const placement = new LayerPlacement(c, N, run, {
       elementBytes: kvElementBytes(this.options.kvPrecision ?? 'f32'),
       growth: this.growth(segmentLength(c) * slotBytes(c.headDim, kvElementBytes(this.options.kvPrecision ?? 'f32'))),
-      prefillQueries: req.prefillQueries, prefillKeys: !!req.prefillKeys, summaryFit: req.summaryFit ?? 'mean', kvBudgetBytes: this.options.kvBudgetBytes,
+      prefillQueries: req.prefillQueries, prefillKeys: !!req.prefillKeys, summaryFit: req.summaryFit ?? 'mean', summaryMass: req.summaryMass, kvBudgetBytes: this.options.kvBudgetBytes,
       hold: (bytes) => this.hold(bytes), prompt: s.prompt,
     });
     const place = placement.place.bind(placement);

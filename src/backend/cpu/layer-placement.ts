@@ -24,6 +24,8 @@ export interface LayerPlacementOptions {
   prefillKeys: boolean;
   /** How summary slots are made (the request's `summaryFit`). */
   summaryFit: SummaryFit;
+  /** The request's `summaryMass`. */
+  summaryMass?: number[];
   kvBudgetBytes?: number;
   /** Accounts for KV bytes the storage takes (the backend's live / peak memory). */
   hold: (bytes: number) => void;
@@ -75,7 +77,7 @@ export class LayerPlacement {
       const r = rowOf(head, pos);
       kk.set(k.subarray(r, r + hd), kOff);
       vv.set(v.subarray(r, r + hd), vOff);
-    }, summaryPlacement(c, o.summaryFit, () => instructionQueries));
+    }, summaryPlacement(c, o.summaryFit, () => instructionQueries, o.summaryMass));
     for (const g of placed.gathers) {
       for (let i = 0; i < g.slots.length; i++) {
         const r = rowOf(g.head, g.seqPositions[i]);

@@ -100,7 +100,7 @@ export class LayerPlacer {
       const o = seqPos * H * hd + (head % H) * hd;
       k.set(kv!.k.subarray(o, o + hd), kOff);
       v.set(kv!.v.subarray(o, o + hd), vOff);
-    }, summaryPlacement(c, this.d.request.summaryFit ?? 'mean', () => kv!.q));
+    }, summaryPlacement(c, this.d.request.summaryFit ?? 'mean', () => kv!.q, this.d.request.summaryMass));
     this.bytesToCpu += placed.transfer.bytesToCpu;
     // Queued before the next layer, which then overwrites the prefill K/V this reads.
     gatherIntoPool(ctx, c, this.d.kernels, { kOf: () => buf.k, vOf: () => buf.v, baseSlot: () => base }, p, placed.gathers);

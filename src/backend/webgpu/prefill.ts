@@ -261,7 +261,7 @@ export async function placePlan(ctx: GpuContext, c: ModelConfig, k: Kernels, poo
     const o = seqPos * kvd + (head % c.numKvHeads) * hd;
     kk.set(src.k.subarray(o, o + hd), kOff);
     v.set(src.v.subarray(o, o + hd), vOff);
-  }, summaryPlacement(c, request.summaryFit ?? 'mean', (l) => kv.get(l)!.q));
+  }, summaryPlacement(c, request.summaryFit ?? 'mean', (l) => kv.get(l)!.q, request.summaryMass));
   gatherIntoPool(ctx, c, k, pool, p, gathers);
   pool.flush(residency);
   return transfer;

@@ -35,7 +35,10 @@
  *   `summaryFit` says how a slot is made from its group: the plain mean ('mean'), or
  *   fitted to the instruction's queries, the same rows the prefill scores come from —
  *   the value weighted as those queries weigh the rows ('value'), and the count raised
- *   to the mass they gave the group ('mass'), which the mean key under-counts.
+ *   to the mass they gave the group ('mass'), which the mean key under-counts;
+ *   `summaryMass` scales the exponent δ of that correction (0 is 'value', 1 the whole gap),
+ *   and `summaryMassLayer` applies it in one layer only (the one the stop token reads),
+ *   the others' slots as 'value'.
  * - Normalisation of the ranking score (`normalize`): over all heads (default) or per
  *   layer. Diagnosis only: `fullLayer` / `fullRole` keep one layer's or one role's heads
  *   whole, outside the budget (docs/wnw-fidelity.md).
@@ -68,7 +71,7 @@ export interface WnwState {
 export class WnwPolicy implements KvPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
   static readonly needsHeads = true;
-  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'normalize', 'fullLayer', 'fullRole'];
+  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'summaryMass', 'summaryMassLayer', 'normalize', 'fullLayer', 'fullRole'];
   readonly name = 'wnw';
   private readonly budget: number;
   private readonly heads: HeadsFile;
@@ -86,6 +89,10 @@ export class WnwPolicy implements KvPolicy {
   private readonly summaryLength: number;
   /** How a summary slot is made (kv/summary.ts): plain mean, or fitted to the instruction's queries. */
   private readonly summaryFit: SummaryFit;
+  /** Under 'mass', the scale of δ in a slot's count (1: the whole gap; 0: as 'value'). */
+  private readonly summaryMass?: number;
+  /** Under 'mass', the one layer whose slots get the correction; the others' are as 'value'. */
+  private readonly summaryMassLayer?: number;
   private readonly score: number[];
   /** Diagnosis only: a layer (`fullLayer`) or a role (`fullRole`) whose heads keep all their audio, outside the budget. */
   private readonly fullLayer?: number;
@@ -123,6 +130,15 @@ export class WnwPolicy implements KvPolicy {
     const fit = opts['summaryFit'] ?? DEFAULT_SUMMARY_FIT;
     if (fit !== 'mean' && fit !== 'value' && fit !== 'mass') throw new WnwError('BAD_ARGUMENT', `option "summaryFit" must be "mean", "value" or "mass", got ${String(fit)}`);
     this.summaryFit = fit;
+    for (const key of ['summaryMass', 'summaryMassLayer']) {
+      if (opts[key] !== undefined && fit !== 'mass') throw new WnwError('BAD_ARGUMENT', `option "${key}" shapes the count of summaryFit "mass", not "${fit}"`);
+    }
+    if (opts['summaryMass'] !== undefined) this.summaryMass = numOpt(opts, 'summaryMass', 1, 0);
+    if (opts['summaryMassLayer'] !== undefined) {
+      const l = numOpt(opts, 'summaryMassLayer', 0, 0);
+      if (!Number.isInteger(l) || l >= this.heads.numLayers) throw new WnwError('BAD_ARGUMENT', `option "summaryMassLayer" must be a layer index below ${this.heads.numLayers}, got ${l}`);
+      this.summaryMassLayer = l;
+    }
     const normalize = opts['normalize'] ?? 'global';
     if (normalize !== 'global' && normalize !== 'layer') throw new WnwError('BAD_ARGUMENT', `option "normalize" must be "global" or "layer", got ${String(normalize)}`);
     this.normalize = normalize;
@@ -158,7 +174,14 @@ export class WnwPolicy implements KvPolicy {
   }
 
   request(layout: PolicyLayout): AttentionRequest {
-    return { decodeHeads: [...this.roles.anchors], prefillQueries: Math.max(1, layout.instructionLength), ...(this.summaries ? { summaryFit: this.summaryFit } : {}) };
+    return { decodeHeads: [...this.roles.anchors], prefillQueries: Math.max(1, layout.instructionLength), ...(this.summaries ? { summaryFit: this.summaryFit, ...this.layerMass() } : {}) };
+  }
+
+  /** The request's per-layer mass scales, where an option sets them (absent: the whole gap everywhere). */
+  private layerMass(): { summaryMass?: number[] } {
+    if (this.summaryMass === undefined && this.summaryMassLayer === undefined) return {};
+    const alpha = this.summaryMass ?? 1;
+    return { summaryMass: Array.from({ length: this.heads.numLayers }, (_, l) => (this.summaryMassLayer === undefined || l === this.summaryMassLayer ? alpha : 0)) };
   }
 
   /** Roles, retention and λ in use (after prefill). */
