@@ -7,7 +7,8 @@
 import { parseConfig, type ModelConfig } from '../model/config.js';
 import { audioTokensOf, checkFit, sureMemoryBytes, type DeviceLimits, type FitDevice, type FitVerdict } from '../backend/webgpu/fit.js';
 import { defaultTowerFormat, towerBytes, type TowerBytes } from '../encoder/sizing.js';
-import { parseWhisperEncoderConfig } from '../encoder/whisper-config.js';
+import { parseWhisperEncoderConfig, type WhisperEncoderConfig } from '../encoder/whisper-config.js';
+import { ModelLoadError } from '../errors.js';
 import { findOnnxAudioEncoder } from '../model/hf/onnx-audio.js';
 import { joinModelPath, readJson } from '../model/files.js';
 import type { Json } from '../model/families/types.js';
@@ -52,7 +53,7 @@ export async function summarizeModel(base: string, requested: WeightFormat = 'f3
   const weightFormat = decoderFormat(marker, requested);
   const tied = info.tiedEmbeddings;
   const onnx = info.family.onnx ? await findOnnxAudioEncoder(base) : undefined;
-  const towerConfig = onnx ? undefined : parseWhisperEncoderConfig(info.family.audioConfig(json), file, info.family.encoder);
+  const towerConfig = onnx ? undefined : towerConfigOf(() => parseWhisperEncoderConfig(info.family.audioConfig(json), file, info.family.encoder));
   return {
     family: `${info.family.modelType} (Hugging Face${marker ? `, converted to ${marker.format}` : ''})`,
     config: info.config,
@@ -61,6 +62,16 @@ export async function summarizeModel(base: string, requested: WeightFormat = 'f3
     tied,
     ...(towerConfig ? { audioTower: (f: WeightFormat) => towerBytes(towerConfig, info.family.encoder, info.config.hiddenSize, f) } : {}),
   };
+}
+
+/** The tower's config where audio_config states it; a config that does not is the loader's to refuse, and the verdict then judges the decoder alone. */
+function towerConfigOf(parse: () => WhisperEncoderConfig): WhisperEncoderConfig | undefined {
+  try {
+    return parse();
+  } catch (e) {
+    if (e instanceof ModelLoadError) return undefined;
+    throw e;
+  }
 }
 
 export interface ClipContext {

@@ -63,3 +63,22 @@ describe('the model panel summary', () => {
     await expect(loadModel(dir)).rejects.toThrow(/neither a wnw model config .* nor a Hugging Face config/);
   });
 });
+
+describe("the verdict's encode phase", () => {
+  it('counts a Hugging Face audio tower beside the WebGPU decoder, in the format the route would choose', async () => {
+    const { ensureMiniatures } = await import('../helpers/miniatures.js');
+    const s = await summarizeModel(join(await ensureMiniatures(), 'qwen2_5_omni'), 'q4');
+    expect(s.audioTower).toBeDefined();
+    const limits = { maxStorageBufferBindingSize: 2 ** 30, maxBufferSize: 2 ** 30 };
+    const v = clipFit(s, { seconds: 10, kvPrecision: 'f16', budget: 1 }, { limits });
+    const f16 = s.audioTower!('f16');
+    expect(v.plan!.phases.encode).toBe(s.weightBytes + f16.weightBytes + f16.batchBytes);
+    expect(v.text).toMatch(/while encoding \(the f16 audio tower\)/);
+    // Memory that cannot hold the f16 tower beside the decoder: the q4 tower, as the route would take.
+    const q4 = s.audioTower!('q4');
+    const tight = clipFit(s, { seconds: 10, kvPrecision: 'f16', budget: 1 }, { limits, memoryBytes: s.weightBytes + q4.weightBytes + q4.batchBytes + 1 });
+    expect(tight.text).toMatch(/the q4 audio tower/);
+    // The CPU backend runs the tower on the CPU: no encode phase on the GPU.
+    expect(clipFit(s, { seconds: 10, kvPrecision: 'f16', budget: 1 }, { limits: null }).plan!.phases.encode).toBe(s.weightBytes);
+  }, 120_000);
+});
