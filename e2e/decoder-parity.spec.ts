@@ -23,7 +23,7 @@ import { gpuChecks } from './gpu-checks.js';
 
 const CHECKS = [
   'context_too_long', 'bench_smoke', 'parity_reference_random', 'parity_sharded_pool', 'parity_f16_pool',
-  'parity_voxtral_shape_full', 'parity_voxtral_shape_wnw', 'parity_voxtral_shape_wnw_layered', 'parity_voxtral_shape_wnw_prompt', 'parity_voxtral_shape_wnw_layered_f16', 'parity_reference_full_layered', 'parity_qwen2_5_omni_shape_full', 'parity_qwen2_5_omni_shape_wnw',
+  'parity_voxtral_shape_full', 'parity_voxtral_shape_wnw', 'parity_voxtral_shape_wnw_layered', 'parity_voxtral_shape_wnw_prompt', 'parity_voxtral_shape_wnw_layered_f16', 'parity_voxtral_shape_wnw_summary_mass', 'parity_reference_full_layered', 'parity_qwen2_5_omni_shape_full', 'parity_qwen2_5_omni_shape_wnw',
   'parity_qwen2_audio_shape_full', 'parity_qwen2_audio_shape_wnw',
   'parity_voxtral_shape_f16_full', 'parity_voxtral_shape_f16_wnw', 'parity_voxtral_shape_q4_full', 'parity_voxtral_shape_q4_wnw', 'parity_voxtral_shape_q4_prepacked',
   'parity_qwen2_audio_shape_q4_wnw', 'parity_q4_split_head_full', 'parity_q4_split_head_wnw', 'parity_q4_split_head_wnw_layered',

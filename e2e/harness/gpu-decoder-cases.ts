@@ -151,6 +151,8 @@ export const decoderTests: Record<string, () => Promise<CheckResult>> = {
     prompt: { prefix: [...decoderShapeConfig('voxtral').prefix, 9], instruction: [4, 21, 22, 23, 34] },
   }),
   // The same per-layer case with an f16 pool: the prefill's K/V are f16 on both backends, and the CPU copies and summaries are read back from them.
+  // Half the mass correction in every layer: the slots' counts come from the same CPU-side fit on both backends.
+  parity_voxtral_shape_wnw_summary_mass: () => runParity({ ...shapeCase('voxtral', 'wnw'), name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, per-layer prefill, summaryMass 0.5', layered: true, policyOptions: { summaryMass: 0.5 } }),
   parity_voxtral_shape_wnw_layered_f16: () => runParity({ ...shapeCase('voxtral', 'wnw'), name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, per-layer prefill, f16 pool', layered: true, backend: { kvPrecision: 'f16' } }),
   // The full cache per layer on a long prompt in two row blocks under a 2.5 MiB binding cap.
   parity_reference_full_layered: () => runParity({

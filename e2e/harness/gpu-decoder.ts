@@ -36,6 +36,8 @@ export interface ParityCase {
   mode: 'policy' | 'full' | 'wnw';
   /** 'wnw' mode: the target r_GPU. */
   budget?: number;
+  /** 'wnw' mode: policy options beside the budget and heads (`summaryMass`, …). */
+  policyOptions?: Record<string, number | string | boolean>;
   /**
    * Golden greedy tokens / logits [steps, vocab] from the training code (step 0 = after the
    * prompt), full cache. In 'policy' mode only step 0 (before any plan) is compared.
@@ -230,7 +232,7 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   let driver = synthetic(pc, A);
   if (pc.mode === 'wnw') {
     // The policy decides on the CPU run's observations; it asks for its anchors' weights.
-    const policy = createPolicy('wnw', { budget: pc.budget ?? 0.2, heads: syntheticHeads(c, A, pc.budget ?? 0.2) });
+    const policy = createPolicy('wnw', { ...pc.policyOptions, budget: pc.budget ?? 0.2, heads: syntheticHeads(c, A, pc.budget ?? 0.2) });
     request = { ...policy.request(policyLayout(c, A, pc.prompt)), decodeQueries: true };
     const next = new Map<number, StepPlan>();
     driver = {
