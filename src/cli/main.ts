@@ -27,7 +27,8 @@ export const USAGE = `${TRANSCRIBE_USAGE}\n\nTranscribes a WAV file (PCM16, PCM2
   'Hugging Face folder of Voxtral, Qwen2-Audio or Qwen2.5-Omni; the policies wnw and audiokv need its heads.json (npm run calibrate -- --model DIR). ' +
   'A Hugging Face folder with an ONNX audio encoder (onnx/audio_encoder*.onnx) runs it by default; --audio-encoder audio-tower runs the checkpoint\'s audio tower ' +
   'instead, --audio-encoder onnx makes a missing graph an error. --weights defaults to q4 for a Hugging Face folder (in f32 Voxtral-Mini-3B\'s decoder alone is ' +
-  '14.95 GiB, against 2.10 GiB in q4), to the format a folder converted by wnw convert was packed in, and to f32 for our own model folder.\n\n' +
+  '14.95 GiB, against 2.10 GiB in q4), to the format a folder converted by wnw convert was packed in, and to f32 for our own model folder. ' +
+  '--audio-weights (a Hugging Face audio tower\'s Linears) defaults to f16 beside a q4 decoder, else to the decoder\'s format.\n\n' +
   'usage: wnw convert HF_DIR OUT_DIR [--quant q4|f16|f32]\n\nPacks a Hugging Face folder\'s decoder weights once (default q4), so it loads without conversion.\n';
 
 /** What --json prints. The names are read by other tools: keep them. */

@@ -219,4 +219,16 @@ describe('wnw transcribe: progress and the default weight format', () => {
     expect(await runCli(['--help'], help)).toBe(0);
     expect(help.out).toMatch(/--weights defaults to q4 for a Hugging Face folder/);
   });
+
+  it('--audio-weights passes the audio tower\'s format on, is left to the default when absent, and a bad value is a usage error', async () => {
+    expect(parseTranscribeArgs(['x.wav', '--audio-weights', 'q4']).audioWeights).toBe('q4');
+    expect(parseTranscribeArgs(['x.wav']).audioWeights).toBeUndefined();
+    expect(() => parseTranscribeArgs(['x.wav', '--audio-weights', 'int8'])).toThrow(/audio-weights must be one of f32, f16, q4, got "int8"/);
+    const seen: { load?: LoadOptions } = {};
+    expect(await runCli(['transcribe', wav, '--audio-weights', 'f16'], io(seen))).toBe(0);
+    expect(seen.load?.audioWeightFormat).toBe('f16');
+    const help = io();
+    expect(await runCli(['--help'], help)).toBe(0);
+    expect(help.out).toMatch(/--audio-weights .* defaults to f16 beside a q4 decoder/);
+  });
 });
