@@ -71,10 +71,13 @@ export interface HeadResidency {
   /** Positions with a CPU copy (recallable). May overlap `gpu` (a full mirror). Positions in neither are dropped. */
   cpu: Int32Array;
   /**
-   * Groups of dropped positions (in neither `gpu` nor `cpu`), each kept on the GPU as one
-   * summary slot: the mean of the group's keys and values, attended with a log(group size)
-   * bias, so the softmax still sees the mass of what the head dropped (kv/summary.ts). A
-   * summary costs one GPU slot and is fixed for the session.
+   * Groups of positions not on the GPU, each kept there as one summary slot: the mean of
+   * the group's keys and values, attended with a log(group size) bias, so the softmax still
+   * sees the mass of what the head does not hold (kv/summary.ts). A group is either dropped
+   * (in neither `gpu` nor `cpu`: its slot is fixed for the session) or wholly in `cpu`
+   * (recallable: its slot stands for the group while none of it is on the GPU and weighs
+   * nothing while any of it is, so a recall never counts a position twice). A summary costs
+   * one GPU slot, held for the session either way.
    */
   summaries?: Int32Array[];
 }

@@ -21,6 +21,7 @@ import { OffloadStore } from './offload.js';
 import { slotBytes } from './precision.js';
 import { summarise, summaryEntry, type SummaryFit } from './summary.js';
 import { checkPositions, checkSummaries } from './plan-checks.js';
+import { RecallableSummaries } from './recallable-summaries.js';
 import type { ResidencyStats, TransferStats } from './types.js';
 import type { PageStorage, KvSource, SummaryPlacement, Gather } from './storage.js';
 import type { HeadResidency, PrefillPlan, StepPlan } from './plan.js';
@@ -67,6 +68,8 @@ export class Residency {
   /** Bytes of one position's key and value in the pool (what a recall moves to the GPU). */
   private readonly rowBytes: number;
   private textPages = 0;
+  /** Summary slots over CPU-backed groups, silenced while any of their group is recalled. */
+  private readonly recallable: RecallableSummaries;
   /** Times the pool grew (a backend rebuilds what binds the pool's buffers). */
   growths = 0;
 
@@ -90,6 +93,7 @@ export class Residency {
     this.kind = new Uint8Array(numPages);
     this.rowK = new Float32Array(pageSize * headDim);
     this.rowV = new Float32Array(pageSize * headDim);
+    this.recallable = new RecallableSummaries(heads, audioLength);
   }
 
   get pageSize(): number {
@@ -161,7 +165,7 @@ export class Residency {
       const groups = plans[i].summaries ?? [];
       checkPositions(gpu, audioLength, `head ${h} gpu`);
       checkPositions(cpu, audioLength, `head ${h} cpu`);
-      if (groups.length) checkSummaries(groups, gpu, cpu, audioLength, h);
+      const recallable = groups.length ? checkSummaries(groups, gpu, cpu, audioLength, h) : [];
       const slots: number[] = [];
       const seq: number[] = [];
       for (const pos of textSeqPositions) {
@@ -176,7 +180,11 @@ export class Residency {
       }
       for (let j = 0; j < slots.length; j++) this.positions[slots[j]] = seq[j];
       const queries = groups.length && summaries && summaries.fit !== 'mean' ? summaries.queries(h) : undefined;
-      groups.forEach((group, j) => this.placeSummary(h, audioSlots[gpu.length + j], group, source, summaries?.fit, queries, summaries?.massScale?.(h)));
+      groups.forEach((group, j) => {
+        const slot = audioSlots[gpu.length + j];
+        this.placeSummary(h, slot, group, source, summaries?.fit, queries, summaries?.massScale?.(h));
+        if (recallable[j]) this.recallable.add(h, group, slot, this.positions[slot]);
+      });
       gathers.push({ head: h, slots: Int32Array.from(slots), seqPositions: Int32Array.from(seq) });
       for (const pos of cpu) {
         source(h, audioStart + pos, this.rowK, 0, this.rowV, 0);
@@ -234,6 +242,8 @@ export class Residency {
         if (slot === EMPTY) continue;
         this.unbind(head, pos, slot);
         released++;
+        const g = this.recallable.released(head, pos);
+        if (g) this.setEntry(g.slot, g.entry);
       }
     }
     if (this.shape.growPages && plan.recall.length) {
@@ -271,9 +281,18 @@ export class Residency {
         this.storage.syncPositions(slots[i], count, this.positions);
         i = j + 1;
       }
+      for (const pos of todo) {
+        const silenced = this.recallable.recalled(head, pos);
+        if (silenced !== undefined) this.setEntry(silenced, EMPTY);
+      }
       recalled += todo.length;
     }
     return { bytesToGpu: recalled * this.rowBytes, bytesToCpu: 0, recalledPositions: recalled, releasedPositions: released };
+  }
+
+  private setEntry(slot: number, entry: number): void {
+    this.positions[slot] = entry;
+    this.storage.syncPositions(slot, 1, this.positions);
   }
 
   stats(): ResidencyStats {
@@ -374,6 +393,7 @@ export class Residency {
       if (this.textTail[h] !== EMPTY) this.textTail[h] += d;
       const holes = this.holes[h];
       for (let i = 0; i < holes.length; i++) holes[i] += d;
+      this.recallable.shift(h, d);
     }
     this.storage.grow!(before, this.pool.shards);
     this.storage.syncPositions(0, this.positions.length, this.positions);

@@ -71,7 +71,7 @@ export interface WnwState {
 export class WnwPolicy implements KvPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
   static readonly needsHeads = true;
-  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'summaryMass', 'summaryMassLayer', 'normalize', 'fullLayer', 'fullRole'];
+  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'summaryMass', 'summaryMassLayer', 'tidalSummaries', 'normalize', 'fullLayer', 'fullRole'];
   readonly name = 'wnw';
   private readonly budget: number;
   private readonly heads: HeadsFile;
@@ -85,6 +85,8 @@ export class WnwPolicy implements KvPolicy {
   private readonly summaries: boolean;
   /** Where s̃ is normalised: over all heads ('global', the method's max) or within each layer ('layer'). */
   private readonly normalize: 'global' | 'layer';
+  /** Tidal heads also keep a summary slot per group of what they hold in CPU memory, silenced while it is recalled. */
+  private readonly tidalSummaries: boolean;
   /** Positions a summary slot stands for at most (0: a whole segment). */
   private readonly summaryLength: number;
   /** How a summary slot is made (kv/summary.ts): plain mean, or fitted to the instruction's queries. */
@@ -127,6 +129,10 @@ export class WnwPolicy implements KvPolicy {
     if (typeof summaries !== 'boolean') throw new WnwError('BAD_ARGUMENT', `option "summaries" must be true or false, got ${String(summaries)}`);
     this.summaries = summaries;
     this.summaryLength = numOpt(opts, 'summaryLength', 0, 0);
+    const tidalSummaries = opts['tidalSummaries'] ?? false;
+    if (typeof tidalSummaries !== 'boolean') throw new WnwError('BAD_ARGUMENT', `option "tidalSummaries" must be true or false, got ${String(tidalSummaries)}`);
+    if (tidalSummaries && !summaries) throw new WnwError('BAD_ARGUMENT', 'option "tidalSummaries" needs summaries (summaries=true)');
+    this.tidalSummaries = tidalSummaries;
     const fit = opts['summaryFit'] ?? DEFAULT_SUMMARY_FIT;
     if (fit !== 'mean' && fit !== 'value' && fit !== 'mass') throw new WnwError('BAD_ARGUMENT', `option "summaryFit" must be "mean", "value" or "mass", got ${String(fit)}`);
     this.summaryFit = fit;
@@ -223,8 +229,9 @@ export class WnwPolicy implements KvPolicy {
     const select = (s: Float32Array, h: number): HeadResidency => {
       if (isAnchor.has(h) || full.has(h)) return { gpu: selectByRetention(s, 1, n), cpu: NONE };
       const gpu = selectByRetention(s, retention[h], n, this.selection);
-      if (isTidal.has(h)) return { gpu, cpu: complement(gpu, T) };
-      return summaryLength > 0 ? { gpu, cpu: NONE, summaries: segmentSummaries(gpu, T, n, summaryLength) } : { gpu, cpu: NONE };
+      const summarised = summaryLength > 0 && (!isTidal.has(h) || this.tidalSummaries);
+      if (isTidal.has(h)) return { gpu, cpu: complement(gpu, T), ...(summarised ? { summaries: segmentSummaries(gpu, T, n, summaryLength) } : {}) };
+      return summarised ? { gpu, cpu: NONE, summaries: segmentSummaries(gpu, T, n, summaryLength) } : { gpu, cpu: NONE };
     };
     return layerwise(
       layout,
@@ -319,7 +326,8 @@ export class WnwPolicy implements KvPolicy {
     const fullSegs = Math.floor(T / n);
     const R0 = this.strict ? Math.min(this.reserveSegments, Math.ceil(T / n)) : 0;
     const tidal = this.roles.tidal;
-    const fixed = this.roles.fixed;
+    // The heads that keep summary slots: the fixed ones, and the tidal ones when asked.
+    const summarised = this.tidalSummaries ? [...this.roles.fixed, ...tidal] : this.roles.fixed;
     const reserve = (R: number, ret: number[], len: number) => {
       let extra = 0;
       for (const h of tidal) {
@@ -335,7 +343,7 @@ export class WnwPolicy implements KvPolicy {
     };
     const fit = ([g, R]: [number, number]) => fitLambda(sNorm, this.roles.anchors, [T], this.budget, n, {
       selection: this.selection,
-      extra: (ret, len) => reserve(R, ret, len) + (g > 0 ? fixed.reduce((a, h) => a + summarySlots(len, ret[h], n, this.selection, g), 0) : 0),
+      extra: (ret, len) => reserve(R, ret, len) + (g > 0 ? summarised.reduce((a, h) => a + summarySlots(len, ret[h], n, this.selection, g), 0) : 0),
       floor: segmentFloor(n, this.floorPositions),
     });
     // Where the budget cannot hold the summaries even at λ = 0, the tidal heads' recall
