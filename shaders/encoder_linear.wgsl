@@ -1,8 +1,8 @@
 // Whisper-family audio encoder: Linear (PyTorch [out, in]).
 // src/encoder/webgpu-kernels.ts loads it; src/encoder/ops.ts is its TS reference.
 // Activations are time-major [rows, width]; no workgroup barriers (unreliable or slow on
-// CPU implementations of WebGPU). The binding numbers are the ones EncoderPass binds,
-// distinct across the encoder's kernels.
+// CPU implementations of WebGPU). W is packed, so this kernel declares its own bindings
+// (the others share encoder_io.wgsl's).
 // Constants: BIAS, GELU, ACC (bools), WEIGHT_FORMAT;
 // every encoder pipeline gets every encoder constant (encoderConstants).
 
@@ -11,11 +11,11 @@ struct Dims { a: u32, b: u32, c: u32, d: u32 }
 // Y[n, out] (=, or += with ACC) act(X[n, in]·Wᵀ + b): one thread per 4 rows × 4 outputs.
 // W is in WEIGHT_FORMAT, read by the tiles of weight_tiles.wgsl.
 // Params: a = out (multiple of 4), b = in (multiple of 4, 8, 32 per format), c = n.
-@group(0) @binding(20) var<storage, read> w4: array<vec4<u32>>;
-@group(0) @binding(21) var<storage, read> x4: array<vec4<f32>>;
-@group(0) @binding(22) var<storage, read> lb: array<f32>;
-@group(0) @binding(23) var<storage, read_write> ly: array<f32>;
-@group(0) @binding(24) var<uniform> lp: Dims;
+@group(0) @binding(0) var<storage, read> w4: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> x4: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> lb: array<f32>;
+@group(0) @binding(3) var<storage, read_write> ly: array<f32>;
+@group(0) @binding(4) var<uniform> lp: Dims;
 
 //#include weight_tiles.wgsl
 //#include gelu.wgsl

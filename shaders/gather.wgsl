@@ -8,10 +8,10 @@
 
 struct Params { first: u32, count: u32, base: u32, _p1: u32 }
 
-@group(0) @binding(0) var<storage, read> entries: array<u32>;
-@group(0) @binding(1) var<storage, read> srcK: array<u32>;
-@group(0) @binding(2) var<storage, read> srcV: array<u32>;
-@group(0) @binding(3) var<storage, read_write> kPool: array<u32>;
+@group(0) @binding(0) var<storage, read> entries: array<u32>;         // (slot, seq, kh) triples
+@group(0) @binding(1) var<storage, read> srcK: array<u32>;            // the layer's prefill K, rows of KVD values
+@group(0) @binding(2) var<storage, read> srcV: array<u32>;            // and V (both in the pool's precision)
+@group(0) @binding(3) var<storage, read_write> kPool: array<u32>;     // this shard's slots, from slot p.base
 @group(0) @binding(4) var<storage, read_write> vPool: array<u32>;
 @group(0) @binding(5) var<uniform> p: Params;
 

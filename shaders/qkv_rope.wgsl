@@ -14,16 +14,15 @@
 // way, so the prefill's attention sees what the pool will hold and a gather only copies words.
 // HAS_BIAS (Qwen2 family): q/k/v carry biases [QD + 2 KVD], in the order of Wqkv's rows,
 // added before RoPE; without them the bias binding is a placeholder that is never read.
-// WEIGHT_FORMAT (src/model/quant.ts): Wqkv's words are 0 f32 bits, 1 f16 pairs, 2 q4 rows
-// (per 32-weight group 4 words of codes; the f16 group scales after a row's codes). f32
-// reads the same values in the same order as an array<f32> would, so the f32 path is exact.
+// WEIGHT_FORMAT (src/model/quant.ts): Wqkv is read by weights.wgsl. f32 reads the same
+// values in the same order as an array<f32> would, so the f32 path is exact.
 // Constants: D, H, HKV, HD, HALF, QD, KVD, KV_F16, HAS_BIAS, WEIGHT_FORMAT.
 
 struct Step { pos: u32, _p0: u32, _p1: u32, _p2: u32, slots: array<u32> }
 struct Layer { layer: u32, base: u32, _p1: u32, _p2: u32 }
 struct Params { n: u32, pos0: u32, _p0: u32, _p1: u32 }
 
-@group(0) @binding(0) var<storage, read> w: array<u32>;          // Wqkv [QD + 2 KVD, D] in WEIGHT_FORMAT
+@group(0) @binding(0) var<storage, read> w4: array<vec4<u32>>;   // Wqkv [QD + 2 KVD, D] in WEIGHT_FORMAT
 @group(0) @binding(1) var<storage, read> x: array<f32>;          // [D] (decode) | qkv [n, QD + 2 KVD] (prefill)
 @group(0) @binding(2) var<storage, read_write> q: array<f32>;    // [H * HD] | [n, QD]
 // The pool's words (qkv_rope_append) or the prefill K/V's [n, KVD] (rope_split), in the pool's precision.
@@ -35,30 +34,26 @@ struct Params { n: u32, pos0: u32, _p0: u32, _p1: u32 }
 @group(0) @binding(8) var<uniform> pp: Params;
 @group(0) @binding(9) var<storage, read> bias: array<f32>;       // [QD + 2 KVD] q, k, v biases
 
-// Row r of Wqkv times x, one thread per row.
+//#include weights.wgsl
+
+// Row r of Wqkv times x, one thread per row. q4 sums each 32-weight group before scaling
+// it; the other formats accumulate weight by weight.
 fn rowDot(r: u32) -> f32 {
   var acc = 0.0;
-  if (WEIGHT_FORMAT == 1u) {
-    let b = r * (D / 2u);
-    for (var i = 0u; i < D / 2u; i++) {
-      let v = unpack2x16float(w[b + i]);
-      acc += v.x * x[2u * i];
-      acc += v.y * x[2u * i + 1u];
-    }
-  } else if (WEIGHT_FORMAT == 2u) {
-    let b = r * (D / 8u + 4u * ((D + 255u) / 256u));
+  if (WEIGHT_FORMAT == 2u) {
+    let b = r * rowWords(D);
     for (var g = 0u; g < D / 32u; g++) {
-      let s = unpack2x16float(w[b + D / 8u + g / 2u])[g % 2u];
+      let s = scaleQ4(b, D / 32u, g);
       var part = 0.0;
       for (var k = 0u; k < 4u; k++) {
-        let word = w[b + 4u * g + k];
+        let word = w4[b + g][k];
         let c0 = 32u * g + 8u * k;
         for (var i = 0u; i < 8u; i++) { part += (f32((word >> (4u * i)) & 15u) - 8.0) * x[c0 + i]; }
       }
       acc += s * part;
     }
   } else {
-    for (var c = 0u; c < D; c++) { acc += bitcast<f32>(w[r * D + c]) * x[c]; }
+    for (var c = 0u; c < D; c++) { acc += weightAt(r, c, D) * x[c]; }
   }
   return acc;
 }

@@ -1,5 +1,6 @@
 // Weight-format readers, shared by the weight kernels (`//#include weights.wgsl`: the
-// embedding; through weight_tiles.wgsl matmul, matvec and the encoder's linear). W [rows,
+// embedding, the decode QKV projection; through weight_tiles.wgsl matmul, matvec and the
+// encoder's linear). W [rows,
 // cols] is in WEIGHT_FORMAT (src/model/quant.ts):
 // 0 f32 bits; 1 f16 pairs (cols % 8 == 0); 2 q4 (cols % 32 == 0): per row the 4-bit codes,
 // 4 words per 32-weight group, then the groups' f16 scales two per word, padded to vec4s.

@@ -70,23 +70,23 @@ export class EncoderPass {
 
   layerNorm(p: GPUComputePipeline, x: GPUBuffer, g: GPUBuffer, b: GPUBuffer, y: GPUBuffer, rows: number): void {
     const [gx, gy] = split(Math.ceil(rows / 64));
-    this.run(p, { 10: x, 11: g, 12: b, 13: y, 14: this.dims(rows) }, gx, gy);
+    this.run(p, { 0: x, 1: g, 2: b, 4: y, 5: this.dims(rows) }, gx, gy);
   }
 
   /** y[n, out] (+)= act(x[n, in]·wᵀ + b); `b` is bound even when the pipeline has no bias. */
   linear(p: GPUComputePipeline, w: GPUBuffer, x: GPUBuffer, b: GPUBuffer, y: GPUBuffer, out: number, inDim: number, n: number): void {
     const [gy, gz] = split(Math.ceil(n / 4));
-    this.run(p, { 20: w, 21: x, 22: b, 23: y, 24: this.dims(out, inDim, n) }, Math.ceil(out / 256), gy, gz);
+    this.run(p, { 0: w, 1: x, 2: b, 3: y, 4: this.dims(out, inDim, n) }, Math.ceil(out / 256), gy, gz);
   }
 
   attention(p: GPUComputePipeline, q: GPUBuffer, k: GPUBuffer, v: GPUBuffer, o: GPUBuffer, rows: number, heads: number, win: number, keys: number): void {
     const [gx, gz] = split(Math.ceil(rows / 64));
-    this.run(p, { 30: q, 31: k, 32: v, 33: o, 34: this.dims(rows, win, keys) }, gx, heads, gz);
+    this.run(p, { 0: q, 1: k, 2: v, 4: o, 5: this.dims(rows, win, keys) }, gx, heads, gz);
   }
 
   avgPool2(p: GPUComputePipeline, x: GPUBuffer, y: GPUBuffer, outRows: number, d: number): void {
     const [gx, gy] = split(Math.ceil((outRows * d) / 64));
-    this.run(p, { 40: x, 41: y, 42: this.dims(outRows) }, gx, gy);
+    this.run(p, { 0: x, 4: y, 5: this.dims(outRows) }, gx, gy);
   }
 
   /** Releases the per-dispatch uniforms (after the pass's commands were submitted). */
