@@ -63,8 +63,22 @@ async function prefillAndPlace(backend: DecoderBackend, policy: KvPolicy, embedd
   return pre;
 }
 
-export async function runTranscription(r: RunInput): Promise<TranscriptionResult> {
-  const { model, backend, policy, options: o } = r;
+/** Which heads' decode attention the backend returns, and where each reader finds its own. */
+interface HeadPlan {
+  maxNew: number;
+  layout: ReturnType<typeof policyLayout>;
+  request: ReturnType<KvPolicy['request']>;
+  /** The policy's own heads come first in `decodeHeads`: this many. */
+  own: number;
+  /** Heads read for word timing or evaluation that the policy did not ask for. */
+  extra: number[];
+  decodeHeads: number[];
+  timingIdx: number[];
+  attentionIdx: number[];
+}
+
+function planHeads(r: RunInput): HeadPlan {
+  const { model, policy, options: o } = r;
   const c = model.config;
   const N = r.audioLength;
   const forced = o.forcedTokens;
@@ -74,21 +88,97 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   const positionsLeft = Math.max(1, c.maxPositions - promptLength(prompt, N));
   const maxNew = forced ? forced.length + 1 : Math.min(positionsLeft, o.maxNewTokens ?? defaultMaxNewTokens(r.audioSeconds));
   const layout = policyLayout(c, N, prompt);
-  const req = policy.request(layout);
-  const own = req.decodeHeads.length;
+  const request = policy.request(layout);
   // Evaluation may ask for every head's attention: the policy still sees only its own heads.
   const allHeads = o.onAttention ? Array.from({ length: layout.numLayers * layout.numKvHeads }, (_, h) => h) : [];
-  const extra = [...new Set([...r.timingHeads, ...allHeads])].filter((h) => !req.decodeHeads.includes(h));
-  const decodeHeads = [...req.decodeHeads, ...extra];
-  const timingIdx = r.timingHeads.map((h) => decodeHeads.indexOf(h));
-  const attentionIdx = allHeads.map((h) => decodeHeads.indexOf(h));
+  const extra = [...new Set([...r.timingHeads, ...allHeads])].filter((h) => !request.decodeHeads.includes(h));
+  const decodeHeads = [...request.decodeHeads, ...extra];
+  return {
+    maxNew, layout, request, own: request.decodeHeads.length, extra, decodeHeads,
+    timingIdx: r.timingHeads.map((h) => decodeHeads.indexOf(h)),
+    attentionIdx: allHeads.map((h) => decodeHeads.indexOf(h)),
+  };
+}
+
+/** Starts the backend's session and runs the prefill and KV placement: the first token. */
+async function beginAndPrefill(r: RunInput, h: HeadPlan): Promise<number> {
+  const { backend, policy, options: o } = r;
+  // Word timing reads the anchors' weights even when the policy itself needs only queries.
+  const decodeWeights = h.request.decodeWeights !== false || h.extra.length > 0 || r.timingHeads.length > 0;
+  // A policy that answers per layer lets the backend hold one layer's prompt KV at a time.
+  const byLayer = policy.prefillByLayer?.(h.layout);
+  // A prefill kept for the next policy on the clip scores the windows the others read too.
+  const alsoScore = o.reusePrefill ? { alsoScore: sharedPrefillWindows(h.layout) } : {};
+  backend.begin({
+    audioLength: r.audioLength, maxNewTokens: h.maxNew + 1, request: { ...h.request, decodeHeads: h.decodeHeads, decodeWeights, ...alsoScore }, returnLogits: Boolean(o.onLogits),
+    layered: Boolean(byLayer), reusePrefill: o.reusePrefill, ...(r.prompt ? { prompt: r.prompt } : {}),
+  });
+  r.progress({ phase: 'prefill', fraction: 0 });
+  await yieldToEventLoop();
+  if (o.signal?.aborted) throw new CancelledError();
+  const pre = await prefillAndPlace(backend, policy, r.embeddings, byLayer);
+  return pre.token;
+}
+
+/** Running sums over the decode steps, for the stats. */
+interface StepTotals {
+  steps: number; rGpu: number; rGpuPeak: number; bytes: number; bytesMax: number; recalls: number; releases: number; stepMs: number;
+}
+
+/**
+ * One decode step fed `token`, the policy's plan for it applied, its observers told:
+ * the token the step predicts and the anchors' focus that dates it (-1 without anchors).
+ */
+async function decodeStep(r: RunInput, h: HeadPlan, token: number, text: string, acc: StepTotals): Promise<{ next: number; focus: number }> {
+  const { backend, policy, options: o } = r;
+  const N = r.audioLength;
+  const ts = now();
+  const res = await backend.step(token);
+  if (res.logits) o.onLogits?.(res.observation.step, res.logits);
+  o.onAttention?.(res.observation.step, h.attentionIdx.map((i) => res.observation.weights[i]));
+  if (o.onResidency) residencyHook(backend, res.observation.step, o.onResidency);
+  const obs: StepObservation = {
+    step: res.observation.step,
+    weights: res.observation.weights.slice(0, h.own),
+    queries: res.observation.queries?.slice(0, h.own),
+  };
+  const stepPlan = policy.afterStep(obs);
+  const moved = await backend.apply(stepPlan);
+  const ms = now() - ts;
+  // This step's attention predicts res.token, so its anchor focus dates that token.
+  const anchor = sumWeights(res.observation.weights, h.timingIdx, N);
+  const f = anchor ? focusOf(anchor) : -1;
+  const st = backend.residency();
+  acc.steps++;
+  acc.rGpu += st.rGpu;
+  acc.rGpuPeak = Math.max(acc.rGpuPeak, st.rGpu);
+  acc.bytes += moved.bytesToGpu;
+  acc.bytesMax = Math.max(acc.bytesMax, moved.bytesToGpu);
+  acc.recalls += moved.recalledPositions;
+  acc.releases += moved.releasedPositions;
+  acc.stepMs += ms;
+  if (o.onStep) {
+    o.onStep({
+      step: acc.steps - 1, token, text, rGpu: st.rGpu, bytesToGpu: moved.bytesToGpu, msPerToken: ms, gpuKvBytes: st.gpuBytesInUse, textKvPages: st.textPages,
+      focus: Math.round(f), ...segmentView(anchor, backend, r.tidalHeads, segmentLength(r.model.config), N),
+    });
+  }
+  r.progress({ phase: 'decode', fraction: f >= 0 ? Math.min(1, f / N) : Math.min(1, acc.steps / h.maxNew) });
+  return { next: res.token, focus: f };
+}
+
+export async function runTranscription(r: RunInput): Promise<TranscriptionResult> {
+  const { model, backend, options: o } = r;
+  const c = model.config;
+  const forced = o.forcedTokens;
+  const h = planHeads(r);
   const tokens: number[] = [];
   const focus: number[] = [];
   // The reference model's SentencePiece tokenizer, or a Hugging Face folder's (tokenizer.json, tekken.json).
   const tok = model.text ?? model.tokenizer;
   const text = tok.decoder();
   let out = '';
-  const acc = { steps: 0, rGpu: 0, rGpuPeak: 0, bytes: 0, bytesMax: 0, recalls: 0, releases: 0, stepMs: 0 };
+  const acc: StepTotals = { steps: 0, rGpu: 0, rGpuPeak: 0, bytes: 0, bytesMax: 0, recalls: 0, releases: 0, stepMs: 0 };
   let stoppedBy: TranscriptionStats['stoppedBy'] = 'eos';
   let stopToken: number | undefined;
   let error: Error | undefined;
@@ -102,23 +192,10 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     if (piece) o.onToken?.(piece, token);
   };
   try {
-    // Word timing reads the anchors' weights even when the policy itself needs only queries.
-    const decodeWeights = req.decodeWeights !== false || extra.length > 0 || r.timingHeads.length > 0;
-    // A policy that answers per layer lets the backend hold one layer's prompt KV at a time.
-    const byLayer = policy.prefillByLayer?.(layout);
-    // A prefill kept for the next policy on the clip scores the windows the others read too.
-    const alsoScore = o.reusePrefill ? { alsoScore: sharedPrefillWindows(layout) } : {};
-    backend.begin({
-      audioLength: N, maxNewTokens: maxNew + 1, request: { ...req, decodeHeads, decodeWeights, ...alsoScore }, returnLogits: Boolean(o.onLogits),
-      layered: Boolean(byLayer), reusePrefill: o.reusePrefill, ...(r.prompt ? { prompt: r.prompt } : {}),
-    });
-    r.progress({ phase: 'prefill', fraction: 0 });
-    await yieldToEventLoop();
-    if (o.signal?.aborted) throw new CancelledError();
-    const pre = await prefillAndPlace(backend, policy, r.embeddings, byLayer);
+    const first = await beginAndPrefill(r, h);
     prefillMs = now() - t0;
     r.progress({ phase: 'prefill', fraction: 1 });
-    let token = forced ? forced[0] ?? c.tokens.eos : pre.token;
+    let token = forced ? forced[0] ?? c.tokens.eos : first;
     if (!isStop(c, token)) emit(token, -1);
     let lastYield = now();
     while (!isStop(c, token)) {
@@ -127,44 +204,13 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
         lastYield = now();
       }
       if (o.signal?.aborted) throw new CancelledError();
-      if (tokens.length >= maxNew) {
+      if (tokens.length >= h.maxNew) {
         stoppedBy = 'length-guard';
         break;
       }
-      const ts = now();
-      const res = await backend.step(token);
-      if (res.logits) o.onLogits?.(res.observation.step, res.logits);
-      o.onAttention?.(res.observation.step, attentionIdx.map((i) => res.observation.weights[i]));
-      if (o.onResidency) residencyHook(backend, res.observation.step, o.onResidency);
-      const obs: StepObservation = {
-        step: res.observation.step,
-        weights: res.observation.weights.slice(0, own),
-        queries: res.observation.queries?.slice(0, own),
-      };
-      const stepPlan = policy.afterStep(obs);
-      const moved = await backend.apply(stepPlan);
-      const ms = now() - ts;
-      // This step's attention predicts res.token, so its anchor focus dates that token.
-      const anchor = sumWeights(res.observation.weights, timingIdx, N);
-      const f = anchor ? focusOf(anchor) : -1;
-      const st = backend.residency();
-      acc.steps++;
-      acc.rGpu += st.rGpu;
-      acc.rGpuPeak = Math.max(acc.rGpuPeak, st.rGpu);
-      acc.bytes += moved.bytesToGpu;
-      acc.bytesMax = Math.max(acc.bytesMax, moved.bytesToGpu);
-      acc.recalls += moved.recalledPositions;
-      acc.releases += moved.releasedPositions;
-      acc.stepMs += ms;
-      if (o.onStep) {
-        o.onStep({
-          step: acc.steps - 1, token, text: out, rGpu: st.rGpu, bytesToGpu: moved.bytesToGpu, msPerToken: ms, gpuKvBytes: st.gpuBytesInUse, textKvPages: st.textPages,
-          focus: Math.round(f), ...segmentView(anchor, backend, r.tidalHeads, segmentLength(c), N),
-        });
-      }
-      r.progress({ phase: 'decode', fraction: f >= 0 ? Math.min(1, f / N) : Math.min(1, acc.steps / maxNew) });
-      token = forced ? forced[acc.steps] ?? c.tokens.eos : res.token;
-      if (!isStop(c, token)) emit(token, f);
+      const step = await decodeStep(r, h, token, out, acc);
+      token = forced ? forced[acc.steps] ?? c.tokens.eos : step.next;
+      if (!isStop(c, token)) emit(token, step.focus);
     }
     if (stoppedBy === 'eos' && !forced) stopToken = token;
   } catch (e) {
@@ -175,14 +221,23 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   out += text.flush();
   const final = safeResidency(backend);
   backend.end(o.reusePrefill);
+  const stats = transcriptionStats(r, acc, prefillMs, final, stoppedBy, stopToken);
+  const words = wordsFromFocus(tokens, focus, tok, c.audio.tokensPerSecond, r.audioSeconds);
+  return { text: out.trim(), words, tokens, stats, error };
+}
+
+function transcriptionStats(
+  r: RunInput, acc: StepTotals, prefillMs: number, final: ReturnType<typeof safeResidency>,
+  stoppedBy: TranscriptionStats['stoppedBy'], stopToken: number | undefined,
+): TranscriptionStats {
   const decodeMs = acc.stepMs;
   const steps = Math.max(1, acc.steps);
-  const stats: TranscriptionStats = {
+  return {
     policy: r.policyName,
     budget: r.budget,
-    backend: backend.label,
+    backend: r.backend.label,
     audioSeconds: r.audioSeconds,
-    audioTokens: N,
+    audioTokens: r.audioLength,
     decodeSteps: acc.steps,
     rGpu: acc.steps ? acc.rGpu / acc.steps : final?.rGpu ?? 0,
     rGpuPeak: acc.rGpuPeak,
@@ -201,8 +256,6 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     stoppedBy,
     ...(stopToken !== undefined ? { stopToken } : {}),
   };
-  const words = wordsFromFocus(tokens, focus, tok, c.audio.tokensPerSecond, r.audioSeconds);
-  return { text: out.trim(), words, tokens, stats, error };
 }
 
 function residencyHook(b: DecoderBackend, step: number, hook: NonNullable<TranscribeOptions['onResidency']>): void {
