@@ -38,7 +38,7 @@ async function matvecTest(name: string, rows: number, cols: number, add: boolean
   if (add) for (let i = 0; i < rows; i++) ref[i] += y0[i];
   const yb = upload(ctx, y0);
   const [gx, gy] = matvecGroups(rows);
-  dispatch(ctx, add ? k.matvecAdd : k.matvec, [upload(ctx, w), upload(ctx, x), yb, ctx.uniform('p', [rows, cols, 1, 8])], gx, gy);
+  dispatch(ctx, add ? k.products.matvecAdd : k.products.matvec, [upload(ctx, w), upload(ctx, x), yb, ctx.uniform('p', [rows, cols, 1, 8])], gx, gy);
   return compare(name, ref, await readF32(ctx, yb, rows), F32_BOUND, t0);
 }
 
@@ -58,7 +58,7 @@ async function matvecSwigluTest(): Promise<CheckResult> {
   const ref = new Float32Array(I);
   swiglu(g, u, ref);
   const yb = empty(ctx, I * 4);
-  dispatch(ctx, k.matvecSwiglu, [upload(ctx, w), upload(ctx, x), yb, ctx.uniform('p', [I, D, 1, 0])], ...matvecGroups(I));
+  dispatch(ctx, k.products.matvecSwiglu, [upload(ctx, w), upload(ctx, x), yb, ctx.uniform('p', [I, D, 1, 0])], ...matvecGroups(I));
   return compare('matvec_swiglu', ref, await readF32(ctx, yb, I), F32_BOUND, t0);
 }
 
@@ -75,7 +75,7 @@ async function matmulTest(name: string, rows: number, cols: number, add: boolean
   matmul(w, rows, cols, x, n, ref);
   if (add) for (let i = 0; i < ref.length; i++) ref[i] += y0[i];
   const yb = upload(ctx, y0);
-  dispatch(ctx, add ? k.matmulAdd : k.matmul, [upload(ctx, w), upload(ctx, x), yb, ctx.uniform('p', [rows, cols, n, 0])], ...matmulGroups(rows, n));
+  dispatch(ctx, add ? k.products.matmulAdd : k.products.matmul, [upload(ctx, w), upload(ctx, x), yb, ctx.uniform('p', [rows, cols, n, 0])], ...matmulGroups(rows, n));
   return compare(name, ref, await readF32(ctx, yb, n * rows), F32_BOUND, t0);
 }
 

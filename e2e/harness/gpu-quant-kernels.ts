@@ -14,9 +14,10 @@ import {
   dequantizeRow, pack, packF32, referenceMatmul, referenceMatvec, roundBf16, rowWords, splitRows,
   type PackedMatrix, type WeightFormat,
 } from '../../src/model/quant.js';
-import { bindingLimit, destroyMatrix, loadFormatKernels, matmulDispatch, matvecDispatches, uploadMatrix, uploadPart, type GpuMatrix } from '../../src/backend/webgpu/weight-formats.js';
+import { bindingLimit, destroyMatrix, uploadMatrix, uploadPart, type GpuMatrix } from '../../src/backend/webgpu/weight-formats.js';
+import { loadProductOps } from '../../src/backend/webgpu/product-ops.js';
 import { matvecGroups } from '../../src/backend/webgpu/kernels.js';
-import { compare, dispatch, empty, gpu, nmse, read, readF32, upload, type CheckResult } from './gpu-util.js';
+import { compare, dispatch, empty, gpu, nmse, read, readF32, submit, upload, type CheckResult } from './gpu-util.js';
 
 /** NMSE of a kernel against the TS product of the same dequantised weights. */
 const BOUND = 1e-6;
@@ -68,7 +69,7 @@ function weightError(m: PackedMatrix, w: Float32Array, x: Float32Array, y: Float
 async function matvecCase(name: string, format: WeightFormat, rows: number, cols: number, add: boolean, swiglu = false): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx, cache } = await gpu();
-  const k = await loadFormatKernels(cache, format);
+  const k = await loadProductOps(cache, format);
   const xOff = add ? 8 : 0;
   const all = swiglu ? 2 * rows : rows;
   const { w, m } = projection(format, all, cols);
@@ -91,8 +92,7 @@ async function matvecCase(name: string, format: WeightFormat, rows: number, cols
     // [gate; up] in one binding, y of `rows` entries.
     dispatch(ctx, k.matvecSwiglu, [gm.parts[0].buffer, xb, yb, ctx.uniform('p', [rows, cols, 1, xOff])], ...matvecGroups(rows));
   } else {
-    const [d] = matvecDispatches(ctx, gm, xb, yb, xOff);
-    dispatch(ctx, add ? k.matvecAdd : k.matvec, d.bindings, ...d.groups);
+    submit(ctx, ...(add ? k.matvecAdd : k.matvec).run({ w: gm, x: xb, y: yb }, (l, v) => ctx.uniform(l, v), xOff));
   }
   const got = await readF32(ctx, yb, rows);
   const gpuMs = performance.now() - g0;
@@ -103,7 +103,7 @@ async function matvecCase(name: string, format: WeightFormat, rows: number, cols
 async function matmulCase(name: string, format: WeightFormat, rows: number, cols: number, n: number, add: boolean): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx, cache } = await gpu();
-  const k = await loadFormatKernels(cache, format);
+  const k = await loadProductOps(cache, format);
   const { m } = projection(format, rows, cols);
   const r = rng(n + rows);
   const x = randomArray(n * cols, 1, r);
@@ -112,9 +112,9 @@ async function matmulCase(name: string, format: WeightFormat, rows: number, cols
   for (let i = 0; i < ref.length; i++) ref[i] += y0[i];
   const gm = await uploadMatrix(ctx, name, m);
   const yb = upload(ctx, y0);
-  const d = matmulDispatch(ctx, gm, upload(ctx, x), yb, n);
+  const d = (add ? k.matmulAdd : k.matmul).run({ w: gm, x: upload(ctx, x), y: yb }, n, (l, v) => ctx.uniform(l, v));
   const g0 = performance.now();
-  dispatch(ctx, add ? k.matmulAdd : k.matmul, d.bindings, ...d.groups);
+  submit(ctx, d);
   const got = await readF32(ctx, yb, n * rows);
   const gpuMs = performance.now() - g0;
   return compare(name, ref, got, BOUND, t0, 0.5, `${format} [${rows}, ${cols}] x ${n} rows gpu ${Math.round(gpuMs)} ms`);
@@ -157,7 +157,7 @@ function winningRow(format: WeightFormat, x: Float32Array): PackedMatrix {
 async function lmHeadCase(name: string, format: WeightFormat, vocab: number, hidden: number, cap: number): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx, cache } = await gpu();
-  const k = await loadFormatKernels(cache, format);
+  const k = await loadProductOps(cache, format);
   const argmaxPipe = await cache.get('argmax.wgsl', 'argmax', { VOCAB: vocab });
   const maxBytes = bindingLimit(ctx, cap);
   const plan = splitRows(format, vocab, hidden, maxBytes);
@@ -180,7 +180,7 @@ async function lmHeadCase(name: string, format: WeightFormat, vocab: number, hid
   const xb = upload(ctx, x);
   const tok = empty(ctx, 16);
   const g0 = performance.now();
-  for (const d of matvecDispatches(ctx, gm, xb, logits)) dispatch(ctx, k.matvec, d.bindings, ...d.groups);
+  submit(ctx, ...k.matvec.run({ w: gm, x: xb, y: logits }, (l, v) => ctx.uniform(l, v)));
   dispatch(ctx, argmaxPipe, [logits, tok], 1);
   const gotTie = new Uint32Array(await read(ctx, tok, 4))[0];
   const gpuMs = performance.now() - g0;

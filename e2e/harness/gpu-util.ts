@@ -1,6 +1,7 @@
 /** Small helpers shared by the GPU harness pages: upload, read back, compare. */
 import { GpuContext, type Bindings } from '../../src/gpu/device.js';
 import { PipelineCache } from '../../src/gpu/pipelines.js';
+import { Op, record, type Dispatch } from '../../src/gpu/op.js';
 
 export interface CheckResult {
   name: string;
@@ -47,7 +48,9 @@ export async function readF32(ctx: GpuContext, buf: GPUBuffer, n: number): Promi
 }
 
 /** One dispatch in its own submit. */
-export function dispatch(ctx: GpuContext, pipeline: GPUComputePipeline, resources: Bindings, x: number, y = 1): void {
+/** One dispatch of a pipeline (or an op's, bound by number here) in its own submit. */
+export function dispatch(ctx: GpuContext, kernel: GPUComputePipeline | Op, resources: Bindings, x: number, y = 1): void {
+  const pipeline = kernel instanceof Op ? kernel.pipeline : kernel;
   const bg = ctx.bindGroup(pipeline, resources);
   const enc = ctx.device.createCommandEncoder();
   const pass = enc.beginComputePass();
@@ -56,6 +59,17 @@ export function dispatch(ctx: GpuContext, pipeline: GPUComputePipeline, resource
   pass.dispatchWorkgroups(x, y);
   pass.end();
   ctx.device.queue.submit([enc.finish()]);
+}
+
+/** An op's dispatches, each in its own submit. */
+export function submit(ctx: GpuContext, ...ds: Dispatch[]): void {
+  for (const d of ds) {
+    const enc = ctx.device.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    record(pass, d);
+    pass.end();
+    ctx.device.queue.submit([enc.finish()]);
+  }
 }
 
 export function nmse(ref: ArrayLike<number>, got: ArrayLike<number>): number {

@@ -36,7 +36,7 @@ export class PipelineCache {
   /** Called as each pipeline asked for is ready: how many are, of how many asked for so far. */
   onCompiled?: (compiled: number, requested: number) => void;
 
-  constructor(private readonly ctx: GpuContext, private readonly load: ShaderLoader = defaultShaderLoader) {}
+  constructor(readonly ctx: GpuContext, private readonly load: ShaderLoader = defaultShaderLoader) {}
 
   get size(): number {
     return this.pipelines.size;

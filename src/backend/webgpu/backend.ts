@@ -117,7 +117,7 @@ export class WebGpuBackend implements DecoderBackend {
     const P = segmentLength(config);
     const loading = Kernels.load(cache, config, P, undefined, options.kvPrecision);
     // Every pipeline is asked for now, so the count the progress reports does not grow.
-    const weightKernels = loadWeightKernels(cache, modelConstants(config, P, options.kvPrecision), loading, packedFormats(packed));
+    const weightKernels = loadWeightKernels(cache, config, modelConstants(config, P, options.kvPrecision), loading, packedFormats(packed));
     weightKernels.catch(() => {}); // awaited by the upload; a failed upload must not leave it unhandled
     options.onCompile?.(0, cache.size);
     const [kernels, gpuWeights] = await Promise.all([

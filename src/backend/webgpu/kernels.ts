@@ -1,31 +1,17 @@
 /**
- * The kernel catalogue: every pipeline the decoder runs, specialised by constants from
- * the model config and the pool's page size, compiled once per (config, page size).
+ * The kernel catalogue: every kernel the decoder runs as a typed op (ops.ts,
+ * attention-ops.ts, product-ops.ts), its pipeline specialised by constants from the model
+ * config and the pool's page size, compiled once per (config, page size).
  * Both the backend and the kernel tests dispatch through these.
  */
 import type { KvPrecision } from '../../kv/precision.js';
 import { groupSize, type ModelConfig } from '../../model/config.js';
 import type { Constants, PipelineCache } from '../../gpu/pipelines.js';
+import { Argmax, Embed, KvGather, RmsNorm, Swiglu } from './ops.js';
+import { AttnExport, AttnReduce, AttnSplit, CausalAttention, PrefillScores, QkvRopeAppend, RopeSplit } from './attention-ops.js';
+import { loadProductOps, type ProductOps } from './product-ops.js';
 
-/** Largest workgroup count of one grid dimension WebGPU guarantees. */
-export const MAX_GROUPS = 65535;
-
-/** A 1-D workgroup count as a 2-D grid (the kernels linearise wid.x + wid.y * nwg.x). */
-export function grid(groups: number): [number, number] {
-  if (groups <= MAX_GROUPS) return [Math.max(1, groups), 1];
-  const y = Math.ceil(groups / MAX_GROUPS);
-  return [Math.ceil(groups / y), y];
-}
-
-/** Workgroups of a decode matvec: 64 rows each. */
-export function matvecGroups(rows: number): [number, number] {
-  return grid(Math.ceil(rows / 64));
-}
-
-/** Workgroups of the prefill matmul: 32x32 output tiles. */
-export function matmulGroups(rows: number, n: number): [number, number] {
-  return [Math.ceil(rows / 32), Math.ceil(n / 32)];
-}
+export { MAX_GROUPS, grid, matmulGroups, matvecGroups } from './groups.js';
 
 /**
  * Pages per split-K workgroup: about 256 slots, so a long head is spread over many
@@ -64,27 +50,25 @@ export function modelConstants(c: ModelConfig, pageSize: number, precision: KvPr
   };
 }
 
+/** The ops of the decoder's kernels, compiled for one (config, page size, KV precision). */
 export class Kernels {
   private constructor(
     readonly constants: Constants,
     readonly pageSize: number,
-    readonly embed: GPUComputePipeline,
-    readonly rmsnorm: GPUComputePipeline,
-    readonly matvec: GPUComputePipeline,
-    readonly matvecAdd: GPUComputePipeline,
-    readonly matvecSwiglu: GPUComputePipeline,
-    readonly matmul: GPUComputePipeline,
-    readonly matmulAdd: GPUComputePipeline,
-    readonly swiglu: GPUComputePipeline,
-    readonly argmax: GPUComputePipeline,
-    readonly qkvRopeAppend: GPUComputePipeline,
-    readonly ropeSplit: GPUComputePipeline,
-    readonly gather: GPUComputePipeline,
-    readonly attnSplit: GPUComputePipeline,
-    readonly attnReduce: GPUComputePipeline,
-    readonly attnExport: GPUComputePipeline,
-    readonly causalAttention: GPUComputePipeline,
-    readonly prefillScores: GPUComputePipeline,
+    readonly embed: Embed,
+    readonly rmsnorm: RmsNorm,
+    /** The f32 weight products (weight-kernels.ts gives each format's). */
+    readonly products: ProductOps,
+    readonly swiglu: Swiglu,
+    readonly argmax: Argmax,
+    readonly qkvRopeAppend: QkvRopeAppend,
+    readonly ropeSplit: RopeSplit,
+    readonly gather: KvGather,
+    readonly attnSplit: AttnSplit,
+    readonly attnReduce: AttnReduce,
+    readonly attnExport: AttnExport,
+    readonly causalAttention: CausalAttention,
+    readonly prefillScores: PrefillScores,
   ) {}
 
   get pagesPerSplit(): number {
@@ -97,33 +81,28 @@ export class Kernels {
       if (v % 4 !== 0) throw new RangeError(`the WebGPU kernels need ${name} (${v}) to be a multiple of 4`);
     }
     const k = modelConstants(c, pageSize, precision);
-    // The f32 weight format of the reference model (src/model/quant.ts, WEIGHT_FORMAT 0).
-    const acc = (on: boolean): Constants => ({ ...k, ACC: on, WEIGHT_FORMAT: 0 });
+    const ctx = cache.ctx;
     let done = 0;
-    const list: Promise<GPUComputePipeline>[] = [
-      cache.get('embed.wgsl', 'embed', k),
-      cache.get('rmsnorm.wgsl', 'rmsnorm', k),
-      cache.get('matvec.wgsl', 'matvec', acc(false)),
-      cache.get('matvec.wgsl', 'matvec', acc(true)),
-      cache.get('matvec.wgsl', 'matvec_swiglu', acc(false)),
-      cache.get('matmul.wgsl', 'matmul', acc(false)),
-      cache.get('matmul.wgsl', 'matmul', acc(true)),
-      cache.get('swiglu.wgsl', 'swiglu', k),
-      cache.get('argmax.wgsl', 'argmax', k),
-      cache.get('qkv_rope.wgsl', 'qkv_rope_append', k),
-      cache.get('qkv_rope.wgsl', 'rope_split', k),
-      cache.get('gather.wgsl', 'kv_gather', k),
-      cache.get('attention_decode.wgsl', 'attn_split', k),
-      cache.get('attention_decode.wgsl', 'attn_reduce', k),
-      cache.get('attention_decode.wgsl', 'attn_export', k),
-      cache.get('attention_prefill.wgsl', 'causal_attention', k),
-      cache.get('attention_prefill.wgsl', 'prefill_scores', k),
-    ];
+    const counted = <T>(p: Promise<T>): Promise<T> => {
+      p.then(() => onCompile?.(++done / 17), () => {});
+      return p;
+    };
+    const get = (file: string, entry: string) => counted(cache.get(file, entry, k));
     onCompile?.(0);
-    for (const p of list) p.then(() => onCompile?.(++done / list.length), () => {});
-    const all = await Promise.all(list);
-    const [e, rn, mv, mva, mvs, mm, mma, sw, am, qkv, rs, ga, as, ar, ae, ca, ps] = all;
-    return new Kernels(k, pageSize, e, rn, mv, mva, mvs, mm, mma, sw, am, qkv, rs, ga, as, ar, ae, ca, ps);
+    // The products are 5 of the 17 pipelines, in the f32 weight format of the reference model.
+    const products = loadProductOps(cache, 'f32', k, counted);
+    const [e, rn, sw, am, qkv, rs, ga, as, ar, ae, ca, ps] = await Promise.all([
+      get('embed.wgsl', 'embed'), get('rmsnorm.wgsl', 'rmsnorm'), get('swiglu.wgsl', 'swiglu'), get('argmax.wgsl', 'argmax'),
+      get('qkv_rope.wgsl', 'qkv_rope_append'), get('qkv_rope.wgsl', 'rope_split'), get('gather.wgsl', 'kv_gather'),
+      get('attention_decode.wgsl', 'attn_split'), get('attention_decode.wgsl', 'attn_reduce'), get('attention_decode.wgsl', 'attn_export'),
+      get('attention_prefill.wgsl', 'causal_attention'), get('attention_prefill.wgsl', 'prefill_scores'),
+    ]);
+    return new Kernels(
+      k, pageSize, new Embed(ctx, e, c), new RmsNorm(ctx, rn, c), await products, new Swiglu(ctx, sw, c), new Argmax(ctx, am, c),
+      new QkvRopeAppend(ctx, qkv, 'qkv_rope_append', c), new RopeSplit(ctx, rs, 'rope_split', c), new KvGather(ctx, ga, c),
+      new AttnSplit(ctx, as, 'attn_split', c), new AttnReduce(ctx, ar, 'attn_reduce', c), new AttnExport(ctx, ae, 'attn_export', c),
+      new CausalAttention(ctx, ca, 'causal_attention', c), new PrefillScores(ctx, ps, 'prefill_scores', c),
+    );
   }
 }
 

@@ -16,12 +16,13 @@ import { audioStart, kvHeadCount, type ModelConfig } from '../../model/config.js
 import type { AttentionRequest, HeadResidency, PrefillPlan } from '../../kv/plan.js';
 import type { Gather, Residency } from '../../kv/residency.js';
 import type { TransferStats } from '../../kv/types.js';
-import type { GpuContext, Bindings } from '../../gpu/device.js';
+import type { GpuContext } from '../../gpu/device.js';
+import { record, sharedUniforms, type Dispatch } from '../../gpu/op.js';
 import type { GpuPool } from './pool.js';
-import { grid, matmulGroups, type Kernels } from './kernels.js';
+import type { Kernels } from './kernels.js';
+import { prefillAttentionUniform } from './attention-ops.js';
 import type { PrefillBuffers, SessionBuffers } from './session.js';
-import { whole, type GpuWeights } from './weights.js';
-import { matvecDispatches } from './weight-formats.js';
+import type { GpuWeights } from './weights.js';
 import { instructionRows, summaryPlacement } from '../prompt.js';
 import { kvValues } from '../../kv/precision.js';
 
@@ -75,79 +76,62 @@ export async function runPrefill(
   q.writeBuffer(p.ids, 0, ids);
   // Audio rows go straight into the hidden states; the embedding pass writes only token rows.
   if (A > 0) q.writeBuffer(p.x, a0 * D * 4, audio.buffer, audio.byteOffset, A * D * 4);
-  const uni = (label: string, v: number[]) => p.adopt(ctx.uniform(label, v));
-  const rows = uni('u.rows', [n, 0, 0, 0]);
+  // Read-only uniforms of equal values are one buffer; the prefill buffers own them.
+  const u = sharedUniforms(ctx, (b) => p.adopt(b));
   const firstQuery = Number.isFinite(request.prefillQueries) ? Math.max(0, n - request.prefillQueries) : 0;
   const iqRows = s.sizes.instructionQueryRows;
   const [iq0] = instructionRows(prompt, A);
-  // Row blocks: [first row, rows, uniforms]. Offsets are multiples of 64 rows, which keeps
-  // every sub-binding at a multiple of the 256-byte storage offset alignment.
+  // Row blocks of `prefillChunk` rows. Offsets are multiples of 64 rows, which keeps every
+  // sub-binding at a multiple of the 256-byte storage offset alignment.
   const C = s.sizes.prefillChunk;
-  const blocks = Array.from({ length: Math.ceil(n / C) }, (_, b) => {
-    const r0 = b * C;
-    const m = Math.min(C, n - r0);
-    return {
-      r0, m,
-      uRows: uni(`u.rows${b}`, [m, 0, 0, 0]),
-      uQkv: uni(`u.qkv${b}`, [QD + 2 * KVD, D, m, 0]),
-      uO: uni(`u.o${b}`, [D, QD, m, 0]),
-      uRope: uni(`u.rope${b}`, [m, r0, 0, 0]),
-      uGu: uni(`u.gate_up${b}`, [2 * I, D, m, 0]),
-      uAct: uni(`u.act${b}`, [m, 0, 0, 0]),
-      uDown: uni(`u.down${b}`, [D, I, m, 0]),
-    };
-  });
+  const blocks = Array.from({ length: Math.ceil(n / C) }, (_, b) => ({ r0: b * C, m: Math.min(C, n - b * C) }));
   const rowsOf = (buffer: GPUBuffer, width: number, r0: number, m: number, bytes = 4): GPUBufferBinding => ({ buffer, offset: bytes * r0 * width, size: bytes * m * width });
   const kvBytes = p.kvElementBytes;
-  const run = (enc: GPUCommandEncoder, pipeline: GPUComputePipeline, res: Bindings, x: number, y = 1) => {
-    const pass = enc.beginComputePass();
-    pass.setPipeline(pipeline);
-    pass.setBindGroup(0, ctx.bindGroup(pipeline, res));
-    pass.dispatchWorkgroups(x, y);
-    pass.end();
+  const run = (enc: GPUCommandEncoder, ...ds: Dispatch[]) => {
+    for (const d of ds) {
+      const pass = enc.beginComputePass();
+      record(pass, d);
+      pass.end();
+    }
   };
   let enc = ctx.device.createCommandEncoder({ label: 'prefill embed' });
-  // Pipelines of each matrix's weight format; the embedding table runs once per row part.
+  // Ops of each matrix's weight format; the embedding table runs once per row part.
   const wk = w.kernels;
-  const E = w.embed;
-  for (const part of E.parts) {
-    const u = E.parts.length === 1 ? rows : uni(`u.embed${part.row0}`, [n, part.row0, part.row0 + part.rows, 0]);
-    run(enc, wk(E.format).embed, [part.buffer, p.ids, p.x, u], ...grid(n));
-  }
+  run(enc, ...wk(w.embed.format).embed.run({ table: w.embed, ids: p.ids, x: p.x }, n, u));
   enc.clearBuffer(p.scores);
   for (let l = 0; l < c.numLayers; l++) {
     const L = w.layers[l];
     const { k: pk, v: pv } = p.kvOf(l);
-    for (const b of blocks) {
-      const x = rowsOf(p.x, D, b.r0, b.m);
-      const attnU = uni(`u.attn${l}.${b.r0}`, [b.r0 + b.m, a0, A, firstQuery, l, 0, 0, b.r0]);
-      run(enc, k.rmsnorm, [x, L.attnNorm, p.h, b.uRows], Math.ceil(b.m / 64));
-      run(enc, wk(L.qkv.format).matmul, [whole(L.qkv), p.h, p.qkv, b.uQkv], ...matmulGroups(QD + 2 * KVD, b.m));
-      run(enc, k.ropeSplit, { 1: p.qkv, 2: p.q, 3: rowsOf(pk, KVD, b.r0, b.m, kvBytes), 4: rowsOf(pv, KVD, b.r0, b.m, kvBytes), 5: s.rope, 8: b.uRope, 9: w.qkvBias(l) }, b.m);
-      run(enc, k.causalAttention, [p.q, pk, pv, p.attn, p.ml, attnU], Math.ceil(b.m / 64), c.numHeads);
+    for (const { r0, m } of blocks) {
+      const x = rowsOf(p.x, D, r0, m);
+      const attnU = prefillAttentionUniform(u, { row0: r0, n: r0 + m, audioStart: a0, audioLength: A, firstQuery, layer: l });
+      run(enc,
+        k.rmsnorm.run({ x, w: L.attnNorm, y: p.h }, { rows: m }, u),
+        wk(L.qkv.format).matmul.run({ w: L.qkv, x: p.h, y: p.qkv }, m, u),
+        k.ropeSplit.run({ qkv: p.qkv, q: p.q, k: rowsOf(pk, KVD, r0, m, kvBytes), v: rowsOf(pv, KVD, r0, m, kvBytes), rope: s.rope, bias: w.qkvBias(l) }, { rows: m, pos0: r0 }, u),
+        k.causalAttention.run({ q: p.q, k: pk, v: pv, out: p.attn, ml: p.ml, params: attnU }, m));
       // The instruction rows' queries, kept for summary slots fitted to them (the block's are overwritten by the next).
-      const r0 = Math.max(b.r0, iq0);
-      const r1 = Math.min(b.r0 + b.m, iq0 + iqRows);
-      if (r1 > r0) enc.copyBufferToBuffer(p.q, 4 * (r0 - b.r0) * QD, p.instructionQ, 4 * (p.heldLayer(l) * iqRows + r0 - iq0) * QD, 4 * (r1 - r0) * QD);
-      if (A > 0 && b.r0 + b.m > firstQuery) run(enc, k.prefillScores, { 0: p.q, 1: pk, 5: attnU, 6: p.scores, 7: p.ml }, Math.ceil(A / 64), c.numKvHeads);
-      run(enc, wk(L.o.format).matmulAdd, [whole(L.o), p.attn, x, b.uO], ...matmulGroups(D, b.m));
-      run(enc, k.rmsnorm, [x, L.mlpNorm, p.h, b.uRows], Math.ceil(b.m / 64));
-      run(enc, wk(L.gateUp.format).matmul, [whole(L.gateUp), p.h, p.gateUp, b.uGu], ...matmulGroups(2 * I, b.m));
-      run(enc, k.swiglu, [p.gateUp, p.act, b.uAct], ...grid(Math.ceil((b.m * I) / 64)));
-      run(enc, wk(L.down.format).matmulAdd, [whole(L.down), p.act, x, b.uDown], ...matmulGroups(D, b.m));
+      const q0 = Math.max(r0, iq0);
+      const q1 = Math.min(r0 + m, iq0 + iqRows);
+      if (q1 > q0) enc.copyBufferToBuffer(p.q, 4 * (q0 - r0) * QD, p.instructionQ, 4 * (p.heldLayer(l) * iqRows + q0 - iq0) * QD, 4 * (q1 - q0) * QD);
+      if (A > 0 && r0 + m > firstQuery) run(enc, k.prefillScores.run({ q: p.q, k: pk, scores: p.scores, ml: p.ml, params: attnU }, A));
+      run(enc,
+        wk(L.o.format).matmulAdd.run({ w: L.o, x: p.attn, y: x }, m, u),
+        k.rmsnorm.run({ x, w: L.mlpNorm, y: p.h }, { rows: m }, u),
+        wk(L.gateUp.format).matmul.run({ w: L.gateUp, x: p.h, y: p.gateUp }, m, u),
+        k.swiglu.run({ gateUp: p.gateUp, act: p.act }, m, u),
+        wk(L.down.format).matmulAdd.run({ w: L.down, x: p.act, y: x }, m, u));
     }
     q.submit([enc.finish()]);
     if (onLayer) await onLayer(l);
     enc = ctx.device.createCommandEncoder({ label: `prefill layer ${l + 1}` });
   }
-  // Only the last prompt row goes through the final norm and the LM head.
-  run(enc, k.rmsnorm, [p.x, w.norm, s.h, uni('u.last', [1, n - 1, 0, 0])], 1);
-  // The lm_head as one matvec per row part, each writing its slice of the logits.
-  for (const d of matvecDispatches(ctx, w.lmHead, s.h, s.logits)) {
-    p.adopt(d.uniform);
-    run(enc, wk(w.lmHead.format).matvec, d.bindings, ...d.groups);
-  }
-  run(enc, k.argmax, [s.logits, s.tokenOut], 1);
+  // Only the last prompt row goes through the final norm and the LM head, whose matvec
+  // runs one dispatch per row part, each writing its slice of the logits.
+  run(enc,
+    k.rmsnorm.run({ x: p.x, w: w.norm, y: s.h }, { rows: 1, inRow0: n - 1 }, u),
+    ...wk(w.lmHead.format).matvec.run({ w: w.lmHead, x: s.h, y: s.logits }, u),
+    k.argmax.run({ logits: s.logits, token: s.tokenOut }));
   q.submit([enc.finish()]);
   const heads = kvHeadCount(c);
   // A per-layer prefill has read each layer's scores and keys as it went.
@@ -232,15 +216,14 @@ export function gatherIntoPool(ctx: GpuContext, c: ModelConfig, k: Kernels, pool
   }
   if (flat.length === 0) return;
   const entries = p.adopt(ctx.buffer('prefill.gather', flat.byteLength, undefined, flat));
+  const u = sharedUniforms(ctx, (b) => p.adopt(b));
   const enc = ctx.device.createCommandEncoder({ label: 'prefill gather' });
   const pass = enc.beginComputePass();
-  pass.setPipeline(k.gather);
   perLayer.forEach((e, l) => {
     const count = e.length / 3;
     if (count === 0) return;
-    const u = p.adopt(ctx.uniform(`u.gather${l}`, [firsts[l], count, pool.baseSlot(l), 0]));
-    pass.setBindGroup(0, ctx.bindGroup(k.gather, [entries, p.kvOf(l).k, p.kvOf(l).v, pool.kOf(l), pool.vOf(l), u]));
-    pass.dispatchWorkgroups(...grid(Math.ceil((count * c.headDim) / 64)));
+    const { k: srcK, v: srcV } = p.kvOf(l);
+    record(pass, k.gather.run({ entries, srcK, srcV, kPool: pool.kOf(l), vPool: pool.vOf(l) }, { first: firsts[l], count, base: pool.baseSlot(l) }, u));
   });
   pass.end();
   ctx.device.queue.submit([enc.finish()]);

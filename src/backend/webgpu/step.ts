@@ -7,20 +7,11 @@
  */
 import { audioStart, groupSize, type ModelConfig } from '../../model/config.js';
 import type { GpuContext } from '../../gpu/device.js';
+import { record, sharedUniforms, type Dispatch } from '../../gpu/op.js';
 import type { GpuPool } from './pool.js';
-import { matvecGroups, type Kernels } from './kernels.js';
+import type { Kernels } from './kernels.js';
 import type { SessionBuffers } from './session.js';
-import { whole, type GpuWeights } from './weights.js';
-import { matvecDispatches } from './weight-formats.js';
-
-interface Dispatch {
-  pipeline: GPUComputePipeline;
-  bindGroup: GPUBindGroup;
-  x: number;
-  y: number;
-  /** Split-K dispatches take the step's split count as y. */
-  splitK?: boolean;
-}
+import type { GpuWeights } from './weights.js';
 
 /** Byte offsets of the parts of one readback slot. */
 export interface ReadbackLayout {
@@ -52,55 +43,42 @@ export class DecodeStep {
     decodeQueries: boolean,
     private readonly returnLogits: boolean,
   ) {
-    const D = c.hiddenSize;
-    const QD = c.numHeads * c.headDim;
-    const I = c.intermediateSize;
     const G = groupSize(c);
     const A = b.sizes.audioLength;
-    const u = (label: string, v: number[]) => ctx.uniform(label, v);
     const own: GPUBuffer[] = [];
-    const uni = (label: string, v: number[]) => {
-      const buf = u(label, v);
-      own.push(buf);
-      return buf;
-    };
     this.ownUniforms = own;
-    const one = uni('u.rows1', [1, 0, 0, 0]);
-    const uO = uni('u.o', [D, QD, 1, 0]);
-    const uGu = uni('u.gate_up', [I, D, 1, 0]);
-    const uDown = uni('u.down', [D, I, 1, 0]);
-    const mk = (pipeline: GPUComputePipeline, res: Parameters<GpuContext['bindGroup']>[1], x: number, y = 1, splitK = false): Dispatch =>
-      ({ pipeline, bindGroup: ctx.bindGroup(pipeline, res), x, y, splitK });
-    // Pipelines of each matrix's weight format.
+    // Read-only uniforms of equal values are one buffer (every layer's norms, say).
+    const u = sharedUniforms(ctx, (buf) => own.push(buf));
+    // Ops of each matrix's weight format.
     const wk = w.kernels;
-    const E = w.embed;
-    this.embed = E.parts.map((p) =>
-      mk(wk(E.format).embed, [p.buffer, b.tokenIn, b.x, E.parts.length === 1 ? one : uni(`u.embed${p.row0}`, [1, p.row0, p.row0 + p.rows, 0])], 1));
+    this.embed = wk(w.embed.format).embed.run({ table: w.embed, ids: b.tokenIn, x: b.x }, 1, u);
     for (let l = 0; l < c.numLayers; l++) {
       const L = w.layers[l];
-      const lu = uni(`u.layer${l}`, [l, pool.baseSlot(l), 0, 0]);
+      const at = { layer: l, base: pool.baseSlot(l) };
+      const kv = { kPool: pool.kOf(l), vPool: pool.vOf(l) };
+      const paged = { positions: pool.positions, tables: pool.tables, scores: pool.scores };
       this.dispatches.push([
-        mk(k.rmsnorm, [b.x, L.attnNorm, b.h, one], 1),
-        mk(wk(L.qkv.format).qkvRopeAppend, { 0: whole(L.qkv), 1: b.h, 2: b.q, 3: pool.kOf(l), 4: pool.vOf(l), 5: b.rope, 6: b.step, 7: lu, 9: w.qkvBias(l) }, c.numHeads + 2 * c.numKvHeads),
-        mk(k.attnSplit, { 0: b.q, 1: pool.kOf(l), 2: pool.vOf(l), 3: pool.positions, 4: pool.tables, 5: pool.scores, 6: pool.partials, 7: lu }, c.numKvHeads, 1, true),
-        mk(k.attnReduce, { 4: pool.tables, 6: pool.partials, 7: lu, 8: b.attn, 9: b.ml }, c.numHeads),
-        mk(wk(L.o.format).matvecAdd, [whole(L.o), b.attn, b.x, uO], ...matvecGroups(D)),
-        mk(k.rmsnorm, [b.x, L.mlpNorm, b.h, one], 1),
-        mk(wk(L.gateUp.format).matvecSwiglu, [whole(L.gateUp), b.h, b.act, uGu], ...matvecGroups(I)),
-        mk(wk(L.down.format).matvecAdd, [whole(L.down), b.act, b.x, uDown], ...matvecGroups(D)),
+        k.rmsnorm.run({ x: b.x, w: L.attnNorm, y: b.h }, { rows: 1 }, u),
+        wk(L.qkv.format).qkvRopeAppend.run({ w: L.qkv, x: b.h, q: b.q, ...kv, rope: b.rope, step: b.step, bias: w.qkvBias(l) }, at, u),
+        k.attnSplit.run({ q: b.q, ...kv, ...paged, partials: pool.partials }, at, u),
+        k.attnReduce.run({ tables: pool.tables, partials: pool.partials, out: b.attn, ml: b.ml }, at, u),
+        ...wk(L.o.format).matvecAdd.run({ w: L.o, x: b.attn, y: b.x }, u),
+        k.rmsnorm.run({ x: b.x, w: L.mlpNorm, y: b.h }, { rows: 1 }, u),
+        wk(L.gateUp.format).matvecSwiglu.run({ w: L.gateUp, x: b.h, y: b.act }, u),
+        ...wk(L.down.format).matvecAdd.run({ w: L.down, x: b.act, y: b.x }, u),
       ]);
     }
     // The lm_head as one matvec per row part, each writing its slice of the logits.
-    const lm = matvecDispatches(ctx, w.lmHead, b.h, b.logits);
-    own.push(...lm.map((d) => d.uniform));
     this.head.push(
-      mk(k.rmsnorm, [b.x, w.norm, b.h, one], 1),
-      ...lm.map((d) => mk(wk(w.lmHead.format).matvec, d.bindings, ...d.groups)),
-      mk(k.argmax, [b.logits, b.tokenOut], 1),
+      k.rmsnorm.run({ x: b.x, w: w.norm, y: b.h }, { rows: 1 }, u),
+      ...wk(w.lmHead.format).matvec.run({ w: w.lmHead, x: b.h, y: b.logits }, u),
+      k.argmax.run({ logits: b.logits, token: b.tokenOut }),
     );
     const R = decodeHeads.length;
     this.exportDispatch = R > 0
-      ? mk(k.attnExport, { 3: pool.positions, 4: pool.tables, 5: pool.scores, 10: b.exportW, 11: uni('u.export', [b.exportIndex.length, audioStart(b.sizes.prompt), A, 0]), 12: b.ml }, R)
+      ? k.attnExport.run(
+        { positions: pool.positions, tables: pool.tables, scores: pool.scores, weights: b.exportW, ml: b.ml },
+        { exported: R, heads: b.exportIndex.length, audioStart: audioStart(b.sizes.prompt), audioLength: A }, u)
       : null;
     if (decodeQueries) {
       decodeHeads.forEach((h, r) => {
@@ -123,9 +101,7 @@ export class DecodeStep {
     let pass = enc.beginComputePass();
     let count = 0;
     const run = (d: Dispatch) => {
-      pass.setPipeline(d.pipeline);
-      pass.setBindGroup(0, d.bindGroup);
-      pass.dispatchWorkgroups(d.x, d.splitK ? splits : d.y);
+      record(pass, d, d.splitK ? splits : d.y);
       count++;
     };
     for (const d of this.embed) run(d);

@@ -31,12 +31,6 @@ export interface GpuLayer {
   down: GpuMatrix;
 }
 
-/** The single buffer of a matrix its kernel reads whole (checked at upload). */
-export function whole(m: GpuMatrix): GPUBuffer {
-  if (m.parts.length !== 1) throw new RangeError(`${m.name} is split into ${m.parts.length} bindings; its kernel reads it whole`);
-  return m.parts[0].buffer;
-}
-
 export class GpuWeights {
   private constructor(
     private readonly ctx: GpuContext,
