@@ -53,7 +53,7 @@ async function linearGelu(): Promise<CheckResult> {
   const ref = geluInPlace(linear(x, rows, inDim, w, b, out));
   const y = empty(ctx, rows * out * 4);
   const p = await (await kernels()).linear(true, true, false);
-  await run((pass) => pass.linear(p, upload(ctx, w), upload(ctx, x), upload(ctx, b), y, out, inDim, rows));
+  await run((pass) => p.record(pass, { w: upload(ctx, w), x: upload(ctx, x), b: upload(ctx, b), y }, { out, inDim, n: rows }));
   return compare('enc_linear_gelu_67x1280to5120', ref, await readF32(ctx, y, rows * out), F32_BOUND, t0);
 }
 
@@ -71,7 +71,7 @@ async function linearAcc(): Promise<CheckResult> {
   for (let i = 0; i < ref.length; i++) ref[i] += y0[i];
   const y = upload(ctx, y0);
   const p = await (await kernels()).linear(true, false, true);
-  await run((pass) => pass.linear(p, upload(ctx, w), upload(ctx, x), upload(ctx, b), y, out, inDim, rows));
+  await run((pass) => p.record(pass, { w: upload(ctx, w), x: upload(ctx, x), b: upload(ctx, b), y }, { out, inDim, n: rows }));
   return compare('enc_linear_acc_33x5120to1280', ref, await readF32(ctx, y, rows * out), F32_BOUND, t0);
 }
 
@@ -90,7 +90,7 @@ async function linearPacked(name: string, format: WeightFormat, rows: number, in
   if (acc) for (let i = 0; i < ref.length; i++) ref[i] += y0[i];
   const y = upload(ctx, y0);
   const p = await (await kernels()).linear(true, gelu, acc, format);
-  await run((pass) => pass.linear(p, upload(ctx, m.data), upload(ctx, x), upload(ctx, b), y, out, inDim, rows));
+  await run((pass) => p.record(pass, { w: upload(ctx, m.data), x: upload(ctx, x), b: upload(ctx, b), y }, { out, inDim, n: rows }));
   return compare(name, ref, await readF32(ctx, y, rows * out), F32_BOUND, t0);
 }
 
@@ -123,8 +123,8 @@ async function convs(): Promise<CheckResult> {
   const [p1, p2] = await Promise.all([k.conv(mels, d, 1, false), k.conv(d, d, 2, true)]);
   const zero = upload(ctx, new Float32Array(4));
   await run((pass) => {
-    pass.conv(p1, upload(ctx, x), upload(ctx, convWeightTimeMajor(w1, d, mels)), upload(ctx, b1), zero, y1, d, frames, frames, win, win);
-    pass.conv(p2, y1, upload(ctx, convWeightTimeMajor(w2, d, d)), upload(ctx, b2), upload(ctx, pos), y2, d, frames, outRows, win, win / 2);
+    p1.record(pass, { x: upload(ctx, x), w: upload(ctx, convWeightTimeMajor(w1, d, mels)), b: upload(ctx, b1), pos: zero, y: y1 }, { inRows: frames, outRows: frames, winIn: win, winOut: win });
+    p2.record(pass, { x: y1, w: upload(ctx, convWeightTimeMajor(w2, d, d)), b: upload(ctx, b2), pos: upload(ctx, pos), y: y2 }, { inRows: frames, outRows, winIn: win, winOut: win / 2 });
   });
   return compare('enc_conv1_conv2_237x128to1280_2s_windows', ref, await readF32(ctx, y2, outRows * d), F32_BOUND, t0);
 }
@@ -145,8 +145,8 @@ async function normPool(): Promise<CheckResult> {
   const y = empty(ctx, rows * d * 4);
   const z = empty(ctx, (rows / 2) * d * 4);
   await run((pass) => {
-    pass.layerNorm(ln, upload(ctx, x), upload(ctx, g), upload(ctx, b), y, rows);
-    pass.avgPool2(pool, y, z, rows / 2, d);
+    ln.record(pass, { x: upload(ctx, x), g: upload(ctx, g), b: upload(ctx, b), y }, rows);
+    pool.record(pass, { x: y, y: z }, rows / 2);
   });
   return compare('enc_layernorm_avgpool_1500x1280', ref, await readF32(ctx, z, (rows / 2) * d), F32_BOUND, t0);
 }
@@ -167,7 +167,7 @@ async function attentionCase(name: string, rows: number, win: number, keys: numb
   const v = randomArray(rows * d, 1, r);
   const o = empty(ctx, rows * d * 4);
   const p = await (await kernels()).attention(d, hd);
-  await run((pass) => pass.attention(p, upload(ctx, q), upload(ctx, k), upload(ctx, v), o, rows, heads, win, keys));
+  await run((pass) => p.record(pass, { q: upload(ctx, q), k: upload(ctx, k), v: upload(ctx, v), out: o }, { rows, heads, win, keys }));
   const got = await readF32(ctx, o, rows * d);
   const ref: number[] = [];
   const sel: number[] = [];

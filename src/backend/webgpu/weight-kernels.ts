@@ -1,7 +1,7 @@
 /**
- * The pipelines that read weight matrices, per weight format (src/model/quant.ts): the
+ * The ops that read weight matrices, per weight format (src/model/quant.ts): the
  * dense products (H4's matvec/matmul specialisations), the embedding gather and the
- * decode QKV projection + RoPE + append. The f32 set is the catalogue's own pipelines,
+ * decode QKV projection + RoPE + append. The f32 set is the catalogue's own ops,
  * so the reference model's path is the one it always was; other formats are compiled
  * once per format the uploaded weights use (a q4 model whose K forbids q4 for a matrix
  * also uses the f16 set).
@@ -36,7 +36,7 @@ async function compile(cache: PipelineCache, c: ModelConfig, modelConstants: Con
 }
 
 /**
- * The pipelines of every format in `formats`; asking for another one is a bug, said so.
+ * The ops of every format in `formats`; asking for another one is a bug, said so.
  * `modelConstants` are the catalogue's (kernels.ts modelConstants), so every pipeline is
  * asked for at once, with the catalogue's, and a count of them is known from the start.
  */
