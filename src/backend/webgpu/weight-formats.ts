@@ -6,7 +6,7 @@
 import { WEIGHT_FORMAT_ID, rowBytes, sliceRows, splitRows, type PackedMatrix, type RowPart, type WeightFormat } from '../../model/quant.js';
 import type { GpuContext } from '../../gpu/device.js';
 import type { Constants } from '../../gpu/pipelines.js';
-import type { DeviceLimits } from './fit.js';
+import type { DeviceLimits } from './fit-bindings.js';
 
 export interface GpuMatrixPart extends RowPart {
   buffer: GPUBuffer;
