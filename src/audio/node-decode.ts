@@ -124,7 +124,8 @@ interface Decoded {
   channelData: Float32Array[];
   samplesDecoded: number;
   sampleRate: number;
-  errors: { message: string; frameNumber: number }[];
+  /** outputSamples: the samples the decoder had put out when the error came. */
+  errors: { message: string; outputSamples: number }[];
 }
 
 interface WasmDecoder {
@@ -209,9 +210,10 @@ async function decodeWasm(bytes: Uint8Array, format: WasmFormat, targetRate: num
   const take = (r: Decoded) => {
     if (r.errors.length > 0) {
       const e = r.errors[0];
+      const when = r.sampleRate > 0 && Number.isFinite(e.outputSamples) ? ` near ${(e.outputSamples / r.sampleRate).toFixed(1)} s` : '';
       throw new AudioError(
         `${name}: the file is corrupt: ${r.errors.length} frame${r.errors.length > 1 ? 's' : ''} could not be decoded ` +
-          `(the first near ${(decoded / (r.sampleRate || 1)).toFixed(1)} s: ${e.message.trim()}).`,
+          `(the first${when}: ${e.message.trim().replace(/\.$/, '')}).`,
       );
     }
     sink.push(r.channelData, r.sampleRate, r.samplesDecoded);
