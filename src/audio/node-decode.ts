@@ -17,7 +17,7 @@ import { StreamResampler } from './resample.js';
 export type CompressedFormat = 'mp3' | 'flac' | 'ogg-vorbis' | 'ogg-opus' | 'm4a' | 'aac';
 
 /** How messages name each format. */
-export const FORMAT_NAMES: Record<CompressedFormat, string> = {
+const FORMAT_NAMES: Record<CompressedFormat, string> = {
   mp3: 'MP3',
   flac: 'FLAC',
   'ogg-vorbis': 'Ogg Vorbis',
@@ -42,7 +42,6 @@ function frameSync(b: Uint8Array, at: number): 'mp3' | 'aac' | undefined {
   return version !== 1 && bitrate !== 15 && rate !== 3 ? 'mp3' : undefined;
 }
 
-/** The format of a compressed file by its first bytes; undefined when none matches. */
 /** Where the data starts after any ID3v2 tags (before MP3 mostly, sometimes FLAC or ADTS). */
 function afterId3(b: Uint8Array): number {
   let at = 0;
@@ -245,7 +244,7 @@ async function decodeWasm(bytes: Uint8Array, format: WasmFormat, targetRate: num
 }
 
 /** The message for an ffmpeg that is not there. */
-export function ffmpegMissing(name: string): string {
+function ffmpegMissing(name: string): string {
   return (
     `${name}: decoding it needs ffmpeg, and none was found on the PATH. Install ffmpeg ` +
     '(apt-get install ffmpeg, brew install ffmpeg, or https://ffmpeg.org/download.html), or convert the file to WAV, FLAC or MP3.'
@@ -298,7 +297,7 @@ async function decodeFfmpeg(bytes: Uint8Array, format: 'm4a' | 'aac', targetRate
 }
 
 /** The formats this module reads, for messages. */
-export const NODE_FORMATS = 'WAV, MP3, FLAC, Ogg Vorbis, Ogg Opus and M4A/AAC';
+const NODE_FORMATS = 'WAV, MP3, FLAC, Ogg Vorbis, Ogg Opus and M4A/AAC';
 
 /**
  * Compressed file bytes -> mono float32 at `targetRate`. Throws AudioError (BAD_AUDIO) that
