@@ -3,7 +3,12 @@ import { resolve } from 'node:path';
 // The extension is spelled out: Vite's native config loader (its future default) needs it.
 import { samplesPlugin } from './src/ui/samples-plugin.ts';
 
-const LIB_EXTERNAL = ['onnxruntime-web', 'onnxruntime-web/webgpu', 'webgpu', /^node:/];
+// The wasm audio decoders serve Node only (src/audio/node-decode.ts, imported only there):
+// the library leaves them to the consumer's node_modules as it does onnxruntime-web, and the
+// demo leaves that module out altogether (a page never runs it).
+const AUDIO_DECODERS = ['mpg123-decoder', '@wasm-audio-decoders/flac', 'ogg-opus-decoder', '@wasm-audio-decoders/ogg-vorbis'];
+const LIB_EXTERNAL = ['onnxruntime-web', 'onnxruntime-web/webgpu', 'webgpu', /^node:/, ...AUDIO_DECODERS];
+const DEMO_EXTERNAL = [/\/src\/audio\/node-decode\.ts$/];
 
 // `vite` serves the demo page, the example page and the e2e harness pages;
 // `vite build` builds the demo; `vite build --mode lib` builds the ES module.
@@ -19,7 +24,7 @@ export default defineConfig(({ mode }) => ({
   assetsInclude: ['**/*.wgsl'],
   // The library's worker chunk must leave onnxruntime-web to the consumer's bundler as the main
   // chunk does; otherwise both of ORT's bundles are inlined into it (~150 MB).
-  worker: { format: 'es', ...(mode === 'lib' ? { rollupOptions: { external: LIB_EXTERNAL } } : {}) },
+  worker: { format: 'es', rollupOptions: { external: mode === 'lib' ? LIB_EXTERNAL : DEMO_EXTERNAL } },
   // The library ships code only: models and test audio are fetched from where the page puts them.
   publicDir: mode === 'lib' ? false : 'public',
   build:
@@ -31,7 +36,10 @@ export default defineConfig(({ mode }) => ({
         }
       : {
           outDir: 'dist/demo',
-          rollupOptions: { input: { main: resolve(import.meta.dirname, 'index.html'), example: resolve(import.meta.dirname, 'example.html') } },
+          rollupOptions: {
+            input: { main: resolve(import.meta.dirname, 'index.html'), example: resolve(import.meta.dirname, 'example.html') },
+            external: DEMO_EXTERNAL,
+          },
         },
   test: {
     include: ['test/**/*.test.ts'],

@@ -2,7 +2,8 @@
  * Any accepted input -> mono float32 at the model's rate. WAV is parsed here (same
  * result in Node, the browser and workers); anything else goes to the Web Audio API's
  * decodeAudioData when the environment has it (main browser thread), which also
- * resamples to the context's rate.
+ * resamples to the context's rate, and in Node to node-decode.ts (MP3, FLAC, Ogg Vorbis,
+ * Ogg Opus, M4A/AAC), imported only there so pages never load its decoders.
  */
 import { AudioError } from '../errors.js';
 import { isWav, parseWav } from './wav.js';
@@ -65,16 +66,23 @@ function offlineAudioContext(): OfflineCtor | undefined {
   return g.OfflineAudioContext ?? g.webkitOfflineAudioContext;
 }
 
+/** True in Node (not in a browser or a worker, whatever globals a test defines). */
+function isNode(): boolean {
+  const p = (globalThis as { process?: { versions?: { node?: string } } }).process;
+  return typeof p?.versions?.node === 'string';
+}
+
 /** True when non-WAV formats (MP3, OGG, FLAC, M4A, …) can be decoded here. */
 export function canDecodeCompressed(): boolean {
-  return offlineAudioContext() !== undefined;
+  return offlineAudioContext() !== undefined || isNode();
 }
 
 async function decodeWithWebAudio(bytes: Uint8Array, targetRate: number): Promise<Float32Array> {
   const Ctx = offlineAudioContext();
+  if (!Ctx && isNode()) return (await import('./node-decode.js')).decodeCompressed(bytes, targetRate);
   if (!Ctx) {
     throw new AudioError(
-      'This file is not a WAV, and this environment has no Web Audio decoder (Node, or a Web Worker). ' +
+      'This file is not a WAV, and this environment has no Web Audio decoder (a Web Worker). ' +
         'Convert it to WAV, or decode it on the page and pass an AudioBuffer or a 16 kHz Float32Array.',
     );
   }
@@ -104,7 +112,7 @@ async function bytesOf(input: ArrayBuffer | Uint8Array | Blob): Promise<Uint8Arr
  * Mono float32 samples at `targetRate` (the model's audio.sampleRate, 16 kHz).
  * A Float32Array is taken as already mono at `targetRate` and returned as is; an
  * AudioBuffer(-like) is downmixed and resampled; bytes and Blobs are decoded (WAV
- * anywhere, other formats where the Web Audio API exists). Throws AudioError on
+ * anywhere, other formats where the Web Audio API exists and in Node). Throws AudioError on
  * empty, undecodable or unsupported input.
  */
 export async function toMono16k(input: AudioSource, targetRate = 16000): Promise<Float32Array> {

@@ -42,12 +42,23 @@ export function resampledLength(n: number, from: number, to: number): number {
   return Math.round((n * to) / from);
 }
 
-/** Resamples `x` from `from` Hz to `to` Hz (integers). Returns `x` itself when the rates match. */
-export function resample(x: Float32Array, from: number, to: number, opts: ResampleOptions = {}): Float32Array {
+/** The polyphase filter for one rate pair; shared by `resample` and `StreamResampler`. */
+interface Polyphase {
+  L: number;
+  M: number;
+  P: number;
+  K: number;
+  taps: number;
+  table: Float32Array;
+}
+
+function checkRates(from: number, to: number): void {
   if (!(Number.isInteger(from) && Number.isInteger(to) && from > 0 && to > 0)) {
     throw new RangeError(`sample rates must be positive integers, got ${from} -> ${to}`);
   }
-  if (from === to) return x;
+}
+
+function polyphase(from: number, to: number, opts: ResampleOptions): Polyphase {
   const g = gcd(from, to);
   const L = to / g; // output steps per M input samples
   const M = from / g;
@@ -83,30 +94,107 @@ export function resample(x: Float32Array, from: number, to: number, opts: Resamp
     // Unit DC gain in every phase: no ripple at the phase rate on steady signals.
     for (let j = 0; j < taps; j++) table[p * taps + j] /= sum;
   }
-  const n = x.length;
-  const nOut = resampledLength(n, from, to);
-  const y = new Float32Array(nOut);
-  for (let o = 0; o < nOut; o++) {
-    // Exact integer time o·M/L = i0 + r/L.
-    const pos = o * M;
-    let i0 = Math.floor(pos / L);
-    const r = pos - i0 * L;
-    let p = P === L ? r : Math.round((r * P) / L);
-    if (p === P) {
-      p = 0;
-      i0 += 1;
-    }
-    const first = i0 - K;
-    const base = p * taps;
-    let acc = 0;
-    if (first >= 0 && first + taps <= n) {
-      for (let j = 0; j < taps; j++) acc += table[base + j] * x[first + j];
-    } else {
-      const j0 = Math.max(0, -first);
-      const j1 = Math.min(taps, n - first);
-      for (let j = j0; j < j1; j++) acc += table[base + j] * x[first + j];
-    }
-    y[o] = acc;
+  return { L, M, P, K, taps, table };
+}
+
+/** The first input sample output `o` weighs, and the offset of its phase in the table. */
+function firstTap(f: Polyphase, o: number): [first: number, base: number] {
+  // Exact integer time o·M/L = i0 + r/L.
+  const pos = o * f.M;
+  let i0 = Math.floor(pos / f.L);
+  const r = pos - i0 * f.L;
+  let p = f.P === f.L ? r : Math.round((r * f.P) / f.L);
+  if (p === f.P) {
+    p = 0;
+    i0 += 1;
   }
+  return [i0 - f.K, p * f.taps];
+}
+
+/**
+ * Output sample `o`. `x[i]` holds input sample `x0 + i`; inputs before 0 and from `n` on
+ * count as zero, and every other input the filter reaches must be in `x`.
+ */
+function outputAt(f: Polyphase, o: number, x: Float32Array, x0: number, n: number): number {
+  const [first, base] = firstTap(f, o);
+  const j0 = Math.max(0, -first);
+  const j1 = Math.min(f.taps, n - first);
+  const off = first - x0;
+  let acc = 0;
+  for (let j = j0; j < j1; j++) acc += f.table[base + j] * x[off + j];
+  return acc;
+}
+
+/** Resamples `x` from `from` Hz to `to` Hz (integers). Returns `x` itself when the rates match. */
+export function resample(x: Float32Array, from: number, to: number, opts: ResampleOptions = {}): Float32Array {
+  checkRates(from, to);
+  if (from === to) return x;
+  const f = polyphase(from, to, opts);
+  const n = x.length;
+  const y = new Float32Array(resampledLength(n, from, to));
+  for (let o = 0; o < y.length; o++) y[o] = outputAt(f, o, x, 0, n);
   return y;
+}
+
+/**
+ * `resample` in blocks, for audio decoded a block at a time: the outputs of all pushes and
+ * `end()` together equal `resample` of the whole input, sample for sample, while only the
+ * filter's reach of input (a few hundred samples) is held between blocks.
+ */
+export class StreamResampler {
+  private readonly f: Polyphase | undefined;
+  private buf = new Float32Array(0);
+  /** Input index of buf[0]; `held` samples of buf are valid. */
+  private start = 0;
+  private held = 0;
+  private received = 0;
+  private next = 0;
+
+  constructor(
+    private readonly from: number,
+    private readonly to: number,
+    opts: ResampleOptions = {},
+  ) {
+    checkRates(from, to);
+    this.f = from === to ? undefined : polyphase(from, to, opts);
+  }
+
+  /** The outputs that `x` completes (the block itself when the rates match). */
+  push(x: Float32Array): Float32Array {
+    this.received += x.length;
+    const f = this.f;
+    if (!f) return x;
+    // Drop what no later output reaches, then append.
+    const keepFrom = Math.max(this.start, Math.min(firstTap(f, this.next)[0], this.start + this.held));
+    const drop = keepFrom - this.start;
+    if (drop > 0) {
+      this.buf.copyWithin(0, drop, this.held);
+      this.held -= drop;
+      this.start = keepFrom;
+    }
+    if (this.held + x.length > this.buf.length) {
+      const grown = new Float32Array(Math.max(this.held + x.length, 2 * this.buf.length));
+      grown.set(this.buf.subarray(0, this.held));
+      this.buf = grown;
+    }
+    this.buf.set(x, this.held);
+    this.held += x.length;
+    // Outputs whose every tap has arrived.
+    const bound = Math.max(0, Math.floor((this.received * this.to) / this.from) + 1 - this.next);
+    const y = new Float32Array(bound);
+    let k = 0;
+    while (k < bound && firstTap(f, this.next)[0] + f.taps <= this.received) {
+      y[k++] = outputAt(f, this.next++, this.buf, this.start, this.received);
+    }
+    return y.subarray(0, k);
+  }
+
+  /** The remaining outputs, the input past its end counting as zero. */
+  end(): Float32Array {
+    const f = this.f;
+    if (!f) return new Float32Array(0);
+    const y = new Float32Array(Math.max(0, resampledLength(this.received, this.from, this.to) - this.next));
+    for (let k = 0; k < y.length; k++) y[k] = outputAt(f, this.next++, this.buf, this.start, this.received);
+    return y;
+  }
 }

@@ -172,7 +172,7 @@ export function defaultWeightFormat(model: string): WeightFormat {
 }
 
 export const TRANSCRIBE_USAGE =
-  'usage: wnw transcribe FILE.wav [--policy full|wnw|snapkv|adakv|audiokv|arkvale|h2o|streaming|quest] ' +
+  'usage: wnw transcribe FILE [--policy full|wnw|snapkv|adakv|audiokv|arkvale|h2o|streaming|quest] ' +
   '[--budget 0.2] [--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--audio-weights f32|f16|q4] [--model DIR] [--language en] [--audio-encoder onnx|audio-tower] [--json]';
 
 export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): TranscribeArgs {

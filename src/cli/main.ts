@@ -1,5 +1,5 @@
 /**
- * `wnw transcribe FILE.wav ...`: the transcript on stdout (or JSON with --json), what
+ * `wnw transcribe FILE ...`: the transcript on stdout (or JSON with --json), what
  * happened on stderr, and a non-zero exit with a one-line reason when it fails.
  * The work is in `runCli`, which takes its I/O as arguments so tests run it with a fake
  * transcriber and no model.
@@ -23,7 +23,7 @@ export interface CliIo {
   signal?: AbortSignal;
 }
 
-export const USAGE = `${TRANSCRIBE_USAGE}\n\nTranscribes a WAV file (PCM16, PCM24 or float32; any rate; mono or stereo). --model takes our own model folder or a ` +
+export const USAGE = `${TRANSCRIBE_USAGE}\n\nTranscribes an audio file: WAV (PCM or float; any rate; any channels), MP3, FLAC, Ogg Vorbis, Ogg Opus, or M4A/AAC (this one through an ffmpeg on the PATH), told apart by their first bytes. --model takes our own model folder or a ` +
   'Hugging Face folder of Voxtral, Qwen2-Audio or Qwen2.5-Omni; the policies wnw and audiokv need its heads.json (npm run calibrate -- --model DIR). ' +
   'A Hugging Face folder with an ONNX audio encoder (onnx/audio_encoder*.onnx) runs it by default; --audio-encoder audio-tower runs the checkpoint\'s audio tower ' +
   'instead, --audio-encoder onnx makes a missing graph an error. --weights defaults to q4 for a Hugging Face folder (in f32 Voxtral-Mini-3B\'s decoder alone is ' +

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { resample, resampledLength } from '../../src/audio/resample.js';
+import { StreamResampler, resample, resampledLength } from '../../src/audio/resample.js';
 
 function tone(n: number, f: number, sr: number, amp = 0.5, phase = 0): Float32Array {
   const x = new Float32Array(n);
@@ -78,5 +78,36 @@ describe('resample', () => {
   it('rejects non-integer rates', () => {
     expect(() => resample(new Float32Array(4), 44100.5, 16000)).toThrow(RangeError);
     expect(() => resample(new Float32Array(4), 0, 16000)).toThrow(RangeError);
+  });
+});
+
+describe('StreamResampler', () => {
+  // Blocks of uneven sizes, some shorter than the filter and some empty.
+  const blocks = [0, 1, 7, 300, 0, 4096, 5, 20000, 333];
+
+  for (const from of [44100, 48000, 8000, 44056, 16000]) {
+    it(`gives resample's output sample for sample, in blocks: ${from} Hz -> 16 kHz`, () => {
+      const x = tone(from, 1234, from, 0.5, 0.3);
+      for (let i = 0; i < x.length; i += 97) x[i] += 0.2; // broadband clicks
+      const rs = new StreamResampler(from, 16000);
+      const parts: Float32Array[] = [];
+      let at = 0;
+      for (let b = 0; at < x.length; b++) {
+        const len = blocks[b % blocks.length];
+        parts.push(rs.push(x.slice(at, at + len)));
+        at += len;
+      }
+      parts.push(rs.end());
+      const y = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+      let o = 0;
+      for (const p of parts) y.set(p, (o += p.length) - p.length);
+      expect(Array.from(y)).toEqual(Array.from(resample(x, from, 16000)));
+    });
+  }
+
+  it('ends with nothing left for a stream of no samples', () => {
+    const rs = new StreamResampler(48000, 16000);
+    expect(rs.push(new Float32Array(0)).length).toBe(0);
+    expect(rs.end().length).toBe(0);
   });
 });

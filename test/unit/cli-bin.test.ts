@@ -11,7 +11,7 @@ describe('bin/wnw.mjs', () => {
   it('prints usage with --help', () => {
     const r = run('--help');
     expect(r.status).toBe(0);
-    expect(r.stdout).toMatch(/usage: wnw transcribe FILE\.wav/);
+    expect(r.stdout).toMatch(/usage: wnw transcribe FILE \[/);
   });
 
   it('exits non-zero with one line for a missing file', () => {
@@ -27,7 +27,7 @@ describe('bin/wnw.mjs', () => {
     expect(r.stdout).toBe('');
     const lines = r.stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(/^wnw: .*package\.json: .*not a WAV/);
+    expect(lines[0]).toMatch(/^wnw: .*package\.json: Not an audio format wnw reads/);
   });
 
   it('exits 2 on a usage error', () => {
