@@ -189,8 +189,7 @@ export async function main(argv = process.argv.slice(2)): Promise<number> {
     stdout: (s) => process.stdout.write(s),
     stderr: (s) => process.stderr.write(s),
     readFile: (p) => readFile(p),
-    // TODO(lead): switch to a decode function exported by index.ts; the CLI should not reach into audio/.
-    decode: async (b) => (await import('../audio/index.js')).toMono16k(b),
+    decode: async (b) => (await import('../index.js')).toMono16k(b),
     tty: Boolean(process.stderr.isTTY),
     signal: abort.signal,
   });

@@ -8,7 +8,7 @@
 import './style.css';
 import type { LoadOptions, Transcriber } from '../types.js';
 import { wer } from '../eval/wer.js';
-// TODO(lead): take this from index.ts once it re-exports the decoder; the UI should not reach into audio/.
+// The decoder alone, not index.ts: the engine loads in the worker, and the page's own bundle should not carry it.
 import { toMono16k } from '../audio/index.js';
 import { loadTranscriberInWorker } from '../worker/client.js';
 import { App } from './app.js';
