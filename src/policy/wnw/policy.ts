@@ -6,9 +6,10 @@
  * instruction rows, the g query heads combined by sum — the observation's convention).
  * Tidal heads move the rest to the CPU (recallable); fixed heads drop it.
  * Decode: after each step, A_τ = Σ of the anchor query heads' softmax weights (reset each
- * step); the chunk scheduler (chunks.ts) picks the top-3 4 s chunks and every tidal head
+ * step); the chunk scheduler (chunks.ts) picks the top chunks and every tidal head
  * recalls the selected segments it lacks and releases those unselected for δ = 3 steps.
- * The plan takes effect at the next step (one-step lag).
+ * The plan takes effect at the next step (one-step lag). The paper's chunks are three of
+ * 4 s; under strictBudget they are 2 s and their number grows with the clip (recall.ts).
  *
  * Open points, decided here:
  * - Recall brings only a segment's CPU complement (its prefill-selected positions never
@@ -16,8 +17,8 @@
  *   prefill selection, and no position is moved twice.
  * - Budget (`strictBudget`, default true): r_GPU stays ≤ the target at every step. At
  *   prefill λ is re-fitted for this clip so that prefill plus a recall reserve fits —
- *   the reserve is the complement of `reserveSegments` (default topChunks · chunkSegments,
- *   what one selection can name) full segments per tidal head — and the scheduler's cap
+ *   the reserve is the complement of `reserveSegments` (default topChunks · chunkSegments
+ *   for the clip, what one selection can name) full segments per tidal head — and the scheduler's cap
  *   releases stale recalled segments early when a recall would exceed the budget. With
  *   `strictBudget: false` the calibrated retention is used as is and recalls are not
  *   capped, as in the paper (whose measured r_GPU was 22.3 % at a 0.2 target).
@@ -51,7 +52,8 @@ import type { HeadRoles, HeadsFile } from '../../model/heads.js';
 import type { KvPolicy, PolicyOptions } from '../types.js';
 import { checkBudget, complement, concatSorted, NONE, numOpt, retainedCount, selectByRetention } from '../select.js';
 import { layerwise, prefillAllLayers } from '../layered.js';
-import { ChunkScheduler, PAPER_CHUNKS, type ChunkDecision, type ChunkOptions } from './chunks.js';
+import { ChunkScheduler, type ChunkDecision } from './chunks.js';
+import { chunkOptionsFor, recallOptions, type RecallOptions } from './recall.js';
 import { segmentSummaries, summarySlots } from './summaries.js';
 import { assignRoles, budgetKey, fitLambda, headsScore, normalizedScores, rankingScore, segmentFloor, type Roles, type Selection } from './triage.js';
 
@@ -71,14 +73,16 @@ export interface WnwState {
 export class WnwPolicy implements KvPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
   static readonly needsHeads = true;
-  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'summaryMass', 'summaryMassLayer', 'tidalSummaries', 'normalize', 'fullLayer', 'fullRole'];
+  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'recallEvery', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'summaryMass', 'summaryMassLayer', 'tidalSummaries', 'normalize', 'fullLayer', 'fullRole'];
   readonly name = 'wnw';
   private readonly budget: number;
   private readonly heads: HeadsFile;
-  private readonly chunkOpts: ChunkOptions;
+  /** Chunk length, top-k (a number, or scaled with the clip) and δ (recall.ts). */
+  private readonly recall: RecallOptions;
   private readonly selection: Selection;
   private readonly strict: boolean;
-  private readonly reserveSegments: number;
+  /** Recall reserve in segments, where an option sets it (else what one selection names). */
+  private readonly reserveOpt?: number;
   /** Positions per segment every non-anchor head keeps at least (triage.ts `segmentFloor`). */
   private readonly floorPositions: number;
   /** Fixed heads keep one summary slot per segment for the positions they drop (kv/summary.ts). */
@@ -113,16 +117,12 @@ export class WnwPolicy implements KvPolicy {
     this.budget = checkBudget(this.name, opts.budget);
     if (!opts.heads) throw new WnwError('BAD_ARGUMENT', 'policy "wnw" needs the heads file (heads.json, from npm run calibrate)');
     this.heads = opts.heads;
-    this.chunkOpts = {
-      chunkSegments: numOpt(opts, 'chunkSegments', PAPER_CHUNKS.chunkSegments, 1),
-      topChunks: numOpt(opts, 'topChunks', PAPER_CHUNKS.topChunks, 1),
-      delta: numOpt(opts, 'delta', PAPER_CHUNKS.delta, 1),
-    };
     const sel = opts['selection'] ?? 'segment';
     if (sel !== 'segment' && sel !== 'global') throw new WnwError('BAD_ARGUMENT', `option "selection" must be "segment" or "global", got ${String(sel)}`);
     this.selection = sel;
     this.strict = opts['strictBudget'] !== false;
-    this.reserveSegments = numOpt(opts, 'reserveSegments', this.chunkOpts.topChunks * this.chunkOpts.chunkSegments, 0);
+    this.recall = recallOptions(opts, this.strict);
+    this.reserveOpt = opts['reserveSegments'] === undefined ? undefined : numOpt(opts, 'reserveSegments', 0, 0);
     this.floorPositions = numOpt(opts, 'segmentFloor', 1, 0);
     // Paper mode (strictBudget false) runs the method as written: summaries only when asked.
     const summaries = opts['summaries'] ?? this.strict;
@@ -269,7 +269,7 @@ export class WnwPolicy implements KvPolicy {
     if (this.strict && room < 0) {
       throw this.anchorsOverBudget(used / (N * T));
     }
-    this.scheduler = new ChunkScheduler(T, n, this.chunkOpts, cost, room);
+    this.scheduler = new ChunkScheduler(T, n, chunkOptionsFor(this.recall, T, n), cost, room);
     this.stateInfo = { roles: this.roles, retention, lambda, summaryLength, prefillRGpu: used / (N * T || 1) };
     this.lastDecision = undefined;
   }
@@ -324,7 +324,8 @@ export class WnwPolicy implements KvPolicy {
     }
     const sNorm = normalizedScores(this.score, this.roles.anchors, this.normalize === 'layer' ? this.heads.numKvHeads : undefined);
     const fullSegs = Math.floor(T / n);
-    const R0 = this.strict ? Math.min(this.reserveSegments, Math.ceil(T / n)) : 0;
+    const chunks = chunkOptionsFor(this.recall, T, n);
+    const R0 = this.strict ? Math.min(this.reserveOpt ?? chunks.topChunks * chunks.chunkSegments, Math.ceil(T / n)) : 0;
     const tidal = this.roles.tidal;
     // The heads that keep summary slots: the fixed ones, and the tidal ones when asked.
     const summarised = this.tidalSummaries ? [...this.roles.fixed, ...tidal] : this.roles.fixed;
