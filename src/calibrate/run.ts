@@ -27,7 +27,7 @@ export interface ClipResult {
 }
 
 /** One clip: its VS share and, with `sensitivity`, the forward-only HS (answer: transcript + eos). */
-export async function calibrateClip(model: LoadedModel, encode: EncodeAudio, clip: CalibrationClip, sensitivity?: { directions: number; step?: number; seed?: number }): Promise<ClipResult> {
+export async function calibrateClip(model: LoadedModel, encode: EncodeAudio, clip: CalibrationClip, sensitivity?: { directions: number; step?: number; seed?: number; blockSize?: number | null }): Promise<ClipResult> {
   const c = model.config;
   const samples = await toMono16k(new Uint8Array(readFileSync(clip.wav)), c.audio.sampleRate);
   const { embeddings, audioLength: N } = await encode(samples);
@@ -43,7 +43,7 @@ export async function calibrateClip(model: LoadedModel, encode: EncodeAudio, cli
     if (span) vs.addToken(span, N, (q) => rows[j][q]);
   });
   const voice = vs.endClip();
-  const hs = sensitivity ? clipSensitivity(c, model.weights, embeddings, N, [...tokens, c.stopTokens[0]], { ...sensitivity, seed: (sensitivity.seed ?? 1) + hashId(clip.id) }) : undefined;
+  const hs = sensitivity ? clipSensitivity(c, model.weights, embeddings, N, [...tokens, c.stopTokens[0]], { ...sensitivity, blockSize: sensitivity.blockSize ?? undefined, seed: (sensitivity.seed ?? 1) + hashId(clip.id) }) : undefined;
   return { id: clip.id, audioLength: N, voice, ...(hs ? { sensitivity: hs } : {}) };
 }
 
@@ -63,6 +63,8 @@ export interface RuntimeCalibration {
   /** Random directions per head for the HS estimate; default 4. */
   directions?: number;
   step?: number;
+  /** Audio positions perturbed together (sensitivity.ts `blockSize`); default all of a clip's. */
+  blockSize?: number;
   /** Progress, one call per clip (reused: taken from the partial file). */
   onClip?: (done: number, total: number, id: string, seconds: number, reused: boolean) => void;
   /** Checked between clips: a stop keeps the partial file for the next run. */
@@ -71,7 +73,7 @@ export interface RuntimeCalibration {
 
 interface PartialFile {
   model: string;
-  settings: { directions: number; step: number };
+  settings: { directions: number; step: number; blockSize: number | null };
   clips: ClipResult[];
 }
 
@@ -87,13 +89,13 @@ export async function calibrateRuntime(model: LoadedModel, encode: EncodeAudio, 
   const c = model.config;
   const out = o.out ?? join(o.modelDir, 'heads.json');
   const partial = partialPath(out);
-  const settings = { directions: o.directions ?? 4, step: o.step ?? 1e-2 };
+  const settings = { directions: o.directions ?? 4, step: o.step ?? 1e-2, blockSize: o.blockSize ?? null };
   const clips = await listCalibrationClips(o.clipsDir, o.limit);
   const saved = new Map<string, ClipResult>();
   if (existsSync(partial)) {
     const p = JSON.parse(readFileSync(partial, 'utf8')) as PartialFile;
     // Clips of another model or other settings do not mix with this run's.
-    if (p.model === c.name && p.settings?.directions === settings.directions && p.settings?.step === settings.step) for (const r of p.clips) saved.set(r.id, r);
+    if (p.model === c.name && JSON.stringify(p.settings) === JSON.stringify(settings)) for (const r of p.clips) saved.set(r.id, r);
   }
   const results: ClipResult[] = [];
   for (const [i, clip] of clips.entries()) {

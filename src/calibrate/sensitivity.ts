@@ -37,6 +37,11 @@ export interface SensitivityOptions {
   seed?: number;
   /** The prompt around the audio; default the config's. */
   prompt?: PromptIds;
+  /**
+   * Audio positions perturbed together; default all N. Smaller blocks bring the estimate
+   * from the RMS over positions towards their mean norm, at N / blockSize times the cost.
+   */
+  blockSize?: number;
 }
 
 export interface ClipSensitivity {
@@ -90,29 +95,34 @@ export function clipSensitivity(c: ModelConfig, w: DecoderWeights, audio: Float3
   const ce0 = answerCe(c, w, base.hidden, first, answer);
   const normal = gaussian(rng(opts.seed ?? 1));
   const sum: number[] = [];
+  const B = Math.max(1, Math.min(N, opts.blockSize ?? N));
   for (let l = 0; l < c.numLayers; l++) {
     for (let kh = 0; kh < c.numKvHeads; kh++) {
-      const sq = new Float64Array(answer.length);
+      const norm = new Float64Array(answer.length);
       let eps = 0;
-      for (let m = 0; m < M; m++) {
-        const out = prefillLayers(c, w, freqs, audio, N, request, {
-          prompt, suffix, keepKv: false, resume: { layer: l, hidden: inputs[l] },
-          onKeys: (layer, k) => {
-            if (layer !== l) return;
-            if (eps === 0) {
-              let ss = 0;
-              for (let p = 0; p < N; p++) for (let d = 0; d < hd; d++) ss += k[(a0 + p) * kvd + kh * hd + d] ** 2;
-              eps = step * Math.sqrt(ss / (N * hd)) || step;
-            }
-            for (let p = 0; p < N; p++) for (let d = 0; d < hd; d++) k[(a0 + p) * kvd + kh * hd + d] += eps * normal();
-          },
-        });
-        const ce = answerCe(c, w, out.hidden, first, answer);
-        for (let t = 0; t < answer.length; t++) sq[t] += (ce[t] - ce0[t]) ** 2;
+      for (let b0 = 0; b0 < N; b0 += B) {
+        const b1 = Math.min(N, b0 + B);
+        const sq = new Float64Array(answer.length);
+        for (let m = 0; m < M; m++) {
+          const out = prefillLayers(c, w, freqs, audio, N, request, {
+            prompt, suffix, keepKv: false, resume: { layer: l, hidden: inputs[l] },
+            onKeys: (layer, k) => {
+              if (layer !== l) return;
+              if (eps === 0) {
+                let ss = 0;
+                for (let p = 0; p < N; p++) for (let d = 0; d < hd; d++) ss += k[(a0 + p) * kvd + kh * hd + d] ** 2;
+                eps = step * Math.sqrt(ss / (N * hd)) || step;
+              }
+              for (let p = b0; p < b1; p++) for (let d = 0; d < hd; d++) k[(a0 + p) * kvd + kh * hd + d] += eps * normal();
+            },
+          });
+          const ce = answerCe(c, w, out.hidden, first, answer);
+          for (let t = 0; t < answer.length; t++) sq[t] += (ce[t] - ce0[t]) ** 2;
+        }
+        // The block's norm over its positions, as (its RMS per position) × (its positions): summed over blocks, divided by N below.
+        for (let t = 0; t < answer.length; t++) norm[t] += (Math.sqrt(sq[t] / M) / eps) * Math.sqrt(b1 - b0);
       }
-      let s = 0;
-      for (let t = 0; t < answer.length; t++) s += Math.sqrt(sq[t] / M) / eps / Math.sqrt(N);
-      sum.push(s);
+      sum.push(norm.reduce((a, x) => a + x, 0) / N);
     }
   }
   return { sum, tokens: answer.length, meanCe: ce0.reduce((a, b) => a + b, 0) / answer.length };

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { UsageError, rejectUnknown, splitArgs } from './args.js';
 
-export const CALIBRATE_USAGE = 'usage: wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--directions M] [--language CODE] [--compare HEADS.json]';
+export const CALIBRATE_USAGE = 'usage: wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--directions M] [--block N] [--language CODE] [--compare HEADS.json]';
 
 export interface CalibrateArgs {
   model: string;
@@ -17,13 +17,14 @@ export interface CalibrateArgs {
   limit?: number;
   out: string;
   directions?: number;
+  blockSize?: number;
   language?: string;
   compare?: string;
 }
 
 export function parseCalibrateArgs(argv: string[], cwd = process.cwd()): CalibrateArgs {
   const { flags, positional } = splitArgs(argv, []);
-  rejectUnknown(flags, ['model', 'clips', 'limit', 'out', 'directions', 'language', 'compare']);
+  rejectUnknown(flags, ['model', 'clips', 'limit', 'out', 'directions', 'block', 'language', 'compare']);
   if (positional.length) throw new UsageError(`unexpected argument "${positional[0]}"`);
   const model = flags.get('model');
   if (!model) throw new UsageError('--model DIR is required');
@@ -41,6 +42,7 @@ export function parseCalibrateArgs(argv: string[], cwd = process.cwd()): Calibra
     limit: count('limit'),
     out: resolve(cwd, flags.get('out') ?? join(dir, 'heads.json')),
     directions: count('directions'),
+    blockSize: count('block'),
     language: flags.get('language'),
     compare: flags.has('compare') ? resolve(cwd, flags.get('compare')!) : undefined,
   };
@@ -55,7 +57,7 @@ export async function calibrateCommand(a: CalibrateArgs, io: { stdout: (s: strin
   const route = await createAudioRoute(model, { file: join(a.model, 'encoder.onnx') });
   try {
     const heads = await calibrateRuntime(model, (s) => route.encode(s), {
-      modelDir: a.model, clipsDir: a.clips, limit: a.limit, out: a.out, directions: a.directions, signal: io.signal,
+      modelDir: a.model, clipsDir: a.clips, limit: a.limit, out: a.out, directions: a.directions, blockSize: a.blockSize, signal: io.signal,
       onClip: (done, total, id, seconds, reused) => io.stderr(`calibrate: clip ${done}/${total} ${id} ${reused ? '(saved earlier)' : `${seconds.toFixed(1)} s`}\n`),
     });
     if (!heads) {

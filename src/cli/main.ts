@@ -30,7 +30,7 @@ export const USAGE = `${TRANSCRIBE_USAGE}\n\nTranscribes an audio file: WAV (PCM
   '14.95 GiB, against 2.10 GiB in q4), to the format a folder converted by wnw convert was packed in, and to f32 for our own model folder. ' +
   '--audio-weights (a Hugging Face audio tower\'s Linears) defaults to f16 beside a q4 decoder, else to the decoder\'s format.\n\n' +
   'usage: wnw convert HF_DIR OUT_DIR [--quant q4|f16|f32]\n\nPacks a Hugging Face folder\'s decoder weights once (default q4), so it loads without conversion.\n\n' +
-  'usage: wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--directions M] [--language CODE] [--compare HEADS.json]\n\n' +
+  'usage: wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--directions M] [--block N] [--language CODE] [--compare HEADS.json]\n\n' +
   'Writes heads.json (WnW head roles) computed by the runtime alone: Voice Score from teacher-forced attention, Head Sensitivity estimated from forward passes ' +
   '(docs/calibrate-real-model.md). Resumes from OUT.partial.json after a stop.\n';
 

@@ -33,6 +33,8 @@ describe('forward-only head sensitivity', () => {
     expect(r.tokens).toBe(answer.length);
     expect(Number.isFinite(r.meanCe) && r.meanCe > 0).toBe(true);
     expect(clipSensitivity(c, w, audio, N, answer, { directions: 2, seed: 5 }).sum).toEqual(r.sum);
+    const blocks = clipSensitivity(c, w, audio, N, answer, { directions: 1, blockSize: 7 });
+    expect(blocks.sum.every((x) => Number.isFinite(x) && x > 0)).toBe(true);
   });
 
   it('estimates the same norm at half the step (the difference is linear in ε)', () => {
@@ -103,7 +105,7 @@ describe.skipIf(!pythonHasOnnx())('wnw calibrate on a tiny random model', () => 
 
   it('a partial file of other settings is not reused', async () => {
     const out = join(tempDir('wnw-out-'), 'heads.json');
-    writeFileSync(partialPath(out), JSON.stringify({ model: model.config.name, settings: { directions: 3, step: 0.01 }, clips: [{ id: 'c1' }] }));
+    writeFileSync(partialPath(out), JSON.stringify({ model: model.config.name, settings: { directions: 3, step: 0.01, blockSize: null }, clips: [{ id: 'c1' }] }));
     const route = await createAudioRoute(model, { file: join(dir, 'encoder.onnx') });
     const seen: boolean[] = [];
     await calibrateRuntime(model, (s) => route.encode(s), { modelDir: dir, clipsDir: clips, limit: 1, out, directions: 1, onClip: (_d, _t, _id, _s, reused) => seen.push(reused) });
