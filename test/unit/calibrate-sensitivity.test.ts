@@ -10,6 +10,7 @@ import { clipSensitivity } from '../../src/calibrate/sensitivity.js';
 import { spearman, roleDifferences } from '../../src/calibrate/compare.js';
 import { calibrateRuntime, partialPath } from '../../src/calibrate/run.js';
 import { kvHeadCount } from '../../src/model/config.js';
+import { headsFileFault } from '../../src/model/heads.js';
 import { loadModel, type LoadedModel } from '../../src/model/loader.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
 import { parseHeadsFile } from '../../src/policy/wnw/triage.js';
@@ -101,6 +102,9 @@ describe.skipIf(!pythonHasOnnx())('wnw calibrate on a tiny random model', () => 
     expect(() => parseHeadsFile(json, model.config.numLayers, model.config.numKvHeads)).not.toThrow();
     expect(json.headSensitivity.every((x: number) => Number.isFinite(x) && x >= 0)).toBe(true);
     expect((await loadModel(dir)).heads?.sensitivityEstimator).toBe('finite-difference');
+    const { numLayers, numKvHeads } = model.config;
+    expect(() => parseHeadsFile({ ...json, sensitivityEstimator: 'autograd' }, numLayers, numKvHeads)).toThrow(/sensitivityEstimator/);
+    expect(headsFileFault({ ...json, sensitivityEstimator: 'autograd' }, numLayers * numKvHeads)).toMatch(/sensitivityEstimator/);
   });
 
   it('a partial file of other settings is not reused', async () => {
