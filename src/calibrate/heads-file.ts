@@ -11,7 +11,7 @@ import { assignRoles, budgetKey, fitLambda, normalizedScores, rankingScore, segm
 /** The paper's budgets, plus 0.1 (the README's tables report WnW there too). */
 export const DEFAULT_BUDGETS = [0.1, 0.2, 0.4, 0.6, 0.8];
 
-export interface CalibrationInput extends Pick<HeadsFile, 'model' | 'numLayers' | 'numKvHeads' | 'voiceScore' | 'headSensitivity' | 'ranking'> {
+export interface CalibrationInput extends Pick<HeadsFile, 'model' | 'numLayers' | 'numKvHeads' | 'voiceScore' | 'headSensitivity' | 'sensitivityEstimator' | 'ranking'> {
   budgets?: number[];
   /** Audio tokens of each calibration clip: the λ search measures r_GPU over these. */
   clipLengths: number[];
@@ -44,6 +44,7 @@ export function buildHeadsFile(input: CalibrationInput): HeadsFile {
     numKvHeads: input.numKvHeads,
     voiceScore: input.voiceScore,
     headSensitivity: input.headSensitivity,
+    ...(input.sensitivityEstimator ? { sensitivityEstimator: input.sensitivityEstimator } : {}),
     ranking,
     score,
     roles,

@@ -13,14 +13,13 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { toMono16k } from '../audio/decode.js';
 import { kvHeadCount, segmentLength } from '../model/config.js';
 import { createAudioRoute } from '../route/audio-route.js';
 import { loadModel } from '../model/loader.js';
-import { answerAttention, tokenWordIndex } from './attention.js';
 import { writeAnswerIds } from './answer-ids.js';
 import { listCalibrationClips } from './clips.js';
 import { buildHeadsFile, parseHeadSensitivity } from './heads-file.js';
+import { calibrateClip } from './run.js';
 import { VoiceScoreAccumulator } from './voice-score.js';
 
 function arg(name: string, dflt?: string): string | undefined {
@@ -39,25 +38,14 @@ async function main(): Promise<void> {
   const c = model.config;
   // Audio reaches the decoder as it does when transcribing: ONNX encoder, or a Hugging Face folder's audio tower.
   const route = await createAudioRoute(model, { file: join(modelDir, 'encoder.onnx') });
-  const tok = model.text ?? model.tokenizer;
   const clips = await listCalibrationClips(clipsDir, limit);
   const vs = new VoiceScoreAccumulator({ numLayers: c.numLayers, numHeads: c.numHeads, numKvHeads: c.numKvHeads, tokensPerSecond: c.audio.tokensPerSecond });
   const clipLengths: number[] = [];
   const t0 = Date.now();
   for (const [i, clip] of clips.entries()) {
-    const samples = await toMono16k(new Uint8Array(readFileSync(clip.wav)), c.audio.sampleRate);
-    const { embeddings: emb, audioLength: N } = await route.encode(samples);
-    // A clip's stored ids are the reference model's; a Hugging Face folder tokenises the
-    // transcript alone, as answer-ids.ts hands it to the Head Sensitivity.
-    const tokens = model.text ? model.text.encode(clip.text, { bos: false, eos: false }) : clip.tokens ?? model.tokenizer.encode(clip.text);
-    const wordOf = tokenWordIndex(tokens.map((t) => tok.pieceText(t)));
-    const rows = answerAttention(c, model.weights, emb, N, tokens);
-    tokens.forEach((_, j) => {
-      const span = clip.words[wordOf[j]];
-      if (span) vs.addToken(span, N, (q) => rows[j][q]);
-    });
-    vs.endClip();
-    clipLengths.push(N);
+    const r = await calibrateClip(model, (s) => route.encode(s), clip);
+    vs.addClip(r.voice);
+    clipLengths.push(r.audioLength);
     process.stderr.write(`\rcalibrate: clip ${i + 1}/${clips.length} (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
   }
   process.stderr.write('\n');

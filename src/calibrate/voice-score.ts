@@ -40,6 +40,13 @@ export function spanTokens(span: WordSpan, tokensPerSecond: number, audioLength:
   return [first, last];
 }
 
+/** One clip's share of the Voice Score: per query head its token mean (null when no token counted). */
+export interface ClipVoice {
+  perQueryHead: number[] | null;
+  tokens: number;
+  skipped: number;
+}
+
 export class VoiceScoreAccumulator {
   readonly k: number;
   readonly minConfidence: number;
@@ -50,6 +57,8 @@ export class VoiceScoreAccumulator {
   private clipsCounted = 0;
   private tokensCounted = 0;
   private tokensSkipped = 0;
+  /** tokensSkipped when the current clip began. */
+  private skippedBefore = 0;
 
   constructor(readonly shape: VoiceScoreShape, opts: VoiceScoreOptions = {}) {
     if (shape.numHeads % shape.numKvHeads !== 0) throw new Error('numHeads must be a multiple of numKvHeads');
@@ -84,14 +93,31 @@ export class VoiceScoreAccumulator {
     return true;
   }
 
-  /** Closes a clip: its token mean joins the mean over clips (clips without usable tokens do not count). */
-  endClip(): void {
-    if (this.clipTokens > 0) {
-      for (let q = 0; q < this.qHeads; q++) this.total[q] += this.clipSum[q] / this.clipTokens;
-      this.clipsCounted++;
-    }
+  /**
+   * Closes a clip: its token mean joins the mean over clips (clips without usable tokens do
+   * not count). Returns what the clip added, for `addClip` to restore in a later run.
+   */
+  endClip(): ClipVoice {
+    const clip: ClipVoice = { perQueryHead: null, tokens: this.clipTokens, skipped: this.tokensSkipped - this.skippedBefore };
+    if (this.clipTokens > 0) clip.perQueryHead = Array.from(this.clipSum, (s) => s / this.clipTokens);
     this.clipSum.fill(0);
     this.clipTokens = 0;
+    this.tokensCounted -= clip.tokens;
+    this.tokensSkipped -= clip.skipped;
+    this.addClip(clip);
+    return clip;
+  }
+
+  /** A clip closed earlier (a resumed calibration's saved result). */
+  addClip(clip: ClipVoice): void {
+    if (clip.perQueryHead) {
+      if (clip.perQueryHead.length !== this.qHeads) throw new Error(`a saved clip has ${clip.perQueryHead.length} query heads, expected ${this.qHeads}`);
+      for (let q = 0; q < this.qHeads; q++) this.total[q] += clip.perQueryHead[q];
+      this.clipsCounted++;
+    }
+    this.tokensCounted += clip.tokens;
+    this.tokensSkipped += clip.skipped;
+    this.skippedBefore = this.tokensSkipped;
   }
 
   /** Per query head VS, and per KV head the mean over its g query heads (GQA: query head h uses KV head ⌊h / g⌋). */

@@ -29,7 +29,10 @@ export const USAGE = `${TRANSCRIBE_USAGE}\n\nTranscribes an audio file: WAV (PCM
   'instead, --audio-encoder onnx makes a missing graph an error. --weights defaults to q4 for a Hugging Face folder (in f32 Voxtral-Mini-3B\'s decoder alone is ' +
   '14.95 GiB, against 2.10 GiB in q4), to the format a folder converted by wnw convert was packed in, and to f32 for our own model folder. ' +
   '--audio-weights (a Hugging Face audio tower\'s Linears) defaults to f16 beside a q4 decoder, else to the decoder\'s format.\n\n' +
-  'usage: wnw convert HF_DIR OUT_DIR [--quant q4|f16|f32]\n\nPacks a Hugging Face folder\'s decoder weights once (default q4), so it loads without conversion.\n';
+  'usage: wnw convert HF_DIR OUT_DIR [--quant q4|f16|f32]\n\nPacks a Hugging Face folder\'s decoder weights once (default q4), so it loads without conversion.\n\n' +
+  'usage: wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--directions M] [--block N] [--language CODE] [--compare HEADS.json]\n\n' +
+  'Writes heads.json (WnW head roles) computed by the runtime alone: Voice Score from teacher-forced attention, Head Sensitivity estimated from forward passes ' +
+  '(docs/calibrate-real-model.md). Resumes from OUT.partial.json after a stop.\n';
 
 /** What --json prints. The names are read by other tools: keep them. */
 export function jsonOutput(r: TranscriptionResult, budget: number) {
@@ -77,6 +80,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     return command ? 0 : 2;
   }
   if (command === 'convert') return convertCommand(rest, io);
+  if (command === 'calibrate') return calibrate(rest, io);
   if (command !== 'transcribe') {
     io.stderr(`wnw: unknown command "${command}"\n${TRANSCRIBE_USAGE}\n`);
     return 2;
@@ -92,28 +96,41 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   return transcribeFile(args, io);
 }
 
+/** A subcommand: a usage error prints its usage (exit 2), a failure one line (exit 1). */
+async function subcommand<A>(argv: string[], io: CliIo, usage: string, parse: (argv: string[]) => A, run: (args: A) => Promise<number>): Promise<number> {
+  let args: A;
+  try {
+    args = parse(argv);
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    io.stderr(`wnw: ${e.message}\n${usage}\n`);
+    return 2;
+  }
+  try {
+    return await run(args);
+  } catch (e) {
+    io.stderr(`wnw: ${oneLine(e)}\n`);
+    return 1;
+  }
+}
+
 /** `wnw convert`: packs a Hugging Face folder's decoder once (src/cli/convert.ts). */
 async function convertCommand(argv: string[], io: CliIo): Promise<number> {
   // Imported here: the converter pulls in node:fs and the checkpoint reader.
   const { CONVERT_USAGE, convertFolder, parseConvertArgs } = await import('./convert.js');
-  let args;
-  try {
-    args = parseConvertArgs(argv);
-  } catch (e) {
-    if (!(e instanceof UsageError)) throw e;
-    io.stderr(`wnw: ${e.message}\n${CONVERT_USAGE}\n`);
-    return 2;
-  }
-  try {
+  return subcommand(argv, io, CONVERT_USAGE, parseConvertArgs, async (args) => {
     const r = await convertFolder(args, (line) => io.stderr(`${line}\n`));
     const mb = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
     io.stdout(`converted ${r.tensors} tensors (${r.dropped} not used by the runtime left out) into ${r.shards} shards: ${mb(r.bytesIn)} -> ${mb(r.bytesOut)}; decoder ${args.format}: ` +
       `${Object.entries(r.byFormat).filter(([, b]) => b > 0).map(([f, b]) => `${f} ${mb(b)}`).join(', ')}\n`);
     return 0;
-  } catch (e) {
-    io.stderr(`wnw: ${oneLine(e)}\n`);
-    return 1;
-  }
+  });
+}
+
+/** `wnw calibrate`: heads.json from the runtime alone (src/cli/calibrate.ts). */
+async function calibrate(argv: string[], io: CliIo): Promise<number> {
+  const { CALIBRATE_USAGE, calibrateCommand, parseCalibrateArgs } = await import('./calibrate.js');
+  return subcommand(argv, io, CALIBRATE_USAGE, (a) => parseCalibrateArgs(a), (args) => calibrateCommand(args, io));
 }
 
 async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> {

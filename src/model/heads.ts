@@ -2,6 +2,14 @@
 /** Which calibration score ranks the heads: VS × HS (the method), or one factor (the ablation). */
 export type HeadRanking = 'product' | 'voice' | 'sensitivity';
 
+/**
+ * How `headSensitivity` was measured: 'gradient', the exact ‖∂CE/∂K_audio‖ by autograd
+ * (training/head_sensitivity.py); 'finite-difference', the runtime's forward-only estimate
+ * from random key perturbations (src/calibrate/sensitivity.ts), on a different scale.
+ */
+export const SENSITIVITY_ESTIMATORS = ['gradient', 'finite-difference'] as const;
+export type SensitivityEstimator = (typeof SENSITIVITY_ESTIMATORS)[number];
+
 /** heads.json written by `npm run calibrate` next to the model. */
 export interface HeadsFile {
   model: string;
@@ -10,6 +18,8 @@ export interface HeadsFile {
   /** Per KV head (flat index): Voice Score and Head Sensitivity. */
   voiceScore: number[];
   headSensitivity: number[];
+  /** How headSensitivity was measured; absent: 'gradient'. */
+  sensitivityEstimator?: SensitivityEstimator;
   /** What `score` is; default 'product'. */
   ranking?: HeadRanking;
   /** Per KV head: the ranking score (VS × HS for 'product'); derived from the two above when absent. */
@@ -42,6 +52,7 @@ export function headsFileFault(h: HeadsFile, heads: number): string | undefined 
   const finite = (a: unknown, n: number) => Array.isArray(a) && a.length === n && a.every((x) => typeof x === 'number' && Number.isFinite(x));
   for (const key of ['voiceScore', 'headSensitivity'] as const) if (!finite(h[key], heads)) return `"${key}" must hold ${heads} finite numbers, one per KV head`;
   if (h.score !== undefined && !finite(h.score, heads)) return `"score" must hold ${heads} finite numbers, one per KV head`;
+  if (h.sensitivityEstimator !== undefined && !SENSITIVITY_ESTIMATORS.includes(h.sensitivityEstimator)) return `unknown "sensitivityEstimator" "${String(h.sensitivityEstimator)}"`;
   if (typeof h.roles !== 'object' || h.roles === null || Array.isArray(h.roles)) return '"roles" must map budgets to head roles';
   for (const [budget, r] of Object.entries(h.roles)) {
     const lists = [r?.anchors, r?.tidal, r?.fixed];

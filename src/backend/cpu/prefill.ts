@@ -51,6 +51,15 @@ export interface PrefillExtras {
   keepKv?: boolean;
   /** Round the prompt K/V to f16 (an f16 pool's precision) before the layer's attention; default false. */
   kvF16?: boolean;
+  /** Sees the residual stream [n, hiddenSize] entering each layer (read only: copy what is kept). */
+  onLayerInput?: (layer: number, x: Float32Array) => void;
+  /** May change a layer's post-RoPE keys [n, numKvHeads * headDim] in place before its attention reads them. */
+  onKeys?: (layer: number, k: Float32Array) => void;
+  /**
+   * Starts at `layer` from a residual stream `onLayerInput` saw (copied, not modified): the
+   * layers before it are skipped, and the output's K/V and instruction queries begin there.
+   */
+  resume?: { layer: number; hidden: Float32Array };
 }
 
 export function prefillLayers(
@@ -65,7 +74,8 @@ export function prefillLayers(
   const kvd = c.numKvHeads * hd;
   const F = c.intermediateSize;
   const n = promptLength(prompt, N) + suffix.length;
-  const x = promptInputs(c, w.embed, audio, N, suffix, prompt);
+  const x = extras.resume ? Float32Array.from(extras.resume.hidden) : promptInputs(c, w.embed, audio, N, suffix, prompt);
+  if (x.length !== n * D) throw new RangeError(`resumed residual stream holds ${x.length} floats, expected ${n} x ${D}`);
   const xn = new Float32Array(n * D);
   const q = new Float32Array(n * qd);
   const att = new Float32Array(n * qd);
@@ -82,8 +92,9 @@ export function prefillLayers(
   const scores = new Map([...windowSet].map((wq) => [wq, Array.from({ length: kvHeadCount(c) }, () => new Float32Array(N))]));
   const [q0, q1] = instructionRows(prompt, N);
   const instructionQueries: Float32Array[] = [];
-  for (let l = 0; l < c.numLayers; l++) {
+  for (let l = extras.resume?.layer ?? 0; l < c.numLayers; l++) {
     const L = w.layers[l];
+    extras.onLayerInput?.(l, x);
     const k = shared ? shared.k : new Float32Array(n * kvd);
     const v = shared ? shared.v : new Float32Array(n * kvd);
     rmsnorm(x, L.attnNorm, c.rmsNormEps, D, n, xn);
@@ -101,6 +112,7 @@ export function prefillLayers(
       roundF16(k, n * kvd, k);
       roundF16(v, n * kvd, v);
     }
+    extras.onKeys?.(l, k);
     causalAttention(q, k, v, n, c.numHeads, c.numKvHeads, hd, att, {
       windows: [...scores].map(([lastQueries, perHead]) => ({ lastQueries, perKvHead: perHead.slice(l * c.numKvHeads, (l + 1) * c.numKvHeads) })),
       audioStart: audioStart(prompt),

@@ -4,7 +4,7 @@
  * calibration (src/calibrate/) and the runtime policy, so both count r_GPU the same way.
  */
 import { WnwError } from '../../errors.js';
-import type { HeadRanking, HeadRoles, HeadsFile } from '../../model/heads.js';
+import { SENSITIVITY_ESTIMATORS, type HeadRanking, type HeadRoles, type HeadsFile } from '../../model/heads.js';
 import { retainedCount } from '../select.js';
 
 export type Selection = 'segment' | 'global';
@@ -233,6 +233,7 @@ export function parseHeadsFile(json: unknown, numLayers?: number, numKvHeads?: n
   if (!isNums(h.voiceScore) || !isNums(h.headSensitivity)) bad(`voiceScore and headSensitivity must be ${N} finite numbers`);
   if (h.score !== undefined && !isNums(h.score)) bad(`score must be ${N} finite numbers`);
   if (h.ranking !== undefined && !['product', 'voice', 'sensitivity'].includes(h.ranking)) bad(`unknown ranking "${String(h.ranking)}"`);
+  if (h.sensitivityEstimator !== undefined && !SENSITIVITY_ESTIMATORS.includes(h.sensitivityEstimator)) bad(`unknown sensitivityEstimator "${String(h.sensitivityEstimator)}"`);
   if (typeof h.roles !== 'object' || h.roles === null) bad('roles missing');
   for (const [key, r] of Object.entries(h.roles)) checkRoles(r, N, (m) => bad(`roles["${key}"]: ${m}`));
   return h;
