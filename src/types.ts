@@ -196,7 +196,10 @@ export interface TranscribeOptions {
 }
 
 export interface TranscriptionResult {
+  /** The transcript: the answer without a wrapper the model is known to put around it. */
   text: string;
+  /** The answer as the model wrote it (the same as `text` for a model without a known wrapper). */
+  rawText: string;
   words: Word[];
   tokens: number[];
   stats: TranscriptionStats;

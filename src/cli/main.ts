@@ -36,6 +36,8 @@ export function jsonOutput(r: TranscriptionResult, budget: number) {
   const s = r.stats;
   return {
     text: r.text,
+    // The model's answer where a known wrapper was taken off it.
+    ...(r.rawText !== undefined && r.rawText !== r.text ? { rawText: r.rawText } : {}),
     words: r.words,
     stats: {
       policy: s.policy,

@@ -30,10 +30,10 @@ function fakeLoad(seen: { load?: LoadOptions; call?: TranscribeOptions; disposed
         const partial = samples[0] === 1;
         const nothing = samples[0] === 2;
         // A 31-minute Voxtral recording: the warning the library puts in the stats.
-        if (samples[0] === 3) return { text: 'hello', words: [], tokens: [1], stats: { ...stats, warnings: statedLimitWarnings(voxtral, 31 * 60) } };
-        if (nothing) return { text: '', words: [], tokens: [], stats: { ...stats, decodeSteps: 0 }, error: new CancelledError() };
+        if (samples[0] === 3) return { text: 'hello', rawText: 'hello', words: [], tokens: [1], stats: { ...stats, warnings: statedLimitWarnings(voxtral, 31 * 60) } };
+        if (nothing) return { text: '', rawText: '', words: [], tokens: [], stats: { ...stats, decodeSteps: 0 }, error: new CancelledError() };
         return {
-          text: partial ? 'hello' : 'hello world', words: [{ word: 'hello', start: 0.1, end: 0.5 }], tokens: [1, 2], stats,
+          text: partial ? 'hello' : 'hello world', rawText: partial ? 'hello' : 'hello world', words: [{ word: 'hello', start: 0.1, end: 0.5 }], tokens: [1, 2], stats,
           ...(partial ? { error: new CancelledError() } : {}),
         };
       },

@@ -68,6 +68,13 @@ export const qwen2Audio: HfFamily = {
     instruction: (lang) => (lang ? `Detect the language and recognize the speech: <|${lang}|>` : 'Detect the language and recognize the speech:'),
     ...QWEN_CHAT,
   },
+  // The Instruct model answers in chat form; transformers' integration test decodes
+  // "The original content of this audio is: 'Mister Quiller is the apostle of …'".
+  replyWrappers: [
+    { before: "The original content of this audio is: '", after: "'" },
+    { before: 'The original content of this audio is: "', after: '"' },
+    { before: 'The original content of this audio is:', after: '' },
+  ],
   shapes: {
     // Multi-head attention with q/k/v biases at 25 audio tokens/s.
     miniature: {
