@@ -38,7 +38,8 @@ export interface LoadOptions {
   model: string;
   /**
    * Language of the speech as an ISO code ("en"), for models whose prompt names it
-   * (Voxtral, Qwen2-Audio, Qwen2.5-Omni); omitted: the model detects it.
+   * (Voxtral, Qwen2-Audio, Qwen2.5-Omni); omitted or "none": the prompt without a language
+   * (the model detects it). Any other value is a BAD_ARGUMENT.
    */
   language?: string;
   /**
@@ -164,7 +165,7 @@ export interface TranscribeOptions {
   onProgress?: (e: ProgressEvent) => void;
   /** Override the load-time policy/budget for this call. */
   policy?: PolicyName;
-  /** Override the load-time language (Hugging Face models): the prompt is rebuilt for it. */
+  /** Override the load-time language (Hugging Face models; "none" for no language): the prompt is rebuilt for it. */
   language?: string;
   budget?: number;
   /** Extra options for the policy's factory, for ablations, e.g. { ranking: 'voice' } or { selection: 'global' } for wnw. */

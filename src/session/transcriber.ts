@@ -18,6 +18,7 @@ import { decoderWeightBytes, packDecoderWeights, type PackedDecoderWeights } fro
 import type { WeightFormat } from '../model/quant.js';
 import type { DecoderWeights } from '../model/weights.js';
 import { promptForLanguage } from './prompt-language.js';
+import { languageCode } from '../model/text/language.js';
 import { createPolicy, needsHeads, policyBudget } from '../policy/registry.js';
 import { wordTimingHeads } from '../policy/timing-heads.js';
 import { runTranscription } from './run.js';
@@ -85,7 +86,8 @@ export class WnwTranscriber implements Transcriber {
     const { policyName, budget, policy } = this.policyFor(options);
     const heads = this.model.heads;
     const progress = options.onProgress ?? this.defaults.onProgress ?? (() => {});
-    const prompt = await this.promptFor(options.language ?? this.defaults.language);
+    // A call's language ("none" included) replaces the load-time one; omitted, that one holds.
+    const prompt = await this.promptFor(options.language !== undefined ? languageCode(options.language) : this.defaults.language);
     const res = await runTranscription({
       model: this.model,
       backend: this.decoder,
@@ -109,8 +111,9 @@ export class WnwTranscriber implements Transcriber {
   }
 
   /**
-   * The prompt for `language`, handed to the run (the config keeps the load-time one, which
-   * serves the load-time language): undefined where that is the language.
+   * The prompt for the language code `language` (undefined: none), handed to the run (the
+   * config keeps the load-time one, which serves the load-time language): undefined where
+   * that is the language.
    */
   private async promptFor(language: string | undefined): Promise<PromptIds | undefined> {
     if (language === this.defaults.language) return undefined;
@@ -213,7 +216,8 @@ export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscri
           : undefined);
     },
   });
-  if (options.language !== undefined && !model.family) {
+  const language = languageCode(options.language);
+  if (language !== undefined && !model.family) {
     throw new WnwError('BAD_ARGUMENT', `the model in ${options.model} takes no language option (its prompt names no language); omit language`);
   }
   if (needsHeads(policy) && !model.heads) {
@@ -243,5 +247,5 @@ export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscri
     throw e;
   }
   progress({ phase: 'compile', fraction: 1, detail: route.label });
-  return new WnwTranscriber(model, route, decoder, { policy, budget, language: options.language, onProgress: options.onProgress });
+  return new WnwTranscriber(model, route, decoder, { policy, budget, language, onProgress: options.onProgress });
 }

@@ -134,7 +134,8 @@ describe('wnw transcribe', () => {
       [['transcribe', wav, '--budget', '2'], /budget must be a number in \(0, 1\]/],
       [['transcribe', wav, '--backend', 'tpu'], /backend must be one of/],
       [['transcribe', wav, '--kv', 'f8'], /kv must be one of f32, f16/],
-      [['transcribe', wav, '--language', 'English'], /--language takes an ISO code/],
+      [['transcribe', wav, '--language', 'English'], /--language takes a language code of 2 or 3 letters .* or "none" for no language .*got "English"/],
+      [['transcribe', wav, '--language', 'en-US'], /--language takes a language code/],
       [['transcribe', wav, '--audio-encoder', 'whisper'], /--audio-encoder must be one of onnx, audio-tower, got "whisper"/],
       [['transcribe', wav, '--frobnicate'], /--frobnicate needs a value|unknown option --frobnicate/],
       [['translate', wav], /unknown command/],
@@ -152,6 +153,10 @@ describe('wnw transcribe', () => {
     const none: { load?: LoadOptions } = {};
     expect(await runCli(['transcribe', wav], io(none))).toBe(0);
     expect(none.load).not.toHaveProperty('language');
+    // "none" is no language: it reaches the load, which builds the prompt without one.
+    const noLanguage: { load?: LoadOptions } = {};
+    expect(await runCli(['transcribe', wav, '--language', 'none', '--policy', 'full'], io(noLanguage))).toBe(0);
+    expect(noLanguage.load?.language).toBe('none');
   });
 
   it('--audio-encoder reaches the model load as audioEncoder; without it none is sent', async () => {

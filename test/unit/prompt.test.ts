@@ -7,7 +7,9 @@ import { qwen25Omni } from '../../src/model/families/qwen2-5-omni.js';
 import { HfTokenizer } from '../../src/model/text/hf.js';
 import { TekkenTokenizer } from '../../src/model/text/tekken.js';
 import { chatTemplateFrom, readChatTemplate } from '../../src/model/text/load.js';
-import { ModelLoadError } from '../../src/errors.js';
+import { ModelLoadError, WnwError } from '../../src/errors.js';
+import { languageCode } from '../../src/model/text/language.js';
+import { checkLoadOptions, checkTranscribeOptions } from '../../src/session/options.js';
 import { readJsonFile, referenceIds, tokenizerDir } from './tokenizer-fixtures.js';
 
 const DIR = tokenizerDir();
@@ -96,6 +98,48 @@ describe('Qwen chat-template prompts', () => {
     expect(p.audioToken).toBe(AUDIO);
     const auto = buildPrompt(qwen2Audio.prompt, tok, { chatTemplate: template });
     expect(tok.decode(auto.instruction)).toBe('\nDetect the language and recognize the speech:\nassistant\n');
+  });
+
+  it('"none" is no language: each family\'s prompt without a language, never a language called "none"', async () => {
+    const recipes = [
+      { recipe: qwen25Omni.prompt, tok: qwenTok('qwen2_5_omni'), without: 'Transcribe the audio into text without any punctuation marks.' },
+      { recipe: qwen2Audio.prompt, tok: qwenTok('qwen2_audio'), without: 'Detect the language and recognize the speech:' },
+    ];
+    for (const { recipe, tok, without } of recipes) {
+      const omitted = buildPrompt(recipe, tok);
+      const none = buildPrompt(recipe, tok, { language: 'none' });
+      expect([none.prefix, none.instruction]).toEqual([omitted.prefix, omitted.instruction]);
+      expect(tok.decode(none.instruction)).toContain(without);
+      expect(tok.decode(none.instruction)).not.toMatch(/none/);
+      // A code in capitals is the same code.
+      expect(buildPrompt(recipe, tok, { language: 'EN' }).instruction).toEqual(buildPrompt(recipe, tok, { language: 'en' }).instruction);
+    }
+    const tekken = TekkenTokenizer.fromJSON(readJsonFile(join(DIR, 'voxtral', 'tekken.json')));
+    expect(promptIds(buildPrompt(voxtral.prompt, tekken, { language: 'none' }), N)).toEqual([1, 3, 25, 24, 24, 24, 4, 34]);
+  });
+
+  it('a language that is neither a code nor "none" is a BAD_ARGUMENT listing the accepted forms, wherever it is given', () => {
+    expect([languageCode(undefined), languageCode('none'), languageCode('de'), languageCode('YUE')]).toEqual([undefined, undefined, 'de', 'yue']);
+    const tok = qwenTok('qwen2_audio');
+    for (const bad of ['English', 'en-US', '', 'e', 'auto1', 42, null]) {
+      for (const f of [
+        () => languageCode(bad),
+        () => buildPrompt(qwen2Audio.prompt, tok, { language: bad as string }),
+        () => checkLoadOptions({ model: 'm', language: bad as string }),
+        () => checkTranscribeOptions({ language: bad as string }),
+      ]) {
+        let err: unknown;
+        try {
+          f();
+        } catch (e) {
+          err = e;
+        }
+        expect(err).toBeInstanceOf(WnwError);
+        expect((err as WnwError).code).toBe('BAD_ARGUMENT');
+        expect((err as Error).message).toMatch(/language code of 2 or 3 letters .*"en".* or "none" for no language/);
+      }
+    }
+    expect(() => checkTranscribeOptions({ language: 'none' })).not.toThrow();
   });
 
   it('says what is wrong with a template or tokenizer that cannot make the prompt', () => {

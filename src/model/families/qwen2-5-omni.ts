@@ -71,8 +71,10 @@ export const qwen25Omni: HfFamily = {
       "part['type'] == 'audio' or 'audio' in part or 'audio_url' in part",
     ),
     system: 'You are a speech recognition model.',
-    instruction: (lang) =>
-      lang ? `Transcribe the ${LANGUAGE_NAMES[lang] ?? lang} audio into text without any punctuation marks.` : 'Transcribe the audio into text without any punctuation marks.',
+    instruction: {
+      withLanguage: (code) => `Transcribe the ${LANGUAGE_NAMES[code] ?? code} audio into text without any punctuation marks.`,
+      withoutLanguage: 'Transcribe the audio into text without any punctuation marks.',
+    },
     ...QWEN_CHAT,
   },
   shapes: {

@@ -65,7 +65,10 @@ export const qwen2Audio: HfFamily = {
       "'audio' in part or 'audio_url' in part or part['type'] == 'audio'",
     ),
     system: null,
-    instruction: (lang) => (lang ? `Detect the language and recognize the speech: <|${lang}|>` : 'Detect the language and recognize the speech:'),
+    instruction: {
+      withLanguage: (code) => `Detect the language and recognize the speech: <|${code}|>`,
+      withoutLanguage: 'Detect the language and recognize the speech:',
+    },
     ...QWEN_CHAT,
   },
   // The Instruct model answers in chat form; transformers' integration test decodes

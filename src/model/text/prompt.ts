@@ -11,13 +11,17 @@
  *                          the template's audio bos / placeholder / eos triple is cut at the
  *                          placeholder, so prefix ends with the audio bos and instruction starts
  *                          with the audio eos.
+ *
+ * "No language" is a case of its own in both: the recipe's prompt without a language, in
+ * which the model detects it (PromptOptions.language omitted or "none", see language.ts).
  */
 import { ModelLoadError } from '../../errors.js';
+import { languageCode } from './language.js';
 import { renderChat, splitAtPlaceholder, type ChatMessage } from './chat-template.js';
 import type { TextTokenizer } from './types.js';
 
 export interface PromptOptions {
-  /** Language code of the speech ("en"); omitted: the model detects it. */
+  /** Language code of the speech ("en"); omitted or "none": the prompt without a language (the model detects it). */
   language?: string;
   /** The folder's chat template (chat-template families); omitted: the processor's default. */
   chatTemplate?: string;
@@ -55,7 +59,8 @@ export interface ChatRecipe {
   /** The processor's template, used when the folder ships none. */
   defaultTemplate: string;
   system: string | null;
-  instruction: (language: string | undefined) => string;
+  /** The transcription instruction, for a language code and for no language. */
+  instruction: { withLanguage: (code: string) => string; withoutLanguage: string };
   stop: string[];
   /** Token strings of the audio span; tokenizer_config.json's audio_token, audio_bos_token and audio_eos_token override them. */
   audioTokens: { audio: string; bos: string; eos: string };
@@ -67,6 +72,7 @@ export type PromptRecipe = MistralRecipe | ChatRecipe;
 export function buildPrompt(recipe: PromptRecipe, tok: TextTokenizer, opts: PromptOptions = {}): AudioPrompt {
   const stopTokens = recipe.stop.map((s) => tok.tokenId(s)).filter((id): id is number => id !== undefined);
   if (stopTokens.length === 0) throw new ModelLoadError(tokenizerFile(tok), `defines none of the stop tokens ${recipe.stop.join(', ')}`);
+  opts = { ...opts, language: languageCode(opts.language) };
   return recipe.kind === 'mistral-transcription' ? { ...mistralPrompt(tok, opts), stopTokens } : { ...chatPrompt(recipe, tok, opts), stopTokens };
 }
 
@@ -77,7 +83,7 @@ export function promptIds(p: AudioPrompt, n: number): number[] {
 
 function mistralPrompt(tok: TextTokenizer, opts: PromptOptions): Omit<AudioPrompt, 'stopTokens'> {
   const id = (s: string) => special(tok, s);
-  const lang = opts.language ? tok.encode(`lang:${opts.language}`) : [];
+  const lang = opts.language !== undefined ? tok.encode(`lang:${opts.language}`) : [];
   return {
     prefix: [id('<s>'), id('[INST]'), id('[BEGIN_AUDIO]')],
     instruction: [id('[/INST]'), ...lang, id('[TRANSCRIBE]')],
@@ -98,7 +104,7 @@ function chatPrompt(recipe: ChatRecipe, tok: TextTokenizer, opts: PromptOptions)
     role: 'user',
     content: [
       { type: 'audio', audio_url: 'audio' },
-      { type: 'text', text: opts.instruction ?? recipe.instruction(opts.language) },
+      { type: 'text', text: opts.instruction ?? instructionText(recipe, opts.language) },
     ],
   });
   const template = opts.chatTemplate ?? recipe.defaultTemplate;
@@ -112,6 +118,10 @@ function chatPrompt(recipe: ChatRecipe, tok: TextTokenizer, opts: PromptOptions)
     throw new ModelLoadError(file, `the audio placeholder ${audio} must sit between ${bos} and ${eos} in the rendered prompt`);
   }
   return { prefix, instruction, audioToken: special(tok, audio), templateSource: opts.chatTemplate ? 'folder' : 'built-in' };
+}
+
+function instructionText(recipe: ChatRecipe, code: string | undefined): string {
+  return code === undefined ? recipe.instruction.withoutLanguage : recipe.instruction.withLanguage(code);
 }
 
 function special(tok: TextTokenizer, s: string): number {
