@@ -4,7 +4,7 @@
  * biases, GQA 16:2). Its M-RoPE has three identical position components for audio and
  * text, so it is ordinary 1-D RoPE here. Talker, vocoder and vision tower are not loaded.
  */
-import { obj, tokenId } from './common.js';
+import { firstTokenId, obj, tokenId } from './common.js';
 import { poolNormProject, QWEN_CHAT } from './qwen.js';
 import { chatTurnsTemplate } from '../text/templates.js';
 import type { HfFamily } from './types.js';
@@ -41,14 +41,20 @@ export const qwen25Omni: HfFamily = {
     return 2 * (typeof a['n_window'] === 'number' ? (a['n_window'] as number) : 100);
   },
   audioConfig: (j) => obj(thinker(j), 'audio_config'),
-  tokens: (j) => {
+  // The ids as the folder states them: thinker_config.text_config, then thinker_config (the
+  // released config.json keeps eos and pad there), then generation_config.json; the
+  // released ids only where none of them does.
+  tokens: (j, text, generation) => {
     const t = thinker(j);
+    const from = [text, t, generation];
+    const eos = firstTokenId(from, 'eos_token_id', 151645); // <|im_end|>
+    const pad = firstTokenId(from, 'pad_token_id', 151643); // <|endoftext|>
     return {
       audio: tokenId(t, 'audio_token_index', tokenId(t, 'audio_token_id', 151646)),
-      bos: 151643,
-      eos: 151645, // <|im_end|>
-      pad: tokenId(t, 'pad_token_id', 151643),
-      stop: [151645, 151643],
+      bos: firstTokenId(from, 'bos_token_id', pad),
+      eos,
+      pad,
+      stop: eos === pad ? [eos] : [eos, pad],
     };
   },
   encoder: {
