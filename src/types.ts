@@ -167,6 +167,14 @@ export interface TranscribeOptions {
   policy?: PolicyName;
   /** Override the load-time language (Hugging Face models; "none" for no language): the prompt is rebuilt for it. */
   language?: string;
+  /**
+   * 'transcribe' (default): the speech as said; 'translate': the speech translated into
+   * `targetLanguage`, with the family's translation prompt (Hugging Face models whose recipe
+   * has one; others refuse it with a BAD_ARGUMENT).
+   */
+  task?: 'transcribe' | 'translate';
+  /** The language code a translation is into ("de"); task 'translate' only, where it is required. */
+  targetLanguage?: string;
   budget?: number;
   /** Extra options for the policy's factory, for ablations, e.g. { ranking: 'voice' } or { selection: 'global' } for wnw. */
   policyOptions?: Record<string, string | number | boolean>;

@@ -9,6 +9,7 @@ import { KV_PRECISIONS } from '../kv/precision.js';
 import { AUDIO_ENCODERS } from '../model/hf/onnx-audio.js';
 import { WEIGHT_FORMATS } from '../model/packed-weights.js';
 import { languageCode } from '../model/text/language.js';
+import { taskTarget } from '../model/text/prompt.js';
 import type { LoadOptions, TranscribeOptions } from '../types.js';
 
 /** A value as a message shows it: strings quoted, objects named rather than printed. */
@@ -49,5 +50,6 @@ export function checkTranscribeOptions(o: TranscribeOptions): void {
     bad('policyOptions', o.policyOptions, 'an object of option names to values');
   }
   languageCode(o.language);
+  taskTarget(o.task, o.targetLanguage);
   if (o.reusePrefill !== undefined && typeof o.reusePrefill !== 'boolean') bad('reusePrefill', o.reusePrefill, 'true or false');
 }

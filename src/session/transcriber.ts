@@ -87,7 +87,7 @@ export class WnwTranscriber implements Transcriber {
     const heads = this.model.heads;
     const progress = options.onProgress ?? this.defaults.onProgress ?? (() => {});
     // A call's language ("none" included) replaces the load-time one; omitted, that one holds.
-    const prompt = await this.promptFor(options.language !== undefined ? languageCode(options.language) : this.defaults.language);
+    const prompt = await this.promptFor(options.language !== undefined ? languageCode(options.language) : this.defaults.language, options);
     const res = await runTranscription({
       model: this.model,
       backend: this.decoder,
@@ -111,16 +111,18 @@ export class WnwTranscriber implements Transcriber {
   }
 
   /**
-   * The prompt for the language code `language` (undefined: none), handed to the run (the
-   * config keeps the load-time one, which serves the load-time language): undefined where
-   * that is the language.
+   * The prompt for the language code `language` (undefined: none) and the call's task,
+   * handed to the run (the config keeps the load-time one, which serves the load-time
+   * language's transcription): undefined where that is the prompt.
    */
-  private async promptFor(language: string | undefined): Promise<PromptIds | undefined> {
-    if (language === this.defaults.language) return undefined;
-    let p = this.prompts.get(language ?? '');
+  private async promptFor(language: string | undefined, o: Pick<TranscribeOptions, 'task' | 'targetLanguage'>): Promise<PromptIds | undefined> {
+    const task = { task: o.task ?? 'transcribe', ...(o.targetLanguage !== undefined ? { targetLanguage: o.targetLanguage } : {}) };
+    if (language === this.defaults.language && task.task === 'transcribe' && o.targetLanguage === undefined) return undefined;
+    const key = JSON.stringify([language ?? '', task.task, o.targetLanguage ?? '']);
+    let p = this.prompts.get(key);
     if (!p) {
-      p = await promptForLanguage(this.model, language);
-      this.prompts.set(language ?? '', p);
+      p = await promptForLanguage(this.model, language, task);
+      this.prompts.set(key, p);
     }
     return p;
   }

@@ -33,10 +33,15 @@ describe('the language option in a transcription', () => {
     const audioLength = 25;
     const enc = { embeddings: new Float32Array(audioLength * c.hiddenSize), audioLength, audioSeconds: 1, encodeMs: 0, encoderBytes: 0 };
     for (const language of [undefined, 'none', 'de']) await t.decodeEncoded(enc, { maxNewTokens: 1, ...(language ? { language } : {}) });
+    // A translation from the load-time language, then the transcription again.
+    await t.decodeEncoded(enc, { maxNewTokens: 1, task: 'translate', targetLanguage: 'fr' });
+    await t.decodeEncoded(enc, { maxNewTokens: 1 });
     expect(seen[0]).toContain('Detect the language and recognize the speech: <|en|>');
     expect(seen[1]).toContain('Detect the language and recognize the speech:\n');
     expect(seen[1]).not.toMatch(/<\|\w+\|>\n|none/);
     expect(seen[2]).toContain('recognize the speech: <|de|>');
+    expect(seen[3]).toContain('Detect the language and translate the speech into French: <|en|>');
+    expect(seen[4]).toBe(seen[0]);
   }, 60_000);
 
   it('a value that is neither a code nor "none" is a BAD_ARGUMENT before the audio is read', async () => {

@@ -13,6 +13,19 @@ import { checkLoadOptions, checkTranscribeOptions } from '../../src/session/opti
 import { readJsonFile, referenceIds, tokenizerDir } from './tokenizer-fixtures.js';
 
 const DIR = tokenizerDir();
+
+/** `f` throws a WnwError BAD_ARGUMENT whose message matches `message`. */
+function expectBadArgument(f: () => unknown, message: RegExp): void {
+  let err: unknown;
+  try {
+    f();
+  } catch (e) {
+    err = e;
+  }
+  expect(err).toBeInstanceOf(WnwError);
+  expect((err as WnwError).code).toBe('BAD_ARGUMENT');
+  expect((err as Error).message).toMatch(message);
+}
 const N = 3;
 
 // Special-token ids from the Qwen tokenizer's table.
@@ -128,18 +141,43 @@ describe('Qwen chat-template prompts', () => {
         () => checkLoadOptions({ model: 'm', language: bad as string }),
         () => checkTranscribeOptions({ language: bad as string }),
       ]) {
-        let err: unknown;
-        try {
-          f();
-        } catch (e) {
-          err = e;
-        }
-        expect(err).toBeInstanceOf(WnwError);
-        expect((err as WnwError).code).toBe('BAD_ARGUMENT');
-        expect((err as Error).message).toMatch(/language code of 2 or 3 letters .*"en".* or "none" for no language/);
+        expectBadArgument(f, /language code of 2 or 3 letters .*"en".* or "none" for no language/);
       }
     }
     expect(() => checkTranscribeOptions({ language: 'none' })).not.toThrow();
+  });
+
+  it('task "translate": the recipe\'s translation turn into targetLanguage, from the language when one is given', () => {
+    const omni = qwenTok('qwen2_5_omni');
+    const p = buildPrompt(qwen25Omni.prompt, omni, { task: 'translate', targetLanguage: 'zh', language: 'en' });
+    const text = omni.decode(p.prefix) + omni.decode(p.instruction);
+    expect(text).toContain('system\nYou are a speech translation model.');
+    expect(text).toContain('Listen to the provided English speech and produce a translation in Chinese text.');
+    expect(text).not.toContain('speech recognition');
+    expect(omni.decode(buildPrompt(qwen25Omni.prompt, omni, { task: 'translate', targetLanguage: 'de' }).instruction)).toContain('Listen to the provided speech and produce a translation in German text.');
+    const qa = qwenTok('qwen2_audio');
+    expect(qa.decode(buildPrompt(qwen2Audio.prompt, qa, { task: 'translate', targetLanguage: 'de', language: 'en' }).instruction)).toBe(
+      '\nDetect the language and translate the speech into German: <|en|>\nassistant\n',
+    );
+    // The transcription is the default task, and task "transcribe" is the same prompt.
+    expect(buildPrompt(qwen2Audio.prompt, qa, { task: 'transcribe', language: 'en' })).toEqual(buildPrompt(qwen2Audio.prompt, qa, { language: 'en' }));
+  });
+
+  it('a translation without a target, a target without a translation, or a recipe without translation is a BAD_ARGUMENT', () => {
+    const qa = qwenTok('qwen2_audio');
+    const tekken = TekkenTokenizer.fromJSON(readJsonFile(join(DIR, 'voxtral', 'tekken.json')));
+    const cases: [() => unknown, RegExp][] = [
+      [() => buildPrompt(qwen2Audio.prompt, qa, { task: 'translate' }), /task "translate" needs targetLanguage/],
+      [() => buildPrompt(qwen2Audio.prompt, qa, { task: 'translate', targetLanguage: 'none' }), /task "translate" needs targetLanguage/],
+      [() => buildPrompt(qwen2Audio.prompt, qa, { targetLanguage: 'de' }), /targetLanguage is for task "translate"/],
+      [() => buildPrompt(qwen2Audio.prompt, qa, { task: 'summarise' as 'translate', targetLanguage: 'de' }), /task must be one of "transcribe", "translate"/],
+      [() => buildPrompt(qwen2Audio.prompt, qa, { task: 'translate', targetLanguage: 'German' }), /targetLanguage must be a language code/],
+      [() => buildPrompt(voxtral.prompt, tekken, { task: 'translate', targetLanguage: 'de' }), /not available for this model/],
+      [() => checkTranscribeOptions({ task: 'translate' }), /needs targetLanguage/],
+      [() => checkTranscribeOptions({ targetLanguage: 'de' }), /is for task "translate"/],
+    ];
+    for (const [f, message] of cases) expectBadArgument(f, message);
+    expect(() => checkTranscribeOptions({ task: 'translate', targetLanguage: 'de' })).not.toThrow();
   });
 
   it('says what is wrong with a template or tokenizer that cannot make the prompt', () => {

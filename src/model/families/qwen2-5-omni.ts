@@ -5,17 +5,11 @@
  * text, so it is ordinary 1-D RoPE here. Talker, vocoder and vision tower are not loaded.
  */
 import { firstTokenId, obj, tokenId } from './common.js';
-import { poolNormProject, QWEN_CHAT } from './qwen.js';
+import { languageName, poolNormProject, QWEN_CHAT } from './qwen.js';
 import { chatTurnsTemplate } from '../text/templates.js';
 import type { HfFamily } from './types.js';
 
 const thinker = (j: Record<string, unknown>) => obj(j, 'thinker_config');
-
-/** English names for the instruction that names the language. */
-const LANGUAGE_NAMES: Record<string, string> = {
-  en: 'English', zh: 'Chinese', de: 'German', fr: 'French', es: 'Spanish', it: 'Italian', ja: 'Japanese',
-  ko: 'Korean', ru: 'Russian', pt: 'Portuguese', nl: 'Dutch', ar: 'Arabic', hi: 'Hindi',
-};
 
 export const qwen25Omni: HfFamily = {
   modelType: 'qwen2_5_omni',
@@ -78,8 +72,14 @@ export const qwen25Omni: HfFamily = {
     ),
     system: 'You are a speech recognition model.',
     instruction: {
-      withLanguage: (code) => `Transcribe the ${LANGUAGE_NAMES[code] ?? code} audio into text without any punctuation marks.`,
+      withLanguage: (code) => `Transcribe the ${languageName(code)} audio into text without any punctuation marks.`,
       withoutLanguage: 'Transcribe the audio into text without any punctuation marks.',
+    },
+    // The Qwen cookbook's speech translation request (as its public ports reproduce it).
+    translation: {
+      system: 'You are a speech translation model.',
+      instruction: (target, source) =>
+        `Listen to the provided ${source ? `${languageName(source)} ` : ''}speech and produce a translation in ${languageName(target)} text.`,
     },
     ...QWEN_CHAT,
   },
