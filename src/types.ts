@@ -38,7 +38,8 @@ export interface LoadOptions {
   model: string;
   /**
    * Language of the speech as an ISO code ("en"), for models whose prompt names it
-   * (Voxtral, Qwen2-Audio, Qwen2.5-Omni); omitted: the model detects it.
+   * (Voxtral, Qwen2-Audio, Qwen2.5-Omni); omitted or "none": the prompt without a language
+   * (the model detects it). Any other value is a BAD_ARGUMENT.
    */
   language?: string;
   /**
@@ -164,8 +165,16 @@ export interface TranscribeOptions {
   onProgress?: (e: ProgressEvent) => void;
   /** Override the load-time policy/budget for this call. */
   policy?: PolicyName;
-  /** Override the load-time language (Hugging Face models): the prompt is rebuilt for it. */
+  /** Override the load-time language (Hugging Face models; "none" for no language): the prompt is rebuilt for it. */
   language?: string;
+  /**
+   * 'transcribe' (default): the speech as said; 'translate': the speech translated into
+   * `targetLanguage`, with the family's translation prompt (Hugging Face models whose recipe
+   * has one; others refuse it with a BAD_ARGUMENT).
+   */
+  task?: 'transcribe' | 'translate';
+  /** The language code a translation is into ("de"); task 'translate' only, where it is required. */
+  targetLanguage?: string;
   budget?: number;
   /** Extra options for the policy's factory, for ablations, e.g. { ranking: 'voice' } or { selection: 'global' } for wnw. */
   policyOptions?: Record<string, string | number | boolean>;
@@ -196,7 +205,10 @@ export interface TranscribeOptions {
 }
 
 export interface TranscriptionResult {
+  /** The transcript: the answer without a wrapper the model is known to put around it. */
   text: string;
+  /** The answer as the model wrote it (the same as `text` for a model without a known wrapper). */
+  rawText: string;
   words: Word[];
   tokens: number[];
   stats: TranscriptionStats;

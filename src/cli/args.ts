@@ -13,6 +13,8 @@ import { WEIGHT_FORMATS, isWeightFormat } from '../model/packed-weights.js';
 import { PACKED_MARKER } from '../model/packed-folder.js';
 import { checkPolicyOptions } from '../policy/registry.js';
 import { AUDIO_ENCODERS, type AudioEncoderChoice } from '../model/hf/onnx-audio.js';
+import { isLanguageOption, LANGUAGE_FORMS } from '../model/text/language.js';
+import { PROMPT_TASKS, type PromptTask } from '../model/text/prompt.js';
 
 export const POLICIES = ['full', 'wnw', 'snapkv', 'adakv', 'audiokv', 'arkvale', 'h2o', 'streaming', 'quest'] as const satisfies readonly PolicyName[];
 // Fails to compile when a policy is added to PolicyName but not here.
@@ -35,8 +37,11 @@ export interface TranscribeArgs {
   /** The decoder's weight format (--weights; when not given, `defaultWeightFormat` of the folder). */
   weights: WeightFormat;
   model: string;
-  /** Language of the speech (--language en), for models whose prompt names it. */
+  /** Language of the speech (--language en), for models whose prompt names it; "none" for no language. */
   language?: string;
+  /** --task translate --target-language de: the speech translated (Hugging Face models whose prompt recipe has a translation). */
+  task?: PromptTask;
+  targetLanguage?: string;
   /** A Hugging Face folder's audio encoder (--audio-encoder): its ONNX graph or its audio tower. */
   audioEncoder?: AudioEncoderChoice;
   /** A Hugging Face audio tower's weight format (--audio-weights; when not given, the transcriber's default beside the decoder's). */
@@ -173,14 +178,21 @@ export function defaultWeightFormat(model: string): WeightFormat {
 
 export const TRANSCRIBE_USAGE =
   'usage: wnw transcribe FILE [--policy full|wnw|snapkv|adakv|audiokv|arkvale|h2o|streaming|quest] ' +
-  '[--budget 0.2] [--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--audio-weights f32|f16|q4] [--model DIR] [--language en] [--audio-encoder onnx|audio-tower] [--json]';
+  '[--budget 0.2] [--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--audio-weights f32|f16|q4] [--model DIR] [--language en|none] [--task transcribe|translate --target-language de] [--audio-encoder onnx|audio-tower] [--json]';
 
 export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): TranscribeArgs {
   const { flags, positional } = splitArgs(argv, ['json']);
-  rejectUnknown(flags, ['policy', 'budget', 'backend', 'kv', 'weights', 'audio-weights', 'model', 'language', 'audio-encoder', 'json']);
+  rejectUnknown(flags, ['policy', 'budget', 'backend', 'kv', 'weights', 'audio-weights', 'model', 'language', 'task', 'target-language', 'audio-encoder', 'json']);
   const language = flags.get('language');
   const encoder = flags.get('audio-encoder');
-  if (language !== undefined && !/^[a-z]{2,3}$/.test(language)) throw new UsageError(`--language takes an ISO code such as "en", got "${language}"`);
+  if (language !== undefined && !isLanguageOption(language)) throw new UsageError(`--language takes ${LANGUAGE_FORMS}, got "${language}"`);
+  const task = flags.get('task');
+  const target = flags.get('target-language');
+  if (task !== undefined && !(PROMPT_TASKS as readonly string[]).includes(task)) throw new UsageError(`--task must be one of ${PROMPT_TASKS.join(', ')}, got "${task}"`);
+  if (task === 'translate' && (target === undefined || target === 'none' || !isLanguageOption(target))) {
+    throw new UsageError(`--task translate needs --target-language, a language code of 2 or 3 letters such as "de"${target !== undefined ? `, got "${target}"` : ''}`);
+  }
+  if (task !== 'translate' && target !== undefined) throw new UsageError('--target-language goes with --task translate');
   if (positional.length !== 1) throw new UsageError(positional.length ? `expected one audio file, got ${positional.length}` : 'missing the audio file');
   const model = flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir();
   const weights = flags.get('weights');
@@ -194,6 +206,8 @@ export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): Transc
     weights: weights !== undefined ? parseWeightFormat(weights) : defaultWeightFormat(model),
     model,
     ...(language !== undefined ? { language } : {}),
+    ...(task !== undefined ? { task: task as PromptTask } : {}),
+    ...(target !== undefined ? { targetLanguage: target } : {}),
     ...(encoder !== undefined ? { audioEncoder: parseAudioEncoder(encoder) } : {}),
     ...(audioWeights !== undefined ? { audioWeights: parseWeightFormat(audioWeights, 'audio-weights') } : {}),
     json: flags.get('json') === 'true',

@@ -28,6 +28,8 @@ export const USAGE = `${TRANSCRIBE_USAGE}\n\nTranscribes an audio file: WAV (PCM
   'A Hugging Face folder with an ONNX audio encoder (onnx/audio_encoder*.onnx) runs it by default; --audio-encoder audio-tower runs the checkpoint\'s audio tower ' +
   'instead, --audio-encoder onnx makes a missing graph an error. --weights defaults to q4 for a Hugging Face folder (in f32 Voxtral-Mini-3B\'s decoder alone is ' +
   '14.95 GiB, against 2.10 GiB in q4), to the format a folder converted by wnw convert was packed in, and to f32 for our own model folder. ' +
+  '--language takes a 2- or 3-letter code, or none to let the model detect it; --task translate --target-language de asks a Hugging Face model whose ' +
+  'prompt recipe has a translation for the speech in that language. ' +
   '--audio-weights (a Hugging Face audio tower\'s Linears) defaults to f16 beside a q4 decoder, else to the decoder\'s format.\n\n' +
   'usage: wnw convert HF_DIR OUT_DIR [--quant q4|f16|f32]\n\nPacks a Hugging Face folder\'s decoder weights once (default q4), so it loads without conversion.\n\n' +
   'usage: wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--directions M] [--block N] [--language CODE] [--compare HEADS.json]\n\n' +
@@ -39,6 +41,8 @@ export function jsonOutput(r: TranscriptionResult, budget: number) {
   const s = r.stats;
   return {
     text: r.text,
+    // The model's answer where a known wrapper was taken off it.
+    ...(r.rawText !== undefined && r.rawText !== r.text ? { rawText: r.rawText } : {}),
     words: r.words,
     stats: {
       policy: s.policy,
@@ -171,7 +175,7 @@ async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> 
     clearProgress();
     // Said every time, not only for auto: a CPU fallback is 10-100x slower and people should know why.
     io.stderr(`wnw: backend ${asr.backend}${args.backend === 'auto' ? ' (auto)' : ''}; policy ${args.policy}${hasFixedBudget(args.policy) ? '' : ` at budget ${args.budget}`}\n`);
-    const result = await asr.transcribe(audio, { signal: io.signal, onProgress });
+    const result = await asr.transcribe(audio, { signal: io.signal, onProgress, ...(args.task ? { task: args.task } : {}), ...(args.targetLanguage ? { targetLanguage: args.targetLanguage } : {}) });
     clearProgress();
     if (args.json) io.stdout(`${JSON.stringify(jsonOutput(result, args.budget))}\n`);
     else io.stdout(`${result.text}\n`);

@@ -8,6 +8,8 @@ import { WnwError } from '../errors.js';
 import { KV_PRECISIONS } from '../kv/precision.js';
 import { AUDIO_ENCODERS } from '../model/hf/onnx-audio.js';
 import { WEIGHT_FORMATS } from '../model/packed-weights.js';
+import { languageCode } from '../model/text/language.js';
+import { taskTarget } from '../model/text/prompt.js';
 import type { LoadOptions, TranscribeOptions } from '../types.js';
 
 /** A value as a message shows it: strings quoted, objects named rather than printed. */
@@ -32,7 +34,7 @@ export function checkLoadOptions(o: LoadOptions): void {
   oneOf('audioEncoder', o.audioEncoder, AUDIO_ENCODERS);
   if (o.kvBudgetBytes !== undefined && !(isPositive(o.kvBudgetBytes) && Number.isInteger(o.kvBudgetBytes))) bad('kvBudgetBytes', o.kvBudgetBytes, 'a whole number of bytes above 0');
   if (o.audioSeconds !== undefined && !isPositive(o.audioSeconds)) bad('audioSeconds', o.audioSeconds, "the recording's length in seconds, above 0");
-  if (o.language !== undefined && typeof o.language !== 'string') bad('language', o.language, 'a language code such as "en"');
+  languageCode(o.language);
   if (o.cache !== undefined && typeof o.cache !== 'boolean') bad('cache', o.cache, 'true or false');
 }
 
@@ -47,6 +49,7 @@ export function checkTranscribeOptions(o: TranscribeOptions): void {
   if (o.policyOptions !== undefined && (typeof o.policyOptions !== 'object' || o.policyOptions === null || Array.isArray(o.policyOptions))) {
     bad('policyOptions', o.policyOptions, 'an object of option names to values');
   }
-  if (o.language !== undefined && typeof o.language !== 'string') bad('language', o.language, 'a language code such as "en"');
+  languageCode(o.language);
+  taskTarget(o.task, o.targetLanguage);
   if (o.reusePrefill !== undefined && typeof o.reusePrefill !== 'boolean') bad('reusePrefill', o.reusePrefill, 'true or false');
 }

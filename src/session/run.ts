@@ -12,6 +12,7 @@ import type { KvPolicy } from '../policy/types.js';
 import type { LayerPrefill, StepObservation } from '../kv/plan.js';
 import type { ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult, TranscriptionStats } from '../types.js';
 import { focusOf, wordsFromFocus } from './timing.js';
+import { ReplyUnwrapper } from './reply.js';
 import { isStop, promptLength, segmentLength, type PromptIds } from '../model/config.js';
 import { defaultMaxNewTokens } from '../backend/webgpu/fit.js';
 
@@ -177,6 +178,9 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   // The reference model's SentencePiece tokenizer, or a Hugging Face folder's (tokenizer.json, tekken.json).
   const tok = model.text ?? model.tokenizer;
   const text = tok.decoder();
+  // The answer as decoded (raw), and as shown: without the family's known answer wrapper.
+  const reply = new ReplyUnwrapper(model.family?.replyWrappers ?? []);
+  let raw = '';
   let out = '';
   const acc: StepTotals = { steps: 0, rGpu: 0, rGpuPeak: 0, bytes: 0, bytesMax: 0, recalls: 0, releases: 0, stepMs: 0 };
   let stoppedBy: TranscriptionStats['stoppedBy'] = 'eos';
@@ -188,8 +192,10 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     tokens.push(token);
     focus.push(f);
     const piece = text.push(token);
-    out += piece;
-    if (piece) o.onToken?.(piece, token);
+    raw += piece;
+    const shown = reply.push(piece);
+    out += shown;
+    if (shown) o.onToken?.(shown, token);
   };
   try {
     const first = await beginAndPrefill(r, h);
@@ -218,12 +224,17 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     stoppedBy = e instanceof CancelledError ? 'cancelled' : 'error';
     if (!(e instanceof WnwError) && !(e instanceof CancelledError)) error = new WnwError('BAD_ARGUMENT', `transcription failed: ${error.message}`, { cause: e });
   }
-  out += text.flush();
+  // The tokenizer's and the unwrapper's held-back text is streamed too, so the pieces join to `text`.
+  const rest = text.flush();
+  raw += rest;
+  const tail = reply.push(rest) + reply.flush();
+  out += tail;
+  if (tail && tokens.length) o.onToken?.(tail, tokens[tokens.length - 1]);
   const final = safeResidency(backend);
   backend.end(o.reusePrefill);
   const stats = transcriptionStats(r, acc, prefillMs, final, stoppedBy, stopToken);
   const words = wordsFromFocus(tokens, focus, tok, c.audio.tokensPerSecond, r.audioSeconds);
-  return { text: out.trim(), words, tokens, stats, error };
+  return { text: out.trim(), rawText: raw.trim(), words, tokens, stats, error };
 }
 
 function transcriptionStats(

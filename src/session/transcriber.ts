@@ -18,6 +18,7 @@ import { decoderWeightBytes, packDecoderWeights, type PackedDecoderWeights } fro
 import type { WeightFormat } from '../model/quant.js';
 import type { DecoderWeights } from '../model/weights.js';
 import { promptForLanguage } from './prompt-language.js';
+import { languageCode } from '../model/text/language.js';
 import { createPolicy, needsHeads, policyBudget } from '../policy/registry.js';
 import { wordTimingHeads } from '../policy/timing-heads.js';
 import { runTranscription } from './run.js';
@@ -85,7 +86,8 @@ export class WnwTranscriber implements Transcriber {
     const { policyName, budget, policy } = this.policyFor(options);
     const heads = this.model.heads;
     const progress = options.onProgress ?? this.defaults.onProgress ?? (() => {});
-    const prompt = await this.promptFor(options.language ?? this.defaults.language);
+    // A call's language ("none" included) replaces the load-time one; omitted, that one holds.
+    const prompt = await this.promptFor(options.language !== undefined ? languageCode(options.language) : this.defaults.language, options);
     const res = await runTranscription({
       model: this.model,
       backend: this.decoder,
@@ -109,15 +111,18 @@ export class WnwTranscriber implements Transcriber {
   }
 
   /**
-   * The prompt for `language`, handed to the run (the config keeps the load-time one, which
-   * serves the load-time language): undefined where that is the language.
+   * The prompt for the language code `language` (undefined: none) and the call's task,
+   * handed to the run (the config keeps the load-time one, which serves the load-time
+   * language's transcription): undefined where that is the prompt.
    */
-  private async promptFor(language: string | undefined): Promise<PromptIds | undefined> {
-    if (language === this.defaults.language) return undefined;
-    let p = this.prompts.get(language ?? '');
+  private async promptFor(language: string | undefined, o: Pick<TranscribeOptions, 'task' | 'targetLanguage'>): Promise<PromptIds | undefined> {
+    const task = { task: o.task ?? 'transcribe', ...(o.targetLanguage !== undefined ? { targetLanguage: o.targetLanguage } : {}) };
+    if (language === this.defaults.language && task.task === 'transcribe' && o.targetLanguage === undefined) return undefined;
+    const key = JSON.stringify([language ?? '', task.task, o.targetLanguage ?? '']);
+    let p = this.prompts.get(key);
     if (!p) {
-      p = await promptForLanguage(this.model, language);
-      this.prompts.set(language ?? '', p);
+      p = await promptForLanguage(this.model, language, task);
+      this.prompts.set(key, p);
     }
     return p;
   }
@@ -213,7 +218,8 @@ export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscri
           : undefined);
     },
   });
-  if (options.language !== undefined && !model.family) {
+  const language = languageCode(options.language);
+  if (language !== undefined && !model.family) {
     throw new WnwError('BAD_ARGUMENT', `the model in ${options.model} takes no language option (its prompt names no language); omit language`);
   }
   if (needsHeads(policy) && !model.heads) {
@@ -243,5 +249,5 @@ export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscri
     throw e;
   }
   progress({ phase: 'compile', fraction: 1, detail: route.label });
-  return new WnwTranscriber(model, route, decoder, { policy, budget, language: options.language, onProgress: options.onProgress });
+  return new WnwTranscriber(model, route, decoder, { policy, budget, language, onProgress: options.onProgress });
 }

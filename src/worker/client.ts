@@ -89,6 +89,8 @@ function partialResult(seen: Seen, input: AudioInput, policy: PolicyName, budget
   const audioSeconds = input instanceof Float32Array ? input.length / 16000 : 0;
   return {
     text: seen.text,
+    // The page sees the streamed transcript only, not the answer as the model wrote it.
+    rawText: seen.text,
     words: [],
     tokens: seen.tokens,
     error: new CancelledError(),

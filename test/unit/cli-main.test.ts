@@ -30,10 +30,10 @@ function fakeLoad(seen: { load?: LoadOptions; call?: TranscribeOptions; disposed
         const partial = samples[0] === 1;
         const nothing = samples[0] === 2;
         // A 31-minute Voxtral recording: the warning the library puts in the stats.
-        if (samples[0] === 3) return { text: 'hello', words: [], tokens: [1], stats: { ...stats, warnings: statedLimitWarnings(voxtral, 31 * 60) } };
-        if (nothing) return { text: '', words: [], tokens: [], stats: { ...stats, decodeSteps: 0 }, error: new CancelledError() };
+        if (samples[0] === 3) return { text: 'hello', rawText: 'hello', words: [], tokens: [1], stats: { ...stats, warnings: statedLimitWarnings(voxtral, 31 * 60) } };
+        if (nothing) return { text: '', rawText: '', words: [], tokens: [], stats: { ...stats, decodeSteps: 0 }, error: new CancelledError() };
         return {
-          text: partial ? 'hello' : 'hello world', words: [{ word: 'hello', start: 0.1, end: 0.5 }], tokens: [1, 2], stats,
+          text: partial ? 'hello' : 'hello world', rawText: partial ? 'hello' : 'hello world', words: [{ word: 'hello', start: 0.1, end: 0.5 }], tokens: [1, 2], stats,
           ...(partial ? { error: new CancelledError() } : {}),
         };
       },
@@ -134,7 +134,12 @@ describe('wnw transcribe', () => {
       [['transcribe', wav, '--budget', '2'], /budget must be a number in \(0, 1\]/],
       [['transcribe', wav, '--backend', 'tpu'], /backend must be one of/],
       [['transcribe', wav, '--kv', 'f8'], /kv must be one of f32, f16/],
-      [['transcribe', wav, '--language', 'English'], /--language takes an ISO code/],
+      [['transcribe', wav, '--language', 'English'], /--language takes a language code of 2 or 3 letters .* or "none" for no language .*got "English"/],
+      [['transcribe', wav, '--language', 'en-US'], /--language takes a language code/],
+      [['transcribe', wav, '--task', 'summarise'], /--task must be one of transcribe, translate, got "summarise"/],
+      [['transcribe', wav, '--task', 'translate'], /--task translate needs --target-language/],
+      [['transcribe', wav, '--task', 'translate', '--target-language', 'German'], /needs --target-language, .* got "German"/],
+      [['transcribe', wav, '--target-language', 'de'], /--target-language goes with --task translate/],
       [['transcribe', wav, '--audio-encoder', 'whisper'], /--audio-encoder must be one of onnx, audio-tower, got "whisper"/],
       [['transcribe', wav, '--frobnicate'], /--frobnicate needs a value|unknown option --frobnicate/],
       [['translate', wav], /unknown command/],
@@ -152,6 +157,16 @@ describe('wnw transcribe', () => {
     const none: { load?: LoadOptions } = {};
     expect(await runCli(['transcribe', wav], io(none))).toBe(0);
     expect(none.load).not.toHaveProperty('language');
+    // "none" is no language: it reaches the load, which builds the prompt without one.
+    const noLanguage: { load?: LoadOptions; call?: TranscribeOptions } = {};
+    expect(await runCli(['transcribe', wav, '--language', 'none', '--policy', 'full'], io(noLanguage))).toBe(0);
+    expect(noLanguage.load?.language).toBe('none');
+    // A translation goes with the transcribe call; a transcription sends neither option.
+    const translated: { call?: TranscribeOptions } = {};
+    expect(await runCli(['transcribe', wav, '--language', 'en', '--task', 'translate', '--target-language', 'de', '--policy', 'full'], io(translated))).toBe(0);
+    expect([translated.call?.task, translated.call?.targetLanguage]).toEqual(['translate', 'de']);
+    expect(noLanguage.call).not.toHaveProperty('task');
+    expect(noLanguage.call).not.toHaveProperty('targetLanguage');
   });
 
   it('--audio-encoder reaches the model load as audioEncoder; without it none is sent', async () => {

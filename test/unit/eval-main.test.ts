@@ -31,7 +31,7 @@ function fakeLoad(calls: TranscribeOptions[], loads: LoadOptions[]) {
         const text = (policy === 'full' ? words : words.slice(0, -1)).join(' ');
         call.onProgress?.({ phase: 'decode', fraction: 0.5 });
         return {
-          text, words: [], tokens: words.map((_, i) => 10 + i),
+          text, rawText: text, words: [], tokens: words.map((_, i) => 10 + i),
           stats: {
             policy, budget: call.budget ?? 1, backend: 'fake', audioSeconds: words.length, audioTokens: 0, decodeSteps: words.length,
             rGpu: policy === 'full' ? 1 : call.budget!, rGpuPeak: 1, rGpuCpu: 1, mbPerStep: 0.1, mbPerStepMax: 0.1, recallsPerStep: 0,

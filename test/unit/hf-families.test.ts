@@ -22,6 +22,7 @@ import { encodeSafeTensors } from '../../src/model/safetensors.js';
 import { loadModel } from '../../src/model/loader.js';
 import { loadTranscriber } from '../../src/session/transcriber.js';
 import { ensureMiniatures } from '../helpers/miniatures.js';
+import { tempDir } from '../helpers/temp.js';
 
 let root = '';
 beforeAll(async () => {
@@ -81,6 +82,61 @@ describe('family configs', () => {
     expect(v5).toEqual(v4);
     expect([v5.ropeTheta, v5.headDim, v5.numHeads / v5.numKvHeads, v5.audio.encoderWindowFrames, v5.audio.tokensPerSecond]).toEqual([1e6, 128, 8, 200, 25]);
   });
+
+  it("Qwen2.5-Omni's bos/eos/pad and stop ids come from thinker_config.text_config, thinker_config, then generation_config", () => {
+    const text = { hidden_size: 64, intermediate_size: 128, num_hidden_layers: 1, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 400 };
+    const cfg = (t: object, th: object) => ({ model_type: 'qwen2_5_omni', thinker_config: { audio_token_index: 393, audio_config: { n_window: 100 }, text_config: { ...text, ...t }, ...th } });
+    const omni = family('qwen2_5_omni');
+    const thinkerOnly = hfModelConfig(omni, cfg({}, { eos_token_id: 391, pad_token_id: 390 }), 'config.json').config;
+    expect([thinkerOnly.tokens, thinkerOnly.stopTokens]).toEqual([{ bos: 390, eos: 391, pad: 390 }, [391, 390]]);
+    const textFirst = hfModelConfig(omni, cfg({ bos_token_id: 389, eos_token_id: 392 }, { eos_token_id: 391, pad_token_id: 390 }), 'config.json').config;
+    expect(textFirst.tokens).toEqual({ bos: 389, eos: 392, pad: 390 });
+    const generation = hfModelConfig(omni, cfg({}, {}), 'config.json', { bos_token_id: 388, eos_token_id: [391, 390], pad_token_id: 390 }).config;
+    expect([generation.tokens, generation.stopTokens]).toEqual([{ bos: 388, eos: 391, pad: 390 }, [391, 390]]);
+    // Only a folder that states none of them gets the released ids, which this vocabulary cannot hold.
+    expect(() => hfModelConfig(omni, cfg({}, {}), 'config.json')).toThrow(/token id 15164[35] is outside the vocabulary/);
+  });
+
+  it('an Omni miniature whose special tokens sit at other ids loads and stops at its own <|im_end|>', async () => {
+    const { symlinkSync, readdirSync, writeFileSync } = await import('node:fs');
+    const src = join(root, 'qwen2_5_omni');
+    const dir = tempDir('wnw-omni-ids-');
+    const moved: Record<string, number> = { '<|endoftext|>': 151901, '<|im_end|>': 151900 };
+    const edited: Record<string, (j: Record<string, any>) => void> = {
+      'tokenizer.json': (j) => {
+        for (const t of j.added_tokens) t.id = moved[t.content] ?? t.id;
+      },
+      'tokenizer_config.json': (j) => {
+        const dec = j.added_tokens_decoder as Record<string, { content: string }>;
+        j.added_tokens_decoder = Object.fromEntries(Object.entries(dec).map(([id, t]) => [String(moved[t.content] ?? id), t]));
+      },
+      'config.json': (j) => Object.assign(j.thinker_config, { eos_token_id: 151900, pad_token_id: 151901 }),
+      'generation_config.json': (j) => Object.assign(j, { eos_token_id: [151900, 151901], pad_token_id: 151901 }),
+    };
+    for (const f of readdirSync(src)) {
+      if (!edited[f]) symlinkSync(join(src, f), join(dir, f));
+      else {
+        const j = JSON.parse(readFileSync(join(src, f), 'utf8'));
+        edited[f](j);
+        writeFileSync(join(dir, f), JSON.stringify(j));
+      }
+    }
+    const m = await loadModel(dir);
+    expect([m.config.tokens.eos, m.config.tokens.pad]).toEqual([151900, 151901]);
+    expect(m.config.stopTokens).toEqual([151900, 151901]);
+    expect(m.config.instruction).toContain(151900); // <|im_end|> closes the user turn
+    expect(m.config.instruction).not.toContain(151645);
+    const t = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'full' });
+    try {
+      const n = 25;
+      const enc = { embeddings: new Float32Array(n * t.model.config.hiddenSize), audioLength: n, audioSeconds: 1, encodeMs: 0, encoderBytes: 0 };
+      // The run ends at the folder's <|im_end|>, not at the released id.
+      const r = await t.decodeEncoded(enc, { forcedTokens: [40, 151645, 41, 151900, 42] });
+      expect(r.tokens).toEqual([40, 151645, 41]);
+    } finally {
+      t.dispose();
+    }
+  }, 60_000);
 
   it('the miniatures fill the keys their sparse configs omit', async () => {
     const qa = JSON.parse(readFileSync(join(root, 'qwen2_audio', 'config.json'), 'utf8'));

@@ -7,10 +7,25 @@ import { qwen25Omni } from '../../src/model/families/qwen2-5-omni.js';
 import { HfTokenizer } from '../../src/model/text/hf.js';
 import { TekkenTokenizer } from '../../src/model/text/tekken.js';
 import { chatTemplateFrom, readChatTemplate } from '../../src/model/text/load.js';
-import { ModelLoadError } from '../../src/errors.js';
+import { ModelLoadError, WnwError } from '../../src/errors.js';
+import { languageCode } from '../../src/model/text/language.js';
+import { checkLoadOptions, checkTranscribeOptions } from '../../src/session/options.js';
 import { readJsonFile, referenceIds, tokenizerDir } from './tokenizer-fixtures.js';
 
 const DIR = tokenizerDir();
+
+/** `f` throws a WnwError BAD_ARGUMENT whose message matches `message`. */
+function expectBadArgument(f: () => unknown, message: RegExp): void {
+  let err: unknown;
+  try {
+    f();
+  } catch (e) {
+    err = e;
+  }
+  expect(err).toBeInstanceOf(WnwError);
+  expect((err as WnwError).code).toBe('BAD_ARGUMENT');
+  expect((err as Error).message).toMatch(message);
+}
 const N = 3;
 
 // Special-token ids from the Qwen tokenizer's table.
@@ -96,6 +111,73 @@ describe('Qwen chat-template prompts', () => {
     expect(p.audioToken).toBe(AUDIO);
     const auto = buildPrompt(qwen2Audio.prompt, tok, { chatTemplate: template });
     expect(tok.decode(auto.instruction)).toBe('\nDetect the language and recognize the speech:\nassistant\n');
+  });
+
+  it('"none" is no language: each family\'s prompt without a language, never a language called "none"', async () => {
+    const recipes = [
+      { recipe: qwen25Omni.prompt, tok: qwenTok('qwen2_5_omni'), without: 'Transcribe the audio into text without any punctuation marks.' },
+      { recipe: qwen2Audio.prompt, tok: qwenTok('qwen2_audio'), without: 'Detect the language and recognize the speech:' },
+    ];
+    for (const { recipe, tok, without } of recipes) {
+      const omitted = buildPrompt(recipe, tok);
+      const none = buildPrompt(recipe, tok, { language: 'none' });
+      expect([none.prefix, none.instruction]).toEqual([omitted.prefix, omitted.instruction]);
+      expect(tok.decode(none.instruction)).toContain(without);
+      expect(tok.decode(none.instruction)).not.toMatch(/none/);
+      // A code in capitals is the same code.
+      expect(buildPrompt(recipe, tok, { language: 'EN' }).instruction).toEqual(buildPrompt(recipe, tok, { language: 'en' }).instruction);
+    }
+    const tekken = TekkenTokenizer.fromJSON(readJsonFile(join(DIR, 'voxtral', 'tekken.json')));
+    expect(promptIds(buildPrompt(voxtral.prompt, tekken, { language: 'none' }), N)).toEqual([1, 3, 25, 24, 24, 24, 4, 34]);
+  });
+
+  it('a language that is neither a code nor "none" is a BAD_ARGUMENT listing the accepted forms, wherever it is given', () => {
+    expect([languageCode(undefined), languageCode('none'), languageCode('de'), languageCode('YUE')]).toEqual([undefined, undefined, 'de', 'yue']);
+    const tok = qwenTok('qwen2_audio');
+    for (const bad of ['English', 'en-US', '', 'e', 'auto1', 42, null]) {
+      for (const f of [
+        () => languageCode(bad),
+        () => buildPrompt(qwen2Audio.prompt, tok, { language: bad as string }),
+        () => checkLoadOptions({ model: 'm', language: bad as string }),
+        () => checkTranscribeOptions({ language: bad as string }),
+      ]) {
+        expectBadArgument(f, /language code of 2 or 3 letters .*"en".* or "none" for no language/);
+      }
+    }
+    expect(() => checkTranscribeOptions({ language: 'none' })).not.toThrow();
+  });
+
+  it('task "translate": the recipe\'s translation turn into targetLanguage, from the language when one is given', () => {
+    const omni = qwenTok('qwen2_5_omni');
+    const p = buildPrompt(qwen25Omni.prompt, omni, { task: 'translate', targetLanguage: 'zh', language: 'en' });
+    const text = omni.decode(p.prefix) + omni.decode(p.instruction);
+    expect(text).toContain('system\nYou are a speech translation model.');
+    expect(text).toContain('Listen to the provided English speech and produce a translation in Chinese text.');
+    expect(text).not.toContain('speech recognition');
+    expect(omni.decode(buildPrompt(qwen25Omni.prompt, omni, { task: 'translate', targetLanguage: 'de' }).instruction)).toContain('Listen to the provided speech and produce a translation in German text.');
+    const qa = qwenTok('qwen2_audio');
+    expect(qa.decode(buildPrompt(qwen2Audio.prompt, qa, { task: 'translate', targetLanguage: 'de', language: 'en' }).instruction)).toBe(
+      '\nDetect the language and translate the speech into German: <|en|>\nassistant\n',
+    );
+    // The transcription is the default task, and task "transcribe" is the same prompt.
+    expect(buildPrompt(qwen2Audio.prompt, qa, { task: 'transcribe', language: 'en' })).toEqual(buildPrompt(qwen2Audio.prompt, qa, { language: 'en' }));
+  });
+
+  it('a translation without a target, a target without a translation, or a recipe without translation is a BAD_ARGUMENT', () => {
+    const qa = qwenTok('qwen2_audio');
+    const tekken = TekkenTokenizer.fromJSON(readJsonFile(join(DIR, 'voxtral', 'tekken.json')));
+    const cases: [() => unknown, RegExp][] = [
+      [() => buildPrompt(qwen2Audio.prompt, qa, { task: 'translate' }), /task "translate" needs targetLanguage/],
+      [() => buildPrompt(qwen2Audio.prompt, qa, { task: 'translate', targetLanguage: 'none' }), /task "translate" needs targetLanguage/],
+      [() => buildPrompt(qwen2Audio.prompt, qa, { targetLanguage: 'de' }), /targetLanguage is for task "translate"/],
+      [() => buildPrompt(qwen2Audio.prompt, qa, { task: 'summarise' as 'translate', targetLanguage: 'de' }), /task must be one of "transcribe", "translate"/],
+      [() => buildPrompt(qwen2Audio.prompt, qa, { task: 'translate', targetLanguage: 'German' }), /targetLanguage must be a language code/],
+      [() => buildPrompt(voxtral.prompt, tekken, { task: 'translate', targetLanguage: 'de' }), /not available for this model/],
+      [() => checkTranscribeOptions({ task: 'translate' }), /needs targetLanguage/],
+      [() => checkTranscribeOptions({ targetLanguage: 'de' }), /is for task "translate"/],
+    ];
+    for (const [f, message] of cases) expectBadArgument(f, message);
+    expect(() => checkTranscribeOptions({ task: 'translate', targetLanguage: 'de' })).not.toThrow();
   });
 
   it('says what is wrong with a template or tokenizer that cannot make the prompt', () => {

@@ -23,6 +23,15 @@ export function tokenId(j: Json, key: string, fallback: number): number {
   return typeof first === 'number' && Number.isInteger(first) ? first : fallback;
 }
 
+/** The id the first of `sources` that states `key` gives (see tokenId), or `fallback`. */
+export function firstTokenId(sources: readonly (Json | undefined)[], key: string, fallback: number): number {
+  for (const s of sources) {
+    const id = s ? tokenId(s, key, -1) : -1;
+    if (id >= 0) return id;
+  }
+  return fallback;
+}
+
 /** Every integer id in `j[key]` (a number or a list of numbers). */
 export function tokenIds(j: Json, key: string): number[] {
   const v = j[key];

@@ -4,18 +4,12 @@
  * biases, GQA 16:2). Its M-RoPE has three identical position components for audio and
  * text, so it is ordinary 1-D RoPE here. Talker, vocoder and vision tower are not loaded.
  */
-import { obj, tokenId } from './common.js';
-import { poolNormProject, QWEN_CHAT } from './qwen.js';
+import { firstTokenId, obj, tokenId } from './common.js';
+import { languageName, poolNormProject, QWEN_CHAT } from './qwen.js';
 import { chatTurnsTemplate } from '../text/templates.js';
 import type { HfFamily } from './types.js';
 
 const thinker = (j: Record<string, unknown>) => obj(j, 'thinker_config');
-
-/** English names for the instruction that names the language. */
-const LANGUAGE_NAMES: Record<string, string> = {
-  en: 'English', zh: 'Chinese', de: 'German', fr: 'French', es: 'Spanish', it: 'Italian', ja: 'Japanese',
-  ko: 'Korean', ru: 'Russian', pt: 'Portuguese', nl: 'Dutch', ar: 'Arabic', hi: 'Hindi',
-};
 
 export const qwen25Omni: HfFamily = {
   modelType: 'qwen2_5_omni',
@@ -41,14 +35,20 @@ export const qwen25Omni: HfFamily = {
     return 2 * (typeof a['n_window'] === 'number' ? (a['n_window'] as number) : 100);
   },
   audioConfig: (j) => obj(thinker(j), 'audio_config'),
-  tokens: (j) => {
+  // The ids as the folder states them: thinker_config.text_config, then thinker_config (the
+  // released config.json keeps eos and pad there), then generation_config.json; the
+  // released ids only where none of them does.
+  tokens: (j, text, generation) => {
     const t = thinker(j);
+    const from = [text, t, generation];
+    const eos = firstTokenId(from, 'eos_token_id', 151645); // <|im_end|>
+    const pad = firstTokenId(from, 'pad_token_id', 151643); // <|endoftext|>
     return {
       audio: tokenId(t, 'audio_token_index', tokenId(t, 'audio_token_id', 151646)),
-      bos: 151643,
-      eos: 151645, // <|im_end|>
-      pad: tokenId(t, 'pad_token_id', 151643),
-      stop: [151645, 151643],
+      bos: firstTokenId(from, 'bos_token_id', pad),
+      eos,
+      pad,
+      stop: eos === pad ? [eos] : [eos, pad],
     };
   },
   encoder: {
@@ -71,8 +71,16 @@ export const qwen25Omni: HfFamily = {
       "part['type'] == 'audio' or 'audio' in part or 'audio_url' in part",
     ),
     system: 'You are a speech recognition model.',
-    instruction: (lang) =>
-      lang ? `Transcribe the ${LANGUAGE_NAMES[lang] ?? lang} audio into text without any punctuation marks.` : 'Transcribe the audio into text without any punctuation marks.',
+    instruction: {
+      withLanguage: (code) => `Transcribe the ${languageName(code)} audio into text without any punctuation marks.`,
+      withoutLanguage: 'Transcribe the audio into text without any punctuation marks.',
+    },
+    // The Qwen cookbook's speech translation request (as its public ports reproduce it).
+    translation: {
+      system: 'You are a speech translation model.',
+      instruction: (target, source) =>
+        `Listen to the provided ${source ? `${languageName(source)} ` : ''}speech and produce a translation in ${languageName(target)} text.`,
+    },
     ...QWEN_CHAT,
   },
   shapes: {

@@ -4,7 +4,7 @@
  * text_config lists only a few keys; the rest are Qwen2Config's defaults, copied here.
  */
 import { obj, tokenId } from './common.js';
-import { poolNormProject, QWEN_CHAT } from './qwen.js';
+import { languageName, poolNormProject, QWEN_CHAT } from './qwen.js';
 import { chatTurnsTemplate } from '../text/templates.js';
 import type { HfFamily, ProcessorExample } from './types.js';
 
@@ -65,9 +65,25 @@ export const qwen2Audio: HfFamily = {
       "'audio' in part or 'audio_url' in part or part['type'] == 'audio'",
     ),
     system: null,
-    instruction: (lang) => (lang ? `Detect the language and recognize the speech: <|${lang}|>` : 'Detect the language and recognize the speech:'),
+    instruction: {
+      withLanguage: (code) => `Detect the language and recognize the speech: <|${code}|>`,
+      withoutLanguage: 'Detect the language and recognize the speech:',
+    },
+    // The speech translation instruction in the recognition instruction's form, as public
+    // Qwen2-Audio scripts write it ("… translate the speech into German: <|en|>").
+    translation: {
+      system: null,
+      instruction: (target, source) => `Detect the language and translate the speech into ${languageName(target)}:${source ? ` <|${source}|>` : ''}`,
+    },
     ...QWEN_CHAT,
   },
+  // The Instruct model answers in chat form; transformers' integration test decodes
+  // "The original content of this audio is: 'Mister Quiller is the apostle of …'".
+  replyWrappers: [
+    { before: "The original content of this audio is: '", after: "'" },
+    { before: 'The original content of this audio is: "', after: '"' },
+    { before: 'The original content of this audio is:', after: '' },
+  ],
   shapes: {
     // Multi-head attention with q/k/v biases at 25 audio tokens/s.
     miniature: {

@@ -86,6 +86,16 @@ export interface StatedLimit {
   task: string;
 }
 
+/**
+ * Text a chat model puts around the transcript in its answer ("The original content of
+ * this audio is: '…'"): `before` opens the answer and `after` ends it ('' for nothing).
+ * Case is ignored and a space matches any whitespace or none (src/session/reply.ts).
+ */
+export interface ReplyWrapper {
+  before: string;
+  after: string;
+}
+
 /** Shapes the tests and benches take from the record, so that no file outside families/ restates a family. */
 export interface FamilyShapes {
   /**
@@ -130,8 +140,11 @@ export interface HfFamily {
   encoderWindowFrames(json: Json): number;
   /** The audio encoder's config object. */
   audioConfig(json: Json): Json;
-  /** Token ids: the audio placeholder, bos/eos/pad and stop tokens (eos first). */
-  tokens(json: Json, text: Json): { audio: number; bos: number; eos: number; pad: number; stop: number[] };
+  /**
+   * Token ids: the audio placeholder, bos/eos/pad and stop tokens (eos first), read from the
+   * folder's config (`text` is textConfig(json); `generation` is generation_config.json).
+   */
+  tokens(json: Json, text: Json, generation?: Json): { audio: number; bos: number; eos: number; pad: number; stop: number[] };
   /** The checkpoint's audio tower and projector. */
   encoder: WhisperFamilySpec;
   /**
@@ -148,5 +161,10 @@ export interface HfFamily {
    * a longer recording still runs, since the positions may hold it, but with a warning.
    */
   statedLimits?: StatedLimit[];
+  /**
+   * Wrappers the model's answers are known to come in: taken off the transcript (and the
+   * streamed text), the raw answer kept as TranscriptionResult.rawText. Absent: none.
+   */
+  replyWrappers?: readonly ReplyWrapper[];
   shapes: FamilyShapes;
 }

@@ -57,7 +57,7 @@ function build(family: HfFamily, json: Json, generation: Json | undefined, name:
     throw new ConfigFieldError(`attention_bias ${JSON.stringify(text['attention_bias'])} differs from the ${family.modelType} decoder (${family.attentionBias})`);
   }
   const vocab = int('vocab_size');
-  const tok = family.tokens(json, text);
+  const tok = family.tokens(json, text, generation);
   const stop = [...tok.stop];
   // generation_config.json may add stop ids (Qwen lists <|endoftext|> and <|im_end|>).
   for (const t of generation ? tokenIds(generation, 'eos_token_id') : []) if (!stop.includes(t)) stop.push(t);

@@ -11,14 +11,24 @@
  *                          the template's audio bos / placeholder / eos triple is cut at the
  *                          placeholder, so prefix ends with the audio bos and instruction starts
  *                          with the audio eos.
+ *
+ * "No language" is a case of its own in both: the recipe's prompt without a language, in
+ * which the model detects it (PromptOptions.language omitted or "none", see language.ts).
+ * Task "translate" takes the recipe's translation system turn and instruction into
+ * `targetLanguage`; a recipe without one refuses it.
  */
-import { ModelLoadError } from '../../errors.js';
+import { ModelLoadError, WnwError } from '../../errors.js';
+import { languageCode } from './language.js';
 import { renderChat, splitAtPlaceholder, type ChatMessage } from './chat-template.js';
 import type { TextTokenizer } from './types.js';
 
 export interface PromptOptions {
-  /** Language code of the speech ("en"); omitted: the model detects it. */
+  /** Language code of the speech ("en"); omitted or "none": the prompt without a language (the model detects it). */
   language?: string;
+  /** What the answer is: the speech as said (default) or translated into `targetLanguage`. */
+  task?: PromptTask;
+  /** The language code a translation is into (task "translate" only). */
+  targetLanguage?: string;
   /** The folder's chat template (chat-template families); omitted: the processor's default. */
   chatTemplate?: string;
   /** The file `chatTemplate` came from, named by a template that fails to render. */
@@ -44,6 +54,10 @@ export interface AudioPrompt {
   templateSource?: 'folder' | 'built-in';
 }
 
+export type PromptTask = 'transcribe' | 'translate';
+
+export const PROMPT_TASKS: readonly PromptTask[] = ['transcribe', 'translate'];
+
 export interface MistralRecipe {
   kind: 'mistral-transcription';
   /** Token strings that end the answer. */
@@ -55,7 +69,10 @@ export interface ChatRecipe {
   /** The processor's template, used when the folder ships none. */
   defaultTemplate: string;
   system: string | null;
-  instruction: (language: string | undefined) => string;
+  /** The transcription instruction, for a language code and for no language. */
+  instruction: { withLanguage: (code: string) => string; withoutLanguage: string };
+  /** The speech translation prompt: its system message and its instruction into `target` from `source` (undefined: none given). */
+  translation?: { system: string | null; instruction: (target: string, source: string | undefined) => string };
   stop: string[];
   /** Token strings of the audio span; tokenizer_config.json's audio_token, audio_bos_token and audio_eos_token override them. */
   audioTokens: { audio: string; bos: string; eos: string };
@@ -67,6 +84,7 @@ export type PromptRecipe = MistralRecipe | ChatRecipe;
 export function buildPrompt(recipe: PromptRecipe, tok: TextTokenizer, opts: PromptOptions = {}): AudioPrompt {
   const stopTokens = recipe.stop.map((s) => tok.tokenId(s)).filter((id): id is number => id !== undefined);
   if (stopTokens.length === 0) throw new ModelLoadError(tokenizerFile(tok), `defines none of the stop tokens ${recipe.stop.join(', ')}`);
+  opts = { ...opts, language: languageCode(opts.language), targetLanguage: targetOf(recipe, opts) };
   return recipe.kind === 'mistral-transcription' ? { ...mistralPrompt(tok, opts), stopTokens } : { ...chatPrompt(recipe, tok, opts), stopTokens };
 }
 
@@ -77,7 +95,7 @@ export function promptIds(p: AudioPrompt, n: number): number[] {
 
 function mistralPrompt(tok: TextTokenizer, opts: PromptOptions): Omit<AudioPrompt, 'stopTokens'> {
   const id = (s: string) => special(tok, s);
-  const lang = opts.language ? tok.encode(`lang:${opts.language}`) : [];
+  const lang = opts.language !== undefined ? tok.encode(`lang:${opts.language}`) : [];
   return {
     prefix: [id('<s>'), id('[INST]'), id('[BEGIN_AUDIO]')],
     instruction: [id('[/INST]'), ...lang, id('[TRANSCRIBE]')],
@@ -91,14 +109,15 @@ function chatPrompt(recipe: ChatRecipe, tok: TextTokenizer, opts: PromptOptions)
   const audio = name('audio_token', recipe.audioTokens.audio);
   const bos = name('audio_bos_token', recipe.audioTokens.bos);
   const eos = name('audio_eos_token', recipe.audioTokens.eos);
-  const system = opts.system === undefined ? recipe.system : opts.system;
+  const translation = opts.targetLanguage !== undefined ? recipe.translation : undefined;
+  const system = opts.system !== undefined ? opts.system : translation ? translation.system : recipe.system;
   const messages: ChatMessage[] = [];
   if (system !== null) messages.push({ role: 'system', content: system });
   messages.push({
     role: 'user',
     content: [
       { type: 'audio', audio_url: 'audio' },
-      { type: 'text', text: opts.instruction ?? recipe.instruction(opts.language) },
+      { type: 'text', text: opts.instruction ?? (translation ? translation.instruction(opts.targetLanguage!, opts.language) : instructionText(recipe, opts.language)) },
     ],
   });
   const template = opts.chatTemplate ?? recipe.defaultTemplate;
@@ -112,6 +131,34 @@ function chatPrompt(recipe: ChatRecipe, tok: TextTokenizer, opts: PromptOptions)
     throw new ModelLoadError(file, `the audio placeholder ${audio} must sit between ${bos} and ${eos} in the rendered prompt`);
   }
   return { prefix, instruction, audioToken: special(tok, audio), templateSource: opts.chatTemplate ? 'folder' : 'built-in' };
+}
+
+/**
+ * The language code a task translates into (undefined for a transcription); a task and
+ * target that do not go together are a BAD_ARGUMENT.
+ */
+export function taskTarget(task: unknown, targetLanguage: unknown): string | undefined {
+  const t = task ?? 'transcribe';
+  if (!PROMPT_TASKS.includes(t as PromptTask)) throw new WnwError('BAD_ARGUMENT', `option task must be one of ${PROMPT_TASKS.map((x) => `"${x}"`).join(', ')}, got ${JSON.stringify(t)}`);
+  const target = languageCode(targetLanguage, 'targetLanguage');
+  if (t === 'transcribe') {
+    if (targetLanguage !== undefined) throw new WnwError('BAD_ARGUMENT', 'option targetLanguage is for task "translate"; a transcription keeps the language of the speech');
+    return undefined;
+  }
+  if (target === undefined) throw new WnwError('BAD_ARGUMENT', 'task "translate" needs targetLanguage, a language code such as "en"');
+  return target;
+}
+
+/** The target of a translation (undefined for a transcription); a task the recipe cannot do is a BAD_ARGUMENT. */
+function targetOf(recipe: PromptRecipe, opts: PromptOptions): string | undefined {
+  const target = taskTarget(opts.task, opts.targetLanguage);
+  if (target === undefined) return undefined;
+  if (recipe.kind !== 'chat-template' || !recipe.translation) throw new WnwError('BAD_ARGUMENT', 'task "translate" is not available for this model: its prompt recipe has no translation; use task "transcribe"');
+  return target;
+}
+
+function instructionText(recipe: ChatRecipe, code: string | undefined): string {
+  return code === undefined ? recipe.instruction.withoutLanguage : recipe.instruction.withLanguage(code);
 }
 
 function special(tok: TextTokenizer, s: string): number {
