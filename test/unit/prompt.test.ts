@@ -159,11 +159,16 @@ describe('Qwen chat-template prompts', () => {
     expect(qa.decode(buildPrompt(qwen2Audio.prompt, qa, { task: 'translate', targetLanguage: 'de', language: 'en' }).instruction)).toBe(
       '\nDetect the language and translate the speech into German: <|en|>\nassistant\n',
     );
+    // Voxtral asks in words, in mistral-common's chat request: <s>[INST][BEGIN_AUDIO] | [AUDIO]×N | text[/INST].
+    const tekken = TekkenTokenizer.fromJSON(readJsonFile(join(DIR, 'voxtral', 'tekken.json')));
+    const vx = buildPrompt(voxtral.prompt, tekken, { task: 'translate', targetLanguage: 'fr', language: 'en' });
+    expect([vx.prefix, vx.instruction.at(-1)]).toEqual([[1, 3, 25], 4]);
+    expect(tekken.decode(vx.instruction.slice(0, -1))).toBe('Translate this English audio into French.');
     // The transcription is the default task, and task "transcribe" is the same prompt.
     expect(buildPrompt(qwen2Audio.prompt, qa, { task: 'transcribe', language: 'en' })).toEqual(buildPrompt(qwen2Audio.prompt, qa, { language: 'en' }));
   });
 
-  it('a translation without a target, a target without a translation, or a recipe without translation is a BAD_ARGUMENT', () => {
+  it('a translation without a target, a target without a translation, or a recipe without one is a BAD_ARGUMENT', () => {
     const qa = qwenTok('qwen2_audio');
     const tekken = TekkenTokenizer.fromJSON(readJsonFile(join(DIR, 'voxtral', 'tekken.json')));
     const cases: [() => unknown, RegExp][] = [
@@ -172,7 +177,7 @@ describe('Qwen chat-template prompts', () => {
       [() => buildPrompt(qwen2Audio.prompt, qa, { targetLanguage: 'de' }), /targetLanguage is for task "translate"/],
       [() => buildPrompt(qwen2Audio.prompt, qa, { task: 'summarise' as 'translate', targetLanguage: 'de' }), /task must be one of "transcribe", "translate"/],
       [() => buildPrompt(qwen2Audio.prompt, qa, { task: 'translate', targetLanguage: 'German' }), /targetLanguage must be a language code/],
-      [() => buildPrompt(voxtral.prompt, tekken, { task: 'translate', targetLanguage: 'de' }), /not available for this model/],
+      [() => buildPrompt({ kind: 'mistral-transcription', stop: ['</s>'] }, tekken, { task: 'translate', targetLanguage: 'de' }), /not available for this model/],
       [() => checkTranscribeOptions({ task: 'translate' }), /needs targetLanguage/],
       [() => checkTranscribeOptions({ targetLanguage: 'de' }), /is for task "translate"/],
     ];
