@@ -1,11 +1,20 @@
 /**
  * What the Llama and Qwen2 families share: the Hugging Face decoder's tensor names,
- * reading nested config objects, and the Whisper feature extractor's window.
+ * reading nested config objects, the Whisper feature extractor's window and the English
+ * language names the prompt instructions use.
  */
 import type { HfFamily, Json } from './types.js';
 
 /** One Whisper feature-extractor window: 30 s at 16 kHz (3000 mel frames). */
 export const THIRTY_SECONDS = 480_000;
+
+/** English names for the instructions that name a language; a code without one is named by itself. */
+const LANGUAGE_NAMES: Record<string, string> = {
+  en: 'English', zh: 'Chinese', de: 'German', fr: 'French', es: 'Spanish', it: 'Italian', ja: 'Japanese',
+  ko: 'Korean', ru: 'Russian', pt: 'Portuguese', nl: 'Dutch', ar: 'Arabic', hi: 'Hindi',
+};
+
+export const languageName = (code: string): string => LANGUAGE_NAMES[code] ?? code;
 
 /** A config.json field is missing or malformed; the loader adds the file name. */
 export class ConfigFieldError extends Error {}

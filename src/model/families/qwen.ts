@@ -6,14 +6,6 @@
 import type { ChatRecipe } from '../text/prompt.js';
 import type { PostStep } from './types.js';
 
-/** English names for the instructions that name a language; a code without one is named by itself. */
-const LANGUAGE_NAMES: Record<string, string> = {
-  en: 'English', zh: 'Chinese', de: 'German', fr: 'French', es: 'Spanish', it: 'Italian', ja: 'Japanese',
-  ko: 'Korean', ru: 'Russian', pt: 'Portuguese', nl: 'Dutch', ar: 'Arabic', hi: 'Hindi',
-};
-
-export const languageName = (code: string): string => LANGUAGE_NAMES[code] ?? code;
-
 export const QWEN_CHAT = {
   stop: ['<|im_end|>', '<|endoftext|>'],
   audioTokens: { audio: '<|AUDIO|>', bos: '<|audio_bos|>', eos: '<|audio_eos|>' },

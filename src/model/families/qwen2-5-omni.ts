@@ -4,8 +4,8 @@
  * biases, GQA 16:2). Its M-RoPE has three identical position components for audio and
  * text, so it is ordinary 1-D RoPE here. Talker, vocoder and vision tower are not loaded.
  */
-import { firstTokenId, obj, tokenId } from './common.js';
-import { languageName, poolNormProject, QWEN_CHAT } from './qwen.js';
+import { firstTokenId, languageName, obj, tokenId } from './common.js';
+import { poolNormProject, QWEN_CHAT } from './qwen.js';
 import { chatTurnsTemplate } from '../text/templates.js';
 import type { HfFamily } from './types.js';
 

@@ -3,8 +3,8 @@
  * a linear projector with bias and a Qwen2 decoder (q/k/v biases, MHA). The real
  * text_config lists only a few keys; the rest are Qwen2Config's defaults, copied here.
  */
-import { obj, tokenId } from './common.js';
-import { languageName, poolNormProject, QWEN_CHAT } from './qwen.js';
+import { languageName, obj, tokenId } from './common.js';
+import { poolNormProject, QWEN_CHAT } from './qwen.js';
 import { chatTurnsTemplate } from '../text/templates.js';
 import type { HfFamily, ProcessorExample } from './types.js';
 

@@ -3,7 +3,7 @@
  * projector and a Llama decoder with head_dim 128 while hidden/heads is 96. Defaults are
  * VoxtralConfig's text defaults over LlamaConfig's; ids from mistral-common's Tekkenizer.
  */
-import { obj, THIRTY_SECONDS } from './common.js';
+import { languageName, obj, THIRTY_SECONDS } from './common.js';
 import type { HfFamily } from './types.js';
 
 export const voxtral: HfFamily = {
@@ -51,7 +51,12 @@ export const voxtral: HfFamily = {
   },
   // VoxtralProcessor: the whole recording zero-padded to a multiple of 30 s, one example.
   processor: (x) => [{ x, pad: { padToMultipleOf: THIRTY_SECONDS } }],
-  prompt: { kind: 'mistral-transcription', stop: ['</s>'] },
+  prompt: {
+    kind: 'mistral-transcription',
+    stop: ['</s>'],
+    // No stated wording upstream: the chat request asks for the translation in words.
+    translation: { instruction: (target, source) => `Translate this ${source ? `${languageName(source)} ` : ''}audio into ${languageName(target)}.` },
+  },
   // onnx-community/Voxtral-Mini-3B-2507-ONNX: 30 s chunks of 3000 frames, 375 tokens each.
   onnx: { input: 'audio_values', output: 'audio_features', nMels: 128, chunkSamples: THIRTY_SECONDS, chunkFrames: 3000, rowsPerChunk: 375 },
   // The model card's limits: past them the positions hold the audio but the training did not.

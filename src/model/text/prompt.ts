@@ -5,7 +5,9 @@
  * would insert. Two kinds of recipe:
  *
  *   mistral-transcription  <s>[INST][BEGIN_AUDIO] | [AUDIO]×N | [/INST]lang:en[TRANSCRIBE]
- *                          (mistral-common's transcription request; no "lang:" part without a language)
+ *                          (mistral-common's transcription request; no "lang:" part without a language);
+ *                          a translation is its chat request, audio chunk then text chunk:
+ *                          <s>[INST][BEGIN_AUDIO] | [AUDIO]×N | {instruction}[/INST]
  *   chat-template          the folder's chat template (or the recipe's default) rendered with
  *                          the recipe's system message and a user turn of audio + instruction;
  *                          the template's audio bos / placeholder / eos triple is cut at the
@@ -14,7 +16,7 @@
  *
  * "No language" is a case of its own in both: the recipe's prompt without a language, in
  * which the model detects it (PromptOptions.language omitted or "none", see language.ts).
- * Task "translate" takes the recipe's translation system turn and instruction into
+ * Task "translate" takes the recipe's translation (system turn and) instruction into
  * `targetLanguage`; a recipe without one refuses it.
  */
 import { ModelLoadError, WnwError } from '../../errors.js';
@@ -62,6 +64,12 @@ export interface MistralRecipe {
   kind: 'mistral-transcription';
   /** Token strings that end the answer. */
   stop: string[];
+  /**
+   * The translation request's text into `target` from `source` (undefined: none given): the
+   * transcription request has no translation form, so the model is asked in words in a
+   * chat request (mistral-common's instruct encoding; system messages are refused with audio).
+   */
+  translation?: { instruction: (target: string, source: string | undefined) => string };
 }
 
 export interface ChatRecipe {
@@ -85,7 +93,7 @@ export function buildPrompt(recipe: PromptRecipe, tok: TextTokenizer, opts: Prom
   const stopTokens = recipe.stop.map((s) => tok.tokenId(s)).filter((id): id is number => id !== undefined);
   if (stopTokens.length === 0) throw new ModelLoadError(tokenizerFile(tok), `defines none of the stop tokens ${recipe.stop.join(', ')}`);
   opts = { ...opts, language: languageCode(opts.language), targetLanguage: targetOf(recipe, opts) };
-  return recipe.kind === 'mistral-transcription' ? { ...mistralPrompt(tok, opts), stopTokens } : { ...chatPrompt(recipe, tok, opts), stopTokens };
+  return recipe.kind === 'mistral-transcription' ? { ...mistralPrompt(recipe, tok, opts), stopTokens } : { ...chatPrompt(recipe, tok, opts), stopTokens };
 }
 
 /** The whole prompt with the placeholder repeated for `n` audio tokens (what the upstream processor feeds the model). */
@@ -93,12 +101,15 @@ export function promptIds(p: AudioPrompt, n: number): number[] {
   return [...p.prefix, ...new Array<number>(n).fill(p.audioToken), ...p.instruction];
 }
 
-function mistralPrompt(tok: TextTokenizer, opts: PromptOptions): Omit<AudioPrompt, 'stopTokens'> {
+function mistralPrompt(recipe: MistralRecipe, tok: TextTokenizer, opts: PromptOptions): Omit<AudioPrompt, 'stopTokens'> {
   const id = (s: string) => special(tok, s);
   const lang = opts.language !== undefined ? tok.encode(`lang:${opts.language}`) : [];
+  const translation = opts.targetLanguage !== undefined ? recipe.translation : undefined;
   return {
     prefix: [id('<s>'), id('[INST]'), id('[BEGIN_AUDIO]')],
-    instruction: [id('[/INST]'), ...lang, id('[TRANSCRIBE]')],
+    instruction: translation
+      ? [...tok.encode(translation.instruction(opts.targetLanguage!, opts.language)), id('[/INST]')]
+      : [id('[/INST]'), ...lang, id('[TRANSCRIBE]')],
     audioToken: id('[AUDIO]'),
   };
 }
@@ -153,7 +164,7 @@ export function taskTarget(task: unknown, targetLanguage: unknown): string | und
 function targetOf(recipe: PromptRecipe, opts: PromptOptions): string | undefined {
   const target = taskTarget(opts.task, opts.targetLanguage);
   if (target === undefined) return undefined;
-  if (recipe.kind !== 'chat-template' || !recipe.translation) throw new WnwError('BAD_ARGUMENT', 'task "translate" is not available for this model: its prompt recipe has no translation; use task "transcribe"');
+  if (!recipe.translation) throw new WnwError('BAD_ARGUMENT', 'task "translate" is not available for this model: its prompt recipe has no translation; use task "transcribe"');
   return target;
 }
 
