@@ -160,12 +160,7 @@ export function swiglu(gate: Float32Array, up: Float32Array, out: Float32Array, 
   }
 }
 
-/** Index of the largest logit; ties go to the lowest index (the GPU kernel does the same). */
-export function argmax(logits: Float32Array, length = logits.length): number {
-  let best = 0;
-  for (let i = 1; i < length; i++) if (logits[i] > logits[best]) best = i;
-  return best;
-}
+export { argmax } from '../argmax.js';
 
 export interface PagedHead {
   /** Page ids of this (layer, KV head), in table order. */
