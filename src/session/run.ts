@@ -57,11 +57,32 @@ const yieldToEventLoop = (): Promise<void> =>
   });
 
 /** Prefill and KV placement: layer by layer when the policy answers per layer, else after the whole prompt. */
-async function prefillAndPlace(backend: DecoderBackend, policy: KvPolicy, embeddings: Float32Array, byLayer: LayerPrefill | undefined): Promise<{ token: number }> {
-  if (byLayer) return backend.prefillByLayer(embeddings, byLayer);
+async function prefillAndPlace(r: RunInput, embeddings: Float32Array, byLayer: LayerPrefill | undefined): Promise<{ token: number }> {
+  const { backend, policy, options: o } = r;
+  if (byLayer) return backend.prefillByLayer(embeddings, layerByLayer(byLayer, r.model.config.numLayers, o.signal, r.progress));
   const pre = await backend.prefill(embeddings);
+  if (o.signal?.aborted) throw new CancelledError();
   await backend.applyPrefill(policy.prefill(pre.observation));
   return pre;
+}
+
+/**
+ * The policy's per-layer answers, with the prefill's progress told after each layer and
+ * the signal checked there: a cancel stops the prefill before the next layer runs.
+ */
+function layerByLayer(run: LayerPrefill, layers: number, signal: AbortSignal | undefined, progress: RunInput['progress']): LayerPrefill {
+  let done = 0;
+  return {
+    layer(obs) {
+      if (signal?.aborted) throw new CancelledError();
+      const heads = run.layer(obs);
+      done++;
+      progress({ phase: 'prefill', fraction: Math.min(1, done / layers), detail: `layer ${done} of ${layers}` });
+      if (signal?.aborted) throw new CancelledError();
+      return heads;
+    },
+    finish: () => run.finish(),
+  };
 }
 
 /** Which heads' decode attention the backend returns, and where each reader finds its own. */
@@ -117,7 +138,7 @@ async function beginAndPrefill(r: RunInput, h: HeadPlan): Promise<number> {
   r.progress({ phase: 'prefill', fraction: 0 });
   await yieldToEventLoop();
   if (o.signal?.aborted) throw new CancelledError();
-  const pre = await prefillAndPlace(backend, policy, r.embeddings, byLayer);
+  const pre = await prefillAndPlace(r, r.embeddings, byLayer);
   return pre.token;
 }
 
