@@ -57,6 +57,8 @@ export interface ClipRecord {
   id: string;
   audioSeconds: number;
   reference: string;
+  /** The target-language reference of a translation run (--task translate); WER is then against it. */
+  translation?: string;
   runs: RunRecord[];
 }
 
@@ -89,6 +91,8 @@ export interface SummaryRow {
 }
 
 export interface EvalReport {
+  /** Corpus BLEU per (policy, budget) of a translation run (--task translate), sacreBLEU's default settings. */
+  bleu?: { policy: string; variant?: string; budget: number; bleu: number }[];
   /** kv: the pool's key/value precision (absent in reports from before it was an option: f32). */
   meta?: {
     model: string; backend: string; kv?: string; date: string; data: string;
