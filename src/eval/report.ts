@@ -124,7 +124,7 @@ export function summarise(clips: ClipRecord[]): SummaryRow[] {
       const k = key(run);
       let g = groups.get(k);
       if (!g) groups.set(k, (g = { policy: run.policy, ...(run.variant ? { variant: run.variant } : {}), budget: run.budget, runs: [] }));
-      g.runs.push({ run, reference: clip.reference, full: fullRun?.text, fullSteps: fullRun?.decodeSteps });
+      g.runs.push({ run, reference: clip.translation ?? clip.reference, full: fullRun?.text, fullSteps: fullRun?.decodeSteps });
     }
   }
   const rows: SummaryRow[] = [];
