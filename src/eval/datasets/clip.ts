@@ -1,5 +1,6 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { UsageError } from '../../cli/args.js';
 
 /** One evaluation clip, whatever layout it was read from. */
 export interface EvalClip {
@@ -22,4 +23,11 @@ export async function walk(dir: string, sub = ''): Promise<string[]> {
     else if (e.isFile()) out.push(rel);
   }
   return out;
+}
+
+/** walk(dir), or a usage error naming the folder it could not read. */
+export function dataFiles(dir: string): Promise<string[]> {
+  return walk(dir).catch(() => {
+    throw new UsageError(`cannot read the data folder ${dir}`);
+  });
 }

@@ -9,17 +9,12 @@
 import { readFile } from 'node:fs/promises';
 import { dirname, join, posix } from 'node:path';
 import { UsageError } from '../../cli/args.js';
-import { type EvalClip, walk } from './clip.js';
+import { type EvalClip, dataFiles } from './clip.js';
 
 const AUDIO = /\.(flac|wav)$/i;
 
 export async function readLibrispeechLong(dir: string, warn: (s: string) => void): Promise<EvalClip[]> {
-  let files: string[];
-  try {
-    files = await walk(dir);
-  } catch {
-    throw new UsageError(`cannot read the data folder ${dir}`);
-  }
+  const files = await dataFiles(dir);
   // Every folder's `*.trans.txt` lines, by utterance id.
   const trans = new Map<string, string>();
   for (const f of files.filter((f) => f.endsWith('.trans.txt'))) {

@@ -9,7 +9,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { UsageError } from '../../cli/args.js';
-import { type EvalClip, walk } from './clip.js';
+import { type EvalClip, dataFiles } from './clip.js';
 
 const pick = (r: Record<string, unknown>, keys: string[]) => {
   for (const k of keys) if (typeof r[k] === 'string') return r[k] as string;
@@ -17,12 +17,7 @@ const pick = (r: Record<string, unknown>, keys: string[]) => {
 };
 
 export async function readLongSpeech(dir: string, warn: (s: string) => void): Promise<EvalClip[]> {
-  let files: string[];
-  try {
-    files = (await walk(dir)).filter((f) => !f.includes('/') && /\.jsonl?$/i.test(f));
-  } catch {
-    throw new UsageError(`cannot read the data folder ${dir}`);
-  }
+  const files = (await dataFiles(dir)).filter((f) => !f.includes('/') && /\.jsonl?$/i.test(f));
   const clips: EvalClip[] = [];
   for (const f of files) {
     const text = await readFile(join(dir, f), 'utf8');
