@@ -29,6 +29,8 @@ import {
 } from '../cli/args.js';
 import { FULL_BUDGET, type ClipRecord, type EvalReport, type RunRecord, markdownTable, readmeBlock, replaceReadmeBlock, summarise } from './report.js';
 import { wer } from './wer.js';
+import { bleu } from './bleu.js';
+import { type DataFormat, type EvalClip, READERS, parseFormat } from './datasets/index.js';
 import { fidelityPlot } from './plot.js';
 import { fidelityMeans } from './fidelity.js';
 import { fullReference, teacherForced, type FullReference } from './teacher-forced.js';
@@ -52,18 +54,24 @@ export interface EvalArgs {
   full: boolean;
   /** SVG to write: agreement and WER vs full against measured r_GPU (plot.ts), or null. */
   plot: null | string;
+  /** The data folders' layout: 'wav-txt' (name.wav + name.txt, the default) or a dataset's own (datasets/). */
+  format: DataFormat;
+  /** 'translate' asks the model for a translation into `target` and scores BLEU (and WER) against the clips' translation references. */
+  task: 'transcribe' | 'translate';
+  target: string | null;
 }
 
 export const EVAL_USAGE =
   'usage: npm run eval -- --data DIR[,DIR...] --out FILE.json [--policies full,wnw,wnw:ranking=voice] [--budgets 0.2,0.4] [--limit N] ' +
-  '[--model DIR] [--backend auto|webgpu|cpu] [--kv f32|f16] [--no-full] [--readme [README.md]] [--block eval|NAME] [--plot FILE.svg]';
+  '[--model DIR] [--backend auto|webgpu|cpu] [--kv f32|f16] [--no-full] [--readme [README.md]] [--block eval|NAME] [--plot FILE.svg] ' +
+  '[--format wav-txt|librispeech-long|longspeech|primock57] [--task transcribe|translate --target LANG]';
 
 export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
   // --readme takes an optional path: a following non-flag argument is its value.
   const i = argv.indexOf('--readme');
   const hasPath = i >= 0 && argv[i + 1] !== undefined && !argv[i + 1].startsWith('--');
   const { flags, positional } = splitArgs(hasPath ? argv : argv.map((a) => (a === '--readme' ? '--readme=' : a)), ['no-full']);
-  rejectUnknown(flags, ['data', 'policies', 'budgets', 'out', 'limit', 'model', 'backend', 'kv', 'readme', 'block', 'no-full', 'plot']);
+  rejectUnknown(flags, ['data', 'policies', 'budgets', 'out', 'limit', 'model', 'backend', 'kv', 'readme', 'block', 'no-full', 'plot', 'format', 'task', 'target']);
   if (positional.length) throw new UsageError(`unexpected argument "${positional[0]}"`);
   const data = flags.get('data');
   const out = flags.get('out');
@@ -80,6 +88,10 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
   const limitStr = flags.get('limit');
   const limit = limitStr === undefined ? Infinity : Number(limitStr);
   if (!(Number.isInteger(limit) || limit === Infinity) || limit < 1) throw new UsageError(`--limit must be a positive integer, got "${limitStr}"`);
+  const task = flags.get('task') ?? 'transcribe';
+  if (task !== 'transcribe' && task !== 'translate') throw new UsageError(`--task must be transcribe or translate, got "${task}"`);
+  const target = flags.get('target') || null;
+  if (task === 'translate' && !target) throw new UsageError('--task translate needs --target LANG (the language to translate into)');
   const readme = flags.has('readme') ? resolve(cwd, flags.get('readme') || join(packageRoot(), 'README.md')) : null;
   return {
     data: data.split(',').filter(Boolean).map((d) => resolve(cwd, d)),
@@ -94,6 +106,9 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
     block: parseBlockName(flags.get('block') ?? 'eval'),
     full,
     plot: flags.get('plot') ? resolve(cwd, flags.get('plot')!) : null,
+    format: parseFormat(flags.get('format') ?? 'wav-txt'),
+    task,
+    target,
   };
 }
 
@@ -102,11 +117,7 @@ function parseBlockName(s: string): string {
   return s;
 }
 
-export interface EvalClip {
-  id: string;
-  wav: string;
-  reference: string;
-}
+export type { EvalClip } from './datasets/index.js';
 
 /** Clips of DIR in name order; a `.wav` without its `.txt` is skipped with a warning, not silently. */
 export async function listClips(dir: string, warn: (s: string) => void): Promise<EvalClip[]> {
@@ -128,6 +139,36 @@ export async function listClips(dir: string, warn: (s: string) => void): Promise
   }
   if (!clips.length) throw new UsageError(`no *.wav files with a matching *.txt in ${dir}`);
   return clips;
+}
+
+/** The clips of DIR as its --format lays them out. */
+export function readClips(dir: string, format: DataFormat, warn: (s: string) => void): Promise<EvalClip[]> {
+  return format === 'wav-txt' ? listClips(dir, warn) : READERS[format](dir, warn);
+}
+
+/** A clip's audio at 16 kHz mono: with several files (one per speaker), their average, the shorter padded with silence. */
+export async function clipAudio(clip: EvalClip, io: Pick<EvalIo, 'readFile' | 'decode'>): Promise<Float32Array> {
+  if (typeof clip.wav === 'string') return io.decode(await io.readFile(clip.wav));
+  const parts: Float32Array[] = [];
+  for (const f of clip.wav) parts.push(await io.decode(await io.readFile(f)));
+  const out = new Float32Array(Math.max(...parts.map((p) => p.length)));
+  for (const p of parts) for (let i = 0; i < p.length; i++) out[i] += p[i] / parts.length;
+  return out;
+}
+
+/** Corpus BLEU of every (policy, budget) over the clips' translation references. */
+export function translationBleu(records: ClipRecord[]): NonNullable<EvalReport['bleu']> {
+  const groups = new Map<string, { policy: string; variant?: string; budget: number; hyps: string[]; refs: string[] }>();
+  for (const clip of records) {
+    for (const r of clip.runs) {
+      const key = `${r.policy}|${r.variant ?? ''}|${r.budget}`;
+      let g = groups.get(key);
+      if (!g) groups.set(key, (g = { policy: r.policy, ...(r.variant ? { variant: r.variant } : {}), budget: r.budget, hyps: [], refs: [] }));
+      g.hyps.push(r.text);
+      g.refs.push(clip.translation ?? '');
+    }
+  }
+  return [...groups.values()].map(({ hyps, refs, ...row }) => ({ ...row, bleu: Number(bleu(hyps, [refs]).score.toFixed(2)) }));
 }
 
 /** The runs each clip gets: the full cache once (the reference for fidelity and msPerTokenVsFull; not with --no-full), then every other policy at every budget. */
@@ -239,9 +280,15 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
   const clips: EvalClip[] = [];
   for (const dir of args.data) {
     const prefix = args.data.length > 1 ? `${basename(dir)}/` : '';
-    for (const c of await listClips(dir, warn)) clips.push({ ...c, id: prefix + c.id });
+    for (const c of await readClips(dir, args.format, warn)) clips.push({ ...c, id: prefix + c.id });
   }
   clips.splice(args.limit);
+  const translate = args.task === 'translate';
+  if (translate) {
+    const missing = clips.find((c) => c.translation === undefined);
+    if (missing) throw new UsageError(`--task translate: clip ${missing.id} has no translation reference`);
+  }
+  const task: TranscribeOptions = translate ? { task: 'translate', targetLanguage: args.target! } : {};
   const runs = plannedRuns(args.policies, args.budgets, args.full);
   const fidelity = args.full && runs.length > 1;
   const total = clips.length * runs.length;
@@ -259,7 +306,9 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
   const records: ClipRecord[] = [];
   try {
     for (const [c, clip] of clips.entries()) {
-      const audio = await io.decode(await io.readFile(clip.wav));
+      const audio = await clipAudio(clip, io);
+      // A translation is scored against the target-language reference; a transcript against the transcript.
+      const target = translate ? clip.translation! : clip.reference;
       if (c === 0) {
         // A process's first decode pays for compiling its code paths (the JIT here, shader
         // pipelines on a GPU). The full row is what every "vs full" ratio divides by, so an
@@ -267,11 +316,11 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
         // clip's encoding and prefill. A full cache that does not fit (a long clip) must not
         // end the evaluation: its own run records that error below.
         const warm = specOptions(args.full ? 'full' : runs[0].policy, runs[0].budget).call;
-        await asr.transcribe(audio, { ...warm, maxNewTokens: WARMUP_TOKENS, reusePrefill: true, signal: io.signal }).catch((e: unknown) => {
+        await asr.transcribe(audio, { ...task, ...warm, maxNewTokens: WARMUP_TOKENS, reusePrefill: true, signal: io.signal }).catch((e: unknown) => {
           if (io.signal?.aborted) throw e;
         });
       }
-      const record: ClipRecord = { id: clip.id, audioSeconds: audio.length / SAMPLE_RATE, reference: clip.reference, runs: [] };
+      const record: ClipRecord = { id: clip.id, audioSeconds: audio.length / SAMPLE_RATE, reference: clip.reference, ...(translate ? { translation: target } : {}), runs: [] };
       records.push(record);
       let ref: FullReference | string = '';
       for (const [i, { policy, budget }] of runs.entries()) {
@@ -281,7 +330,8 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
         const forced = fidelity && policy !== 'full';
         show(`${label} ...`);
         // Every call on a clip shares one encoding and prefill; the clip's last call lets it go.
-        const { run, result } = await runOnce(asr, audio, clip.reference, policy, budget, {
+        const { run, result } = await runOnce(asr, audio, target, policy, budget, {
+          ...task,
           signal: io.signal,
           reusePrefill: !last || forced,
           onProgress: (e) => {
@@ -290,12 +340,12 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
         });
         if (policy === 'full' && fidelity) {
           show(`${label} full-cache logits ...`);
-          ref = await reference(asr, audio, result, { signal: io.signal, reusePrefill: true });
+          ref = await reference(asr, audio, result, { ...task, signal: io.signal, reusePrefill: true });
           if (typeof ref === 'string') warn(`${clip.id}: no fidelity measures (${ref})`);
         }
         if (forced) {
           show(`${label} teacher-forced ...`);
-          await measureFidelity(asr, audio, ref, run, policy, { signal: io.signal, reusePrefill: !last });
+          await measureFidelity(asr, audio, ref, run, policy, { ...task, signal: io.signal, reusePrefill: !last });
         }
         record.runs.push(run);
         done++;
@@ -313,6 +363,7 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
     meta: { model: shortPath(args.model), backend: asr.backend, kv: args.kv, date: new Date().toISOString(), data: args.data.map(shortPath).join(', ') },
     clips: records,
     summary: summarise(records),
+    ...(translate ? { bleu: translationBleu(records) } : {}),
   };
 }
 
@@ -341,6 +392,7 @@ export async function main(argv = process.argv.slice(2)): Promise<number> {
     await mkdir(dirname(args.out), { recursive: true });
     await writeFile(args.out, `${JSON.stringify(report, null, 2)}\n`);
     process.stdout.write(`${markdownTable(report.summary)}\n`);
+    for (const b of report.bleu ?? []) process.stdout.write(`BLEU ${b.policy}${b.variant ? ` (${b.variant})` : ''}${b.policy === 'full' ? '' : `@${b.budget}`}: ${b.bleu.toFixed(2)}\n`);
     process.stderr.write(`eval: wrote ${args.out}\n`);
     if (args.plot) {
       await writeFile(args.plot, fidelityPlot([{ title: args.data.map((d) => basename(d)).join(', '), summary: report.summary }]));

@@ -57,6 +57,8 @@ export interface ClipRecord {
   id: string;
   audioSeconds: number;
   reference: string;
+  /** The target-language reference of a translation run (--task translate); WER is then against it. */
+  translation?: string;
   runs: RunRecord[];
 }
 
@@ -89,6 +91,8 @@ export interface SummaryRow {
 }
 
 export interface EvalReport {
+  /** Corpus BLEU per (policy, budget) of a translation run (--task translate), sacreBLEU's default settings. */
+  bleu?: { policy: string; variant?: string; budget: number; bleu: number }[];
   /** kv: the pool's key/value precision (absent in reports from before it was an option: f32). */
   meta?: {
     model: string; backend: string; kv?: string; date: string; data: string;
@@ -120,7 +124,7 @@ export function summarise(clips: ClipRecord[]): SummaryRow[] {
       const k = key(run);
       let g = groups.get(k);
       if (!g) groups.set(k, (g = { policy: run.policy, ...(run.variant ? { variant: run.variant } : {}), budget: run.budget, runs: [] }));
-      g.runs.push({ run, reference: clip.reference, full: fullRun?.text, fullSteps: fullRun?.decodeSteps });
+      g.runs.push({ run, reference: clip.translation ?? clip.reference, full: fullRun?.text, fullSteps: fullRun?.decodeSteps });
     }
   }
   const rows: SummaryRow[] = [];
