@@ -6,31 +6,18 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runCli } from '../../src/cli/main.js';
 import { toMono16k } from '../../src/audio/decode.js';
 import { loadModel } from '../../src/model/loader.js';
 import { parseHeadsFile } from '../../src/policy/wnw/triage.js';
-import { ensureMiniatures, MINIATURE_FAMILIES } from '../helpers/miniatures.js';
+import { ensureMiniatures, linkedCopy, MINIATURE_FAMILIES } from '../helpers/miniatures.js';
+import { runCliCaptured } from '../helpers/cli.js';
+import { expectWnwDecoded } from '../helpers/expect-wnw.js';
 
 const SR = 16000;
 const TEXT = 'the quick brown fox';
-
-async function run(argv: string[]) {
-  const r = { out: '', err: '' };
-  const code = await runCli(argv, {
-    load: async (o) => (await import('../../src/index.js')).loadTranscriber(o),
-    stdout: (s) => void (r.out += s),
-    stderr: (s) => void (r.err += s),
-    readFile: async (p) => new Uint8Array(await readFile(p)),
-    decode: (b) => toMono16k(b),
-    tty: false,
-  });
-  return { code, ...r };
-}
 
 describe('wnw calibrate on the miniatures, then wnw transcribe --policy wnw with its heads.json', () => {
   let models = '';
@@ -56,12 +43,9 @@ describe('wnw calibrate on the miniatures, then wnw transcribe --policy wnw with
   for (const family of MINIATURE_FAMILIES) {
     it(`${family}: the calibrated heads.json is the one WnW transcribes with`, async () => {
       // A copy of the miniature (links to its files), so the shared cache gets no heads.json.
-      const src = join(models, family);
-      const dir = join(tmp, family);
-      mkdirSync(dir);
-      for (const f of readdirSync(src)) if (f !== 'heads.json') symlinkSync(join(src, f), join(dir, f));
+      const dir = linkedCopy(join(models, family), join(tmp, family));
 
-      const cal = await run(['calibrate', '--model', dir, '--clips', clips, '--directions', '1', '--language', 'en']);
+      const cal = await runCliCaptured(['calibrate', '--model', dir, '--clips', clips, '--directions', '1', '--language', 'en']);
       expect(cal.code, cal.err).toBe(0);
       expect(cal.err).toContain(`calibrate: wrote ${join(dir, 'heads.json')}`);
       expect(existsSync(`${join(dir, 'heads.json')}.partial.json`)).toBe(false);
@@ -75,15 +59,9 @@ describe('wnw calibrate on the miniatures, then wnw transcribe --policy wnw with
       expect(model.heads?.sensitivityEstimator).toBe('finite-difference');
       expect(model.heads?.headSensitivity).toEqual(heads.headSensitivity);
 
-      const tr = await run(['transcribe', wav, '--model', dir, '--backend', 'cpu', '--policy', 'wnw', '--language', 'en', '--json']);
+      const tr = await runCliCaptured(['transcribe', wav, '--model', dir, '--backend', 'cpu', '--policy', 'wnw', '--language', 'en', '--json']);
       expect(tr.code, tr.err).toBe(0);
-      const json = JSON.parse(tr.out) as { error?: string; stats: { policy: string; decodeSteps: number; rGpu: number; stoppedBy: string } };
-      expect(json.error).toBeUndefined();
-      expect(json.stats.policy).toBe('wnw');
-      expect(json.stats.decodeSteps).toBeGreaterThan(0);
-      expect(json.stats.rGpu).toBeGreaterThan(0);
-      expect(json.stats.rGpu).toBeLessThan(1);
-      expect(['eos', 'length-guard']).toContain(json.stats.stoppedBy);
+      expectWnwDecoded(JSON.parse(tr.out));
     }, 60_000);
   }
 });
