@@ -4,8 +4,8 @@
  * heads.json. Every finished clip is saved to `OUT.partial.json` beside the output, and a
  * re-run with the same settings reuses those clips and computes only the rest.
  */
-import { readFileSync, renameSync, rmSync, writeFileSync, existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync, renameSync, rmSync, writeFileSync, existsSync, mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { toMono16k } from '../audio/decode.js';
 import { kvHeadCount, segmentLength } from '../model/config.js';
 import type { HeadsFile } from '../model/heads.js';
@@ -91,6 +91,8 @@ export async function calibrateRuntime(model: LoadedModel, encode: EncodeAudio, 
   const partial = partialPath(out);
   const settings = { directions: o.directions ?? 4, step: o.step ?? 1e-2, blockSize: o.blockSize ?? null };
   const clips = await listCalibrationClips(o.clipsDir, o.limit);
+  // Made before the first clip, not found missing after its minutes of work.
+  mkdirSync(dirname(out), { recursive: true });
   const saved = new Map<string, ClipResult>();
   if (existsSync(partial)) {
     const p = JSON.parse(readFileSync(partial, 'utf8')) as PartialFile;

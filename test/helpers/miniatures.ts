@@ -5,7 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -57,4 +57,11 @@ function pruneStale(parent: string, keep: string): void {
 /** One family's folder. */
 export async function miniature(family: MiniatureFamily): Promise<string> {
   return join(await ensureMiniatures(), family);
+}
+
+/** A folder of links to a miniature's files (its heads.json, if any, left out), for tests that write beside the model. */
+export function linkedCopy(src: string, dst: string): string {
+  mkdirSync(dst, { recursive: true });
+  for (const f of readdirSync(src)) if (f !== 'heads.json') symlinkSync(join(src, f), join(dst, f));
+  return dst;
 }

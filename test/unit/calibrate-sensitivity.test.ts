@@ -107,6 +107,18 @@ describe.skipIf(!pythonHasOnnx())('wnw calibrate on a tiny random model', () => 
     expect(headsFileFault({ ...json, sensitivityEstimator: 'autograd' }, numLayers * numKvHeads)).toMatch(/sensitivityEstimator/);
   });
 
+  it('--out in a folder not there yet: the folder is made', async () => {
+    const out = join(tempDir('wnw-out-'), 'not', 'yet', 'heads.json');
+    const route = await createAudioRoute(model, { file: join(dir, 'encoder.onnx') });
+    try {
+      await calibrateRuntime(model, (s) => route.encode(s), { modelDir: dir, clipsDir: clips, limit: 1, out, directions: 1 });
+    } finally {
+      await route.dispose();
+    }
+    expect(existsSync(out)).toBe(true);
+    expect(existsSync(partialPath(out))).toBe(false);
+  });
+
   it('a partial file of other settings is not reused', async () => {
     const out = join(tempDir('wnw-out-'), 'heads.json');
     writeFileSync(partialPath(out), JSON.stringify({ model: model.config.name, settings: { directions: 3, step: 0.01, blockSize: null }, clips: [{ id: 'c1' }] }));

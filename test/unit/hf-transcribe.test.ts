@@ -5,12 +5,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadTranscriber, type WnwTranscriber } from '../../src/session/transcriber.js';
-import { runCli } from '../../src/cli/main.js';
 import { toMono16k } from '../../src/audio/decode.js';
 import { WhisperLogMel, type WhisperPadding } from '../../src/audio/whisper-mel.js';
 import { asStored, lookupFromCheckpoint, parseWhisperEncoderConfig, WhisperEncoder, type WhisperFamilySpec } from '../../src/encoder/index.js';
@@ -25,7 +23,9 @@ import { kvHeadCount, segmentLength } from '../../src/model/config.js';
 import { WnwError } from '../../src/errors.js';
 import type { WeightFormat } from '../../src/model/quant.js';
 import type { DecoderBackend } from '../../src/backend/types.js';
-import { ensureMiniatures, MINIATURE_FAMILIES, type MiniatureFamily } from '../helpers/miniatures.js';
+import { ensureMiniatures, linkedCopy, MINIATURE_FAMILIES, type MiniatureFamily } from '../helpers/miniatures.js';
+import { runCliCaptured } from '../helpers/cli.js';
+import { expectWnwDecoded } from '../helpers/expect-wnw.js';
 
 const SR = 16000;
 const MAX_NEW = 6;
@@ -54,8 +54,7 @@ async function referenceEmbeddings(dir: string, family: MiniatureFamily, samples
 
 /** A copy of the miniature (links to its files) with a heads.json from seeded scores, as the GPU parity harness builds one. */
 function withSeededHeads(src: string, dst: string, t: WnwTranscriber, audioLength: number): string {
-  mkdirSync(dst, { recursive: true });
-  for (const f of readdirSync(src)) symlinkSync(join(src, f), join(dst, f));
+  linkedCopy(src, dst);
   const c = t.model.config;
   let s = 12345;
   const r = () => ((s = (s * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
@@ -133,12 +132,7 @@ describe('transcribing from a Hugging Face folder', () => {
         const w = await loadTranscriber({ model: wnwDir, backend: 'cpu', policy: 'wnw', budget: 0.2 });
         try {
           const r = await w.decodeEncoded(enc, { maxNewTokens: MAX_NEW });
-          expect(r.error).toBeUndefined();
-          expect(r.stats.policy).toBe('wnw');
-          expect(r.stats.decodeSteps).toBeGreaterThan(0);
-          expect(r.stats.rGpu).toBeGreaterThan(0);
-          expect(r.stats.rGpu).toBeLessThan(1);
-          expect(['eos', 'length-guard']).toContain(r.stats.stoppedBy);
+          expectWnwDecoded(r);
         } finally {
           w.dispose();
         }
@@ -244,19 +238,7 @@ describe('transcribing from a Hugging Face folder', () => {
 
   it('the CLI transcribes from a Hugging Face folder (--model DIR --backend cpu --json)', async () => {
     const dir = join(models, 'qwen2_5_omni');
-    const run = async (argv: string[]) => {
-      const r = { out: '', err: '' };
-      const code = await runCli(argv, {
-        load: async (o) => (await import('../../src/index.js')).loadTranscriber(o),
-        stdout: (s) => void (r.out += s),
-        stderr: (s) => void (r.err += s),
-        readFile: async (p) => new Uint8Array(await readFile(p)),
-        decode: (b) => toMono16k(b),
-        tty: false,
-      });
-      return { code, ...r };
-    };
-    const full = await run(['transcribe', wav, '--model', dir, '--backend', 'cpu', '--policy', 'full', '--language', 'en', '--json']);
+    const full = await runCliCaptured(['transcribe', wav, '--model', dir, '--backend', 'cpu', '--policy', 'full', '--language', 'en', '--json']);
     expect(full.code, full.err).toBe(0);
     const json = JSON.parse(full.out) as { text: string; stats: { policy: string; backend: string; encodeMs: number; encoderBytes: number; stoppedBy: string } };
     expect(json.stats.policy).toBe('full');
@@ -265,7 +247,7 @@ describe('transcribing from a Hugging Face folder', () => {
     expect(json.stats.encoderBytes).toBeGreaterThan(0);
     expect(['eos', 'length-guard']).toContain(json.stats.stoppedBy);
     // The default policy is WnW: without heads.json the CLI says how to calibrate and fails.
-    const wnw = await run(['transcribe', wav, '--model', dir, '--backend', 'cpu', '--json']);
+    const wnw = await runCliCaptured(['transcribe', wav, '--model', dir, '--backend', 'cpu', '--json']);
     expect(wnw.code).toBe(1);
     expect(wnw.out).toBe('');
     expect(wnw.err).toContain('npm run calibrate -- --model');
