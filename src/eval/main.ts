@@ -10,7 +10,7 @@
  * A policy may carry ablation options, `wnw:ranking=voice:nVoice=8`: they go to its
  * factory, and its runs and summary row carry them as `variant`.
  */
-import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { LoadOptions, TranscribeOptions, Transcriber, TranscriptionResult } from '../types.js';
@@ -30,7 +30,7 @@ import {
 import { FULL_BUDGET, type ClipRecord, type EvalReport, type RunRecord, markdownTable, readmeBlock, replaceReadmeBlock, summarise } from './report.js';
 import { wer } from './wer.js';
 import { bleu } from './bleu.js';
-import { type DataFormat, type EvalClip, READERS, parseFormat } from './datasets/index.js';
+import { type DataFormat, type EvalClip, clipAudio, parseFormat, readClips } from './datasets/index.js';
 import { fidelityPlot } from './plot.js';
 import { fidelityMeans } from './fidelity.js';
 import { fullReference, teacherForced, type FullReference } from './teacher-forced.js';
@@ -118,43 +118,7 @@ function parseBlockName(s: string): string {
 }
 
 export type { EvalClip } from './datasets/index.js';
-
-/** Clips of DIR in name order; a `.wav` without its `.txt` is skipped with a warning, not silently. */
-export async function listClips(dir: string, warn: (s: string) => void): Promise<EvalClip[]> {
-  let names: string[];
-  try {
-    names = await readdir(dir);
-  } catch {
-    throw new UsageError(`cannot read the data folder ${dir}`);
-  }
-  const clips: EvalClip[] = [];
-  for (const name of names.filter((n) => n.toLowerCase().endsWith('.wav')).sort()) {
-    const id = name.slice(0, -4);
-    try {
-      const reference = (await readFile(join(dir, `${id}.txt`), 'utf8')).trim();
-      clips.push({ id, wav: join(dir, name), reference });
-    } catch {
-      warn(`skipping ${name}: no ${id}.txt reference next to it`);
-    }
-  }
-  if (!clips.length) throw new UsageError(`no *.wav files with a matching *.txt in ${dir}`);
-  return clips;
-}
-
-/** The clips of DIR as its --format lays them out. */
-export function readClips(dir: string, format: DataFormat, warn: (s: string) => void): Promise<EvalClip[]> {
-  return format === 'wav-txt' ? listClips(dir, warn) : READERS[format](dir, warn);
-}
-
-/** A clip's audio at 16 kHz mono: with several files (one per speaker), their average, the shorter padded with silence. */
-export async function clipAudio(clip: EvalClip, io: Pick<EvalIo, 'readFile' | 'decode'>): Promise<Float32Array> {
-  if (typeof clip.wav === 'string') return io.decode(await io.readFile(clip.wav));
-  const parts: Float32Array[] = [];
-  for (const f of clip.wav) parts.push(await io.decode(await io.readFile(f)));
-  const out = new Float32Array(Math.max(...parts.map((p) => p.length)));
-  for (const p of parts) for (let i = 0; i < p.length; i++) out[i] += p[i] / parts.length;
-  return out;
-}
+export { clipAudio, listClips, readClips } from './datasets/index.js';
 
 /** Corpus BLEU of every (policy, budget) over the clips' translation references. */
 export function translationBleu(records: ClipRecord[]): NonNullable<EvalReport['bleu']> {
