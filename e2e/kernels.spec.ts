@@ -1,5 +1,5 @@
 /**
- * Every WGSL kernel against its plain-TS reference (src/backend/cpu/ops.ts) in headless
+ * Every WGSL kernel against its plain-TS reference (src/reference/ops.ts) in headless
  * Chromium on WebGPU (SwiftShader here), at shipped scale: > 4,000 positions, many pages,
  * per-head page tables that differ and are not contiguous, split-K boundaries, EMPTY slots.
  * NMSE bounds as llama.cpp's: 1e-7 for f32 matmuls, 5e-4 for attention, 1e-6 for f16/q4

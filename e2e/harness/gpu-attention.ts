@@ -10,7 +10,7 @@
  */
 import { groupSize, kvHeadCount, segmentLength } from '../../src/model/config.js';
 import { randomArray, rng } from '../../src/model/testing.js';
-import { addBias, causalAttention, matvec, pagedAttention, rope, ropeFrequencies } from '../../src/backend/cpu/ops.js';
+import { addBias, causalAttention, matvec, pagedAttention, rope, ropeFrequencies } from '../../src/reference/ops.js';
 import { Residency, type PageStorage } from '../../src/kv/residency.js';
 import { Kernels, grid, ropeTable } from '../../src/backend/webgpu/kernels.js';
 import { NO_EXPORT, buildTables } from '../../src/backend/webgpu/pool.js';

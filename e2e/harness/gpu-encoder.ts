@@ -19,7 +19,7 @@ import { lookupFromCheckpoint } from '../../src/encoder/tensors.js';
 import { HfCheckpoint } from '../../src/model/hf/checkpoint.js';
 import { WhisperLogMel, type WhisperPadding } from '../../src/audio/whisper-mel.js';
 import { parseWav } from '../../src/audio/wav.js';
-import { downmix } from '../../src/audio/decode.js';
+import { downmix } from '../../src/audio/downmix.js';
 import { compare, gpu, readF32, upload, empty, type CheckResult } from './gpu-util.js';
 
 const F32_BOUND = 1e-7;

@@ -1,5 +1,5 @@
 /**
- * Dense kernels against their TS references (src/backend/cpu/ops.ts), at the reference
+ * Dense kernels against their TS references (src/reference/ops.ts), at the reference
  * model's shapes: matvec (with the fused residual add), matvec+SwiGLU, tiled matmul,
  * RMSNorm, SwiGLU, the prompt embedding with audio placement, argmax; the f16 and q4
  * weight formats' products at the real backbones' shapes are in gpu-quant-kernels.ts.
@@ -8,7 +8,7 @@ import { referenceConfig, randomArray, rng } from '../../src/model/testing.js';
 import { segmentLength } from '../../src/model/config.js';
 import type { KvPrecision } from '../../src/kv/precision.js';
 import { Kernels, grid, matmulGroups, matvecGroups } from '../../src/backend/webgpu/kernels.js';
-import { argmax, matmul, matvec, rmsnorm, swiglu } from '../../src/backend/cpu/ops.js';
+import { argmax, matmul, matvec, rmsnorm, swiglu } from '../../src/reference/ops.js';
 import { compare, dispatch, empty, gpu, readF32, read, upload, type CheckResult } from './gpu-util.js';
 import { quantTests } from './gpu-quant-kernels.js';
 

@@ -9,7 +9,7 @@
  */
 import { randomArray, rng } from '../../src/model/testing.js';
 import { f16Bits } from '../../src/model/f16.js';
-import { argmax } from '../../src/backend/cpu/ops.js';
+import { argmax } from '../../src/reference/ops.js';
 import {
   dequantizeRow, pack, packF32, referenceMatmul, referenceMatvec, roundBf16, rowWords, splitRows,
   type PackedMatrix, type WeightFormat,

@@ -9,7 +9,7 @@
  */
 import { loadTranscriber } from '../../src/session/transcriber.js';
 import { parseWav } from '../../src/audio/wav.js';
-import { downmix } from '../../src/audio/decode.js';
+import { downmix } from '../../src/audio/downmix.js';
 import { joinModelPath } from '../../src/model/files.js';
 import type { PolicyName, ProgressEvent } from '../../src/types.js';
 import type { WeightFormat } from '../../src/model/quant.js';

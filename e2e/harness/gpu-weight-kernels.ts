@@ -13,7 +13,7 @@ import { qwen25Omni } from '../../src/model/families/qwen2-5-omni.js';
 import { voxtral as voxtralFamily } from '../../src/model/families/voxtral.js';
 import { hfModelConfig } from '../../src/model/hf/config.js';
 import { WEIGHT_FORMAT_ID, dequantizeRow, pack, referenceMatvec, roundBf16, type WeightFormat } from '../../src/model/quant.js';
-import { addBias, rope, ropeFrequencies } from '../../src/backend/cpu/ops.js';
+import { addBias, rope, ropeFrequencies } from '../../src/reference/ops.js';
 import { grid, modelConstants, ropeTable } from '../../src/backend/webgpu/kernels.js';
 import { uploadMatrix, destroyMatrix } from '../../src/backend/webgpu/weight-formats.js';
 import { compare, dispatch, empty, gpu, readF32, upload, type CheckResult } from './gpu-util.js';

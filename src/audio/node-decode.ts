@@ -11,7 +11,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AudioError } from '../errors.js';
-import { downmix } from './decode.js';
+import { downmix } from './downmix.js';
 import { StreamResampler } from './resample.js';
 
 export type CompressedFormat = 'mp3' | 'flac' | 'ogg-vorbis' | 'ogg-opus' | 'm4a' | 'aac';

@@ -11,7 +11,7 @@
  */
 import { parseKvPrecision } from '../cli/args.js';
 import { existsSync } from 'node:fs';
-import { CpuBackend } from '../backend/cpu/backend.js';
+import { createBackend } from '../backend/create.js';
 import { loadModel } from '../model/loader.js';
 import type { ModelConfig } from '../model/config.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../model/testing.js';
@@ -68,7 +68,7 @@ async function main(): Promise<void> {
     const N = Math.round(m * 60 * config.audio.tokensPerSecond);
     const emb = randomEmbeddings(config, N, 5);
     if (backends.includes('cpu')) {
-      const be = new CpuBackend(config, weights, { kvPrecision: kv });
+      const be = await createBackend(config, weights, { kvPrecision: kv }, { kind: 'cpu' });
       const [full, wnw] = await timeFullAndWnw(be, config, emb, N, heads, steps);
       log(`bench: cpu ${m} min: full ${full.msPerToken.toFixed(1)} ms/token, wnw@0.2 ${wnw.msPerToken.toFixed(1)} ms/token`);
       be.dispose();

@@ -18,7 +18,7 @@ import { WebGpuBackend } from '../backend/webgpu/backend.js';
 import { towerBytes } from '../encoder/sizing.js';
 import { WebGpuWhisperEncoder } from '../encoder/webgpu.js';
 import { PipelineCache } from '../gpu/pipelines.js';
-import { voxtral } from '../model/families/voxtral.js';
+import { FAMILIES } from '../model/families/registry.js';
 import { ENCODER_SHAPES, randomEncoderTensors } from './encoder.js';
 import { planMemory, type MemoryPlan } from '../backend/webgpu/fit.js';
 import { bindingLimits } from '../backend/webgpu/weight-formats.js';
@@ -34,6 +34,8 @@ export interface MeasureRequest {
   /** Audio tokens of the recording (Voxtral: 375 a 30 s chunk) and decode steps. */
   audioTokens: number;
   steps: number;
+  /** The decoder shape (a family record's `shapes.decodeBench.key`); default the first family's that has one. */
+  shape?: string;
 }
 
 export interface MeasuredRow {
@@ -68,8 +70,11 @@ function randomMel(nMels: number, frames: number) {
 
 export async function measureMemory(req: MeasureRequest): Promise<MeasuredRow[]> {
   const rows: MeasuredRow[] = [];
+  const family = FAMILIES.find((f) => f.shapes.decodeBench && (req.shape === undefined || f.shapes.decodeBench.key === req.shape));
+  if (!family?.shapes.decodeBench) throw new RangeError(`no family record has the decoder shape ${JSON.stringify(req.shape)}`);
+  const { key } = family.shapes.decodeBench;
   for (const K of req.layers) {
-    const c = shapeConfig('voxtral-mini-3b', K);
+    const c = shapeConfig(key, K);
     const weights = randomPackedWeights(c, 'q4');
     const ctx = await GpuContext.acquire();
     const hook = countLiveBytes(ctx.device);
@@ -79,11 +84,11 @@ export async function measureMemory(req: MeasureRequest): Promise<MeasuredRow[]>
     // The sizing of this very run: its text is the steps decoded, its cap the session's.
     const maxNewTokens = req.steps + 2;
     const towerConfig = { ...ENCODER_SHAPES['whisper-large-v3-shape'], layers: 0 };
-    const audioTower = towerBytes(towerConfig, voxtral.encoder, c.hiddenSize, 'f16', ctx.limits.maxStorageBufferBindingSize);
+    const audioTower = towerBytes(towerConfig, family.encoder, c.hiddenSize, 'f16', ctx.limits.maxStorageBufferBindingSize);
     const plan: MemoryPlan = planMemory(c, { weightFormat: 'q4', tied: false, audioTokens: A, kvPrecision: 'f16', budget: 1, maxNewTokens, textPerSecond: req.steps / seconds, audioTower }, bindingLimits(ctx));
     hook.resetPeak();
-    const tower = await WebGpuWhisperEncoder.create(ctx, new PipelineCache(ctx), towerConfig, voxtral.encoder, randomEncoderTensors(towerConfig, voxtral.encoder, c.hiddenSize), { weightFormat: 'f16' });
-    await tower.encode(randomMel(towerConfig.nMels, voxtral.encoder.windowFrames));
+    const tower = await WebGpuWhisperEncoder.create(ctx, new PipelineCache(ctx), towerConfig, family.encoder, randomEncoderTensors(towerConfig, family.encoder, c.hiddenSize), { weightFormat: 'f16' });
+    await tower.encode(randomMel(towerConfig.nMels, family.encoder.windowFrames));
     tower.destroy();
     const encode = hook.peak;
     const policy = createPolicy('full', { budget: 1 });

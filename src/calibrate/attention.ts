@@ -4,8 +4,8 @@
  * kept, restricted to the audio positions (renormalisation is irrelevant: Voice Score
  * only ranks positions).
  */
-import { prefillLayers } from '../backend/cpu/prefill.js';
-import { ropeFrequencies } from '../backend/cpu/ops.js';
+import { prefillLayers } from '../reference/prefill.js';
+import { ropeFrequencies } from '../reference/ops.js';
 import { audioStart, promptLength, type ModelConfig } from '../model/config.js';
 import type { DecoderWeights } from '../model/weights.js';
 

@@ -23,8 +23,8 @@
  * its own (the residual stream entering each layer is kept from the unperturbed pass), i.e.
  * M · H_kv · Σ_l (L − l) / L ≈ M · H_kv · (L + 1) / 2 full forwards, no backward.
  */
-import { prefillLayers } from '../backend/cpu/prefill.js';
-import { matvec, rmsnorm, ropeFrequencies } from '../backend/cpu/ops.js';
+import { prefillLayers } from '../reference/prefill.js';
+import { matvec, rmsnorm, ropeFrequencies } from '../reference/ops.js';
 import { audioStart, promptLength, type ModelConfig, type PromptIds } from '../model/config.js';
 import type { DecoderWeights } from '../model/weights.js';
 import { rng } from '../model/testing.js';

@@ -9,7 +9,7 @@
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CpuBackend } from '../backend/cpu/backend.js';
+import { createBackend } from '../backend/create.js';
 import { toMono16k } from '../audio/decode.js';
 import { logMel } from '../audio/mel.js';
 import { isStop, kvHeadCount } from '../model/config.js';
@@ -55,7 +55,7 @@ async function main(): Promise<void> {
   const model = await loadModel(modelDir);
   const c = model.config;
   const encoder = await AudioEncoder.create(model.encoderBytes, c);
-  const backend = new CpuBackend(c, model.weights);
+  const backend = await createBackend(c, model.weights, {}, { kind: 'cpu' });
   const heads = kvHeadCount(c);
   const all = Array.from({ length: heads }, (_, h) => h);
   const files = (await readdir(dataDir)).filter((f) => f.endsWith('.wav')).sort().slice(0, limit);

@@ -1,6 +1,6 @@
 /** The reference a paged decode is held to: the whole sequence recomputed densely, causal, and the last row's logits. */
-import { prefillLayers } from '../../src/backend/cpu/prefill.js';
-import { matvec, rmsnorm, ropeFrequencies } from '../../src/backend/cpu/ops.js';
+import { prefillLayers } from '../../src/reference/prefill.js';
+import { matvec, rmsnorm, ropeFrequencies } from '../../src/reference/ops.js';
 import { promptLength, type ModelConfig } from '../../src/model/config.js';
 import type { DecoderWeights } from '../../src/model/weights.js';
 import type { AttentionRequest } from '../../src/kv/plan.js';

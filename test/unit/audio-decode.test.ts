@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { canDecodeCompressed, downmix, toMono16k, type AudioBufferLike } from '../../src/audio/decode.js';
+import { canDecodeCompressed, toMono16k, type AudioBufferLike } from '../../src/audio/decode.js';
+import { downmix } from '../../src/audio/downmix.js';
 import { encodeWav } from '../../src/audio/wav.js';
 import { AudioError } from '../../src/errors.js';
 

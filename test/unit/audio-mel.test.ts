@@ -6,7 +6,7 @@ import { LogMel, frameCount, hzToMel, melFilterbank, melToHz, type MelParams } f
 import { RealFft } from '../../src/audio/fft.js';
 import { parseWav } from '../../src/audio/wav.js';
 import { resample } from '../../src/audio/resample.js';
-import { downmix } from '../../src/audio/decode.js';
+import { downmix } from '../../src/audio/downmix.js';
 import { tempDir } from '../helpers/temp.js';
 
 const P: MelParams = { sampleRate: 16000, nFft: 512, winLength: 400, hopLength: 160, nMels: 80, fMin: 0, fMax: 8000, melFloor: 1e-6, melMean: -4.5, melStd: 3.2 };

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
 import { denseLogits as dense } from '../helpers/dense-logits.js';
-import { argmax } from '../../src/backend/cpu/ops.js';
+import { argmax } from '../../src/reference/ops.js';
 import { kvHeadCount } from '../../src/model/config.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig, rng } from '../../src/model/testing.js';
 import type { PrefillPlan } from '../../src/kv/plan.js';

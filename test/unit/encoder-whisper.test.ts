@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WhisperLogMel } from '../../src/audio/whisper-mel.js';
 import { parseWav } from '../../src/audio/wav.js';
-import { downmix } from '../../src/audio/decode.js';
+import { downmix } from '../../src/audio/downmix.js';
 import { HfCheckpoint } from '../../src/model/hf/checkpoint.js';
 import { ensureMiniatures } from '../helpers/miniatures.js';
 import { ModelLoadError } from '../../src/errors.js';

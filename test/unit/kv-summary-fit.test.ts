@@ -1,6 +1,6 @@
 /** Summary slots fitted to the queries that chose what to drop (kv/summary.ts `summarise`), through the residency and WnW's request. */
 import { describe, expect, it } from 'vitest';
-import { pagedAttention, EMPTY_SLOT } from '../../src/backend/cpu/ops.js';
+import { pagedAttention, EMPTY_SLOT } from '../../src/reference/ops.js';
 import { summarise, summaryEntry } from '../../src/kv/summary.js';
 import { Residency } from '../../src/kv/residency.js';
 import { ArrayPageStorage } from '../helpers/page-store.js';

@@ -1,6 +1,6 @@
 /** The mass scale of query-fitted summary slots (kv/summary.ts `summarise`; WnW's `summaryMass`, `summaryMassLayer`), through the placement and the request. */
 import { describe, expect, it } from 'vitest';
-import { EMPTY_SLOT } from '../../src/backend/cpu/ops.js';
+import { EMPTY_SLOT } from '../../src/reference/ops.js';
 import { summarise, summaryEntry } from '../../src/kv/summary.js';
 import { Residency } from '../../src/kv/residency.js';
 import { ArrayPageStorage } from '../helpers/page-store.js';

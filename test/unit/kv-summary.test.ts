@@ -1,6 +1,6 @@
 /** Summary slots: one pool slot for a group of dropped positions (kv/summary.ts), from the kernel to the WnW plan. */
 import { describe, expect, it } from 'vitest';
-import { pagedAttention, EMPTY_SLOT } from '../../src/backend/cpu/ops.js';
+import { pagedAttention, EMPTY_SLOT } from '../../src/reference/ops.js';
 import { meanRows, slotBias, summaryEntry } from '../../src/kv/summary.js';
 import { Residency } from '../../src/kv/residency.js';
 import { ArrayPageStorage } from '../helpers/page-store.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { f16Bits, f16Value } from '../../src/model/f16.js';
-import { matvec } from '../../src/backend/cpu/ops.js';
+import { matvec } from '../../src/reference/ops.js';
 import { randomArray, rng } from '../../src/model/testing.js';
 import {
   Q4_GROUP, dequantize, dequantizeQ4, dequantizeRow, pack, packF16, packF32, q4Code, q4Scale, quantizeQ4,

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { ComplexFft, RealPowerFft } from '../../src/audio/mixed-fft.js';
 import { WhisperLogMel, slaneyFilterbank, whisperPaddedLength, WHISPER_MEL, type WhisperPadding } from '../../src/audio/whisper-mel.js';
 import { parseWav } from '../../src/audio/wav.js';
-import { downmix } from '../../src/audio/decode.js';
+import { downmix } from '../../src/audio/downmix.js';
 
 const PY = '/usr/bin/python3';
 const MEL_REF = 'training/hf/mel_ref.py';

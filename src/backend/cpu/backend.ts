@@ -15,8 +15,8 @@ import { kvElementBytes, slotBytes, type KvPrecision } from '../../kv/precision.
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
 import type { DecoderBackend, LayeredPrefillResult, PrefillResult, SessionOptions, StepResult } from '../types.js';
-import { addBias, argmax, matvec, pagedAttention, rmsnorm, rope, ropeFrequencies, swiglu } from './ops.js';
-import { audioKeys, prefillLayers, type PrefillOutput } from './prefill.js';
+import { addBias, argmax, matvec, pagedAttention, rmsnorm, rope, ropeFrequencies, swiglu } from '../../reference/ops.js';
+import { audioKeys, prefillLayers, type PrefillOutput } from '../../reference/prefill.js';
 import { sessionPrompt, summaryPlacement, textPositions } from '../prompt.js';
 import { CpuPageStorage } from './storage.js';
 import { LayerPlacement } from './layer-placement.js';

@@ -9,7 +9,7 @@ import { Residency } from '../../kv/residency.js';
 import { checkPoolBudget, poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
 import type { HeadResidency, LayerPrefill, PolicyLayout } from '../../kv/plan.js';
-import { layerAudioKeys } from './prefill.js';
+import { layerAudioKeys } from '../../reference/prefill.js';
 import { policyLayout, summaryPlacement, textPositions } from '../prompt.js';
 import type { SummaryFit } from '../../kv/summary.js';
 import { CpuPageStorage } from './storage.js';

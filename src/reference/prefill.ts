@@ -6,12 +6,12 @@
  * post-RoPE K/V are rounded to f16 before attention reads them, as the WebGPU prefill
  * stores them for an f16 pool.
  */
-import { audioStart, kvHeadCount, promptLength, type ModelConfig, type PromptIds } from '../../model/config.js';
-import type { DecoderWeights } from '../../model/weights.js';
-import type { AttentionRequest, PolicyLayout } from '../../kv/plan.js';
-import { instructionRows, policyLayout } from '../prompt.js';
+import { audioStart, kvHeadCount, promptLength, type ModelConfig, type PromptIds } from '../model/config.js';
+import type { DecoderWeights } from '../model/weights.js';
+import type { AttentionRequest, PolicyLayout } from '../kv/plan.js';
+import { instructionRows, policyLayout } from '../backend/prompt.js';
 import { addBias, causalAttention, matmul, rmsnorm, rope, swiglu } from './ops.js';
-import { roundF16 } from '../../kv/precision.js';
+import { roundF16 } from '../kv/precision.js';
 
 export interface PrefillOutput {
   /** Final hidden states [n, hiddenSize] (before the final norm). */

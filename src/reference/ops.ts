@@ -9,7 +9,7 @@
  * positions[p*pageSize+s] (EMPTY_SLOT when unused, −(count + 1) for a summary slot:
  * kv/summary.ts).
  */
-import { slotBias } from '../../kv/summary.js';
+import { slotBias } from '../kv/summary.js';
 
 export const EMPTY_SLOT = -1;
 
@@ -160,7 +160,7 @@ export function swiglu(gate: Float32Array, up: Float32Array, out: Float32Array, 
   }
 }
 
-export { argmax } from '../argmax.js';
+export { argmax } from '../backend/argmax.js';
 
 export interface PagedHead {
   /** Page ids of this (layer, KV head), in table order. */
