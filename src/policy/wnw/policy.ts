@@ -54,6 +54,7 @@ import { checkBudget, complement, concatSorted, NONE, numOpt, retainedCount, sel
 import { layerwise, prefillAllLayers } from '../layered.js';
 import { ChunkScheduler, type ChunkDecision } from './chunks.js';
 import { chunkOptionsFor, recallOptions, type RecallOptions } from './recall.js';
+import { recallGroups, shareRoom, type AnchorScope, type RecallGroup } from './recall-groups.js';
 import { segmentSummaries, summarySlots } from './summaries.js';
 import { assignRoles, budgetKey, fitLambda, headsScore, normalizedScores, rankingScore, segmentFloor, type Roles, type Selection } from './triage.js';
 
@@ -73,7 +74,7 @@ export interface WnwState {
 export class WnwPolicy implements KvPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
   static readonly needsHeads = true;
-  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'recallEvery', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'summaryMass', 'summaryMassLayer', 'tidalSummaries', 'normalize', 'fullLayer', 'fullRole'];
+  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'recallEvery', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'summaryMass', 'summaryMassLayer', 'tidalSummaries', 'anchorScope', 'normalize', 'fullLayer', 'fullRole'];
   readonly name = 'wnw';
   private readonly budget: number;
   private readonly heads: HeadsFile;
@@ -104,9 +105,12 @@ export class WnwPolicy implements KvPolicy {
   private readonly fullLayer?: number;
   private readonly fullRole?: 'anchor' | 'tidal' | 'fixed';
   private readonly calibrated?: HeadRoles;
+  /** Whose attention directs a tidal head's recall: every anchor's, or its own layer's where it has any (recall-groups.ts). */
+  private readonly anchorScope: AnchorScope;
   private layout?: PolicyLayout;
   private roles!: Roles;
-  private scheduler?: ChunkScheduler;
+  /** One chunk scheduler per recall group (one group unless anchorScope is 'layer'). */
+  private groups: { group: RecallGroup; scheduler: ChunkScheduler }[] = [];
   /** Per tidal head (order of roles.tidal), per segment: its CPU complement. */
   private complements: Int32Array[][] = [];
   private stateInfo?: WnwState;
@@ -148,6 +152,9 @@ export class WnwPolicy implements KvPolicy {
     const normalize = opts['normalize'] ?? 'global';
     if (normalize !== 'global' && normalize !== 'layer') throw new WnwError('BAD_ARGUMENT', `option "normalize" must be "global" or "layer", got ${String(normalize)}`);
     this.normalize = normalize;
+    const scope = opts['anchorScope'] ?? 'all';
+    if (scope !== 'all' && scope !== 'layer') throw new WnwError('BAD_ARGUMENT', `option "anchorScope" must be "all" or "layer", got ${String(scope)}`);
+    this.anchorScope = scope;
     this.fullLayer = opts['fullLayer'] === undefined ? undefined : numOpt(opts, 'fullLayer', 0, 0);
     const fullRole = opts['fullRole'];
     if (fullRole !== undefined && fullRole !== 'anchor' && fullRole !== 'tidal' && fullRole !== 'fixed') {
@@ -161,12 +168,14 @@ export class WnwPolicy implements KvPolicy {
     const roleOpts = {
       nVoice: opts['nVoice'] === undefined ? undefined : numOpt(opts, 'nVoice', 0, 1),
       anchors: opts['anchors'] === undefined ? undefined : numOpt(opts, 'anchors', 0, 1),
+      // Anchors per layer: the roles spread the anchors over the layers, as the recall groups need.
+      anchorsPerLayer: scope === 'layer' ? this.heads.numKvHeads : undefined,
     };
     const N = this.heads.numLayers * this.heads.numKvHeads;
     // Calibrated roles are used unless an ablation option asks for something they were not made with.
     const stored = this.heads.roles[budgetKey(this.budget)];
     const sameRanking = ranking === undefined || ranking === (this.heads.ranking ?? 'product');
-    const calibrated = stored && sameRanking && roleOpts.nVoice === undefined && roleOpts.anchors === undefined && (stored.selection ?? 'segment') === this.selection && opts['segmentFloor'] === undefined && this.normalize === 'global';
+    const calibrated = stored && sameRanking && roleOpts.nVoice === undefined && roleOpts.anchors === undefined && scope === 'all' && (stored.selection ?? 'segment') === this.selection && opts['segmentFloor'] === undefined && this.normalize === 'global';
     this.score = sameRanking ? headsScore(this.heads) : rankingScore(this.heads.voiceScore, this.heads.headSensitivity, ranking);
     this.calibrated = calibrated ? stored : undefined;
     this.roles = calibrated ? { anchors: [...stored.anchors], tidal: [...stored.tidal], fixed: [...stored.fixed] } : assignRoles(this.score, this.budget, roleOpts);
@@ -195,8 +204,9 @@ export class WnwPolicy implements KvPolicy {
     return this.stateInfo;
   }
 
+  /** The first recall group's scheduler (the only one unless anchorScope is 'layer'). */
   get chunkScheduler(): ChunkScheduler | undefined {
-    return this.scheduler;
+    return this.groups[0]?.scheduler;
   }
 
   get headRoles(): { readonly anchors: readonly number[]; readonly tidal: readonly number[] } {
@@ -248,7 +258,7 @@ export class WnwPolicy implements KvPolicy {
     const n = layout.segmentLength;
     const cap = Math.floor(this.budget * N * T + 1e-9);
     const segments = Math.ceil(T / n);
-    const cost = new Float64Array(segments);
+    // Per tidal head, per segment: its CPU complement; and per group, what each segment's recall costs.
     this.complements = this.roles.tidal.map((h) => {
       const perSeg: Int32Array[] = [];
       const cpu = heads[h].cpu;
@@ -257,9 +267,14 @@ export class WnwPolicy implements KvPolicy {
         const j0 = i;
         while (i < cpu.length && cpu[i] < (s + 1) * n) i++;
         perSeg.push(cpu.subarray(j0, i));
-        cost[s] += i - j0;
       }
       return perSeg;
+    });
+    const groups = recallGroups(this.roles, layout.numKvHeads, this.anchorScope);
+    const costs = groups.map((g) => {
+      const cost = new Float64Array(segments);
+      for (const t of g.tidal) this.complements[t].forEach((c, s) => (cost[s] += c.length));
+      return cost;
     });
     // Heads kept whole for a diagnosis are counted at what their retention would keep, so the others' room is unchanged.
     const full = this.fullHeads(layout);
@@ -269,7 +284,9 @@ export class WnwPolicy implements KvPolicy {
     if (this.strict && room < 0) {
       throw this.anchorsOverBudget(used / (N * T));
     }
-    this.scheduler = new ChunkScheduler(T, n, chunkOptionsFor(this.recall, T, n), cost, room);
+    const rooms = shareRoom(room, costs.map((c) => c.reduce((a, b) => a + b, 0)));
+    const chunkOpts = chunkOptionsFor(this.recall, T, n);
+    this.groups = groups.map((group, i) => ({ group, scheduler: new ChunkScheduler(T, n, chunkOpts, costs[i], rooms[i]) }));
     this.stateInfo = { roles: this.roles, retention, lambda, summaryLength, prefillRGpu: used / (N * T || 1) };
     this.lastDecision = undefined;
   }
@@ -294,22 +311,28 @@ export class WnwPolicy implements KvPolicy {
   }
 
   afterStep(obs: StepObservation): StepPlan {
-    const sched = this.scheduler;
-    if (!sched || !this.layout) throw new Error('wnw: afterStep before prefill');
+    if (!this.layout || !this.stateInfo) throw new Error('wnw: afterStep before prefill');
     if (obs.weights.length !== this.roles.anchors.length) throw new Error(`wnw: step ${obs.step} exported ${obs.weights.length} heads, expected the ${this.roles.anchors.length} anchors`);
     if (this.roles.tidal.length === 0) return EMPTY_PLAN;
     const T = this.layout.audioLength;
-    // A_τ: the observation already sums each anchor's g query heads; sum over anchors.
-    const A = new Float64Array(T);
-    for (const w of obs.weights) for (let p = 0; p < T; p++) A[p] += w[p];
-    const d = sched.step(A, obs.step);
-    this.lastDecision = d;
-    if (d.recall.length === 0 && d.release.length === 0) return EMPTY_PLAN;
-    const moves = (segs: number[]): Move[] =>
-      this.roles.tidal
-        .map((head, t) => ({ head, positions: concatSorted(segs.map((s) => this.complements[t][s])) }))
-        .filter((m) => m.positions.length > 0);
-    return { recall: moves(d.recall), release: moves(d.release) };
+    const recall: Move[] = [];
+    const release: Move[] = [];
+    this.groups.forEach(({ group, scheduler }, g) => {
+      // A_τ: the observation already sums each anchor's g query heads; sum over the group's anchors.
+      const A = new Float64Array(T);
+      for (const a of group.anchors) for (let p = 0; p < T; p++) A[p] += obs.weights[a][p];
+      const d = scheduler.step(A, obs.step);
+      if (g === 0) this.lastDecision = d;
+      const moves = (segs: number[]): Move[] =>
+        group.tidal
+          .map((t) => ({ head: this.roles.tidal[t], positions: concatSorted(segs.map((s) => this.complements[t][s])) }))
+          .filter((m) => m.positions.length > 0);
+      recall.push(...moves(d.recall));
+      release.push(...moves(d.release));
+    });
+    if (recall.length === 0 && release.length === 0) return EMPTY_PLAN;
+    const byHead = (a: Move, b: Move) => a.head - b.head;
+    return { recall: recall.sort(byHead), release: release.sort(byHead) };
   }
 
   /**

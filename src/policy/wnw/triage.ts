@@ -75,6 +75,12 @@ export interface RoleOptions {
   nVoice?: number;
   anchors?: number;
   maxAnchorShare?: number;
+  /**
+   * KV heads per layer: spread the anchors over the layers (anchors per layer). The best
+   * voice head of each layer that holds two or more voice heads is an anchor first, layers
+   * in the order of their best head; the anchors left are taken by rank as usual.
+   */
+  anchorsPerLayer?: number;
 }
 
 /** Top n_voice heads are voice heads, the top anchors of them anchors, the rest tidal; all others fixed. */
@@ -83,12 +89,25 @@ export function assignRoles(score: number[], budget: number, opts: RoleOptions =
   const nVoice = Math.max(1, Math.min(N, opts.nVoice ?? voiceHeadCount(budget, N)));
   const nAnchors = anchorCount(budget, N, nVoice, opts.anchors ?? 5, opts.maxAnchorShare ?? 0.5);
   const order = rankHeads(score);
+  const voice = order.slice(0, nVoice);
+  const anchors = opts.anchorsPerLayer ? spreadAnchors(voice, nAnchors, opts.anchorsPerLayer) : voice.slice(0, nAnchors);
+  const isAnchor = new Set(anchors);
   const asc = (a: number[]) => a.sort((x, y) => x - y);
   return {
-    anchors: asc(order.slice(0, nAnchors)),
-    tidal: asc(order.slice(nAnchors, nVoice)),
+    anchors: asc(anchors),
+    tidal: asc(voice.filter((h) => !isAnchor.has(h))),
     fixed: asc(order.slice(nVoice)),
   };
+}
+
+/** `nAnchors` of the voice heads (best first): each layer's best where the layer has two or more, then by rank. */
+function spreadAnchors(voice: number[], nAnchors: number, layerSize: number): number[] {
+  const perLayer = new Map<number, number[]>();
+  for (const h of voice) perLayer.set(Math.floor(h / layerSize), [...(perLayer.get(Math.floor(h / layerSize)) ?? []), h]);
+  const firsts = voice.filter((h) => perLayer.get(Math.floor(h / layerSize))![0] === h && perLayer.get(Math.floor(h / layerSize))!.length >= 2);
+  const picked = firsts.slice(0, nAnchors);
+  for (const h of voice) if (picked.length < nAnchors && !picked.includes(h)) picked.push(h);
+  return picked;
 }
 
 /**
