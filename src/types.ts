@@ -209,6 +209,7 @@ export interface TranscriptionResult {
   text: string;
   /** The answer as the model wrote it (the same as `text` for a model without a known wrapper). */
   rawText: string;
+  /** The words of `text`, timed (a wrapper's words are not among them). */
   words: Word[];
   tokens: number[];
   stats: TranscriptionStats;

@@ -11,7 +11,7 @@ import type { LoadedModel } from '../model/loader.js';
 import type { KvPolicy } from '../policy/types.js';
 import type { LayerPrefill, StepObservation } from '../kv/plan.js';
 import type { ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult, TranscriptionStats } from '../types.js';
-import { focusOf, wordsFromFocus } from './timing.js';
+import { focusOf, wordsFromFocus, wordsWithin } from './timing.js';
 import { ReplyUnwrapper } from './reply.js';
 import { isStop, promptLength, segmentLength, type PromptIds } from '../model/config.js';
 import { defaultMaxNewTokens } from '../backend/webgpu/fit.js';
@@ -254,7 +254,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   const final = safeResidency(backend);
   backend.end(o.reusePrefill);
   const stats = transcriptionStats(r, acc, prefillMs, final, stoppedBy, stopToken);
-  const words = wordsFromFocus(tokens, focus, tok, c.audio.tokensPerSecond, r.audioSeconds);
+  const words = wordsWithin(wordsFromFocus(tokens, focus, tok, c.audio.tokensPerSecond, r.audioSeconds), raw.trim(), out.trim());
   return { text: out.trim(), rawText: raw.trim(), words, tokens, stats, error };
 }
 

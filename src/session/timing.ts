@@ -57,6 +57,30 @@ export function wordsFromFocus(tokens: number[], focus: number[], tok: Pick<Text
     .map((w) => ({ word: w.word, start: round(w.start / tokensPerSecond), end: round(Math.max(w.end, w.start) / tokensPerSecond) }));
 }
 
+/**
+ * The words of `raw` that fall inside `inner`, a span of it (a reply wrapper taken off, see
+ * reply.ts): words outside are dropped, a word the span cuts (a closing quote glued to the
+ * last word) keeps only its inside part. Each word is found in `raw` in order, as its pieces
+ * were decoded from it.
+ */
+export function wordsWithin(words: Word[], raw: string, inner: string): Word[] {
+  if (inner === raw) return words;
+  const start = inner ? raw.indexOf(inner) : -1;
+  if (start < 0) return [];
+  const end = start + inner.length;
+  const out: Word[] = [];
+  let at = 0;
+  for (const w of words) {
+    const i = raw.indexOf(w.word, at);
+    if (i < 0) continue;
+    at = i + w.word.length;
+    const a = Math.max(i, start);
+    const b = Math.min(at, end);
+    if (b > a) out.push({ ...w, word: raw.slice(a, b) });
+  }
+  return out;
+}
+
 function fillUnknown(focus: number[], n: number, audioTokens: number): number[] {
   const t = focus.slice(0, n);
   const known = t.map((v, i) => (v >= 0 ? i : -1)).filter((i) => i >= 0);

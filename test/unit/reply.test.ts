@@ -96,6 +96,8 @@ describe("Qwen2-Audio's wrapper through the decoder's text path", () => {
     expect(r.tokens).toEqual(ids);
     expect(r.rawText).toBe(wrapped);
     expect(r.text).toBe(INNER);
+    // The word timings are the inner transcript's words, the wrapper's gone.
+    expect(r.words.map((w) => w.word).join(' ')).toBe(INNER);
     expect(streamed.join('')).toBe(INNER);
     for (const s of [...streamed, ...shown]) expect(s).not.toContain('original content');
   }, 60_000);
