@@ -42,6 +42,8 @@ export interface SensitivityOptions {
    * from the RMS over positions towards their mean norm, at N / blockSize times the cost.
    */
   blockSize?: number;
+  /** Called as each KV head is done (1-based count, of numLayers · numKvHeads): the page's progress per head. */
+  onHead?: (done: number, total: number) => void;
 }
 
 export interface ClipSensitivity {
@@ -123,6 +125,7 @@ export function clipSensitivity(c: ModelConfig, w: DecoderWeights, audio: Float3
         for (let t = 0; t < answer.length; t++) norm[t] += (Math.sqrt(sq[t] / M) / eps) * Math.sqrt(b1 - b0);
       }
       sum.push(norm.reduce((a, x) => a + x, 0) / N);
+      opts.onHead?.(sum.length, c.numLayers * c.numKvHeads);
     }
   }
   return { sum, tokens: answer.length, meanCe: ce0.reduce((a, b) => a + b, 0) / answer.length };
