@@ -13,6 +13,7 @@ import type { LoadedModel } from '../model/loader.js';
 import { answerAttention, tokenWordIndex } from './attention.js';
 import type { WordSpan } from './voice-score.js';
 import { buildHeadsFile } from './heads-file.js';
+import { forwardsPerClip } from './cost.js';
 import { clipSensitivity, type ClipSensitivity } from './sensitivity.js';
 import { VoiceScoreAccumulator, type ClipVoice } from './voice-score.js';
 
@@ -28,6 +29,8 @@ export interface ClipSource {
   tokens?: number[];
   /** The audio file's bytes (any format the decoder reads). */
   read(): Promise<Uint8Array>;
+  /** Its duration where known beforehand (a manifest): weighs the clip in the expected time before it is encoded. */
+  seconds?: number;
 }
 
 export interface ClipResult {
@@ -88,18 +91,6 @@ function hashId(id: string): number {
   return h;
 }
 
-/**
- * Forward passes one clip costs, in full decoder forwards: the Voice Score's teacher-forced
- * pass, the Head Sensitivity's unperturbed pass, then per KV head of layer l, M forwards of
- * the layers from l on (sensitivity.ts): 2 + M · H_kv · Σ_l (L − l) / L.
- */
-export function forwardsPerClip(c: Pick<ModelConfig, 'numLayers' | 'numKvHeads'>, directions: number): number {
-  const L = c.numLayers;
-  let layers = 0;
-  for (let l = 0; l < L; l++) layers += L - l;
-  return 2 + (directions * c.numKvHeads * layers) / L;
-}
-
 /** Finished clips kept between runs (the CLI: a JSON file; the page: the browser's storage). */
 export interface PartialStore {
   load(): Promise<PartialFile | null>;
@@ -128,6 +119,8 @@ export interface CalibrationProgress {
   /** A clip just finished (reused: taken from the partial store). */
   finished?: { seconds: number; reused: boolean };
 }
+
+export { forwardsPerClip };
 
 export interface RuntimeCalibrationOptions {
   /** Random directions per head for the HS estimate; default 4. */
@@ -162,7 +155,10 @@ export async function calibrateClips(model: LoadedModel, encode: EncodeAudio, cl
   // clip's prompt (audio tokens known once encoded; until then the mean of those known). The
   // time per forward is measured on this run's own passes, so it holds for this machine.
   const perClip = forwardsPerClip(c, settings.directions);
-  const length = new Map<string, number>([...saved.values()].map((r) => [r.id, r.audioLength]));
+  const length = new Map<string, number>([
+    ...clips.flatMap((k): [string, number][] => (k.seconds ? [[k.id, Math.round(k.seconds * c.audio.tokensPerSecond)]] : [])),
+    ...[...saved.values()].map((r): [string, number] => [r.id, r.audioLength]),
+  ]);
   const typical = () => (length.size ? [...length.values()].reduce((a, b) => a + b, 0) / length.size : 1);
   const scale = (id: string) => {
     const n = length.get(id);
@@ -170,6 +166,8 @@ export async function calibrateClips(model: LoadedModel, encode: EncodeAudio, cl
   };
   let measuredUnits = 0;
   let measuredMs = 0;
+  // A clip longer than expected raises the total: the bar holds still rather than going back.
+  let shown = 0;
   const results: ClipResult[] = [];
   const nHeads = kvHeadCount(c);
   for (const [i, clip] of clips.entries()) {
@@ -180,7 +178,7 @@ export async function calibrateClips(model: LoadedModel, encode: EncodeAudio, cl
       const done = clips.slice(0, i).reduce((a, k) => a + perClip * scale(k.id), 0) + clipForwards * scale(clip.id);
       const msPerUnit = measuredUnits > 0 ? measuredMs / measuredUnits : null;
       o.onProgress?.({
-        clip: i + 1, clips: clips.length, id: clip.id, head, heads: nHeads, fraction: Math.min(1, done / total),
+        clip: i + 1, clips: clips.length, id: clip.id, head, heads: nHeads, fraction: (shown = Math.max(shown, Math.min(1, done / total))),
         secondsLeft: msPerUnit === null ? null : Math.max(0, (msPerUnit * (total - done)) / 1000), ...(finished ? { finished } : {}),
       });
     };

@@ -22,6 +22,8 @@ export interface ChosenModel {
 export interface ModelSourceCallbacks {
   onModel(m: ChosenModel): void;
   onError(e: unknown): void;
+  /** The chosen folder's config was read (not for the shipped model): the calibration panel's cue. */
+  onSummary?(m: ChosenModel, s: ModelSummary): void;
   /** The verdict of a folder that does not fit (shown as a notice, loading is still allowed). */
   onTooBig(v: FitVerdict): void;
   /** Seconds of the current clip (0: none yet), the KV precision, the run's r_GPU (1: full cache) and backend. */
@@ -94,6 +96,7 @@ export class ModelSource {
       this.summary = s;
       this.showSummary(s, m.local);
       this.refit();
+      this.cb.onSummary?.(m, s);
     } catch (e) {
       if (seq !== this.seq) return;
       this.cb.onError(e);
