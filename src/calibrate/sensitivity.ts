@@ -56,7 +56,7 @@ export interface ClipSensitivity {
 }
 
 /** Teacher-forced CE of each answer token from the final hidden states (rows from `first` predict answer[j]). */
-function answerCe(c: ModelConfig, w: DecoderWeights, hidden: Float32Array, first: number, answer: number[]): Float64Array {
+export function answerCe(c: ModelConfig, w: DecoderWeights, hidden: Float32Array, first: number, answer: number[]): Float64Array {
   const D = c.hiddenSize;
   const xn = new Float32Array(D);
   const logits = new Float32Array(c.vocabSize);
