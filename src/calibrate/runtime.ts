@@ -155,13 +155,24 @@ export async function calibrateClips(model: LoadedModel, encode: EncodeAudio, cl
   // clip's prompt (audio tokens known once encoded; until then the mean of those known). The
   // time per forward is measured on this run's own passes, so it holds for this machine.
   const perClip = forwardsPerClip(c, settings.directions);
-  const length = new Map<string, number>([
-    ...clips.flatMap((k): [string, number][] => (k.seconds ? [[k.id, Math.round(k.seconds * c.audio.tokensPerSecond)]] : [])),
-    ...[...saved.values()].map((r): [string, number] => [r.id, r.audioLength]),
-  ]);
-  const typical = () => (length.size ? [...length.values()].reduce((a, b) => a + b, 0) / length.size : 1);
-  const scale = (id: string) => {
+  // Audio tokens per clip: encoded (exact), else from its stated seconds, scaled by what
+  // encoding gave the others (an encoder may pad: Voxtral's gives 375 tokens to any clip under 30 s).
+  const stated = new Map(clips.flatMap((k): [string, number][] => (k.seconds ? [[k.id, k.seconds * c.audio.tokensPerSecond]] : [])));
+  const length = new Map([...saved.values()].map((r): [string, number] => [r.id, r.audioLength]));
+  const lengthOf = (id: string): number | undefined => {
     const n = length.get(id);
+    if (n !== undefined) return n;
+    const s0 = stated.get(id);
+    if (s0 === undefined) return undefined;
+    const both = [...length.keys()].filter((k) => stated.has(k));
+    return both.length ? s0 * (both.reduce((a, k) => a + length.get(k)! / stated.get(k)!, 0) / both.length) : s0;
+  };
+  const typical = () => {
+    const known = clips.map((k) => lengthOf(k.id)).filter((n): n is number => n !== undefined);
+    return known.length ? known.reduce((a, b) => a + b, 0) / known.length : 1;
+  };
+  const scale = (id: string) => {
+    const n = lengthOf(id);
     return n === undefined ? 1 : promptLength(c, n) / promptLength(c, typical());
   };
   let measuredUnits = 0;

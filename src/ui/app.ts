@@ -278,7 +278,7 @@ export class App {
     this.ui.start.disabled = running || !this.audio;
     this.ui.cancel.disabled = !running;
     for (const c of [this.ui.policy, this.ui.backend, this.ui.kv, this.ui.compare]) c.disabled = running;
-    this.modelSource.setDisabled(running);
+    this.modelSource.setDisabled(running || this.calibration.busy);
     this.ui.budget.disabled = running || hasFixedBudget(this.ui.policy.value);
     document.body.dataset.state = running ? 'running' : 'idle';
   }

@@ -47,6 +47,7 @@ export class CalibratePanel {
   };
   private model: { m: ChosenModel; config: ModelConfig } | null = null;
   private run: CalibrationRun | null = null;
+  private running = false;
   private seq = 0;
 
   constructor(private readonly cb: CalibratePanelCallbacks) {
@@ -55,6 +56,11 @@ export class CalibratePanel {
     for (const c of [this.ui.count, this.ui.directions, this.ui.files, ...Array.from(this.ui.root.querySelectorAll('input[name="calibrate-source"]'))]) {
       c.addEventListener('change', () => this.showExpectation());
     }
+  }
+
+  /** A calibration is under way (the model choice waits for it). */
+  get busy(): boolean {
+    return this.running;
   }
 
   /** Another model: nothing to offer until its config is read. */
@@ -103,7 +109,8 @@ export class CalibratePanel {
 
   private async calibrate(): Promise<void> {
     const target = this.model;
-    if (!target || this.run) return;
+    if (!target || this.running) return;
+    this.running = true;
     this.cb.onBusy(true);
     this.ui.start.disabled = true;
     this.ui.stop.disabled = false;
@@ -139,6 +146,7 @@ export class CalibratePanel {
       if (!stopped) this.cb.onError(e);
     } finally {
       this.run = null;
+      this.running = false;
       this.ui.start.disabled = false;
       this.ui.stop.disabled = true;
       this.cb.onBusy(false);

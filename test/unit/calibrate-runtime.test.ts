@@ -81,6 +81,19 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
     expect(await left(10)).toBeCloseTo(2 * a, 6);
   });
 
+  it('a clip\'s stated seconds weigh it before it is encoded; without them it counts as a typical clip', async () => {
+    const afterFirst = async (two: ClipSource[]) => {
+      const seen: CalibrationProgress[] = [];
+      await calibrateClips(model, encode, two, { directions: 1, onProgress: (p) => seen.push(p) });
+      return seen.find((p) => p.clip === 1 && p.finished)!.fraction;
+    };
+    const [short, long] = [clips[0], clips[1]];
+    expect(await afterFirst([short, long])).toBeCloseTo(0.5, 9);
+    // 1.2 s and 2.4 s: 15 and 30 audio tokens, prompts of 15 + 3 and 30 + 3 rows.
+    const p = (n: number) => n + model.config.prefix.length + model.config.instruction.length;
+    expect(await afterFirst([{ ...short, seconds: 1.2 }, { ...long, seconds: 2.4 }])).toBeCloseTo(p(15) / (p(15) + p(30)), 9);
+  });
+
   it('stopped after a clip, resumes from the store and ends with the heads of a run never stopped', async () => {
     const whole = await calibrateClips(model, encode, clips, { directions: 1 });
     const store = memoryStore();
