@@ -111,7 +111,7 @@ export class App {
       }),
       // The first run of a click sizes the pool: in compare mode that is the full cache.
       context: () => ({ seconds: this.audio ? this.audio.length / this.deps.sampleRate : 0, kvPrecision: this.ui.kv.value as KvPrecision, budget: policyBudget(this.plan()[0].policy, this.plan()[0].budget), backend: this.ui.backend.value }),
-    });
+    }, !!deps.modelLabel);
     for (const c of [this.ui.kv, this.ui.policy, this.ui.budget, this.ui.backend, this.ui.compare]) c.addEventListener('change', () => this.modelSource.refit());
     this.chart.reset(60);
     void this.describeBackend();
