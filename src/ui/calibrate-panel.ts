@@ -53,6 +53,11 @@ export class CalibratePanel {
   constructor(private readonly cb: CalibratePanelCallbacks) {
     this.ui.start.addEventListener('click', () => void this.calibrate());
     this.ui.stop.addEventListener('click', () => this.run?.stop());
+    // Choosing clip files is choosing to calibrate on them.
+    this.ui.files.addEventListener('change', () => {
+      const own = this.ui.root.querySelector<HTMLInputElement>('input[name="calibrate-source"][value="own"]');
+      if (own && this.ui.files.files?.length) own.checked = true;
+    });
     for (const c of [this.ui.count, this.ui.directions, this.ui.files, ...Array.from(this.ui.root.querySelectorAll('input[name="calibrate-source"]'))]) {
       c.addEventListener('change', () => this.showExpectation());
     }
