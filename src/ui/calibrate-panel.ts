@@ -26,6 +26,13 @@ const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as 
 /** The site's calibration set (calibration-data/ of the repository, served beside the page). */
 export const SITE_CALIBRATION = () => siteUrl('calibration-data/');
 
+/** Clips among the chosen files: names with both a .wav and a .json (as clipsFromFiles pairs them). */
+function ownClipCount(files: File[]): number {
+  const names = (ext: RegExp) => new Set(files.filter((f) => ext.test(f.name)).map((f) => f.name.replace(ext, '')));
+  const wav = names(/\.wav$/i);
+  return [...names(/\.json$/i)].filter((n) => wav.has(n)).length;
+}
+
 export class CalibratePanel {
   private readonly ui = {
     root: $('calibrate'),
@@ -104,7 +111,7 @@ export class CalibratePanel {
     if (!this.model) return;
     const c = this.model.config;
     const M = Number(this.ui.directions.value);
-    const clips = this.source() === 'site' ? Number(this.ui.count.value) : new Set(Array.from(this.ui.files.files ?? []).map((f) => f.name.replace(/\.[^.]+$/, ''))).size;
+    const clips = this.source() === 'site' ? Number(this.ui.count.value) : ownClipCount(Array.from(this.ui.files.files ?? []));
     const per = forwardsPerClip(c, M);
     this.ui.expect.textContent =
       `Each clip costs ${per.toFixed(0)} forwards of the decoder (${c.numLayers} layers × ${c.numKvHeads} KV heads, ${M} direction${M === 1 ? '' : 's'} each), ` +
@@ -160,7 +167,7 @@ export class CalibratePanel {
 
   private showProgress(p: CalibrationProgress): void {
     this.ui.runBar.value = p.fraction;
-    const left = p.secondsLeft === null ? 'timing the first forward…' : `about ${formatSeconds(p.secondsLeft)} left`;
+    const left = p.fraction >= 1 ? 'writing heads.json…' : p.secondsLeft === null ? 'timing the first forward…' : `about ${formatSeconds(p.secondsLeft)} left`;
     this.ui.runText.textContent = `clip ${p.clip} of ${p.clips} (${p.id}) · ${Math.round(p.fraction * 100)} % · ${left}`;
     this.ui.runText.dataset.clip = String(p.clip);
     this.ui.headsBar.value = p.heads ? p.head / p.heads : 0;
