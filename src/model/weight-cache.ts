@@ -219,7 +219,7 @@ async function removeEntry(key: string): Promise<void> {
   }
 }
 
-/** Removes every cached packed model (OPFS); a no-op where there is no OPFS. */
+/** Removes every cached packed model (OPFS), and the calibrations stored with them (heads-store.ts); a no-op where there is no OPFS. */
 export async function clearWeightCache(): Promise<void> {
   const s = storage();
   if (!s) return;
