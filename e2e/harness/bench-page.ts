@@ -5,6 +5,7 @@
 import { createWebGpuBackend } from '../../src/backend/webgpu/index.js';
 import { timePolicy } from '../../src/bench/decode.js';
 import { measureMemory } from '../../src/bench/memory-measure.js';
+import { measureGpuForward } from '../../src/bench/calibration-cost-gpu.js';
 import { loadModel } from '../../src/model/loader.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
 import type { HeadsFile } from '../../src/model/heads.js';
@@ -37,4 +38,5 @@ async function wnwBench(req: BenchRequest) {
 
 (window as unknown as { wnwBench: typeof wnwBench }).wnwBench = wnwBench;
 (window as unknown as { wnwMeasure: typeof measureMemory }).wnwMeasure = measureMemory;
+(window as unknown as { wnwGpuForward: typeof measureGpuForward }).wnwGpuForward = measureGpuForward;
 document.getElementById('status')!.textContent = 'ready';

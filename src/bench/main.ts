@@ -3,6 +3,7 @@
  * `npm run bench -- --encoder whisper-large-v3-shape [--layers 1] [--weights f32|f16|q4]`: the audio encoder (./encoder.ts).
  * `npm run bench -- --shape voxtral-mini-3b [--layers 1] [--weights q4]`: decode at a real backbone's shapes (./shape.ts).
  * `npm run bench -- --memory [--weights q4] [--kv f16]`: GPU memory of the released backbones per recording length (./memory.ts).
+ * `npm run bench -- --calibration-cost [--layers 1]`: a calibration forward at a real backbone's shapes, and the run's time (./calibration-cost.ts).
  *
  * Prefill tokens/s and decode ms/token of the reference model at 1, 4 and 10 minutes of
  * audio, full cache vs WnW at r_GPU 0.2, for every backend this machine reaches. Numbers
@@ -39,6 +40,7 @@ function arg(name: string, dflt: string): string {
 async function main(): Promise<void> {
   if (process.argv.includes('--encoder')) return encoderBenchMain(process.argv, (s) => process.stderr.write(s + '\n'));
   if (process.argv.includes('--memory')) return runMemory(process.argv);
+  if (process.argv.includes('--calibration-cost')) return (await import('./calibration-cost.js')).calibrationCostMain(process.argv, (s) => process.stderr.write(s + '\n'));
   if (process.argv.includes('--shape')) return shapeBenchMain(process.argv, (s) => process.stderr.write(s + '\n'));
   const json = process.argv.includes('--json');
   const minutes = arg('minutes', '1,4,10').split(',').map(Number);

@@ -42,6 +42,8 @@ export interface SensitivityOptions {
    * from the RMS over positions towards their mean norm, at N / blockSize times the cost.
    */
   blockSize?: number;
+  /** Called as each KV head is done (1-based count, of numLayers · numKvHeads): the page's progress per head. */
+  onHead?: (done: number, total: number) => void;
 }
 
 export interface ClipSensitivity {
@@ -54,7 +56,7 @@ export interface ClipSensitivity {
 }
 
 /** Teacher-forced CE of each answer token from the final hidden states (rows from `first` predict answer[j]). */
-function answerCe(c: ModelConfig, w: DecoderWeights, hidden: Float32Array, first: number, answer: number[]): Float64Array {
+export function answerCe(c: ModelConfig, w: DecoderWeights, hidden: Float32Array, first: number, answer: number[]): Float64Array {
   const D = c.hiddenSize;
   const xn = new Float32Array(D);
   const logits = new Float32Array(c.vocabSize);
@@ -123,6 +125,7 @@ export function clipSensitivity(c: ModelConfig, w: DecoderWeights, audio: Float3
         for (let t = 0; t < answer.length; t++) norm[t] += (Math.sqrt(sq[t] / M) / eps) * Math.sqrt(b1 - b0);
       }
       sum.push(norm.reduce((a, x) => a + x, 0) / N);
+      opts.onHead?.(sum.length, c.numLayers * c.numKvHeads);
     }
   }
   return { sum, tokens: answer.length, meanCe: ce0.reduce((a, b) => a + b, 0) / answer.length };

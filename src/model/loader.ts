@@ -25,6 +25,7 @@ import { loadPackedDecoder, readPackedMarker, type PackedMarker } from './packed
 import { packedWeightBytes, unpackDecoderWeights, type PackedDecoderWeights } from './packed-weights.js';
 import type { WeightFormat } from './quant.js';
 import { readCachedWeights, storeCachedWeights, weightCacheKey } from './weight-cache.js';
+import { readStoredHeads } from './heads-store.js';
 
 /** Where the audio encoder comes from. */
 export type EncoderSource =
@@ -207,7 +208,7 @@ function f32Bytes(w: DecoderWeights): number {
 
 async function loadHeads(base: string, config: ModelConfig): Promise<HeadsFile | undefined> {
   const file = joinModelPath(base, 'heads.json');
-  if (!(await exists(file))) return undefined;
+  if (!(await exists(file))) return storedHeads(base, config);
   const heads = (await readJson(file)) as HeadsFile;
   if (typeof heads !== 'object' || heads === null || Array.isArray(heads)) throw new ModelLoadError(file, 'must hold a JSON object (the calibration\'s output); run npm run calibrate to write it again');
   if (heads.numLayers !== config.numLayers || heads.numKvHeads !== config.numKvHeads || heads.voiceScore?.length !== kvHeadCount(config)) {
@@ -216,4 +217,16 @@ async function loadHeads(base: string, config: ModelConfig): Promise<HeadsFile |
   const fault = headsFileFault(heads, kvHeadCount(config));
   if (fault) throw new ModelLoadError(file, `${fault}; run npm run calibrate to write it again`);
   return heads;
+}
+
+/**
+ * A folder without heads.json: the one a calibration in this browser stored for it
+ * (heads-store.ts), if any. One that does not fit the model is passed over, not an error:
+ * the folder then loads as uncalibrated, and the page offers to calibrate it again.
+ */
+async function storedHeads(base: string, config: ModelConfig): Promise<HeadsFile | undefined> {
+  const h = (await readStoredHeads(base)) as HeadsFile | null;
+  if (typeof h !== 'object' || h === null || Array.isArray(h)) return undefined;
+  if (h.numLayers !== config.numLayers || h.numKvHeads !== config.numKvHeads || headsFileFault(h, kvHeadCount(config))) return undefined;
+  return h;
 }

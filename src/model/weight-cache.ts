@@ -71,11 +71,12 @@ async function shardFiles(base: string): Promise<{ shards: string[]; totalSize: 
 }
 
 /**
- * The cache key of a folder's weights in `format`, or null where nothing is cached (no
- * OPFS, a filesystem path, a shard whose identity cannot be told). Reads no shard bytes:
- * picked Files report size and lastModified, a server answers HEAD.
+ * What identifies a folder's weights, or null where nothing is cached (no OPFS, a
+ * filesystem path, a shard whose identity cannot be told). Reads no shard bytes: picked
+ * Files report size and lastModified, a server answers HEAD. The weights' entries and the
+ * stored calibration (heads-store.ts) are both keyed by it.
  */
-export async function weightCacheKey(base: string, format: WeightFormat): Promise<string | null> {
+export async function folderIdentity(base: string): Promise<{ where: string; totalSize: unknown; shards: unknown[] } | null> {
   if (!storage()) return null;
   const { shards, totalSize } = await shardFiles(base);
   const picked = localFolderFiles(base);
@@ -97,7 +98,29 @@ export async function weightCacheKey(base: string, format: WeightFormat): Promis
     return null;
   }
   const where = picked ? `picked:${picked.name}` : new URL(base, (globalThis as { location?: { href: string } }).location?.href).href;
-  return JSON.stringify({ v: VERSION, where, format, totalSize, shards: parts });
+  return { where, totalSize, shards: parts };
+}
+
+/** The cache key of a folder's weights in `format`, or null where nothing is cached (see folderIdentity). */
+export async function weightCacheKey(base: string, format: WeightFormat): Promise<string | null> {
+  const id = await folderIdentity(base);
+  return id ? JSON.stringify({ v: VERSION, where: id.where, format, totalSize: id.totalSize, shards: id.shards }) : null;
+}
+
+/** The cache's root directory in OPFS, or null where there is none (or it cannot be opened). */
+export async function cacheRoot(create: boolean): Promise<FileSystemDirectoryHandle | null> {
+  const s = storage();
+  if (!s) return null;
+  try {
+    return await (await s.getDirectory()).getDirectoryHandle(ROOT, { create });
+  } catch {
+    return null;
+  }
+}
+
+/** A key as a file or directory name. */
+export function keyName(key: string): Promise<string> {
+  return sha256Hex(key);
 }
 
 function entriesOf(p: PackedDecoderWeights): [string, PackedMatrix][] {
@@ -196,7 +219,7 @@ async function removeEntry(key: string): Promise<void> {
   }
 }
 
-/** Removes every cached packed model (OPFS); a no-op where there is no OPFS. */
+/** Removes every cached packed model (OPFS), and the calibrations stored with them (heads-store.ts); a no-op where there is no OPFS. */
 export async function clearWeightCache(): Promise<void> {
   const s = storage();
   if (!s) return;

@@ -11,6 +11,7 @@ import { wireFileInput, wireRecorder, wireSamples, type Clip } from './audio-inp
 import { WEBGPU_HELP, describeError, webGpuMissing, type UiMessage } from './messages.js';
 import { localFolderBytes } from '../model/local-folder.js';
 import { ModelSource, type ChosenModel } from './model-source.js';
+import { CalibratePanel } from './calibrate-panel.js';
 import { Pane, ProgressView, StatsView, formatBytes, formatSeconds } from './readouts.js';
 import { TideChart } from './tide-chart.js';
 
@@ -78,6 +79,7 @@ export class App {
   private audio: Float32Array | null = null;
   private model: ChosenModel;
   private readonly modelSource: ModelSource;
+  private readonly calibration: CalibratePanel;
   /** Loaded for one (model, backend, KV precision) choice: `key`. */
   private transcriber: { key: string; asr: Promise<Transcriber> } | null = null;
   private abort: AbortController | null = null;
@@ -92,9 +94,16 @@ export class App {
     this.ui.policy.addEventListener('change', () => (this.ui.budget.disabled = hasFixedBudget(this.ui.policy.value)));
     this.ui.backend.addEventListener('change', () => this.dropTranscriber());
     this.model = { url: deps.modelUrl, label: deps.modelLabel ?? 'the shipped model', local: false };
+    this.calibration = new CalibratePanel({
+      onBusy: (busy) => this.modelSource.setDisabled(busy || !!this.abort),
+      // The loaded transcriber read the folder's heads at load: the next run loads again and finds the stored ones.
+      onCalibrated: () => (this.dropTranscriber(), (this.ui.status.textContent = 'Calibrated: WnW can run on this model.')),
+      onError: (e) => this.show(describeError(e, this.context())),
+    });
     this.modelSource = new ModelSource(this.model, {
       onModel: (m) => this.useModel(m),
       onError: (e) => this.show(describeError(e, this.context())),
+      onSummary: (m, s) => void this.calibration.offer(m, s.config),
       // A buffer over an adapter limit cannot be made at all; the memory reported only bounds the device's.
       onTooBig: (v) => this.show({
         level: 'error', code: 'MODEL_TOO_BIG', body: v.text,
@@ -102,7 +111,7 @@ export class App {
       }),
       // The first run of a click sizes the pool: in compare mode that is the full cache.
       context: () => ({ seconds: this.audio ? this.audio.length / this.deps.sampleRate : 0, kvPrecision: this.ui.kv.value as KvPrecision, budget: policyBudget(this.plan()[0].policy, this.plan()[0].budget), backend: this.ui.backend.value }),
-    });
+    }, !!deps.modelLabel);
     for (const c of [this.ui.kv, this.ui.policy, this.ui.budget, this.ui.backend, this.ui.compare]) c.addEventListener('change', () => this.modelSource.refit());
     this.chart.reset(60);
     void this.describeBackend();
@@ -180,6 +189,7 @@ export class App {
     if (this.abort) return;
     this.show(null);
     this.model = m;
+    this.calibration.hide();
     this.dropTranscriber();
     this.progress.reset(false);
     this.ui.backendReadout.textContent = 'not loaded yet';
@@ -268,7 +278,7 @@ export class App {
     this.ui.start.disabled = running || !this.audio;
     this.ui.cancel.disabled = !running;
     for (const c of [this.ui.policy, this.ui.backend, this.ui.kv, this.ui.compare]) c.disabled = running;
-    this.modelSource.setDisabled(running);
+    this.modelSource.setDisabled(running || this.calibration.busy);
     this.ui.budget.disabled = running || hasFixedBudget(this.ui.policy.value);
     document.body.dataset.state = running ? 'running' : 'idle';
   }

@@ -22,6 +22,8 @@ export interface ChosenModel {
 export interface ModelSourceCallbacks {
   onModel(m: ChosenModel): void;
   onError(e: unknown): void;
+  /** The chosen folder's config was read (not for the shipped model): the calibration panel's cue. */
+  onSummary?(m: ChosenModel, s: ModelSummary): void;
   /** The verdict of a folder that does not fit (shown as a notice, loading is still allowed). */
   onTooBig(v: FitVerdict): void;
   /** Seconds of the current clip (0: none yet), the KV precision, the run's r_GPU (1: full cache) and backend. */
@@ -50,10 +52,11 @@ export class ModelSource {
 
   private readonly shippedUrl: string;
 
-  /** `initial`: the model the page starts with (the shipped one, or `?model=`). */
+  /** `initial`: the model the page starts with (the shipped one, or `?model=`, which `describeInitial` describes at once). */
   constructor(
     initial: ChosenModel,
     private readonly cb: ModelSourceCallbacks,
+    describeInitial = false,
   ) {
     this.shippedUrl = initial.url;
     this.ui.name.textContent = initial.label;
@@ -74,10 +77,12 @@ export class ModelSource {
       const bytes = files.reduce((a, [, f]) => a + f.size, 0);
       void this.choose({ url, label: `${name} (${files.length} files, ${formatBytes(bytes)}, from this computer)`, local: true });
     });
+    // A folder given by the page's address is a served folder like one typed in: its summary (and the calibration offer, where it has no heads) show at once.
+    if (describeInitial) void this.choose(initial, true);
   }
 
   /** Reads the folder's config (no weights), shows what it holds, then hands it to the page. */
-  private async choose(m: ChosenModel): Promise<void> {
+  private async choose(m: ChosenModel, describe = false): Promise<void> {
     const seq = ++this.seq;
     if (this.localBase && this.localBase !== m.url) releaseLocalFolder(this.localBase);
     this.localBase = m.local ? m.url : '';
@@ -87,13 +92,14 @@ export class ModelSource {
     this.ui.info.hidden = true;
     this.ui.fit.hidden = true;
     this.cb.onModel(m);
-    if (m.url === this.shippedUrl) return;
+    if (m.url === this.shippedUrl && !describe) return;
     try {
       const s = await summarizeModel(m.url);
       if (seq !== this.seq) return;
       this.summary = s;
       this.showSummary(s, m.local);
       this.refit();
+      this.cb.onSummary?.(m, s);
     } catch (e) {
       if (seq !== this.seq) return;
       this.cb.onError(e);

@@ -4,7 +4,7 @@
  * build. The clips are produced by the training pipeline and change; a generated list
  * cannot go stale, and an absent folder simply yields fewer entries.
  */
-import { existsSync, openSync, readSync, closeSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, openSync, readSync, closeSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Plugin } from 'vite';
 
@@ -19,6 +19,9 @@ export interface SampleEntry {
   /** URL of the same-named .txt reference, when there is one. */
   reference: string | null;
 }
+
+/** The calibration set (repository root), copied into the demo's build under the same name. */
+const CALIBRATION = 'calibration-data';
 
 const AUDIO = /\.(wav|mp3|ogg|opus|flac|m4a)$/i;
 
@@ -86,6 +89,12 @@ export function samplesPlugin(): Plugin {
     },
     generateBundle() {
       this.emitFile({ type: 'asset', fileName: 'samples.json', source: JSON.stringify(listSamples(publicDir), null, 1) });
+      // The demo's "calibrate for WnW" fetches the calibration set beside the page (the dev server serves it from the repository).
+      if (existsSync(CALIBRATION)) {
+        for (const name of readdirSync(CALIBRATION)) {
+          if (/\.(wav|json)$/.test(name)) this.emitFile({ type: 'asset', fileName: `${CALIBRATION}/${name}`, source: readFileSync(join(CALIBRATION, name)) });
+        }
+      }
     },
   };
 }

@@ -1,0 +1,177 @@
+/**
+ * "Calibrate for WnW": a folder the user chose (served or picked from disk) that has no
+ * heads.json cannot run WnW, whose head triage comes from a calibration. The panel offers
+ * the runtime's own calibration (src/calibrate/: Voice Score and the forward-only Head
+ * Sensitivity) on the site's calibration set or the user's clips, runs it in a worker of
+ * its own, shows progress per clip and per head with the time it expects, and stores the
+ * result in this browser beside the cached weights: the next visit finds it and goes
+ * straight to WnW.
+ */
+import { clipsFromFiles, forwardsPerClip, headsState, siteClips, startCalibration, type CalibrationProgress, type CalibrationRun } from '../calibrate/browser.js';
+import type { ModelConfig } from '../model/config.js';
+import { siteUrl } from './audio-input.js';
+import type { ChosenModel } from './model-source.js';
+import { formatSeconds } from './readouts.js';
+
+export interface CalibratePanelCallbacks {
+  /** A calibration starts (true) or ends (false): the model choice stays as it is meanwhile. */
+  onBusy(busy: boolean): void;
+  /** Heads were stored for the folder: the next load uses them. */
+  onCalibrated(stored: boolean): void;
+  onError(e: unknown): void;
+}
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+
+/** The site's calibration set (calibration-data/ of the repository, served beside the page). */
+export const SITE_CALIBRATION = () => siteUrl('calibration-data/');
+
+/** Clips among the chosen files: names with both a .wav and a .json (as clipsFromFiles pairs them). */
+function ownClipCount(files: File[]): number {
+  const names = (ext: RegExp) => new Set(files.filter((f) => ext.test(f.name)).map((f) => f.name.replace(ext, '')));
+  const wav = names(/\.wav$/i);
+  return [...names(/\.json$/i)].filter((n) => wav.has(n)).length;
+}
+
+export class CalibratePanel {
+  private readonly ui = {
+    root: $('calibrate'),
+    state: $('calibrate-state'),
+    offer: $('calibrate-offer'),
+    count: $<HTMLSelectElement>('calibrate-count'),
+    files: $<HTMLInputElement>('calibrate-files'),
+    language: $<HTMLInputElement>('calibrate-language'),
+    directions: $<HTMLSelectElement>('calibrate-directions'),
+    expect: $('calibrate-expect'),
+    start: $<HTMLButtonElement>('calibrate-start'),
+    stop: $<HTMLButtonElement>('calibrate-stop'),
+    progress: $('calibrate-progress'),
+    runBar: $<HTMLProgressElement>('calibrate-bar-run'),
+    runText: $('calibrate-run-text'),
+    headsBar: $<HTMLProgressElement>('calibrate-bar-heads'),
+    headsText: $('calibrate-heads-text'),
+    download: $<HTMLAnchorElement>('calibrate-download'),
+  };
+  private model: { m: ChosenModel; config: ModelConfig } | null = null;
+  private run: CalibrationRun | null = null;
+  private running = false;
+  private seq = 0;
+
+  constructor(private readonly cb: CalibratePanelCallbacks) {
+    this.ui.start.addEventListener('click', () => void this.calibrate());
+    this.ui.stop.addEventListener('click', () => this.run?.stop());
+    // Choosing clip files is choosing to calibrate on them.
+    this.ui.files.addEventListener('change', () => {
+      const own = this.ui.root.querySelector<HTMLInputElement>('input[name="calibrate-source"][value="own"]');
+      if (own && this.ui.files.files?.length) own.checked = true;
+    });
+    for (const c of [this.ui.count, this.ui.directions, this.ui.files, ...Array.from(this.ui.root.querySelectorAll('input[name="calibrate-source"]'))]) {
+      c.addEventListener('change', () => this.showExpectation());
+    }
+  }
+
+  /** A calibration is under way (the model choice waits for it). */
+  get busy(): boolean {
+    return this.running;
+  }
+
+  /** Another model: nothing to offer until its config is read. */
+  hide(): void {
+    this.seq++;
+    this.model = null;
+    this.ui.root.hidden = true;
+  }
+
+  /** A chosen folder whose config was read: says where its heads come from, and offers a calibration where it has none. */
+  async offer(m: ChosenModel, config: ModelConfig): Promise<void> {
+    const seq = ++this.seq;
+    const state = await headsState(m.url).catch(() => 'none' as const);
+    if (seq !== this.seq) return;
+    this.model = { m, config };
+    this.ui.root.hidden = false;
+    this.ui.root.dataset.state = state;
+    this.ui.progress.hidden = true;
+    this.ui.download.hidden = true;
+    this.ui.offer.hidden = state !== 'none';
+    this.ui.state.textContent =
+      state === 'folder'
+        ? 'The folder has its heads.json: WnW runs with it.'
+        : state === 'stored'
+          ? 'Calibrated for WnW in this browser: the heads stored with the cached weights are used (no calibration needed).'
+          : 'This folder has no heads.json, which WnW needs (which heads are anchors, tidal or fixed). Calibrate it here: the runtime ranks the heads itself from a few clips, and the result is stored in this browser for this folder. Until then, use the full cache.';
+    this.showExpectation();
+  }
+
+  private source(): 'site' | 'own' {
+    return (this.ui.root.querySelector<HTMLInputElement>('input[name="calibrate-source"]:checked')?.value as 'site' | 'own') ?? 'site';
+  }
+
+  /** The cost before starting, in forwards of the decoder; their time is measured once the run begins. */
+  private showExpectation(): void {
+    if (!this.model) return;
+    const c = this.model.config;
+    const M = Number(this.ui.directions.value);
+    const clips = this.source() === 'site' ? Number(this.ui.count.value) : ownClipCount(Array.from(this.ui.files.files ?? []));
+    const per = forwardsPerClip(c, M);
+    this.ui.expect.textContent =
+      `Each clip costs ${per.toFixed(0)} forwards of the decoder (${c.numLayers} layers × ${c.numKvHeads} KV heads, ${M} direction${M === 1 ? '' : 's'} each), ` +
+      `${clips ? `${(per * clips).toFixed(0)} for ${clips} clip${clips === 1 ? '' : 's'}` : 'times the clips'}, on this computer's CPU (in the background). ` +
+      'The time they take is measured on the first clip and shown as the run goes; a stopped run resumes from its finished clips.';
+  }
+
+  private async calibrate(): Promise<void> {
+    const target = this.model;
+    if (!target || this.running) return;
+    this.running = true;
+    this.cb.onBusy(true);
+    this.ui.start.disabled = true;
+    this.ui.stop.disabled = false;
+    this.ui.progress.hidden = false;
+    this.ui.runBar.value = 0;
+    this.ui.headsBar.value = 0;
+    this.ui.runText.textContent = 'starting…';
+    this.ui.headsText.textContent = '';
+    this.ui.root.dataset.state = 'calibrating';
+    try {
+      const clips = this.source() === 'site' ? await siteClips(SITE_CALIBRATION(), Number(this.ui.count.value)) : await clipsFromFiles(Array.from(this.ui.files.files ?? []));
+      const language = this.ui.language.value.trim() || undefined;
+      this.run = startCalibration(target.m.url, clips, {
+        directions: Number(this.ui.directions.value), language,
+        onStatus: (text) => (this.ui.runText.textContent = text),
+        onProgress: (p) => this.showProgress(p),
+      });
+      const r = await this.run.done;
+      this.ui.runBar.value = 1;
+      this.ui.root.dataset.state = r.stored ? 'stored' : 'unstored';
+      this.ui.offer.hidden = r.stored;
+      this.ui.state.textContent = r.stored
+        ? `Calibrated for WnW in ${formatSeconds(r.seconds)}: the heads are stored in this browser with the cached weights, and WnW uses them from now on.`
+        : `Calibrated in ${formatSeconds(r.seconds)}, but this browser cannot store the result (no private storage, or a folder it cannot identify): save heads.json into the folder.`;
+      if (this.ui.download.href) URL.revokeObjectURL(this.ui.download.href);
+      this.ui.download.href = URL.createObjectURL(new Blob([JSON.stringify(r.heads, null, 1) + '\n'], { type: 'application/json' }));
+      this.ui.download.hidden = false;
+      this.cb.onCalibrated(r.stored);
+    } catch (e) {
+      this.ui.root.dataset.state = 'none';
+      const stopped = (e as { code?: string }).code === 'CANCELLED';
+      this.ui.runText.textContent = stopped ? 'stopped: the finished clips are kept, and the next run resumes from them' : 'failed';
+      if (!stopped) this.cb.onError(e);
+    } finally {
+      this.run = null;
+      this.running = false;
+      this.ui.start.disabled = false;
+      this.ui.stop.disabled = true;
+      this.cb.onBusy(false);
+    }
+  }
+
+  private showProgress(p: CalibrationProgress): void {
+    this.ui.runBar.value = p.fraction;
+    const left = p.fraction >= 1 ? 'writing heads.json…' : p.secondsLeft === null ? 'timing the first forward…' : `about ${formatSeconds(p.secondsLeft)} left`;
+    this.ui.runText.textContent = `clip ${p.clip} of ${p.clips} (${p.id}) · ${Math.round(p.fraction * 100)} % · ${left}`;
+    this.ui.runText.dataset.clip = String(p.clip);
+    this.ui.headsBar.value = p.heads ? p.head / p.heads : 0;
+    this.ui.headsText.textContent = `${p.head} of ${p.heads}`;
+    this.ui.headsText.dataset.head = String(p.head);
+  }
+}
