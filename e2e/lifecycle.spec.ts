@@ -32,7 +32,7 @@ test.afterAll(async () => {
 
 // The load cases first, in a page with no transcriber; then one transcriber for the rest.
 const CASES = [
-  'cancel_download', 'cancel_convert', 'cancel_upload', 'cancel_compile', 'lost_compile',
+  'cancel_download', 'cancel_convert', 'cancel_upload', 'cancel_compile', 'lost_compile', 'cancel_upload_in_worker',
   'cancel_encode', 'cancel_prefill_layer_2', 'cancel_decode_step_3',
   'lost_prefill_layer_2', 'lost_decode_step_3',
 ];

@@ -11,6 +11,7 @@
  * Exposed as window.wnwLifecycle.run(name).
  */
 import { loadTranscriber, type WnwTranscriber } from '../../src/session/transcriber.js';
+import { loadTranscriberInWorker } from '../../src/worker/client.js';
 import { CancelledError, DeviceLostError } from '../../src/errors.js';
 import { countLiveBuffersEverywhere } from '../../src/bench/live-bytes.js';
 import { parseWav } from '../../src/audio/wav.js';
@@ -162,6 +163,48 @@ async function compileLost(): Promise<string> {
   return `${(error as Error).message} ${show(now)} after it; the following load gives the reference`;
 }
 
+/**
+ * The load's signal through the worker client: a cancel at the first upload event rejects
+ * with the CancelledError naming it, nothing of a later phase arrives, and a following load
+ * in a new worker transcribes as the page does. (The cancelled load's worker is stopped, so
+ * its buffers go with it; the in-page cases count them.)
+ */
+async function workerUploadCancel(): Promise<string> {
+  const ac = new AbortController();
+  const after: ProgressEvent[] = [];
+  let fired = false;
+  let error: unknown = null;
+  try {
+    const t = await loadTranscriberInWorker({
+      ...LOAD,
+      signal: ac.signal,
+      onProgress: (e) => {
+        if (fired) after.push(e);
+        else if (e.phase === 'upload' && (e.bytes?.loaded ?? 0) > 0) (fired = true, ac.abort());
+      },
+    });
+    t.dispose();
+  } catch (e) {
+    error = e;
+  }
+  expectThat(error instanceof CancelledError, `expected a CancelledError, got ${error instanceof Error ? `${error.name}: ${error.message}` : 'a loaded transcriber'}`);
+  const c = error as CancelledError;
+  // The cancel reaches the worker a message later, while its upload and compilation run side
+  // by side: it names whichever of the two reported last there.
+  expectThat((c.phase === 'upload' || c.phase === 'compile') && c.text === '', `cancelled in "${c.phase}" with text "${c.text}"`);
+  // Events already posted by the worker may still arrive; none past the upload.
+  const later = after.filter((e) => e.phase !== 'upload' && e.phase !== 'compile');
+  expectThat(later.length === 0, `after the cancel: ${later.map((e) => e.phase).join(', ')}`);
+  const t = await loadTranscriberInWorker(LOAD);
+  try {
+    const r = await t.transcribe(audio!, RUN);
+    expectThat(!r.error && r.tokens.join() === reference!.tokens.join(), `the following load in a worker gave "${r.text}" (${r.error?.message ?? 'no error'}), the reference "${reference!.text}"`);
+  } finally {
+    t.dispose();
+  }
+  return `${c.message} through the worker; the following load in a new worker gives the reference`;
+}
+
 const decoderDevice = () => (asr as unknown as { decoder: { ctx: GpuContext } }).decoder.ctx.device;
 
 /**
@@ -225,6 +268,7 @@ const CASES: Record<string, () => Promise<string>> = {
   cancel_upload: () => loadCase('upload', (e) => e.phase === 'upload' && (e.bytes?.loaded ?? 0) > 0),
   cancel_compile: () => loadCase('compile', (e) => e.phase === 'compile' && (e.pipelines?.compiled ?? 0) >= 1),
   lost_compile: compileLost,
+  cancel_upload_in_worker: workerUploadCancel,
   cancel_encode: () => runCase('encode', (stop) => ({ onProgress: (e) => void (e.phase === 'encode' && stop()) }), 'cancel', CancelledError, [0, 0], 'encode'),
   cancel_prefill_layer_2: () => runCase('prefill at layer 2', prefillAt(2), 'cancel', CancelledError, [0, 0], 'prefill'),
   cancel_decode_step_3: () => runCase('decode at step 3', decodeAt(3), 'cancel', CancelledError, [3, 3], 'decode'),

@@ -23,11 +23,16 @@ export interface SoakPlan {
   /** Clip lengths in seconds, cut from the start of the sample. */
   seconds: number[];
   maxNewTokens: number;
-  /** Each (model, precision) transcriber runs once before run 1: its first run makes what its encoder keeps. */
+  /**
+   * Each (model, precision) transcriber runs once at each clip length before run 1: the ONNX
+   * runtime keeps GPU buffers sized for the longest input it has seen, made at its first run
+   * at a length (measured: see the README's soak paragraph).
+   */
   warmup: boolean;
 }
 
-export interface Memory { gpuBuffers: number; gpuBytes: number; heapBytes: number | null; pageHeapBytes: number | null; opfsBytes: number }
+/** `onnxGpuBytes`: the part of `gpuBytes` in the ONNX runtime's (unlabelled) buffers. */
+export interface Memory { gpuBuffers: number; gpuBytes: number; onnxGpuBytes: number; heapBytes: number | null; pageHeapBytes: number | null; opfsBytes: number }
 export interface SoakRun extends Memory {
   run: number; model: string; kvPrecision: KvPrecision; policy: PolicyName; seconds: number;
   text: string; tokens: number; stoppedBy: string; error: string | null; ms: number;
@@ -85,6 +90,7 @@ async function memory(loaded: Loaded[]): Promise<Memory> {
   return {
     gpuBuffers: each.reduce((a, m) => a + m.buffers, 0),
     gpuBytes: each.reduce((a, m) => a + m.bytes, 0),
+    onnxGpuBytes: each.reduce((a, m) => a + m.unlabelledBytes, 0),
     heapBytes: await jsHeapBytes(each, pageHeapBytes),
     pageHeapBytes,
     opfsBytes: await opfsBytes(),
@@ -115,17 +121,21 @@ async function run(plan: SoakPlan): Promise<SoakResult> {
   }
   const loadMs = performance.now() - t0;
   const afterLoad = await memory(loaded);
+  // The driver's console line for each run as it ends (a soak takes minutes).
+  const told = (window as unknown as { wnwSoakProgress?: (r: SoakRun) => void }).wnwSoakProgress;
   const once = async (n: number, l: Loaded, policy: PolicyName, seconds: number): Promise<SoakRun> => {
     const t = performance.now();
     const r = await l.asr.transcribe(clips.get(seconds)!, { policy, maxNewTokens: plan.maxNewTokens });
     const ms = performance.now() - t;
-    return {
+    const out: SoakRun = {
       run: n, model: l.model.name, kvPrecision: l.kvPrecision, policy, seconds, text: r.text, tokens: r.tokens.length, stoppedBy: r.stats.stoppedBy,
       error: r.error ? `${r.error.name}: ${r.error.message}` : null, ms, ...(await memory(loaded)),
     };
+    told?.(out);
+    return out;
   };
   const warmup: SoakRun[] = [];
-  if (plan.warmup) for (const l of loaded) warmup.push(await once(0, l, 'full', plan.seconds[0]));
+  if (plan.warmup) for (const seconds of plan.seconds) for (const l of loaded) warmup.push(await once(0, l, 'full', seconds));
   const runs: SoakRun[] = [];
   for (let i = 0; i < plan.runs; i++) {
     // The model changes every run, the precision every second run, the clip every fourth; the

@@ -7,11 +7,13 @@
  * heap and the OPFS cache; it passes when the GPU bytes after the last run are within 1 % of
  * those after run 2, the heap within 5 %, and no run failed. Writes the JSON (--out).
  * Options: --runs N (20), --out FILE (eval/soak.json), --seconds A,B (4,12),
- * --max-new-tokens N (24), --family F (qwen2_audio), --port P (5303).
+ * --max-new-tokens N (24), --family F (qwen2_audio), --port P (0: a free one), --no-warmup (skip the
+ * one run per transcriber and clip length before run 1).
  */
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
+import { createServer as createNetServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { createServer } from 'vite';
@@ -36,7 +38,7 @@ function args(argv: string[]) {
   if (seconds.length !== 2 || seconds.some((s) => !(s > 0 && s <= 30))) throw new Error(`--seconds takes two clip lengths in (0, 30], e.g. 4,12`);
   return {
     runs: int('runs', 20, 2), out: resolve(get('out', 'eval/soak.json')), seconds, maxNewTokens: int('max-new-tokens', 24, 1),
-    family: get('family', 'qwen2_audio') as MiniatureFamily, port: int('port', 5303, 1),
+    family: get('family', 'qwen2_audio') as MiniatureFamily, port: int('port', 0, 0),
   };
 }
 
@@ -63,11 +65,22 @@ async function calibratedMiniature(family: MiniatureFamily): Promise<string> {
   return dir;
 }
 
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createNetServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const address = srv.address();
+      srv.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no free port'))));
+    });
+  });
+}
+
 const mib = (b: number) => `${(b / 2 ** 20).toFixed(2)} MiB`;
 
 function line(r: SoakRun): string {
   return `run ${String(r.run).padStart(2)} ${r.model.padEnd(11)} ${r.kvPrecision} ${r.policy.padEnd(6)} ${String(r.seconds).padStart(2)} s ` +
-    `${(r.ms / 1000).toFixed(1).padStart(5)} s  ${r.tokens} tokens (${r.stoppedBy})  GPU ${r.gpuBuffers} buffers ${mib(r.gpuBytes)}  ` +
+    `${(r.ms / 1000).toFixed(1).padStart(5)} s  ${r.tokens} tokens (${r.stoppedBy})  GPU ${r.gpuBuffers} buffers ${mib(r.gpuBytes)} (ONNX ${mib(r.onnxGpuBytes)})  ` +
     `heap ${r.heapBytes === null ? '?' : mib(r.heapBytes)}  OPFS ${mib(r.opfsBytes)}${r.error ? `  ERROR ${r.error}` : ''}`;
 }
 
@@ -76,7 +89,10 @@ async function main(): Promise<number> {
   const mini = await calibratedMiniature(a.family);
   // Cross-origin isolation lets the page measure its workers' JS memory (measureUserAgentSpecificMemory).
   const headers = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' };
-  const server = await createServer({ root: ROOT, logLevel: 'error', server: { port: a.port, strictPort: true, host: '127.0.0.1', headers } });
+  // Port 0: one the system finds free (other servers may hold the usual ports). No file
+  // watching: an edit in the repository while the soak runs must not reload its page.
+  const port = a.port || (await freePort());
+  const server = await createServer({ root: ROOT, logLevel: 'error', server: { port, strictPort: true, host: '127.0.0.1', headers, hmr: false, watch: null } });
   await server.listen();
   const browser = await chromium.launch({
     executablePath: process.env.WNW_CHROMIUM ?? '/usr/bin/chromium',
@@ -86,9 +102,12 @@ async function main(): Promise<number> {
   const t0 = Date.now();
   try {
     const page = await browser.newPage();
-    page.on('console', (m) => { if (m.type() === 'error') console.error('[page]', m.text()); });
-    await page.goto(`http://127.0.0.1:${a.port}/e2e/harness/soak.html`);
+    // The ONNX runtime's own warnings (node placement) are not the soak's errors.
+    page.on('console', (m) => { if (m.type() === 'error' && !m.text().includes(':onnxruntime:')) console.error('[page]', m.text()); });
+    await page.exposeFunction('wnwSoakProgress', (r: SoakRun) => console.error((r.run === 0 ? 'warm-up ' : '') + line(r)));
+    await page.goto(`http://127.0.0.1:${port}/e2e/harness/soak.html`);
     await page.waitForFunction(() => document.getElementById('status')?.textContent === 'ready', null, { timeout: 120_000 });
+    const warmup = !process.argv.includes('--no-warmup');
     const plan: SoakPlan = {
       runs: a.runs,
       models: [
@@ -100,11 +119,11 @@ async function main(): Promise<number> {
       precisions: ['f32', 'f16'],
       seconds: a.seconds,
       maxNewTokens: a.maxNewTokens,
-      warmup: true,
+      warmup,
     };
     console.error(`soak: ${a.runs} runs of ${plan.models.map((m) => m.name).join(' and ')}, KV ${plan.precisions.join('/')}, ${plan.policies.join('/')}, ${a.seconds.join(' s and ')} s clips`);
     const result = (await page.evaluate((p) => (window as unknown as { wnwSoak: { run(p: SoakPlan): Promise<SoakResult> } }).wnwSoak.run(p), plan)) as SoakResult;
-    for (const r of [...result.warmup, ...result.runs]) console.error((r.run === 0 ? 'warmup' : '') + line(r));
+    console.error(`(after loading: GPU ${result.afterLoad.gpuBuffers} buffers ${mib(result.afterLoad.gpuBytes)}, OPFS ${mib(result.afterLoad.opfsBytes)}, in ${(result.loadMs / 1000).toFixed(1)} s)`);
     const verdict: Flatness = flatness(result.runs);
     const out = { command: `npm run soak -- ${process.argv.slice(2).join(' ')}`.trim(), date: new Date().toISOString(), browser: `${browser.version()} (${chromiumArgs.includes('--use-webgpu-adapter=swiftshader') ? 'SwiftShader' : 'GPU'})`, wallSeconds: (Date.now() - t0) / 1000, plan, verdict, ...result };
     mkdirSync(dirname(a.out), { recursive: true });
