@@ -3,7 +3,7 @@
  * GPU, with placement decided by the shared Residency (the same code the CPU backend
  * uses), so both backends see identical page tables for identical plans.
  */
-import { CancelledError, ContextTooLongError, DeviceLostError, NoWebGpuError, OutOfMemoryError } from '../../errors.js';
+import { ContextTooLongError, NoWebGpuError, OutOfMemoryError } from '../../errors.js';
 import { audioStart, kvHeadCount, segmentLength, type ModelConfig } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
 import { Residency, liveResidency } from '../../kv/residency.js';
@@ -29,7 +29,7 @@ import { refuseUnfit } from './fit.js';
 import { loadWeightKernels } from './weight-kernels.js';
 import { packDecoderWeights, packedFormats, type PackedDecoderWeights, type WeightBytes } from '../../model/packed-weights.js';
 import type { WeightFormat } from '../../model/quant.js';
-import { cancelled } from '../cancel.js';
+import { cancellableUpload, settleCreation } from '../cancel.js';
 
 export interface WebGpuBackendOptions {
   /** An existing context (shared with other work, or made by a test); default: acquire one. */
@@ -124,32 +124,11 @@ export class WebGpuBackend implements DecoderBackend {
     const weightKernels = loadWeightKernels(cache, config, modelConstants(config, P, options.kvPrecision), loading, packedFormats(packed));
     weightKernels.catch(() => {}); // awaited by the upload; a failed upload must not leave it unhandled
     options.onCompile?.(0, cache.size);
-    const signal = options.signal;
-    // A cancel stops the upload at its next matrix (it frees what it made); compilation has
-    // no such point, so the wait for it is raced against the signal.
-    const onUpload = (loaded: number, total: number) => {
-      if (signal?.aborted) throw new CancelledError('', 'upload');
-      options.onUpload?.(loaded, total);
-    };
+    const onUpload = cancellableUpload(options.signal, options.onUpload);
     // Matrices upload while the pipelines of their formats compile.
     const upload = GpuWeights.upload(ctx, config, packed, bindingLimit(ctx, options.maxBindingBytes), weightKernels, onUpload);
-    const stop = cancelled(signal);
-    try {
-      const [kernels, gpuWeights] = await Promise.race([Promise.all([loading, upload]), stop.promise]);
-      // A device destroyed while the pipelines compiled still hands them over: ask it once more.
-      await Promise.race([ctx.device.lost, new Promise((r) => setTimeout(r, 0))]);
-      ctx.check();
-      return new WebGpuBackend(config, ctx, kernels, gpuWeights, options, !options.context);
-    } catch (e) {
-      // Whatever the upload had made is freed, by the upload itself or here once it finished.
-      (await upload.catch(() => null))?.destroy();
-      // A pipeline or buffer that failed because the device went away is said as the loss.
-      const lost = e instanceof CancelledError ? null : await Promise.race([ctx.device.lost, new Promise<null>((r) => setTimeout(() => r(null), 100))]);
-      if (!options.context) ctx.device.destroy();
-      throw lost ? new DeviceLostError(`${lost.reason}: ${lost.message}`) : e;
-    } finally {
-      stop.done();
-    }
+    const [kernels, gpuWeights] = await settleCreation(ctx, loading, upload, options.signal, !options.context);
+    return new WebGpuBackend(config, ctx, kernels, gpuWeights, options, !options.context);
   }
 
   /**
