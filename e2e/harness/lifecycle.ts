@@ -239,18 +239,24 @@ async function runCase(name: string, hooks: (interrupt: () => void) => Transcrib
   const { error, r } = await interruptRun(hooks, how);
   const said = checkPartial(error, r, kind, tokens[0], tokens[1]);
   if (phase) expectThat((error as CancelledError).phase === phase, `cancelled in "${(error as CancelledError).phase}", expected ${phase}`);
-  let counted = '';
+  let counted: string;
   if (how === 'cancel') {
     const now = snap();
     expectThat(same(now, loadedBaseline), `after the cancel ${show(now)}, loaded baseline ${show(loadedBaseline)}; live: ${labels()}`);
     counted = `${show(now)} after it (the baseline)`;
+  } else {
+    // A lost engine is freed when the loss is seen: the page holds what it held with no transcriber.
+    await settle();
+    const now = snap();
+    expectThat(same(now, emptyBaseline), `after the loss ${show(now)}, with no transcriber ${show(emptyBaseline)}; live: ${labels()}`);
+    counted = `${show(now)} after it (as with no transcriber)`;
   }
   await referenceAgain(asr!);
   await settle();
   // After a loss the next run rebuilt the engine on a new device: the old one's buffers are all freed.
   const now = snap();
   expectThat(same(now, loadedBaseline), `after the following run ${show(now)}, loaded baseline ${show(loadedBaseline)}; live: ${labels()}`);
-  return `${name}: ${said}; ${counted || `${show(now)} after the following run (the baseline)`}; the following run gives the reference`;
+  return `${name}: ${said}; ${counted}, ${show(now)} after the following run (the baseline); the following run gives the reference`;
 }
 
 const prefillAt = (k: number) => (interrupt: () => void): TranscribeOptions => ({

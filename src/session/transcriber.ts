@@ -8,6 +8,7 @@ import { toMono16k } from '../audio/decode.js';
 import { createAudioRoute } from '../route/audio-route.js';
 import type { AudioRoute } from '../route/types.js';
 import { chooseBackend, createBackend, type BackendTarget } from '../backend/create.js';
+import { lostWithin } from '../backend/cancel.js';
 import { audioTokensOf, maxAudioTokens, refuseUnfit, reportedDeviceMemoryGiB, sureMemoryBytes, type FitDevice } from '../backend/webgpu/fit.js';
 import type { DecoderBackend } from '../backend/types.js';
 import type { GpuContext } from '../gpu/device.js';
@@ -183,31 +184,41 @@ export class WnwTranscriber implements Transcriber {
    */
   private async deviceLost(e: unknown): Promise<DeviceLostError | null> {
     const ctx = gpuContextOf(this.decoder);
-    if (!ctx) return null;
-    const info = await Promise.race([ctx.device.lost, new Promise<null>((r) => setTimeout(() => r(null), 100))]);
+    if (!ctx || this.lost) return null;
+    const info = await lostWithin(ctx, 100);
     if (!info && !(e instanceof DeviceLostError)) return null;
+    // The old engine's buffers are freed now, not at the next call: a page that never calls again leaks nothing.
     this.lost = true;
     this.lastEncoding = null;
+    this.freeEngine();
     return e instanceof DeviceLostError ? e : new DeviceLostError(`${info!.reason}: ${info!.message}`);
   }
 
-  /** After a lost device: free what the old engine held, then load the decoder and route on a new device. */
+  /** After a lost device: the decoder and route built again on a new device (the old ones were freed when the loss was seen). */
   private async rebuild(): Promise<void> {
     if (!this.remake) throw new DeviceLostError('the device this transcriber was built on is gone; load the model again');
-    this.decoder.dispose();
-    await this.route.dispose();
     const e = await this.remake();
     this.decoder = e.decoder;
     this.route = e.route;
+    this.engineFreed = false;
     this.lost = false;
   }
+
+  /** Frees the decoder and route, once (a lost engine is freed when the loss is seen, and not again by dispose). */
+  private freeEngine(): void {
+    if (this.engineFreed) return;
+    this.engineFreed = true;
+    this.decoder.dispose();
+    void Promise.resolve(this.route.dispose()).catch(() => {});
+  }
+
+  private engineFreed = false;
 
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
     this.lastEncoding = null;
-    this.decoder.dispose();
-    void this.route.dispose();
+    this.freeEngine();
   }
 }
 
