@@ -139,16 +139,36 @@ export class OutOfMemoryError extends WnwError {
   }
 }
 
+/**
+ * The GPU device went away (a driver reset, another tab's memory, `device.destroy()`).
+ * `text` is what the transcription had decoded when it happened ('' during loading or
+ * encoding). The transcriber that saw it makes a new device on its next call.
+ */
 export class DeviceLostError extends WnwError {
-  constructor(reason: string) {
-    super('DEVICE_LOST', `The GPU device was lost (${reason}). Reload the model to continue.`);
+  constructor(
+    readonly reason: string,
+    readonly text = '',
+  ) {
+    super('DEVICE_LOST', `The GPU device was lost (${reason}). The next transcription makes a new device; if it is lost again, reload the page.`);
     this.name = 'DeviceLostError';
+  }
+
+  /** The same loss, carrying the transcript decoded before it. */
+  withText(text: string): DeviceLostError {
+    return new DeviceLostError(this.reason, text);
   }
 }
 
+/**
+ * The caller's AbortSignal fired. `phase` says where the work stopped (a load phase, or
+ * encode / prefill / decode); `text` is what the transcription had decoded by then.
+ */
 export class CancelledError extends WnwError {
-  constructor() {
-    super('CANCELLED', 'Transcription was cancelled.');
+  constructor(
+    readonly text = '',
+    readonly phase?: string,
+  ) {
+    super('CANCELLED', `${phase ? `Cancelled during ${phase}` : 'Transcription was cancelled'}.`);
     this.name = 'CancelledError';
   }
 }

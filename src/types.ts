@@ -90,6 +90,12 @@ export interface LoadOptions {
    */
   cache?: boolean;
   onProgress?: (e: ProgressEvent) => void;
+  /**
+   * Cancels the load: the download, convert and upload stop at their next progress event,
+   * compilation at once; the load rejects with a CancelledError naming the phase, and every
+   * GPU buffer it had made is freed.
+   */
+  signal?: AbortSignal;
 }
 
 export interface Word {

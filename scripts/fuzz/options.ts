@@ -21,6 +21,8 @@ export function fuzzLoadOptions(d: Dice): Record<string, unknown> {
     ['audioEncoder', () => oneOf(d, ['onnx', 'audio-tower', 'whisper'])],
     ['cache', () => oneOf(d, [true, false])],
     ['bogusOption', () => d.pick(HOSTILE)],
+    // Last, so the draws of the keys above are those of the cases before the load had a signal.
+    ['signal', () => (d.chance(0.5) ? AbortSignal.abort() : d.pick(HOSTILE))],
   ];
   for (const [k, v] of keys) if (d.chance(0.35)) o[k] = v();
   return o;

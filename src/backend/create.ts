@@ -4,7 +4,7 @@
  * used when asked for explicitly, because in Node it is unreliable and everywhere it is
  * slower than the CPU backend.
  */
-import { ModelTooBigError, NoWebGpuError } from '../errors.js';
+import { CancelledError, DeviceLostError, ModelTooBigError, NoWebGpuError } from '../errors.js';
 import type { ModelConfig } from '../model/config.js';
 import type { DecoderWeights } from '../model/weights.js';
 import { isNode, nodeBuiltin } from '../model/files.js';
@@ -28,6 +28,8 @@ export interface CreateBackendOptions {
   onCompile?: (compiled: number, total: number) => void;
   /** WebGPU: bytes of the weights written to GPU buffers, of their total. */
   onUpload?: (loaded: number, total: number) => void;
+  /** WebGPU: cancels the upload and compilation (a CancelledError; every GPU buffer made is freed). */
+  signal?: AbortSignal;
 }
 
 /**
@@ -95,10 +97,12 @@ export async function createBackend(
       allowSoftware: on.explicit,
       onCompile: opts.onCompile,
       onUpload: opts.onUpload,
+      signal: opts.signal,
     });
   } catch (e) {
     // Weights the GPU cannot bind need another format, not the CPU (a 3B model there is unusably slow): said, not worked around.
-    if (e instanceof ModelTooBigError) throw e;
+    // A cancel or a lost device is the caller's to see, not a reason to fall back.
+    if (e instanceof ModelTooBigError || e instanceof CancelledError || e instanceof DeviceLostError) throw e;
     if (on.explicit) throw e instanceof NoWebGpuError ? e : new NoWebGpuError(e instanceof Error ? e.message : String(e));
     opts.onFallback?.(e instanceof Error ? e.message : String(e));
     return new CpuBackend(config, weights, cpuOptions);

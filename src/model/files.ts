@@ -3,7 +3,7 @@
  * a folder of File objects the user picked (see local-folder.ts), with download progress
  * where the transport reports it. Errors name the file.
  */
-import { ModelLoadError } from '../errors.js';
+import { CancelledError, ModelLoadError } from '../errors.js';
 import { localFile, type LocalLookup } from './local-folder.js';
 
 export const isNode = (): boolean =>
@@ -60,7 +60,13 @@ export async function readBytes(source: string, onProgress?: (loaded: number, to
       if (done) break;
       parts.push(value);
       loaded += value.byteLength;
-      onProgress(loaded, total || loaded);
+      try {
+        onProgress(loaded, total || loaded);
+      } catch (e) {
+        // A cancel, said by the progress callback: stop the download too.
+        void reader.cancel().catch(() => {});
+        throw e;
+      }
     }
     const out = new Uint8Array(loaded);
     let off = 0;
@@ -70,6 +76,7 @@ export async function readBytes(source: string, onProgress?: (loaded: number, to
     }
     return out.buffer;
   } catch (e) {
+    if (e instanceof CancelledError) throw e;
     throw new ModelLoadError(source, `cannot read the file (${e instanceof Error ? e.message : String(e)})`);
   }
 }

@@ -25,7 +25,15 @@ function oneOf(option: string, value: unknown, allowed: readonly string[]): void
 
 const isPositive = (v: unknown) => typeof v === 'number' && Number.isFinite(v) && v > 0;
 
+/** An AbortSignal, as plain JavaScript may hand over anything in its place. */
+function checkSignal(signal: unknown): void {
+  if (signal !== undefined && !(typeof signal === 'object' && signal && typeof (signal as AbortSignal).aborted === 'boolean' && typeof (signal as AbortSignal).addEventListener === 'function')) {
+    bad('signal', signal, 'an AbortSignal');
+  }
+}
+
 export function checkLoadOptions(o: LoadOptions): void {
+  checkSignal(o.signal);
   if (typeof o.model !== 'string' || !o.model) bad('model', o.model, 'the model folder\'s path or URL');
   oneOf('backend', o.backend, ['auto', 'cpu', 'webgpu']);
   oneOf('kvPrecision', o.kvPrecision, KV_PRECISIONS);
@@ -43,9 +51,7 @@ export function checkTranscribeOptions(o: TranscribeOptions): void {
   if (o.forcedTokens !== undefined && !(Array.isArray(o.forcedTokens) && o.forcedTokens.every((t) => Number.isInteger(t) && t >= 0))) {
     bad('forcedTokens', o.forcedTokens, 'an array of token ids (whole numbers from 0)');
   }
-  if (o.signal !== undefined && !(typeof o.signal === 'object' && o.signal && typeof (o.signal as AbortSignal).aborted === 'boolean' && typeof (o.signal as AbortSignal).addEventListener === 'function')) {
-    bad('signal', o.signal, 'an AbortSignal');
-  }
+  checkSignal(o.signal);
   if (o.policyOptions !== undefined && (typeof o.policyOptions !== 'object' || o.policyOptions === null || Array.isArray(o.policyOptions))) {
     bad('policyOptions', o.policyOptions, 'an object of option names to values');
   }

@@ -3,7 +3,7 @@
  * step with the policy's recall/release plan applied between steps. Whatever happens
  * (cancel, error), the tokens decoded so far come back with the stats.
  */
-import { CancelledError, WnwError } from '../errors.js';
+import { CancelledError, DeviceLostError, WnwError } from '../errors.js';
 import type { DecoderBackend } from '../backend/types.js';
 import { policyLayout } from '../backend/prompt.js';
 import { sharedPrefillWindows } from '../policy/registry.js';
@@ -251,6 +251,9 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   const tail = reply.push(rest) + reply.flush();
   out += tail;
   if (tail && tokens.length) o.onToken?.(tail, tokens[tokens.length - 1]);
+  // A cancel or a lost device carries the transcript so far, and where the run stopped.
+  if (error instanceof CancelledError) error = new CancelledError(out.trim(), prefillMs > 0 ? 'decode' : 'prefill');
+  else if (error instanceof DeviceLostError) error = error.withText(out.trim());
   const final = safeResidency(backend);
   backend.end(o.reusePrefill);
   const stats = transcriptionStats(r, acc, prefillMs, final, stoppedBy, stopToken);

@@ -3,11 +3,12 @@
  * audio into text under the chosen KV policy. Audio is decoded here, featurised and
  * encoded by the model's audio route (route/audio-route.ts), and decoded in run.ts.
  */
-import { CancelledError, PositionsExceededError, WnwError } from '../errors.js';
+import { CancelledError, DeviceLostError, PositionsExceededError, WnwError } from '../errors.js';
 import { toMono16k } from '../audio/decode.js';
 import { createAudioRoute } from '../route/audio-route.js';
 import type { AudioRoute } from '../route/types.js';
-import { chooseBackend, createBackend } from '../backend/create.js';
+import { chooseBackend, createBackend, type BackendTarget } from '../backend/create.js';
+import { lostWithin } from '../backend/cancel.js';
 import { audioTokensOf, maxAudioTokens, refuseUnfit, reportedDeviceMemoryGiB, sureMemoryBytes, type FitDevice } from '../backend/webgpu/fit.js';
 import type { DecoderBackend } from '../backend/types.js';
 import type { GpuContext } from '../gpu/device.js';
@@ -23,22 +24,36 @@ import { createPolicy, needsHeads, policyBudget } from '../policy/registry.js';
 import { wordTimingHeads } from '../policy/timing-heads.js';
 import { runTranscription } from './run.js';
 import { checkLoadOptions, checkTranscribeOptions, show } from './options.js';
-import type { AudioInput, LoadOptions, PolicyName, ProgressEvent, TranscribeOptions, TranscriptionResult, Transcriber } from '../types.js';
+import type { AudioInput, LoadOptions, PolicyName, ProgressEvent, ProgressPhase, TranscribeOptions, TranscriptionResult, Transcriber } from '../types.js';
 
 const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
+
+/** What runs the model: the decoder backend and the audio route beside it (on its device). */
+export interface Engine {
+  decoder: DecoderBackend;
+  route: AudioRoute;
+}
 
 export class WnwTranscriber implements Transcriber {
   private busy: Promise<unknown> = Promise.resolve();
   private disposed = false;
+  /** Set when the GPU device was lost: the next call builds the engine again on a new device. */
+  private lost = false;
   /** The last encoding, kept when the caller asked for reuse (evaluation: many policies, one clip). */
   private lastEncoding: { input: AudioInput; enc: Awaited<ReturnType<WnwTranscriber['encode']>> } | null = null;
+  private route: AudioRoute;
+  private decoder: DecoderBackend;
 
   constructor(
     readonly model: LoadedModel,
-    private readonly route: AudioRoute,
-    private readonly decoder: DecoderBackend,
+    engine: Engine,
     private readonly defaults: { policy: PolicyName; budget: number; language?: string; onProgress?: (e: ProgressEvent) => void },
-  ) {}
+    /** Builds the engine again from the loaded model (after a lost device); absent: a loss is final. */
+    private readonly remake?: () => Promise<Engine>,
+  ) {
+    this.route = engine.route;
+    this.decoder = engine.decoder;
+  }
 
   /** Prompts of the languages asked for since load, built once each. */
   private readonly prompts = new Map<string, PromptIds>();
@@ -77,6 +92,9 @@ export class WnwTranscriber implements Transcriber {
     const out = await this.route.encode(samples, {
       signal: options.signal,
       onProgress: (done: number, total: number, note?: string) => progress?.({ phase: 'encode', fraction: done / total, ...(note ? { detail: note } : {}) }),
+    }).catch((e: unknown) => {
+      // The route checks the signal between windows and knows no phases: its cancel is the encode's.
+      throw e instanceof CancelledError && !e.phase ? new CancelledError('', 'encode') : e;
     });
     return { ...out, audioSeconds: seconds, encodeMs: now() - t0, encoderBytes: this.route.weightBytes };
   }
@@ -141,21 +159,66 @@ export class WnwTranscriber implements Transcriber {
   private async transcribeNow(input: AudioInput, options: TranscribeOptions): Promise<TranscriptionResult> {
     if (this.disposed) throw new WnwError('BAD_ARGUMENT', 'this transcriber was disposed; load a new one');
     checkTranscribeOptions(options);
-    if (options.signal?.aborted) throw new CancelledError();
+    if (options.signal?.aborted) throw new CancelledError('', 'encode');
     // Options that make no policy fail now, not after the audio has been encoded.
     this.policyFor(options);
-    const reuse = options.reusePrefill && this.lastEncoding?.input === input ? this.lastEncoding.enc : null;
-    const enc = reuse ?? (await this.encode(input, options));
-    this.lastEncoding = options.reusePrefill ? { input, enc } : null;
-    return this.decodeEncoded(enc, options);
+    if (this.lost) await this.rebuild();
+    try {
+      const reuse = options.reusePrefill && this.lastEncoding?.input === input ? this.lastEncoding.enc : null;
+      const enc = reuse ?? (await this.encode(input, options));
+      this.lastEncoding = options.reusePrefill ? { input, enc } : null;
+      const r = await this.decodeEncoded(enc, options);
+      if (r.error && !(r.error instanceof CancelledError)) {
+        const lost = await this.deviceLost(r.error);
+        if (lost) r.error = lost.withText(r.text);
+      }
+      return r;
+    } catch (e) {
+      throw (await this.deviceLost(e)) ?? e;
+    }
   }
+
+  /**
+   * The typed loss when `e` came from a lost device (the device's `lost` promise may settle
+   * just after the failed map or submit that revealed it, so it is given a moment); null if not.
+   */
+  private async deviceLost(e: unknown): Promise<DeviceLostError | null> {
+    const ctx = gpuContextOf(this.decoder);
+    if (!ctx || this.lost) return null;
+    const info = await lostWithin(ctx, 100);
+    if (!info && !(e instanceof DeviceLostError)) return null;
+    // The old engine's buffers are freed now, not at the next call: a page that never calls again leaks nothing.
+    this.lost = true;
+    this.lastEncoding = null;
+    this.freeEngine();
+    return e instanceof DeviceLostError ? e : new DeviceLostError(`${info!.reason}: ${info!.message}`);
+  }
+
+  /** After a lost device: the decoder and route built again on a new device (the old ones were freed when the loss was seen). */
+  private async rebuild(): Promise<void> {
+    if (!this.remake) throw new DeviceLostError('the device this transcriber was built on is gone; load the model again');
+    const e = await this.remake();
+    this.decoder = e.decoder;
+    this.route = e.route;
+    this.engineFreed = false;
+    this.lost = false;
+  }
+
+  /** Frees the decoder and route, once (a lost engine is freed when the loss is seen, and not again by dispose). */
+  private freeEngine(): void {
+    if (this.engineFreed) return;
+    this.engineFreed = true;
+    this.decoder.dispose();
+    void Promise.resolve(this.route.dispose()).catch(() => {});
+  }
+
+  private engineFreed = false;
 
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
     this.lastEncoding = null;
-    this.decoder.dispose();
-    void this.route.dispose();
+    this.freeEngine();
   }
 }
 
@@ -192,13 +255,56 @@ function packForBackend(model: LoadedModel, format: WeightFormat | undefined, pr
   return packed;
 }
 
+/**
+ * The progress callback the load reports through, with the load's signal checked around
+ * each event: a cancel stops the download, convert and upload at their next event (each
+ * frees what it made) and is a CancelledError naming the phase it came in.
+ */
+function cancellableProgress(signal: AbortSignal | undefined, user: ((e: ProgressEvent) => void) | undefined) {
+  let phase: ProgressPhase = 'download';
+  let abortedIn: ProgressPhase | undefined;
+  signal?.addEventListener('abort', () => void (abortedIn ??= phase), { once: true });
+  const stop = () => {
+    if (signal?.aborted) throw new CancelledError('', abortedIn ?? phase);
+  };
+  return {
+    stop,
+    /** A cancel from deeper down (the backend's own check) said with the phase the caller saw it in. */
+    said(e: unknown): unknown {
+      return e instanceof CancelledError && abortedIn !== undefined && e.phase !== abortedIn ? new CancelledError(e.text, abortedIn) : e;
+    },
+    /** Forwards and checks: for events from code that frees its work when a callback throws. */
+    progress(e: ProgressEvent) {
+      phase = e.phase;
+      stop();
+      user?.(e);
+      stop();
+    },
+    /** Forwards only: for events from inside a promise's callback (compilation), where a throw would go unheard. */
+    tell(e: ProgressEvent) {
+      phase = e.phase;
+      user?.(e);
+    },
+  };
+}
+
 /** Loads the model, its audio route and a decoder backend. */
 export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscriber> {
   checkLoadOptions(options);
+  const cancel = cancellableProgress(options.signal, options.onProgress);
+  try {
+    return await load(options, cancel);
+  } catch (e) {
+    throw cancel.said(e);
+  }
+}
+
+async function load(options: LoadOptions, cancel: ReturnType<typeof cancellableProgress>): Promise<WnwTranscriber> {
   const policy = options.policy ?? 'wnw';
   const budget = options.budget ?? 0.2;
   if (!(typeof budget === 'number' && budget > 0 && budget <= 1)) throw new WnwError('BAD_ARGUMENT', `budget must be in (0, 1], got ${show(budget)}`);
-  const progress = options.onProgress ?? (() => {});
+  const { progress, tell, stop } = cancel;
+  stop();
   // The adapter first: its limits (and the memory the page reports) judge the model from its
   // config before a shard byte is read, rather than after gigabytes of them.
   let fallback: string | undefined;
@@ -228,26 +334,46 @@ export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscri
   const onFallback = (reason: string) => progress({ phase: 'compile', fraction: 1, detail: `WebGPU unavailable (${reason}); using the CPU backend` });
   if (fallback !== undefined) onFallback(fallback);
   // Packed weights go to the backend as they are (dequantising them would undo the packing).
-  const decoder = await createBackend(model.config, model.packed ?? packForBackend(model, options.weightFormat, progress), {
+  const weights = model.packed ?? packForBackend(model, options.weightFormat, progress);
+  const build = (on: BackendTarget | undefined, signal: AbortSignal | undefined) => buildEngine(model, weights, options, on, signal, { progress, tell, onFallback },
+    { ...decoderWeights, memoryBytes: sureMemoryBytes(device) });
+  const engine = await build(target, options.signal);
+  // A new device after a loss comes from a new adapter (an adapter gives one device), without the load's signal.
+  return new WnwTranscriber(model, engine, { policy, budget, language, onProgress: options.onProgress }, () => build(undefined, undefined));
+}
+
+/**
+ * The decoder backend on `target` (none: chosen again) and the audio route beside it. A
+ * cancel or failure after the decoder is built frees it, so nothing of a half-built engine
+ * stays on the GPU.
+ */
+async function buildEngine(
+  model: LoadedModel, weights: DecoderWeights | PackedDecoderWeights, options: LoadOptions, target: BackendTarget | undefined, signal: AbortSignal | undefined,
+  report: { progress: (e: ProgressEvent) => void; tell: (e: ProgressEvent) => void; onFallback: (reason: string) => void },
+  decoderWeights: { format: WeightFormat; weightBytes: number; memoryBytes: number | undefined },
+): Promise<Engine> {
+  const { progress, tell } = report;
+  const decoder = await createBackend(model.config, weights, {
     backend: options.backend,
     kvBudgetBytes: options.kvBudgetBytes,
     kvPrecision: options.kvPrecision,
     weightFormat: options.weightFormat,
-    onCompile: (compiled, total) => progress({ phase: 'compile', fraction: total ? compiled / total : 1, detail: 'decoder kernels', pipelines: { compiled, total } }),
+    onCompile: (compiled, total) => tell({ phase: 'compile', fraction: total ? compiled / total : 1, detail: 'decoder kernels', pipelines: { compiled, total } }),
     onUpload: (loaded, total) => progress({ phase: 'upload', fraction: total ? loaded / total : 1, detail: 'decoder weights', bytes: { loaded, total } }),
-    onFallback,
+    onFallback: report.onFallback,
+    signal,
   }, target);
-  progress({ phase: 'compile', fraction: 1, detail: decoder.label });
-  // After the decoder: a Hugging Face audio tower runs on the WebGPU decoder's device.
-  progress({ phase: 'compile', fraction: 0, detail: 'audio encoder' });
-  let route: AudioRoute;
+  let route: AudioRoute | undefined;
   try {
-    route = await createAudioRoute(model, { file: `${options.model}/encoder.onnx`, gpu: gpuContextOf(decoder),
-      weightFormat: options.audioWeightFormat, decoder: { ...decoderWeights, memoryBytes: sureMemoryBytes(device) } });
+    progress({ phase: 'compile', fraction: 1, detail: decoder.label });
+    // After the decoder: a Hugging Face audio tower runs on the WebGPU decoder's device.
+    progress({ phase: 'compile', fraction: 0, detail: 'audio encoder' });
+    route = await createAudioRoute(model, { file: `${options.model}/encoder.onnx`, gpu: gpuContextOf(decoder), weightFormat: options.audioWeightFormat, decoder: decoderWeights });
+    progress({ phase: 'compile', fraction: 1, detail: route.label });
+    return { decoder, route };
   } catch (e) {
     decoder.dispose();
+    await route?.dispose();
     throw e;
   }
-  progress({ phase: 'compile', fraction: 1, detail: route.label });
-  return new WnwTranscriber(model, route, decoder, { policy, budget, language, onProgress: options.onProgress });
 }

@@ -4,13 +4,15 @@
  * AbortSignal, callbacks and typed errors behave as they do on the main thread; a cancel
  * also works while the engine is busy in a computation that never yields to the worker.
  */
-import { CancelledError, WnwError, type WnwErrorCode } from '../errors.js';
+import { CancelledError, DeviceLostError, WnwError, type WnwErrorCode } from '../errors.js';
 import type { AudioInput, LoadOptions, PolicyName, StepStats, TranscribeOptions, Transcriber, TranscriptionResult } from '../types.js';
-import type { FromWorker, SerializedError, ToWorker, WorkerAudio } from './protocol.js';
+import type { FromWorker, SerializedError, ToWorker, WorkerAudio, WorkerLoadOptions } from './protocol.js';
 
-/** Rebuilds a typed error: `code` and the extra fields survive; CancelledError keeps its class for instanceof checks. */
+/** Rebuilds a typed error: `code` and the extra fields survive; CancelledError and DeviceLostError keep their class (and text) for instanceof checks. */
 export function deserializeError(s: SerializedError): Error {
-  if (s.code === 'CANCELLED') return new CancelledError();
+  const field = (k: string) => (typeof s.fields?.[k] === 'string' ? (s.fields[k] as string) : undefined);
+  if (s.code === 'CANCELLED') return new CancelledError(field('text'), field('phase'));
+  if (s.code === 'DEVICE_LOST') return new DeviceLostError(field('reason') ?? s.message, field('text'));
   const e = s.code ? new WnwError(s.code as WnwErrorCode, s.message) : new Error(s.message);
   e.name = s.name;
   if (s.fields) Object.assign(e, s.fields);
@@ -40,8 +42,9 @@ class Session {
 
   constructor(
     readonly worker: Worker,
-    options: Omit<LoadOptions, 'onProgress'>,
+    options: WorkerLoadOptions,
     onProgress?: LoadOptions['onProgress'],
+    signal?: AbortSignal,
   ) {
     worker.addEventListener('message', (e: MessageEvent<FromWorker>) => this.handlers.get(e.data.id)?.(e.data));
     // A worker that fails to start (bad URL, syntax error) only reports an ErrorEvent: fail every pending call with it.
@@ -50,11 +53,28 @@ class Session {
       for (const h of this.handlers.values()) h({ type: 'failed', id: -1, error: { name: 'Error', message: this.crashed.message } });
     });
     this.ready = new Promise<string>((resolve, reject) => {
+      let kill: ReturnType<typeof setTimeout> | undefined;
+      const finish = () => {
+        this.close(id);
+        clearTimeout(kill);
+        signal?.removeEventListener('abort', onAbort);
+      };
       const id = this.open((m) => {
         if (m.type === 'progress') onProgress?.(m.event);
-        else if (m.type === 'loaded') (this.close(id), resolve(m.backend));
-        else if (m.type === 'failed') (this.close(id), reject(deserializeError(m.error)));
+        else if (m.type === 'loaded') (finish(), resolve(m.backend));
+        else if (m.type === 'failed') (finish(), reject(deserializeError(m.error)));
       });
+      // The worker stops the load at its next check; one that does not answer in time is stopped by force.
+      const onAbort = () => {
+        this.send({ type: 'cancel', id });
+        kill = setTimeout(() => {
+          finish();
+          this.worker.terminate();
+          reject(new CancelledError('', 'load'));
+        }, CANCEL_GRACE_MS);
+      };
+      if (signal?.aborted) return (finish(), reject(new CancelledError('', 'download')));
+      signal?.addEventListener('abort', onAbort, { once: true });
       this.send({ type: 'load', id, options });
     });
     // A reload after a forced stop is awaited by the next transcribe; until then nobody listens.
@@ -93,7 +113,7 @@ function partialResult(seen: Seen, input: AudioInput, policy: PolicyName, budget
     rawText: seen.text,
     words: [],
     tokens: seen.tokens,
-    error: new CancelledError(),
+    error: new CancelledError(seen.text),
     // Only what the page observed; the engine's own totals went down with the worker.
     stats: {
       policy, budget, backend, audioSeconds, audioTokens: 0, decodeSteps: seen.tokens.length,
@@ -115,9 +135,13 @@ export async function loadTranscriberInWorker(
   options: LoadOptions,
   makeWorker: () => Worker = defaultWorker,
 ): Promise<Transcriber> {
-  const { onProgress, ...rest } = options;
-  let session = new Session(makeWorker(), rest, onProgress);
-  const backend = await session.ready;
+  // The load's signal cancels this first load only; a reload after a forced stop has none.
+  const { onProgress, signal, ...rest } = options;
+  let session = new Session(makeWorker(), rest, onProgress, signal);
+  const backend = await session.ready.catch((e: unknown) => {
+    session.worker.terminate();
+    throw e;
+  });
 
   return {
     backend,

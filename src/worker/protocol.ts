@@ -5,7 +5,8 @@
  */
 import type { LoadOptions, ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult } from '../types.js';
 
-export type WorkerLoadOptions = Omit<LoadOptions, 'onProgress'>;
+/** Functions and AbortSignals do not cross postMessage: the load's signal becomes a cancel message. */
+export type WorkerLoadOptions = Omit<LoadOptions, 'onProgress' | 'signal'>;
 /** Functions do not cross postMessage: onLogits stays in-process only. */
 export type WorkerTranscribeOptions = Omit<TranscribeOptions, 'signal' | 'onToken' | 'onStep' | 'onProgress' | 'onLogits'>;
 /** What the worker can receive: bytes, a Blob, or 16 kHz mono samples (AudioBuffers do not transfer). */
@@ -15,7 +16,7 @@ export interface SerializedError {
   name: string;
   message: string;
   code?: string;
-  /** Extra fields of the typed errors (neededBytes, availableBytes, limit, file, tensor). */
+  /** Extra fields of the typed errors (neededBytes, availableBytes, limit, file, tensor; a cancel's or a lost device's text, phase and reason). */
   fields?: Record<string, string | number>;
 }
 
@@ -40,7 +41,7 @@ export function serializeError(e: unknown): SerializedError {
   const rec = e as unknown as Record<string, unknown>;
   if (typeof rec.code === 'string') out.code = rec.code;
   const fields: Record<string, string | number> = {};
-  for (const k of ['neededBytes', 'availableBytes', 'limit', 'file', 'tensor']) {
+  for (const k of ['neededBytes', 'availableBytes', 'limit', 'file', 'tensor', 'text', 'phase', 'reason']) {
     const v = rec[k];
     if (typeof v === 'string' || typeof v === 'number') fields[k] = v;
   }

@@ -24,13 +24,18 @@ async function handle(m: ToWorker): Promise<void> {
   switch (m.type) {
     case 'load': {
       transcriber?.then((t) => t.dispose(), () => {});
-      const loading = loadTranscriber({ ...m.options, onProgress: (event: ProgressEvent) => post({ type: 'progress', id: m.id, event }) });
+      // A cancel message with the load's id aborts the load (the page's signal cannot be posted).
+      const abort = new AbortController();
+      running.set(m.id, abort);
+      const loading = loadTranscriber({ ...m.options, signal: abort.signal, onProgress: (event: ProgressEvent) => post({ type: 'progress', id: m.id, event }) });
       transcriber = loading;
       try {
         post({ type: 'loaded', id: m.id, backend: (await loading).backend });
       } catch (e) {
         transcriber = null;
         post({ type: 'failed', id: m.id, error: serializeError(e) });
+      } finally {
+        running.delete(m.id);
       }
       return;
     }

@@ -58,6 +58,7 @@ describe.skipIf(!pythonHasOnnx())('cancel at every in-process phase (CPU backend
       },
     }));
     await expect(p).rejects.toBeInstanceOf(CancelledError);
+    await expect(p).rejects.toMatchObject({ phase: 'encode', text: '' });
     expect(phases.every((e) => e.phase === 'encode' && e.fraction === 0)).toBe(true);
     await nextIsFresh();
   });
@@ -95,6 +96,7 @@ describe.skipIf(!pythonHasOnnx())('cancel at every in-process phase (CPU backend
       expect(r.stats.stoppedBy).toBe('cancelled');
       expect(layers).toEqual(Array.from({ length: k }, (_, i) => `layer ${i + 1} of ${LAYERS}`));
       expect(r.text).toBe('');
+      expect((r.error as CancelledError).phase).toBe('prefill');
       expect(r.tokens).toEqual([]);
       expect(r.stats.decodeSteps).toBe(0);
       expect(tokens + steps).toBe(0);
@@ -137,7 +139,37 @@ describe.skipIf(!pythonHasOnnx())('cancel at every in-process phase (CPU backend
       expect(r.text.length).toBeGreaterThan(0);
       expect(fresh.text.startsWith(r.text)).toBe(true);
       expect(r.text.startsWith(textAtCancel.trim())).toBe(true);
+      // The error carries the same partial transcript, and says where it stopped.
+      expect((r.error as CancelledError).text).toBe(r.text);
+      expect((r.error as CancelledError).phase).toBe('decode');
       await nextIsFresh();
     });
   }
+
+  for (const phase of ['download', 'convert'] as const) {
+    it(`load: a cancel at the first ${phase} event rejects with a CancelledError naming it`, async () => {
+      const ac = new AbortController();
+      const after: ProgressEvent[] = [];
+      let fired = false;
+      const p = loadTranscriber({
+        model: dir, backend: 'cpu', policy: 'wnw', budget: 0.2, weightFormat: 'f16', signal: ac.signal,
+        onProgress: (e) => {
+          if (fired) after.push(e);
+          else if (e.phase === phase) (fired = true, ac.abort());
+        },
+      });
+      await expect(p).rejects.toBeInstanceOf(CancelledError);
+      await expect(p).rejects.toMatchObject({ phase, text: '' });
+      expect(fired).toBe(true);
+      // Nothing reported once the cancel is in: the load stopped at that event.
+      expect(after).toEqual([]);
+    });
+  }
+
+  it('load: an already aborted signal refuses before anything is read', async () => {
+    const events: ProgressEvent[] = [];
+    const p = loadTranscriber({ model: dir, backend: 'cpu', signal: AbortSignal.abort(), onProgress: (e) => void events.push(e) });
+    await expect(p).rejects.toBeInstanceOf(CancelledError);
+    expect(events).toEqual([]);
+  });
 });

@@ -29,6 +29,7 @@ import { refuseUnfit } from './fit.js';
 import { loadWeightKernels } from './weight-kernels.js';
 import { packDecoderWeights, packedFormats, type PackedDecoderWeights, type WeightBytes } from '../../model/packed-weights.js';
 import type { WeightFormat } from '../../model/quant.js';
+import { cancellableUpload, settleCreation } from '../cancel.js';
 
 export interface WebGpuBackendOptions {
   /** An existing context (shared with other work, or made by a test); default: acquire one. */
@@ -58,7 +59,10 @@ export interface WebGpuBackendOptions {
   onCompile?: (compiled: number, total: number) => void;
   /** Weight upload progress: bytes written to GPU buffers, of the packed weights' total. */
   onUpload?: (loaded: number, total: number) => void;
+  /** Cancels the upload and compilation: a CancelledError, every buffer made so far freed. */
+  signal?: AbortSignal;
 }
+
 
 interface Session {
   opts: SessionOptions;
@@ -120,11 +124,10 @@ export class WebGpuBackend implements DecoderBackend {
     const weightKernels = loadWeightKernels(cache, config, modelConstants(config, P, options.kvPrecision), loading, packedFormats(packed));
     weightKernels.catch(() => {}); // awaited by the upload; a failed upload must not leave it unhandled
     options.onCompile?.(0, cache.size);
-    const [kernels, gpuWeights] = await Promise.all([
-      loading,
-      // Matrices upload while the pipelines of their formats compile.
-      GpuWeights.upload(ctx, config, packed, bindingLimit(ctx, options.maxBindingBytes), weightKernels, options.onUpload),
-    ]);
+    const onUpload = cancellableUpload(options.signal, options.onUpload);
+    // Matrices upload while the pipelines of their formats compile.
+    const upload = GpuWeights.upload(ctx, config, packed, bindingLimit(ctx, options.maxBindingBytes), weightKernels, onUpload);
+    const [kernels, gpuWeights] = await settleCreation(ctx, loading, upload, options.signal, !options.context);
     return new WebGpuBackend(config, ctx, kernels, gpuWeights, options, !options.context);
   }
 

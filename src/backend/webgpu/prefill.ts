@@ -46,12 +46,16 @@ async function readBack(ctx: GpuContext, parts: [GPUBuffer, number, number?][]):
     off += Math.ceil(bytes / 16) * 16;
   }
   ctx.device.queue.submit([enc.finish()]);
-  await staging.mapAsync(GPUMapMode.READ);
-  const range = staging.getMappedRange();
-  const out = parts.map(([, bytes], i) => range.slice(offs[i], offs[i] + bytes));
-  staging.unmap();
-  ctx.destroy(staging);
-  return out;
+  // A map that fails (a lost device) still frees the staging buffer.
+  try {
+    await staging.mapAsync(GPUMapMode.READ);
+    const range = staging.getMappedRange();
+    const out = parts.map(([, bytes], i) => range.slice(offs[i], offs[i] + bytes));
+    staging.unmap();
+    return out;
+  } finally {
+    ctx.destroy(staging);
+  }
 }
 
 export async function runPrefill(
