@@ -97,7 +97,13 @@ function describe(e: unknown, ctx: { policy: string; budget: number; backend: st
         hint: 'The page looks for the model under models/wnw-ref/ next to it (or the folder given by ?model=). Check that every file is there.',
       };
     case 'DEVICE_LOST':
-      return { level: 'error', title: 'The GPU stopped responding', body, action: { kind: 'reload-model', label: 'Reload the model' } };
+      return {
+        level: 'error',
+        title: 'The GPU stopped responding',
+        body,
+        hint: 'The transcript so far is kept below. Transcribing again sets the model up on a new GPU device by itself; reloading is only needed if that fails too.',
+        action: { kind: 'reload-model', label: 'Reload the model' },
+      };
     case 'CANCELLED':
       return { level: 'info', title: 'Stopped', body: 'Transcription was cancelled. The transcript so far is kept below.' };
     default:
