@@ -56,7 +56,7 @@ function count(argv: string[], name: string, dflt: number): number {
 }
 
 export function parseCostArgs(argv: string[]): CostOptions {
-  const shape = value(argv, 'shape') ?? 'voxtral-mini-3b';
+  const shape = value(argv, 'shape') ?? Object.keys(DECODER_SHAPES)[0];
   const s = DECODER_SHAPES[shape];
   if (!s) throw new RangeError(`unknown decoder shape ${JSON.stringify(shape)}; known: ${Object.keys(DECODER_SHAPES).join(', ')}`);
   const layers = count(argv, 'layers', 1);
