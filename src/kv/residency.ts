@@ -16,7 +16,8 @@
  * allocations, never inside one, since it moves the shards' page ids.
  */
 import { KvPool, type PoolShard } from './pool.js';
-import { growthFor, movePages } from './growth.js';
+import { growthFor } from './growth.js';
+import { EMPTY, PageSlots } from './page-slots.js';
 import { OffloadStore } from './offload.js';
 import { slotBytes } from './precision.js';
 import { summarise, summaryEntry, type SummaryFit } from './summary.js';
@@ -26,7 +27,7 @@ import type { ResidencyStats, TransferStats } from './types.js';
 import type { PageStorage, KvSource, SummaryPlacement, Gather } from './storage.js';
 import type { HeadResidency, PrefillPlan, StepPlan } from './plan.js';
 
-export const EMPTY = -1;
+export { EMPTY };
 
 export type { PageStorage, KvSource, SummaryPlacement, Gather } from './storage.js';
 
@@ -50,24 +51,17 @@ export interface ResidencyShape {
 export class Residency {
   readonly pool: KvPool;
   readonly offload: OffloadStore;
-  /** Sequence position held by every pool slot (EMPTY when unused): the attention kernels' view. Grows with addShard. */
-  positions: Int32Array;
+  /** Pages, their slots and what each slot holds (kv/page-slots.ts). */
+  private readonly slots: PageSlots;
   private readonly audioSlot: Int32Array[]; // per head, per audio offset: slot or EMPTY
-  private live: Int32Array; // live slots per page
-  private readonly textTail: Int32Array; // per head: next free text slot, or EMPTY
   private readonly gpuCount: Int32Array;
   /** Per head: positions with a CPU copy, and GPU positions without one (so stats are O(heads)). */
   private readonly cpuCount: Int32Array;
   private readonly gpuOnly: Int32Array;
-  /** Per head, empty slots inside its audio pages (validated lazily when popped). */
-  private readonly holes: number[][];
-  /** Per page: 0 free, 1 audio, 2 text. Text pages never take recalled rows. */
-  private kind: Uint8Array;
   private readonly rowK: Float32Array;
   private readonly rowV: Float32Array;
   /** Bytes of one position's key and value in the pool (what a recall moves to the GPU). */
   private readonly rowBytes: number;
-  private textPages = 0;
   /** Summary slots over CPU-backed groups, silenced while any of their group is recalled. */
   private readonly recallable: RecallableSummaries;
   /** Times the pool grew (a backend rebuilds what binds the pool's buffers). */
@@ -82,15 +76,11 @@ export class Residency {
     this.rowBytes = 2 * headDim * (shape.kvElementBytes ?? 4);
     this.pool = new KvPool({ heads, pageSize, numPages, bytesPerPage: pageSize * slotBytes(headDim, shape.kvElementBytes ?? 4), shards });
     this.offload = new OffloadStore(headDim, audioLength, undefined, shape.kvElementBytes ?? 4);
-    this.positions = new Int32Array(numPages * pageSize).fill(EMPTY);
+    this.slots = new PageSlots(this.pool, heads);
     this.audioSlot = Array.from({ length: heads }, () => new Int32Array(audioLength).fill(EMPTY));
-    this.live = new Int32Array(numPages);
-    this.textTail = new Int32Array(heads).fill(EMPTY);
     this.gpuCount = new Int32Array(heads);
     this.cpuCount = new Int32Array(heads);
     this.gpuOnly = new Int32Array(heads);
-    this.holes = Array.from({ length: heads }, () => []);
-    this.kind = new Uint8Array(numPages);
     this.rowK = new Float32Array(pageSize * headDim);
     this.rowV = new Float32Array(pageSize * headDim);
     this.recallable = new RecallableSummaries(heads, audioLength);
@@ -98,6 +88,11 @@ export class Residency {
 
   get pageSize(): number {
     return this.shape.pageSize;
+  }
+
+  /** Sequence position held by every pool slot (EMPTY when unused): the attention kernels' view. Replaced when the pool grows. */
+  get positions(): Int32Array {
+    return this.slots.positions;
   }
 
   /** Pool slot of an audio position of a head, or EMPTY. */
@@ -130,18 +125,7 @@ export class Residency {
    * every existing page (a per-layer prefill: the layer's plan has just said how many).
    */
   addShard(firstHead: number, heads: number, pages: number): PoolShard {
-    const s = this.pool.addShard(firstHead, heads, pages);
-    const P = this.pageSize;
-    const grow = <T extends Int32Array | Uint8Array>(a: T, n: number, fill: number, make: (n: number) => T): T => {
-      const b = make(n);
-      b.fill(fill);
-      b.set(a);
-      return b;
-    };
-    this.positions = grow(this.positions, this.pool.numPages * P, EMPTY, (n) => new Int32Array(n));
-    this.live = grow(this.live, this.pool.numPages, 0, (n) => new Int32Array(n));
-    this.kind = grow(this.kind, this.pool.numPages, 0, (n) => new Uint8Array(n));
-    return s;
+    return this.slots.addShard(firstHead, heads, pages);
   }
 
   /** Hands the storage over (a per-layer prefill places rows before the pool's own buffers exist) and syncs every position. */
@@ -169,10 +153,10 @@ export class Residency {
       const slots: number[] = [];
       const seq: number[] = [];
       for (const pos of textSeqPositions) {
-        slots.push(this.allocTextSlot(h));
+        slots.push(this.slots.allocText(h));
         seq.push(pos);
       }
-      const audioSlots = this.allocDense(h, gpu.length + groups.length);
+      const audioSlots = this.slots.allocDense(h, gpu.length + groups.length);
       for (let j = 0; j < gpu.length; j++) {
         this.bind(h, gpu[j], audioSlots[j]);
         slots.push(audioSlots[j]);
@@ -219,11 +203,11 @@ export class Residency {
   appendText(seqPos: number, out: Int32Array): Int32Array {
     if (this.shape.growPages) {
       const need = new Int32Array(this.pool.shards.length);
-      for (let h = 0; h < this.shape.heads; h++) if (this.textTail[h] === EMPTY) need[this.pool.shardIndexOf(h)]++;
+      for (let h = 0; h < this.shape.heads; h++) if (this.slots.needsTextPage(h)) need[this.pool.shardIndexOf(h)]++;
       this.reserve(need);
     }
     for (let h = 0; h < this.shape.heads; h++) {
-      const slot = this.allocTextSlot(h);
+      const slot = this.slots.allocText(h);
       this.positions[slot] = seqPos;
       out[h] = slot;
       this.storage.syncPositions(slot, 1, this.positions);
@@ -255,7 +239,7 @@ export class Residency {
         rows.set(head, n);
       }
       const need = new Int32Array(this.pool.shards.length);
-      for (const [head, n] of rows) need[this.pool.shardIndexOf(head)] += Math.ceil(Math.max(0, n - this.usableHoles(head)) / this.pageSize);
+      for (const [head, n] of rows) need[this.pool.shardIndexOf(head)] += Math.ceil(Math.max(0, n - this.slots.usableHoles(head)) / this.pageSize);
       this.reserve(need);
     }
     for (const { head, positions } of plan.recall) {
@@ -265,7 +249,7 @@ export class Residency {
         if (!this.offload.has(head, pos)) throw new Error(`recall of head ${head} position ${pos}, which has no CPU copy`);
         todo.push(pos);
       }
-      const slots = this.allocAudio(head, todo.length);
+      const slots = this.slots.allocAudio(head, todo.length);
       // Slots from allocDense are runs within pages: write each page's run with one call.
       let i = 0;
       while (i < todo.length) {
@@ -308,7 +292,7 @@ export class Residency {
       rGpuCpu: sum(gpuOrCpu) / total,
       gpuBytesInUse: this.pool.usedPages * this.pool.bytesPerPage,
       gpuBytesCapacity: this.pool.capacity * this.pool.bytesPerPage,
-      textPages: this.textPages,
+      textPages: this.slots.textPages,
       cpuBytes: this.offload.bytes,
     };
   }
@@ -327,45 +311,8 @@ export class Residency {
     this.audioSlot[head][pos] = EMPTY;
     this.gpuCount[head]--;
     if (!this.offload.has(head, pos)) this.gpuOnly[head]--; // dropped for good
-    this.positions[slot] = EMPTY;
-    const page = Math.floor(slot / this.pageSize);
+    this.slots.free(head, slot);
     this.storage.syncPositions(slot, 1, this.positions);
-    if (--this.live[page] === 0) {
-      this.pool.freePage(head, page);
-      this.kind[page] = 0;
-    } else {
-      this.holes[head].push(slot);
-    }
-  }
-
-  /** Holes allocAudio can fill: distinct empty slots of the head's own audio pages. */
-  private usableHoles(head: number): number {
-    const ok = new Set<number>();
-    for (const slot of this.holes[head]) {
-      const page = Math.floor(slot / this.pageSize);
-      if (this.pool.ownerOf(page) === head && this.kind[page] === 1 && this.positions[slot] === EMPTY) ok.add(slot);
-    }
-    return ok.size;
-  }
-
-  /**
-   * Audio slots for a recall: holes in the head's audio pages first, then fresh pages.
-   * A head's audio page count therefore never exceeds ceil(peak live positions / pageSize).
-   */
-  private allocAudio(head: number, count: number): Int32Array {
-    const out = new Int32Array(count);
-    const holes = this.holes[head];
-    let n = 0;
-    while (n < count && holes.length > 0) {
-      const slot = holes.pop()!;
-      const page = Math.floor(slot / this.pageSize);
-      if (this.pool.ownerOf(page) !== head || this.kind[page] !== 1 || this.positions[slot] !== EMPTY || out.subarray(0, n).includes(slot)) continue;
-      this.live[page]++;
-      out[n++] = slot;
-    }
-    out.set(this.allocDense(head, count - n), n);
-    // Keep ascending order so runs within a page are written with one call.
-    return out.sort();
   }
 
   /** Grows the shards with fewer free pages than `need[s]` (kv/growth.ts growthFor). */
@@ -377,59 +324,17 @@ export class Residency {
 
   /** Grows the pool by `add[s]` pages in shard s and moves every slot this residency holds to the shards' new page ids. */
   private grow(add: Int32Array): void {
-    const before = this.pool.shards.map((s) => ({ ...s }));
-    const shifts = this.pool.grow(add);
-    const P = this.pageSize;
-    const pages = this.pool.numPages;
-    this.positions = movePages(this.positions, before, shifts, P, new Int32Array(pages * P).fill(EMPTY));
-    this.live = movePages(this.live, before, shifts, 1, new Int32Array(pages));
-    this.kind = movePages(this.kind, before, shifts, 1, new Uint8Array(pages));
+    const { before, shiftOf } = this.slots.grow(add);
     for (let h = 0; h < this.shape.heads; h++) {
-      const shard = this.pool.shardIndexOf(h);
-      const d = shard === -1 ? 0 : shifts[shard] * P;
+      const d = shiftOf(h);
       if (!d) continue;
       const a = this.audioSlot[h];
       for (let i = 0; i < a.length; i++) if (a[i] !== EMPTY) a[i] += d;
-      if (this.textTail[h] !== EMPTY) this.textTail[h] += d;
-      const holes = this.holes[h];
-      for (let i = 0; i < holes.length; i++) holes[i] += d;
       this.recallable.shift(h, d);
     }
     this.storage.grow!(before, this.pool.shards);
     this.storage.syncPositions(0, this.positions.length, this.positions);
     this.growths++;
-  }
-
-  private allocTextSlot(head: number): number {
-    let slot = this.textTail[head];
-    if (slot === EMPTY) {
-      const page = this.pool.allocPage(head);
-      this.textPages++;
-      this.kind[page] = 2;
-      slot = page * this.pageSize;
-    }
-    this.live[Math.floor(slot / this.pageSize)]++;
-    this.textTail[head] = (slot + 1) % this.pageSize === 0 ? EMPTY : slot + 1;
-    return slot;
-  }
-
-  /** `count` slots in fresh audio pages of `head`, filled from each page's start; the tail of the last page becomes holes. */
-  private allocDense(head: number, count: number): Int32Array {
-    const out = new Int32Array(count);
-    let page = -1;
-    for (let i = 0; i < count; i++) {
-      const s = i % this.pageSize;
-      if (s === 0) {
-        page = this.pool.allocPage(head);
-        this.kind[page] = 1;
-      }
-      out[i] = page * this.pageSize + s;
-      this.live[page]++;
-    }
-    if (count % this.pageSize !== 0) {
-      for (let s = count % this.pageSize; s < this.pageSize; s++) this.holes[head].push(page * this.pageSize + s);
-    }
-    return out;
   }
 }
 

@@ -1,0 +1,162 @@
+/**
+ * The pool's slots as the residency hands them out: per page what it holds (audio or
+ * text) and how many of its slots are live, per head the empty slots inside its audio
+ * pages and where its next text slot is, and per slot the sequence position it holds
+ * (`positions`, the attention kernels' view). Audio pages are filled densely from their
+ * start; a freed slot becomes a hole its head's next recall may take, and a page whose
+ * last slot is freed goes back to the pool. It knows nothing of plans or CPU copies.
+ */
+import { KvPool, type PoolShard } from './pool.js';
+import { movePages } from './growth.js';
+
+export const EMPTY = -1;
+
+const FREE = 0;
+const AUDIO = 1;
+const TEXT = 2;
+
+export class PageSlots {
+  /** Sequence position held by every pool slot (EMPTY when unused). Replaced when the pool grows. */
+  positions: Int32Array;
+  /** Pages taken by text (never released). */
+  textPages = 0;
+  private live: Int32Array; // live slots per page
+  /** Per page: FREE, AUDIO or TEXT. Text pages never take recalled rows. */
+  private kind: Uint8Array;
+  /** Per head, empty slots inside its audio pages (validated lazily when popped). */
+  private readonly holes: number[][];
+  private readonly textTail: Int32Array; // per head: next free text slot, or EMPTY
+
+  constructor(readonly pool: KvPool, heads: number) {
+    this.positions = new Int32Array(pool.numPages * pool.pageSize).fill(EMPTY);
+    this.live = new Int32Array(pool.numPages);
+    this.kind = new Uint8Array(pool.numPages);
+    this.holes = Array.from({ length: heads }, () => []);
+    this.textTail = new Int32Array(heads).fill(EMPTY);
+  }
+
+  private get pageSize(): number {
+    return this.pool.pageSize;
+  }
+
+  /** Whether the head's next text slot needs a fresh page. */
+  needsTextPage(head: number): boolean {
+    return this.textTail[head] === EMPTY;
+  }
+
+  allocText(head: number): number {
+    let slot = this.textTail[head];
+    if (slot === EMPTY) {
+      const page = this.pool.allocPage(head);
+      this.textPages++;
+      this.kind[page] = TEXT;
+      slot = page * this.pageSize;
+    }
+    this.live[Math.floor(slot / this.pageSize)]++;
+    this.textTail[head] = (slot + 1) % this.pageSize === 0 ? EMPTY : slot + 1;
+    return slot;
+  }
+
+  /** `count` slots in fresh audio pages of `head`, filled from each page's start; the tail of the last page becomes holes. */
+  allocDense(head: number, count: number): Int32Array {
+    const out = new Int32Array(count);
+    let page = -1;
+    for (let i = 0; i < count; i++) {
+      const s = i % this.pageSize;
+      if (s === 0) {
+        page = this.pool.allocPage(head);
+        this.kind[page] = AUDIO;
+      }
+      out[i] = page * this.pageSize + s;
+      this.live[page]++;
+    }
+    if (count % this.pageSize !== 0) {
+      for (let s = count % this.pageSize; s < this.pageSize; s++) this.holes[head].push(page * this.pageSize + s);
+    }
+    return out;
+  }
+
+  /**
+   * Audio slots for a recall: holes in the head's audio pages first, then fresh pages.
+   * A head's audio page count therefore never exceeds ceil(peak live positions / pageSize).
+   */
+  allocAudio(head: number, count: number): Int32Array {
+    const out = new Int32Array(count);
+    const holes = this.holes[head];
+    let n = 0;
+    while (n < count && holes.length > 0) {
+      const slot = holes.pop()!;
+      if (!this.isHole(head, slot) || out.subarray(0, n).includes(slot)) continue;
+      this.live[Math.floor(slot / this.pageSize)]++;
+      out[n++] = slot;
+    }
+    out.set(this.allocDense(head, count - n), n);
+    // Keep ascending order so runs within a page are written with one call.
+    return out.sort();
+  }
+
+  /** Holes allocAudio can fill: distinct empty slots of the head's own audio pages. */
+  usableHoles(head: number): number {
+    const ok = new Set<number>();
+    for (const slot of this.holes[head]) if (this.isHole(head, slot)) ok.add(slot);
+    return ok.size;
+  }
+
+  /** Empties an audio slot of `head`: its page goes back to the pool with its last live slot, else the slot is a hole. */
+  free(head: number, slot: number): void {
+    this.positions[slot] = EMPTY;
+    const page = Math.floor(slot / this.pageSize);
+    if (--this.live[page] === 0) {
+      this.pool.freePage(head, page);
+      this.kind[page] = FREE;
+    } else {
+      this.holes[head].push(slot);
+    }
+  }
+
+  /** A shard of `pages` fresh pages for heads [firstHead, firstHead + heads), after every existing page. */
+  addShard(firstHead: number, heads: number, pages: number): PoolShard {
+    const s = this.pool.addShard(firstHead, heads, pages);
+    const extend = <T extends Int32Array | Uint8Array>(a: T, n: number, fill: number, make: (n: number) => T): T => {
+      const b = make(n);
+      b.fill(fill);
+      b.set(a);
+      return b;
+    };
+    this.positions = extend(this.positions, this.pool.numPages * this.pageSize, EMPTY, (n) => new Int32Array(n));
+    this.live = extend(this.live, this.pool.numPages, 0, (n) => new Int32Array(n));
+    this.kind = extend(this.kind, this.pool.numPages, FREE, (n) => new Uint8Array(n));
+    return s;
+  }
+
+  /**
+   * Grows the pool by `add[s]` pages in shard s and moves the pages' slots to the shards'
+   * new page ids; returns the shards as they were and, per head, the slot shift its own
+   * slots took (the caller moves what it keeps of them).
+   */
+  grow(add: Int32Array): { before: PoolShard[]; shiftOf: (head: number) => number } {
+    const before = this.pool.shards.map((s) => ({ ...s }));
+    const shifts = this.pool.grow(add);
+    const P = this.pageSize;
+    const pages = this.pool.numPages;
+    this.positions = movePages(this.positions, before, shifts, P, new Int32Array(pages * P).fill(EMPTY));
+    this.live = movePages(this.live, before, shifts, 1, new Int32Array(pages));
+    this.kind = movePages(this.kind, before, shifts, 1, new Uint8Array(pages));
+    const shiftOf = (h: number) => {
+      const shard = this.pool.shardIndexOf(h);
+      return shard === -1 ? 0 : shifts[shard] * P;
+    };
+    this.holes.forEach((holes, h) => {
+      const d = shiftOf(h);
+      if (!d) return;
+      for (let i = 0; i < holes.length; i++) holes[i] += d;
+      if (this.textTail[h] !== EMPTY) this.textTail[h] += d;
+    });
+    return { before, shiftOf };
+  }
+
+  private isHole(head: number, slot: number): boolean {
+    const page = Math.floor(slot / this.pageSize);
+    return this.pool.ownerOf(page) === head && this.kind[page] === AUDIO && this.positions[slot] === EMPTY;
+  }
+}
