@@ -44,6 +44,19 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     expect(a.tokens[0]).toBe(b.tokens[0]); // both come from the same full-attention prefill
   });
 
+  it('the full cache decodes pipelined (each token learnt a step late, the step past the stop discarded): the tokens a waiting, teacher-forced run predicts', async () => {
+    const a = await asr.transcribe(toneWav(8), { policy: 'full', maxNewTokens: 12 });
+    const logits: Float32Array[] = [];
+    const forced = [...a.tokens, a.stats.stopToken ?? 0];
+    const b = await asr.transcribe(toneWav(8), { policy: 'full', forcedTokens: forced, onLogits: (_, l) => logits.push(l) });
+    expect(a.tokens.length).toBeGreaterThan(1);
+    expect(a.stats.decodeSteps).toBe(a.stats.stoppedBy === 'eos' ? a.tokens.length : a.tokens.length - 1);
+    // Step i is fed token i and predicts token i + 1 (the stop token after the last).
+    const predicted = logits.slice(0, a.stats.decodeSteps).map((l) => l.indexOf(Math.max(...l)));
+    expect(predicted).toEqual(a.stats.stoppedBy === 'eos' ? [...a.tokens.slice(1), a.stats.stopToken] : a.tokens.slice(1));
+    expect(b.tokens.slice(0, a.tokens.length)).toEqual(a.tokens);
+  });
+
   it('policy options reach the policy (ablations): one voice head leaves no tidal head to offload', async () => {
     const tidalShares: number[] = [];
     const r = await asr.transcribe(toneWav(8), {

@@ -20,6 +20,7 @@ import { audioKeys, prefillLayers, type PrefillOutput } from '../../reference/pr
 import { sessionPrompt, summaryPlacement, textPositions } from '../prompt.js';
 import { CpuPageStorage } from './storage.js';
 import { LayerPlacement } from './layer-placement.js';
+import { StepQueue } from '../step-queue.js';
 
 export interface CpuBackendOptions {
   /** Cap on KV pool bytes; default: whatever the session needs. */
@@ -52,6 +53,7 @@ export class CpuBackend implements DecoderBackend {
   readonly kind = 'cpu' as const;
   readonly label = 'CPU (TypeScript reference decoder)';
   private session: Session | null = null;
+  private readonly queue = new StepQueue();
   private readonly freqs: Float64Array;
   // Per-step scratch, sized from the config once.
   private readonly x: Float32Array;
@@ -95,6 +97,7 @@ export class CpuBackend implements DecoderBackend {
   }
 
   begin(opts: SessionOptions): void {
+    this.queue.clear();
     const c = this.config;
     const prompt = sessionPrompt(c, opts);
     const n = promptLength(prompt, opts.audioLength);
@@ -350,6 +353,14 @@ export class CpuBackend implements DecoderBackend {
     };
   }
 
+  submitStep(token: number | null): void {
+    this.queue.submit(token, (t) => this.step(t));
+  }
+
+  readStep(): Promise<StepResult> {
+    return this.queue.read();
+  }
+
   async apply(plan: StepPlan): Promise<TransferStats> {
     return liveResidency(this.s.residency, 'apply').apply(plan);
   }
@@ -369,6 +380,7 @@ export class CpuBackend implements DecoderBackend {
 
   end(keepPrefill = false): void {
     this.session = null;
+    this.queue.clear();
     if (!keepPrefill) this.dropMemo();
   }
 

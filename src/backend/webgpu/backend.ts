@@ -11,7 +11,7 @@ import { checkPoolBudget, GROWTH_PAGES_PER_HEAD, growthOptions, poolNeed } from 
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
 import { policyLayout, textPositions } from '../prompt.js';
-import type { DecoderBackend, LayeredPrefillResult, PrefillResult, SessionOptions, StepResult } from '../types.js';
+import type { DecoderBackend, LayeredPrefillResult, PrefillResult, SessionOptions, StepCounters, StepResult } from '../types.js';
 import { GpuContext, type AcquireOptions } from '../../gpu/device.js';
 import { Kernels, modelConstants } from './kernels.js';
 import { PipelineCache } from '../../gpu/pipelines.js';
@@ -23,6 +23,7 @@ import { LayerPlacer } from './layered.js';
 import { PrefillBuffers, SessionBuffers, sessionSizes } from './session.js';
 import type { ShaderLoader } from '../../gpu/shader-source.js';
 import { DecodeStep } from './step.js';
+import { StepRing } from './step-ring.js';
 import { GpuWeights } from './weights.js';
 import { bindingLimit, bindingLimits } from './weight-formats.js';
 import { refuseUnfit } from './fit.js';
@@ -74,7 +75,14 @@ interface Session {
   stepGeneration: number;
   nextPos: number;
   steps: number;
-  ringIndex: number;
+  /** Steps queued for readback (step-ring.ts), the steps submitted so far, and the step that reads a slot. */
+  ring: StepRing;
+  submitted: number;
+  reader: DecodeStep | null;
+  /** CPU→GPU bytes written since the last submit (recalled rows), counted with the next step. */
+  pendingBytes: number;
+  /** The pool's growth submits counted up to the last step. */
+  poolSubmits: number;
   slots: Int32Array;
   stepState: Uint32Array<ArrayBuffer>;
   tokenIn: Int32Array<ArrayBuffer>;
@@ -84,7 +92,7 @@ export class WebGpuBackend implements DecoderBackend {
   readonly kind = 'webgpu' as const;
   readonly label: string;
   private session: Session | null = null;
-  private counters = { dispatches: 0, submits: 0 };
+  private counters: Omit<StepCounters, 'buffers' | 'bindGroups' | 'poolGrowths'> = { dispatches: 0, submits: 0 };
 
   private constructor(
     readonly config: ModelConfig,
@@ -197,7 +205,7 @@ export class WebGpuBackend implements DecoderBackend {
     const heads = kvHeadCount(c);
     this.session = {
       opts, buffers, prefill, allocation, residency: null, pool: null, step: null, stepGeneration: 0,
-      nextPos: sizes.promptLength, steps: 0, ringIndex: 0,
+      nextPos: sizes.promptLength, steps: 0, ring: new StepRing(buffers.ring), submitted: 0, reader: null, pendingBytes: 0, poolSubmits: 0,
       slots: new Int32Array(heads), stepState: new Uint32Array(4 + heads), tokenIn: new Int32Array(1),
     };
   }
@@ -329,19 +337,33 @@ export class WebGpuBackend implements DecoderBackend {
   }
 
   async step(token: number): Promise<StepResult> {
+    this.submitStep(token);
+    return this.readStep();
+  }
+
+  /**
+   * Queues one decode step: the next position's uniforms, the pool's changed tables and one
+   * submit. Fed `token`, or with null the greedy token the step before it wrote on the GPU.
+   * Nothing here waits for the GPU: a loop may queue step t + 1 before it reads step t.
+   */
+  submitStep(token: number | null): void {
     const s = this.s;
     const c = this.config;
     const res = s.residency;
     const pool = s.pool;
     if (!res || !pool || !s.step) throw new Error('step() before applyPrefill()');
-    if (!Number.isInteger(token) || token < 0 || token >= c.vocabSize) throw new RangeError(`token ${token} outside vocabulary`);
+    if (token === null ? s.submitted === 0 : !Number.isInteger(token) || token < 0 || token >= c.vocabSize) {
+      throw new RangeError(token === null ? 'submitStep(null) before any step: the first token comes from the CPU' : `token ${token} outside vocabulary`);
+    }
     this.ctx.check();
+    const slot = s.ring.nextSlot();
     const pos = s.nextPos++;
     res.appendText(pos, s.slots);
+    let growth: Promise<Error | null> = Promise.resolve(null);
     // The pool grew (this token's text page, or the last plan's recalls): bind its new buffers.
     if (pool.generation !== s.stepGeneration) {
-      const failed = await pool.growthFailure;
-      if (failed) throw failed;
+      growth = pool.growthFailure;
+      // The old step's uniforms may still be read by a queued step: WebGPU defers their free.
       s.step.destroy();
       s.step = new DecodeStep(this.ctx, c, this.kernels, this.weights, s.buffers, pool, s.opts.request.decodeHeads, !!s.opts.request.decodeQueries, !!s.opts.returnLogits);
       s.stepGeneration = pool.generation;
@@ -351,40 +373,52 @@ export class WebGpuBackend implements DecoderBackend {
     s.stepState[0] = pos;
     s.stepState.set(s.slots, 4);
     q.writeBuffer(s.buffers.step, 0, s.stepState);
-    s.tokenIn[0] = token;
-    q.writeBuffer(s.buffers.tokenIn, 0, s.tokenIn);
-    pool.flush(res);
+    let bytes = s.stepState.byteLength + s.pendingBytes;
+    s.pendingBytes = 0;
+    if (token !== null) {
+      s.tokenIn[0] = token;
+      q.writeBuffer(s.buffers.tokenIn, 0, s.tokenIn);
+      bytes += 4;
+    }
+    bytes += pool.flush(res);
     const splits = Math.max(1, Math.ceil(GpuPool.maxPages(res) / this.kernels.pagesPerSplit));
-    const ring = s.buffers.ring[s.ringIndex];
-    s.ringIndex = (s.ringIndex + 1) % s.buffers.ring.length;
-    q.submit([step.encode(splits, ring)]);
-    this.counters = { dispatches: step.dispatchCount, submits: 1 };
+    q.submit([step.encode(splits, slot)]);
+    s.submitted++;
+    s.ring.submitted({
+      slot, growth,
+      // A growth of the pool (text pages, recalls) copies it in submits of its own since the last step's.
+      counters: { dispatches: step.dispatchCount, dispatchesPerLayer: step.layerDispatches, submits: 1, growthSubmits: pool.submits - s.poolSubmits, readbackBytes: step.readbackBytes, bytesToGpu: bytes },
+    });
+    s.poolSubmits = pool.submits;
+    s.reader = step;
+  }
+
+  /** The oldest queued step's token, logits and exported attention (maps its readback slot). */
+  async readStep(): Promise<StepResult> {
+    const s = this.s;
+    const reader = s.reader;
+    if (!reader) throw new Error('readStep() before any submitStep()');
+    let read;
     try {
-      await ring.mapAsync(GPUMapMode.READ);
+      read = await s.ring.oldest();
     } catch (e) {
       this.ctx.check(); // a lost device explains a failed map: say so with the typed error
       throw e;
     }
     this.ctx.check();
-    const data = ring.getMappedRange();
-    const L = step.layout;
-    const next = new Uint32Array(data, L.token, 1)[0];
-    const logits = s.opts.returnLogits ? new Float32Array(data.slice(L.logits, L.weights)) : undefined;
-    const req = s.opts.request;
-    const A = s.opts.audioLength;
-    const weights = req.decodeHeads.map((_, i) => new Float32Array(data.slice(L.weights + 4 * i * A, L.weights + 4 * (i + 1) * A)));
-    let queries: Float32Array[] | undefined;
-    if (req.decodeQueries) {
-      const gq = (c.numHeads / c.numKvHeads) * c.headDim;
-      queries = req.decodeHeads.map((_, i) => new Float32Array(data.slice(L.queries + 4 * i * gq, L.queries + 4 * (i + 1) * gq)));
-    }
-    ring.unmap();
-    return { token: next, logits, observation: { step: s.steps++, weights, queries } };
+    const { slot, counters } = read.step;
+    // Every DecodeStep of a session has the same readback layout: the latest reads any slot.
+    const r = reader.read(slot.getMappedRange());
+    slot.unmap();
+    this.counters = { ...counters, cpuWaits: read.waited };
+    return { token: r.token, logits: r.logits, observation: { step: s.steps++, weights: r.weights, queries: r.queries } };
   }
 
   async apply(plan: StepPlan): Promise<TransferStats> {
     // Recalled rows are written with queue.writeBuffer now; positions and tables upload with the next step.
-    return liveResidency(this.s.residency, 'apply').apply(plan);
+    const moved = await liveResidency(this.s.residency, 'apply').apply(plan);
+    this.s.pendingBytes += moved.bytesToGpu;
+    return moved;
   }
 
   residency(): ResidencyStats {
@@ -403,6 +437,7 @@ export class WebGpuBackend implements DecoderBackend {
   end(): void {
     const s = this.session;
     if (!s) return;
+    s.ring.clear();
     s.prefill?.destroy();
     s.step?.destroy();
     s.pool?.destroy();

@@ -53,6 +53,8 @@ export class GpuPool implements PageStorage {
   generation = 0;
   /** The last growth's allocations: resolves to an OutOfMemoryError, or null (WebGPU reports it only asynchronously). */
   growthFailure: Promise<Error | null> = Promise.resolve(null);
+  /** Queue submits of the growths so far (one per grown shard): the decode step's counters report them. */
+  submits = 0;
   /** Changed slot ranges [first, end) since the last flush: text appends touch one slot per head, far apart. */
   private dirty: [number, number][] = [];
   private mirror: Int32Array | null = null;
@@ -140,6 +142,7 @@ export class GpuPool implements PageStorage {
         const into = (['k', 'v'] as const).map((kv) => this.ctx.buffer(this.kvLabel(kv, i), this.shardBytes(sh.pages)));
         from.forEach((f, j) => enc.copyBufferToBuffer(f, 0, into[j], 0, this.shardBytes(was)));
         this.ctx.device.queue.submit([enc.finish()]);
+        this.submits++;
         // WebGPU frees a destroyed buffer only once the queued copy has read it.
         for (const f of from) this.ctx.destroy(f);
         [this.k[i], this.v[i]] = into;
@@ -181,14 +184,18 @@ export class GpuPool implements PageStorage {
     this.dirty.push([firstSlot, firstSlot + count]);
   }
 
-  /** Uploads changed positions and, if the page tables changed, the tables. Before each submit. */
-  flush(res: Residency): void {
+  /** Uploads changed positions and, if the page tables changed, the tables. Before each submit. Returns the bytes written. */
+  flush(res: Residency): number {
     const q = this.ctx.device.queue;
+    let bytes = 0;
     if (this.mirror && this.dirty.length) {
       // Merge ranges closer than a page: fewer writes, few wasted bytes.
       const r = this.dirty.sort((a, b) => a[0] - b[0]);
       let [lo, hi] = r[0];
-      const write = (a: number, b: number) => q.writeBuffer(this.positions, a * 4, this.mirror!.buffer, this.mirror!.byteOffset + a * 4, (b - a) * 4);
+      const write = (a: number, b: number) => {
+        q.writeBuffer(this.positions, a * 4, this.mirror!.buffer, this.mirror!.byteOffset + a * 4, (b - a) * 4);
+        bytes += (b - a) * 4;
+      };
       for (let i = 1; i < r.length; i++) {
         if (r[i][0] <= hi + this.pageSize) hi = Math.max(hi, r[i][1]);
         else {
@@ -203,8 +210,10 @@ export class GpuPool implements PageStorage {
       const t = buildTables(res, this.heads, this.exportIndex, this.tableScratch);
       const used = this.heads * 4 + res.pool.usedPages;
       q.writeBuffer(this.tables, 0, t.buffer, t.byteOffset, used * 4);
+      bytes += used * 4;
       this.tableVersion = res.pool.version;
     }
+    return bytes;
   }
 
   /** The most pages any head holds: sizes the split-K grid of this step. */

@@ -13,6 +13,7 @@
  * The prompt K/V are stored in the pool's precision (f16 pairs for an f16 pool): the pool
  * keeps nothing finer, and f32 would double the two largest buffers after the hidden states.
  */
+import { RING_SLOTS } from './step-ring.js';
 import { ContextTooLongError } from '../../errors.js';
 import { groupSize, kvHeadCount, promptLength, segmentLength, type ModelConfig, type PromptIds } from '../../model/config.js';
 import { RECALL_PAGES_PER_HEAD } from '../../kv/sizing.js';
@@ -92,7 +93,7 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   const grown: [string, number][] = [...prefill, ["one layer's prefill K", (perLayerKv * kvElementBytes) / 4], ['exported decode weights', exported * A], ['readback slot', readbackBytes / 4]];
   const [largestWhat, largestFloats] = grown.reduce((a, b) => (b[1] > a[1] ? b : a));
   const largestBuffer = 4 * largestFloats;
-  const decodeBytes = 4 * (2 * D + 2 * QD + I + c.vocabSize + c.numLayers * c.numHeads * 2 + exported * A + exported * G * c.headDim + (n + opts.maxNewTokens) * c.headDim) + 2 * readbackBytes;
+  const decodeBytes = 4 * (2 * D + 2 * QD + I + c.vocabSize + c.numLayers * c.numHeads * 2 + exported * A + exported * G * c.headDim + (n + opts.maxNewTokens) * c.headDim) + RING_SLOTS * readbackBytes;
   const worstPoolBytes = worstPoolPages * bytesPerPage;
   const total = prefillBytes + decodeBytes;
   const minPages = heads * (Math.ceil(textTokens / P) + 1);
@@ -181,8 +182,8 @@ export class SessionBuffers {
     const positions = sizes.promptLength + opts.maxNewTokens;
     this.rope = ctx.buffer('rope', positions * c.headDim * 4, undefined, ropeTable(c, positions));
     this.all.push(this.rope);
-    // Two staging buffers: one can be mapped while the next step's copy targets the other.
-    this.ring = [0, 1].map((i) => {
+    // Staging buffers: one mapped while the next step, already queued, copies into another (step-ring.ts).
+    this.ring = Array.from({ length: RING_SLOTS }, (_, i) => {
       const r = ctx.buffer(`readback.${i}`, sizes.readbackBytes, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
       this.all.push(r);
       return r;

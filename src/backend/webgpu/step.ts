@@ -89,7 +89,28 @@ export class DecodeStep {
     }
     const logitsBytes = returnLogits ? 4 * c.vocabSize : 0;
     this.layout = { token: 0, logits: 16, weights: 16 + logitsBytes, queries: 16 + logitsBytes + 4 * R * A };
+    this.shape = { R, A, gq: G * c.headDim };
+    this.readbackBytes = 4 + logitsBytes + (R > 0 ? 4 * R * A : 0) + (decodeQueries ? b.sizes.readbackBytes - this.layout.queries : 0);
+    this.layerDispatches = this.dispatches[0]?.length ?? 0;
   }
+
+  /** A mapped readback slot of this step: the token, and the logits, weights and queries the session asked for. */
+  read(data: ArrayBuffer): { token: number; logits?: Float32Array; weights: Float32Array[]; queries?: Float32Array[] } {
+    const L = this.layout;
+    const { R, A, gq } = this.shape;
+    const token = new Uint32Array(data, L.token, 1)[0];
+    const logits = this.returnLogits ? new Float32Array(data.slice(L.logits, L.weights)) : undefined;
+    const weights = Array.from({ length: R }, (_, i) => new Float32Array(data.slice(L.weights + 4 * i * A, L.weights + 4 * (i + 1) * A)));
+    const queries = this.queryCopies.length ? Array.from({ length: R }, (_, i) => new Float32Array(data.slice(L.queries + 4 * i * gq, L.queries + 4 * (i + 1) * gq))) : undefined;
+    return { token, logits, weights, queries };
+  }
+
+  private readonly shape: { R: number; A: number; gq: number };
+
+  /** Bytes a step copies into its readback slot (what the CPU reads of it). */
+  readonly readbackBytes: number;
+  /** Dispatches one layer records. */
+  readonly layerDispatches: number;
 
   private readonly ownUniforms: GPUBuffer[];
 
@@ -120,6 +141,9 @@ export class DecodeStep {
     pass.end();
     const L = this.layout;
     enc.copyBufferToBuffer(b.tokenOut, 0, ring, L.token, 4);
+    // The greedy token feeds the next step's embedding lookup without a trip to the CPU (a
+    // token the CPU writes before the next submit replaces it: teacher forcing, step()).
+    enc.copyBufferToBuffer(b.tokenOut, 0, b.tokenIn, 0, 4);
     if (this.returnLogits) enc.copyBufferToBuffer(b.logits, 0, ring, L.logits, L.weights - L.logits);
     if (this.exportDispatch) enc.copyBufferToBuffer(b.exportW, 0, ring, L.weights, L.queries - L.weights);
     if (this.queryCopies.length) enc.copyBufferToBuffer(b.exportQ, 0, ring, L.queries, b.sizes.readbackBytes - L.queries);

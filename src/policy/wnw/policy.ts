@@ -49,7 +49,7 @@ import type { AttentionRequest, HeadResidency, LayerPrefill, Move, PolicyLayout,
 import { EMPTY_PLAN } from '../../kv/plan.js';
 import type { SummaryFit } from '../../kv/summary.js';
 import type { HeadRoles, HeadsFile } from '../../model/heads.js';
-import type { KvPolicy, PolicyOptions } from '../types.js';
+import type { KvPolicy, PlanLag, PolicyOptions } from '../types.js';
 import { checkBudget, complement, concatSorted, NONE, numOpt, retainedCount, selectByRetention } from '../select.js';
 import { layerwise, prefillAllLayers } from '../layered.js';
 import { ChunkScheduler, type ChunkDecision } from './chunks.js';
@@ -73,7 +73,7 @@ export interface WnwState {
 export class WnwPolicy implements KvPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
   static readonly needsHeads = true;
-  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'recallEvery', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'summaryMass', 'summaryMassLayer', 'tidalSummaries', 'normalize', 'fullLayer', 'fullRole'];
+  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'recallEvery', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'summaryMass', 'summaryMassLayer', 'tidalSummaries', 'normalize', 'fullLayer', 'fullRole', 'planLag'];
   readonly name = 'wnw';
   private readonly budget: number;
   private readonly heads: HeadsFile;
@@ -112,6 +112,12 @@ export class WnwPolicy implements KvPolicy {
   private stateInfo?: WnwState;
   /** The last step's scheduler decision (for the tide chart and tests). */
   lastDecision?: ChunkDecision;
+  /**
+   * 1 (default): the plan from step t's anchors applies at step t + 1, as in the paper.
+   * 2: at step t + 2, so the runtime need not wait for step t's readback before queuing
+   * t + 1; an option until the eval shows it changes nothing (README, "Decode pipeline").
+   */
+  readonly planLag: PlanLag;
 
   constructor(opts: PolicyOptions) {
     this.budget = checkBudget(this.name, opts.budget);
@@ -121,6 +127,9 @@ export class WnwPolicy implements KvPolicy {
     if (sel !== 'segment' && sel !== 'global') throw new WnwError('BAD_ARGUMENT', `option "selection" must be "segment" or "global", got ${String(sel)}`);
     this.selection = sel;
     this.strict = opts['strictBudget'] !== false;
+    const lag = opts['planLag'] ?? 1;
+    if (lag !== 1 && lag !== 2) throw new WnwError('BAD_ARGUMENT', `option "planLag" must be 1 or 2, got ${String(lag)}`);
+    this.planLag = lag;
     this.recall = recallOptions(opts, this.strict);
     this.reserveOpt = opts['reserveSegments'] === undefined ? undefined : numOpt(opts, 'reserveSegments', 0, 0);
     this.floorPositions = numOpt(opts, 'segmentFloor', 1, 0);
