@@ -67,6 +67,8 @@ export interface ParityCase {
    * WnW's plans then apply at its planLag (policyOptions.planLag 2: two steps after).
    */
   pipelined?: boolean;
+  /** 'wnw' mode: the policy's request as it is (its anchors reduced to chunks, no weights or queries read back). */
+  chunksOnly?: boolean;
 }
 
 /** Keeps a different top-scored share of the audio per head; CPU copies: mirror, offload or drop. */
@@ -109,6 +111,8 @@ interface Trace {
   logits: Float32Array[];
   weights: Float32Array[][];
   queries: Float32Array[][];
+  /** Per step: the chunks chosen from the anchors (decodeChunks), as text. */
+  chunks: string[];
   residency: string[];
   /** r_GPU after the prefill plan and after every step plan. */
   rGpu: number[];
@@ -197,7 +201,7 @@ async function trace(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, dr
   const plans: Plans = { prefill: pre.plan, steps: new Map() };
   const info = b instanceof WebGpuBackend ? b.poolInfo() : null;
   const tr: Trace = {
-    tokens: [pre.token], logits: [pre.logits!], weights: [], queries: [], residency: [], rGpu: [b.residency().rGpu], prefillScores: pre.scores, counters: [], ms: { prefill: prefillMs, decode: 0 },
+    tokens: [pre.token], logits: [pre.logits!], weights: [], queries: [], chunks: [], residency: [], rGpu: [b.residency().rGpu], prefillScores: pre.scores, counters: [], ms: { prefill: prefillMs, decode: 0 },
     pool: info ? { shards: info.shards.length, pages: info.capacityPages, bytes: info.bytes } : undefined,
     peakBytes: ctx ? ctx.peakBytes - baseline : undefined,
   };
@@ -217,6 +221,7 @@ async function trace(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, dr
     tr.logits.push(r.logits!);
     tr.weights.push(r.observation.weights);
     tr.queries.push(r.observation.queries ?? []);
+    tr.chunks.push(Array.from(r.observation.chunks ?? []).join(','));
     tr.counters.push(b.stepCounters());
   };
   if (pipelined && b.submitStep && b.readStep) {
@@ -254,7 +259,8 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   if (pc.mode === 'wnw') {
     // The policy decides on the CPU run's observations; it asks for its anchors' weights.
     const policy = createPolicy('wnw', { ...pc.policyOptions, budget: pc.budget ?? 0.2, heads: syntheticHeads(c, A, pc.budget ?? 0.2) });
-    request = { ...policy.request(policyLayout(c, A, pc.prompt)), decodeQueries: true };
+    // Its weights too (it reads only the chunks chosen from them), to compare them across backends.
+    request = { ...policy.request(policyLayout(c, A, pc.prompt)), ...(pc.chunksOnly ? {} : { decodeQueries: true, decodeWeights: true }) };
     const next = new Map<number, StepPlan>();
     // The plan from step s applies at step s + planLag (KvPolicy.planLag), on both backends.
     const lag = planLagOf(policy);
@@ -308,6 +314,8 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   const queriesNmse = worst(ref.queries, got.queries);
   const scoresNmse = worst([ref.prefillScores], [got.prefillScores]);
   const sameResidency = ref.residency.join('|') === got.residency.join('|');
+  // WnW: the chunks chunk_select chose on the GPU are those the CPU's reference chose, every step.
+  const sameChunks = ref.chunks.join('|') === got.chunks.join('|') && (pc.mode !== 'wnw' || got.chunks.every((x) => x.length > 0));
   const rGpu = `r_GPU after prefill ${got.rGpu[0].toFixed(3)}, mean ${(got.rGpu.reduce((a, b) => a + b, 0) / got.rGpu.length).toFixed(3)} over ${got.rGpu.length} plans`;
   const c1 = got.counters[1];
   const cN = got.counters[got.counters.length - 1];
@@ -338,9 +346,10 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
     goldenOk = cpuG && gpuG && lg < 1e-5;
     golden = ` golden (${n} steps, full cache): tokens cpu ${cpuG ? 'match' : 'DIFFER'}, gpu ${gpuG ? 'match' : 'DIFFER'}, logits nmse ${lg.toExponential(2)};`;
   }
-  const pass = promptOk && growthOk && peakOk && layoutOk && firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && constant && goldenOk && waitsOk;
+  const pass = promptOk && growthOk && peakOk && layoutOk && firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && sameChunks && constant && goldenOk && waitsOk;
   const detail = `${pc.name} (${pc.mode} plan): audio ${A}, ${pc.steps} steps, pool ${got.pool?.pages} pages (worst plan ${sizes.worstPoolPages}) in ${shards} shards, prefill blocks ${blocks}${promptOk ? '' : ` (PROMPT NOT THE SESSION'S: ${sizes.promptLength} rows)`}, weights ${pc.backend?.weightFormat ?? 'f32'} ${wm.total} bytes (${JSON.stringify(wm.byFormat)}; embedding in ${wm.embedParts} bindings, lm_head in ${wm.lmHeadParts})${layoutOk ? '' : ` (WANTED ${JSON.stringify({ ...pc.layout, ...pc.weightParts })})`}, tokens ${firstDiff === -1 ? 'identical' : `differ from step ${firstDiff} (cpu ${ref.tokens.slice(firstDiff, firstDiff + 4)} gpu ${got.tokens.slice(firstDiff, firstDiff + 4)})`};` +
     `${golden} logits nmse ${logitsNmse.toExponential(2)}, exported weights ${weightsNmse.toExponential(2)}, queries ${queriesNmse.toExponential(2)}, prefill scores ${scoresNmse.toExponential(2)};` +
+    `${pc.mode === 'wnw' ? ` chunks chosen ${sameChunks ? 'equal' : 'DIFFER'} (step 0: ${got.chunks[0]});` : ''}` +
     ` residency after plans ${sameResidency ? 'equal' : 'DIFFERS'} (${got.residency.length} plans; ${rGpu});${peak}` +
     ` counters constant ${constant} (dispatches ${cN.dispatches}, submits ${cN.submits}, buffers ${cN.buffers}, bindGroups ${cN.bindGroups});` +
     ` ${pc.pipelined ? 'pipelined' : 'waiting'} loop: CPU waits on the critical path ${waits} in ${pc.steps} steps, readback ${cN.readbackBytes} bytes/step, CPU→GPU ${cN.bytesToGpu} bytes last step${waitsOk ? '' : ' (WAITS OR READBACK NOT AS EXPECTED)'}; pool grew ${growths} times for the text (cpu ${ref.counters[ref.counters.length - 1].poolGrowths}${growthOk ? '' : `, WANTED equal and >= ${pc.minGrowths ?? 0}`});` +

@@ -9,6 +9,8 @@ import { ChunkScheduler } from '../../src/policy/wnw/chunks.js';
 import { chunkOptionsFor, SCALED_RECALL } from '../../src/policy/wnw/recall.js';
 import { chunkCounts, chunkScales, selectChunks, type ChunkSelectSpec } from '../../src/reference/chunk-select.js';
 import { rng } from '../../src/model/testing.js';
+import { WnwPolicy } from '../../src/policy/wnw/policy.js';
+import { makeLayout, prefillObservation, syntheticHeads } from './policy-fixtures.js';
 
 /** Softmax-like rows: positive, peaked at a few places, summing to about one. */
 function attention(rows: number, T: number, seed: number): Float32Array[] {
@@ -68,5 +70,30 @@ describe('chunk selection as the GPU makes it', () => {
   it('the mean is the sum times the chunk\'s f32 1/length (a partial last chunk is shorter)', () => {
     const s = chunkScales({ heads: 1, audioLength: 60, segmentLength: 25, chunkSegments: 2, topChunks: 1 });
     expect(Array.from(s)).toEqual([Math.fround(1 / 50), Math.fround(1 / 35)]);
+  });
+});
+
+describe('WnW fed the chunk choice instead of the weights', () => {
+  it('makes the same recall/release plans over 150 random steps (the δ bookkeeping stays on the CPU)', () => {
+    const big = makeLayout(4, 4, 1500);
+    const heads = syntheticHeads(big, 5);
+    const fromWeights = new WnwPolicy({ budget: 0.2, heads });
+    const fromChunks = new WnwPolicy({ budget: 0.2, heads });
+    const plan = fromWeights.prefill(prefillObservation(big, 8));
+    expect(fromChunks.prefill(prefillObservation(big, 8))).toEqual(plan);
+    const req = fromChunks.request(big);
+    expect(req.decodeWeights).toBe(false);
+    const spec = { ...req.decodeChunks!, audioLength: big.audioLength, segmentLength: big.segmentLength };
+    const anchors = fromChunks.headRoles.anchors.length;
+    let moved = 0;
+    for (let s = 0; s < 150; s++) {
+      // Anchors hold all their audio: softmax-like rows peaked where this step reads.
+      const weights = attention(anchors, big.audioLength, 100 + s);
+      const a = fromChunks.afterStep({ step: s, weights: [], chunks: selectChunks(weights, spec).chunks });
+      const b = fromWeights.afterStep({ step: s, weights });
+      expect(a).toEqual(b);
+      moved += a.recall.length + a.release.length;
+    }
+    expect(moved).toBeGreaterThan(10);
   });
 });

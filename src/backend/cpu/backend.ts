@@ -21,6 +21,7 @@ import { sessionPrompt, summaryPlacement, textPositions } from '../prompt.js';
 import { CpuPageStorage } from './storage.js';
 import { LayerPlacement } from './layer-placement.js';
 import { StepQueue } from '../step-queue.js';
+import { selectChunks } from '../../reference/chunk-select.js';
 
 export interface CpuBackendOptions {
   /** Cap on KV pool bytes; default: whatever the session needs. */
@@ -305,7 +306,8 @@ export class CpuBackend implements DecoderBackend {
     const g = groupSize(c);
     const req = s.opts.request;
     const N = s.opts.audioLength;
-    const weights = req.decodeWeights === false ? [] : req.decodeHeads.map(() => new Float32Array(N));
+    // The chunk choice reads the weights even when they are not handed over.
+    const weights = req.decodeWeights === false && !req.decodeChunks ? [] : req.decodeHeads.map(() => new Float32Array(N));
     const queries = req.decodeQueries ? req.decodeHeads.map(() => new Float32Array(g * hd)) : undefined;
     const wantIndex = new Map(req.decodeHeads.map((h, i) => [h, i]));
     res.appendText(pos, this.slots);
@@ -346,10 +348,13 @@ export class CpuBackend implements DecoderBackend {
     }
     const next = this.head(this.x);
     const step = s.steps++;
+    const dc = req.decodeChunks;
+    // The chunks as the GPU's chunk_select chooses them: the same f32 sums, the same order.
+    const choice = dc ? selectChunks(weights, { ...dc, audioLength: N, segmentLength: segmentLength(c) }) : undefined;
     return {
       token: next,
       logits: s.opts.returnLogits ? Float32Array.from(this.logits) : undefined,
-      observation: { step, weights, queries },
+      observation: { step, weights: req.decodeWeights === false ? [] : weights, queries, ...(choice ? { chunks: choice.chunks, ...(dc!.segmentSums ? { segmentSums: choice.segmentSums } : {}) } : {}) },
     };
   }
 

@@ -318,7 +318,7 @@ export class WebGpuBackend implements DecoderBackend {
     const { value: [pool, step], failure } = this.scoped(() => {
       const pool = new GpuPool(this.ctx, c, layout, s.buffers.exportIndex, shardBuffers, this.bindLimit);
       try {
-        return [pool, new DecodeStep(this.ctx, c, this.kernels, this.weights, s.buffers, pool, s.opts.request.decodeHeads, !!s.opts.request.decodeQueries, !!s.opts.returnLogits)] as const;
+        return [pool, this.decodeStep(pool)] as const;
       } catch (e) {
         pool.destroy();
         throw e;
@@ -334,6 +334,13 @@ export class WebGpuBackend implements DecoderBackend {
     s.step = step;
     s.stepGeneration = pool.generation;
     return pool;
+  }
+
+  /** The decode step over `pool`, reading back what the session's request asks. */
+  private decodeStep(pool: GpuPool): DecodeStep {
+    const s = this.s;
+    const req = s.opts.request;
+    return new DecodeStep(this.ctx, this.config, this.kernels, this.weights, s.buffers, pool, req.decodeHeads, !!req.decodeQueries, !!s.opts.returnLogits, req.decodeWeights !== false, !!req.decodeChunks?.segmentSums);
   }
 
   async step(token: number): Promise<StepResult> {
@@ -365,7 +372,7 @@ export class WebGpuBackend implements DecoderBackend {
       growth = pool.growthFailure;
       // The old step's uniforms may still be read by a queued step: WebGPU defers their free.
       s.step.destroy();
-      s.step = new DecodeStep(this.ctx, c, this.kernels, this.weights, s.buffers, pool, s.opts.request.decodeHeads, !!s.opts.request.decodeQueries, !!s.opts.returnLogits);
+      s.step = this.decodeStep(pool);
       s.stepGeneration = pool.generation;
     }
     const step = s.step;
@@ -411,7 +418,8 @@ export class WebGpuBackend implements DecoderBackend {
     const r = reader.read(slot.getMappedRange());
     slot.unmap();
     this.counters = { ...counters, cpuWaits: read.waited };
-    return { token: r.token, logits: r.logits, observation: { step: s.steps++, weights: r.weights, queries: r.queries } };
+    const chunks = r.chunks ? { chunks: r.chunks, ...(r.segmentSums ? { segmentSums: r.segmentSums } : {}) } : {};
+    return { token: r.token, logits: r.logits, observation: { step: s.steps++, weights: r.weights, queries: r.queries, ...chunks } };
   }
 
   async apply(plan: StepPlan): Promise<TransferStats> {

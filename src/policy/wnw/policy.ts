@@ -189,7 +189,12 @@ export class WnwPolicy implements KvPolicy {
   }
 
   request(layout: PolicyLayout): AttentionRequest {
-    return { decodeHeads: [...this.roles.anchors], prefillQueries: Math.max(1, layout.instructionLength), ...(this.summaries ? { summaryFit: this.summaryFit, ...this.layerMass() } : {}) };
+    // The scheduler needs the anchors' chunk choice, not their weights: the device reduces them.
+    const chunks = chunkOptionsFor(this.recall, layout.audioLength, layout.segmentLength);
+    return {
+      decodeHeads: [...this.roles.anchors], decodeWeights: false, decodeChunks: { heads: this.roles.anchors.length, chunkSegments: chunks.chunkSegments, topChunks: chunks.topChunks },
+      prefillQueries: Math.max(1, layout.instructionLength), ...(this.summaries ? { summaryFit: this.summaryFit, ...this.layerMass() } : {}),
+    };
   }
 
   /** The request's per-layer mass scales, where an option sets them (absent: the whole gap everywhere). */
@@ -305,13 +310,9 @@ export class WnwPolicy implements KvPolicy {
   afterStep(obs: StepObservation): StepPlan {
     const sched = this.scheduler;
     if (!sched || !this.layout) throw new Error('wnw: afterStep before prefill');
-    if (obs.weights.length !== this.roles.anchors.length) throw new Error(`wnw: step ${obs.step} exported ${obs.weights.length} heads, expected the ${this.roles.anchors.length} anchors`);
+    if (!obs.chunks && obs.weights.length !== this.roles.anchors.length) throw new Error(`wnw: step ${obs.step} exported ${obs.weights.length} heads and no chunks, expected the ${this.roles.anchors.length} anchors`);
     if (this.roles.tidal.length === 0) return EMPTY_PLAN;
-    const T = this.layout.audioLength;
-    // A_τ: the observation already sums each anchor's g query heads; sum over anchors.
-    const A = new Float64Array(T);
-    for (const w of obs.weights) for (let p = 0; p < T; p++) A[p] += w[p];
-    const d = sched.step(A, obs.step);
+    const d = obs.chunks ? sched.stepChunks(obs.chunks, obs.step, obs.segmentSums) : sched.step(this.anchorSum(obs.weights), obs.step);
     this.lastDecision = d;
     if (d.recall.length === 0 && d.release.length === 0) return EMPTY_PLAN;
     const moves = (segs: number[]): Move[] =>
@@ -319,6 +320,13 @@ export class WnwPolicy implements KvPolicy {
         .map((head, t) => ({ head, positions: concatSorted(segs.map((s) => this.complements[t][s])) }))
         .filter((m) => m.positions.length > 0);
     return { recall: moves(d.recall), release: moves(d.release) };
+  }
+
+  /** A_τ from the anchors' weights (a caller that hands weights, not chunks): each already sums its g query heads. */
+  private anchorSum(weights: Float32Array[]): Float64Array {
+    const A = new Float64Array(this.layout!.audioLength);
+    for (const w of weights) for (let p = 0; p < A.length; p++) A[p] += w[p];
+    return A;
   }
 
   /**
