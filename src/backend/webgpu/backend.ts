@@ -24,6 +24,8 @@ import { PrefillBuffers, SessionBuffers, sessionSizes } from './session.js';
 import type { ShaderLoader } from '../../gpu/shader-source.js';
 import { DecodeStep } from './step.js';
 import { StepRing } from './step-ring.js';
+import type { Session } from './session-state.js';
+import { scopedSetup } from '../../gpu/scoped.js';
 import { GpuWeights } from './weights.js';
 import { bindingLimit, bindingLimits } from './weight-formats.js';
 import { refuseUnfit } from './fit.js';
@@ -59,33 +61,6 @@ export interface WebGpuBackendOptions {
   onCompile?: (compiled: number, total: number) => void;
   /** Weight upload progress: bytes written to GPU buffers, of the packed weights' total. */
   onUpload?: (loaded: number, total: number) => void;
-}
-
-interface Session {
-  opts: SessionOptions;
-  buffers: SessionBuffers;
-  prefill: PrefillBuffers | null;
-  /** Resolves to an error when begin()'s allocations failed (OOM is only known asynchronously). */
-  allocation: Promise<Error | null>;
-  residency: Residency | null;
-  /** The pool and the decode step over it: made at applyPrefill, sized by the plan. */
-  pool: GpuPool | null;
-  step: DecodeStep | null;
-  /** The pool's generation the decode step's bind groups were made for. */
-  stepGeneration: number;
-  nextPos: number;
-  steps: number;
-  /** Steps queued for readback (step-ring.ts), the steps submitted so far, and the step that reads a slot. */
-  ring: StepRing;
-  submitted: number;
-  reader: DecodeStep | null;
-  /** CPU→GPU bytes written since the last submit (recalled rows), counted with the next step. */
-  pendingBytes: number;
-  /** The pool's growth submits counted up to the last step. */
-  poolSubmits: number;
-  slots: Int32Array;
-  stepState: Uint32Array<ArrayBuffer>;
-  tokenIn: Int32Array<ArrayBuffer>;
 }
 
 export class WebGpuBackend implements DecoderBackend {
@@ -163,29 +138,9 @@ export class WebGpuBackend implements DecoderBackend {
     return bindingLimits(this.ctx, this.options.maxBindingBytes);
   }
 
-  /**
-   * Runs `make` inside out-of-memory and validation error scopes. WebGPU reports both
-   * only asynchronously: `failure` resolves to the typed error, or null.
-   */
+  /** `make` inside error scopes (gpu/scoped.ts): its out-of-memory or validation failure, typed, resolves later. */
   private scoped<T>(make: () => T, what: string, bytes: number): { value: T; failure: Promise<Error | null> } {
-    const d = this.ctx.device;
-    d.pushErrorScope('out-of-memory');
-    d.pushErrorScope('validation');
-    let value: T | null = null;
-    let thrown: unknown = null;
-    try {
-      value = make();
-    } catch (e) {
-      thrown = e;
-    }
-    const failure = d.popErrorScope().then(async (validation) => {
-      const oom = await d.popErrorScope();
-      if (oom) return new OutOfMemoryError(what, bytes) as Error;
-      if (validation) return new Error(`WebGPU setup of ${what} failed: ${validation.message}`);
-      return null;
-    });
-    if (thrown !== null || value === null) throw thrown;
-    return { value, failure };
+    return scopedSetup(this.ctx.device, make, what, bytes);
   }
 
   begin(opts: SessionOptions): void {
