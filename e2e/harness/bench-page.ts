@@ -3,7 +3,7 @@
  * CPU rows, on the WebGPU backend. The Node side calls window.wnwBench(opts).
  */
 import { createWebGpuBackend } from '../../src/backend/webgpu/index.js';
-import { timePolicy } from '../../src/bench/decode.js';
+import { timePolicy, type TimingOptions } from '../../src/bench/decode.js';
 import { measureMemory } from '../../src/bench/memory-measure.js';
 import { loadModel } from '../../src/model/loader.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
@@ -16,6 +16,7 @@ interface BenchRequest {
   steps: number;
   heads: HeadsFile;
   kv: KvPrecision;
+  timing?: TimingOptions & { withLag2?: boolean };
 }
 
 async function wnwBench(req: BenchRequest) {
@@ -27,9 +28,10 @@ async function wnwBench(req: BenchRequest) {
   for (const minutes of req.minutes) {
     const N = Math.round(minutes * 60 * config.audio.tokensPerSecond);
     const emb = randomEmbeddings(config, N, 5);
-    const full = await timePolicy(backend, config, emb, N, 'full', 1, req.heads, req.steps);
-    const wnw = await timePolicy(backend, config, emb, N, 'wnw', 0.2, m?.heads ?? req.heads, req.steps);
-    for (const t of [full, wnw]) rows.push({ backend: backend.label, minutes, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
+    const full = await timePolicy(backend, config, emb, N, 'full', 1, req.heads, req.steps, req.timing);
+    const ts = [full, await timePolicy(backend, config, emb, N, 'wnw', 0.2, m?.heads ?? req.heads, req.steps, req.timing)];
+    if (req.timing?.withLag2) ts.push({ ...(await timePolicy(backend, config, emb, N, 'wnw', 0.2, m?.heads ?? req.heads, req.steps, { ...req.timing, policyOptions: { planLag: 2 } })), variant: 'planLag=2' });
+    for (const t of ts) rows.push({ backend: backend.label, minutes, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
   }
   backend.dispose();
   return rows;
