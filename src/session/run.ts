@@ -9,7 +9,7 @@ import { policyLayout } from '../backend/prompt.js';
 import { sharedPrefillWindows } from '../policy/registry.js';
 import type { LoadedModel } from '../model/loader.js';
 import { planLagOf, type KvPolicy } from '../policy/types.js';
-import type { LayerPrefill, StepObservation } from '../kv/plan.js';
+import { EMPTY_PLAN, type LayerPrefill, type StepObservation, type StepPlan } from '../kv/plan.js';
 import type { ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult, TranscriptionStats } from '../types.js';
 import { focusOf, wordsFromFocus } from './timing.js';
 import { ReplyUnwrapper } from './reply.js';
@@ -99,6 +99,11 @@ interface HeadPlan {
   attentionIdx: number[];
   /** Queue each step before reading the last (KvPolicy.planLag 2, a backend with submitStep). */
   pipelined: boolean;
+  /**
+   * A policy at planLag 2 run in the waiting loop (teacher forcing): the plan held back a
+   * step, so its plans apply two steps after the step they read, as in the pipelined loop.
+   */
+  heldPlan: { plan: StepPlan } | null;
 }
 
 function planHeads(r: RunInput): HeadPlan {
@@ -121,6 +126,7 @@ function planHeads(r: RunInput): HeadPlan {
   const pipelined = !forced && planLagOf(policy) >= 2 && !!r.backend.submitStep && !!r.backend.readStep;
   return {
     maxNew, layout, request, own: request.decodeHeads.length, extra, decodeHeads, pipelined,
+    heldPlan: !pipelined && planLagOf(policy) >= 2 ? { plan: EMPTY_PLAN } : null,
     timingIdx: r.timingHeads.map((h) => decodeHeads.indexOf(h)),
     attentionIdx: allHeads.map((h) => decodeHeads.indexOf(h)),
   };
@@ -173,7 +179,11 @@ async function observeStep(r: RunInput, h: HeadPlan, token: number, res: StepRes
     weights: res.observation.weights.slice(0, h.own),
     queries: res.observation.queries?.slice(0, h.own),
   };
-  const stepPlan = policy.afterStep(obs);
+  let stepPlan = policy.afterStep(obs);
+  if (h.heldPlan) {
+    // A two-step lag in the waiting loop (teacher forcing): this plan waits one step, as it would pipelined.
+    [stepPlan, h.heldPlan.plan] = [h.heldPlan.plan, stepPlan];
+  }
   const moved = await backend.apply(stepPlan);
   const ms = now() - ts;
   // This step's attention predicts res.token, so its anchor focus dates that token.

@@ -57,6 +57,18 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     expect(b.tokens.slice(0, a.tokens.length)).toEqual(a.tokens);
   });
 
+  it('WnW at planLag 2 decodes pipelined, and its teacher-forced (waiting) run holds each plan a step: the same logits', async () => {
+    const opts = { policy: 'wnw' as const, budget: 0.2, policyOptions: { planLag: 2 } };
+    const free: Float32Array[] = [];
+    const a = await asr.transcribe(toneWav(20), { ...opts, maxNewTokens: 24, onLogits: (_, l) => free.push(l) });
+    const forced: Float32Array[] = [];
+    await asr.transcribe(toneWav(20), { ...opts, forcedTokens: [...a.tokens, a.stats.stopToken ?? 0], onLogits: (_, l) => forced.push(l) });
+    expect(a.stats.recallsPerStep).toBeGreaterThan(0); // plans moved KV mid-decode
+    // The same plans at the same steps: the same logits, to the bit, at every step.
+    expect(free.length).toBe(a.stats.decodeSteps);
+    expect(forced.slice(0, free.length).map((l) => Array.from(l))).toEqual(free.map((l) => Array.from(l)));
+  });
+
   it('policy options reach the policy (ablations): one voice head leaves no tidal head to offload', async () => {
     const tidalShares: number[] = [];
     const r = await asr.transcribe(toneWav(8), {
