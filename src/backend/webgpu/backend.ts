@@ -24,6 +24,7 @@ import { PrefillBuffers, SessionBuffers, sessionSizes } from './session.js';
 import type { ShaderLoader } from '../../gpu/shader-source.js';
 import { DecodeStep } from './step.js';
 import { StepRing } from './step-ring.js';
+import { stagingBytes } from './pool-layout.js';
 import type { Session } from './session-state.js';
 import { scopedSetup } from '../../gpu/scoped.js';
 import { GpuWeights } from './weights.js';
@@ -344,7 +345,9 @@ export class WebGpuBackend implements DecoderBackend {
     }
     bytes += pool.flush(res);
     const splits = Math.max(1, Math.ceil(GpuPool.maxPages(res) / this.kernels.pagesPerSplit));
-    q.submit([step.encode(splits, slot)]);
+    // Rows recalled from here on ride in the step's own encoder (row-staging.ts).
+    pool.stageWrites(stagingBytes(pool.layout.bytes));
+    q.submit([step.encode(splits, slot, (enc) => pool.encodeStaged(enc))]);
     s.submitted++;
     s.ring.submitted({
       slot, growth,

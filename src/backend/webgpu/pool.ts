@@ -8,6 +8,7 @@
  * once. Slots are pool-wide; a kernel that touches one layer binds that layer's shard
  * and subtracts its first slot (`baseSlot`).
  */
+import { RowStaging } from './row-staging.js';
 import type { ModelConfig } from '../../model/config.js';
 import { groupSize, kvHeadCount } from '../../model/config.js';
 import type { PageStorage, Residency } from '../../kv/residency.js';
@@ -68,6 +69,8 @@ export class GpuPool implements PageStorage {
   private readonly shardOfLayer: Int32Array;
   private shardOfPage!: Int32Array;
   private half = new Uint16Array(0);
+  /** Decode-time row writes batched for the step's encoder (stageWrites); null while placing the prefill. */
+  private staging: RowStaging | null = null;
 
   /**
    * `shardBuffers`: the shards' K/V buffers when made already (a per-layer prefill filled
@@ -131,6 +134,13 @@ export class GpuPool implements PageStorage {
     }
     this.layout = shardedLayout(this.c, shards, this.pageSize, this.limit, old.elementBytes);
     const device = this.ctx.device;
+    // Staged rows go into the old buffers first, then move with them.
+    if (this.staging?.pending) {
+      const enc = device.createCommandEncoder({ label: 'kv staged rows' });
+      this.staging.encode(enc, this.k, this.v);
+      device.queue.submit([enc.finish()]);
+      this.submits++;
+    }
     device.pushErrorScope('out-of-memory');
     try {
       for (const b of [this.positions, this.tables, this.scores, this.partials]) this.ctx.destroy(b);
@@ -171,10 +181,29 @@ export class GpuPool implements PageStorage {
     return this.layout.shards[this.shardOfLayer[layer]].firstPage * this.pageSize;
   }
 
+  /**
+   * From now on rows written into pages are staged and copied by the next decode step's
+   * encoder (row-staging.ts); `capacity` bytes at most a step, the rest written directly.
+   */
+  stageWrites(capacity: number): void {
+    this.staging ??= new RowStaging(this.ctx, capacity);
+  }
+
+  /** Records the staged rows' copies on the step's encoder (before its compute pass). */
+  encodeStaged(enc: GPUCommandEncoder): void {
+    this.staging?.encode(enc, this.k, this.v);
+  }
+
   writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
     // A run of rows lies within one page, hence within one shard.
     const s = this.shardOfPage[Math.floor(slot / this.pageSize)];
     const first = this.layout.shards[s].firstPage * this.pageSize;
+    const n = count * this.headDim;
+    const eb = this.layout.elementBytes;
+    if (this.staging?.add(s, (slot - first) * this.headDim * eb, n, eb, k, v)) {
+      this.bytesWritten += 2 * eb * n;
+      return;
+    }
     this.half = writeKvRows(this.ctx.device.queue, { k: this.k[s], v: this.v[s] }, slot - first, count * this.headDim, this.headDim, this.layout.elementBytes, k, v, this.half);
     this.bytesWritten += 2 * this.layout.elementBytes * count * this.headDim;
   }
@@ -225,6 +254,7 @@ export class GpuPool implements PageStorage {
 
   destroy(): void {
     for (const b of [...this.k, ...this.v, this.positions, this.tables, this.scores, this.partials]) this.ctx.destroy(b);
+    this.staging?.destroy();
   }
 }
 

@@ -121,8 +121,10 @@ export class DecodeStep {
   private readonly ownUniforms: GPUBuffer[];
 
   /** Records one decode step; `splits` = ceil(longest page table / pages per split). */
-  encode(splits: number, ring: GPUBuffer): GPUCommandBuffer {
+  encode(splits: number, ring: GPUBuffer, before?: (enc: GPUCommandEncoder) => void): GPUCommandBuffer {
     const enc = this.ctx.device.createCommandEncoder({ label: 'decode step' });
+    // Copies the step needs first (the last plan's recalled rows), in the same submit.
+    before?.(enc);
     const b = this.b;
     if (this.exportDispatch) enc.clearBuffer(b.exportW);
     let pass = enc.beginComputePass();
