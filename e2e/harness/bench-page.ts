@@ -3,7 +3,8 @@
  * CPU rows, on the WebGPU backend. The Node side calls window.wnwBench(opts).
  */
 import { createWebGpuBackend } from '../../src/backend/webgpu/index.js';
-import { timePolicy, type TimingOptions } from '../../src/bench/decode.js';
+import { syntheticHeads, timePolicy, type TimingOptions } from '../../src/bench/decode.js';
+import { runGpuBench, type GpuBenchRequest } from '../../src/bench/gpu-run.js';
 import { measureMemory } from '../../src/bench/memory-measure.js';
 import { loadModel } from '../../src/model/loader.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
@@ -37,6 +38,16 @@ async function wnwBench(req: BenchRequest) {
   return rows;
 }
 
+/** `npm run bench:gpu` in the page (src/bench/gpu.ts): the same run as in Node, on this page's adapter. */
+async function wnwBenchGpu(r: { req: GpuBenchRequest; model: string | null }) {
+  const m = r.model ? await loadModel(r.model) : null;
+  const config = m?.config ?? referenceConfig();
+  const weights = m?.weights ?? randomDecoderWeights(config, 1);
+  const reference = { config, weights, heads: m?.heads ?? syntheticHeads(config, 750), label: m ? `${config.name} (trained)` : `${config.name} (random weights)` };
+  return runGpuBench(r.req, (c, w) => createWebGpuBackend(c, w, { allowSoftware: true }), reference, (s) => console.log(s));
+}
+
 (window as unknown as { wnwBench: typeof wnwBench }).wnwBench = wnwBench;
+(window as unknown as { wnwBenchGpu: typeof wnwBenchGpu }).wnwBenchGpu = wnwBenchGpu;
 (window as unknown as { wnwMeasure: typeof measureMemory }).wnwMeasure = measureMemory;
 document.getElementById('status')!.textContent = 'ready';

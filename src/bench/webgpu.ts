@@ -60,7 +60,8 @@ export async function onHarnessPage<T>(log: (s: string) => void, call: (page: im
   const { createServer } = await import('vite');
   const { chromium } = await import('playwright-core');
   const { chromiumArgs } = await import('../../playwright.config.js');
-  const server = await createServer({ server: { port: 5311, strictPort: false, host: '127.0.0.1' }, logLevel: 'error' });
+  // No hot reload: an edit to a source file during a long run must not reload the page under it.
+  const server = await createServer({ server: { port: 5311, strictPort: false, host: '127.0.0.1', hmr: false, watch: null }, logLevel: 'error' });
   await server.listen();
   const url = server.resolvedUrls?.local[0] ?? 'http://127.0.0.1:5311/';
   const browser = await chromium.launch({ executablePath: exe, args: chromiumArgs });
