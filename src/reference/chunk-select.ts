@@ -74,3 +74,12 @@ export function selectChunks(weights: Float32Array | ArrayLike<number>[], s: Chu
   const order = Array.from({ length: chunks }, (_, c) => c).sort((a, b) => score[b] - score[a] || a - b);
   return { chunks: Int32Array.from(order.slice(0, s.topChunks)), segmentSums };
 }
+
+/** A step observation's chunk fields for a request's `decodeChunks` (none without it), as a backend reports them. */
+export function chunkObservation(
+  weights: ArrayLike<number>[], dc: { heads: number; chunkSegments: number; topChunks: number; segmentSums?: boolean } | undefined, audioLength: number, segmentLength: number,
+): { chunks?: Int32Array; segmentSums?: Float32Array } {
+  if (!dc) return {};
+  const c = selectChunks(weights, { ...dc, audioLength, segmentLength });
+  return dc.segmentSums ? c : { chunks: c.chunks };
+}

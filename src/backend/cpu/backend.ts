@@ -21,7 +21,7 @@ import { sessionPrompt, summaryPlacement, textPositions } from '../prompt.js';
 import { CpuPageStorage } from './storage.js';
 import { LayerPlacement } from './layer-placement.js';
 import { StepQueue } from '../step-queue.js';
-import { selectChunks } from '../../reference/chunk-select.js';
+import { chunkObservation } from '../../reference/chunk-select.js';
 
 export interface CpuBackendOptions {
   /** Cap on KV pool bytes; default: whatever the session needs. */
@@ -348,23 +348,14 @@ export class CpuBackend implements DecoderBackend {
     }
     const next = this.head(this.x);
     const step = s.steps++;
-    const dc = req.decodeChunks;
     // The chunks as the GPU's chunk_select chooses them: the same f32 sums, the same order.
-    const choice = dc ? selectChunks(weights, { ...dc, audioLength: N, segmentLength: segmentLength(c) }) : undefined;
-    return {
-      token: next,
-      logits: s.opts.returnLogits ? Float32Array.from(this.logits) : undefined,
-      observation: { step, weights: req.decodeWeights === false ? [] : weights, queries, ...(choice ? { chunks: choice.chunks, ...(dc!.segmentSums ? { segmentSums: choice.segmentSums } : {}) } : {}) },
-    };
+    const chunks = chunkObservation(weights, req.decodeChunks, N, segmentLength(c));
+    return { token: next, logits: s.opts.returnLogits ? Float32Array.from(this.logits) : undefined, observation: { step, weights: req.decodeWeights === false ? [] : weights, queries, ...chunks } };
   }
 
-  submitStep(token: number | null): void {
-    this.queue.submit(token, (t) => this.step(t));
-  }
-
-  readStep(): Promise<StepResult> {
-    return this.queue.read();
-  }
+  /** The pipelined step (backend/types.ts) over this synchronous one: the same tokens as step(). */
+  submitStep = (token: number | null): void => this.queue.submit(token, (t) => this.step(t));
+  readStep = (): Promise<StepResult> => this.queue.read();
 
   async apply(plan: StepPlan): Promise<TransferStats> {
     return liveResidency(this.s.residency, 'apply').apply(plan);
