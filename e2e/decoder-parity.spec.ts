@@ -28,6 +28,7 @@ const CHECKS = [
   'parity_voxtral_shape_f16_full', 'parity_voxtral_shape_f16_wnw', 'parity_voxtral_shape_q4_full', 'parity_voxtral_shape_q4_wnw', 'parity_voxtral_shape_q4_prepacked',
   'parity_qwen2_audio_shape_q4_wnw', 'parity_q4_split_head_full', 'parity_q4_split_head_wnw', 'parity_q4_split_head_wnw_layered',
   'parity_shipped_clip1', 'parity_shipped_clip2', 'parity_text_growth',
+  'parity_pipelined_policy', 'parity_pipelined_voxtral_full', 'parity_pipelined_voxtral_wnw_lag2', 'parity_voxtral_wnw_chunks_only',
 ];
 
 gpuChecks('decoder', CHECKS);

@@ -21,6 +21,8 @@ const CHECKS = [
   'matvec_swiglu_q4', 'matmul_q4_32x3072to8192', 'matmul_add_q4_35x8192to3072', 'matmul_f16_32x3072to8192',
   'matvec_q4_padded', 'matmul_q4_padded',
   'lm_head_argmax_q4_131072', 'lm_head_argmax_q4_151936', 'lm_head_argmax_f16_split',
+  // WnW's chunk choice: exactly the reference's and the scheduler's chunks, segment sums bit for bit.
+  'chunk_select_voxtral_30min', 'chunk_select_paper_partial', 'chunk_select_ties',
 ];
 
 gpuChecks('kernel', CHECKS);

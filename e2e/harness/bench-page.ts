@@ -3,7 +3,8 @@
  * CPU rows, on the WebGPU backend. The Node side calls window.wnwBench(opts).
  */
 import { createWebGpuBackend } from '../../src/backend/webgpu/index.js';
-import { timePolicy } from '../../src/bench/decode.js';
+import { syntheticHeads, timePolicy, type TimingOptions } from '../../src/bench/decode.js';
+import { runGpuBench, type GpuBenchRequest } from '../../src/bench/gpu-run.js';
 import { measureMemory } from '../../src/bench/memory-measure.js';
 import { measureGpuForward } from '../../src/bench/calibration-cost-gpu.js';
 import { loadModel } from '../../src/model/loader.js';
@@ -17,6 +18,7 @@ interface BenchRequest {
   steps: number;
   heads: HeadsFile;
   kv: KvPrecision;
+  timing?: TimingOptions & { withLag2?: boolean };
 }
 
 async function wnwBench(req: BenchRequest) {
@@ -28,15 +30,26 @@ async function wnwBench(req: BenchRequest) {
   for (const minutes of req.minutes) {
     const N = Math.round(minutes * 60 * config.audio.tokensPerSecond);
     const emb = randomEmbeddings(config, N, 5);
-    const full = await timePolicy(backend, config, emb, N, 'full', 1, req.heads, req.steps);
-    const wnw = await timePolicy(backend, config, emb, N, 'wnw', 0.2, m?.heads ?? req.heads, req.steps);
-    for (const t of [full, wnw]) rows.push({ backend: backend.label, minutes, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
+    const full = await timePolicy(backend, config, emb, N, 'full', 1, req.heads, req.steps, req.timing);
+    const ts = [full, await timePolicy(backend, config, emb, N, 'wnw', 0.2, m?.heads ?? req.heads, req.steps, req.timing)];
+    if (req.timing?.withLag2) ts.push({ ...(await timePolicy(backend, config, emb, N, 'wnw', 0.2, m?.heads ?? req.heads, req.steps, { ...req.timing, policyOptions: { planLag: 2 } })), variant: 'planLag=2' });
+    for (const t of ts) rows.push({ backend: backend.label, minutes, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
   }
   backend.dispose();
   return rows;
 }
 
+/** `npm run bench:gpu` in the page (src/bench/gpu.ts): the same run as in Node, on this page's adapter. */
+async function wnwBenchGpu(r: { req: GpuBenchRequest; model: string | null }) {
+  const m = r.model ? await loadModel(r.model) : null;
+  const config = m?.config ?? referenceConfig();
+  const weights = m?.weights ?? randomDecoderWeights(config, 1);
+  const reference = { config, weights, heads: m?.heads ?? syntheticHeads(config, 750), label: m ? `${config.name} (trained)` : `${config.name} (random weights)` };
+  return runGpuBench(r.req, (c, w) => createWebGpuBackend(c, w, { allowSoftware: true }), reference, (s) => console.log(s));
+}
+
 (window as unknown as { wnwBench: typeof wnwBench }).wnwBench = wnwBench;
+(window as unknown as { wnwBenchGpu: typeof wnwBenchGpu }).wnwBenchGpu = wnwBenchGpu;
 (window as unknown as { wnwMeasure: typeof measureMemory }).wnwMeasure = measureMemory;
 (window as unknown as { wnwGpuForward: typeof measureGpuForward }).wnwGpuForward = measureGpuForward;
 document.getElementById('status')!.textContent = 'ready';

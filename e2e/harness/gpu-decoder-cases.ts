@@ -183,6 +183,14 @@ export const decoderTests: Record<string, () => Promise<CheckResult>> = {
     ...shapeCase('voxtral', 'full'), name: 'voxtral-shaped decoder, full cache per layer, f16 pool grown for the text every page',
     audio: randomEmbeddings(decoderShapeConfig('voxtral'), 100, 12), steps: 60, layered: true, backend: { kvPrecision: 'f16', kvGrowPages: 1 }, minGrowths: 2,
   }),
+  // The pipelined loop (the token stays on the GPU, step t + 1 queued before step t is read):
+  // the policy-like recall/release plans mid-decode, the full cache on the Voxtral shape, and
+  // WnW with its plans two steps late (planLag 2), each against the CPU's waiting loop.
+  parity_pipelined_policy: () => runParity({ ...randomCase('random reference model, pipelined', 1024, 64), pipelined: true }),
+  parity_pipelined_voxtral_full: () => runParity({ ...shapeCase('voxtral', 'full'), name: 'voxtral-shaped decoder, full cache, pipelined', pipelined: true }),
+  parity_pipelined_voxtral_wnw_lag2: () => runParity({ ...shapeCase('voxtral', 'wnw'), name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, plans two steps late, pipelined', pipelined: true, policyOptions: { planLag: 2 } }),
+  // WnW's own request: the readback is the token and the chunk indices (16 bytes a step here).
+  parity_voxtral_wnw_chunks_only: () => runParity({ ...shapeCase('voxtral', 'wnw'), name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, only chunks read back', chunksOnly: true }),
   context_too_long: contextTooLong,
   bench_smoke: benchSmoke,
 };

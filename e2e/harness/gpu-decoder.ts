@@ -16,6 +16,7 @@ import { layerwise } from '../../src/policy/layered.js';
 import { policyLayout } from '../../src/backend/prompt.js';
 import { buildHeadsFile } from '../../src/calibrate/heads-file.js';
 import { createPolicy } from '../../src/policy/registry.js';
+import { planLagOf } from '../../src/policy/types.js';
 import { rng } from '../../src/model/testing.js';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
 import { packDecoderWeights } from '../../src/model/packed-weights.js';
@@ -60,6 +61,14 @@ export interface ParityCase {
   minGrowths?: number;
   /** A session prompt other than the config's (another language's), handed to both backends at begin(). */
   prompt?: PromptIds;
+  /**
+   * The GPU decodes pipelined: step t + 1 queued (fed the token step t wrote on the GPU)
+   * before step t is read, one step queued past the last read; the CPU waits for each step.
+   * WnW's plans then apply at its planLag (policyOptions.planLag 2: two steps after).
+   */
+  pipelined?: boolean;
+  /** 'wnw' mode: the policy's request as it is (its anchors reduced to chunks, no weights or queries read back). */
+  chunksOnly?: boolean;
 }
 
 /** Keeps a different top-scored share of the audio per head; CPU copies: mirror, offload or drop. */
@@ -102,6 +111,8 @@ interface Trace {
   logits: Float32Array[];
   weights: Float32Array[][];
   queries: Float32Array[][];
+  /** Per step: the chunks chosen from the anchors (decodeChunks), as text. */
+  chunks: string[];
   residency: string[];
   /** r_GPU after the prefill plan and after every step plan. */
   rGpu: number[];
@@ -179,7 +190,7 @@ async function prefillRun(b: DecoderBackend, pc: ParityCase, opts: SessionOption
   return { token: r.token, logits: r.logits, plan: r.plan, scores };
 }
 
-async function trace(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, driver: Driver): Promise<Trace & { plans: Plans }> {
+async function trace(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, driver: Driver, pipelined = false): Promise<Trace & { plans: Plans }> {
   const ctx = b instanceof WebGpuBackend ? b.ctx : null;
   ctx?.resetPeak();
   const baseline = ctx?.liveBytes ?? 0;
@@ -190,12 +201,12 @@ async function trace(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, dr
   const plans: Plans = { prefill: pre.plan, steps: new Map() };
   const info = b instanceof WebGpuBackend ? b.poolInfo() : null;
   const tr: Trace = {
-    tokens: [pre.token], logits: [pre.logits!], weights: [], queries: [], residency: [], rGpu: [b.residency().rGpu], prefillScores: pre.scores, counters: [], ms: { prefill: prefillMs, decode: 0 },
+    tokens: [pre.token], logits: [pre.logits!], weights: [], queries: [], chunks: [], residency: [], rGpu: [b.residency().rGpu], prefillScores: pre.scores, counters: [], ms: { prefill: prefillMs, decode: 0 },
     pool: info ? { shards: info.shards.length, pages: info.capacityPages, bytes: info.bytes } : undefined,
     peakBytes: ctx ? ctx.peakBytes - baseline : undefined,
   };
   t = performance.now();
-  for (let s = 0; s < pc.steps; s++) {
+  const before = async (s: number) => {
     const plan = driver.before(s);
     if (plan) {
       plans.steps.set(s, plan);
@@ -203,13 +214,28 @@ async function trace(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, dr
       tr.residency.push(Array.from(b.residency().gpuPerHead).join(','));
       tr.rGpu.push(b.residency().rGpu);
     }
-    const r = await b.step(tr.tokens[tr.tokens.length - 1]);
+  };
+  const record = (s: number, r: Awaited<ReturnType<DecoderBackend['step']>>) => {
     driver.after?.(s, r.observation);
     tr.tokens.push(r.token);
     tr.logits.push(r.logits!);
     tr.weights.push(r.observation.weights);
     tr.queries.push(r.observation.queries ?? []);
+    tr.chunks.push(Array.from(r.observation.chunks ?? []).join(','));
     tr.counters.push(b.stepCounters());
+  };
+  if (pipelined && b.submitStep && b.readStep) {
+    // Step s is queued before step s - 1 is read: only the first token comes from the CPU.
+    for (let s = 0; s <= pc.steps; s++) {
+      if (s < pc.steps) await before(s);
+      b.submitStep(s === 0 ? tr.tokens[0] : null);
+      if (s > 0) record(s - 1, await b.readStep());
+    }
+  } else {
+    for (let s = 0; s < pc.steps; s++) {
+      await before(s);
+      record(s, await b.step(tr.tokens[tr.tokens.length - 1]));
+    }
   }
   tr.ms.decode = performance.now() - t;
   b.end();
@@ -233,13 +259,16 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   if (pc.mode === 'wnw') {
     // The policy decides on the CPU run's observations; it asks for its anchors' weights.
     const policy = createPolicy('wnw', { ...pc.policyOptions, budget: pc.budget ?? 0.2, heads: syntheticHeads(c, A, pc.budget ?? 0.2) });
-    request = { ...policy.request(policyLayout(c, A, pc.prompt)), decodeQueries: true };
+    // Its weights too (it reads only the chunks chosen from them), to compare them across backends.
+    request = { ...policy.request(policyLayout(c, A, pc.prompt)), ...(pc.chunksOnly ? {} : { decodeQueries: true, decodeWeights: true }) };
     const next = new Map<number, StepPlan>();
+    // The plan from step s applies at step s + planLag (KvPolicy.planLag), on both backends.
+    const lag = planLagOf(policy);
     driver = {
       prefill: (obs) => policy.prefill(obs),
       byLayer: (layout) => policy.prefillByLayer!(layout),
       before: (s) => next.get(s) ?? null,
-      after: (s, obs) => next.set(s + 1, policy.afterStep(obs)),
+      after: (s, obs) => next.set(s + lag, policy.afterStep(obs)),
     };
   }
   const opts: SessionOptions = { audioLength: A, maxNewTokens: pc.steps + 2, request, returnLogits: true, layered: pc.layered, ...(pc.prompt ? { prompt: pc.prompt } : {}) };
@@ -255,7 +284,7 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   const promptOk = sizes.promptLength === promptLength(pc.prompt ?? c, A);
   const wm = gpuBackend.weightMemory();
   // The GPU run applies the plans made from the CPU's observations: identical plans on both.
-  const got = await trace(gpuBackend, pc, opts, replay(ref.plans));
+  const got = await trace(gpuBackend, pc, opts, replay(ref.plans), pc.pipelined);
   gpuBackend.dispose();
   const shards = got.pool?.shards ?? 0;
   // Per layer, the GPU never holds every layer's prompt K/V: its peak stays under what the
@@ -285,12 +314,18 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   const queriesNmse = worst(ref.queries, got.queries);
   const scoresNmse = worst([ref.prefillScores], [got.prefillScores]);
   const sameResidency = ref.residency.join('|') === got.residency.join('|');
+  // WnW: the chunks chunk_select chose on the GPU are those the CPU's reference chose, every step.
+  const sameChunks = ref.chunks.join('|') === got.chunks.join('|') && (pc.mode !== 'wnw' || got.chunks.every((x) => x.length > 0));
   const rGpu = `r_GPU after prefill ${got.rGpu[0].toFixed(3)}, mean ${(got.rGpu.reduce((a, b) => a + b, 0) / got.rGpu.length).toFixed(3)} over ${got.rGpu.length} plans`;
   const c1 = got.counters[1];
   const cN = got.counters[got.counters.length - 1];
   // Bind groups are made once per pool shape: anew only at a step where the pool grew.
   const constant = got.counters.slice(1).every((k, i) => k.buffers === c1.buffers && k.submits === 1 && k.dispatches === c1.dispatches &&
     (k.poolGrowths !== got.counters[i].poolGrowths || k.bindGroups === got.counters[i].bindGroups));
+  // Pipelined: no read waited on an idle GPU (a step was always queued behind it), and the
+  // readback carried what the session asked for; the waiting loop waits at every step.
+  const waits = got.counters.reduce((a, k) => a + (k.cpuWaits ?? NaN), 0);
+  const waitsOk = waits === (pc.pipelined ? 0 : pc.steps) && got.counters.every((k) => k.readbackBytes === sizes.readbackBytes - 12);
   const growths = cN.poolGrowths;
   const growthOk = growths === ref.counters[ref.counters.length - 1].poolGrowths && growths >= (pc.minGrowths ?? 0);
   let golden = '';
@@ -311,11 +346,13 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
     goldenOk = cpuG && gpuG && lg < 1e-5;
     golden = ` golden (${n} steps, full cache): tokens cpu ${cpuG ? 'match' : 'DIFFER'}, gpu ${gpuG ? 'match' : 'DIFFER'}, logits nmse ${lg.toExponential(2)};`;
   }
-  const pass = promptOk && growthOk && peakOk && layoutOk && firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && constant && goldenOk;
+  const pass = promptOk && growthOk && peakOk && layoutOk && firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && sameChunks && constant && goldenOk && waitsOk;
   const detail = `${pc.name} (${pc.mode} plan): audio ${A}, ${pc.steps} steps, pool ${got.pool?.pages} pages (worst plan ${sizes.worstPoolPages}) in ${shards} shards, prefill blocks ${blocks}${promptOk ? '' : ` (PROMPT NOT THE SESSION'S: ${sizes.promptLength} rows)`}, weights ${pc.backend?.weightFormat ?? 'f32'} ${wm.total} bytes (${JSON.stringify(wm.byFormat)}; embedding in ${wm.embedParts} bindings, lm_head in ${wm.lmHeadParts})${layoutOk ? '' : ` (WANTED ${JSON.stringify({ ...pc.layout, ...pc.weightParts })})`}, tokens ${firstDiff === -1 ? 'identical' : `differ from step ${firstDiff} (cpu ${ref.tokens.slice(firstDiff, firstDiff + 4)} gpu ${got.tokens.slice(firstDiff, firstDiff + 4)})`};` +
     `${golden} logits nmse ${logitsNmse.toExponential(2)}, exported weights ${weightsNmse.toExponential(2)}, queries ${queriesNmse.toExponential(2)}, prefill scores ${scoresNmse.toExponential(2)};` +
+    `${pc.mode === 'wnw' ? ` chunks chosen ${sameChunks ? 'equal' : 'DIFFER'} (step 0: ${got.chunks[0]});` : ''}` +
     ` residency after plans ${sameResidency ? 'equal' : 'DIFFERS'} (${got.residency.length} plans; ${rGpu});${peak}` +
-    ` counters constant ${constant} (dispatches ${cN.dispatches}, submits ${cN.submits}, buffers ${cN.buffers}, bindGroups ${cN.bindGroups}); pool grew ${growths} times for the text (cpu ${ref.counters[ref.counters.length - 1].poolGrowths}${growthOk ? '' : `, WANTED equal and >= ${pc.minGrowths ?? 0}`});` +
+    ` counters constant ${constant} (dispatches ${cN.dispatches}, submits ${cN.submits}, buffers ${cN.buffers}, bindGroups ${cN.bindGroups});` +
+    ` ${pc.pipelined ? 'pipelined' : 'waiting'} loop: CPU waits on the critical path ${waits} in ${pc.steps} steps, readback ${cN.readbackBytes} bytes/step, CPU→GPU ${cN.bytesToGpu} bytes last step${waitsOk ? '' : ' (WAITS OR READBACK NOT AS EXPECTED)'}; pool grew ${growths} times for the text (cpu ${ref.counters[ref.counters.length - 1].poolGrowths}${growthOk ? '' : `, WANTED equal and >= ${pc.minGrowths ?? 0}`});` +
     ` cpu prefill ${Math.round(ref.ms.prefill)} ms decode ${Math.round(ref.ms.decode / pc.steps)} ms/tok; gpu prefill ${Math.round(got.ms.prefill)} ms decode ${Math.round(got.ms.decode / pc.steps)} ms/tok`;
   return { name: pc.name, pass, detail, ms: performance.now() - t0 };
 }

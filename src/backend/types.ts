@@ -83,6 +83,15 @@ export interface DecoderBackend {
   prefillByLayer(audioEmbeddings: Float32Array, run: LayerPrefill): Promise<LayeredPrefillResult>;
   /** Feeds `token` at the next position, appends its KV, returns the next greedy token. */
   step(token: number): Promise<StepResult>;
+  /**
+   * The pipelined form of `step`: queues a step fed `token`, or with null the greedy token
+   * of the step queued before it, which then never leaves the device. `readStep` returns the
+   * oldest queued step's result; a loop that queues step t + 1 before reading step t keeps
+   * the device busy while the CPU reads and schedules (plans then apply one step later:
+   * KvPolicy.planLag). `step(t)` is `submitStep(t)` then `readStep()`.
+   */
+  submitStep?(token: number | null): void;
+  readStep?(): Promise<StepResult>;
   /** Applies recalls and releases before the next step. */
   apply(plan: StepPlan): Promise<TransferStats>;
   residency(): ResidencyStats;
@@ -90,7 +99,7 @@ export interface DecoderBackend {
   residencyState?(): { slotOf(head: number, audioPos: number): number } | undefined;
   /** Counters for benchmarks: dispatches and queue submits of the last step (0 on CPU). */
   /** Per-step work and resources; `poolGrowths`: times the KV pool grew for text or recalls (bind groups are remade then). */
-  stepCounters(): { dispatches: number; submits: number; buffers: number; bindGroups: number; poolGrowths: number };
+  stepCounters(): StepCounters;
   /**
    * Ends the session: frees per-session state, keeps the weights. `keepPrefill` keeps
    * the prefill for a next session on the same embeddings array (evaluation of many
@@ -99,4 +108,28 @@ export interface DecoderBackend {
   end(keepPrefill?: boolean): void;
   /** Frees everything (weights and GPU buffers). */
   dispose(): void;
+}
+
+/** Per-step work of the last step read (stepCounters). */
+export interface StepCounters {
+  /** Compute dispatches and queue submits of the step (0 on the CPU). */
+  dispatches: number;
+  submits: number;
+  /** Submits of the KV pool's growth (its copy into larger buffers) since the step before: 0 but where it grew. */
+  growthSubmits?: number;
+  /** Dispatches one decoder layer records (0 on the CPU). */
+  dispatchesPerLayer?: number;
+  /**
+   * Waits on the critical path: readbacks the CPU awaited while no later step was queued
+   * on the device (it idled meanwhile). 1 a step for a loop that reads each step before
+   * queuing the next; 0 in a pipelined loop's steady state.
+   */
+  cpuWaits?: number;
+  /** Bytes the step copied to the CPU (its readback slot's filled part). */
+  readbackBytes?: number;
+  /** Bytes written from the CPU to the device for the step: uniforms, token, page tables, recalled rows. */
+  bytesToGpu?: number;
+  buffers: number;
+  bindGroups: number;
+  poolGrowths: number;
 }

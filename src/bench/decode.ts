@@ -3,7 +3,8 @@
  * full cache and of a policy, on the same weights and the same audio embeddings, in the
  * same run (so only ratios are compared across machines).
  */
-import type { DecoderBackend } from '../backend/types.js';
+import type { DecoderBackend, StepCounters } from '../backend/types.js';
+import { planLagOf } from '../policy/types.js';
 import { policyLayout } from '../backend/prompt.js';
 import { isStop, kvHeadCount, segmentLength, type ModelConfig } from '../model/config.js';
 import { rng } from '../model/testing.js';
@@ -14,6 +15,8 @@ import type { PolicyName } from '../types.js';
 
 export interface PolicyTiming {
   policy: PolicyName;
+  /** Options beside the budget, as written (`planLag=2`); absent for the policy's defaults. */
+  variant?: string;
   budget: number;
   prefillTokensPerSecond: number;
   msPerToken: number;
@@ -23,6 +26,24 @@ export interface PolicyTiming {
   gpuKvMiB: number;
   dispatchesPerStep: number;
   submitsPerStep: number;
+  /** The loop the steps ran in: step t + 1 queued before step t was read (policy's planLag 2), or waiting for each. */
+  pipelined: boolean;
+  /** Means over the timed steps (backend stepCounters; 0 where a backend does not count them). */
+  dispatchesPerLayer: number;
+  /** Reads the CPU awaited with no later step queued on the device (the device idled). */
+  cpuWaitsPerStep: number;
+  readbackBytesPerStep: number;
+  /** Uniforms, token, page tables and recalled rows written to the device. */
+  bytesToGpuPerStep: number;
+  /** Submits of the KV pool's growth, beside the steps' own. */
+  growthSubmits: number;
+}
+
+/** How a policy is timed: its options beyond the budget, and whether the loop may pipeline. */
+export interface TimingOptions {
+  policyOptions?: Record<string, unknown>;
+  /** Queue step t + 1 before reading step t where the policy's planLag allows it (default true); false: the waiting loop. */
+  pipeline?: boolean;
 }
 
 const median = (a: number[]) => {
@@ -34,13 +55,14 @@ const now = () => performance.now();
 
 export async function timePolicy(
   backend: DecoderBackend, config: ModelConfig, embeddings: Float32Array, audioLength: number,
-  policyName: PolicyName, budget: number, heads: HeadsFile | undefined, steps: number,
+  policyName: PolicyName, budget: number, heads: HeadsFile | undefined, steps: number, t: TimingOptions = {},
 ): Promise<PolicyTiming> {
-  const policy = createPolicy(policyName, { budget, heads });
+  const policy = createPolicy(policyName, { ...t.policyOptions, budget, heads });
+  const pipelined = t.pipeline !== false && planLagOf(policy) >= 2 && !!backend.submitStep && !!backend.readStep;
   const layout = policyLayout(config, audioLength);
   // The policies timed on one clip share its prefill (end(true) below).
   const req = { ...policy.request(layout), alsoScore: sharedPrefillWindows(layout) };
-  backend.begin({ audioLength, maxNewTokens: steps + 2, request: req });
+  backend.begin({ audioLength, maxNewTokens: steps + 3, request: req });
   const t0 = now();
   const pre = await backend.prefill(embeddings);
   await backend.applyPrefill(policy.prefill(pre.observation));
@@ -50,45 +72,67 @@ export async function timePolicy(
   let bytesMax = 0;
   let rGpu = 0;
   let token = pre.token;
-  let counters = backend.stepCounters();
+  const counters: StepCounters[] = [];
+  // Pipelined: the token stays on the device (a stop token is fed on: timing does not depend on it).
+  if (pipelined) backend.submitStep!(token);
   for (let i = 0; i < steps; i++) {
     const ts = now();
-    const r = await backend.step(token);
+    let r;
+    if (pipelined) {
+      backend.submitStep!(null);
+      r = await backend.readStep!();
+    } else r = await backend.step(token);
     const moved = await backend.apply(policy.afterStep(r.observation));
     times.push(now() - ts);
     bytes += moved.bytesToGpu;
     bytesMax = Math.max(bytesMax, moved.bytesToGpu);
     rGpu += backend.residency().rGpu;
-    counters = backend.stepCounters();
+    counters.push(backend.stepCounters());
     // Timing does not depend on which token is fed; a stop token would only end a real run.
     if (!isStop(config, r.token)) token = r.token;
   }
   const gpuKvMiB = backend.residency().gpuBytesInUse / 2 ** 20;
+  // Skip the first steps: they include lazy allocations and JIT warm-up.
+  const warm = Math.min(4, steps - 1);
   backend.end(true);
   return {
     policy: policyName,
     budget,
     // A kept prefill did no work: its speed is not measured (NaN, null in JSON).
     prefillTokensPerSecond: pre.reused ? NaN : (audioLength / prefillMs) * 1000,
-    // Skip the first steps: they include lazy allocations and JIT warm-up.
-    msPerToken: median(times.slice(Math.min(4, steps - 1))),
+    msPerToken: median(times.slice(warm)),
     rGpu: rGpu / steps,
     mbPerStep: bytes / steps / 1e6,
     mbPerStepMax: bytesMax / 1e6,
     gpuKvMiB,
-    dispatchesPerStep: counters.dispatches,
-    submitsPerStep: counters.submits,
+    ...stepCounterMeans(counters.slice(warm)),
+    pipelined,
   };
 }
 
-/** The full cache, then WnW at r_GPU 0.2, on one backend and the same embeddings. */
+/** Per-step means of the counters (dispatches and submits as counted: constant but where the pool grew). */
+function stepCounterMeans(cs: StepCounters[]): Omit<PolicyTiming, 'policy' | 'budget' | 'prefillTokensPerSecond' | 'msPerToken' | 'rGpu' | 'mbPerStep' | 'mbPerStepMax' | 'gpuKvMiB' | 'pipelined'> {
+  const mean = (f: (c: StepCounters) => number | undefined) => (cs.length ? cs.reduce((a, c) => a + (f(c) ?? 0), 0) / cs.length : 0);
+  return {
+    dispatchesPerStep: mean((c) => c.dispatches), submitsPerStep: mean((c) => c.submits), dispatchesPerLayer: mean((c) => c.dispatchesPerLayer),
+    cpuWaitsPerStep: mean((c) => c.cpuWaits), readbackBytesPerStep: mean((c) => c.readbackBytes), bytesToGpuPerStep: mean((c) => c.bytesToGpu),
+    growthSubmits: cs.reduce((a, c) => a + (c.growthSubmits ?? 0), 0),
+  };
+}
+
+/**
+ * The full cache, then WnW at r_GPU 0.2, on one backend and the same embeddings; with
+ * `withLag2`, also WnW with its plans two steps late (planLag 2), which the loop pipelines.
+ */
 export async function timeFullAndWnw(
   backend: DecoderBackend, config: ModelConfig, embeddings: Float32Array, audioLength: number,
-  heads: HeadsFile | undefined, steps: number,
-): Promise<[PolicyTiming, PolicyTiming]> {
-  const full = await timePolicy(backend, config, embeddings, audioLength, 'full', 1, heads, steps);
-  const wnw = await timePolicy(backend, config, embeddings, audioLength, 'wnw', 0.2, heads, steps);
-  return [full, wnw];
+  heads: HeadsFile | undefined, steps: number, t: TimingOptions & { withLag2?: boolean } = {},
+): Promise<PolicyTiming[]> {
+  const full = await timePolicy(backend, config, embeddings, audioLength, 'full', 1, heads, steps, t);
+  const wnw = await timePolicy(backend, config, embeddings, audioLength, 'wnw', 0.2, heads, steps, t);
+  if (!t.withLag2) return [full, wnw];
+  const lag2 = await timePolicy(backend, config, embeddings, audioLength, 'wnw', 0.2, heads, steps, { ...t, policyOptions: { planLag: 2 } });
+  return [full, wnw, { ...lag2, variant: 'planLag=2' }];
 }
 
 /** A heads file for random weights: seeded scores, roles and λ fitted exactly as calibration does. */

@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --json] [--minutes 1,4,10] [--steps 32] [--backends cpu,webgpu] [--kv f32|f16] [--software-max-minutes 1]`
+ * `npm run bench [-- --json] [--minutes 1,4,10] [--steps 32] [--backends cpu,webgpu] [--kv f32|f16] [--software-max-minutes 1] [--no-pipeline]`
  * `npm run bench -- --encoder whisper-large-v3-shape [--layers 1] [--weights f32|f16|q4]`: the audio encoder (./encoder.ts).
  * `npm run bench -- --shape voxtral-mini-3b [--layers 1] [--weights q4]`: decode at a real backbone's shapes (./shape.ts).
  * `npm run bench -- --memory [--weights q4] [--kv f16]`: GPU memory of the released backbones per recording length (./memory.ts).
@@ -9,6 +9,11 @@
  * audio, full cache vs WnW at r_GPU 0.2, for every backend this machine reaches. Numbers
  * are measured in one run; compare ratios. WebGPU on SwiftShader runs on the CPU: its
  * rows are labelled so and are not GPU timings.
+ *
+ * The decode loop queues step t + 1 before it reads step t where the policy's plans may
+ * apply two steps late (the full cache; WnW with planLag=2, a third row); WnW as calibrated
+ * (planLag 1) waits for each step. `--no-pipeline` runs every policy in the waiting loop
+ * (the loop before the pipeline), for the side-by-side comparison.
  */
 import { parseKvPrecision } from '../cli/args.js';
 import { existsSync } from 'node:fs';
@@ -48,6 +53,8 @@ async function main(): Promise<void> {
   const backends = arg('backends', 'cpu,webgpu').split(',');
   const modelDir = arg('model', 'public/models/wnw-ref');
   const kv = parseKvPrecision(arg('kv', 'f32'));
+  const pipeline = !process.argv.includes('--no-pipeline');
+  const timing = { pipeline, withLag2: pipeline };
   let config: ModelConfig;
   let weights: DecoderWeights;
   let heads: HeadsFile | undefined;
@@ -71,26 +78,28 @@ async function main(): Promise<void> {
     const emb = randomEmbeddings(config, N, 5);
     if (backends.includes('cpu')) {
       const be = await createBackend(config, weights, { kvPrecision: kv }, { kind: 'cpu' });
-      const [full, wnw] = await timeFullAndWnw(be, config, emb, N, heads, steps);
-      log(`bench: cpu ${m} min: full ${full.msPerToken.toFixed(1)} ms/token, wnw@0.2 ${wnw.msPerToken.toFixed(1)} ms/token`);
+      const ts = await timeFullAndWnw(be, config, emb, N, heads, steps, timing);
+      const full = ts[0];
+      log(`bench: cpu ${m} min: ${ts.map((t) => `${t.policy}${t.variant ? ':' + t.variant : ''} ${t.msPerToken.toFixed(1)}`).join(', ')} ms/token`);
       be.dispose();
-      for (const t of [full, wnw]) rows.push({ backend: 'cpu (TypeScript)', minutes: m, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
+      for (const t of ts) rows.push({ backend: 'cpu (TypeScript)', minutes: m, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
     }
   }
   if (backends.includes('webgpu')) {
-    const gpuRows = await benchWebGpu({ modelDir, hasModel: existsSync(`${modelDir}/decoder.safetensors`), heads, minutes, steps, log, kv, softwareMaxMinutes: Number(arg('software-max-minutes', '1')) });
+    const gpuRows = await benchWebGpu({ modelDir, hasModel: existsSync(`${modelDir}/decoder.safetensors`), heads, minutes, steps, log, kv, softwareMaxMinutes: Number(arg('software-max-minutes', '1')), timing });
     rows.push(...gpuRows);
   }
-  const result = { model: modelLabel, kv, steps, rows };
+  const result = { model: modelLabel, kv, steps, pipeline, rows };
   if (json) {
     console.log(JSON.stringify(result, null, 1));
     return;
   }
-  console.log(`Model: ${modelLabel}; ${kv} KV pool; decode ms/token is the median of ${steps} steps.\n`);
-  console.log('| backend | audio | tokens | policy | prefill tok/s | decode ms/token | vs full | r_GPU | CPU→GPU MB/step (max) | GPU KV MiB | dispatches/step | submits/step |');
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log(`Model: ${modelLabel}; ${kv} KV pool; decode ms/token is the median of ${steps} steps; ${pipeline ? 'pipelined where the policy allows' : 'waiting loop (--no-pipeline)'}.\n`);
+  console.log('| backend | audio | tokens | policy | loop | prefill tok/s | decode ms/token | vs full | r_GPU | recalled MB/step (max) | GPU KV MiB | dispatches/step (/layer) | submits/step | CPU waits/step | readback B/step | CPU→GPU B/step |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
-    console.log(`| ${r.backend} | ${r.minutes} min | ${r.audioTokens} | ${r.policy}${r.policy === 'full' ? '' : ` @${r.budget}`} | ${Number.isNaN(r.prefillTokensPerSecond) ? 'same as full' : r.prefillTokensPerSecond.toFixed(0)} | ${r.msPerToken.toFixed(2)} | ${r.msPerTokenVsFull.toFixed(3)} | ${r.rGpu.toFixed(3)} | ${r.mbPerStep.toFixed(3)} (${r.mbPerStepMax.toFixed(3)}) | ${r.gpuKvMiB.toFixed(1)} | ${r.dispatchesPerStep} | ${r.submitsPerStep} |`);
+    const policy = `${r.policy}${r.policy === 'full' ? '' : ` @${r.budget}`}${r.variant ? ` ${r.variant}` : ''}`;
+    console.log(`| ${r.backend} | ${r.minutes} min | ${r.audioTokens} | ${policy} | ${r.pipelined ? 'pipelined' : 'waiting'} | ${Number.isNaN(r.prefillTokensPerSecond) ? 'same as full' : r.prefillTokensPerSecond.toFixed(0)} | ${r.msPerToken.toFixed(2)} | ${r.msPerTokenVsFull.toFixed(3)} | ${r.rGpu.toFixed(3)} | ${r.mbPerStep.toFixed(3)} (${r.mbPerStepMax.toFixed(3)}) | ${r.gpuKvMiB.toFixed(1)} | ${r.dispatchesPerStep.toFixed(0)} (${r.dispatchesPerLayer.toFixed(0)}) | ${r.submitsPerStep.toFixed(2)} | ${r.cpuWaitsPerStep.toFixed(2)} | ${r.readbackBytesPerStep.toFixed(0)} | ${r.bytesToGpuPerStep.toFixed(0)} |`);
   }
 }
 

@@ -5,7 +5,7 @@
 import type { HeadsFile } from '../model/heads.js';
 import type { KvPrecision } from '../kv/precision.js';
 import type { PolicyTiming } from './decode.js';
-import { timeFullAndWnw } from './decode.js';
+import { timeFullAndWnw, type TimingOptions } from './decode.js';
 
 export type GpuRow = PolicyTiming & { backend: string; minutes: number; audioTokens: number; msPerTokenVsFull: number };
 
@@ -17,6 +17,7 @@ export interface GpuBenchOptions {
   steps: number;
   log: (s: string) => void;
   kv: KvPrecision;
+  timing?: TimingOptions & { withLag2?: boolean };
 }
 
 async function nodeGpu(o: GpuBenchOptions): Promise<GpuRow[] | null> {
@@ -37,8 +38,9 @@ async function nodeGpu(o: GpuBenchOptions): Promise<GpuRow[] | null> {
   for (const minutes of o.minutes) {
     const N = Math.round(minutes * 60 * config.audio.tokensPerSecond);
     const emb = randomEmbeddings(config, N, 5);
-    const [full, wnw] = await timeFullAndWnw(backend, config, emb, N, o.heads, o.steps);
-    for (const t of [full, wnw]) rows.push({ backend: backend.label, minutes, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
+    const ts = await timeFullAndWnw(backend, config, emb, N, o.heads, o.steps, o.timing);
+    const full = ts[0];
+    for (const t of ts) rows.push({ backend: backend.label, minutes, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
   }
   backend.dispose();
   return rows;
@@ -58,13 +60,14 @@ export async function onHarnessPage<T>(log: (s: string) => void, call: (page: im
   const { createServer } = await import('vite');
   const { chromium } = await import('playwright-core');
   const { chromiumArgs } = await import('../../playwright.config.js');
-  const server = await createServer({ server: { port: 5311, strictPort: false, host: '127.0.0.1' }, logLevel: 'error' });
+  // No hot reload: an edit to a source file during a long run must not reload the page under it.
+  const server = await createServer({ server: { port: 5311, strictPort: false, host: '127.0.0.1', hmr: false, watch: null }, logLevel: 'error' });
   await server.listen();
   const url = server.resolvedUrls?.local[0] ?? 'http://127.0.0.1:5311/';
   const browser = await chromium.launch({ executablePath: exe, args: chromiumArgs });
   try {
     const page = await browser.newPage();
-    page.on('console', (m) => m.type() === 'error' && log(`bench (page): ${m.text()}`));
+    page.on('console', (m) => (m.type() === 'error' || m.text().startsWith('bench:')) && log(`bench (page): ${m.text()}`));
     await page.goto(new URL('e2e/harness/bench.html', url).href);
     await page.waitForFunction(() => document.getElementById('status')?.textContent === 'ready', null, { timeout: 120_000 });
     return await call(page);
@@ -77,7 +80,7 @@ export async function onHarnessPage<T>(log: (s: string) => void, call: (page: im
 async function chromiumGpu(o: GpuBenchOptions): Promise<GpuRow[]> {
   const rows = await onHarnessPage(o.log, (page) => page.evaluate(
     (req) => (window as unknown as { wnwBench(r: unknown): Promise<unknown> }).wnwBench(req),
-    { model: o.hasModel ? '/' + o.modelDir.replace(/^public\//, '') : null, minutes: o.minutes, steps: o.steps, heads: o.heads, kv: o.kv },
+    { model: o.hasModel ? '/' + o.modelDir.replace(/^public\//, '') : null, minutes: o.minutes, steps: o.steps, heads: o.heads, kv: o.kv, timing: o.timing },
   ) as Promise<GpuRow[]>);
   return (rows ?? []).map((r) => ({ ...r, backend: `${r.backend} in headless Chromium` }));
 }

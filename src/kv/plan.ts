@@ -29,8 +29,16 @@ export interface AttentionRequest {
   decodeHeads: number[];
   /** Also export each step's post-RoPE query vectors of `decodeHeads` (query-aware page selection). */
   decodeQueries?: boolean;
-  /** Export the weights of `decodeHeads` (default true); false when a policy needs only the queries. */
+  /** Export the weights of `decodeHeads` (default true); false when a policy needs only the queries or the chunks. */
   decodeWeights?: boolean;
+  /**
+   * Reduce the first `heads` of `decodeHeads` to a chunk choice each step, on the device
+   * (src/reference/chunk-select.ts): their weights summed per segment (`segmentLength`
+   * positions), chunks of `chunkSegments` segments (stride one) ranked by mean, the top
+   * `topChunks` kept. The observation's `chunks` (and `segmentSums` when asked) carry it,
+   * a few indices to read back where the weights are T floats a head.
+   */
+  decodeChunks?: { heads: number; chunkSegments: number; topChunks: number; segmentSums?: boolean };
   /**
    * Prefill scores are the softmax weights on audio positions summed over the head's
    * query heads and over the last `prefillQueries` prompt positions
@@ -120,6 +128,10 @@ export interface StepObservation {
   weights: Float32Array[];
   /** For each requested head: Float32Array[groupSize * headDim], when `decodeQueries` was asked. */
   queries?: Float32Array[];
+  /** With `decodeChunks`: the chosen chunks, best first. */
+  chunks?: Int32Array;
+  /** With `decodeChunks.segmentSums`: the summed heads' weights per segment. */
+  segmentSums?: Float32Array;
 }
 
 /** Positions of one head to move. Recall: CPU -> GPU (each needs a CPU copy). Release: leave the GPU. */

@@ -74,6 +74,9 @@ export abstract class PrefillOnlyPolicy implements KvPolicy {
 
   abstract prefillByLayer(layout: PolicyLayout): LayerPrefill;
 
+  /** Its step plans are always empty, so the decode loop may run a step ahead of the readback. */
+  readonly planLag = 2 as const;
+
   afterStep(): StepPlan {
     return EMPTY_PLAN;
   }

@@ -27,6 +27,23 @@ export interface KvPolicy {
    */
   prefillByLayer?(layout: PolicyLayout): LayerPrefill;
   afterStep(obs: StepObservation): StepPlan;
+  /**
+   * The lag a plan of `afterStep` gets: the plan answered from step t's observation takes
+   * effect at step t + planLag at the latest. 1 (the default when absent): at step t + 1,
+   * so the runtime reads each step back before it queues the next (the GPU idles while the
+   * CPU reads, schedules and encodes). 2: the runtime may queue step t + 1 before it reads
+   * step t (the token stays on the GPU), and the plan takes effect at step t + 2. A policy
+   * whose plans never move anything (prefill-only) takes 2: no lag can change it.
+   */
+  readonly planLag?: PlanLag;
+}
+
+/** Steps between the observed step and the step its plan takes effect at (KvPolicy.planLag). */
+export type PlanLag = 1 | 2;
+
+/** The lag a policy's plans get: its own, or 1 (the loop waits for every step). */
+export function planLagOf(p: Pick<KvPolicy, 'planLag'>): PlanLag {
+  return p.planLag ?? 1;
 }
 
 /** Options every policy factory accepts. `budget` is the target r_GPU (audio fraction kept on GPU). */

@@ -4,12 +4,12 @@
  * (cancel, error), the tokens decoded so far come back with the stats.
  */
 import { CancelledError, DeviceLostError, WnwError } from '../errors.js';
-import type { DecoderBackend } from '../backend/types.js';
+import type { DecoderBackend, StepResult } from '../backend/types.js';
 import { policyLayout } from '../backend/prompt.js';
 import { sharedPrefillWindows } from '../policy/registry.js';
 import type { LoadedModel } from '../model/loader.js';
-import type { KvPolicy } from '../policy/types.js';
-import type { LayerPrefill, StepObservation } from '../kv/plan.js';
+import { planLagOf, type KvPolicy } from '../policy/types.js';
+import { EMPTY_PLAN, type LayerPrefill, type StepObservation, type StepPlan } from '../kv/plan.js';
 import type { ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult, TranscriptionStats } from '../types.js';
 import { focusOf, wordsFromFocus, wordsWithin } from './timing.js';
 import { ReplyUnwrapper } from './reply.js';
@@ -97,6 +97,13 @@ interface HeadPlan {
   decodeHeads: number[];
   timingIdx: number[];
   attentionIdx: number[];
+  /** Queue each step before reading the last (KvPolicy.planLag 2, a backend with submitStep). */
+  pipelined: boolean;
+  /**
+   * A policy at planLag 2 run in the waiting loop (teacher forcing): the plan held back a
+   * step, so its plans apply two steps after the step they read, as in the pipelined loop.
+   */
+  heldPlan: { plan: StepPlan } | null;
 }
 
 function planHeads(r: RunInput): HeadPlan {
@@ -115,8 +122,11 @@ function planHeads(r: RunInput): HeadPlan {
   const allHeads = o.onAttention ? Array.from({ length: layout.numLayers * layout.numKvHeads }, (_, h) => h) : [];
   const extra = [...new Set([...r.timingHeads, ...allHeads])].filter((h) => !request.decodeHeads.includes(h));
   const decodeHeads = [...request.decodeHeads, ...extra];
+  // The pipelined loop applies a plan two steps after the step it read: only where the policy allows it.
+  const pipelined = !forced && planLagOf(policy) >= 2 && !!r.backend.submitStep && !!r.backend.readStep;
   return {
-    maxNew, layout, request, own: request.decodeHeads.length, extra, decodeHeads,
+    maxNew, layout, request, own: request.decodeHeads.length, extra, decodeHeads, pipelined,
+    heldPlan: !pipelined && planLagOf(policy) >= 2 ? { plan: EMPTY_PLAN } : null,
     timingIdx: r.timingHeads.map((h) => decodeHeads.indexOf(h)),
     attentionIdx: allHeads.map((h) => decodeHeads.indexOf(h)),
   };
@@ -132,7 +142,8 @@ async function beginAndPrefill(r: RunInput, h: HeadPlan): Promise<number> {
   // A prefill kept for the next policy on the clip scores the windows the others read too.
   const alsoScore = o.reusePrefill ? { alsoScore: sharedPrefillWindows(h.layout) } : {};
   backend.begin({
-    audioLength: r.audioLength, maxNewTokens: h.maxNew + 1, request: { ...h.request, decodeHeads: h.decodeHeads, decodeWeights, ...alsoScore }, returnLogits: Boolean(o.onLogits),
+    // The pipelined loop queues one step past the last it reads: one more position.
+    audioLength: r.audioLength, maxNewTokens: h.maxNew + (h.pipelined ? 2 : 1), request: { ...h.request, decodeHeads: h.decodeHeads, decodeWeights, ...alsoScore }, returnLogits: Boolean(o.onLogits),
     layered: Boolean(byLayer), reusePrefill: o.reusePrefill, ...(r.prompt ? { prompt: r.prompt } : {}),
   });
   r.progress({ phase: 'prefill', fraction: 0 });
@@ -152,10 +163,14 @@ interface StepTotals {
  * the token the step predicts and the anchors' focus that dates it (-1 without anchors).
  */
 async function decodeStep(r: RunInput, h: HeadPlan, token: number, text: string, acc: StepTotals): Promise<{ next: number; focus: number }> {
+  const ts = now();
+  return observeStep(r, h, token, await r.backend.step(token), text, acc, ts);
+}
+
+/** A step read back (fed `token`, started at `ts`): its observers told, the policy's plan applied. */
+async function observeStep(r: RunInput, h: HeadPlan, token: number, res: StepResult, text: string, acc: StepTotals, ts: number): Promise<{ next: number; focus: number }> {
   const { backend, policy, options: o } = r;
   const N = r.audioLength;
-  const ts = now();
-  const res = await backend.step(token);
   if (res.logits) o.onLogits?.(res.observation.step, res.logits);
   o.onAttention?.(res.observation.step, h.attentionIdx.map((i) => res.observation.weights[i]));
   if (o.onResidency) residencyHook(backend, res.observation.step, o.onResidency);
@@ -164,7 +179,11 @@ async function decodeStep(r: RunInput, h: HeadPlan, token: number, text: string,
     weights: res.observation.weights.slice(0, h.own),
     queries: res.observation.queries?.slice(0, h.own),
   };
-  const stepPlan = policy.afterStep(obs);
+  let stepPlan = policy.afterStep(obs);
+  if (h.heldPlan) {
+    // A two-step lag in the waiting loop (teacher forcing): this plan waits one step, as it would pipelined.
+    [stepPlan, h.heldPlan.plan] = [h.heldPlan.plan, stepPlan];
+  }
   const moved = await backend.apply(stepPlan);
   const ms = now() - ts;
   // This step's attention predicts res.token, so its anchor focus dates that token.
@@ -225,7 +244,28 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     let token = forced ? forced[0] ?? c.tokens.eos : first;
     if (!isStop(c, token)) emit(token, -1);
     let lastYield = now();
-    while (!isStop(c, token)) {
+    // Step t + 1 is queued before step t is read: its token never leaves the GPU, and the
+    // CPU learns it (and sees a stop) one step late; the step queued past a stop is discarded.
+    let queued = false;
+    while (h.pipelined && !isStop(c, token)) {
+      if (now() - lastYield > 16) {
+        await yieldToEventLoop();
+        lastYield = now();
+      }
+      if (o.signal?.aborted) throw new CancelledError();
+      if (tokens.length >= h.maxNew) {
+        stoppedBy = 'length-guard';
+        break;
+      }
+      const ts = now();
+      if (!queued) backend.submitStep!(token);
+      backend.submitStep!(null);
+      queued = true;
+      const step = await observeStep(r, h, token, await backend.readStep!(), out, acc, ts);
+      token = step.next;
+      if (!isStop(c, token)) emit(token, step.focus);
+    }
+    while (!h.pipelined && !isStop(c, token)) {
       if (now() - lastYield > 16) {
         await yieldToEventLoop();
         lastYield = now();

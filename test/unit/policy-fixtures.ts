@@ -6,6 +6,7 @@ import { buildHeadsFile } from '../../src/calibrate/heads-file.js';
 
 /** Deterministic PRNG (mulberry32) so failures reproduce. */
 import { rng } from '../../src/model/testing.js';
+import { selectChunks } from '../../src/reference/chunk-select.js';
 export { rng };
 
 export function gauss(r: () => number): number {
@@ -62,7 +63,8 @@ export function stepObservation(
 ): StepObservation {
   const T = layout.audioLength;
   const d = layout.headDim;
-  const weights = (req.decodeWeights === false ? [] : req.decodeHeads).map((h) => {
+  // As a backend does: the weights are computed for the chunk choice even when not handed over.
+  const weights = (req.decodeWeights === false && !req.decodeChunks ? [] : req.decodeHeads).map((h) => {
     const w = new Float32Array(T);
     let sum = 0;
     for (let p = 0; p < T; p++) {
@@ -75,7 +77,9 @@ export function stepObservation(
     return w;
   });
   const queries = req.decodeQueries ? req.decodeHeads.map(() => Float32Array.from({ length: layout.groupSize * d }, () => gauss(r))) : undefined;
-  return { step, weights, queries };
+  const dc = req.decodeChunks;
+  const chunks = dc ? selectChunks(weights, { ...dc, audioLength: T, segmentLength: layout.segmentLength }).chunks : undefined;
+  return { step, weights: req.decodeWeights === false ? [] : weights, queries, ...(chunks ? { chunks } : {}) };
 }
 
 /** A heads file from random VS / HS over a layout, calibrated on a few clip lengths. */

@@ -73,6 +73,15 @@ describe('WnW recall groups', () => {
     expect(assignRoles(score, 0.4, { nVoice: 8, anchors: 1, anchorsPerLayer: 4 }).anchors).toEqual([8]);
   });
 
+  it('asks the device for the chunk choice with one recall group, for the anchors\' weights with one per layer', () => {
+    const layout = makeLayout(2, 4, 250);
+    const opts = { budget: 0.5, heads: twoLayerHeads(), strictBudget: false, nVoice: 6, anchors: 2 };
+    expect(new WnwPolicy({ ...opts, anchorScope: 'all' }).request(layout)).toMatchObject({ decodeWeights: false, decodeChunks: { heads: 2 } });
+    const perLayer = new WnwPolicy({ ...opts, anchorScope: 'layer' }).request(layout);
+    expect(perLayer.decodeChunks).toBeUndefined();
+    expect(perLayer.decodeWeights).not.toBe(false);
+  });
+
   it('refuses an unknown scope', () => {
     expect(() => new WnwPolicy({ budget: 0.5, heads: twoLayerHeads(), anchorScope: 'head' })).toThrow(WnwError);
   });

@@ -34,7 +34,8 @@ describe('WnW prefill', () => {
 
   it('asks for the anchors at decode and the instruction rows at prefill', () => {
     const p = new WnwPolicy({ budget: 0.5, heads: handHeads(), strictBudget: false });
-    expect(p.request(layout)).toEqual({ decodeHeads: [0], prefillQueries: 12 });
+    // The anchors' weights are reduced to the paper's chunk choice (4 s chunks, top 3) on the device.
+    expect(p.request(layout)).toEqual({ decodeHeads: [0], decodeWeights: false, decodeChunks: { heads: 1, chunkSegments: 2, topChunks: 3 }, prefillQueries: 12 });
   });
 
   it('anchors keep all, tidal split GPU/CPU, fixed drop; every segment keeps ⌊retention · n_s⌋', () => {

@@ -44,6 +44,31 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     expect(a.tokens[0]).toBe(b.tokens[0]); // both come from the same full-attention prefill
   });
 
+  it('the full cache decodes pipelined (each token learnt a step late, the step past the stop discarded): the tokens a waiting, teacher-forced run predicts', async () => {
+    const a = await asr.transcribe(toneWav(8), { policy: 'full', maxNewTokens: 12 });
+    const logits: Float32Array[] = [];
+    const forced = [...a.tokens, a.stats.stopToken ?? 0];
+    const b = await asr.transcribe(toneWav(8), { policy: 'full', forcedTokens: forced, onLogits: (_, l) => logits.push(l) });
+    expect(a.tokens.length).toBeGreaterThan(1);
+    expect(a.stats.decodeSteps).toBe(a.stats.stoppedBy === 'eos' ? a.tokens.length : a.tokens.length - 1);
+    // Step i is fed token i and predicts token i + 1 (the stop token after the last).
+    const predicted = logits.slice(0, a.stats.decodeSteps).map((l) => l.indexOf(Math.max(...l)));
+    expect(predicted).toEqual(a.stats.stoppedBy === 'eos' ? [...a.tokens.slice(1), a.stats.stopToken] : a.tokens.slice(1));
+    expect(b.tokens.slice(0, a.tokens.length)).toEqual(a.tokens);
+  });
+
+  it('WnW at planLag 2 decodes pipelined, and its teacher-forced (waiting) run holds each plan a step: the same logits', async () => {
+    const opts = { policy: 'wnw' as const, budget: 0.2, policyOptions: { planLag: 2 } };
+    const free: Float32Array[] = [];
+    const a = await asr.transcribe(toneWav(20), { ...opts, maxNewTokens: 24, onLogits: (_, l) => free.push(l) });
+    const forced: Float32Array[] = [];
+    await asr.transcribe(toneWav(20), { ...opts, forcedTokens: [...a.tokens, a.stats.stopToken ?? 0], onLogits: (_, l) => forced.push(l) });
+    expect(a.stats.recallsPerStep).toBeGreaterThan(0); // plans moved KV mid-decode
+    // The same plans at the same steps: the same logits, to the bit, at every step.
+    expect(free.length).toBe(a.stats.decodeSteps);
+    expect(forced.slice(0, free.length).map((l) => Array.from(l))).toEqual(free.map((l) => Array.from(l)));
+  });
+
   it('policy options reach the policy (ablations): one voice head leaves no tidal head to offload', async () => {
     const tidalShares: number[] = [];
     const r = await asr.transcribe(toneWav(8), {

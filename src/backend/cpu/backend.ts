@@ -20,6 +20,8 @@ import { audioKeys, prefillLayers, type PrefillOutput } from '../../reference/pr
 import { sessionPrompt, summaryPlacement, textPositions } from '../prompt.js';
 import { CpuPageStorage } from './storage.js';
 import { LayerPlacement } from './layer-placement.js';
+import { StepQueue } from '../step-queue.js';
+import { chunkObservation } from '../../reference/chunk-select.js';
 
 export interface CpuBackendOptions {
   /** Cap on KV pool bytes; default: whatever the session needs. */
@@ -52,6 +54,7 @@ export class CpuBackend implements DecoderBackend {
   readonly kind = 'cpu' as const;
   readonly label = 'CPU (TypeScript reference decoder)';
   private session: Session | null = null;
+  private readonly queue = new StepQueue();
   private readonly freqs: Float64Array;
   // Per-step scratch, sized from the config once.
   private readonly x: Float32Array;
@@ -95,6 +98,7 @@ export class CpuBackend implements DecoderBackend {
   }
 
   begin(opts: SessionOptions): void {
+    this.queue.clear();
     const c = this.config;
     const prompt = sessionPrompt(c, opts);
     const n = promptLength(prompt, opts.audioLength);
@@ -302,7 +306,8 @@ export class CpuBackend implements DecoderBackend {
     const g = groupSize(c);
     const req = s.opts.request;
     const N = s.opts.audioLength;
-    const weights = req.decodeWeights === false ? [] : req.decodeHeads.map(() => new Float32Array(N));
+    // The chunk choice reads the weights even when they are not handed over.
+    const weights = req.decodeWeights === false && !req.decodeChunks ? [] : req.decodeHeads.map(() => new Float32Array(N));
     const queries = req.decodeQueries ? req.decodeHeads.map(() => new Float32Array(g * hd)) : undefined;
     const wantIndex = new Map(req.decodeHeads.map((h, i) => [h, i]));
     res.appendText(pos, this.slots);
@@ -343,12 +348,14 @@ export class CpuBackend implements DecoderBackend {
     }
     const next = this.head(this.x);
     const step = s.steps++;
-    return {
-      token: next,
-      logits: s.opts.returnLogits ? Float32Array.from(this.logits) : undefined,
-      observation: { step, weights, queries },
-    };
+    // The chunks as the GPU's chunk_select chooses them: the same f32 sums, the same order.
+    const chunks = chunkObservation(weights, req.decodeChunks, N, segmentLength(c));
+    return { token: next, logits: s.opts.returnLogits ? Float32Array.from(this.logits) : undefined, observation: { step, weights: req.decodeWeights === false ? [] : weights, queries, ...chunks } };
   }
+
+  /** The pipelined step (backend/types.ts) over this synchronous one: the same tokens as step(). */
+  submitStep = (token: number | null): void => this.queue.submit(token, (t) => this.step(t));
+  readStep = (): Promise<StepResult> => this.queue.read();
 
   async apply(plan: StepPlan): Promise<TransferStats> {
     return liveResidency(this.s.residency, 'apply').apply(plan);
@@ -369,6 +376,7 @@ export class CpuBackend implements DecoderBackend {
 
   end(keepPrefill = false): void {
     this.session = null;
+    this.queue.clear();
     if (!keepPrefill) this.dropMemo();
   }
 

@@ -9,6 +9,7 @@ import type { GpuContext } from '../../gpu/device.js';
 import { Op, type Binding, type Dispatch, type UniformOf } from '../../gpu/op.js';
 import type { GpuMatrix } from './weight-formats.js';
 import { whole } from './product-ops.js';
+import { chunkCounts, type ChunkSelectSpec } from '../../reference/chunk-select.js';
 
 abstract class ModelOp extends Op {
   constructor(ctx: GpuContext, pipeline: GPUComputePipeline, name: string, protected readonly c: ModelConfig) {
@@ -111,5 +112,23 @@ export class CausalAttention extends ModelOp {
 export class PrefillScores extends ModelOp {
   run(b: { q: Binding; k: Binding; scores: Binding; ml: Binding; params: GPUBuffer }, audioLength: number): Dispatch {
     return this.dispatch({ 0: b.q, 1: b.k, 5: b.params, 6: b.scores, 7: b.ml }, Math.ceil(audioLength / 64), this.c.numKvHeads);
+  }
+}
+
+/**
+ * chunk_select.wgsl: the top `topChunks` chunks of the anchors' attention (the first
+ * `heads` rows of `weights`), best first, into `chosen`; the segment sums into `segSums`.
+ * `scales` holds chunkScales(spec) (src/reference/chunk-select.ts), `scores` one f32 per chunk.
+ */
+export class ChunkSelect extends Op {
+  run(b: { weights: Binding; scales: Binding; segSums: Binding; scores: Binding; chosen: Binding }, s: ChunkSelectSpec, u: UniformOf): Dispatch {
+    const { segments, chunks } = chunkCounts(s);
+    this.need('weights', b.weights, 4 * s.heads * s.audioLength);
+    this.need('scales', b.scales, 4 * chunks);
+    this.need('segSums', b.segSums, 4 * segments);
+    this.need('scores', b.scores, 4 * chunks);
+    this.need('chosen', b.chosen, 4 * Math.min(s.topChunks, chunks));
+    const params = [s.heads, s.audioLength, s.segmentLength, s.chunkSegments, s.topChunks, segments, chunks, 0];
+    return this.dispatch([b.weights, b.scales, b.segSums, b.scores, b.chosen, u('u.chunks', params)], 1);
   }
 }

@@ -11,7 +11,7 @@ import { checkPoolBudget, GROWTH_PAGES_PER_HEAD, growthOptions, poolNeed } from 
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
 import { policyLayout, textPositions } from '../prompt.js';
-import type { DecoderBackend, LayeredPrefillResult, PrefillResult, SessionOptions, StepResult } from '../types.js';
+import type { DecoderBackend, LayeredPrefillResult, PrefillResult, SessionOptions, StepCounters, StepResult } from '../types.js';
 import { GpuContext, type AcquireOptions } from '../../gpu/device.js';
 import { Kernels, modelConstants } from './kernels.js';
 import { PipelineCache } from '../../gpu/pipelines.js';
@@ -23,6 +23,10 @@ import { LayerPlacer } from './layered.js';
 import { PrefillBuffers, SessionBuffers, sessionSizes } from './session.js';
 import type { ShaderLoader } from '../../gpu/shader-source.js';
 import { DecodeStep } from './step.js';
+import { StepRing } from './step-ring.js';
+import { stagingBytes } from './pool-layout.js';
+import type { Session } from './session-state.js';
+import { scopedSetup } from '../../gpu/scoped.js';
 import { GpuWeights } from './weights.js';
 import { bindingLimit, bindingLimits } from './weight-formats.js';
 import { refuseUnfit } from './fit.js';
@@ -63,32 +67,11 @@ export interface WebGpuBackendOptions {
   signal?: AbortSignal;
 }
 
-
-interface Session {
-  opts: SessionOptions;
-  buffers: SessionBuffers;
-  prefill: PrefillBuffers | null;
-  /** Resolves to an error when begin()'s allocations failed (OOM is only known asynchronously). */
-  allocation: Promise<Error | null>;
-  residency: Residency | null;
-  /** The pool and the decode step over it: made at applyPrefill, sized by the plan. */
-  pool: GpuPool | null;
-  step: DecodeStep | null;
-  /** The pool's generation the decode step's bind groups were made for. */
-  stepGeneration: number;
-  nextPos: number;
-  steps: number;
-  ringIndex: number;
-  slots: Int32Array;
-  stepState: Uint32Array<ArrayBuffer>;
-  tokenIn: Int32Array<ArrayBuffer>;
-}
-
 export class WebGpuBackend implements DecoderBackend {
   readonly kind = 'webgpu' as const;
   readonly label: string;
   private session: Session | null = null;
-  private counters = { dispatches: 0, submits: 0 };
+  private counters: Omit<StepCounters, 'buffers' | 'bindGroups' | 'poolGrowths'> = { dispatches: 0, submits: 0 };
 
   private constructor(
     readonly config: ModelConfig,
@@ -158,29 +141,9 @@ export class WebGpuBackend implements DecoderBackend {
     return bindingLimits(this.ctx, this.options.maxBindingBytes);
   }
 
-  /**
-   * Runs `make` inside out-of-memory and validation error scopes. WebGPU reports both
-   * only asynchronously: `failure` resolves to the typed error, or null.
-   */
+  /** `make` inside error scopes (gpu/scoped.ts): its out-of-memory or validation failure, typed, resolves later. */
   private scoped<T>(make: () => T, what: string, bytes: number): { value: T; failure: Promise<Error | null> } {
-    const d = this.ctx.device;
-    d.pushErrorScope('out-of-memory');
-    d.pushErrorScope('validation');
-    let value: T | null = null;
-    let thrown: unknown = null;
-    try {
-      value = make();
-    } catch (e) {
-      thrown = e;
-    }
-    const failure = d.popErrorScope().then(async (validation) => {
-      const oom = await d.popErrorScope();
-      if (oom) return new OutOfMemoryError(what, bytes) as Error;
-      if (validation) return new Error(`WebGPU setup of ${what} failed: ${validation.message}`);
-      return null;
-    });
-    if (thrown !== null || value === null) throw thrown;
-    return { value, failure };
+    return scopedSetup(this.ctx.device, make, what, bytes);
   }
 
   begin(opts: SessionOptions): void {
@@ -200,7 +163,7 @@ export class WebGpuBackend implements DecoderBackend {
     const heads = kvHeadCount(c);
     this.session = {
       opts, buffers, prefill, allocation, residency: null, pool: null, step: null, stepGeneration: 0,
-      nextPos: sizes.promptLength, steps: 0, ringIndex: 0,
+      nextPos: sizes.promptLength, steps: 0, ring: new StepRing(buffers.ring), submitted: 0, reader: null, pendingBytes: 0, poolSubmits: 0,
       slots: new Int32Array(heads), stepState: new Uint32Array(4 + heads), tokenIn: new Int32Array(1),
     };
   }
@@ -313,7 +276,7 @@ export class WebGpuBackend implements DecoderBackend {
     const { value: [pool, step], failure } = this.scoped(() => {
       const pool = new GpuPool(this.ctx, c, layout, s.buffers.exportIndex, shardBuffers, this.bindLimit);
       try {
-        return [pool, new DecodeStep(this.ctx, c, this.kernels, this.weights, s.buffers, pool, s.opts.request.decodeHeads, !!s.opts.request.decodeQueries, !!s.opts.returnLogits)] as const;
+        return [pool, this.decodeStep(pool)] as const;
       } catch (e) {
         pool.destroy();
         throw e;
@@ -331,22 +294,43 @@ export class WebGpuBackend implements DecoderBackend {
     return pool;
   }
 
+  /** The decode step over `pool`, reading back what the session's request asks. */
+  private decodeStep(pool: GpuPool): DecodeStep {
+    const s = this.s;
+    const req = s.opts.request;
+    return new DecodeStep(this.ctx, this.config, this.kernels, this.weights, s.buffers, pool, req.decodeHeads, !!req.decodeQueries, !!s.opts.returnLogits, req.decodeWeights !== false, !!req.decodeChunks?.segmentSums);
+  }
+
   async step(token: number): Promise<StepResult> {
+    this.submitStep(token);
+    return this.readStep();
+  }
+
+  /**
+   * Queues one decode step: the next position's uniforms, the pool's changed tables and one
+   * submit. Fed `token`, or with null the greedy token the step before it wrote on the GPU.
+   * Nothing here waits for the GPU: a loop may queue step t + 1 before it reads step t.
+   */
+  submitStep(token: number | null): void {
     const s = this.s;
     const c = this.config;
     const res = s.residency;
     const pool = s.pool;
     if (!res || !pool || !s.step) throw new Error('step() before applyPrefill()');
-    if (!Number.isInteger(token) || token < 0 || token >= c.vocabSize) throw new RangeError(`token ${token} outside vocabulary`);
+    if (token === null ? s.submitted === 0 : !Number.isInteger(token) || token < 0 || token >= c.vocabSize) {
+      throw new RangeError(token === null ? 'submitStep(null) before any step: the first token comes from the CPU' : `token ${token} outside vocabulary`);
+    }
     this.ctx.check();
+    const slot = s.ring.nextSlot();
     const pos = s.nextPos++;
     res.appendText(pos, s.slots);
+    let growth: Promise<Error | null> = Promise.resolve(null);
     // The pool grew (this token's text page, or the last plan's recalls): bind its new buffers.
     if (pool.generation !== s.stepGeneration) {
-      const failed = await pool.growthFailure;
-      if (failed) throw failed;
+      growth = pool.growthFailure;
+      // The old step's uniforms may still be read by a queued step: WebGPU defers their free.
       s.step.destroy();
-      s.step = new DecodeStep(this.ctx, c, this.kernels, this.weights, s.buffers, pool, s.opts.request.decodeHeads, !!s.opts.request.decodeQueries, !!s.opts.returnLogits);
+      s.step = this.decodeStep(pool);
       s.stepGeneration = pool.generation;
     }
     const step = s.step;
@@ -354,40 +338,55 @@ export class WebGpuBackend implements DecoderBackend {
     s.stepState[0] = pos;
     s.stepState.set(s.slots, 4);
     q.writeBuffer(s.buffers.step, 0, s.stepState);
-    s.tokenIn[0] = token;
-    q.writeBuffer(s.buffers.tokenIn, 0, s.tokenIn);
-    pool.flush(res);
+    let bytes = s.stepState.byteLength + s.pendingBytes;
+    s.pendingBytes = 0;
+    if (token !== null) {
+      s.tokenIn[0] = token;
+      q.writeBuffer(s.buffers.tokenIn, 0, s.tokenIn);
+      bytes += 4;
+    }
+    bytes += pool.flush(res);
     const splits = Math.max(1, Math.ceil(GpuPool.maxPages(res) / this.kernels.pagesPerSplit));
-    const ring = s.buffers.ring[s.ringIndex];
-    s.ringIndex = (s.ringIndex + 1) % s.buffers.ring.length;
-    q.submit([step.encode(splits, ring)]);
-    this.counters = { dispatches: step.dispatchCount, submits: 1 };
+    // Rows recalled from here on ride in the step's own encoder (row-staging.ts).
+    pool.stageWrites(stagingBytes(pool.layout.bytes));
+    q.submit([step.encode(splits, slot, (enc) => pool.encodeStaged(enc))]);
+    s.submitted++;
+    s.ring.submitted({
+      slot, growth,
+      // A growth of the pool (text pages, recalls) copies it in submits of its own since the last step's.
+      counters: { dispatches: step.dispatchCount, dispatchesPerLayer: step.layerDispatches, submits: 1, growthSubmits: pool.submits - s.poolSubmits, readbackBytes: step.readbackBytes, bytesToGpu: bytes },
+    });
+    s.poolSubmits = pool.submits;
+    s.reader = step;
+  }
+
+  /** The oldest queued step's token, logits and exported attention (maps its readback slot). */
+  async readStep(): Promise<StepResult> {
+    const s = this.s;
+    const reader = s.reader;
+    if (!reader) throw new Error('readStep() before any submitStep()');
+    let read;
     try {
-      await ring.mapAsync(GPUMapMode.READ);
+      read = await s.ring.oldest();
     } catch (e) {
       this.ctx.check(); // a lost device explains a failed map: say so with the typed error
       throw e;
     }
     this.ctx.check();
-    const data = ring.getMappedRange();
-    const L = step.layout;
-    const next = new Uint32Array(data, L.token, 1)[0];
-    const logits = s.opts.returnLogits ? new Float32Array(data.slice(L.logits, L.weights)) : undefined;
-    const req = s.opts.request;
-    const A = s.opts.audioLength;
-    const weights = req.decodeHeads.map((_, i) => new Float32Array(data.slice(L.weights + 4 * i * A, L.weights + 4 * (i + 1) * A)));
-    let queries: Float32Array[] | undefined;
-    if (req.decodeQueries) {
-      const gq = (c.numHeads / c.numKvHeads) * c.headDim;
-      queries = req.decodeHeads.map((_, i) => new Float32Array(data.slice(L.queries + 4 * i * gq, L.queries + 4 * (i + 1) * gq)));
-    }
-    ring.unmap();
-    return { token: next, logits, observation: { step: s.steps++, weights, queries } };
+    const { slot, counters } = read.step;
+    // Every DecodeStep of a session has the same readback layout: the latest reads any slot.
+    const r = reader.read(slot.getMappedRange());
+    slot.unmap();
+    this.counters = { ...counters, cpuWaits: read.waited };
+    const chunks = r.chunks ? { chunks: r.chunks, ...(r.segmentSums ? { segmentSums: r.segmentSums } : {}) } : {};
+    return { token: r.token, logits: r.logits, observation: { step: s.steps++, weights: r.weights, queries: r.queries, ...chunks } };
   }
 
   async apply(plan: StepPlan): Promise<TransferStats> {
     // Recalled rows are written with queue.writeBuffer now; positions and tables upload with the next step.
-    return liveResidency(this.s.residency, 'apply').apply(plan);
+    const moved = await liveResidency(this.s.residency, 'apply').apply(plan);
+    this.s.pendingBytes += moved.bytesToGpu;
+    return moved;
   }
 
   residency(): ResidencyStats {
@@ -406,6 +405,7 @@ export class WebGpuBackend implements DecoderBackend {
   end(): void {
     const s = this.session;
     if (!s) return;
+    s.ring.clear();
     s.prefill?.destroy();
     s.step?.destroy();
     s.pool?.destroy();

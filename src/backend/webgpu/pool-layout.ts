@@ -112,3 +112,11 @@ export function shardedLayout(c: ModelConfig, shards: PoolShardLayout[], pageSiz
 export function residencyShards(c: ModelConfig, layout: PoolLayout): PoolShard[] {
   return layout.shards.map((s) => ({ firstHead: s.firstLayer * c.numKvHeads, heads: s.layers * c.numKvHeads, firstPage: s.firstPage, pages: s.pages }));
 }
+
+/**
+ * Bytes of the staging buffer for decode-time row writes (row-staging.ts): a sixteenth of
+ * the pool, between 64 KiB and 4 MiB (a step recalling more writes the rest directly).
+ */
+export function stagingBytes(poolBytes: number): number {
+  return Math.min(4 * 2 ** 20, Math.max(2 ** 16, Math.ceil(poolBytes / 16 / 4) * 4));
+}

@@ -8,6 +8,7 @@
  * once. Slots are pool-wide; a kernel that touches one layer binds that layer's shard
  * and subtracts its first slot (`baseSlot`).
  */
+import { RowStaging } from './row-staging.js';
 import type { ModelConfig } from '../../model/config.js';
 import { groupSize, kvHeadCount } from '../../model/config.js';
 import type { PageStorage, Residency } from '../../kv/residency.js';
@@ -53,6 +54,8 @@ export class GpuPool implements PageStorage {
   generation = 0;
   /** The last growth's allocations: resolves to an OutOfMemoryError, or null (WebGPU reports it only asynchronously). */
   growthFailure: Promise<Error | null> = Promise.resolve(null);
+  /** Queue submits of the growths so far (one per grown shard): the decode step's counters report them. */
+  submits = 0;
   /** Changed slot ranges [first, end) since the last flush: text appends touch one slot per head, far apart. */
   private dirty: [number, number][] = [];
   private mirror: Int32Array | null = null;
@@ -66,6 +69,8 @@ export class GpuPool implements PageStorage {
   private readonly shardOfLayer: Int32Array;
   private shardOfPage!: Int32Array;
   private half = new Uint16Array(0);
+  /** Decode-time row writes batched for the step's encoder (stageWrites); null while placing the prefill. */
+  private staging: RowStaging | null = null;
 
   /**
    * `shardBuffers`: the shards' K/V buffers when made already (a per-layer prefill filled
@@ -129,6 +134,13 @@ export class GpuPool implements PageStorage {
     }
     this.layout = shardedLayout(this.c, shards, this.pageSize, this.limit, old.elementBytes);
     const device = this.ctx.device;
+    // Staged rows go into the old buffers first, then move with them.
+    if (this.staging?.pending) {
+      const enc = device.createCommandEncoder({ label: 'kv staged rows' });
+      this.staging.encode(enc, this.k, this.v);
+      device.queue.submit([enc.finish()]);
+      this.submits++;
+    }
     device.pushErrorScope('out-of-memory');
     try {
       for (const b of [this.positions, this.tables, this.scores, this.partials]) this.ctx.destroy(b);
@@ -140,6 +152,7 @@ export class GpuPool implements PageStorage {
         const into = (['k', 'v'] as const).map((kv) => this.ctx.buffer(this.kvLabel(kv, i), this.shardBytes(sh.pages)));
         from.forEach((f, j) => enc.copyBufferToBuffer(f, 0, into[j], 0, this.shardBytes(was)));
         this.ctx.device.queue.submit([enc.finish()]);
+        this.submits++;
         // WebGPU frees a destroyed buffer only once the queued copy has read it.
         for (const f of from) this.ctx.destroy(f);
         [this.k[i], this.v[i]] = into;
@@ -168,10 +181,29 @@ export class GpuPool implements PageStorage {
     return this.layout.shards[this.shardOfLayer[layer]].firstPage * this.pageSize;
   }
 
+  /**
+   * From now on rows written into pages are staged and copied by the next decode step's
+   * encoder (row-staging.ts); `capacity` bytes at most a step, the rest written directly.
+   */
+  stageWrites(capacity: number): void {
+    this.staging ??= new RowStaging(this.ctx, capacity);
+  }
+
+  /** Records the staged rows' copies on the step's encoder (before its compute pass). */
+  encodeStaged(enc: GPUCommandEncoder): void {
+    this.staging?.encode(enc, this.k, this.v);
+  }
+
   writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
     // A run of rows lies within one page, hence within one shard.
     const s = this.shardOfPage[Math.floor(slot / this.pageSize)];
     const first = this.layout.shards[s].firstPage * this.pageSize;
+    const n = count * this.headDim;
+    const eb = this.layout.elementBytes;
+    if (this.staging?.add(s, (slot - first) * this.headDim * eb, n, eb, k, v)) {
+      this.bytesWritten += 2 * eb * n;
+      return;
+    }
     this.half = writeKvRows(this.ctx.device.queue, { k: this.k[s], v: this.v[s] }, slot - first, count * this.headDim, this.headDim, this.layout.elementBytes, k, v, this.half);
     this.bytesWritten += 2 * this.layout.elementBytes * count * this.headDim;
   }
@@ -181,14 +213,18 @@ export class GpuPool implements PageStorage {
     this.dirty.push([firstSlot, firstSlot + count]);
   }
 
-  /** Uploads changed positions and, if the page tables changed, the tables. Before each submit. */
-  flush(res: Residency): void {
+  /** Uploads changed positions and, if the page tables changed, the tables. Before each submit. Returns the bytes written. */
+  flush(res: Residency): number {
     const q = this.ctx.device.queue;
+    let bytes = 0;
     if (this.mirror && this.dirty.length) {
       // Merge ranges closer than a page: fewer writes, few wasted bytes.
       const r = this.dirty.sort((a, b) => a[0] - b[0]);
       let [lo, hi] = r[0];
-      const write = (a: number, b: number) => q.writeBuffer(this.positions, a * 4, this.mirror!.buffer, this.mirror!.byteOffset + a * 4, (b - a) * 4);
+      const write = (a: number, b: number) => {
+        q.writeBuffer(this.positions, a * 4, this.mirror!.buffer, this.mirror!.byteOffset + a * 4, (b - a) * 4);
+        bytes += (b - a) * 4;
+      };
       for (let i = 1; i < r.length; i++) {
         if (r[i][0] <= hi + this.pageSize) hi = Math.max(hi, r[i][1]);
         else {
@@ -203,8 +239,10 @@ export class GpuPool implements PageStorage {
       const t = buildTables(res, this.heads, this.exportIndex, this.tableScratch);
       const used = this.heads * 4 + res.pool.usedPages;
       q.writeBuffer(this.tables, 0, t.buffer, t.byteOffset, used * 4);
+      bytes += used * 4;
       this.tableVersion = res.pool.version;
     }
+    return bytes;
   }
 
   /** The most pages any head holds: sizes the split-K grid of this step. */
@@ -216,6 +254,7 @@ export class GpuPool implements PageStorage {
 
   destroy(): void {
     for (const b of [...this.k, ...this.v, this.positions, this.tables, this.scores, this.partials]) this.ctx.destroy(b);
+    this.staging?.destroy();
   }
 }
 

@@ -13,6 +13,9 @@
  * The prompt K/V are stored in the pool's precision (f16 pairs for an f16 pool): the pool
  * keeps nothing finer, and f32 would double the two largest buffers after the hidden states.
  */
+import { RING_SLOTS } from './step-ring.js';
+import { chunkCounts, chunkScales, type ChunkSelectSpec } from '../../reference/chunk-select.js';
+import type { AttentionRequest } from '../../kv/plan.js';
 import { ContextTooLongError } from '../../errors.js';
 import { groupSize, kvHeadCount, promptLength, segmentLength, type ModelConfig, type PromptIds } from '../../model/config.js';
 import { RECALL_PAGES_PER_HEAD } from '../../kv/sizing.js';
@@ -88,11 +91,11 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   const instructionQueryRows = fit === 'mean' ? 0 : Math.max(1, prompt.instruction.length);
   prefill.push(['instruction queries', prefillKvLayers * instructionQueryRows * QD]);
   const prefillBytes = 4 * prefill.reduce((a, [, f]) => a + f, 0) + 2 * kvElementBytes * prefillKvLayers * perLayerKv;
-  const readbackBytes = 16 + 4 * (opts.returnLogits ? c.vocabSize : 0) + 4 * exported * A + 4 * (opts.request.decodeQueries ? exported * G * c.headDim : 0);
+  const readbackBytes = readbackLayout(c, opts, A).end;
   const grown: [string, number][] = [...prefill, ["one layer's prefill K", (perLayerKv * kvElementBytes) / 4], ['exported decode weights', exported * A], ['readback slot', readbackBytes / 4]];
   const [largestWhat, largestFloats] = grown.reduce((a, b) => (b[1] > a[1] ? b : a));
   const largestBuffer = 4 * largestFloats;
-  const decodeBytes = 4 * (2 * D + 2 * QD + I + c.vocabSize + c.numLayers * c.numHeads * 2 + exported * A + exported * G * c.headDim + (n + opts.maxNewTokens) * c.headDim) + 2 * readbackBytes;
+  const decodeBytes = 4 * (2 * D + 2 * QD + I + c.vocabSize + c.numLayers * c.numHeads * 2 + exported * A + exported * G * c.headDim + (n + opts.maxNewTokens) * c.headDim) + RING_SLOTS * readbackBytes;
   const worstPoolBytes = worstPoolPages * bytesPerPage;
   const total = prefillBytes + decodeBytes;
   const minPages = heads * (Math.ceil(textTokens / P) + 1);
@@ -130,6 +133,35 @@ export const PREFILL_CHUNK_ROWS = 4096;
  */
 export const PREFILL_BLOCK_BYTES = 64 * 2 ** 20;
 
+/** Byte offsets of the parts of one readback slot; `end`: its size. */
+export interface ReadbackLayout {
+  token: number;
+  logits: number;
+  weights: number;
+  queries: number;
+  chunks: number;
+  segmentSums: number;
+  end: number;
+}
+
+/** What a step reads back: its token, and the logits, weights, queries and chunk choice the session asked for. */
+export function readbackLayout(c: ModelConfig, opts: Pick<SessionOptions, 'request' | 'returnLogits'>, A: number): ReadbackLayout {
+  const req = opts.request;
+  const R = req.decodeHeads.length;
+  const weights = 16 + 4 * (opts.returnLogits ? c.vocabSize : 0);
+  const queries = weights + (req.decodeWeights === false ? 0 : 4 * R * A);
+  const chunks = queries + (req.decodeQueries ? 4 * R * groupSize(c) * c.headDim : 0);
+  const dc = req.decodeChunks;
+  const n = dc ? chunkCounts(chunkSpec(c, dc, A)) : { segments: 0, chunks: 0 };
+  const segmentSums = chunks + 4 * Math.min(dc?.topChunks ?? 0, n.chunks);
+  return { token: 0, logits: 16, weights, queries, chunks, segmentSums, end: segmentSums + (dc?.segmentSums ? 4 * n.segments : 0) };
+}
+
+/** The chunk choice a request asks of a clip of A audio tokens (segments of one pool page). */
+export function chunkSpec(c: ModelConfig, dc: NonNullable<AttentionRequest['decodeChunks']>, A: number): ChunkSelectSpec {
+  return { heads: dc.heads, audioLength: A, segmentLength: segmentLength(c), chunkSegments: dc.chunkSegments, topChunks: dc.topChunks };
+}
+
 /** Buffers of the decode step (but the pool's) and the readback ring: created once per session. */
 export class SessionBuffers {
   readonly x: GPUBuffer;
@@ -146,6 +178,8 @@ export class SessionBuffers {
   readonly exportQ: GPUBuffer;
   readonly rope: GPUBuffer;
   readonly ring: GPUBuffer[];
+  /** chunk_select's inputs and outputs, where the request asks for chunks: 1/length per chunk, segment sums, scores, the choice. */
+  readonly chunks: { spec: ChunkSelectSpec; scales: GPUBuffer; segSums: GPUBuffer; scores: GPUBuffer; chosen: GPUBuffer } | null = null;
   readonly exportIndex: Uint32Array;
   private readonly all: GPUBuffer[] = [];
 
@@ -181,8 +215,17 @@ export class SessionBuffers {
     const positions = sizes.promptLength + opts.maxNewTokens;
     this.rope = ctx.buffer('rope', positions * c.headDim * 4, undefined, ropeTable(c, positions));
     this.all.push(this.rope);
-    // Two staging buffers: one can be mapped while the next step's copy targets the other.
-    this.ring = [0, 1].map((i) => {
+    const dc = opts.request.decodeChunks;
+    if (dc) {
+      if (dc.heads < 1 || dc.heads > R) throw new RangeError(`decodeChunks sums ${dc.heads} heads, the request exports ${R}`);
+      const spec = chunkSpec(c, dc, A);
+      const n = chunkCounts(spec);
+      const scales = ctx.buffer('chunks.scales', 4 * n.chunks, undefined, chunkScales(spec));
+      this.all.push(scales);
+      this.chunks = { spec, scales, segSums: b('chunks.segments', n.segments), scores: b('chunks.scores', n.chunks), chosen: b('chunks.chosen', Math.min(dc.topChunks, n.chunks)) };
+    }
+    // Staging buffers: one mapped while the next step, already queued, copies into another (step-ring.ts).
+    this.ring = Array.from({ length: RING_SLOTS }, (_, i) => {
       const r = ctx.buffer(`readback.${i}`, sizes.readbackBytes, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
       this.all.push(r);
       return r;

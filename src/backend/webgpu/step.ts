@@ -10,16 +10,9 @@ import type { GpuContext } from '../../gpu/device.js';
 import { record, sharedUniforms, type Dispatch } from '../../gpu/op.js';
 import type { GpuPool } from './pool.js';
 import type { Kernels } from './kernels.js';
-import type { SessionBuffers } from './session.js';
+import { readbackLayout, type ReadbackLayout, type SessionBuffers } from './session.js';
 import type { GpuWeights } from './weights.js';
 
-/** Byte offsets of the parts of one readback slot. */
-export interface ReadbackLayout {
-  token: number;
-  logits: number;
-  weights: number;
-  queries: number;
-}
 
 export class DecodeStep {
   private readonly dispatches: Dispatch[][] = []; // per layer, then the head
@@ -27,6 +20,10 @@ export class DecodeStep {
   /** One per row part of the embedding table (each writes the ids in its range). */
   private readonly embed: Dispatch[];
   private readonly exportDispatch: Dispatch | null;
+  /** WnW's chunk choice from the exported anchors (chunk_select.wgsl), where the session asks for it. */
+  private readonly chunkDispatch: Dispatch | null;
+  /** Whether the exported weights themselves are read back (not only reduced to chunks). */
+  private readonly copyWeights: boolean;
   /** (layer, src offset, dst offset, bytes) of query copies for exported heads. */
   private readonly queryCopies: [number, number, number, number][] = [];
   readonly layout: ReadbackLayout;
@@ -42,6 +39,8 @@ export class DecodeStep {
     decodeHeads: number[],
     decodeQueries: boolean,
     private readonly returnLogits: boolean,
+    copyWeights = true,
+    private readonly segmentSums = false,
   ) {
     const G = groupSize(c);
     const A = b.sizes.audioLength;
@@ -87,15 +86,45 @@ export class DecodeStep {
         this.queryCopies.push([layer, kh * G * c.headDim * 4, r * G * c.headDim * 4, G * c.headDim * 4]);
       });
     }
-    const logitsBytes = returnLogits ? 4 * c.vocabSize : 0;
-    this.layout = { token: 0, logits: 16, weights: 16 + logitsBytes, queries: 16 + logitsBytes + 4 * R * A };
+    const ch = b.chunks;
+    this.chunkDispatch = ch && this.exportDispatch
+      ? k.chunkSelect.run({ weights: b.exportW, scales: ch.scales, segSums: ch.segSums, scores: ch.scores, chosen: ch.chosen }, ch.spec, u)
+      : null;
+    this.layout = readbackLayout(c, { request: { decodeHeads, decodeQueries, decodeWeights: copyWeights, decodeChunks: ch ? { ...ch.spec, segmentSums: segmentSums } : undefined, prefillQueries: 0 }, returnLogits }, A);
+    this.copyWeights = R > 0 && copyWeights;
+    this.shape = { R, A, gq: G * c.headDim };
+    // The token (4 of the slot's 16 header bytes) and every part after the header.
+    this.readbackBytes = 4 + this.layout.end - this.layout.logits;
+    this.layerDispatches = this.dispatches[0]?.length ?? 0;
   }
+
+  /** A mapped readback slot of this step: the token, and the logits, weights and queries the session asked for. */
+  read(data: ArrayBuffer): { token: number; logits?: Float32Array; weights: Float32Array[]; queries?: Float32Array[]; chunks?: Int32Array; segmentSums?: Float32Array } {
+    const L = this.layout;
+    const { R, A, gq } = this.shape;
+    const token = new Uint32Array(data, L.token, 1)[0];
+    const logits = this.returnLogits ? new Float32Array(data.slice(L.logits, L.weights)) : undefined;
+    const weights = this.copyWeights ? Array.from({ length: R }, (_, i) => new Float32Array(data.slice(L.weights + 4 * i * A, L.weights + 4 * (i + 1) * A))) : [];
+    const queries = this.queryCopies.length ? Array.from({ length: R }, (_, i) => new Float32Array(data.slice(L.queries + 4 * i * gq, L.queries + 4 * (i + 1) * gq))) : undefined;
+    if (!this.chunkDispatch) return { token, logits, weights, queries };
+    const chunks = new Int32Array(data.slice(L.chunks, L.segmentSums));
+    return { token, logits, weights, queries, chunks, ...(this.segmentSums ? { segmentSums: new Float32Array(data.slice(L.segmentSums, L.end)) } : {}) };
+  }
+
+  private readonly shape: { R: number; A: number; gq: number };
+
+  /** Bytes a step copies into its readback slot (what the CPU reads of it). */
+  readonly readbackBytes: number;
+  /** Dispatches one layer records. */
+  readonly layerDispatches: number;
 
   private readonly ownUniforms: GPUBuffer[];
 
   /** Records one decode step; `splits` = ceil(longest page table / pages per split). */
-  encode(splits: number, ring: GPUBuffer): GPUCommandBuffer {
+  encode(splits: number, ring: GPUBuffer, before?: (enc: GPUCommandEncoder) => void): GPUCommandBuffer {
     const enc = this.ctx.device.createCommandEncoder({ label: 'decode step' });
+    // Copies the step needs first (the last plan's recalled rows), in the same submit.
+    before?.(enc);
     const b = this.b;
     if (this.exportDispatch) enc.clearBuffer(b.exportW);
     let pass = enc.beginComputePass();
@@ -117,12 +146,20 @@ export class DecodeStep {
     });
     for (const d of this.head) run(d);
     if (this.exportDispatch) run(this.exportDispatch);
+    if (this.chunkDispatch) run(this.chunkDispatch);
     pass.end();
     const L = this.layout;
     enc.copyBufferToBuffer(b.tokenOut, 0, ring, L.token, 4);
+    // The greedy token feeds the next step's embedding lookup without a trip to the CPU (a
+    // token the CPU writes before the next submit replaces it: teacher forcing, step()).
+    enc.copyBufferToBuffer(b.tokenOut, 0, b.tokenIn, 0, 4);
     if (this.returnLogits) enc.copyBufferToBuffer(b.logits, 0, ring, L.logits, L.weights - L.logits);
-    if (this.exportDispatch) enc.copyBufferToBuffer(b.exportW, 0, ring, L.weights, L.queries - L.weights);
-    if (this.queryCopies.length) enc.copyBufferToBuffer(b.exportQ, 0, ring, L.queries, b.sizes.readbackBytes - L.queries);
+    if (this.copyWeights) enc.copyBufferToBuffer(b.exportW, 0, ring, L.weights, L.queries - L.weights);
+    if (this.queryCopies.length) enc.copyBufferToBuffer(b.exportQ, 0, ring, L.queries, L.chunks - L.queries);
+    if (this.chunkDispatch && b.chunks) {
+      enc.copyBufferToBuffer(b.chunks.chosen, 0, ring, L.chunks, L.segmentSums - L.chunks);
+      if (this.segmentSums) enc.copyBufferToBuffer(b.chunks.segSums, 0, ring, L.segmentSums, L.end - L.segmentSums);
+    }
     this.dispatchCount = count;
     return enc.finish();
   }

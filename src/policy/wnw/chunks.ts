@@ -78,7 +78,17 @@ export class ChunkScheduler {
   step(A: ArrayLike<number>, step: number): ChunkDecision {
     const score = this.chunkScores(A);
     const order = Array.from(score.keys()).sort((a, b) => score[b] - score[a] || a - b);
-    const chunks = order.slice(0, this.opts.topChunks);
+    return this.stepChunks(order.slice(0, this.opts.topChunks), step);
+  }
+
+  /**
+   * One decode step from chunks already chosen (best first): on the device by
+   * chunk_select.wgsl, whose ranking is `step`'s (src/reference/chunk-select.ts). The
+   * segment sums, where read back, are the tide chart's.
+   */
+  stepChunks(chosen: ArrayLike<number>, step: number, segmentSums?: ArrayLike<number>): ChunkDecision {
+    if (segmentSums) this.segmentAttention.set(segmentSums);
+    const chunks = Array.from(chosen);
     const selectedNow = new Uint8Array(this.segments);
     const ranked: number[] = []; // selected segments, best chunk first
     for (const c of chunks) {

@@ -49,7 +49,7 @@ import type { AttentionRequest, HeadResidency, LayerPrefill, Move, PolicyLayout,
 import { EMPTY_PLAN } from '../../kv/plan.js';
 import type { SummaryFit } from '../../kv/summary.js';
 import type { HeadRoles, HeadsFile } from '../../model/heads.js';
-import type { KvPolicy, PolicyOptions } from '../types.js';
+import type { KvPolicy, PlanLag, PolicyOptions } from '../types.js';
 import { checkBudget, complement, concatSorted, NONE, numOpt, retainedCount, selectByRetention } from '../select.js';
 import { layerwise, prefillAllLayers } from '../layered.js';
 import { ChunkScheduler, type ChunkDecision } from './chunks.js';
@@ -74,7 +74,7 @@ export interface WnwState {
 export class WnwPolicy implements KvPolicy {
   /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
   static readonly needsHeads = true;
-  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'recallEvery', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'summaryMass', 'summaryMassLayer', 'tidalSummaries', 'anchorScope', 'normalize', 'fullLayer', 'fullRole'];
+  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'recallEvery', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'summaryMass', 'summaryMassLayer', 'tidalSummaries', 'anchorScope', 'normalize', 'fullLayer', 'fullRole', 'planLag'];
   readonly name = 'wnw';
   private readonly budget: number;
   private readonly heads: HeadsFile;
@@ -116,6 +116,12 @@ export class WnwPolicy implements KvPolicy {
   private stateInfo?: WnwState;
   /** The last step's scheduler decision (for the tide chart and tests). */
   lastDecision?: ChunkDecision;
+  /**
+   * 1 (default): the plan from step t's anchors applies at step t + 1, as in the paper.
+   * 2: at step t + 2, so the runtime need not wait for step t's readback before queuing
+   * t + 1; an option until the eval shows it changes nothing (README, "Decode pipeline").
+   */
+  readonly planLag: PlanLag;
 
   constructor(opts: PolicyOptions) {
     this.budget = checkBudget(this.name, opts.budget);
@@ -125,6 +131,9 @@ export class WnwPolicy implements KvPolicy {
     if (sel !== 'segment' && sel !== 'global') throw new WnwError('BAD_ARGUMENT', `option "selection" must be "segment" or "global", got ${String(sel)}`);
     this.selection = sel;
     this.strict = opts['strictBudget'] !== false;
+    const lag = opts['planLag'] ?? 1;
+    if (lag !== 1 && lag !== 2) throw new WnwError('BAD_ARGUMENT', `option "planLag" must be 1 or 2, got ${String(lag)}`);
+    this.planLag = lag;
     this.recall = recallOptions(opts, this.strict);
     this.reserveOpt = opts['reserveSegments'] === undefined ? undefined : numOpt(opts, 'reserveSegments', 0, 0);
     this.floorPositions = numOpt(opts, 'segmentFloor', 1, 0);
@@ -189,7 +198,15 @@ export class WnwPolicy implements KvPolicy {
   }
 
   request(layout: PolicyLayout): AttentionRequest {
-    return { decodeHeads: [...this.roles.anchors], prefillQueries: Math.max(1, layout.instructionLength), ...(this.summaries ? { summaryFit: this.summaryFit, ...this.layerMass() } : {}) };
+    // One recall group needs the anchors' chunk choice, not their weights: the device reduces them.
+    // Groups per layer (anchorScope 'layer') each sum their own anchors: their weights come back.
+    const chunks = chunkOptionsFor(this.recall, layout.audioLength, layout.segmentLength);
+    const oneGroup = recallGroups(this.roles, layout.numKvHeads, this.anchorScope).length === 1;
+    return {
+      decodeHeads: [...this.roles.anchors],
+      ...(oneGroup ? { decodeWeights: false, decodeChunks: { heads: this.roles.anchors.length, chunkSegments: chunks.chunkSegments, topChunks: chunks.topChunks } } : {}),
+      prefillQueries: Math.max(1, layout.instructionLength), ...(this.summaries ? { summaryFit: this.summaryFit, ...this.layerMass() } : {}),
+    };
   }
 
   /** The request's per-layer mass scales, where an option sets them (absent: the whole gap everywhere). */
@@ -312,16 +329,14 @@ export class WnwPolicy implements KvPolicy {
 
   afterStep(obs: StepObservation): StepPlan {
     if (!this.layout || !this.stateInfo) throw new Error('wnw: afterStep before prefill');
-    if (obs.weights.length !== this.roles.anchors.length) throw new Error(`wnw: step ${obs.step} exported ${obs.weights.length} heads, expected the ${this.roles.anchors.length} anchors`);
+    if (!obs.chunks && obs.weights.length !== this.roles.anchors.length) throw new Error(`wnw: step ${obs.step} exported ${obs.weights.length} heads and no chunks, expected the ${this.roles.anchors.length} anchors`);
     if (this.roles.tidal.length === 0) return EMPTY_PLAN;
-    const T = this.layout.audioLength;
+    if (obs.chunks && this.groups.length !== 1) throw new Error(`wnw: step ${obs.step} brought one chunk choice for ${this.groups.length} recall groups`);
     const recall: Move[] = [];
     const release: Move[] = [];
     this.groups.forEach(({ group, scheduler }, g) => {
-      // A_τ: the observation already sums each anchor's g query heads; sum over the group's anchors.
-      const A = new Float64Array(T);
-      for (const a of group.anchors) for (let p = 0; p < T; p++) A[p] += obs.weights[a][p];
-      const d = scheduler.step(A, obs.step);
+      // The device's chunk choice (one group: every anchor), or A_τ summed over the group's anchors.
+      const d = obs.chunks ? scheduler.stepChunks(obs.chunks, obs.step, obs.segmentSums) : scheduler.step(this.anchorSum(group.anchors.map((a) => obs.weights[a])), obs.step);
       if (g === 0) this.lastDecision = d;
       const moves = (segs: number[]): Move[] =>
         group.tidal
@@ -333,6 +348,13 @@ export class WnwPolicy implements KvPolicy {
     if (recall.length === 0 && release.length === 0) return EMPTY_PLAN;
     const byHead = (a: Move, b: Move) => a.head - b.head;
     return { recall: recall.sort(byHead), release: release.sort(byHead) };
+  }
+
+  /** A_τ from the anchors' weights (a caller that hands weights, not chunks): each already sums its g query heads. */
+  private anchorSum(weights: Float32Array[]): Float64Array {
+    const A = new Float64Array(this.layout!.audioLength);
+    for (const w of weights) for (let p = 0; p < A.length; p++) A[p] += w[p];
+    return A;
   }
 
   /**

@@ -1,0 +1,67 @@
+/**
+ * The readback ring of the decode loop: each submitted step copies its results (token,
+ * optionally logits, the exported attention or chunk choice) into its own slot, and the
+ * slot is mapped when the step is read. A loop that submits step t + 1 before it reads
+ * step t keeps the GPU busy while the CPU maps, schedules and encodes; with the ring of
+ * RING_SLOTS it may run up to RING_SLOTS - 1 steps ahead of the reads.
+ */
+import type { StepCounters } from '../types.js';
+
+/** Enough for one step read while one is queued, and one more being encoded. */
+export const RING_SLOTS = 3;
+
+/** What a step's submission knew: its counters but the waits, and what its read must check first. */
+export interface Submitted {
+  slot: GPUBuffer;
+  map: Promise<void>;
+  /** A pool growth made for this step: resolves to its out-of-memory error, or null. */
+  growth: Promise<Error | null>;
+  counters: Omit<StepCounters, 'cpuWaits' | 'buffers' | 'bindGroups' | 'poolGrowths'>;
+}
+
+export class StepRing {
+  private readonly queue: Submitted[] = [];
+  private next = 0;
+
+  constructor(private readonly slots: GPUBuffer[]) {}
+
+  /** The slot the next submitted step copies into; refuses to overwrite one still queued. */
+  nextSlot(): GPUBuffer {
+    const slot = this.slots[this.next];
+    if (this.queue.some((q) => q.slot === slot)) throw new Error(`submitStep(): ${this.queue.length} steps queued and unread; the readback ring holds ${this.slots.length}`);
+    return slot;
+  }
+
+  /** Records a submitted step; its slot is mapped as soon as the GPU is done with it. */
+  submitted(s: Omit<Submitted, 'map'>): void {
+    this.next = (this.next + 1) % this.slots.length;
+    const map = s.slot.mapAsync(GPUMapMode.READ);
+    // A step discarded unread (a stop token read one step late, end()) must not reject unhandled.
+    map.catch(() => {});
+    this.queue.push({ ...s, map });
+  }
+
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  /**
+   * The oldest queued step, its slot mapped: `waited` is 1 when nothing was queued behind
+   * it, so the GPU had no work while the CPU waited (a wait on the critical path).
+   */
+  async oldest(): Promise<{ step: Submitted; waited: number }> {
+    const step = this.queue.shift();
+    if (!step) throw new Error('readStep(): no step queued');
+    const waited = this.queue.length === 0 ? 1 : 0;
+    const failed = await step.growth;
+    if (failed) throw failed;
+    await step.map;
+    return { step, waited };
+  }
+
+  /** Forgets queued steps (end of a session: their buffers are destroyed with it). */
+  clear(): void {
+    this.queue.length = 0;
+    this.next = 0;
+  }
+}

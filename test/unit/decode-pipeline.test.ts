@@ -1,0 +1,105 @@
+/**
+ * The pipelined decode loop: a step queued before the last one is read (its token stays on
+ * the device) gives the tokens of the loop that waits for every step, on the CPU backend's
+ * queue (the WebGPU backend's is checked in e2e/decoder-parity.spec.ts), and the policy
+ * interface says which lag a plan gets.
+ */
+import { describe, expect, it } from 'vitest';
+import { CpuBackend } from '../../src/backend/cpu/backend.js';
+import { StepQueue } from '../../src/backend/step-queue.js';
+import { kvHeadCount } from '../../src/model/config.js';
+import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
+import { argmax } from '../../src/reference/ops.js';
+import { createPolicy } from '../../src/policy/registry.js';
+import { planLagOf } from '../../src/policy/types.js';
+import type { PrefillPlan } from '../../src/kv/plan.js';
+import type { StepResult } from '../../src/backend/types.js';
+import { syntheticHeads } from '../../src/bench/decode.js';
+
+const config = referenceConfig({ numLayers: 2, name: 'small' });
+const weights = randomDecoderWeights(config, 7);
+const N = 90;
+const request = { decodeHeads: [0, 5], prefillQueries: 3 };
+
+function fullPlan(): PrefillPlan {
+  const all = Int32Array.from({ length: N }, (_, i) => i);
+  return { heads: Array.from({ length: kvHeadCount(config) }, () => ({ gpu: all, cpu: new Int32Array(0) })) };
+}
+
+async function session(): Promise<{ be: CpuBackend; first: number }> {
+  const be = new CpuBackend(config, weights);
+  be.begin({ audioLength: N, maxNewTokens: 16, request, returnLogits: true });
+  const pre = await be.prefill(randomEmbeddings(config, N, 3));
+  await be.applyPrefill(fullPlan());
+  return { be, first: pre.token };
+}
+
+describe('pipelined decode on the CPU backend', () => {
+  it('queuing step t + 1 (fed the token step t predicts) before reading step t gives the waiting loop\'s tokens, logits and weights', async () => {
+    const a = await session();
+    const waited: StepResult[] = [];
+    let token = a.first;
+    for (let i = 0; i < 8; i++) {
+      const r = await a.be.step(token);
+      waited.push(r);
+      token = r.token;
+    }
+    const b = await session();
+    const piped: StepResult[] = [];
+    b.be.submitStep(b.first);
+    for (let i = 0; i < 8; i++) {
+      b.be.submitStep(null);
+      piped.push(await b.be.readStep());
+    }
+    b.be.end(); // the ninth step, queued and never read, is discarded
+    expect(piped.map((r) => r.token)).toEqual(waited.map((r) => r.token));
+    expect(new Set(waited.map((r) => r.token)).size).toBeGreaterThan(1); // not a constant stream
+    piped.forEach((r, i) => {
+      expect(r.observation.step).toBe(i);
+      expect(argmax(r.logits!)).toBe(r.token);
+      expect(Array.from(r.logits!)).toEqual(Array.from(waited[i].logits!));
+      expect(Array.from(r.observation.weights[1])).toEqual(Array.from(waited[i].observation.weights[1]));
+    });
+  });
+
+  it('a token from the CPU replaces the predicted one (teacher forcing), and null needs a step before it', async () => {
+    const a = await session();
+    expect(() => a.be.submitStep(null)).toThrow(/no step queued/);
+    a.be.submitStep(a.first);
+    a.be.submitStep(3);
+    const r0 = await a.be.readStep();
+    const r1 = await a.be.readStep();
+    const b = await session();
+    await b.be.step(b.first);
+    const ref = await b.be.step(3);
+    expect(r1.token).toBe(ref.token);
+    expect(r0.observation.step).toBe(0);
+    await expect(async () => a.be.readStep()).rejects.toThrow(/no step queued/);
+  });
+
+  it('a step queued when its session ends never runs in the next one', async () => {
+    const q = new StepQueue();
+    const ran: number[] = [];
+    const step = async (t: number): Promise<StepResult> => (ran.push(t), { token: t + 1, observation: { step: t, weights: [] } });
+    q.submit(1, step);
+    q.clear();
+    q.submit(10, step);
+    q.submit(null, step);
+    const [a, b] = [await q.read(), await q.read()];
+    await new Promise((r) => setTimeout(r, 0));
+    expect(ran).toEqual([1, 10, 11]);
+    expect([a.token, b.token]).toEqual([11, 12]);
+  });
+});
+
+describe('the lag a policy\'s plan gets', () => {
+  it('prefill-only policies allow two steps; WnW keeps one unless asked (planLag=2), anything else is refused', () => {
+    expect(planLagOf(createPolicy('full', { budget: 1 }))).toBe(2);
+    expect(planLagOf(createPolicy('snapkv', { budget: 0.2 }))).toBe(2);
+    expect(planLagOf({})).toBe(1);
+    const heads = syntheticHeads(config, N);
+    expect(planLagOf(createPolicy('wnw', { budget: 0.2, heads }))).toBe(1);
+    expect(planLagOf(createPolicy('wnw', { budget: 0.2, heads, planLag: 2 }))).toBe(2);
+    expect(() => createPolicy('wnw', { budget: 0.2, heads, planLag: 3 })).toThrow(/planLag/);
+  });
+});

@@ -1,0 +1,63 @@
+/**
+ * Decode-time pool rows staged for the step's encoder (src/backend/webgpu/row-staging.ts),
+ * on a recording stand-in for the device: one queue write a step, one copy per run into K
+ * and V at the run's offset, f16 rows packed as the pool stores them, and rows past the
+ * capacity refused (the pool then writes them directly).
+ */
+import { describe, expect, it } from 'vitest';
+import { RowStaging } from '../../src/backend/webgpu/row-staging.js';
+import { packF16 } from '../../src/kv/precision.js';
+import type { GpuContext } from '../../src/gpu/device.js';
+
+(globalThis as { GPUBufferUsage?: unknown }).GPUBufferUsage ??= { COPY_SRC: 4, COPY_DST: 8 };
+
+function fakeDevice() {
+  const writes: { bytes: Uint8Array }[] = [];
+  const copies: { src: string; srcOffset: number; dst: string; dstOffset: number; size: number }[] = [];
+  const ctx = {
+    buffer: (label: string) => ({ label }),
+    destroy: () => {},
+    device: { queue: { writeBuffer: (_b: unknown, _o: number, data: ArrayBuffer, off: number, size: number) => writes.push({ bytes: new Uint8Array(data, off, size).slice() }) } },
+  } as unknown as GpuContext;
+  const enc = { copyBufferToBuffer: (s: { label: string }, so: number, d: { label: string }, d0: number, size: number) => copies.push({ src: s.label, srcOffset: so, dst: d.label, dstOffset: d0, size }) } as unknown as GPUCommandEncoder;
+  const buf = (label: string) => ({ label }) as unknown as GPUBuffer;
+  return { ctx, enc, writes, copies, k: [buf('k0'), buf('k1')], v: [buf('v0'), buf('v1')] };
+}
+
+describe('staged pool rows', () => {
+  it('f32: runs of two shards go up in one write and are copied to their offsets in K and V', () => {
+    const d = fakeDevice();
+    const s = new RowStaging(d.ctx, 1024);
+    const k1 = Float32Array.from({ length: 8 }, (_, i) => i + 1);
+    const v1 = Float32Array.from({ length: 8 }, (_, i) => -(i + 1));
+    expect(s.add(0, 64, 8, 4, k1, v1)).toBe(true);
+    expect(s.add(1, 0, 4, 4, k1.subarray(4), v1.subarray(4))).toBe(true);
+    expect(s.pending).toBe(2 * 32 + 2 * 16);
+    s.encode(d.enc, d.k, d.v);
+    expect(d.writes.length).toBe(1);
+    const up = new Float32Array(d.writes[0].bytes.buffer);
+    expect(Array.from(up)).toEqual([...k1, ...v1, 5, 6, 7, 8, -5, -6, -7, -8]);
+    expect(d.copies).toEqual([
+      { src: 'kv.staging', srcOffset: 0, dst: 'k0', dstOffset: 64, size: 32 },
+      { src: 'kv.staging', srcOffset: 32, dst: 'v0', dstOffset: 64, size: 32 },
+      { src: 'kv.staging', srcOffset: 64, dst: 'k1', dstOffset: 0, size: 16 },
+      { src: 'kv.staging', srcOffset: 80, dst: 'v1', dstOffset: 0, size: 16 },
+    ]);
+    // Nothing staged: no write, no copy.
+    s.encode(d.enc, d.k, d.v);
+    expect(d.writes.length).toBe(1);
+    expect(d.copies.length).toBe(4);
+  });
+
+  it('f16: rows are packed as the pool holds them; what does not fit is refused', () => {
+    const d = fakeDevice();
+    const s = new RowStaging(d.ctx, 40);
+    const k = Float32Array.from([0.5, -1.25, 3, 1e-3]);
+    const v = Float32Array.from([2, 4, 8, 16]);
+    expect(s.add(0, 8, 4, 2, k, v)).toBe(true);
+    expect(s.add(0, 16, 8, 2, new Float32Array(8), new Float32Array(8))).toBe(false); // 16 + 32 > 40
+    s.encode(d.enc, d.k, d.v);
+    expect(Array.from(new Uint16Array(d.writes[0].bytes.buffer))).toEqual([...packF16(k, 4), ...packF16(v, 4)]);
+    expect(d.copies.map((c) => [c.dst, c.dstOffset, c.size])).toEqual([['k0', 8, 8], ['v0', 8, 8]]);
+  });
+});
