@@ -246,17 +246,19 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     let lastYield = now();
     // Step t + 1 is queued before step t is read: its token never leaves the GPU, and the
     // CPU learns it (and sees a stop) one step late; the step queued past a stop is discarded.
-    let queued = false;
-    while (h.pipelined && !isStop(c, token)) {
+    // Before each step: let the page breathe, honour a cancel, stop at the length guard.
+    const mayStep = async (): Promise<boolean> => {
       if (now() - lastYield > 16) {
         await yieldToEventLoop();
         lastYield = now();
       }
       if (o.signal?.aborted) throw new CancelledError();
-      if (tokens.length >= h.maxNew) {
-        stoppedBy = 'length-guard';
-        break;
-      }
+      if (tokens.length < h.maxNew) return true;
+      stoppedBy = 'length-guard';
+      return false;
+    };
+    let queued = false;
+    while (h.pipelined && !isStop(c, token) && (await mayStep())) {
       const ts = now();
       if (!queued) backend.submitStep!(token);
       backend.submitStep!(null);
@@ -265,16 +267,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
       token = step.next;
       if (!isStop(c, token)) emit(token, step.focus);
     }
-    while (!h.pipelined && !isStop(c, token)) {
-      if (now() - lastYield > 16) {
-        await yieldToEventLoop();
-        lastYield = now();
-      }
-      if (o.signal?.aborted) throw new CancelledError();
-      if (tokens.length >= h.maxNew) {
-        stoppedBy = 'length-guard';
-        break;
-      }
+    while (!h.pipelined && !isStop(c, token) && (await mayStep())) {
       const step = await decodeStep(r, h, token, out, acc);
       token = forced ? forced[acc.steps] ?? c.tokens.eos : step.next;
       if (!isStop(c, token)) emit(token, step.focus);
