@@ -53,7 +53,7 @@ import type { KvPolicy, PlanLag, PolicyOptions } from '../types.js';
 import { checkBudget, complement, concatSorted, NONE, numOpt, retainedCount, selectByRetention } from '../select.js';
 import { layerwise, prefillAllLayers } from '../layered.js';
 import { ChunkScheduler, type ChunkDecision } from './chunks.js';
-import { chunkOptionsFor, recallOptions, type RecallOptions } from './recall.js';
+import { chunkOptionsFor, recallOptions, recallReserve, type RecallOptions } from './recall.js';
 import { recallGroups, shareRoom, type AnchorScope, type RecallGroup } from './recall-groups.js';
 import { segmentSummaries, summarySlots } from './summaries.js';
 import { assignRoles, budgetKey, fitLambda, headsScore, normalizedScores, rankingScore, segmentFloor, type Roles, type Selection } from './triage.js';
@@ -368,25 +368,12 @@ export class WnwPolicy implements KvPolicy {
       return { retention: [...this.calibrated.retention], lambda: this.calibrated.lambda, summaryLength: this.summaries ? this.groupLength(n) : 0 };
     }
     const sNorm = normalizedScores(this.score, this.roles.anchors, this.normalize === 'layer' ? this.heads.numKvHeads : undefined);
-    const fullSegs = Math.floor(T / n);
     const chunks = chunkOptionsFor(this.recall, T, n);
     const R0 = this.strict ? Math.min(this.reserveOpt ?? chunks.topChunks * chunks.chunkSegments, Math.ceil(T / n)) : 0;
     const tidal = this.roles.tidal;
     // The heads that keep summary slots: the fixed ones, and the tidal ones when asked.
     const summarised = this.tidalSummaries ? [...this.roles.fixed, ...tidal] : this.roles.fixed;
-    const reserve = (R: number, ret: number[], len: number) => {
-      let extra = 0;
-      for (const h of tidal) {
-        if (this.selection === 'segment') {
-          // R full segments' complements, or all but the kept when fewer full segments exist.
-          extra += Math.min(R, fullSegs) * (n - Math.floor(ret[h] * n + 1e-9));
-          if (R > fullSegs && len % n) extra += len % n - Math.floor(ret[h] * (len % n) + 1e-9);
-        } else {
-          extra += Math.min(R * n, len - Math.floor(ret[h] * len + 1e-9));
-        }
-      }
-      return extra;
-    };
+    const reserve = (R: number, ret: number[], len: number) => recallReserve(tidal, ret, R, len, n, this.selection);
     const fit = ([g, R]: [number, number]) => fitLambda(sNorm, this.roles.anchors, [T], this.budget, n, {
       selection: this.selection,
       extra: (ret, len) => reserve(R, ret, len) + (g > 0 ? summarised.reduce((a, h) => a + summarySlots(len, ret[h], n, this.selection, g), 0) : 0),

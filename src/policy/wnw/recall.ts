@@ -50,3 +50,22 @@ export function chunkOptionsFor(r: RecallOptions, T: number, n: number): ChunkOp
   const topChunks = r.topChunks === 'scaled' ? Math.max(PAPER_CHUNKS.topChunks, Math.round(chunks / r.recallEvery)) : r.topChunks;
   return { chunkSegments: r.chunkSegments, topChunks, delta: r.delta };
 }
+
+/**
+ * Positions the recall reserve holds for a clip of `len` positions: per tidal head, the
+ * CPU complement of `R` full segments at its retention (all but the kept where the clip has
+ * fewer full segments), or of R · n positions under global selection.
+ */
+export function recallReserve(tidal: readonly number[], retention: readonly number[], R: number, len: number, n: number, selection: 'segment' | 'global'): number {
+  const fullSegs = Math.floor(len / n);
+  let extra = 0;
+  for (const h of tidal) {
+    if (selection === 'segment') {
+      extra += Math.min(R, fullSegs) * (n - Math.floor(retention[h] * n + 1e-9));
+      if (R > fullSegs && len % n) extra += len % n - Math.floor(retention[h] * (len % n) + 1e-9);
+    } else {
+      extra += Math.min(R * n, len - Math.floor(retention[h] * len + 1e-9));
+    }
+  }
+  return extra;
+}
