@@ -4,6 +4,7 @@
  * a GPU (CLI, eval, CI) and browsers without WebGPU. Scratch buffers are allocated
  * once per session, so a decode step allocates nothing but its result arrays.
  */
+import { PrefillMemo } from './prefill-memo.js';
 import { ContextTooLongError } from '../../errors.js';
 import { audioStart, groupSize, kvHeadCount, promptLength, segmentLength, type ModelConfig, type PromptIds } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
@@ -69,13 +70,8 @@ export class CpuBackend implements DecoderBackend {
   private readonly logits: Float32Array;
   private readonly slots: Int32Array;
   private attScratch = { scores: new Float64Array(0), acc: new Float64Array(0) };
-  /**
-   * The last prefill, keyed by the embeddings array: evaluation runs many policies on
-   * one clip, and the prefill (the same for every policy) is most of a CPU run's time.
-   */
-  private memo: { embeddings: Float32Array; prompt: PromptIds; out: PrefillOutput } | null = null;
-  /** KV bytes held now and at most since begin(): prompt K/V (the prefill's, the memo's) and the pool's pages. */
-  private kvBytes = { live: 0, peak: 0 };
+  /** The last prefill kept for the next policy on the clip, and the KV bytes held (prefill-memo.ts). */
+  private readonly memo = new PrefillMemo();
 
   private readonly weights: DecoderWeights;
 
@@ -108,37 +104,16 @@ export class CpuBackend implements DecoderBackend {
       throw new ContextTooLongError(fullBytes, this.options.kvBudgetBytes, `prefill of ${opts.audioLength} audio tokens`);
     }
     this.session = { opts, prompt, promptLength: n, nextPos: n, steps: 0 };
-    const held = this.memo ? this.memoBytes(this.memo.out) : 0;
-    this.kvBytes = { live: held, peak: held };
+    this.memo.begin();
   }
 
-  /**
-   * The KV bytes this session has held: prompt K/V (prefill, and the memo kept for the
-   * next policy) plus the pool's pages, now and at the peak. Weights, hidden states and
-   * scratch are the same under every policy and not counted.
-   */
+  /** The KV bytes this session has held, now and at the peak (prefill-memo.ts). */
   kvMemory(): { liveBytes: number; peakBytes: number } {
-    return { liveBytes: this.kvBytes.live, peakBytes: this.kvBytes.peak };
+    return this.memo.kvMemory;
   }
 
   private hold(bytes: number): void {
-    this.kvBytes.live += bytes;
-    this.kvBytes.peak = Math.max(this.kvBytes.peak, this.kvBytes.live);
-  }
-
-  private memoBytes(out: PrefillOutput): number {
-    return out.k.reduce((n, a) => n + a.byteLength, 0) + out.v.reduce((n, a) => n + a.byteLength, 0);
-  }
-
-  /** The memoised prefill when it serves this session's embeddings, prompt and window. */
-  private memoFor(audioEmbeddings: Float32Array, window: number): PrefillOutput | null {
-    const m = this.memo;
-    return m?.embeddings === audioEmbeddings && samePrompt(m.prompt, this.s.prompt) && m.out.scores.has(window) ? m.out : null;
-  }
-
-  private dropMemo(): void {
-    if (this.memo) this.hold(-this.memoBytes(this.memo.out));
-    this.memo = null;
+    this.memo.hold(bytes);
   }
 
   private checkEmbeddings(audioEmbeddings: Float32Array): void {
@@ -159,13 +134,12 @@ export class CpuBackend implements DecoderBackend {
     const N = s.opts.audioLength;
     this.checkEmbeddings(audioEmbeddings);
     const req = s.opts.request;
-    let r = this.memoFor(audioEmbeddings, req.prefillQueries);
+    let r = this.memo.find(audioEmbeddings, s.prompt, req.prefillQueries);
     const reused = r !== null;
     if (!r) {
-      this.dropMemo(); // free the old one before allocating the new
+      this.memo.drop(); // free the old one before allocating the new
       r = prefillLayers(c, this.weights, this.freqs, audioEmbeddings, N, req, { prompt: s.prompt, kvF16: this.options.kvPrecision === 'f16' });
-      this.memo = { embeddings: audioEmbeddings, prompt: s.prompt, out: r };
-      this.hold(this.memoBytes(r));
+      this.memo.keep(audioEmbeddings, s.prompt, r);
     }
     s.prefillK = r.k;
     s.prefillQ = r.instructionQueries;
@@ -245,12 +219,12 @@ export class CpuBackend implements DecoderBackend {
     });
     const place = placement.place.bind(placement);
     let hidden: Float32Array;
-    const memo = this.memoFor(audioEmbeddings, req.prefillQueries);
+    const memo = this.memo.find(audioEmbeddings, s.prompt, req.prefillQueries);
     if (memo) {
       for (let l = 0; l < c.numLayers; l++) place(l, memo.k[l], memo.v[l], memo.scores, memo.instructionQueries[l]);
       hidden = memo.hidden;
     } else {
-      this.dropMemo();
+      this.memo.drop();
       // Keep every layer's prompt K/V only for a next policy on the same clip (the eval's shared prefill).
       const keep = !!s.opts.reusePrefill;
       const layerBytes = 8 * s.promptLength * kvd;
@@ -264,7 +238,7 @@ export class CpuBackend implements DecoderBackend {
           place(l, k, v, scores, iq);
         },
       });
-      if (keep) this.memo = { embeddings: audioEmbeddings, prompt: s.prompt, out };
+      if (keep) this.memo.keep(audioEmbeddings, s.prompt, out, true);
       else this.hold(-layerBytes);
       hidden = out.hidden;
     }
@@ -377,12 +351,12 @@ export class CpuBackend implements DecoderBackend {
   end(keepPrefill = false): void {
     this.session = null;
     this.queue.clear();
-    if (!keepPrefill) this.dropMemo();
+    if (!keepPrefill) this.memo.drop();
   }
 
   dispose(): void {
     this.session = null;
-    this.memo = null;
+    this.memo.clear();
   }
 
   /** Final norm + lm_head into this.logits; returns the greedy token. */
@@ -399,9 +373,4 @@ export class CpuBackend implements DecoderBackend {
     const need = max * res.pageSize;
     if (this.attScratch.scores.length < need) this.attScratch.scores = new Float64Array(need * 2);
   }
-}
-
-function samePrompt(a: PromptIds, b: PromptIds): boolean {
-  const same = (x: readonly number[], y: readonly number[]) => x.length === y.length && x.every((t, i) => t === y[i]);
-  return same(a.prefix, b.prefix) && same(a.instruction, b.instruction);
 }
