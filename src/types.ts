@@ -142,6 +142,12 @@ export interface TranscriptionStats {
   mbPerStepMax: number;
   recallsPerStep: number;
   releasesPerStep: number;
+  /**
+   * Steps from the step a plan was made from to the step it took effect at (the policy's
+   * planLag for this clip): 2 where each step was queued before the last was read. Absent
+   * where the page did not learn it (a worker lost mid-run).
+   */
+  planLag?: 1 | 2;
   msPerToken: number;
   prefillMs: number;
   /** Audio → embeddings: front-end, encoder and projector. */

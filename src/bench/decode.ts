@@ -58,10 +58,11 @@ export async function timePolicy(
   policyName: PolicyName, budget: number, heads: HeadsFile | undefined, steps: number, t: TimingOptions = {},
 ): Promise<PolicyTiming> {
   const policy = createPolicy(policyName, { ...t.policyOptions, budget, heads });
-  const pipelined = t.pipeline !== false && planLagOf(policy) >= 2 && !!backend.submitStep && !!backend.readStep;
   const layout = policyLayout(config, audioLength);
   // The policies timed on one clip share its prefill (end(true) below).
   const req = { ...policy.request(layout), alsoScore: sharedPrefillWindows(layout) };
+  // After the request: a policy may decide its lag for the clip (WnW's planLag 'auto').
+  const pipelined = t.pipeline !== false && planLagOf(policy) >= 2 && !!backend.submitStep && !!backend.readStep;
   backend.begin({ audioLength, maxNewTokens: steps + 3, request: req });
   const t0 = now();
   const pre = await backend.prefill(embeddings);

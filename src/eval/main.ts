@@ -193,7 +193,7 @@ async function runOnce(
     const s = r.stats;
     const run: RunRecord = {
       ...named, text: r.text, wer: wer(reference, r.text),
-      rGpu: s.rGpu, rGpuPeak: s.rGpuPeak, rGpuCpu: s.rGpuCpu, mbPerStep: s.mbPerStep, msPerToken: s.msPerToken, decodeSteps: s.decodeSteps,
+      rGpu: s.rGpu, rGpuPeak: s.rGpuPeak, rGpuCpu: s.rGpuCpu, mbPerStep: s.mbPerStep, msPerToken: s.msPerToken, decodeSteps: s.decodeSteps, planLag: s.planLag,
       stoppedBy: s.stoppedBy,
       ...(r.error ? { error: r.error.message } : {}),
     };

@@ -20,6 +20,8 @@ export interface RunRecord {
   mbPerStep: number;
   msPerToken: number;
   decodeSteps: number;
+  /** The policy's plan lag on this clip (TranscriptionStats.planLag; absent in reports from before it was recorded). */
+  planLag?: 1 | 2;
   stoppedBy?: string;
   /** Set when the run failed or was cut short; `text` is then the partial transcript. */
   error?: string;

@@ -314,6 +314,7 @@ function transcriptionStats(
     mbPerStepMax: acc.bytesMax / 1e6,
     recallsPerStep: acc.recalls / steps,
     releasesPerStep: acc.releases / steps,
+    planLag: planLagOf(r.policy),
     msPerToken: decodeMs / steps,
     prefillMs,
     encodeMs: r.encodeMs,

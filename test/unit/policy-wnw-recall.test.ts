@@ -15,7 +15,7 @@ const n = 25; // 2 s at 12.5 tokens/s
 describe('recall scaled with the clip', () => {
   it('recalls one one-segment chunk per 9 of the clip, at least 3', () => {
     const at = (segments: number) => chunkOptionsFor(SCALED_RECALL, segments * n, n);
-    expect(at(28)).toEqual({ chunkSegments: 1, topChunks: 3, delta: 3 });
+    expect(at(28)).toEqual({ chunkSegments: 1, topChunks: 3, delta: 3, lead: 0 });
     expect(at(83).topChunks).toBe(9);
     expect(at(120).topChunks).toBe(13);
     expect(at(5).topChunks).toBe(3);
@@ -24,8 +24,8 @@ describe('recall scaled with the clip', () => {
   });
 
   it('keeps the paper chunks in paper mode and takes a fixed top-k when given one', () => {
-    expect(chunkOptionsFor(recallOptions({ budget: 0.2 }, false), 120 * n, n)).toEqual(PAPER_CHUNKS);
-    expect(chunkOptionsFor(recallOptions({ budget: 0.2, topChunks: 5, chunkSegments: 2 }, true), 120 * n, n)).toEqual({ chunkSegments: 2, topChunks: 5, delta: 3 });
+    expect(chunkOptionsFor(recallOptions({ budget: 0.2 }, false), 120 * n, n)).toEqual({ ...PAPER_CHUNKS, lead: 0 });
+    expect(chunkOptionsFor(recallOptions({ budget: 0.2, topChunks: 5, chunkSegments: 2 }, true), 120 * n, n)).toEqual({ chunkSegments: 2, topChunks: 5, delta: 3, lead: 0 });
     expect(chunkOptionsFor(recallOptions({ budget: 0.2, recallEvery: 4 }, true), 120 * n, n).topChunks).toBe(30);
     expect(chunkOptionsFor(recallOptions({ budget: 0.2, topChunks: 'scaled' }, false), 120 * n, n).topChunks).toBe(Math.round(119 / 9));
   });
@@ -44,7 +44,7 @@ describe('recall scaled with the clip', () => {
     };
     const short = schedulerFor(28);
     const long = schedulerFor(120);
-    expect(short.opts).toEqual({ chunkSegments: 1, topChunks: 3, delta: 3 });
+    expect(short.opts).toEqual({ chunkSegments: 1, topChunks: 3, delta: 3, lead: 0 });
     expect(long.opts.topChunks).toBe(13);
     expect(long.chunks).toBe(120);
   });

@@ -15,6 +15,12 @@ export interface ChunkOptions {
   chunkSegments: number;
   topChunks: number;
   delta: number;
+  /**
+   * Segments after each chosen chunk selected with it, ranked after every chunk's own (0:
+   * none, as in the paper). A plan that takes effect two steps late (planLag 2) meets the
+   * speech one step further on: the segment it moves into next is already there.
+   */
+  lead?: number;
 }
 
 export const PAPER_CHUNKS: ChunkOptions = { chunkSegments: 2, topChunks: 3, delta: 3 };
@@ -90,14 +96,17 @@ export class ChunkScheduler {
     if (segmentSums) this.segmentAttention.set(segmentSums);
     const chunks = Array.from(chosen);
     const selectedNow = new Uint8Array(this.segments);
-    const ranked: number[] = []; // selected segments, best chunk first
-    for (const c of chunks) {
-      for (let s = c; s < Math.min(this.segments, c + this.opts.chunkSegments); s++) {
+    const ranked: number[] = []; // selected segments, best chunk first, then the chunks' leads
+    const select = (from: number, to: number) => {
+      for (let s = from; s < Math.min(this.segments, to); s++) {
         if (!selectedNow[s]) ranked.push(s);
         selectedNow[s] = 1;
         this.lastSelected[s] = step;
       }
-    }
+    };
+    const k = this.opts.chunkSegments;
+    for (const c of chunks) select(c, c + k);
+    for (const c of chunks) select(c + k, c + k + (this.opts.lead ?? 0));
     const release: number[] = [];
     const drop = (s: number) => {
       this.recalled[s] = 0;

@@ -8,8 +8,11 @@
  * Decode: after each step, A_τ = Σ of the anchor query heads' softmax weights (reset each
  * step); the chunk scheduler (chunks.ts) picks the top chunks and every tidal head
  * recalls the selected segments it lacks and releases those unselected for δ = 3 steps.
- * The plan takes effect at the next step (one-step lag). The paper's chunks are three of
- * 4 s; under strictBudget they are 2 s and their number grows with the clip (recall.ts).
+ * The plan takes effect at the next step (the paper's one-step lag), or, where the clip's
+ * budget holds one more segment after each chosen chunk (the lead), two steps later, so
+ * the runtime queues each step before it reads the last (`decideLag`). The paper's chunks
+ * are three of 4 s; under strictBudget they are 2 s and their number grows with the clip
+ * (recall.ts).
  *
  * Open points, decided here:
  * - Recall brings only a segment's CPU complement (its prefill-selected positions never
@@ -47,19 +50,18 @@
 import { WnwError } from '../../errors.js';
 import type { AttentionRequest, HeadResidency, LayerPrefill, Move, PolicyLayout, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../../kv/plan.js';
 import { EMPTY_PLAN } from '../../kv/plan.js';
-import type { SummaryFit } from '../../kv/summary.js';
 import type { HeadRoles, HeadsFile } from '../../model/heads.js';
 import type { KvPolicy, PlanLag, PolicyOptions } from '../types.js';
-import { checkBudget, complement, concatSorted, NONE, numOpt, retainedCount, selectByRetention } from '../select.js';
+import { checkBudget, complement, concatSorted, NONE, retainedCount, selectByRetention } from '../select.js';
 import { layerwise, prefillAllLayers } from '../layered.js';
-import { ChunkScheduler, type ChunkDecision } from './chunks.js';
-import { chunkOptionsFor, recallOptions, recallReserve, type RecallOptions } from './recall.js';
-import { recallGroups, shareRoom, type AnchorScope, type RecallGroup } from './recall-groups.js';
+import { ChunkScheduler, type ChunkDecision, type ChunkOptions } from './chunks.js';
+import { chunkOptionsFor, recallReserve } from './recall.js';
+import { recallGroups, shareRoom, type RecallGroup } from './recall-groups.js';
 import { segmentSummaries, summarySlots } from './summaries.js';
-import { assignRoles, budgetKey, fitLambda, headsScore, normalizedScores, rankingScore, segmentFloor, type Roles, type Selection } from './triage.js';
+import { parseWnwOptions, WNW_OPTIONS, type WnwOptions } from './options.js';
+import { assignRoles, budgetKey, fitLambda, headsScore, normalizedScores, rankingScore, segmentFloor, type Roles } from './triage.js';
 
-/** Summary slots fitted to the instruction's queries: chosen on the calibration recordings (docs/wnw-fidelity.md). */
-export const DEFAULT_SUMMARY_FIT: SummaryFit = 'mass';
+export { DEFAULT_SUMMARY_FIT } from './options.js';
 
 export interface WnwState {
   roles: Roles;
@@ -72,41 +74,16 @@ export interface WnwState {
 }
 
 export class WnwPolicy implements KvPolicy {
-  /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
   static readonly needsHeads = true;
-  static readonly options: readonly string[] = ['chunkSegments', 'topChunks', 'recallEvery', 'delta', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors', 'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'summaryMass', 'summaryMassLayer', 'tidalSummaries', 'anchorScope', 'normalize', 'fullLayer', 'fullRole', 'planLag'];
+  /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
+  static readonly options = WNW_OPTIONS;
   readonly name = 'wnw';
   private readonly budget: number;
   private readonly heads: HeadsFile;
-  /** Chunk length, top-k (a number, or scaled with the clip) and δ (recall.ts). */
-  private readonly recall: RecallOptions;
-  private readonly selection: Selection;
-  private readonly strict: boolean;
-  /** Recall reserve in segments, where an option sets it (else what one selection names). */
-  private readonly reserveOpt?: number;
-  /** Positions per segment every non-anchor head keeps at least (triage.ts `segmentFloor`). */
-  private readonly floorPositions: number;
-  /** Fixed heads keep one summary slot per segment for the positions they drop (kv/summary.ts). */
-  private readonly summaries: boolean;
-  /** Where s̃ is normalised: over all heads ('global', the method's max) or within each layer ('layer'). */
-  private readonly normalize: 'global' | 'layer';
-  /** Tidal heads also keep a summary slot per group of what they hold in CPU memory, silenced while it is recalled. */
-  private readonly tidalSummaries: boolean;
-  /** Positions a summary slot stands for at most (0: a whole segment). */
-  private readonly summaryLength: number;
-  /** How a summary slot is made (kv/summary.ts): plain mean, or fitted to the instruction's queries. */
-  private readonly summaryFit: SummaryFit;
-  /** Under 'mass', the scale of δ in a slot's count (1: the whole gap; 0: as 'value'). */
-  private readonly summaryMass?: number;
-  /** Under 'mass', the one layer whose slots get the correction; the others' are as 'value'. */
-  private readonly summaryMassLayer?: number;
+  /** Every option, read and checked (options.ts). */
+  private readonly o: WnwOptions;
   private readonly score: number[];
-  /** Diagnosis only: a layer (`fullLayer`) or a role (`fullRole`) whose heads keep all their audio, outside the budget. */
-  private readonly fullLayer?: number;
-  private readonly fullRole?: 'anchor' | 'tidal' | 'fixed';
   private readonly calibrated?: HeadRoles;
-  /** Whose attention directs a tidal head's recall: every anchor's, or its own layer's where it has any (recall-groups.ts). */
-  private readonly anchorScope: AnchorScope;
   private layout?: PolicyLayout;
   private roles!: Roles;
   /** One chunk scheduler per recall group (one group unless anchorScope is 'layer'). */
@@ -116,75 +93,20 @@ export class WnwPolicy implements KvPolicy {
   private stateInfo?: WnwState;
   /** The last step's scheduler decision (for the tide chart and tests). */
   lastDecision?: ChunkDecision;
-  /**
-   * 1 (default): the plan from step t's anchors applies at step t + 1, as in the paper.
-   * 2: at step t + 2, so the runtime need not wait for step t's readback before queuing
-   * t + 1; an option until the eval shows it changes nothing (README, "Decode pipeline").
-   */
-  readonly planLag: PlanLag;
+  /** The lag decided for the clip of the last `request` (decideLag). */
+  private lag?: PlanLag;
 
   constructor(opts: PolicyOptions) {
     this.budget = checkBudget(this.name, opts.budget);
     if (!opts.heads) throw new WnwError('BAD_ARGUMENT', 'policy "wnw" needs the heads file (heads.json, from npm run calibrate)');
     this.heads = opts.heads;
-    const sel = opts['selection'] ?? 'segment';
-    if (sel !== 'segment' && sel !== 'global') throw new WnwError('BAD_ARGUMENT', `option "selection" must be "segment" or "global", got ${String(sel)}`);
-    this.selection = sel;
-    this.strict = opts['strictBudget'] !== false;
-    const lag = opts['planLag'] ?? 1;
-    if (lag !== 1 && lag !== 2) throw new WnwError('BAD_ARGUMENT', `option "planLag" must be 1 or 2, got ${String(lag)}`);
-    this.planLag = lag;
-    this.recall = recallOptions(opts, this.strict);
-    this.reserveOpt = opts['reserveSegments'] === undefined ? undefined : numOpt(opts, 'reserveSegments', 0, 0);
-    this.floorPositions = numOpt(opts, 'segmentFloor', 1, 0);
-    // Paper mode (strictBudget false) runs the method as written: summaries only when asked.
-    const summaries = opts['summaries'] ?? this.strict;
-    if (typeof summaries !== 'boolean') throw new WnwError('BAD_ARGUMENT', `option "summaries" must be true or false, got ${String(summaries)}`);
-    this.summaries = summaries;
-    this.summaryLength = numOpt(opts, 'summaryLength', 0, 0);
-    const tidalSummaries = opts['tidalSummaries'] ?? false;
-    if (typeof tidalSummaries !== 'boolean') throw new WnwError('BAD_ARGUMENT', `option "tidalSummaries" must be true or false, got ${String(tidalSummaries)}`);
-    if (tidalSummaries && !summaries) throw new WnwError('BAD_ARGUMENT', 'option "tidalSummaries" needs summaries (summaries=true)');
-    this.tidalSummaries = tidalSummaries;
-    const fit = opts['summaryFit'] ?? DEFAULT_SUMMARY_FIT;
-    if (fit !== 'mean' && fit !== 'value' && fit !== 'mass') throw new WnwError('BAD_ARGUMENT', `option "summaryFit" must be "mean", "value" or "mass", got ${String(fit)}`);
-    this.summaryFit = fit;
-    for (const key of ['summaryMass', 'summaryMassLayer']) {
-      if (opts[key] !== undefined && fit !== 'mass') throw new WnwError('BAD_ARGUMENT', `option "${key}" shapes the count of summaryFit "mass", not "${fit}"`);
-    }
-    if (opts['summaryMass'] !== undefined) this.summaryMass = numOpt(opts, 'summaryMass', 1, 0);
-    if (opts['summaryMassLayer'] !== undefined) {
-      const l = numOpt(opts, 'summaryMassLayer', 0, 0);
-      if (!Number.isInteger(l) || l >= this.heads.numLayers) throw new WnwError('BAD_ARGUMENT', `option "summaryMassLayer" must be a layer index below ${this.heads.numLayers}, got ${l}`);
-      this.summaryMassLayer = l;
-    }
-    const normalize = opts['normalize'] ?? 'global';
-    if (normalize !== 'global' && normalize !== 'layer') throw new WnwError('BAD_ARGUMENT', `option "normalize" must be "global" or "layer", got ${String(normalize)}`);
-    this.normalize = normalize;
-    const scope = opts['anchorScope'] ?? 'all';
-    if (scope !== 'all' && scope !== 'layer') throw new WnwError('BAD_ARGUMENT', `option "anchorScope" must be "all" or "layer", got ${String(scope)}`);
-    this.anchorScope = scope;
-    this.fullLayer = opts['fullLayer'] === undefined ? undefined : numOpt(opts, 'fullLayer', 0, 0);
-    const fullRole = opts['fullRole'];
-    if (fullRole !== undefined && fullRole !== 'anchor' && fullRole !== 'tidal' && fullRole !== 'fixed') {
-      throw new WnwError('BAD_ARGUMENT', `option "fullRole" must be "anchor", "tidal" or "fixed", got ${String(fullRole)}`);
-    }
-    this.fullRole = fullRole;
-    const ranking = opts['ranking'];
-    if (ranking !== undefined && ranking !== 'product' && ranking !== 'voice' && ranking !== 'sensitivity') {
-      throw new WnwError('BAD_ARGUMENT', `option "ranking" must be "product", "voice" or "sensitivity", got ${String(ranking)}`);
-    }
-    const roleOpts = {
-      nVoice: opts['nVoice'] === undefined ? undefined : numOpt(opts, 'nVoice', 0, 1),
-      anchors: opts['anchors'] === undefined ? undefined : numOpt(opts, 'anchors', 0, 1),
-      // Anchors per layer: the roles spread the anchors over the layers, as the recall groups need.
-      anchorsPerLayer: scope === 'layer' ? this.heads.numKvHeads : undefined,
-    };
+    this.o = parseWnwOptions(opts, this.heads);
+    const { ranking, roles: roleOpts } = this.o;
     const N = this.heads.numLayers * this.heads.numKvHeads;
     // Calibrated roles are used unless an ablation option asks for something they were not made with.
     const stored = this.heads.roles[budgetKey(this.budget)];
     const sameRanking = ranking === undefined || ranking === (this.heads.ranking ?? 'product');
-    const calibrated = stored && sameRanking && roleOpts.nVoice === undefined && roleOpts.anchors === undefined && scope === 'all' && (stored.selection ?? 'segment') === this.selection && opts['segmentFloor'] === undefined && this.normalize === 'global';
+    const calibrated = stored && sameRanking && roleOpts.nVoice === undefined && roleOpts.anchors === undefined && this.o.anchorScope === 'all' && (stored.selection ?? 'segment') === this.o.selection && opts['segmentFloor'] === undefined && this.o.normalize === 'global';
     this.score = sameRanking ? headsScore(this.heads) : rankingScore(this.heads.voiceScore, this.heads.headSensitivity, ranking);
     this.calibrated = calibrated ? stored : undefined;
     this.roles = calibrated ? { anchors: [...stored.anchors], tidal: [...stored.tidal], fixed: [...stored.fixed] } : assignRoles(this.score, this.budget, roleOpts);
@@ -194,26 +116,35 @@ export class WnwPolicy implements KvPolicy {
     }
     if (this.roles.anchors.length + this.roles.tidal.length + this.roles.fixed.length !== N) throw new WnwError('BAD_ARGUMENT', 'heads file roles do not cover every head');
     // Anchors keep all their audio whatever the clip's length: a budget below their share fails on every clip, so say so now.
-    if (this.strict && this.roles.anchors.length > this.budget * N + 1e-9) throw this.anchorsOverBudget(this.roles.anchors.length / N);
+    if (this.o.strict && this.roles.anchors.length > this.budget * N + 1e-9) throw this.anchorsOverBudget(this.roles.anchors.length / N);
+  }
+
+  /**
+   * Steps from the anchors' observation to the recall it asks for (KvPolicy.planLag), for
+   * the clip of the last `request`: 1 before any.
+   */
+  get planLag(): PlanLag {
+    return this.lag ?? (this.o.lag === 'auto' ? 1 : this.o.lag);
   }
 
   request(layout: PolicyLayout): AttentionRequest {
+    this.lag = this.decideLag(layout.audioLength, layout.segmentLength);
     // One recall group needs the anchors' chunk choice, not their weights: the device reduces them.
     // Groups per layer (anchorScope 'layer') each sum their own anchors: their weights come back.
-    const chunks = chunkOptionsFor(this.recall, layout.audioLength, layout.segmentLength);
-    const oneGroup = recallGroups(this.roles, layout.numKvHeads, this.anchorScope).length === 1;
+    const chunks = this.chunkOptions(layout.audioLength, layout.segmentLength);
+    const oneGroup = recallGroups(this.roles, layout.numKvHeads, this.o.anchorScope).length === 1;
     return {
       decodeHeads: [...this.roles.anchors],
       ...(oneGroup ? { decodeWeights: false, decodeChunks: { heads: this.roles.anchors.length, chunkSegments: chunks.chunkSegments, topChunks: chunks.topChunks } } : {}),
-      prefillQueries: Math.max(1, layout.instructionLength), ...(this.summaries ? { summaryFit: this.summaryFit, ...this.layerMass() } : {}),
+      prefillQueries: Math.max(1, layout.instructionLength), ...(this.o.summaries ? { summaryFit: this.o.summaryFit, ...this.layerMass() } : {}),
     };
   }
 
   /** The request's per-layer mass scales, where an option sets them (absent: the whole gap everywhere). */
   private layerMass(): { summaryMass?: number[] } {
-    if (this.summaryMass === undefined && this.summaryMassLayer === undefined) return {};
-    const alpha = this.summaryMass ?? 1;
-    return { summaryMass: Array.from({ length: this.heads.numLayers }, (_, l) => (this.summaryMassLayer === undefined || l === this.summaryMassLayer ? alpha : 0)) };
+    if (this.o.summaryMass === undefined && this.o.summaryMassLayer === undefined) return {};
+    const alpha = this.o.summaryMass ?? 1;
+    return { summaryMass: Array.from({ length: this.heads.numLayers }, (_, l) => (this.o.summaryMassLayer === undefined || l === this.o.summaryMassLayer ? alpha : 0)) };
   }
 
   /** Roles, retention and λ in use (after prefill). */
@@ -247,7 +178,7 @@ export class WnwPolicy implements KvPolicy {
     const n = layout.segmentLength;
     const { retention, lambda, summaryLength } = this.retention(T, n);
     // The anchors alone over the budget: say so before the prefill runs (schedule() checks the whole plan).
-    if (this.strict && this.roles.anchors.length * T > Math.floor(this.budget * N * T + 1e-9)) {
+    if (this.o.strict && this.roles.anchors.length * T > Math.floor(this.budget * N * T + 1e-9)) {
       throw this.anchorsOverBudget(this.roles.anchors.length / N);
     }
     const isTidal = new Set(this.roles.tidal);
@@ -255,8 +186,8 @@ export class WnwPolicy implements KvPolicy {
     const full = this.fullHeads(layout);
     const select = (s: Float32Array, h: number): HeadResidency => {
       if (isAnchor.has(h) || full.has(h)) return { gpu: selectByRetention(s, 1, n), cpu: NONE };
-      const gpu = selectByRetention(s, retention[h], n, this.selection);
-      const summarised = summaryLength > 0 && (!isTidal.has(h) || this.tidalSummaries);
+      const gpu = selectByRetention(s, retention[h], n, this.o.selection);
+      const summarised = summaryLength > 0 && (!isTidal.has(h) || this.o.tidalSummaries);
       if (isTidal.has(h)) return { gpu, cpu: complement(gpu, T), ...(summarised ? { summaries: segmentSummaries(gpu, T, n, summaryLength) } : {}) };
       return summarised ? { gpu, cpu: NONE, summaries: segmentSummaries(gpu, T, n, summaryLength) } : { gpu, cpu: NONE };
     };
@@ -287,7 +218,7 @@ export class WnwPolicy implements KvPolicy {
       }
       return perSeg;
     });
-    const groups = recallGroups(this.roles, layout.numKvHeads, this.anchorScope);
+    const groups = recallGroups(this.roles, layout.numKvHeads, this.o.anchorScope);
     const costs = groups.map((g) => {
       const cost = new Float64Array(segments);
       for (const t of g.tidal) this.complements[t].forEach((c, s) => (cost[s] += c.length));
@@ -296,13 +227,13 @@ export class WnwPolicy implements KvPolicy {
     // Heads kept whole for a diagnosis are counted at what their retention would keep, so the others' room is unchanged.
     const full = this.fullHeads(layout);
     let used = 0;
-    heads.forEach((r, h) => (used += full.has(h) && !this.roles.anchors.includes(h) ? retainedCount(T, retention[h], n, this.selection) : r.gpu.length + (r.summaries?.length ?? 0)));
-    const room = this.strict ? cap - used : Infinity;
-    if (this.strict && room < 0) {
+    heads.forEach((r, h) => (used += full.has(h) && !this.roles.anchors.includes(h) ? retainedCount(T, retention[h], n, this.o.selection) : r.gpu.length + (r.summaries?.length ?? 0)));
+    const room = this.o.strict ? cap - used : Infinity;
+    if (this.o.strict && room < 0) {
       throw this.anchorsOverBudget(used / (N * T));
     }
     const rooms = shareRoom(room, costs.map((c) => c.reduce((a, b) => a + b, 0)));
-    const chunkOpts = chunkOptionsFor(this.recall, T, n);
+    const chunkOpts = this.chunkOptions(T, n);
     this.groups = groups.map((group, i) => ({ group, scheduler: new ChunkScheduler(T, n, chunkOpts, costs[i], rooms[i]) }));
     this.stateInfo = { roles: this.roles, retention, lambda, summaryLength, prefillRGpu: used / (N * T || 1) };
     this.lastDecision = undefined;
@@ -314,15 +245,15 @@ export class WnwPolicy implements KvPolicy {
 
   /** Positions per summary group: `summaryLength`, within one segment. */
   private groupLength(n: number): number {
-    return this.summaryLength > 0 ? Math.min(n, Math.round(this.summaryLength)) : n;
+    return this.o.summaryLength > 0 ? Math.min(n, Math.round(this.o.summaryLength)) : n;
   }
 
   /** The heads a diagnosis option keeps whole (`fullLayer`, `fullRole`); none by default. */
   private fullHeads(layout: PolicyLayout): Set<number> {
     const out = new Set<number>();
     const H = layout.numKvHeads;
-    if (this.fullLayer !== undefined) for (let k = 0; k < H; k++) out.add(this.fullLayer * H + k);
-    const role = this.fullRole === 'anchor' ? this.roles.anchors : this.fullRole === 'tidal' ? this.roles.tidal : this.fullRole === 'fixed' ? this.roles.fixed : [];
+    if (this.o.fullLayer !== undefined) for (let k = 0; k < H; k++) out.add(this.o.fullLayer * H + k);
+    const role = this.o.fullRole === 'anchor' ? this.roles.anchors : this.o.fullRole === 'tidal' ? this.roles.tidal : this.o.fullRole === 'fixed' ? this.roles.fixed : [];
     for (const h of role) out.add(h);
     return out;
   }
@@ -350,6 +281,38 @@ export class WnwPolicy implements KvPolicy {
     return { recall: recall.sort(byHead), release: release.sort(byHead) };
   }
 
+  /** Segments selected after each chosen chunk: `lead`, or what the lag needs (planLag − 1). */
+  private get lead(): number {
+    return this.o.lead ?? this.planLag - 1;
+  }
+
+  /** The chunk scheduler's options for a clip of T positions, with the lead in force. */
+  private chunkOptions(T: number, n: number): ChunkOptions {
+    return chunkOptionsFor({ ...this.o.recall, lead: this.lead }, T, n);
+  }
+
+  /** The recall reserve in segments one selection and its leads name (or `reserveSegments`), within the clip. */
+  private fullReserve(T: number, n: number, lead: number): number {
+    const c = chunkOptionsFor({ ...this.o.recall, lead }, T, n);
+    return Math.min(this.o.reserveSegments ?? c.topChunks * (c.chunkSegments + lead), Math.ceil(T / n));
+  }
+
+  /**
+   * planLag 'auto': a plan two steps late misses the segment the speech has just moved
+   * into, which the lead segment recalled with each chunk makes up for (on the
+   * calibration recordings at 0.2, agreement 0.922 with lead against 0.921 at one step
+   * and 0.905 without); where the budget cannot hold the leads beside the chunks (the
+   * fit shrinks the reserve, as at 0.1) the lag cost agreement there, so the plan keeps
+   * the paper's one step. Paper mode keeps one step; with no tidal head no plan moves anything.
+   */
+  private decideLag(T: number, n: number): PlanLag {
+    if (this.o.lag !== 'auto') return this.o.lag;
+    if (this.roles.tidal.length === 0 || T === 0) return 2;
+    if (!this.o.strict) return 1;
+    const lead = this.o.lead ?? 1;
+    return this.retention(T, n, lead).whole ? 2 : 1;
+  }
+
   /** A_τ from the anchors' weights (a caller that hands weights, not chunks): each already sums its g query heads. */
   private anchorSum(weights: Float32Array[]): Float64Array {
     const A = new Float64Array(this.layout!.audioLength);
@@ -363,36 +326,37 @@ export class WnwPolicy implements KvPolicy {
    * this clip without reserve only when no calibrated roles apply (missing budget, or an
    * ablation option such as ranking, nVoice, anchors or selection).
    */
-  private retention(T: number, n: number): { retention: number[]; lambda: number; summaryLength: number } {
-    if (!this.strict && this.calibrated) {
-      return { retention: [...this.calibrated.retention], lambda: this.calibrated.lambda, summaryLength: this.summaries ? this.groupLength(n) : 0 };
+  private retention(T: number, n: number, lead = this.lead): { retention: number[]; lambda: number; summaryLength: number; whole: boolean } {
+    if (!this.o.strict && this.calibrated) {
+      return { retention: [...this.calibrated.retention], lambda: this.calibrated.lambda, summaryLength: this.o.summaries ? this.groupLength(n) : 0, whole: true };
     }
-    const sNorm = normalizedScores(this.score, this.roles.anchors, this.normalize === 'layer' ? this.heads.numKvHeads : undefined);
-    const chunks = chunkOptionsFor(this.recall, T, n);
-    const R0 = this.strict ? Math.min(this.reserveOpt ?? chunks.topChunks * chunks.chunkSegments, Math.ceil(T / n)) : 0;
+    const sNorm = normalizedScores(this.score, this.roles.anchors, this.o.normalize === 'layer' ? this.heads.numKvHeads : undefined);
+    const R0 = this.o.strict ? this.fullReserve(T, n, lead) : 0;
     const tidal = this.roles.tidal;
     // The heads that keep summary slots: the fixed ones, and the tidal ones when asked.
-    const summarised = this.tidalSummaries ? [...this.roles.fixed, ...tidal] : this.roles.fixed;
-    const reserve = (R: number, ret: number[], len: number) => recallReserve(tidal, ret, R, len, n, this.selection);
+    const summarised = this.o.tidalSummaries ? [...this.roles.fixed, ...tidal] : this.roles.fixed;
+    const reserve = (R: number, ret: number[], len: number) => recallReserve(tidal, ret, R, len, n, this.o.selection);
     const fit = ([g, R]: [number, number]) => fitLambda(sNorm, this.roles.anchors, [T], this.budget, n, {
-      selection: this.selection,
-      extra: (ret, len) => reserve(R, ret, len) + (g > 0 ? summarised.reduce((a, h) => a + summarySlots(len, ret[h], n, this.selection, g), 0) : 0),
-      floor: segmentFloor(n, this.floorPositions),
+      selection: this.o.selection,
+      extra: (ret, len) => reserve(R, ret, len) + (g > 0 ? summarised.reduce((a, h) => a + summarySlots(len, ret[h], n, this.o.selection, g), 0) : 0),
+      floor: segmentFloor(n, this.o.floorPositions),
     });
     // Where the budget cannot hold the summaries even at λ = 0, the tidal heads' recall
     // reserve shrinks first (to one segment: a fixed head that sees nothing of a segment
     // costs more than a tidal head recalling fewer at once), then the groups grow (twice
     // the length, up to a segment); failing all, no summaries and the whole reserve.
     const tries: [number, number][] = [];
-    const g0 = this.summaries ? this.groupLength(n) : 0;
-    if (g0 > 0 && this.strict) {
+    const g0 = this.o.summaries ? this.groupLength(n) : 0;
+    if (g0 > 0 && this.o.strict) {
       for (let R = R0; R >= Math.min(1, R0); R--) tries.push([g0, R]);
       for (let g = Math.min(n, 2 * g0); g > g0 && tries.length < 64; g = g >= n ? 0 : Math.min(n, 2 * g)) tries.push([g, Math.min(1, R0)]);
     }
-    tries.push([this.strict ? 0 : g0, R0]);
+    tries.push([this.o.strict ? 0 : g0, R0]);
     for (const t of tries) {
       const f = fit(t);
-      if (f.rGpu <= this.budget + 1e-12 || t === tries[tries.length - 1]) return { retention: f.retention, lambda: f.lambda, summaryLength: t[0] };
+      const fits = f.rGpu <= this.budget + 1e-12;
+      // whole: the budget holds the reserve and the summaries asked for, nothing given up.
+      if (fits || t === tries[tries.length - 1]) return { retention: f.retention, lambda: f.lambda, summaryLength: t[0], whole: fits && t === tries[0] };
     }
     throw new Error('unreachable');
   }

@@ -22,14 +22,16 @@ export interface RecallOptions {
   topChunks: number | 'scaled';
   recallEvery: number;
   delta: number;
+  /** Segments after each chosen chunk recalled with it (ChunkOptions.lead). */
+  lead: number;
 }
 
 /** Chosen on the calibration recordings (docs/wnw-fidelity.md section 8). */
-export const SCALED_RECALL: RecallOptions = { chunkSegments: 1, topChunks: 'scaled', recallEvery: 9, delta: PAPER_CHUNKS.delta };
+export const SCALED_RECALL: RecallOptions = { chunkSegments: 1, topChunks: 'scaled', recallEvery: 9, delta: PAPER_CHUNKS.delta, lead: 0 };
 
 /** The recall options a policy was given, with the defaults of its mode. */
 export function recallOptions(opts: PolicyOptions, strict: boolean): RecallOptions {
-  const base: RecallOptions = strict ? SCALED_RECALL : { ...PAPER_CHUNKS, recallEvery: SCALED_RECALL.recallEvery };
+  const base: RecallOptions = strict ? SCALED_RECALL : { ...PAPER_CHUNKS, recallEvery: SCALED_RECALL.recallEvery, lead: 0 };
   const top = opts['topChunks'];
   const topChunks = top === 'scaled' ? 'scaled' : top === undefined ? base.topChunks : numOpt(opts, 'topChunks', 0, 1);
   if (opts['recallEvery'] !== undefined && topChunks !== 'scaled') {
@@ -40,6 +42,7 @@ export function recallOptions(opts: PolicyOptions, strict: boolean): RecallOptio
     topChunks,
     recallEvery: numOpt(opts, 'recallEvery', base.recallEvery, 1),
     delta: numOpt(opts, 'delta', base.delta, 1),
+    lead: numOpt(opts, 'lead', base.lead, 0),
   };
 }
 
@@ -48,7 +51,7 @@ export function chunkOptionsFor(r: RecallOptions, T: number, n: number): ChunkOp
   const segments = Math.ceil(T / n);
   const chunks = Math.max(1, segments - r.chunkSegments + 1);
   const topChunks = r.topChunks === 'scaled' ? Math.max(PAPER_CHUNKS.topChunks, Math.round(chunks / r.recallEvery)) : r.topChunks;
-  return { chunkSegments: r.chunkSegments, topChunks, delta: r.delta };
+  return { chunkSegments: r.chunkSegments, topChunks, delta: r.delta, lead: r.lead };
 }
 
 /**
