@@ -161,16 +161,16 @@ describe('chunk scheduler', () => {
     expect(tight.step(at(1), 0).deferred).toEqual([1]);
   });
 
-  it('with a lead, selects the segments after each chosen chunk too, ranked after every chunk\'s own', () => {
+  it('with a lead, selects the segments after the best chosen chunk too, ranked after every chunk\'s own', () => {
     const at = (...segs: number[]) => Float64Array.from({ length: 250 }, (_, p) => (segs.includes(Math.floor(p / 25)) ? 1 + Math.floor(p / 25) : 0));
     const lead = new ChunkScheduler(250, 25, { chunkSegments: 1, topChunks: 2, delta: 3, lead: 1 }, new Float64Array(10).fill(10));
-    expect(lead.step(at(3, 6), 0)).toMatchObject({ chunks: [6, 3], recall: [3, 4, 6, 7] });
-    // The last segment has nothing after it; a lead segment that is another chunk's is counted once.
-    expect(lead.step(at(9, 8), 1)).toMatchObject({ chunks: [9, 8], recall: [8, 9] });
-    // Under a cap that holds two segments the chunks' own come first: the leads wait.
-    const capped = new ChunkScheduler(250, 25, { chunkSegments: 1, topChunks: 2, delta: 3, lead: 1 }, new Float64Array(10).fill(10), 20);
-    expect(capped.step(at(3, 6), 0)).toMatchObject({ recall: [3, 6], deferred: [7, 4] });
-    // A lead segment keeps being selected while its chunk is, so δ does not release it.
+    expect(lead.step(at(3, 6), 0)).toMatchObject({ chunks: [6, 3], recall: [3, 6, 7] });
+    // The last segment has nothing after it.
+    expect(lead.step(at(9, 4), 1)).toMatchObject({ chunks: [9, 4], recall: [4, 9] });
+    // Under a cap that holds two segments the chunks' own come first: the lead waits.
+    const capped = new ChunkScheduler(250, 25, { chunkSegments: 1, topChunks: 2, delta: 3, lead: 2 }, new Float64Array(10).fill(10), 20);
+    expect(capped.step(at(3, 6), 0)).toMatchObject({ recall: [3, 6], deferred: [7, 8] });
+    // A lead segment keeps being selected while its chunk is best, so δ does not release it.
     const keep = new ChunkScheduler(250, 25, { chunkSegments: 1, topChunks: 1, delta: 1, lead: 1 }, new Float64Array(10).fill(10));
     keep.step(at(2), 0);
     expect(keep.step(at(2), 1).release).toEqual([]);

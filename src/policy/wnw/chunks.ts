@@ -16,9 +16,9 @@ export interface ChunkOptions {
   topChunks: number;
   delta: number;
   /**
-   * Segments after each chosen chunk selected with it, ranked after every chunk's own (0:
-   * none, as in the paper). A plan that takes effect two steps late (planLag 2) meets the
-   * speech one step further on: the segment it moves into next is already there.
+   * Segments after the best chosen chunk selected with it, ranked after every chunk's own
+   * (0: none, as in the paper). A plan that takes effect two steps late (planLag 2) meets
+   * the speech one step further on: the segment it moves into next is already there.
    */
   lead?: number;
 }
@@ -96,7 +96,7 @@ export class ChunkScheduler {
     if (segmentSums) this.segmentAttention.set(segmentSums);
     const chunks = Array.from(chosen);
     const selectedNow = new Uint8Array(this.segments);
-    const ranked: number[] = []; // selected segments, best chunk first, then the chunks' leads
+    const ranked: number[] = []; // selected segments, best chunk first, then the best chunk's lead
     const select = (from: number, to: number) => {
       for (let s = from; s < Math.min(this.segments, to); s++) {
         if (!selectedNow[s]) ranked.push(s);
@@ -106,7 +106,7 @@ export class ChunkScheduler {
     };
     const k = this.opts.chunkSegments;
     for (const c of chunks) select(c, c + k);
-    for (const c of chunks) select(c + k, c + k + (this.opts.lead ?? 0));
+    if (chunks.length) select(chunks[0] + k, chunks[0] + k + (this.opts.lead ?? 0));
     const release: number[] = [];
     const drop = (s: number) => {
       this.recalled[s] = 0;

@@ -9,7 +9,7 @@
  * step); the chunk scheduler (chunks.ts) picks the top chunks and every tidal head
  * recalls the selected segments it lacks and releases those unselected for δ = 3 steps.
  * The plan takes effect at the next step (the paper's one-step lag), or, where the clip's
- * budget holds one more segment after each chosen chunk (the lead), two steps later, so
+ * budget holds one more segment after the best chosen chunk (the lead), two steps later, so
  * the runtime queues each step before it reads the last (`decideLag`). The paper's chunks
  * are three of 4 s; under strictBudget they are 2 s and their number grows with the clip
  * (recall.ts).
@@ -281,7 +281,7 @@ export class WnwPolicy implements KvPolicy {
     return { recall: recall.sort(byHead), release: release.sort(byHead) };
   }
 
-  /** Segments selected after each chosen chunk: `lead`, or what the lag needs (planLag − 1). */
+  /** Segments selected after the best chosen chunk: `lead`, or what the lag needs (planLag − 1). */
   private get lead(): number {
     return this.o.lead ?? this.planLag - 1;
   }
@@ -291,19 +291,20 @@ export class WnwPolicy implements KvPolicy {
     return chunkOptionsFor({ ...this.o.recall, lead: this.lead }, T, n);
   }
 
-  /** The recall reserve in segments one selection and its leads name (or `reserveSegments`), within the clip. */
+  /** The recall reserve in segments one selection and its lead name (or `reserveSegments`), within the clip. */
   private fullReserve(T: number, n: number, lead: number): number {
     const c = chunkOptionsFor({ ...this.o.recall, lead }, T, n);
-    return Math.min(this.o.reserveSegments ?? c.topChunks * (c.chunkSegments + lead), Math.ceil(T / n));
+    return Math.min(this.o.reserveSegments ?? c.topChunks * c.chunkSegments + lead, Math.ceil(T / n));
   }
 
   /**
    * planLag 'auto': a plan two steps late misses the segment the speech has just moved
-   * into, which the lead segment recalled with each chunk makes up for (on the
-   * calibration recordings at 0.2, agreement 0.922 with lead against 0.921 at one step
-   * and 0.905 without); where the budget cannot hold the leads beside the chunks (the
-   * fit shrinks the reserve, as at 0.1) the lag cost agreement there, so the plan keeps
-   * the paper's one step. Paper mode keeps one step; with no tidal head no plan moves anything.
+   * into, which the lead segment recalled after the best chunk makes up for (on the
+   * calibration recordings at 0.2, agreement 0.920 with it against 0.921 at one step and
+   * 0.905 without, docs/wnw-fidelity.md section 8); where the budget cannot hold the lead
+   * beside the chunks (the fit shrinks the reserve, as at 0.1) the lag cost agreement, so
+   * the plan keeps the paper's one step. Paper mode keeps one step; with no tidal head no
+   * plan moves anything.
    */
   private decideLag(T: number, n: number): PlanLag {
     if (this.o.lag !== 'auto') return this.o.lag;
@@ -355,7 +356,7 @@ export class WnwPolicy implements KvPolicy {
     for (const t of tries) {
       const f = fit(t);
       const fits = f.rGpu <= this.budget + 1e-12;
-      // whole: the budget holds the reserve and the summaries asked for, nothing given up.
+      // whole: the budget holds the whole reserve beside the summary slots asked for (the segment floor may still give way).
       if (fits || t === tries[tries.length - 1]) return { retention: f.retention, lambda: f.lambda, summaryLength: t[0], whole: fits && t === tries[0] };
     }
     throw new Error('unreachable');

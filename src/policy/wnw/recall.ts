@@ -22,7 +22,7 @@ export interface RecallOptions {
   topChunks: number | 'scaled';
   recallEvery: number;
   delta: number;
-  /** Segments after each chosen chunk recalled with it (ChunkOptions.lead). */
+  /** Segments after the best chosen chunk recalled with it (ChunkOptions.lead). */
   lead: number;
 }
 
