@@ -132,3 +132,19 @@ export class ChunkSelect extends Op {
     return this.dispatch([b.weights, b.scales, b.segSums, b.scores, b.chosen, u('u.chunks', params)], 1);
   }
 }
+
+/** Readback entries of focus.wgsl: four positions, then their four summed weights. */
+export const FOCUS_ENTRIES = 8;
+
+/**
+ * focus.wgsl: word timing's top four positions of the anchors' summed attention (the first
+ * `heads` rows of `weights`), positions then weights into `top` (session/timing.ts focusCentre
+ * takes their centre).
+ */
+export class FocusTop extends Op {
+  run(b: { weights: Binding; top: Binding }, s: { heads: number; audioLength: number }, u: UniformOf): Dispatch {
+    this.need('weights', b.weights, 4 * s.heads * s.audioLength);
+    this.need('top', b.top, 4 * FOCUS_ENTRIES);
+    return this.dispatch([b.weights, b.top, u('u.focus', [s.heads, s.audioLength, 0, 0])], 1);
+  }
+}
