@@ -31,7 +31,8 @@ export function decodeReads(policy: AttentionRequest, timingHeads: readonly numb
   const focus = timed && timingIdx.every((i, j) => i === j);
   const dc = policy.decodeChunks;
   const sums = tideChart && focus && dc?.heads === timingIdx.length;
-  const decodeWeights = policy.decodeWeights !== false || allHeads.length > 0 || (timed && !focus) || (tideChart && timed && !sums);
+  // A policy's weights default to on, where it has heads of its own to read.
+  const decodeWeights = (policy.decodeHeads.length > 0 && policy.decodeWeights !== false) || allHeads.length > 0 || (timed && !focus) || (tideChart && timed && !sums);
   return {
     request: {
       ...policy, decodeHeads, decodeWeights,

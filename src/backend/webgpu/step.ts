@@ -13,7 +13,7 @@ import type { Kernels } from './kernels.js';
 import { readbackLayout, type ReadbackLayout, type SessionBuffers } from './session.js';
 import type { GpuWeights } from './weights.js';
 import type { StepObservation } from '../../kv/plan.js';
-import { focusCentre } from '../../session/timing.js';
+import { focusOfReadback } from './attention-ops.js';
 
 
 export class DecodeStep {
@@ -117,7 +117,7 @@ export class DecodeStep {
     const observation: Omit<StepObservation, 'step'> = { weights, queries };
     if (this.chunkDispatch) observation.chunks = new Int32Array(data.slice(L.chunks, L.segmentSums));
     if (this.chunkDispatch && this.segmentSums) observation.segmentSums = new Float32Array(data.slice(L.segmentSums, L.focus));
-    if (this.focusDispatch) observation.focus = focusRead(data.slice(L.focus, L.end));
+    if (this.focusDispatch) observation.focus = focusOfReadback(data.slice(L.focus, L.end));
     return { token, logits, observation };
   }
 
@@ -179,12 +179,4 @@ export class DecodeStep {
   destroy(): void {
     for (const u of this.ownUniforms) this.ctx.destroy(u);
   }
-}
-
-/** focus.wgsl's readback (four positions, NONE past the last with mass, then their weights) as focusOf's value. */
-function focusRead(bytes: ArrayBuffer): number {
-  const pos = new Uint32Array(bytes, 0, 4);
-  const w = new Float32Array(bytes, 16, 4);
-  const n = pos.indexOf(0xffffffff);
-  return focusCentre(pos.subarray(0, n < 0 ? 4 : n), w.subarray(0, n < 0 ? 4 : n));
 }
