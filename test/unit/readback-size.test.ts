@@ -51,6 +51,8 @@ describe('readback per step', () => {
     expect(words.decodeChunks?.segmentSums).toBeUndefined();
     expect(bytes(words)).toBe(4 + 4 * 100 + 32);
     expect(bytes(words)).toBeLessThan(1024);
+    // What the anchors' weights were: 5 anchors, 4 bytes each per audio token.
+    expect(bytes({ ...words, decodeWeights: true }) - bytes(words)).toBe(450_000);
     // The demo page's tide chart (an onStep consumer): 900 segment sums more, 3.6 KB.
     const tide = decodeReads(req, timing, [], true).request;
     expect(tide.decodeWeights).toBe(false);
