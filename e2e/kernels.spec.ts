@@ -23,6 +23,8 @@ const CHECKS = [
   'lm_head_argmax_q4_131072', 'lm_head_argmax_q4_151936', 'lm_head_argmax_f16_split',
   // WnW's chunk choice: exactly the reference's and the scheduler's chunks, segment sums bit for bit.
   'chunk_select_voxtral_30min', 'chunk_select_paper_partial', 'chunk_select_ties',
+  // Word timing's focus: focusOf's four positions and summed weights bit for bit, the same focus.
+  'focus_voxtral_30min', 'focus_partial_workgroup', 'focus_ties', 'focus_two_with_mass', 'focus_no_mass',
 ];
 
 gpuChecks('kernel', CHECKS);

@@ -113,6 +113,8 @@ interface Trace {
   queries: Float32Array[][];
   /** Per step: the chunks chosen from the anchors (decodeChunks), as text. */
   chunks: string[];
+  /** Per step: word timing's focus of the anchors (decodeFocus), NaN where not asked. */
+  focus: number[];
   residency: string[];
   /** r_GPU after the prefill plan and after every step plan. */
   rGpu: number[];
@@ -201,7 +203,7 @@ async function trace(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, dr
   const plans: Plans = { prefill: pre.plan, steps: new Map() };
   const info = b instanceof WebGpuBackend ? b.poolInfo() : null;
   const tr: Trace = {
-    tokens: [pre.token], logits: [pre.logits!], weights: [], queries: [], chunks: [], residency: [], rGpu: [b.residency().rGpu], prefillScores: pre.scores, counters: [], ms: { prefill: prefillMs, decode: 0 },
+    tokens: [pre.token], logits: [pre.logits!], weights: [], queries: [], chunks: [], focus: [], residency: [], rGpu: [b.residency().rGpu], prefillScores: pre.scores, counters: [], ms: { prefill: prefillMs, decode: 0 },
     pool: info ? { shards: info.shards.length, pages: info.capacityPages, bytes: info.bytes } : undefined,
     peakBytes: ctx ? ctx.peakBytes - baseline : undefined,
   };
@@ -222,6 +224,7 @@ async function trace(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, dr
     tr.weights.push(r.observation.weights);
     tr.queries.push(r.observation.queries ?? []);
     tr.chunks.push(Array.from(r.observation.chunks ?? []).join(','));
+    tr.focus.push(r.observation.focus ?? NaN);
     tr.counters.push(b.stepCounters());
   };
   if (pipelined && b.submitStep && b.readStep) {
@@ -260,7 +263,9 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
     // The policy decides on the CPU run's observations; it asks for its anchors' weights.
     const policy = createPolicy('wnw', { ...pc.policyOptions, budget: pc.budget ?? 0.2, heads: syntheticHeads(c, A, pc.budget ?? 0.2) });
     // Its weights too (it reads only the chunks chosen from them), to compare them across backends.
-    request = { ...policy.request(policyLayout(c, A, pc.prompt)), ...(pc.chunksOnly ? {} : { decodeQueries: true, decodeWeights: true }) };
+    // Word timing's focus of the anchors, as a transcription with words asks for it (session/decode-reads.ts).
+    const own = policy.request(policyLayout(c, A, pc.prompt));
+    request = { ...own, decodeFocus: { heads: own.decodeHeads.length }, ...(pc.chunksOnly ? {} : { decodeQueries: true, decodeWeights: true }) };
     const next = new Map<number, StepPlan>();
     // The plan from step s applies at step s + planLag (KvPolicy.planLag), on both backends.
     const lag = planLagOf(policy);
@@ -316,6 +321,10 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   const sameResidency = ref.residency.join('|') === got.residency.join('|');
   // WnW: the chunks chunk_select chose on the GPU are those the CPU's reference chose, every step.
   const sameChunks = ref.chunks.join('|') === got.chunks.join('|') && (pc.mode !== 'wnw' || got.chunks.every((x) => x.length > 0));
+  // WnW: the focus that dates each token, the GPU's top four against the CPU's focusOf (the
+  // exported weights agree to f32 rounding, so the centres to far under a word time's 0.01 s).
+  const focusDiff = ref.focus.reduce((m, f, i) => Math.max(m, Math.abs(f - got.focus[i])), 0);
+  const sameFocus = pc.mode !== 'wnw' || (focusDiff < 1e-3 && got.focus.every((f) => f >= 0));
   const rGpu = `r_GPU after prefill ${got.rGpu[0].toFixed(3)}, mean ${(got.rGpu.reduce((a, b) => a + b, 0) / got.rGpu.length).toFixed(3)} over ${got.rGpu.length} plans`;
   const c1 = got.counters[1];
   const cN = got.counters[got.counters.length - 1];
@@ -346,10 +355,10 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
     goldenOk = cpuG && gpuG && lg < 1e-5;
     golden = ` golden (${n} steps, full cache): tokens cpu ${cpuG ? 'match' : 'DIFFER'}, gpu ${gpuG ? 'match' : 'DIFFER'}, logits nmse ${lg.toExponential(2)};`;
   }
-  const pass = promptOk && growthOk && peakOk && layoutOk && firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && sameChunks && constant && goldenOk && waitsOk;
+  const pass = promptOk && growthOk && peakOk && layoutOk && firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && sameChunks && sameFocus && constant && goldenOk && waitsOk;
   const detail = `${pc.name} (${pc.mode} plan): audio ${A}, ${pc.steps} steps, pool ${got.pool?.pages} pages (worst plan ${sizes.worstPoolPages}) in ${shards} shards, prefill blocks ${blocks}${promptOk ? '' : ` (PROMPT NOT THE SESSION'S: ${sizes.promptLength} rows)`}, weights ${pc.backend?.weightFormat ?? 'f32'} ${wm.total} bytes (${JSON.stringify(wm.byFormat)}; embedding in ${wm.embedParts} bindings, lm_head in ${wm.lmHeadParts})${layoutOk ? '' : ` (WANTED ${JSON.stringify({ ...pc.layout, ...pc.weightParts })})`}, tokens ${firstDiff === -1 ? 'identical' : `differ from step ${firstDiff} (cpu ${ref.tokens.slice(firstDiff, firstDiff + 4)} gpu ${got.tokens.slice(firstDiff, firstDiff + 4)})`};` +
     `${golden} logits nmse ${logitsNmse.toExponential(2)}, exported weights ${weightsNmse.toExponential(2)}, queries ${queriesNmse.toExponential(2)}, prefill scores ${scoresNmse.toExponential(2)};` +
-    `${pc.mode === 'wnw' ? ` chunks chosen ${sameChunks ? 'equal' : 'DIFFER'} (step 0: ${got.chunks[0]});` : ''}` +
+    `${pc.mode === 'wnw' ? ` chunks chosen ${sameChunks ? 'equal' : 'DIFFER'} (step 0: ${got.chunks[0]}); focus ${sameFocus ? 'equal' : 'DIFFERS'} (largest difference ${focusDiff.toExponential(2)} positions, step 0: ${got.focus[0]?.toFixed(3)});` : ''}` +
     ` residency after plans ${sameResidency ? 'equal' : 'DIFFERS'} (${got.residency.length} plans; ${rGpu});${peak}` +
     ` counters constant ${constant} (dispatches ${cN.dispatches}, submits ${cN.submits}, buffers ${cN.buffers}, bindGroups ${cN.bindGroups});` +
     ` ${pc.pipelined ? 'pipelined' : 'waiting'} loop: CPU waits on the critical path ${waits} in ${pc.steps} steps, readback ${cN.readbackBytes} bytes/step, CPU→GPU ${cN.bytesToGpu} bytes last step${waitsOk ? '' : ' (WAITS OR READBACK NOT AS EXPECTED)'}; pool grew ${growths} times for the text (cpu ${ref.counters[ref.counters.length - 1].poolGrowths}${growthOk ? '' : `, WANTED equal and >= ${pc.minGrowths ?? 0}`});` +

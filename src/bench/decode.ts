@@ -12,6 +12,8 @@ import { buildHeadsFile } from '../calibrate/heads-file.js';
 import { createPolicy, sharedPrefillWindows } from '../policy/registry.js';
 import type { HeadsFile } from '../model/heads.js';
 import type { PolicyName } from '../types.js';
+import { decodeReads } from '../session/decode-reads.js';
+import { wordTimingHeads } from '../policy/timing-heads.js';
 
 export interface PolicyTiming {
   policy: PolicyName;
@@ -59,8 +61,11 @@ export async function timePolicy(
 ): Promise<PolicyTiming> {
   const policy = createPolicy(policyName, { ...t.policyOptions, budget, heads });
   const layout = policyLayout(config, audioLength);
-  // The policies timed on one clip share its prefill (end(true) below).
-  const req = { ...policy.request(layout), alsoScore: sharedPrefillWindows(layout) };
+  // What a transcription with words asks (session/decode-reads.ts): the policy's reads and the
+  // anchors' focus. The policies timed on one clip share its prefill (end(true) below).
+  const own = policy.request(layout);
+  const req = { ...decodeReads(own, wordTimingHeads(policy, heads, budget), [], false).request, alsoScore: sharedPrefillWindows(layout) };
+  const n = own.decodeHeads.length;
   // After the request: a policy may decide its lag for the clip (WnW's planLag 'auto').
   const pipelined = t.pipeline !== false && planLagOf(policy) >= 2 && !!backend.submitStep && !!backend.readStep;
   backend.begin({ audioLength, maxNewTokens: steps + 3, request: req });
@@ -83,7 +88,8 @@ export async function timePolicy(
       backend.submitStep!(null);
       r = await backend.readStep!();
     } else r = await backend.step(token);
-    const moved = await backend.apply(policy.afterStep(r.observation));
+    const o = r.observation;
+    const moved = await backend.apply(policy.afterStep({ ...o, weights: o.weights.slice(0, n), queries: o.queries?.slice(0, n) }));
     times.push(now() - ts);
     bytes += moved.bytesToGpu;
     bytesMax = Math.max(bytesMax, moved.bytesToGpu);

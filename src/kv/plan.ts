@@ -40,6 +40,12 @@ export interface AttentionRequest {
    */
   decodeChunks?: { heads: number; chunkSegments: number; topChunks: number; segmentSums?: boolean };
   /**
+   * Reduce the first `heads` of `decodeHeads` (their weights summed per position) to word
+   * timing's focus each step, on the device (session/timing.ts focusOf): the observation's
+   * `focus`, 32 bytes to read back where the weights are T floats a head.
+   */
+  decodeFocus?: { heads: number };
+  /**
    * Prefill scores are the softmax weights on audio positions summed over the head's
    * query heads and over the last `prefillQueries` prompt positions
    * (Infinity: every prompt position). WnW uses the instruction length (text-to-audio
@@ -132,6 +138,8 @@ export interface StepObservation {
   chunks?: Int32Array;
   /** With `decodeChunks.segmentSums`: the summed heads' weights per segment. */
   segmentSums?: Float32Array;
+  /** With `decodeFocus`: focusOf of the summed heads' weights (an audio position, -1 without mass). */
+  focus?: number;
 }
 
 /** Positions of one head to move. Recall: CPU -> GPU (each needs a CPU copy). Release: leave the GPU. */

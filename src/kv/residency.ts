@@ -332,8 +332,7 @@ export class Residency {
       for (let i = 0; i < a.length; i++) if (a[i] !== EMPTY) a[i] += d;
       this.recallable.shift(h, d);
     }
-    this.storage.grow!(before, this.pool.shards);
-    this.storage.syncPositions(0, this.positions.length, this.positions);
+    if (!this.storage.grow!(before, this.pool.shards)) this.storage.syncPositions(0, this.positions.length, this.positions);
     this.growths++;
   }
 }

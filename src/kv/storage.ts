@@ -14,9 +14,10 @@ export interface PageStorage {
   syncPositions(firstSlot: number, count: number, positions: Int32Array): void;
   /**
    * The pool grew (KvPool.grow): shard i's pages `from[i]` are now `to[i]`, the old ones
-   * at the start of the new range. Storage without it makes a fixed pool.
+   * at the start of the new range. Storage without it makes a fixed pool. True when the
+   * storage moved the slots' positions with the pages itself (else every slot is synced).
    */
-  grow?(from: readonly PoolShard[], to: readonly PoolShard[]): void;
+  grow?(from: readonly PoolShard[], to: readonly PoolShard[]): boolean | void;
 }
 
 /** Reads one K/V row of the full prefill cache: head, sequence position. */

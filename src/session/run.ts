@@ -9,9 +9,10 @@ import { policyLayout } from '../backend/prompt.js';
 import { sharedPrefillWindows } from '../policy/registry.js';
 import type { LoadedModel } from '../model/loader.js';
 import { planLagOf, type KvPolicy } from '../policy/types.js';
-import { EMPTY_PLAN, type LayerPrefill, type StepObservation, type StepPlan } from '../kv/plan.js';
+import { EMPTY_PLAN, type AttentionRequest, type LayerPrefill, type StepObservation, type StepPlan } from '../kv/plan.js';
 import type { ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult, TranscriptionStats } from '../types.js';
-import { focusOf, wordsFromFocus, wordsWithin } from './timing.js';
+import { anchorSum, focusOf, wordsFromFocus, wordsWithin } from './timing.js';
+import { decodeReads } from './decode-reads.js';
 import { ReplyUnwrapper } from './reply.js';
 import { isStop, promptLength, segmentLength, type PromptIds } from '../model/config.js';
 import { defaultMaxNewTokens } from '../backend/webgpu/fit.js';
@@ -92,9 +93,8 @@ interface HeadPlan {
   request: ReturnType<KvPolicy['request']>;
   /** The policy's own heads come first in `decodeHeads`: this many. */
   own: number;
-  /** Heads read for word timing or evaluation that the policy did not ask for. */
-  extra: number[];
-  decodeHeads: number[];
+  /** The session's request: the policy's, with word timing's and evaluation's reads (decode-reads.ts). */
+  reads: AttentionRequest;
   timingIdx: number[];
   attentionIdx: number[];
   /** Queue each step before reading the last (KvPolicy.planLag 2, a backend with submitStep). */
@@ -120,30 +120,26 @@ function planHeads(r: RunInput): HeadPlan {
   const request = policy.request(layout);
   // Evaluation may ask for every head's attention: the policy still sees only its own heads.
   const allHeads = o.onAttention ? Array.from({ length: layout.numLayers * layout.numKvHeads }, (_, h) => h) : [];
-  const extra = [...new Set([...r.timingHeads, ...allHeads])].filter((h) => !request.decodeHeads.includes(h));
-  const decodeHeads = [...request.decodeHeads, ...extra];
+  const reads = decodeReads(request, r.timingHeads, allHeads, Boolean(o.onStep));
   // The pipelined loop applies a plan two steps after the step it read: only where the policy allows it.
   const pipelined = !forced && planLagOf(policy) >= 2 && !!r.backend.submitStep && !!r.backend.readStep;
   return {
-    maxNew, layout, request, own: request.decodeHeads.length, extra, decodeHeads, pipelined,
+    maxNew, layout, request, own: request.decodeHeads.length, reads: reads.request, pipelined,
     heldPlan: !pipelined && planLagOf(policy) >= 2 ? { plan: EMPTY_PLAN } : null,
-    timingIdx: r.timingHeads.map((h) => decodeHeads.indexOf(h)),
-    attentionIdx: allHeads.map((h) => decodeHeads.indexOf(h)),
+    timingIdx: reads.timingIdx, attentionIdx: reads.attentionIdx,
   };
 }
 
 /** Starts the backend's session and runs the prefill and KV placement: the first token. */
 async function beginAndPrefill(r: RunInput, h: HeadPlan): Promise<number> {
   const { backend, policy, options: o } = r;
-  // Word timing reads the anchors' weights even when the policy itself needs only queries.
-  const decodeWeights = h.request.decodeWeights !== false || h.extra.length > 0 || r.timingHeads.length > 0;
   // A policy that answers per layer lets the backend hold one layer's prompt KV at a time.
   const byLayer = policy.prefillByLayer?.(h.layout);
   // A prefill kept for the next policy on the clip scores the windows the others read too.
   const alsoScore = o.reusePrefill ? { alsoScore: sharedPrefillWindows(h.layout) } : {};
   backend.begin({
     // The pipelined loop queues one step past the last it reads: one more position.
-    audioLength: r.audioLength, maxNewTokens: h.maxNew + (h.pipelined ? 2 : 1), request: { ...h.request, decodeHeads: h.decodeHeads, decodeWeights, ...alsoScore }, returnLogits: Boolean(o.onLogits),
+    audioLength: r.audioLength, maxNewTokens: h.maxNew + (h.pipelined ? 2 : 1), request: { ...h.reads, ...alsoScore }, returnLogits: Boolean(o.onLogits),
     layered: Boolean(byLayer), reusePrefill: o.reusePrefill, ...(r.prompt ? { prompt: r.prompt } : {}),
   });
   r.progress({ phase: 'prefill', fraction: 0 });
@@ -174,11 +170,9 @@ async function observeStep(r: RunInput, h: HeadPlan, token: number, res: StepRes
   if (res.logits) o.onLogits?.(res.observation.step, res.logits);
   o.onAttention?.(res.observation.step, h.attentionIdx.map((i) => res.observation.weights[i]));
   if (o.onResidency) residencyHook(backend, res.observation.step, o.onResidency);
-  const obs: StepObservation = {
-    step: res.observation.step,
-    weights: res.observation.weights.slice(0, h.own),
-    queries: res.observation.queries?.slice(0, h.own),
-  };
+  const { step, weights, queries, chunks, segmentSums } = res.observation;
+  // The device's chunk choice, where the policy asked for it, whatever else was read back.
+  const obs: StepObservation = { step, weights: weights.slice(0, h.own), queries: queries?.slice(0, h.own), ...(chunks ? { chunks, segmentSums } : {}) };
   let stepPlan = policy.afterStep(obs);
   if (h.heldPlan) {
     // A two-step lag in the waiting loop (teacher forcing): this plan waits one step, as it would pipelined.
@@ -186,9 +180,10 @@ async function observeStep(r: RunInput, h: HeadPlan, token: number, res: StepRes
   }
   const moved = await backend.apply(stepPlan);
   const ms = now() - ts;
-  // This step's attention predicts res.token, so its anchor focus dates that token.
-  const anchor = sumWeights(res.observation.weights, h.timingIdx, N);
-  const f = anchor ? focusOf(anchor) : -1;
+  // This step's attention predicts res.token, so its anchor focus dates that token (the
+  // device's where it reduced the anchors, else from their weights).
+  const anchor = res.observation.weights.length ? anchorSum(res.observation.weights, h.timingIdx, N) : null;
+  const f = res.observation.focus ?? (anchor ? focusOf(anchor) : -1);
   const st = backend.residency();
   acc.steps++;
   acc.rGpu += st.rGpu;
@@ -201,7 +196,7 @@ async function observeStep(r: RunInput, h: HeadPlan, token: number, res: StepRes
   if (o.onStep) {
     o.onStep({
       step: acc.steps - 1, token, text, rGpu: st.rGpu, bytesToGpu: moved.bytesToGpu, msPerToken: ms, gpuKvBytes: st.gpuBytesInUse, textKvPages: st.textPages,
-      focus: Math.round(f), ...segmentView(anchor, backend, r.tidalHeads, segmentLength(r.model.config), N),
+      focus: Math.round(f), ...segmentView(res.observation.segmentSums, anchor, backend, r.tidalHeads, segmentLength(r.model.config), N),
     });
   }
   r.progress({ phase: 'decode', fraction: f >= 0 ? Math.min(1, f / N) : Math.min(1, acc.steps / h.maxNew) });
@@ -341,21 +336,14 @@ function safeResidency(b: DecoderBackend) {
   }
 }
 
-function sumWeights(weights: Float32Array[], idx: number[], n: number): Float32Array | null {
-  if (idx.length === 0) return null;
-  const a = new Float32Array(n);
-  for (const i of idx) {
-    const w = weights[i];
-    for (let p = 0; p < n; p++) a[p] += w[p];
-  }
-  return a;
-}
-
-/** Per 2 s segment: the anchors' attention, and the share of tidal heads holding it whole on the GPU (the tide chart). */
-function segmentView(anchor: Float32Array | null, backend: DecoderBackend, tidal: readonly number[], seg: number, N: number): Pick<StepStats, 'anchorAttention' | 'tidalSegments'> {
+/**
+ * Per 2 s segment: the anchors' attention (`sums` as the device summed it, else from their
+ * weights per position), and the share of tidal heads holding it whole on the GPU (the tide chart).
+ */
+function segmentView(sums: Float32Array | undefined, anchor: Float32Array | null, backend: DecoderBackend, tidal: readonly number[], seg: number, N: number): Pick<StepStats, 'anchorAttention' | 'tidalSegments'> {
   const segments = Math.ceil(N / seg);
-  let anchorAttention: Float32Array | undefined;
-  if (anchor) {
+  let anchorAttention = sums;
+  if (anchor && !anchorAttention) {
     anchorAttention = new Float32Array(segments);
     for (let p = 0; p < N; p++) anchorAttention[Math.floor(p / seg)] += anchor[p];
   }

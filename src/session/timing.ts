@@ -8,7 +8,12 @@
 import type { TextTokenizer } from '../model/text/types.js';
 import type { Word } from '../types.js';
 
-/** Attention-weighted centre of the top `k` audio positions; -1 if there is no mass. */
+/**
+ * Attention-weighted centre of the top `k` audio positions; -1 if there is no mass. The top
+ * are the positions with mass (> 0) first in (weight descending, position ascending), in
+ * that order: what shaders/focus.wgsl chooses on the device, whose readback is then
+ * `focusCentre`'s input.
+ */
 export function focusOf(weights: Float32Array, k = 4): number {
   const top: number[] = [];
   for (let i = 0; i < weights.length; i++) {
@@ -21,13 +26,39 @@ export function focusOf(weights: Float32Array, k = 4): number {
       top.sort((a, b) => weights[b] - weights[a]);
     }
   }
+  return focusCentre(top, top.map((i) => weights[i]));
+}
+
+/** The centre of `positions` weighted by `weights` (one each, summed in this order); -1 if they hold no mass. */
+export function focusCentre(positions: ArrayLike<number>, weights: ArrayLike<number>): number {
   let m = 0;
   let s = 0;
-  for (const i of top) {
-    m += weights[i] * i;
-    s += weights[i];
+  for (let j = 0; j < positions.length; j++) {
+    m += weights[j] * positions[j];
+    s += weights[j];
   }
   return s > 0 ? m / s : -1;
+}
+
+/**
+ * Rows `idx` of `weights` summed per position in f32, in that order: the anchors' attention
+ * whose focus dates a token (the device sums its exported rows in the same order).
+ */
+export function anchorSum(weights: ArrayLike<number>[], idx: readonly number[], n: number): Float32Array | null {
+  if (idx.length === 0) return null;
+  const a = new Float32Array(n);
+  for (const i of idx) {
+    const w = weights[i];
+    for (let p = 0; p < n; p++) a[p] += w[p];
+  }
+  return a;
+}
+
+/** A step observation's `focus` for a request's `decodeFocus` (none without it), as a backend reports it. */
+export function focusObservation(weights: ArrayLike<number>[], df: { heads: number } | undefined, n: number): { focus?: number } {
+  if (!df) return {};
+  const sum = anchorSum(weights, Array.from({ length: df.heads }, (_, i) => i), n);
+  return { focus: sum ? focusOf(sum) : -1 };
 }
 
 /**

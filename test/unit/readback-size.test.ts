@@ -10,6 +10,8 @@ import { policyLayout } from '../../src/backend/prompt.js';
 import { shapeConfig } from '../../src/bench/shapes.js';
 import { syntheticHeads } from '../../src/bench/decode.js';
 import { createPolicy } from '../../src/policy/registry.js';
+import { decodeReads } from '../../src/session/decode-reads.js';
+import { wordTimingHeads } from '../../src/policy/timing-heads.js';
 
 describe('readback per step', () => {
   const c = shapeConfig('voxtral-mini-3b', 30);
@@ -38,5 +40,43 @@ describe('readback per step', () => {
   it('the full cache reads the token only; segment sums for the tide chart add 4 bytes a segment', () => {
     expect(bytes({ decodeHeads: [], prefillQueries: 1 })).toBe(4);
     expect(bytes({ ...req, decodeChunks: { ...req.decodeChunks!, segmentSums: true } })).toBe(4 + 4 * 100 + 4 * 900);
+  });
+
+  it('a WnW transcription with words, as run.ts asks: the token, the chunks and the focus, under 1 KB; the tide chart adds the segment sums', () => {
+    const timing = wordTimingHeads(wnw, undefined, 0.2);
+    expect(timing).toEqual(req.decodeHeads);
+    const words = decodeReads(req, timing, [], false).request;
+    expect(words.decodeWeights).toBe(false);
+    expect(words.decodeFocus).toEqual({ heads: timing.length });
+    expect(words.decodeChunks?.segmentSums).toBeUndefined();
+    expect(bytes(words)).toBe(4 + 4 * 100 + 32);
+    expect(bytes(words)).toBeLessThan(1024);
+    // What the anchors' weights were: 5 anchors, 4 bytes each per audio token.
+    expect(bytes({ ...words, decodeWeights: true }) - bytes(words)).toBe(450_000);
+    // The demo page's tide chart (an onStep consumer): 900 segment sums more, 3.6 KB.
+    const tide = decodeReads(req, timing, [], true).request;
+    expect(tide.decodeWeights).toBe(false);
+    expect(bytes(tide)).toBe(4 + 4 * 100 + 4 * 900 + 32);
+    // An onAttention hook still gets every head's weights.
+    const all = Array.from({ length: c.numLayers * c.numKvHeads }, (_, h) => h);
+    expect(decodeReads(req, timing, all, false).request.decodeWeights).toBe(true);
+  });
+
+  it('the full cache with words: the anchors exported for their focus only, 36 bytes a step', () => {
+    const full = createPolicy('full', { budget: 1, heads: syntheticHeads(c, A) });
+    const anchors = [3, 17, 40, 41];
+    const r = decodeReads(full.request(policyLayout(c, A)), anchors, [], false);
+    expect(r.request.decodeHeads).toEqual(anchors);
+    expect(r.timingIdx).toEqual([0, 1, 2, 3]);
+    expect(bytes(r.request)).toBe(4 + 32);
+    // Its tide chart has no device segment sums (no chunk choice): the weights come back.
+    expect(decodeReads(full.request(policyLayout(c, A)), anchors, [], true).request.decodeWeights).toBe(true);
+  });
+
+  it('timing heads that are not the export\'s first rows are summed on the CPU from their weights', () => {
+    const r = decodeReads({ decodeHeads: [5, 9], prefillQueries: 1 }, [9, 12], [], false);
+    expect(r.timingIdx).toEqual([1, 2]);
+    expect(r.request.decodeFocus).toBeUndefined();
+    expect(r.request.decodeWeights).toBe(true);
   });
 });

@@ -3,6 +3,8 @@ import { loadTranscriber, type WnwTranscriber } from '../../src/session/transcri
 import { AudioError, CancelledError, ModelLoadError, PositionsExceededError, WnwError } from '../../src/errors.js';
 import { pythonHasOnnx, toneWav, writeTinyModel } from '../helpers/tiny-model.js';
 import { readFileSync, writeFileSync } from 'node:fs';
+import type { DecoderBackend } from '../../src/backend/types.js';
+import type { AttentionRequest } from '../../src/kv/plan.js';
 import { join } from 'node:path';
 
 const hasOnnx = pythonHasOnnx();
@@ -34,6 +36,41 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
       expect(w.start).toBeGreaterThanOrEqual(0);
       expect(w.end).toBeGreaterThanOrEqual(w.start);
       expect(w.end).toBeLessThanOrEqual(20 + 1e-6);
+    }
+  });
+
+  it('words and the tide chart from the device\'s reductions (focus, segment sums) are those computed from the anchors\' weights', async () => {
+    const backend = (asr as unknown as { decoder: DecoderBackend }).decoder;
+    const begin = backend.begin.bind(backend);
+    const asked: AttentionRequest[] = [];
+    const run = async (fromWeights: boolean) => {
+      backend.begin = (o) => {
+        asked.push(o.request);
+        const dc = o.request.decodeChunks;
+        // The weights path: no device focus or segment sums, the anchors' weights read back instead.
+        begin(fromWeights ? { ...o, request: { ...o.request, decodeFocus: undefined, decodeWeights: true, ...(dc ? { decodeChunks: { ...dc, segmentSums: false } } : {}) } } : o);
+      };
+      const tide: Float32Array[] = [];
+      const focus: number[] = [];
+      const r = await asr.transcribe(toneWav(12), { maxNewTokens: 16, onStep: (st) => (tide.push(st.anchorAttention!), focus.push(st.focus)) });
+      return { r, tide, focus };
+    };
+    try {
+      const device = await run(false);
+      const weights = await run(true);
+      expect(asked[0].decodeWeights).toBe(false);
+      expect(asked[0].decodeFocus?.heads).toBe(asked[0].decodeHeads.length);
+      expect(asked[0].decodeChunks?.segmentSums).toBe(true);
+      expect(device.r.words.length).toBeGreaterThan(0);
+      expect(device.r.tokens).toEqual(weights.r.tokens);
+      expect(device.r.words).toEqual(weights.r.words);
+      expect(device.focus).toEqual(weights.focus);
+      expect(device.tide).toEqual(weights.tide);
+      // Without an onStep consumer, no segment sums are read back.
+      await asr.transcribe(toneWav(12), { maxNewTokens: 2 });
+      expect(asked[2].decodeChunks?.segmentSums).toBeUndefined();
+    } finally {
+      delete (backend as { begin?: unknown }).begin;
     }
   });
 

@@ -23,6 +23,7 @@ import { CpuPageStorage } from './storage.js';
 import { LayerPlacement } from './layer-placement.js';
 import { StepQueue } from '../step-queue.js';
 import { chunkObservation } from '../../reference/chunk-select.js';
+import { focusObservation } from '../../session/timing.js';
 
 export interface CpuBackendOptions {
   /** Cap on KV pool bytes; default: whatever the session needs. */
@@ -280,8 +281,8 @@ export class CpuBackend implements DecoderBackend {
     const g = groupSize(c);
     const req = s.opts.request;
     const N = s.opts.audioLength;
-    // The chunk choice reads the weights even when they are not handed over.
-    const weights = req.decodeWeights === false && !req.decodeChunks ? [] : req.decodeHeads.map(() => new Float32Array(N));
+    // The chunk choice and the focus read the weights even when they are not handed over.
+    const weights = req.decodeWeights === false && !req.decodeChunks && !req.decodeFocus ? [] : req.decodeHeads.map(() => new Float32Array(N));
     const queries = req.decodeQueries ? req.decodeHeads.map(() => new Float32Array(g * hd)) : undefined;
     const wantIndex = new Map(req.decodeHeads.map((h, i) => [h, i]));
     res.appendText(pos, this.slots);
@@ -323,7 +324,7 @@ export class CpuBackend implements DecoderBackend {
     const next = this.head(this.x);
     const step = s.steps++;
     // The chunks as the GPU's chunk_select chooses them: the same f32 sums, the same order.
-    const chunks = chunkObservation(weights, req.decodeChunks, N, segmentLength(c));
+    const chunks = { ...chunkObservation(weights, req.decodeChunks, N, segmentLength(c)), ...focusObservation(weights, req.decodeFocus, N) };
     return { token: next, logits: s.opts.returnLogits ? Float32Array.from(this.logits) : undefined, observation: { step, weights: req.decodeWeights === false ? [] : weights, queries, ...chunks } };
   }
 

@@ -10,6 +10,7 @@ import { Op, type Binding, type Dispatch, type UniformOf } from '../../gpu/op.js
 import type { GpuMatrix } from './weight-formats.js';
 import { whole } from './product-ops.js';
 import { chunkCounts, type ChunkSelectSpec } from '../../reference/chunk-select.js';
+import { focusCentre } from '../../session/timing.js';
 
 abstract class ModelOp extends Op {
   constructor(ctx: GpuContext, pipeline: GPUComputePipeline, name: string, protected readonly c: ModelConfig) {
@@ -131,4 +132,29 @@ export class ChunkSelect extends Op {
     const params = [s.heads, s.audioLength, s.segmentLength, s.chunkSegments, s.topChunks, segments, chunks, 0];
     return this.dispatch([b.weights, b.scales, b.segSums, b.scores, b.chosen, u('u.chunks', params)], 1);
   }
+}
+
+/** Readback entries of focus.wgsl: four positions, then their four summed weights. */
+export const FOCUS_ENTRIES = 8;
+
+/**
+ * focus.wgsl: word timing's top four positions of the anchors' summed attention (the first
+ * `heads` rows of `weights`), positions then weights into `top` (session/timing.ts focusCentre
+ * takes their centre).
+ */
+export class FocusTop extends Op {
+  run(b: { weights: Binding; top: Binding }, s: { heads: number; audioLength: number }, u: UniformOf): Dispatch {
+    this.need('weights', b.weights, 4 * s.heads * s.audioLength);
+    this.need('top', b.top, 4 * FOCUS_ENTRIES);
+    return this.dispatch([b.weights, b.top, u('u.focus', [s.heads, s.audioLength, 0, 0])], 1);
+  }
+}
+
+/** focus.wgsl's output (four positions, NONE past the last with mass, then their weights) as focusOf's value. */
+export function focusOfReadback(bytes: ArrayBuffer): number {
+  const pos = new Uint32Array(bytes, 0, 4);
+  const w = new Float32Array(bytes, 16, 4);
+  const i = pos.indexOf(0xffffffff);
+  const n = i < 0 ? 4 : i;
+  return focusCentre(pos.subarray(0, n), w.subarray(0, n));
 }

@@ -378,8 +378,7 @@ export class WebGpuBackend implements DecoderBackend {
     const r = reader.read(slot.getMappedRange());
     slot.unmap();
     this.counters = { ...counters, cpuWaits: read.waited };
-    const chunks = r.chunks ? { chunks: r.chunks, ...(r.segmentSums ? { segmentSums: r.segmentSums } : {}) } : {};
-    return { token: r.token, logits: r.logits, observation: { step: s.steps++, weights: r.weights, queries: r.queries, ...chunks } };
+    return { token: r.token, logits: r.logits, observation: { step: s.steps++, ...r.observation } };
   }
 
   async apply(plan: StepPlan): Promise<TransferStats> {

@@ -8,7 +8,7 @@ import type { KvPrecision } from '../../kv/precision.js';
 import { groupSize, type ModelConfig } from '../../model/config.js';
 import type { Constants, PipelineCache } from '../../gpu/pipelines.js';
 import { Argmax, Embed, KvGather, RmsNorm, Swiglu } from './ops.js';
-import { AttnExport, AttnReduce, AttnSplit, CausalAttention, ChunkSelect, PrefillScores, QkvRopeAppend, RopeSplit } from './attention-ops.js';
+import { AttnExport, AttnReduce, AttnSplit, CausalAttention, ChunkSelect, FocusTop, PrefillScores, QkvRopeAppend, RopeSplit } from './attention-ops.js';
 import { loadProductOps, type ProductOps } from './product-ops.js';
 
 export { MAX_GROUPS, grid, matmulGroups, matvecGroups } from './groups.js';
@@ -71,6 +71,8 @@ export class Kernels {
     readonly prefillScores: PrefillScores,
     /** WnW's chunk choice from the exported anchors' attention (chunk_select.wgsl). */
     readonly chunkSelect: ChunkSelect,
+    /** Word timing's focus from the exported anchors' attention (focus.wgsl). */
+    readonly focusTop: FocusTop,
   ) {}
 
   get pagesPerSplit(): number {
@@ -86,24 +88,26 @@ export class Kernels {
     const ctx = cache.ctx;
     let done = 0;
     const counted = <T>(p: Promise<T>): Promise<T> => {
-      p.then(() => onCompile?.(++done / 18), () => {});
+      p.then(() => onCompile?.(++done / 19), () => {});
       return p;
     };
     const get = (file: string, entry: string) => counted(cache.get(file, entry, k));
     onCompile?.(0);
-    // The products are 5 of the 18 pipelines, in the f32 weight format of the reference model.
+    // The products are 5 of the 19 pipelines, in the f32 weight format of the reference model.
     const products = loadProductOps(cache, 'f32', k, counted);
-    const [e, rn, sw, am, qkv, rs, ga, as, ar, ae, ca, ps, cs] = await Promise.all([
+    const [e, rn, sw, am, qkv, rs, ga, as, ar, ae, ca, ps, cs, fo] = await Promise.all([
       get('embed.wgsl', 'embed'), get('rmsnorm.wgsl', 'rmsnorm'), get('swiglu.wgsl', 'swiglu'), get('argmax.wgsl', 'argmax'),
       get('qkv_rope.wgsl', 'qkv_rope_append'), get('qkv_rope.wgsl', 'rope_split'), get('gather.wgsl', 'kv_gather'),
       get('attention_decode.wgsl', 'attn_split'), get('attention_decode.wgsl', 'attn_reduce'), get('attention_decode.wgsl', 'attn_export'),
       get('attention_prefill.wgsl', 'causal_attention'), get('attention_prefill.wgsl', 'prefill_scores'), get('chunk_select.wgsl', 'chunk_select'),
+      get('focus.wgsl', 'focus_top'),
     ]);
     return new Kernels(
       k, pageSize, new Embed(ctx, e, c), new RmsNorm(ctx, rn, c), await products, new Swiglu(ctx, sw, c), new Argmax(ctx, am, c),
       new QkvRopeAppend(ctx, qkv, 'qkv_rope_append', c), new RopeSplit(ctx, rs, 'rope_split', c), new KvGather(ctx, ga, c),
       new AttnSplit(ctx, as, 'attn_split', c), new AttnReduce(ctx, ar, 'attn_reduce', c), new AttnExport(ctx, ae, 'attn_export', c),
       new CausalAttention(ctx, ca, 'causal_attention', c), new PrefillScores(ctx, ps, 'prefill_scores', c), new ChunkSelect(ctx, cs, 'chunk_select'),
+      new FocusTop(ctx, fo, 'focus_top'),
     );
   }
 }

@@ -14,6 +14,7 @@ import { groupSize, type ModelConfig } from '../../model/config.js';
 import type { PoolShard } from '../../kv/pool.js';
 import { slotBytes } from '../../kv/precision.js';
 import { pagesPerSplit } from './kernels.js';
+import { tableEntries } from './page-tables.js';
 
 export interface PoolShardLayout {
   firstLayer: number;
@@ -100,7 +101,7 @@ export function shardedLayout(c: ModelConfig, shards: PoolShardLayout[], pageSiz
   const heads = c.numLayers * HKV;
   const maxSplits = Math.max(1, Math.ceil(Math.max(...shards.map((s) => s.pages)) / pagesPerSplit(pageSize)));
   const scores = slots * groupSize(c) * 4;
-  const tables = (heads * 4 + capacityPages) * 4;
+  const tables = tableEntries(heads, capacityPages) * 4;
   const partials = maxSplits * c.numHeads * (c.headDim + 2) * 4;
   for (const [what, bytes] of [['decode attention scores', scores], ['slot positions', slots * 4], ['page tables', tables], ['split-K partials', partials]] as const) {
     if (bytes > limit) throw new ContextTooLongError(bytes, limit, `the KV pool's ${what} (${(bytes / 2 ** 20).toFixed(1)} MiB) exceed this device's binding limit`, 'pool-binding');

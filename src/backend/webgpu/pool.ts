@@ -9,6 +9,7 @@
  * and subtracts its first slot (`baseSlot`).
  */
 import { RowStaging } from './row-staging.js';
+import { PageTables, tableEntries } from './page-tables.js';
 import type { ModelConfig } from '../../model/config.js';
 import { groupSize, kvHeadCount } from '../../model/config.js';
 import type { PageStorage, Residency } from '../../kv/residency.js';
@@ -19,6 +20,9 @@ import { packF16 } from '../../kv/precision.js';
 import { ContextTooLongError, OutOfMemoryError } from '../../errors.js';
 
 export const NO_EXPORT = 0xffffffff;
+
+/** Dirty position ranges at most this many slots apart are written as one. */
+const POSITION_GAP = 8;
 
 /**
  * The page-table buffer: meta[4h..4h+3] = (offset of head h's page list in this array,
@@ -60,7 +64,9 @@ export class GpuPool implements PageStorage {
   private dirty: [number, number][] = [];
   private mirror: Int32Array | null = null;
   private tableVersion = -1;
-  private tableScratch!: Uint32Array;
+  private pageTables!: PageTables;
+  /** Bytes written outside a flush (a growth's new slots), counted with the next flush. */
+  private unflushed = 0;
   /** Bytes written into pages by writeRows since the last take(). */
   bytesWritten = 0;
   readonly pageSize: number;
@@ -113,10 +119,12 @@ export class GpuPool implements PageStorage {
     this.shardOfPage = new Int32Array(capacityPages);
     shards.forEach((sh, i) => this.shardOfPage.fill(i, sh.firstPage, sh.firstPage + sh.pages));
     this.positions = this.ctx.buffer('kv.positions', slots * 4);
-    this.tables = this.ctx.buffer('kv.tables', (this.heads * 4 + capacityPages) * 4);
+    const entries = tableEntries(this.heads, capacityPages);
+    this.tables = this.ctx.buffer('kv.tables', entries * 4);
     this.scores = this.ctx.buffer('attn.scores', slots * groupSize(c) * 4);
     this.partials = this.ctx.buffer('attn.partials', maxSplits * c.numHeads * (c.headDim + 2) * 4);
-    this.tableScratch = new Uint32Array(this.heads * 4 + capacityPages);
+    if (this.pageTables) this.pageTables.resize(entries);
+    else this.pageTables = new PageTables(this.heads, entries, this.exportIndex);
   }
 
   /**
@@ -124,7 +132,7 @@ export class GpuPool implements PageStorage {
    * whole, one shard at a time, so at most one shard's old pair is alive beside the new
    * pool), and the slot-sized buffers are remade; positions come with the next flush.
    */
-  grow(_from: readonly PoolShard[], to: readonly PoolShard[]): void {
+  grow(_from: readonly PoolShard[], to: readonly PoolShard[]): boolean {
     const HKV = this.c.numKvHeads;
     const old = this.layout;
     const shards = to.map((s) => ({ firstLayer: s.firstHead / HKV, layers: s.heads / HKV, firstPage: s.firstPage, pages: s.pages }));
@@ -141,9 +149,12 @@ export class GpuPool implements PageStorage {
       device.queue.submit([enc.finish()]);
       this.submits++;
     }
+    // Positions not yet uploaded go into the old buffer, which moves with the pages below.
+    this.writeDirty();
+    const kept = { positions: this.positions, tables: this.tables };
     device.pushErrorScope('out-of-memory');
     try {
-      for (const b of [this.positions, this.tables, this.scores, this.partials]) this.ctx.destroy(b);
+      for (const b of [this.scores, this.partials]) this.ctx.destroy(b);
       shards.forEach((sh, i) => {
         const was = old.shards[i].pages;
         if (sh.pages === was) return;
@@ -158,13 +169,38 @@ export class GpuPool implements PageStorage {
         [this.k[i], this.v[i]] = into;
       });
       this.makeSlotBuffers();
+      this.moveSlots(old, kept);
     } finally {
       const bytes = this.layout.bytes;
       this.growthFailure = device.popErrorScope().then((e) => (e ? new OutOfMemoryError(`the KV pool grown for the text (${this.layout.capacityPages} pages)`, bytes) : null));
     }
     this.tableVersion = -1;
-    this.dirty = [];
     this.generation++;
+    return true;
+  }
+
+  /**
+   * The grown pool's positions and tables, copied on the GPU from the old buffers (each
+   * shard's slots to its new first page, the new pages' slots EMPTY), so a growth uploads
+   * what it adds, not every slot of the pool; the tables' entries that moved follow with the
+   * next flush.
+   */
+  private moveSlots(old: PoolLayout, from: { positions: GPUBuffer; tables: GPUBuffer }): void {
+    const P = this.pageSize;
+    const enc = this.ctx.device.createCommandEncoder({ label: 'kv slots growth' });
+    enc.copyBufferToBuffer(from.tables, 0, this.tables, 0, from.tables.size);
+    old.shards.forEach((was, i) => enc.copyBufferToBuffer(from.positions, was.firstPage * P * 4, this.positions, this.layout.shards[i].firstPage * P * 4, was.pages * P * 4));
+    this.ctx.device.queue.submit([enc.finish()]);
+    this.submits++;
+    this.ctx.destroy(from.positions);
+    this.ctx.destroy(from.tables);
+    old.shards.forEach((was, i) => {
+      const now = this.layout.shards[i];
+      const added = (now.pages - was.pages) * P;
+      if (added <= 0) return;
+      this.ctx.device.queue.writeBuffer(this.positions, (now.firstPage + was.pages) * P * 4, new Int32Array(added).fill(-1));
+      this.unflushed += added * 4;
+    });
   }
 
   /** The K and V buffers that hold `layer`'s pages. */
@@ -213,12 +249,27 @@ export class GpuPool implements PageStorage {
     this.dirty.push([firstSlot, firstSlot + count]);
   }
 
-  /** Uploads changed positions and, if the page tables changed, the tables. Before each submit. Returns the bytes written. */
+  /** Uploads changed positions and, if the page tables changed, their changed entries. Before each submit. Returns the bytes written. */
   flush(res: Residency): number {
+    const q = this.ctx.device.queue;
+    let bytes = this.writeDirty() + this.unflushed;
+    this.unflushed = 0;
+    if (res.pool.version !== this.tableVersion) {
+      const { data, runs } = this.pageTables.update(res);
+      for (const [a, b] of runs) q.writeBuffer(this.tables, a * 4, data.buffer, data.byteOffset + a * 4, (b - a) * 4);
+      for (const [a, b] of runs) bytes += (b - a) * 4;
+      this.tableVersion = res.pool.version;
+    }
+    return bytes;
+  }
+
+  /** Uploads the changed positions; returns the bytes written. */
+  private writeDirty(): number {
     const q = this.ctx.device.queue;
     let bytes = 0;
     if (this.mirror && this.dirty.length) {
-      // Merge ranges closer than a page: fewer writes, few wasted bytes.
+      // Merge ranges a few slots apart: fewer writes, few wasted bytes (each head's new text
+      // slot lies in its own page, a page or more from the next head's: those stay apart).
       const r = this.dirty.sort((a, b) => a[0] - b[0]);
       let [lo, hi] = r[0];
       const write = (a: number, b: number) => {
@@ -226,7 +277,7 @@ export class GpuPool implements PageStorage {
         bytes += (b - a) * 4;
       };
       for (let i = 1; i < r.length; i++) {
-        if (r[i][0] <= hi + this.pageSize) hi = Math.max(hi, r[i][1]);
+        if (r[i][0] <= hi + POSITION_GAP) hi = Math.max(hi, r[i][1]);
         else {
           write(lo, hi);
           [lo, hi] = r[i];
@@ -235,13 +286,6 @@ export class GpuPool implements PageStorage {
       write(lo, hi);
     }
     this.dirty = [];
-    if (res.pool.version !== this.tableVersion) {
-      const t = buildTables(res, this.heads, this.exportIndex, this.tableScratch);
-      const used = this.heads * 4 + res.pool.usedPages;
-      q.writeBuffer(this.tables, 0, t.buffer, t.byteOffset, used * 4);
-      bytes += used * 4;
-      this.tableVersion = res.pool.version;
-    }
     return bytes;
   }
 

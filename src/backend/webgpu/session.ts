@@ -25,6 +25,7 @@ import type { GpuContext } from '../../gpu/device.js';
 import { NO_EXPORT } from './pool.js';
 import { slotBytes } from '../../kv/precision.js';
 import { ropeTable } from './kernels.js';
+import { FOCUS_ENTRIES } from './attention-ops.js';
 
 export interface SessionSizes {
   audioLength: number;
@@ -141,6 +142,7 @@ export interface ReadbackLayout {
   queries: number;
   chunks: number;
   segmentSums: number;
+  focus: number;
   end: number;
 }
 
@@ -154,7 +156,8 @@ export function readbackLayout(c: ModelConfig, opts: Pick<SessionOptions, 'reque
   const dc = req.decodeChunks;
   const n = dc ? chunkCounts(chunkSpec(c, dc, A)) : { segments: 0, chunks: 0 };
   const segmentSums = chunks + 4 * Math.min(dc?.topChunks ?? 0, n.chunks);
-  return { token: 0, logits: 16, weights, queries, chunks, segmentSums, end: segmentSums + (dc?.segmentSums ? 4 * n.segments : 0) };
+  const focus = segmentSums + (dc?.segmentSums ? 4 * n.segments : 0);
+  return { token: 0, logits: 16, weights, queries, chunks, segmentSums, focus, end: focus + (req.decodeFocus ? 4 * FOCUS_ENTRIES : 0) };
 }
 
 /** The chunk choice a request asks of a clip of A audio tokens (segments of one pool page). */
@@ -180,6 +183,8 @@ export class SessionBuffers {
   readonly ring: GPUBuffer[];
   /** chunk_select's inputs and outputs, where the request asks for chunks: 1/length per chunk, segment sums, scores, the choice. */
   readonly chunks: { spec: ChunkSelectSpec; scales: GPUBuffer; segSums: GPUBuffer; scores: GPUBuffer; chosen: GPUBuffer } | null = null;
+  /** focus.wgsl's output, where the request asks for word timing's focus: four positions and their weights. */
+  readonly focus: { heads: number; top: GPUBuffer } | null = null;
   readonly exportIndex: Uint32Array;
   private readonly all: GPUBuffer[] = [];
 
@@ -223,6 +228,11 @@ export class SessionBuffers {
       const scales = ctx.buffer('chunks.scales', 4 * n.chunks, undefined, chunkScales(spec));
       this.all.push(scales);
       this.chunks = { spec, scales, segSums: b('chunks.segments', n.segments), scores: b('chunks.scores', n.chunks), chosen: b('chunks.chosen', Math.min(dc.topChunks, n.chunks)) };
+    }
+    const df = opts.request.decodeFocus;
+    if (df) {
+      if (df.heads < 1 || df.heads > R) throw new RangeError(`decodeFocus sums ${df.heads} heads, the request exports ${R}`);
+      this.focus = { heads: df.heads, top: b('focus.top', FOCUS_ENTRIES) };
     }
     // Staging buffers: one mapped while the next step, already queued, copies into another (step-ring.ts).
     this.ring = Array.from({ length: RING_SLOTS }, (_, i) => {

@@ -12,6 +12,8 @@ import type { GpuPool } from './pool.js';
 import type { Kernels } from './kernels.js';
 import { readbackLayout, type ReadbackLayout, type SessionBuffers } from './session.js';
 import type { GpuWeights } from './weights.js';
+import type { StepObservation } from '../../kv/plan.js';
+import { focusOfReadback } from './attention-ops.js';
 
 
 export class DecodeStep {
@@ -22,6 +24,8 @@ export class DecodeStep {
   private readonly exportDispatch: Dispatch | null;
   /** WnW's chunk choice from the exported anchors (chunk_select.wgsl), where the session asks for it. */
   private readonly chunkDispatch: Dispatch | null;
+  /** Word timing's focus from the exported anchors (focus.wgsl), where the session asks for it. */
+  private readonly focusDispatch: Dispatch | null;
   /** Whether the exported weights themselves are read back (not only reduced to chunks). */
   private readonly copyWeights: boolean;
   /** (layer, src offset, dst offset, bytes) of query copies for exported heads. */
@@ -90,7 +94,11 @@ export class DecodeStep {
     this.chunkDispatch = ch && this.exportDispatch
       ? k.chunkSelect.run({ weights: b.exportW, scales: ch.scales, segSums: ch.segSums, scores: ch.scores, chosen: ch.chosen }, ch.spec, u)
       : null;
-    this.layout = readbackLayout(c, { request: { decodeHeads, decodeQueries, decodeWeights: copyWeights, decodeChunks: ch ? { ...ch.spec, segmentSums: segmentSums } : undefined, prefillQueries: 0 }, returnLogits }, A);
+    const fo = b.focus;
+    this.focusDispatch = fo && this.exportDispatch ? k.focusTop.run({ weights: b.exportW, top: fo.top }, { heads: fo.heads, audioLength: A }, u) : null;
+    this.layout = readbackLayout(c, {
+      request: { decodeHeads, decodeQueries, decodeWeights: copyWeights, decodeChunks: ch ? { ...ch.spec, segmentSums } : undefined, decodeFocus: fo ?? undefined, prefillQueries: 0 }, returnLogits,
+    }, A);
     this.copyWeights = R > 0 && copyWeights;
     this.shape = { R, A, gq: G * c.headDim };
     // The token (4 of the slot's 16 header bytes) and every part after the header.
@@ -98,17 +106,19 @@ export class DecodeStep {
     this.layerDispatches = this.dispatches[0]?.length ?? 0;
   }
 
-  /** A mapped readback slot of this step: the token, and the logits, weights and queries the session asked for. */
-  read(data: ArrayBuffer): { token: number; logits?: Float32Array; weights: Float32Array[]; queries?: Float32Array[]; chunks?: Int32Array; segmentSums?: Float32Array } {
+  /** A mapped readback slot of this step: the token, and the logits, weights, queries, chunks and focus the session asked for. */
+  read(data: ArrayBuffer): { token: number; logits?: Float32Array; observation: Omit<StepObservation, 'step'> } {
     const L = this.layout;
     const { R, A, gq } = this.shape;
     const token = new Uint32Array(data, L.token, 1)[0];
     const logits = this.returnLogits ? new Float32Array(data.slice(L.logits, L.weights)) : undefined;
     const weights = this.copyWeights ? Array.from({ length: R }, (_, i) => new Float32Array(data.slice(L.weights + 4 * i * A, L.weights + 4 * (i + 1) * A))) : [];
     const queries = this.queryCopies.length ? Array.from({ length: R }, (_, i) => new Float32Array(data.slice(L.queries + 4 * i * gq, L.queries + 4 * (i + 1) * gq))) : undefined;
-    if (!this.chunkDispatch) return { token, logits, weights, queries };
-    const chunks = new Int32Array(data.slice(L.chunks, L.segmentSums));
-    return { token, logits, weights, queries, chunks, ...(this.segmentSums ? { segmentSums: new Float32Array(data.slice(L.segmentSums, L.end)) } : {}) };
+    const observation: Omit<StepObservation, 'step'> = { weights, queries };
+    if (this.chunkDispatch) observation.chunks = new Int32Array(data.slice(L.chunks, L.segmentSums));
+    if (this.chunkDispatch && this.segmentSums) observation.segmentSums = new Float32Array(data.slice(L.segmentSums, L.focus));
+    if (this.focusDispatch) observation.focus = focusOfReadback(data.slice(L.focus, L.end));
+    return { token, logits, observation };
   }
 
   private readonly shape: { R: number; A: number; gq: number };
@@ -147,6 +157,7 @@ export class DecodeStep {
     for (const d of this.head) run(d);
     if (this.exportDispatch) run(this.exportDispatch);
     if (this.chunkDispatch) run(this.chunkDispatch);
+    if (this.focusDispatch) run(this.focusDispatch);
     pass.end();
     const L = this.layout;
     enc.copyBufferToBuffer(b.tokenOut, 0, ring, L.token, 4);
@@ -158,8 +169,9 @@ export class DecodeStep {
     if (this.queryCopies.length) enc.copyBufferToBuffer(b.exportQ, 0, ring, L.queries, L.chunks - L.queries);
     if (this.chunkDispatch && b.chunks) {
       enc.copyBufferToBuffer(b.chunks.chosen, 0, ring, L.chunks, L.segmentSums - L.chunks);
-      if (this.segmentSums) enc.copyBufferToBuffer(b.chunks.segSums, 0, ring, L.segmentSums, L.end - L.segmentSums);
+      if (this.segmentSums) enc.copyBufferToBuffer(b.chunks.segSums, 0, ring, L.segmentSums, L.focus - L.segmentSums);
     }
+    if (this.focusDispatch && b.focus) enc.copyBufferToBuffer(b.focus.top, 0, ring, L.focus, L.end - L.focus);
     this.dispatchCount = count;
     return enc.finish();
   }
