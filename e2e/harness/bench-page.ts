@@ -18,7 +18,7 @@ interface BenchRequest {
   steps: number;
   heads: HeadsFile;
   kv: KvPrecision;
-  timing?: TimingOptions & { withLag2?: boolean };
+  timing?: TimingOptions & { withPaperLag?: boolean };
 }
 
 async function wnwBench(req: BenchRequest) {
@@ -32,7 +32,7 @@ async function wnwBench(req: BenchRequest) {
     const emb = randomEmbeddings(config, N, 5);
     const full = await timePolicy(backend, config, emb, N, 'full', 1, req.heads, req.steps, req.timing);
     const ts = [full, await timePolicy(backend, config, emb, N, 'wnw', 0.2, m?.heads ?? req.heads, req.steps, req.timing)];
-    if (req.timing?.withLag2) ts.push({ ...(await timePolicy(backend, config, emb, N, 'wnw', 0.2, m?.heads ?? req.heads, req.steps, { ...req.timing, policyOptions: { planLag: 2 } })), variant: 'planLag=2' });
+    if (req.timing?.withPaperLag) ts.push({ ...(await timePolicy(backend, config, emb, N, 'wnw', 0.2, m?.heads ?? req.heads, req.steps, { ...req.timing, policyOptions: { planLag: 1 } })), variant: 'planLag=1' });
     for (const t of ts) rows.push({ backend: backend.label, minutes, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
   }
   backend.dispose();

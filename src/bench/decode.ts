@@ -17,7 +17,7 @@ import { wordTimingHeads } from '../policy/timing-heads.js';
 
 export interface PolicyTiming {
   policy: PolicyName;
-  /** Options beside the budget, as written (`planLag=2`); absent for the policy's defaults. */
+  /** Options beside the budget, as written (`planLag=1`); absent for the policy's defaults. */
   variant?: string;
   budget: number;
   prefillTokensPerSecond: number;
@@ -129,17 +129,18 @@ function stepCounterMeans(cs: StepCounters[]): Omit<PolicyTiming, 'policy' | 'bu
 
 /**
  * The full cache, then WnW at r_GPU 0.2, on one backend and the same embeddings; with
- * `withLag2`, also WnW with its plans two steps late (planLag 2), which the loop pipelines.
+ * `withPaperLag`, also WnW with the paper's one-step lag (planLag 1), for which the loop waits
+ * for every step (WnW's default lag is decided per clip: two steps where its budget holds the lead).
  */
 export async function timeFullAndWnw(
   backend: DecoderBackend, config: ModelConfig, embeddings: Float32Array, audioLength: number,
-  heads: HeadsFile | undefined, steps: number, t: TimingOptions & { withLag2?: boolean } = {},
+  heads: HeadsFile | undefined, steps: number, t: TimingOptions & { withPaperLag?: boolean } = {},
 ): Promise<PolicyTiming[]> {
   const full = await timePolicy(backend, config, embeddings, audioLength, 'full', 1, heads, steps, t);
   const wnw = await timePolicy(backend, config, embeddings, audioLength, 'wnw', 0.2, heads, steps, t);
-  if (!t.withLag2) return [full, wnw];
-  const lag2 = await timePolicy(backend, config, embeddings, audioLength, 'wnw', 0.2, heads, steps, { ...t, policyOptions: { planLag: 2 } });
-  return [full, wnw, { ...lag2, variant: 'planLag=2' }];
+  if (!t.withPaperLag) return [full, wnw];
+  const lag1 = await timePolicy(backend, config, embeddings, audioLength, 'wnw', 0.2, heads, steps, { ...t, policyOptions: { planLag: 1 } });
+  return [full, wnw, { ...lag1, variant: 'planLag=1' }];
 }
 
 /** A heads file for random weights: seeded scores, roles and λ fitted exactly as calibration does. */

@@ -86,7 +86,7 @@ async function timeModel(backend: Awaited<ReturnType<MakeBackend>>, c: ModelConf
   try {
     for (const m of minutes) {
       const N = Math.round(m * 60 * c.audio.tokensPerSecond);
-      const ts = await timeFullAndWnw(backend, c, randomEmbeddings(c, N, 5), N, heads, req.steps, { pipeline: req.pipeline, withLag2: req.pipeline });
+      const ts = await timeFullAndWnw(backend, c, randomEmbeddings(c, N, 5), N, heads, req.steps, { pipeline: req.pipeline, withPaperLag: req.pipeline });
       log(`bench:gpu ${model} K=${c.numLayers} ${m} min: ${ts.map((t) => `${policyKey(t)} ${t.msPerToken.toFixed(2)}`).join(', ')} ms/token`);
       for (const t of ts) rows.push({ ...t, model, layers: c.numLayers, minutes: m, audioTokens: N, msPerTokenVsFull: t.msPerToken / ts[0].msPerToken });
     }

@@ -11,8 +11,8 @@
  * rows are labelled so and are not GPU timings.
  *
  * The decode loop queues step t + 1 before it reads step t where the policy's plans may
- * apply two steps late (the full cache; WnW with planLag=2, a third row); WnW as calibrated
- * (planLag 1) waits for each step. `--no-pipeline` runs every policy in the waiting loop
+ * apply two steps late (the full cache; WnW where its budget holds the lead, planLag auto);
+ * WnW with the paper's one-step lag (planLag=1, a third row) waits for each step. `--no-pipeline` runs every policy in the waiting loop
  * (the loop before the pipeline), for the side-by-side comparison.
  */
 import { parseKvPrecision } from '../cli/args.js';
@@ -54,7 +54,7 @@ async function main(): Promise<void> {
   const modelDir = arg('model', 'public/models/wnw-ref');
   const kv = parseKvPrecision(arg('kv', 'f32'));
   const pipeline = !process.argv.includes('--no-pipeline');
-  const timing = { pipeline, withLag2: pipeline };
+  const timing = { pipeline, withPaperLag: pipeline };
   let config: ModelConfig;
   let weights: DecoderWeights;
   let heads: HeadsFile | undefined;

@@ -17,7 +17,7 @@ export interface GpuBenchOptions {
   steps: number;
   log: (s: string) => void;
   kv: KvPrecision;
-  timing?: TimingOptions & { withLag2?: boolean };
+  timing?: TimingOptions & { withPaperLag?: boolean };
 }
 
 async function nodeGpu(o: GpuBenchOptions): Promise<GpuRow[] | null> {
