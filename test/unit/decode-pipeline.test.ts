@@ -106,20 +106,23 @@ describe('the lag a policy\'s plan gets', () => {
     expect(() => createPolicy('wnw', { budget: 0.2, heads, planLag: 3 })).toThrow(/planLag/);
   });
 
-  it('WnW decides its lag per clip: two steps where the budget holds each chunk\'s lead segment, else the paper\'s one', () => {
-    // The shipped model's heads on a minute of audio: at 0.2 the reserve holds the leads, at 0.1 it cannot.
+  it('WnW decides its lag per clip: two steps from 0.2 up where the budget holds the lead segment, else the paper\'s one', () => {
+    // The shipped model's heads on a minute of audio: at 0.2 the reserve holds the lead, at 0.1 it cannot.
     const model = 'public/models/wnw-ref';
     const c = parseConfig(JSON.parse(readFileSync(`${model}/config.json`, 'utf8')));
     const heads = JSON.parse(readFileSync(`${model}/heads.json`, 'utf8'));
-    const layout = policyLayout(c, 750);
-    const lagAt = (budget: number, opts: Record<string, unknown> = {}) => {
+    const lagAt = (budget: number, opts: Record<string, unknown> = {}, audioLength = 750) => {
       const p = createPolicy('wnw', { budget, heads, ...opts });
       expect(planLagOf(p)).toBe(1); // before it has seen a clip
-      p.request(layout);
+      p.request(policyLayout(c, audioLength));
       return planLagOf(p);
     };
     expect(lagAt(0.2)).toBe(2);
+    expect(lagAt(0.4)).toBe(2);
     expect(lagAt(0.1)).toBe(1);
+    // On 166 s the budget at 0.1 holds the lead, but a recall a step late costs the token there: one step.
+    expect(lagAt(0.1, {}, 2075)).toBe(1);
+    expect(lagAt(0.2, {}, 2075)).toBe(2);
     expect(lagAt(0.2, { planLag: 1 })).toBe(1);
     // Paper mode runs the method as written: one step.
     expect(lagAt(0.2, { strictBudget: false })).toBe(1);

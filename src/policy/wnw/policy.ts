@@ -63,6 +63,9 @@ import { assignRoles, budgetKey, fitLambda, headsScore, normalizedScores, rankin
 
 export { DEFAULT_SUMMARY_FIT } from './options.js';
 
+/** The smallest budget planLag 'auto' takes two steps at: chosen on the calibration recordings (decideLag). */
+export const TWO_STEP_BUDGET = 0.2;
+
 export interface WnwState {
   roles: Roles;
   retention: number[];
@@ -299,19 +302,19 @@ export class WnwPolicy implements KvPolicy {
 
   /**
    * planLag 'auto': a plan two steps late misses the segment the speech has just moved
-   * into, which the lead segment recalled after the best chunk makes up for (on the
-   * calibration recordings at 0.2, agreement 0.920 with it against 0.921 at one step and
-   * 0.905 without, docs/wnw-fidelity.md section 8); where the budget cannot hold the lead
-   * beside the chunks (the fit shrinks the reserve, as at 0.1) the lag cost agreement, so
-   * the plan keeps the paper's one step. Paper mode keeps one step; with no tidal head no
-   * plan moves anything.
+   * into, which the lead segment recalled after the best chunk makes up for at 0.2 (on the
+   * calibration recordings, agreement 0.920 with it against 0.921 at one step and 0.905
+   * without) but not at 0.1, where the tidal heads keep 2–5 % of their audio on the GPU
+   * and a recall a step late costs the token (−0.014 and −0.046), whether or not the lead
+   * fits (docs/wnw-fidelity.md section 8). So: two steps from TWO_STEP_BUDGET up where the
+   * budget holds the lead beside the chunks, else the paper's one. Paper mode keeps one
+   * step; with no tidal head no plan moves anything.
    */
   private decideLag(T: number, n: number): PlanLag {
     if (this.o.lag !== 'auto') return this.o.lag;
     if (this.roles.tidal.length === 0 || T === 0) return 2;
-    if (!this.o.strict) return 1;
-    const lead = this.o.lead ?? 1;
-    return this.retention(T, n, lead).whole ? 2 : 1;
+    if (!this.o.strict || this.budget < TWO_STEP_BUDGET - 1e-9) return 1;
+    return this.retention(T, n, this.o.lead ?? 1).whole ? 2 : 1;
   }
 
   /** A_τ from the anchors' weights (a caller that hands weights, not chunks): each already sums its g query heads. */
