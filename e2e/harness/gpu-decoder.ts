@@ -321,10 +321,14 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   const sameResidency = ref.residency.join('|') === got.residency.join('|');
   // WnW: the chunks chunk_select chose on the GPU are those the CPU's reference chose, every step.
   const sameChunks = ref.chunks.join('|') === got.chunks.join('|') && (pc.mode !== 'wnw' || got.chunks.every((x) => x.length > 0));
-  // WnW: the focus that dates each token, the GPU's top four against the CPU's focusOf (the
-  // exported weights agree to f32 rounding, so the centres to far under a word time's 0.01 s).
-  const focusDiff = ref.focus.reduce((m, f, i) => Math.max(m, Math.abs(f - got.focus[i])), 0);
-  const sameFocus = pc.mode !== 'wnw' || (focusDiff < 1e-3 && got.focus.every((f) => f >= 0));
+  // WnW: the focus that dates each token, the GPU's top four against the CPU's focusOf. The
+  // exported weights agree to f32 rounding, not bit for bit (sums in another order), which can
+  // move a centre by a few thousandths of a position (7.7e-3 measured with the f16 pool); the
+  // bound is under half a word time's rounding (0.01 s: 0.125 positions at 12.5 audio tokens a
+  // second). focus.wgsl against focusOf on the same weights, bit for bit: e2e/kernels.spec.ts.
+  const focusAt = ref.focus.reduce((k, f, i) => (Math.abs(f - got.focus[i]) > Math.abs(ref.focus[k] - got.focus[k]) ? i : k), 0);
+  const focusDiff = ref.focus.length ? Math.abs(ref.focus[focusAt] - got.focus[focusAt]) : 0;
+  const sameFocus = pc.mode !== 'wnw' || (focusDiff < 0.05 && got.focus.every((f) => f >= 0));
   const rGpu = `r_GPU after prefill ${got.rGpu[0].toFixed(3)}, mean ${(got.rGpu.reduce((a, b) => a + b, 0) / got.rGpu.length).toFixed(3)} over ${got.rGpu.length} plans`;
   const c1 = got.counters[1];
   const cN = got.counters[got.counters.length - 1];
@@ -358,7 +362,7 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   const pass = promptOk && growthOk && peakOk && layoutOk && firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && sameChunks && sameFocus && constant && goldenOk && waitsOk;
   const detail = `${pc.name} (${pc.mode} plan): audio ${A}, ${pc.steps} steps, pool ${got.pool?.pages} pages (worst plan ${sizes.worstPoolPages}) in ${shards} shards, prefill blocks ${blocks}${promptOk ? '' : ` (PROMPT NOT THE SESSION'S: ${sizes.promptLength} rows)`}, weights ${pc.backend?.weightFormat ?? 'f32'} ${wm.total} bytes (${JSON.stringify(wm.byFormat)}; embedding in ${wm.embedParts} bindings, lm_head in ${wm.lmHeadParts})${layoutOk ? '' : ` (WANTED ${JSON.stringify({ ...pc.layout, ...pc.weightParts })})`}, tokens ${firstDiff === -1 ? 'identical' : `differ from step ${firstDiff} (cpu ${ref.tokens.slice(firstDiff, firstDiff + 4)} gpu ${got.tokens.slice(firstDiff, firstDiff + 4)})`};` +
     `${golden} logits nmse ${logitsNmse.toExponential(2)}, exported weights ${weightsNmse.toExponential(2)}, queries ${queriesNmse.toExponential(2)}, prefill scores ${scoresNmse.toExponential(2)};` +
-    `${pc.mode === 'wnw' ? ` chunks chosen ${sameChunks ? 'equal' : 'DIFFER'} (step 0: ${got.chunks[0]}); focus ${sameFocus ? 'equal' : 'DIFFERS'} (largest difference ${focusDiff.toExponential(2)} positions, step 0: ${got.focus[0]?.toFixed(3)});` : ''}` +
+    `${pc.mode === 'wnw' ? ` chunks chosen ${sameChunks ? 'equal' : 'DIFFER'} (step 0: ${got.chunks[0]}); focus ${sameFocus ? 'equal' : 'DIFFERS'} (largest difference ${focusDiff.toExponential(2)} positions, at step ${focusAt}: CPU ${ref.focus[focusAt]?.toFixed(4)}, GPU ${got.focus[focusAt]?.toFixed(4)});` : ''}` +
     ` residency after plans ${sameResidency ? 'equal' : 'DIFFERS'} (${got.residency.length} plans; ${rGpu});${peak}` +
     ` counters constant ${constant} (dispatches ${cN.dispatches}, submits ${cN.submits}, buffers ${cN.buffers}, bindGroups ${cN.bindGroups});` +
     ` ${pc.pipelined ? 'pipelined' : 'waiting'} loop: CPU waits on the critical path ${waits} in ${pc.steps} steps, readback ${cN.readbackBytes} bytes/step, CPU→GPU ${cN.bytesToGpu} bytes last step${waitsOk ? '' : ' (WAITS OR READBACK NOT AS EXPECTED)'}; pool grew ${growths} times for the text (cpu ${ref.counters[ref.counters.length - 1].poolGrowths}${growthOk ? '' : `, WANTED equal and >= ${pc.minGrowths ?? 0}`});` +
