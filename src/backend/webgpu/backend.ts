@@ -24,7 +24,7 @@ import { PrefillBuffers, SessionBuffers, sessionSizes } from './session.js';
 import type { ShaderLoader } from '../../gpu/shader-source.js';
 import { DecodeStep } from './step.js';
 import { StepRing } from './step-ring.js';
-import { stagingBytes } from './pool-layout.js';
+import { queueStep } from './step-submit.js';
 import type { Session } from './session-state.js';
 import { scopedSetup } from '../../gpu/scoped.js';
 import { GpuWeights } from './weights.js';
@@ -312,52 +312,7 @@ export class WebGpuBackend implements DecoderBackend {
    * Nothing here waits for the GPU: a loop may queue step t + 1 before it reads step t.
    */
   submitStep(token: number | null): void {
-    const s = this.s;
-    const c = this.config;
-    const res = s.residency;
-    const pool = s.pool;
-    if (!res || !pool || !s.step) throw new Error('step() before applyPrefill()');
-    if (token === null ? s.submitted === 0 : !Number.isInteger(token) || token < 0 || token >= c.vocabSize) {
-      throw new RangeError(token === null ? 'submitStep(null) before any step: the first token comes from the CPU' : `token ${token} outside vocabulary`);
-    }
-    this.ctx.check();
-    const slot = s.ring.nextSlot();
-    const pos = s.nextPos++;
-    res.appendText(pos, s.slots);
-    let growth: Promise<Error | null> = Promise.resolve(null);
-    // The pool grew (this token's text page, or the last plan's recalls): bind its new buffers.
-    if (pool.generation !== s.stepGeneration) {
-      growth = pool.growthFailure;
-      // The old step's uniforms may still be read by a queued step: WebGPU defers their free.
-      s.step.destroy();
-      s.step = this.decodeStep(pool);
-      s.stepGeneration = pool.generation;
-    }
-    const step = s.step;
-    const q = this.ctx.device.queue;
-    s.stepState[0] = pos;
-    s.stepState.set(s.slots, 4);
-    q.writeBuffer(s.buffers.step, 0, s.stepState);
-    let bytes = s.stepState.byteLength + s.pendingBytes;
-    s.pendingBytes = 0;
-    if (token !== null) {
-      s.tokenIn[0] = token;
-      q.writeBuffer(s.buffers.tokenIn, 0, s.tokenIn);
-      bytes += 4;
-    }
-    bytes += pool.flush(res);
-    const splits = Math.max(1, Math.ceil(GpuPool.maxPages(res) / this.kernels.pagesPerSplit));
-    // Rows recalled from here on ride in the step's own encoder (row-staging.ts).
-    pool.stageWrites(stagingBytes(pool.layout.bytes));
-    q.submit([step.encode(splits, slot, (enc) => pool.encodeStaged(enc))]);
-    s.submitted++;
-    s.ring.submitted({
-      slot, growth,
-      // A growth of the pool (text pages, recalls) copies it in submits of its own since the last step's.
-      counters: { dispatches: step.dispatchCount, dispatchesPerLayer: step.layerDispatches, submits: 1, growthSubmits: pool.submits - s.poolSubmits, readbackBytes: step.readbackBytes, bytesToGpu: bytes },
-    });
-    s.poolSubmits = pool.submits;
-    s.reader = step;
+    queueStep(this.ctx, this.config, this.kernels, this.s, token, (pool) => this.decodeStep(pool));
   }
 
   /** The oldest queued step's token, logits and exported attention (maps its readback slot). */
