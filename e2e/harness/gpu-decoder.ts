@@ -272,7 +272,8 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
     driver = {
       prefill: (obs) => policy.prefill(obs),
       byLayer: (layout) => policy.prefillByLayer!(layout),
-      before: (s) => next.get(s) ?? null,
+      // Step 0 gets the plan made from the prefill (KvPolicy.afterPrefill), as a transcription applies it.
+      before: (s) => (s === 0 ? policy.afterPrefill?.() ?? null : next.get(s) ?? null),
       after: (s, obs) => next.set(s + lag, policy.afterStep(obs)),
     };
   }

@@ -72,9 +72,11 @@ export async function timePolicy(
   const t0 = now();
   const pre = await backend.prefill(embeddings);
   await backend.applyPrefill(policy.prefill(pre.observation));
+  // The recall a policy makes from the prefill before the first step (session/run.ts does the same).
+  const initial = policy.afterPrefill ? await backend.apply(policy.afterPrefill()) : undefined;
   const prefillMs = now() - t0;
   const times: number[] = [];
-  let bytes = 0;
+  let bytes = initial?.bytesToGpu ?? 0;
   let bytesMax = 0;
   let rGpu = 0;
   let token = pre.token;

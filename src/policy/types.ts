@@ -26,6 +26,12 @@ export interface KvPolicy {
    * `prefill`. Both answer the same plan for the same scores.
    */
   prefillByLayer?(layout: PolicyLayout): LayerPrefill;
+  /**
+   * A plan applied once, after the prefill's placement and before the first decode step,
+   * from what the prefill observed (WnW: the chunks its anchors attended to at the end of
+   * the prompt, recalled before the first step rather than a step or two after it).
+   */
+  afterPrefill?(): StepPlan;
   afterStep(obs: StepObservation): StepPlan;
   /**
    * The lag a plan of `afterStep` gets: the plan answered from step t's observation takes

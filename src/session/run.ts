@@ -234,6 +234,14 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   };
   try {
     const first = await beginAndPrefill(r, h);
+    const initial = r.policy.afterPrefill?.();
+    if (initial && (initial.recall.length || initial.release.length)) {
+      // Counted with the decode steps' traffic: it is a recall, made before the first of them.
+      const moved = await backend.apply(initial);
+      acc.bytes += moved.bytesToGpu;
+      acc.recalls += moved.recalledPositions;
+      acc.releases += moved.releasedPositions;
+    }
     prefillMs = now() - t0;
     r.progress({ phase: 'prefill', fraction: 1 });
     let token = forced ? forced[0] ?? c.tokens.eos : first;

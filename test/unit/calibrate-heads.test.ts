@@ -54,6 +54,13 @@ describe('ranking and roles', () => {
     expect(s).toEqual([1, 1, 0.5, 0]);
     expect(retentionFor(s, [0], 1.5)).toEqual([1, 1, 0.75, 0]);
   });
+
+  it('a retention cap holds the best non-anchor heads below 1 (anchors stay whole) and never undercuts the floor', () => {
+    const s = normalizedScores([4, 2, 1, 0], [0]);
+    expect(retentionFor(s, [0], 1.5, 0, 0.6)).toEqual([1, 0.6, 0.6, 0]);
+    expect(retentionFor(s, [0], 1.5, 0.1, 0.6)).toEqual([1, 0.6, 0.6, 0.1]);
+    expect(retentionFor(s, [0], 1.5, 0.5, 0.2)).toEqual([1, 0.5, 0.5, 0.5]);
+  });
 });
 
 describe('λ search', () => {
@@ -74,6 +81,20 @@ describe('λ search', () => {
     const total = lengths.reduce((a, T) => a + N * T, 0);
     const over = lengths.reduce((a, T) => a + prefillGpuCount(retentionFor(sNorm, roles.anchors, fit.lambda * (1 + 1e-6) + 1e-9), T, 25), 0) / total;
     expect(over).toBeGreaterThan(budget);
+  });
+
+  it('with a cap, λ rises until the budget is met by the heads below it', () => {
+    const score = rankingScore(vs, hs);
+    const roles = assignRoles(score, 0.4);
+    const sNorm = normalizedScores(score, roles.anchors);
+    const plain = fitLambda(sNorm, roles.anchors, lengths, 0.4, 25);
+    const capped = fitLambda(sNorm, roles.anchors, lengths, 0.4, 25, { cap: 0.5 });
+    expect(capped.rGpu).toBeLessThanOrEqual(0.4);
+    expect(capped.rGpu).toBeGreaterThan(0.39);
+    expect(capped.lambda).toBeGreaterThan(plain.lambda);
+    const anchors = new Set(roles.anchors);
+    expect(capped.retention.every((r, i) => anchors.has(i) || r <= 0.5)).toBe(true);
+    expect(plain.retention.some((r, i) => !anchors.has(i) && r > 0.5)).toBe(true);
   });
 
   it('heads.json: roles per budget, measured r_GPU equals the selection run on real prefill scores', () => {

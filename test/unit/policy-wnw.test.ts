@@ -104,6 +104,62 @@ describe('WnW prefill', () => {
     expect(() => new WnwPolicy({ budget: 0.2, heads, ranking: 'vs' })).toThrow(/ranking/);
   });
 
+  it('maxRetention caps every non-anchor head; scorePower below 1 moves budget to the low-scored heads', () => {
+    const big = makeLayout(8, 4, 3000);
+    const heads = syntheticHeads(big, 3);
+    const o = prefillObservation(big, 2);
+    const run = (opts: Record<string, unknown>) => {
+      const p = new WnwPolicy({ budget: 0.4, heads, ...opts });
+      p.prefill(o);
+      return p.state!;
+    };
+    const plain = run({});
+    const capped = run({ maxRetention: 0.5 });
+    const isAnchor = new Set(capped.roles.anchors);
+    expect(plain.retention.some((r, h) => !isAnchor.has(h) && r > 0.5)).toBe(true);
+    expect(capped.retention.every((r, h) => isAnchor.has(h) || r <= 0.5)).toBe(true);
+    expect(capped.lambda).toBeGreaterThan(plain.lambda);
+    expect(capped.prefillRGpu).toBeLessThanOrEqual(0.4);
+    // The fixed heads' share of what is kept grows (the best heads' share shrinks).
+    const share = (st: typeof plain) => st.roles.fixed.reduce((a, h) => a + st.retention[h], 0) / st.retention.reduce((a, r) => a + r, 0);
+    expect(share(run({ scorePower: 0.5 }))).toBeGreaterThan(share(plain));
+    for (const bad of [{ maxRetention: 0 }, { maxRetention: 1.5 }, { scorePower: -1 }, { scorePower: 'x' }]) {
+      expect(() => new WnwPolicy({ budget: 0.4, heads, ...bad })).toThrow(/maxRetention|scorePower/);
+    }
+  });
+
+  it('recalls, before the first step, the chunks the anchors attended to in the prompt (prefillRecall)', () => {
+    const obs = prefillObservation(layout, 1);
+    // The anchor (head 0) looks at segment 7 from the instruction rows.
+    const peaked = { ...obs, scores: obs.scores.map((s, h) => (h === 0 ? Float32Array.from(s, (_, p) => (Math.floor(p / 25) === 7 ? 5 : 0.01)) : s)) };
+    const p = new WnwPolicy({ budget: 0.5, heads: handHeads(), strictBudget: false });
+    const plan = p.prefill(peaked);
+    const initial = p.afterPrefill();
+    // Paper chunks (two segments, top 3): the best chunks are the two over segment 7.
+    expect(p.lastDecision?.chunks.slice(0, 2).sort()).toEqual([6, 7]);
+    expect(initial.release).toEqual([]);
+    expect(initial.recall.map((m) => m.head)).toEqual([1, 2]);
+    for (const m of initial.recall) {
+      const cpu = new Set(plan.heads[m.head].cpu);
+      expect(Array.from(m.positions).every((x) => cpu.has(x))).toBe(true);
+      // Segment 7's whole CPU complement comes back.
+      expect(Array.from(m.positions).filter((x) => Math.floor(x / 25) === 7)).toEqual(Array.from(plan.heads[m.head].cpu).filter((x) => Math.floor(x / 25) === 7));
+    }
+    // Once: the next call has nothing, and the option turns it off.
+    expect(p.afterPrefill()).toEqual({ recall: [], release: [] });
+    const off = new WnwPolicy({ budget: 0.5, heads: handHeads(), strictBudget: false, prefillRecall: false });
+    off.prefill(peaked);
+    expect(off.afterPrefill()).toEqual({ recall: [], release: [] });
+    // Recalled at step −1: unless chosen again, released once δ = 3 steps have passed (at step 2).
+    const q = new WnwPolicy({ budget: 0.5, heads: handHeads(), strictBudget: false });
+    q.prefill(peaked);
+    q.afterPrefill();
+    const elsewhere = (step: number) => anchorStep(layout, step, [0, 1, 2]);
+    expect(q.afterStep(elsewhere(0)).release).toEqual([]);
+    expect(q.afterStep(elsewhere(1)).release).toEqual([]);
+    expect(q.afterStep(elsewhere(2)).release.map((m) => m.head)).toEqual([1, 2]);
+  });
+
   it('refuses a budget the anchors alone exceed', () => {
     const heads = handHeads();
     expect(() => new WnwPolicy({ budget: 0.2, heads }).prefill(obs)).toThrow(/anchor/);

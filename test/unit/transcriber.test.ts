@@ -106,6 +106,25 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     expect(forced.slice(0, free.length).map((l) => Array.from(l))).toEqual(free.map((l) => Array.from(l)));
   });
 
+  it('WnW recalls before the first step what its anchors attended to in the prompt: more audio is resident at step 0', async () => {
+    const residentAtStep0 = async (prefillRecall: boolean) => {
+      let n = -1;
+      await asr.transcribe(toneWav(20), {
+        policy: 'wnw', budget: 0.2, maxNewTokens: 2, policyOptions: { prefillRecall },
+        onResidency: (step, resident) => {
+          if (step !== 0) return;
+          n = 0;
+          // 2 layers × 8 KV heads; 20 s at 12.5 tokens a second is 250 positions.
+          for (let h = 0; h < 16; h++) for (let p = 0; p < 250; p++) if (resident(h, p)) n++;
+        },
+      });
+      return n;
+    };
+    const without = await residentAtStep0(false);
+    expect(without).toBeGreaterThan(0);
+    expect(await residentAtStep0(true)).toBeGreaterThan(without);
+  });
+
   it('policy options reach the policy (ablations): one voice head leaves no tidal head to offload', async () => {
     const tidalShares: number[] = [];
     const r = await asr.transcribe(toneWav(8), {

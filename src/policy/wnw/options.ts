@@ -18,8 +18,8 @@ export const DEFAULT_SUMMARY_FIT: SummaryFit = 'mass';
 /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
 export const WNW_OPTIONS: readonly string[] = [
   'chunkSegments', 'topChunks', 'recallEvery', 'delta', 'lead', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors',
-  'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'summaryMass', 'summaryMassLayer', 'tidalSummaries', 'anchorScope', 'normalize',
-  'fullLayer', 'fullRole', 'planLag',
+  'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'summaryMass', 'summaryMassLayer', 'tidalSummaries', 'anchorScope', 'normalize', 'scorePower', 'maxRetention',
+  'fullLayer', 'fullRole', 'planLag', 'prefillRecall',
 ];
 
 export interface WnwOptions {
@@ -29,6 +29,8 @@ export interface WnwOptions {
   strict: boolean;
   /** `planLag` as asked: 1, 2, or 'auto' (the default): decided per clip (policy.ts `decideLag`). */
   lag: PlanLag | 'auto';
+  /** Recall, before the first decode step, the chunks the anchors attended to in the prompt's instruction rows (policy.ts `afterPrefill`). */
+  prefillRecall: boolean;
   /** `lead` as asked; absent: planLag − 1 segments. */
   lead?: number;
   /** Recall reserve in segments, where an option sets it (else what one selection and its leads name). */
@@ -49,6 +51,10 @@ export interface WnwOptions {
   summaryMassLayer?: number;
   /** Where s̃ is normalised: over all heads ('global', the method's max) or within each layer ('layer'). */
   normalize: 'global' | 'layer';
+  /** s̃ raised to this power before λ scales it (1: the method's); below 1 spreads the budget towards low-scored heads. */
+  scorePower: number;
+  /** The most a non-anchor head keeps (1: the method's); below 1 the budget left flows to the others (triage.ts `retentionFor`). */
+  maxRetention: number;
   /** Whose attention directs a tidal head's recall: every anchor's, or its own layer's where it has any (recall-groups.ts). */
   anchorScope: AnchorScope;
   /** Diagnosis only: a layer (`fullLayer`) or a role (`fullRole`) whose heads keep all their audio, outside the budget. */
@@ -69,6 +75,13 @@ function oneOf<T extends string | number>(opts: PolicyOptions, key: string, allo
 function flag(opts: PolicyOptions, key: string, dflt: boolean): boolean {
   const v = opts[key] ?? dflt;
   if (typeof v !== 'boolean') throw new WnwError('BAD_ARGUMENT', `option "${key}" must be true or false, got ${String(v)}`);
+  return v;
+}
+
+/** A number in (0, max], or the default. */
+function positive(opts: PolicyOptions, key: string, dflt: number, max: number): number {
+  const v = opts[key] ?? dflt;
+  if (typeof v !== 'number' || !(v > 0 && v <= max)) throw new WnwError('BAD_ARGUMENT', `option "${key}" must be a number above 0${Number.isFinite(max) ? ` and at most ${max}` : ''}, got ${String(v)}`);
   return v;
 }
 
@@ -96,6 +109,7 @@ export function parseWnwOptions(opts: PolicyOptions, heads: Pick<HeadsFile, 'num
     selection: oneOf<Selection>(opts, 'selection', ['segment', 'global'], 'segment'),
     strict,
     lag: oneOf<PlanLag | 'auto'>(opts, 'planLag', [1, 2, 'auto'], 'auto'),
+    prefillRecall: flag(opts, 'prefillRecall', true),
     ...(opts['lead'] !== undefined ? { lead: recall.lead } : {}),
     ...(opts['reserveSegments'] !== undefined ? { reserveSegments: numOpt(opts, 'reserveSegments', 0, 0) } : {}),
     floorPositions: numOpt(opts, 'segmentFloor', 1, 0),
@@ -106,6 +120,8 @@ export function parseWnwOptions(opts: PolicyOptions, heads: Pick<HeadsFile, 'num
     ...(opts['summaryMass'] !== undefined ? { summaryMass: numOpt(opts, 'summaryMass', 1, 0) } : {}),
     ...(summaryMassLayer !== undefined ? { summaryMassLayer } : {}),
     normalize: oneOf(opts, 'normalize', ['global', 'layer'] as const, 'global'),
+    scorePower: positive(opts, 'scorePower', 1, Infinity),
+    maxRetention: positive(opts, 'maxRetention', 1, 1),
     anchorScope,
     ...(opts['fullLayer'] !== undefined ? { fullLayer: numOpt(opts, 'fullLayer', 0, 0) } : {}),
     ...(fullRole !== undefined ? { fullRole } : {}),

@@ -98,6 +98,10 @@ export class WnwPolicy implements KvPolicy {
   lastDecision?: ChunkDecision;
   /** The lag decided for the clip of the last `request` (decideLag). */
   private lag?: PlanLag;
+  /** Per anchor (order of roles.anchors): its prefill scores, for the recall made before the first step. */
+  private anchorPrefill: Float32Array[] = [];
+  /** The plan for before the first decode step (afterPrefill), once. */
+  private initial: StepPlan = EMPTY_PLAN;
 
   constructor(opts: PolicyOptions) {
     this.budget = checkBudget(this.name, opts.budget);
@@ -109,7 +113,7 @@ export class WnwPolicy implements KvPolicy {
     // Calibrated roles are used unless an ablation option asks for something they were not made with.
     const stored = this.heads.roles[budgetKey(this.budget)];
     const sameRanking = ranking === undefined || ranking === (this.heads.ranking ?? 'product');
-    const calibrated = stored && sameRanking && roleOpts.nVoice === undefined && roleOpts.anchors === undefined && this.o.anchorScope === 'all' && (stored.selection ?? 'segment') === this.o.selection && opts['segmentFloor'] === undefined && this.o.normalize === 'global';
+    const calibrated = stored && sameRanking && roleOpts.nVoice === undefined && roleOpts.anchors === undefined && this.o.anchorScope === 'all' && (stored.selection ?? 'segment') === this.o.selection && opts['segmentFloor'] === undefined && this.o.normalize === 'global' && this.o.scorePower === 1 && this.o.maxRetention === 1;
     this.score = sameRanking ? headsScore(this.heads) : rankingScore(this.heads.voiceScore, this.heads.headSensitivity, ranking);
     this.calibrated = calibrated ? stored : undefined;
     this.roles = calibrated ? { anchors: [...stored.anchors], tidal: [...stored.tidal], fixed: [...stored.fixed] } : assignRoles(this.score, this.budget, roleOpts);
@@ -187,7 +191,9 @@ export class WnwPolicy implements KvPolicy {
     const isTidal = new Set(this.roles.tidal);
     const isAnchor = new Set(this.roles.anchors);
     const full = this.fullHeads(layout);
+    this.anchorPrefill = [];
     const select = (s: Float32Array, h: number): HeadResidency => {
+      if (isAnchor.has(h)) this.anchorPrefill[this.roles.anchors.indexOf(h)] = Float32Array.from(s);
       if (isAnchor.has(h) || full.has(h)) return { gpu: selectByRetention(s, 1, n), cpu: NONE };
       const gpu = selectByRetention(s, retention[h], n, this.o.selection);
       const summarised = summaryLength > 0 && (!isTidal.has(h) || this.o.tidalSummaries);
@@ -240,6 +246,18 @@ export class WnwPolicy implements KvPolicy {
     this.groups = groups.map((group, i) => ({ group, scheduler: new ChunkScheduler(T, n, chunkOpts, costs[i], rooms[i]) }));
     this.stateInfo = { roles: this.roles, retention, lambda, summaryLength, prefillRGpu: used / (N * T || 1) };
     this.lastDecision = undefined;
+    // The prompt's last rows asked for the first token: where the anchors looked then is
+    // where the first step looks. Recalled now, it is there at step 0, where a plan from
+    // step 0's own attention would reach step 1 or 2 (step −1 for δ: released by step 2 unless chosen again).
+    this.initial = this.o.prefillRecall && this.roles.tidal.length > 0
+      ? this.plan((group, scheduler) => scheduler.step(this.anchorSum(group.anchors.map((a) => this.anchorPrefill[a])), -1))
+      : EMPTY_PLAN;
+  }
+
+  afterPrefill(): StepPlan {
+    const p = this.initial;
+    this.initial = EMPTY_PLAN;
+    return p;
   }
 
   private anchorsOverBudget(rGpu: number): WnwError {
@@ -266,11 +284,16 @@ export class WnwPolicy implements KvPolicy {
     if (!obs.chunks && obs.weights.length !== this.roles.anchors.length) throw new Error(`wnw: step ${obs.step} exported ${obs.weights.length} heads and no chunks, expected the ${this.roles.anchors.length} anchors`);
     if (this.roles.tidal.length === 0) return EMPTY_PLAN;
     if (obs.chunks && this.groups.length !== 1) throw new Error(`wnw: step ${obs.step} brought one chunk choice for ${this.groups.length} recall groups`);
+    // The device's chunk choice (one group: every anchor), or A_τ summed over the group's anchors.
+    return this.plan((group, scheduler) => (obs.chunks ? scheduler.stepChunks(obs.chunks, obs.step, obs.segmentSums) : scheduler.step(this.anchorSum(group.anchors.map((a) => obs.weights[a])), obs.step)));
+  }
+
+  /** Every recall group's decision, as the tidal heads' moves. */
+  private plan(decide: (group: RecallGroup, scheduler: ChunkScheduler) => ChunkDecision): StepPlan {
     const recall: Move[] = [];
     const release: Move[] = [];
     this.groups.forEach(({ group, scheduler }, g) => {
-      // The device's chunk choice (one group: every anchor), or A_τ summed over the group's anchors.
-      const d = obs.chunks ? scheduler.stepChunks(obs.chunks, obs.step, obs.segmentSums) : scheduler.step(this.anchorSum(group.anchors.map((a) => obs.weights[a])), obs.step);
+      const d = decide(group, scheduler);
       if (g === 0) this.lastDecision = d;
       const moves = (segs: number[]): Move[] =>
         group.tidal
@@ -334,7 +357,7 @@ export class WnwPolicy implements KvPolicy {
     if (!this.o.strict && this.calibrated) {
       return { retention: [...this.calibrated.retention], lambda: this.calibrated.lambda, summaryLength: this.o.summaries ? this.groupLength(n) : 0, whole: true };
     }
-    const sNorm = normalizedScores(this.score, this.roles.anchors, this.o.normalize === 'layer' ? this.heads.numKvHeads : undefined);
+    const sNorm = normalizedScores(this.score, this.roles.anchors, this.o.normalize === 'layer' ? this.heads.numKvHeads : undefined).map((s) => s ** this.o.scorePower);
     const R0 = this.o.strict ? this.fullReserve(T, n, lead) : 0;
     const tidal = this.roles.tidal;
     // The heads that keep summary slots: the fixed ones, and the tidal ones when asked.
@@ -344,6 +367,7 @@ export class WnwPolicy implements KvPolicy {
       selection: this.o.selection,
       extra: (ret, len) => reserve(R, ret, len) + (g > 0 ? summarised.reduce((a, h) => a + summarySlots(len, ret[h], n, this.o.selection, g), 0) : 0),
       floor: segmentFloor(n, this.o.floorPositions),
+      cap: this.o.maxRetention,
     });
     // Where the budget cannot hold the summaries even at λ = 0, the tidal heads' recall
     // reserve shrinks first (to one segment: a fixed head that sees nothing of a segment

@@ -131,12 +131,13 @@ export function normalizedScores(score: number[], anchors: number[], layerSize =
 }
 
 /**
- * retention_i = min(max(s̃_i · λ, floor), 1); anchors 1. The floor is the segment floor
- * (see `segmentFloor`); 0 is the method's formula as written.
+ * retention_i = min(max(s̃_i · λ, floor), cap); anchors 1. The floor is the segment floor
+ * (see `segmentFloor`); 0 is the method's formula as written. The cap (1 in the method)
+ * stops the best-scored heads from keeping everything while λ rises for the rest.
  */
-export function retentionFor(sNorm: number[], anchors: number[], lambda: number, floor = 0): number[] {
+export function retentionFor(sNorm: number[], anchors: number[], lambda: number, floor = 0, cap = 1): number[] {
   const isAnchor = new Set(anchors);
-  return sNorm.map((s, i) => (isAnchor.has(i) ? 1 : Math.min(1, Math.max(floor, s * lambda))));
+  return sNorm.map((s, i) => (isAnchor.has(i) ? 1 : Math.min(Math.max(cap, floor), Math.max(floor, s * lambda))));
 }
 
 /**
@@ -178,6 +179,8 @@ export interface LambdaFitOptions {
   extra?: (retention: number[], T: number) => number;
   /** The segment floor asked for (see `segmentFloor`); 0: none. */
   floor?: number;
+  /** The most a non-anchor head keeps (see `retentionFor`); 1: the method's. */
+  cap?: number;
 }
 
 /**
@@ -192,12 +195,12 @@ export function fitLambda(
   lengths: number[],
   target: number,
   segmentLength: number,
-  { selection = 'segment', extra = () => 0, floor: asked = 0 }: LambdaFitOptions = {},
+  { selection = 'segment', extra = () => 0, floor: asked = 0, cap = 1 }: LambdaFitOptions = {},
 ): LambdaFit {
   const N = sNorm.length;
   const total = lengths.reduce((a, T) => a + N * T, 0) || 1;
   const rAt = (lambda: number, floor: number) => {
-    const ret = retentionFor(sNorm, anchors, lambda, floor);
+    const ret = retentionFor(sNorm, anchors, lambda, floor, cap);
     let n = 0;
     for (const T of lengths) n += prefillGpuCount(ret, T, segmentLength, selection) + extra(ret, T);
     return n / total;
@@ -223,7 +226,7 @@ export function fitLambda(
       else hi = mid;
     }
   }
-  return { lambda: lo, retention: retentionFor(sNorm, anchors, lo, floor), rGpu: r(lo), floor };
+  return { lambda: lo, retention: retentionFor(sNorm, anchors, lo, floor, cap), rGpu: r(lo), floor };
 }
 
 /** The key of `HeadsFile.roles` for a budget: "0.2", "0.15". */
