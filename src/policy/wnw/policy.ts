@@ -43,6 +43,12 @@
  *   `summaryMass` scales the exponent δ of that correction (0 is 'value', 1 the whole gap),
  *   and `summaryMassLayer` applies it in one layer only (the one the stop token reads),
  *   the others' slots as 'value'.
+ * - Recall before the first step (`prefillRecall`, default on): the chunks the anchors'
+ *   prefill scores (the instruction rows, the last of which asked for the first token)
+ *   point at are recalled once the prefill is placed (`afterPrefill`), so the first decode
+ *   step, which no plan reaches, does not run on the prefill selection alone.
+ * - Retention cap and score power (`maxRetention`, `scorePower`; 1 and 1, the method's):
+ *   ablations of how λ shares the budget (docs/wnw-long-audio.md section 7).
  * - Normalisation of the ranking score (`normalize`): over all heads (default) or per
  *   layer. Diagnosis only: `fullLayer` / `fullRole` keep one layer's or one role's heads
  *   whole, outside the budget (docs/wnw-fidelity.md).
