@@ -14,7 +14,6 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { UsageError, defaultModelDir, parseBudget, parseKvPrecision, parsePolicySpec, rejectUnknown, splitArgs } from '../cli/args.js';
 import { argmax } from '../backend/argmax.js';
-import { logSoftmax } from './fidelity.js';
 import { forcedLogits } from './teacher-forced.js';
 import { clipAudio, readClips } from './datasets/index.js';
 import type { TranscribeOptions } from '../types.js';
@@ -32,12 +31,11 @@ export interface MarginReport {
   flips: { step: number; margin: number }[];
 }
 
-/** The best log-probability minus the second best (0 for a tie, Infinity for one token). */
+/** The best log-probability minus the second best: the gap of the two largest logits (0 for a tie, Infinity for one token). */
 export function topMargin(logits: Float32Array): number {
-  const p = logSoftmax(logits);
   let a = -Infinity;
   let b = -Infinity;
-  for (const x of p) {
+  for (const x of logits) {
     if (x > a) [a, b] = [x, a];
     else if (x > b) b = x;
   }
@@ -78,7 +76,9 @@ export async function main(argv = process.argv.slice(2), cwd = process.cwd()): P
     const kv = parseKvPrecision(flags.get('kv') ?? 'f32');
     const otherKv = parseKvPrecision(flags.get('against-kv') ?? kv);
     if (spec.policy === 'full' && otherKv === kv) throw new UsageError('--against full compares with the full cache itself: give --against-kv another precision');
-    const limit = Number(flags.get('limit') ?? Infinity);
+    const limitStr = flags.get('limit');
+    const limit = limitStr === undefined ? Infinity : Number(limitStr);
+    if (!(Number.isInteger(limit) || limit === Infinity) || limit < 1) throw new UsageError(`--limit must be a positive integer, got "${limitStr}"`);
     const model = flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir();
     const { loadTranscriber, toMono16k } = await import('../index.js');
     const ref = await loadTranscriber({ model, policy: 'full', backend: 'cpu', kvPrecision: kv });

@@ -1,6 +1,6 @@
 /** eval:margins: the full cache's top-1 margins and where another cache's greedy token differs. */
 import { describe, expect, it } from 'vitest';
-import { formatReport, marginReport, topMargin } from '../../src/eval/margins.js';
+import { formatReport, main, marginReport, topMargin } from '../../src/eval/margins.js';
 
 const logits = (...x: number[]) => Float32Array.from(x);
 
@@ -21,5 +21,11 @@ describe('eval:margins', () => {
     expect(r.flips[0].margin).toBeCloseTo(0.05, 6);
     expect(formatReport('c', r)).toMatch(/^c: 4 steps; margin under 0.1 \/ 0.5 \/ 1 nats: 25.0 % \/ 50.0 % \/ 75.0 %; 2 flips \(agreement 0.500\)/);
     expect(() => marginReport(full, other.slice(1))).toThrow(/4 steps/);
+  });
+
+  it('bad arguments are usage errors (exit 2) before any model loads', async () => {
+    expect(await main(['--data', 'x', '--against', 'wnw', '--limit', 'abc'])).toBe(2);
+    expect(await main(['--data', 'x', '--against', 'full'])).toBe(2);
+    expect(await main(['--against', 'wnw'])).toBe(2);
   });
 });

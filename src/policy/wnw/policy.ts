@@ -199,7 +199,7 @@ export class WnwPolicy implements KvPolicy {
     const full = this.fullHeads(layout);
     this.anchorPrefill = [];
     const select = (s: Float32Array, h: number): HeadResidency => {
-      if (isAnchor.has(h)) this.anchorPrefill[this.roles.anchors.indexOf(h)] = Float32Array.from(s);
+      if (isAnchor.has(h) && this.o.prefillRecall) this.anchorPrefill[this.roles.anchors.indexOf(h)] = Float32Array.from(s);
       if (isAnchor.has(h) || full.has(h)) return { gpu: selectByRetention(s, 1, n), cpu: NONE };
       const gpu = selectByRetention(s, retention[h], n, this.o.selection);
       const summarised = summaryLength > 0 && (!isTidal.has(h) || this.o.tidalSummaries);
