@@ -6,7 +6,12 @@ import { samplesPlugin } from './src/ui/samples-plugin.ts';
 // The wasm audio decoders serve Node only (src/audio/node-decode.ts, imported only there):
 // the library leaves them to the consumer's node_modules as it does onnxruntime-web, and the
 // demo leaves that module out altogether (a page never runs it).
-const AUDIO_DECODERS = ['mpg123-decoder', '@wasm-audio-decoders/flac', 'ogg-opus-decoder', '@wasm-audio-decoders/ogg-vorbis'];
+const AUDIO_DECODERS = [
+  'mpg123-decoder',
+  '@wasm-audio-decoders/flac',
+  'ogg-opus-decoder',
+  '@wasm-audio-decoders/ogg-vorbis',
+];
 const LIB_EXTERNAL = ['onnxruntime-web', 'onnxruntime-web/webgpu', 'webgpu', /^node:/, ...AUDIO_DECODERS];
 const DEMO_EXTERNAL = [/\/src\/audio\/node-decode\.ts$/];
 
@@ -16,7 +21,13 @@ export default defineConfig(({ mode }) => ({
   // /samples.json: the shipped clips the demo offers (see src/ui/samples-plugin.ts).
   plugins: [samplesPlugin()],
   // Files the tests write while the pages run (miniature models, reports) are data, never modules: not watched.
-  server: { host: '127.0.0.1', port: 5173, strictPort: false, fs: { allow: ['.'] }, watch: { ignored: ['**/.cache/**', '**/test-results/**', '**/e2e/.out/**'] } },
+  server: {
+    host: '127.0.0.1',
+    port: 5173,
+    strictPort: false,
+    fs: { allow: ['.'] },
+    watch: { ignored: ['**/.cache/**', '**/test-results/**', '**/e2e/.out/**'] },
+  },
   // onnxruntime-web ships its own wasm loader; pre-bundling breaks its relative imports.
   // The tokenizer libraries are pre-bundled at start: discovered later, by the first page that
   // imports them, they would make Vite reload every open page (a test page mid-run included).
@@ -37,7 +48,10 @@ export default defineConfig(({ mode }) => ({
       : {
           outDir: 'dist/demo',
           rollupOptions: {
-            input: { main: resolve(import.meta.dirname, 'index.html'), example: resolve(import.meta.dirname, 'example.html') },
+            input: {
+              main: resolve(import.meta.dirname, 'index.html'),
+              example: resolve(import.meta.dirname, 'example.html'),
+            },
             external: DEMO_EXTERNAL,
           },
         },

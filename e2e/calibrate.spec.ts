@@ -16,22 +16,32 @@ import { wavHead } from './demo-page.js';
 /** Picks the folder as the directory input would, and waits for the panel's verdict on its heads. */
 async function pickFolder(page: Page, folder: string, state: string): Promise<void> {
   await page.setInputFiles('#model-dir', folder);
-  await expect(page.locator('#model-info [data-key="family"]')).toContainText('voxtral (Hugging Face)', { timeout: 30_000 });
+  await expect(page.locator('#model-info [data-key="family"]')).toContainText('voxtral (Hugging Face)', {
+    timeout: 30_000,
+  });
   await expect(page.locator('#calibrate')).toHaveAttribute('data-state', state, { timeout: 30_000 });
 }
 
 /** A 3 s clip, WnW at 0.2 on the CPU backend, to the end of the run. */
 async function runWnw(page: Page): Promise<void> {
-  await page.setInputFiles('#file-input', { name: 'sample1-head.wav', mimeType: 'audio/wav', buffer: wavHead('samples/sample1.wav', 3) });
+  await page.setInputFiles('#file-input', {
+    name: 'sample1-head.wav',
+    mimeType: 'audio/wav',
+    buffer: wavHead('samples/sample1.wav', 3),
+  });
   await expect(page.locator('#start')).toBeEnabled({ timeout: 60_000 });
   await page.selectOption('#policy', 'wnw');
   await page.selectOption('#budget', '0.2');
   await page.selectOption('#backend', 'cpu');
   await page.click('#start');
-  await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', /done|partial|failed/, { timeout: 180_000 });
+  await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', /done|partial|failed/, {
+    timeout: 180_000,
+  });
 }
 
-test('a picked Hugging Face folder without heads.json is calibrated in the page, runs WnW, and after a reload uses the stored heads', async ({ page }) => {
+test('a picked Hugging Face folder without heads.json is calibrated in the page, runs WnW, and after a reload uses the stored heads', async ({
+  page,
+}) => {
   test.setTimeout(300_000);
   // Voxtral's miniature: 2 layers × 4 KV heads, the smallest decoder of the three.
   const folder = join(await ensureMiniatures(), 'voxtral');
@@ -54,7 +64,11 @@ test('a picked Hugging Face folder without heads.json is calibrated in the page,
   await page.evaluate(() => {
     const seen: string[] = [];
     (window as unknown as { calibrationTexts: string[] }).calibrationTexts = seen;
-    const watch = (id: string) => new MutationObserver(() => seen.push(`${id}: ${document.getElementById(id)!.textContent}`)).observe(document.getElementById(id)!, { childList: true, characterData: true, subtree: true });
+    const watch = (id: string) =>
+      new MutationObserver(() => seen.push(`${id}: ${document.getElementById(id)!.textContent}`)).observe(
+        document.getElementById(id)!,
+        { childList: true, characterData: true, subtree: true },
+      );
     watch('calibrate-run-text');
     watch('calibrate-heads-text');
   });
@@ -74,7 +88,10 @@ test('a picked Hugging Face folder without heads.json is calibrated in the page,
   const texts = await page.evaluate(() => (window as unknown as { calibrationTexts: string[] }).calibrationTexts);
   // Per head: every one of the 8 KV heads reported in turn; per clip, with the time left once a forward was timed.
   for (let h = 1; h <= 8; h++) expect(texts).toContain(`calibrate-heads-text: ${h} of 8`);
-  expect(texts.some((t) => /^calibrate-run-text: clip 1 of 1 \(calib001\) · \d+ % · about [\d.:]+ (s|min) left$/.test(t)), texts.join('\n')).toBe(true);
+  expect(
+    texts.some((t) => /^calibrate-run-text: clip 1 of 1 \(calib001\) · \d+ % · about [\d.:]+ (s|min) left$/.test(t)),
+    texts.join('\n'),
+  ).toBe(true);
 
   // WnW now runs on the same loaded page.
   await runWnw(page);

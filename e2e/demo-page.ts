@@ -60,12 +60,18 @@ export async function tideInk(page: Page): Promise<{ rows: number; ink: number; 
 
 /** The first seconds of sample 1 through the page, full cache on the CPU backend, to a finished transcript. */
 export async function transcribeHead(page: Page, seconds: number): Promise<void> {
-  await page.setInputFiles('#file-input', { name: 'sample1-head.wav', mimeType: 'audio/wav', buffer: wavHead('samples/sample1.wav', seconds) });
+  await page.setInputFiles('#file-input', {
+    name: 'sample1-head.wav',
+    mimeType: 'audio/wav',
+    buffer: wavHead('samples/sample1.wav', seconds),
+  });
   await expect(page.locator('#start')).toBeEnabled({ timeout: 60_000 });
   await page.selectOption('#policy', 'full');
   await page.selectOption('#backend', 'cpu');
   await page.click('#start');
-  await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', /done|partial|failed/, { timeout: 240_000 });
+  await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', /done|partial|failed/, {
+    timeout: 240_000,
+  });
   await expect(page.locator('#notice')).toBeHidden();
   await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', 'done');
 }

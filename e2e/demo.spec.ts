@@ -9,7 +9,15 @@ import { join, relative } from 'node:path';
 import { wer } from '../src/eval/wer.js';
 import { chromiumArgs } from '../playwright.config.js';
 import { ensureMiniatures } from '../test/helpers/miniatures.js';
-import { chooseSample, paneTokens, samples, shortestClip, sixtySecondClip, tideInk, transcribeHead } from './demo-page.js';
+import {
+  chooseSample,
+  paneTokens,
+  samples,
+  shortestClip,
+  sixtySecondClip,
+  tideInk,
+  transcribeHead,
+} from './demo-page.js';
 
 /*
  * WER ceilings for a ~60 s held-out espeak-ng clip, from the shipped model's measured
@@ -23,7 +31,9 @@ import { chooseSample, paneTokens, samples, shortestClip, sixtySecondClip, tideI
 const ACCURACY = join('public', 'models', 'wnw-ref', 'accuracy.json');
 const MODEL_GATE = 0.5;
 const measuredWer: number | null = existsSync(ACCURACY)
-  ? ((JSON.parse(readFileSync(ACCURACY, 'utf8')) as { summary: Array<{ policy: string; wer: number }> }).summary.find((r) => r.policy === 'full')?.wer ?? null)
+  ? ((JSON.parse(readFileSync(ACCURACY, 'utf8')) as { summary: Array<{ policy: string; wer: number }> }).summary.find(
+      (r) => r.policy === 'full',
+    )?.wer ?? null)
   : null;
 const FULL_WER_MAX = (measuredWer ?? 0.1) + 0.05;
 const WNW_WER_MAX = FULL_WER_MAX + 0.05;
@@ -48,12 +58,17 @@ test.use({
 const MODEL = process.env.WNW_E2E_MODEL ?? '';
 const modelQuery = MODEL ? `model=${encodeURIComponent(MODEL)}` : '';
 const modelReady = MODEL !== '' || existsSync(join('public', 'models', 'wnw-ref', 'config.json'));
-const needsModel = () => test.skip(!modelReady, 'no reference model in public/models/wnw-ref (npm run train makes one)');
+const needsModel = () =>
+  test.skip(!modelReady, 'no reference model in public/models/wnw-ref (npm run train makes one)');
 
 test.describe('demo page without a model', () => {
   test('an unsupported file shows a plain-language error', async ({ page }) => {
     await page.goto('/');
-    await page.setInputFiles('#file-input', { name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('this is not audio') });
+    await page.setInputFiles('#file-input', {
+      name: 'notes.txt',
+      mimeType: 'text/plain',
+      buffer: Buffer.from('this is not audio'),
+    });
     const notice = page.locator('#notice');
     await expect(notice).toBeVisible();
     await expect(notice).toHaveAttribute('data-code', 'BAD_AUDIO');
@@ -102,18 +117,24 @@ test.describe('demo page without a model', () => {
     await page.setInputFiles('#model-dir', folder);
     await expect(page.locator('#model-name')).toContainText('voxtral');
     // Read from config.json before any weight: family, layers, format, bytes, and a fit verdict.
-    await expect(page.locator('#model-info [data-key="family"]')).toContainText('voxtral (Hugging Face)', { timeout: 30_000 });
+    await expect(page.locator('#model-info [data-key="family"]')).toContainText('voxtral (Hugging Face)', {
+      timeout: 30_000,
+    });
     await expect(page.locator('#model-info [data-key="layers"]')).toContainText(/^\d+ \(hidden \d+/);
     await expect(page.locator('#model-info [data-key="format"]')).toContainText('f32');
     await expect(page.locator('#model-info [data-key="weights"]')).toContainText(/\d (KiB|MiB)/);
     await expect(page.locator('#model-info [data-key="runs"]')).toContainText('in this page');
     // The verdict sizes both phases, prefill and decoding, and names the larger as the peak.
-    await expect(page.locator('#model-fit')).toContainText(/Needs .* of f32 weights \+ .* while prefilling \(.*KV pool.*\) or .* while decoding \(the KV pool .*\) = .* at the peak/);
+    await expect(page.locator('#model-fit')).toContainText(
+      /Needs .* of f32 weights \+ .* while prefilling \(.*KV pool.*\) or .* while decoding \(the KV pool .*\) = .* at the peak/,
+    );
 
     await transcribeHead(page, 4);
     await expect(page.locator('#progress-download')).toHaveJSProperty('value', 1);
     // Bytes read from the folder: the weights were sliced out of it, not more than it holds.
-    const read = /([0-9.]+) (KiB|MiB) of ([0-9.]+) MiB read/.exec(await page.locator('#progress-download-text').innerText());
+    const read = /([0-9.]+) (KiB|MiB) of ([0-9.]+) MiB read/.exec(
+      await page.locator('#progress-download-text').innerText(),
+    );
     expect(read, 'no bytes-read readout on the download phase').not.toBeNull();
     const mib = (v: string, u: string) => Number(v) / (u === 'KiB' ? 1024 : 1);
     expect(mib(read![1], read![2])).toBeGreaterThan(0);
@@ -127,11 +148,17 @@ test.describe('demo page without a model', () => {
 
   test('a model folder the site serves, given by URL, loads in the worker and transcribes', async ({ page }) => {
     test.setTimeout(300_000);
-    const url = '/' + relative(process.cwd(), join(await ensureMiniatures(), 'qwen2_audio')).split('\\').join('/');
+    const url =
+      '/' +
+      relative(process.cwd(), join(await ensureMiniatures(), 'qwen2_audio'))
+        .split('\\')
+        .join('/');
     await page.goto('/');
     await page.fill('#model-url', url);
     await page.click('#model-url-form button[type="submit"]');
-    await expect(page.locator('#model-info [data-key="family"]')).toContainText('qwen2_audio (Hugging Face)', { timeout: 30_000 });
+    await expect(page.locator('#model-info [data-key="family"]')).toContainText('qwen2_audio (Hugging Face)', {
+      timeout: 30_000,
+    });
     await expect(page.locator('#model-info [data-key="runs"]')).toContainText('background worker');
     await transcribeHead(page, 3);
     // Its miniature tokenizer spells only a few hundred of the 156k ids: the tokens are counted, not the text.
@@ -163,7 +190,7 @@ test('the tide chart draws decode steps (synthetic steps, no model)', async ({ p
   await page.locator('#tide').screenshot({ path: 'test-results/tide-chart.png' });
 });
 
-test('the tide chart\'s placeholder goes once the first step is drawn', async ({ page }) => {
+test("the tide chart's placeholder goes once the first step is drawn", async ({ page }) => {
   await page.goto('/e2e/harness/tide.html?steps=1');
   await expect(page.locator('body')).toHaveAttribute('data-done', '1');
   // Above the one row drawn, the plot is the empty colour only: no placeholder text left.
@@ -172,7 +199,8 @@ test('the tide chart\'s placeholder goes once the first step is drawn', async ({
     const above = Number(c.dataset.plotHeight) - Number(c.dataset.rowHeight);
     const d = c.getContext('2d')!.getImageData(0, 0, c.width, above).data;
     let n = 0;
-    for (let i = 0; i < d.length; i += 4) if (Math.abs(d[i] - 15) + Math.abs(d[i + 1] - 23) + Math.abs(d[i + 2] - 42) > 24) n++;
+    for (let i = 0; i < d.length; i += 4)
+      if (Math.abs(d[i] - 15) + Math.abs(d[i + 1] - 23) + Math.abs(d[i + 2] - 42) > 24) n++;
     return n;
   });
   expect(stray).toBe(0);
@@ -196,7 +224,9 @@ test.describe('demo page with the reference model', () => {
   /** WERs of the compare run, checked by the next test against the ceilings. */
   let compared: { werFull: number; werWnw: number } | null = null;
 
-  test('compare mode runs the full cache and WnW at 0.2 on a 60 s clip; progress, streaming text and the tide chart show', async ({ page }) => {
+  test('compare mode runs the full cache and WnW at 0.2 on a 60 s clip; progress, streaming text and the tide chart show', async ({
+    page,
+  }) => {
     // Two decodes of ~60 s of audio on SwiftShader (CPU-emulated GPU).
     test.setTimeout(1_200_000);
     const clip = await sixtySecondClip(page);
@@ -212,7 +242,11 @@ test.describe('demo page with the reference model', () => {
 
     // Progress: the model phases complete, then decoding reports audio covered.
     await expect(page.locator('#progress-compile')).toHaveJSProperty('value', 1, { timeout: 300_000 });
-    await expect.poll(() => page.locator('#progress-decode').evaluate((e) => (e as HTMLProgressElement).value), { timeout: 300_000 }).toBeGreaterThan(0);
+    await expect
+      .poll(() => page.locator('#progress-decode').evaluate((e) => (e as HTMLProgressElement).value), {
+        timeout: 300_000,
+      })
+      .toBeGreaterThan(0);
     await expect(page.locator('#backend-readout')).toContainText(/WebGPU/);
     // Tokens stream into the first pane before its run ends.
     await expect(page.locator('#transcript-full')).not.toBeEmpty({ timeout: 300_000 });
@@ -223,7 +257,9 @@ test.describe('demo page with the reference model', () => {
     const wnw = await page.locator('#transcript-wnw').innerText();
     const werFull = wer(reference, full);
     const werWnw = wer(reference, wnw);
-    console.log(`${clip.url}: WER full ${(werFull * 100).toFixed(1)} %, WnW@${WNW_BUDGET} ${(werWnw * 100).toFixed(1)} %`);
+    console.log(
+      `${clip.url}: WER full ${(werFull * 100).toFixed(1)} %, WnW@${WNW_BUDGET} ${(werWnw * 100).toFixed(1)} %`,
+    );
     compared = { werFull, werWnw };
     expect(full.trim().length).toBeGreaterThan(0);
     expect(wnw.trim().length).toBeGreaterThan(0);
@@ -231,7 +267,9 @@ test.describe('demo page with the reference model', () => {
     expect(Number(await page.locator('[data-pane="wnw"] [data-wer]').getAttribute('data-wer'))).toBeCloseTo(werWnw, 6);
     // WnW at 0.2 keeps less KV on the GPU than the full cache.
     await expect(page.locator('#status')).toContainText(/Compared: GPU KV memory/);
-    console.log(`${clip.url}: ${await paneTokens(page, 'wnw')} WnW tokens against ${await paneTokens(page, 'full')} of the full cache`);
+    console.log(
+      `${clip.url}: ${await paneTokens(page, 'wnw')} WnW tokens against ${await paneTokens(page, 'full')} of the full cache`,
+    );
 
     // One row per decode step of the WnW run: the rows drawn cover the plot as far as they reach.
     const chart = await tideInk(page);
@@ -240,13 +278,12 @@ test.describe('demo page with the reference model', () => {
     expect(chart.colours).toBeGreaterThan(2);
   });
 
-  test('the compare run is within the WER ceilings derived from the model\'s measured accuracy', () => {
+  test("the compare run is within the WER ceilings derived from the model's measured accuracy", () => {
     accuracyGate();
     expect(compared, 'the compare run above did not finish').not.toBeNull();
     expect(compared!.werFull).toBeLessThanOrEqual(FULL_WER_MAX);
     expect(compared!.werWnw).toBeLessThanOrEqual(WNW_WER_MAX);
   });
-
 });
 
 // Independent of the compare run: they run even when it fails.
@@ -255,7 +292,9 @@ test.describe('the reference model, beyond the compare run', () => {
   /** WER of the example page's transcript, checked against the ceiling by the test after it. */
   let exampleWer: number | null = null;
 
-  test('the demo\'s sample at the page\'s defaults (WnW at 0.2): at least 90 % of the full cache\'s tokens', async ({ page }) => {
+  test("the demo's sample at the page's defaults (WnW at 0.2): at least 90 % of the full cache's tokens", async ({
+    page,
+  }) => {
     // Two decodes of a 32 s clip on SwiftShader.
     test.setTimeout(900_000);
     const sample = (await samples(page)).find((x) => x.group === 'samples' && x.reference);
@@ -271,8 +310,13 @@ test.describe('the reference model, beyond the compare run', () => {
     await expect(page.locator('[data-pane="wnw"]')).toHaveAttribute('data-done', 'done', { timeout: 850_000 });
     await expect(page.locator('[data-pane="full"]')).toHaveAttribute('data-done', 'done');
     const [full, wnw] = [await paneTokens(page, 'full'), await paneTokens(page, 'wnw')];
-    const vsFull = wer(await page.locator('#transcript-full').innerText(), await page.locator('#transcript-wnw').innerText());
-    console.log(`${sample!.url}: WnW ${wnw} tokens, the full cache ${full}; WER of WnW against the full cache's transcript ${(vsFull * 100).toFixed(1)} %`);
+    const vsFull = wer(
+      await page.locator('#transcript-full').innerText(),
+      await page.locator('#transcript-wnw').innerText(),
+    );
+    console.log(
+      `${sample!.url}: WnW ${wnw} tokens, the full cache ${full}; WER of WnW against the full cache's transcript ${(vsFull * 100).toFixed(1)} %`,
+    );
     expect(full).toBeGreaterThan(0);
     expect(wnw).toBeGreaterThanOrEqual(0.9 * full);
   });
@@ -361,7 +405,7 @@ test.describe('the reference model, beyond the compare run', () => {
     exampleWer = w;
   });
 
-  test('the example page\'s transcript is within the WER ceiling derived from the model\'s measured accuracy', () => {
+  test("the example page's transcript is within the WER ceiling derived from the model's measured accuracy", () => {
     accuracyGate();
     expect(exampleWer, 'the example page test above did not finish').not.toBeNull();
     expect(exampleWer!).toBeLessThanOrEqual(WNW_WER_MAX);

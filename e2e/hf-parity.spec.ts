@@ -12,7 +12,12 @@ import { fileURLToPath } from 'node:url';
 import { test, expect, type Page } from '@playwright/test';
 import { ensureMiniatures, MINIATURE_FAMILIES } from '../test/helpers/miniatures.js';
 
-interface CheckResult { name: string; pass: boolean; detail: string; ms: number }
+interface CheckResult {
+  name: string;
+  pass: boolean;
+  detail: string;
+  ms: number;
+}
 
 test.describe.configure({ mode: 'serial' });
 
@@ -24,17 +29,27 @@ test.beforeAll(async ({ browser }) => {
   test.setTimeout(600_000);
   const dir = await ensureMiniatures();
   // The dev server serves the project root, .cache/ included.
-  const root = '/' + relative(fileURLToPath(new URL('..', import.meta.url)), dir).split('\\').join('/');
+  const root =
+    '/' +
+    relative(fileURLToPath(new URL('..', import.meta.url)), dir)
+      .split('\\')
+      .join('/');
   page = await browser.newPage();
-  page.on('console', (m) => { if (m.type() === 'error') console.log('[page]', m.text()); });
-  page.on('response', (r) => { if (r.status() >= 400) console.log('[page]', r.status(), r.url()); });
+  page.on('console', (m) => {
+    if (m.type() === 'error') console.log('[page]', m.text());
+  });
+  page.on('response', (r) => {
+    if (r.status() >= 400) console.log('[page]', r.status(), r.url());
+  });
   page.on('request', (r) => {
     if (!r.url().endsWith('.safetensors')) return;
     shardRequests.all++;
     if (r.method() === 'GET' && !r.headers()['range']) shardRequests.whole.push(r.url());
   });
   await page.goto(`/e2e/harness/gpu.html?hf=${encodeURIComponent(root)}`);
-  await page.waitForFunction(() => document.getElementById('status')?.textContent === 'ready', null, { timeout: 120_000 });
+  await page.waitForFunction(() => document.getElementById('status')?.textContent === 'ready', null, {
+    timeout: 120_000,
+  });
 });
 
 test.afterAll(async () => {
@@ -45,7 +60,10 @@ for (const family of MINIATURE_FAMILIES) {
   for (const mode of ['full', 'wnw']) {
     const name = `parity_hf_${family}_${mode}`;
     test(`hf ${name}`, async () => {
-      const r = await page.evaluate((n) => (window as unknown as { wnwGpu: { run(n: string): Promise<CheckResult> } }).wnwGpu.run(n), name);
+      const r = await page.evaluate(
+        (n) => (window as unknown as { wnwGpu: { run(n: string): Promise<CheckResult> } }).wnwGpu.run(n),
+        name,
+      );
       console.log(`${name}: ${r.pass ? 'ok' : 'FAIL'} ${r.detail} (${Math.round(r.ms)} ms)`);
       expect(r.pass, r.detail).toBe(true);
     });

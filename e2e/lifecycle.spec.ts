@@ -7,20 +7,33 @@
  */
 import { test, expect, type Page } from '@playwright/test';
 
-interface CheckResult { name: string; pass: boolean; detail: string; ms: number }
+interface CheckResult {
+  name: string;
+  pass: boolean;
+  detail: string;
+  ms: number;
+}
 
 test.describe.configure({ mode: 'serial' });
 
 let page: Page;
 
-const run = (name: string) => page.evaluate((n) => (window as unknown as { wnwLifecycle: { run(n: string): Promise<CheckResult> } }).wnwLifecycle.run(n), name);
+const run = (name: string) =>
+  page.evaluate(
+    (n) => (window as unknown as { wnwLifecycle: { run(n: string): Promise<CheckResult> } }).wnwLifecycle.run(n),
+    name,
+  );
 
 test.beforeAll(async ({ browser }) => {
   test.setTimeout(300_000);
   page = await browser.newPage();
-  page.on('console', (m) => { if (m.type() === 'error') console.log('[page]', m.text()); });
+  page.on('console', (m) => {
+    if (m.type() === 'error') console.log('[page]', m.text());
+  });
   await page.goto('/e2e/harness/lifecycle.html');
-  await page.waitForFunction(() => document.getElementById('status')?.textContent === 'ready', null, { timeout: 120_000 });
+  await page.waitForFunction(() => document.getElementById('status')?.textContent === 'ready', null, {
+    timeout: 120_000,
+  });
   const r = await run('setup');
   console.log(`setup: ${r.detail} (${Math.round(r.ms)} ms)`);
   expect(r.pass, r.detail).toBe(true);
@@ -32,9 +45,17 @@ test.afterAll(async () => {
 
 // The load cases first, in a page with no transcriber; then one transcriber for the rest.
 const CASES = [
-  'cancel_download', 'cancel_convert', 'cancel_upload', 'cancel_compile', 'lost_compile', 'cancel_upload_in_worker',
-  'cancel_encode', 'cancel_prefill_layer_2', 'cancel_decode_step_3',
-  'lost_prefill_layer_2', 'lost_decode_step_3',
+  'cancel_download',
+  'cancel_convert',
+  'cancel_upload',
+  'cancel_compile',
+  'lost_compile',
+  'cancel_upload_in_worker',
+  'cancel_encode',
+  'cancel_prefill_layer_2',
+  'cancel_decode_step_3',
+  'lost_prefill_layer_2',
+  'lost_decode_step_3',
 ];
 
 for (const name of CASES) {

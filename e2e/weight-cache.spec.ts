@@ -23,26 +23,58 @@ async function convertedVoxtral(dir: string): Promise<string> {
   return out;
 }
 
-interface Load { ranges: number; bytes?: number; fromCache: boolean; same?: boolean; progress?: { loaded: number; total: number } | null }
-interface Result { opfs: boolean; first: Load; second: Load; uncached?: Load; afterClear?: Load }
+interface Load {
+  ranges: number;
+  bytes?: number;
+  fromCache: boolean;
+  same?: boolean;
+  progress?: { loaded: number; total: number } | null;
+}
+interface Result {
+  opfs: boolean;
+  first: Load;
+  second: Load;
+  uncached?: Load;
+  afterClear?: Load;
+}
 
 // Voxtral (untied head) also checks `cache: false` and clearing; Omni: a tied head and q/k/v
 // biases; a folder converted by `npx wnw convert` is cached like one packed at load.
-for (const [family, format, options] of [['voxtral', 'q4', true], ['qwen2_5_omni', 'q4', false], ['converted/voxtral-q4', 'q4', false]] as const) {
-  test(`weight cache: ${family} ${format} by URL, second load from OPFS${options ? '; cache: false, clearWeightCache' : ''}`, async ({ page }) => {
+for (const [family, format, options] of [
+  ['voxtral', 'q4', true],
+  ['qwen2_5_omni', 'q4', false],
+  ['converted/voxtral-q4', 'q4', false],
+] as const) {
+  test(`weight cache: ${family} ${format} by URL, second load from OPFS${options ? '; cache: false, clearWeightCache' : ''}`, async ({
+    page,
+  }) => {
     test.setTimeout(300_000);
     const dir = await ensureMiniatures();
     if (family.startsWith('converted/')) await convertedVoxtral(dir);
-    const root = '/' + relative(fileURLToPath(new URL('..', import.meta.url)), dir).split('\\').join('/');
-    page.on('console', (m) => { if (m.type() === 'error') console.log('[page]', m.text()); });
+    const root =
+      '/' +
+      relative(fileURLToPath(new URL('..', import.meta.url)), dir)
+        .split('\\')
+        .join('/');
+    page.on('console', (m) => {
+      if (m.type() === 'error') console.log('[page]', m.text());
+    });
     // Vite may reload the page once when the first load discovers a dependency to pre-bundle;
     // the run is idempotent (it starts by clearing the cache), so it is run again then.
     let r: Result | null = null;
     for (let attempt = 0; !r; attempt++) {
       await page.goto('/e2e/harness/weight-cache.html');
-      await page.waitForFunction(() => document.getElementById('status')?.textContent === 'ready', null, { timeout: 120_000 });
+      await page.waitForFunction(() => document.getElementById('status')?.textContent === 'ready', null, {
+        timeout: 120_000,
+      });
       try {
-        r = await page.evaluate(([u, f, o]) => (window as unknown as { wnwWeightCache: { run(u: string, f: string, o: boolean): Promise<Result> } }).wnwWeightCache.run(u, f, o), [`${root}/${family}`, format, options] as const);
+        r = await page.evaluate(
+          ([u, f, o]) =>
+            (
+              window as unknown as { wnwWeightCache: { run(u: string, f: string, o: boolean): Promise<Result> } }
+            ).wnwWeightCache.run(u, f, o),
+          [`${root}/${family}`, format, options] as const,
+        );
       } catch (e) {
         if (attempt > 0 || !/context was destroyed/.test(String(e))) throw e;
       }

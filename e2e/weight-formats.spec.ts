@@ -6,6 +6,12 @@
  */
 import { gpuChecks } from './gpu-checks.js';
 
-const CHECKS = ['embed_q4_split', 'embed_f16_split', 'qkv_rope_append_q4_voxtral', 'qkv_rope_append_f16_voxtral', 'qkv_rope_append_q4_omni_bias'];
+const CHECKS = [
+  'embed_q4_split',
+  'embed_f16_split',
+  'qkv_rope_append_q4_voxtral',
+  'qkv_rope_append_f16_voxtral',
+  'qkv_rope_append_q4_omni_bias',
+];
 
 gpuChecks('weight format', CHECKS);

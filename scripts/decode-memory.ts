@@ -21,7 +21,9 @@ if (file === '--make') {
   file = process.argv[4];
   if (!(minutes > 0) || !file) throw new Error('usage: --make MINUTES OUT.mp3');
   const repeats = Math.ceil((minutes * 60) / CLIP_SECONDS) - 1;
-  execFileSync('sox', [CLIP, '-C', '128', '-r', '44100', '-c', '2', file, 'repeat', String(repeats)], { stdio: 'inherit' });
+  execFileSync('sox', [CLIP, '-C', '128', '-r', '44100', '-c', '2', file, 'repeat', String(repeats)], {
+    stdio: 'inherit',
+  });
 }
 if (!file) throw new Error('usage: npx tsx scripts/decode-memory.ts FILE | --make MINUTES OUT.mp3');
 

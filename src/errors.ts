@@ -60,9 +60,11 @@ export class ContextTooLongError extends WnwError {
   ) {
     const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`;
     const advice = {
-      pool: `: needs ${mib(neededBytes)} of KV memory, the pool holds ${mib(availableBytes)}. ` +
+      pool:
+        `: needs ${mib(neededBytes)} of KV memory, the pool holds ${mib(availableBytes)}. ` +
         'Use a lower GPU budget (e.g. policy "wnw" with budget 0.2), kvPrecision "f16", a shorter clip, or a larger kvBudgetBytes.',
-      'pool-binding': ` (${mib(availableBytes)} is the most this device binds as one buffer). ` +
+      'pool-binding':
+        ` (${mib(availableBytes)} is the most this device binds as one buffer). ` +
         'Use a lower GPU budget, kvPrecision "f16", or a shorter clip.',
       'prompt-binding': ` (${mib(availableBytes)} is the most this device binds as one buffer). Use a shorter clip, or split the recording.`,
     }[limit];
@@ -110,7 +112,10 @@ export class ModelTooBigError extends WnwError {
     where: string,
     wouldFit?: { minutes: number; text: string },
   ) {
-    super('MODEL_TOO_BIG', `${where}: ${problems.map((p) => p.message).join(' ')}${wouldFit ? ` ${wouldFit.text}` : ''}`);
+    super(
+      'MODEL_TOO_BIG',
+      `${where}: ${problems.map((p) => p.message).join(' ')}${wouldFit ? ` ${wouldFit.text}` : ''}`,
+    );
     this.name = 'ModelTooBigError';
     if (wouldFit) this.minutesThatFit = wouldFit.minutes;
   }
@@ -149,7 +154,10 @@ export class DeviceLostError extends WnwError {
     readonly reason: string,
     readonly text = '',
   ) {
-    super('DEVICE_LOST', `The GPU device was lost (${reason}). The next transcription makes a new device; if it is lost again, reload the page.`);
+    super(
+      'DEVICE_LOST',
+      `The GPU device was lost (${reason}). The next transcription makes a new device; if it is lost again, reload the page.`,
+    );
     this.name = 'DeviceLostError';
   }
 

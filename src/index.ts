@@ -4,11 +4,29 @@
  */
 export { loadTranscriber, WnwTranscriber } from './session/transcriber.js';
 export type {
-  AudioInput, LoadOptions, PolicyName, ProgressEvent, ProgressPhase, StepStats, TranscribeOptions,
-  Transcriber, TranscriptionResult, TranscriptionStats, Word,
+  AudioInput,
+  LoadOptions,
+  PolicyName,
+  ProgressEvent,
+  ProgressPhase,
+  StepStats,
+  TranscribeOptions,
+  Transcriber,
+  TranscriptionResult,
+  TranscriptionStats,
+  Word,
 } from './types.js';
 export {
-  WnwError, ModelLoadError, AudioError, ContextTooLongError, PositionsExceededError, ModelTooBigError, NoWebGpuError, OutOfMemoryError, DeviceLostError, CancelledError,
+  WnwError,
+  ModelLoadError,
+  AudioError,
+  ContextTooLongError,
+  PositionsExceededError,
+  ModelTooBigError,
+  NoWebGpuError,
+  OutOfMemoryError,
+  DeviceLostError,
+  CancelledError,
   type WnwErrorCode,
 } from './errors.js';
 export { POLICIES, hasFixedBudget, needsHeads, policyBudget } from './policy/registry.js';
@@ -19,6 +37,15 @@ export type { PolicyLayout, PrefillPlan, StepPlan } from './kv/plan.js';
 export type { HeadsFile } from './model/heads.js';
 // "Will it fit?" before loading: the decoder's weight bytes per format from a config.
 export { decoderWeightBytes, type WeightBytes } from './model/packed-weights.js';
-export { checkFit, planMemory, weightBindingProblems, type DeviceLimits, type FitProblem, type FitVerdict, type MemoryPlan, type MemoryRequest } from './backend/webgpu/fit.js';
+export {
+  checkFit,
+  planMemory,
+  weightBindingProblems,
+  type DeviceLimits,
+  type FitProblem,
+  type FitVerdict,
+  type MemoryPlan,
+  type MemoryRequest,
+} from './backend/webgpu/fit.js';
 export { clearWeightCache } from './model/weight-cache.js';
 export type { WeightFormat } from './model/quant.js';

@@ -229,7 +229,12 @@ export interface TranscriptionResult {
   error?: Error;
 }
 
-export type AudioInput = ArrayBuffer | Uint8Array | Blob | Float32Array | { getChannelData(i: number): Float32Array; numberOfChannels: number; sampleRate: number; length: number };
+export type AudioInput =
+  | ArrayBuffer
+  | Uint8Array
+  | Blob
+  | Float32Array
+  | { getChannelData(i: number): Float32Array; numberOfChannels: number; sampleRate: number; length: number };
 
 export interface Transcriber {
   readonly backend: string;

@@ -31,9 +31,26 @@ async function wnwBench(req: BenchRequest) {
     const N = Math.round(minutes * 60 * config.audio.tokensPerSecond);
     const emb = randomEmbeddings(config, N, 5);
     const full = await timePolicy(backend, config, emb, N, 'full', 1, req.heads, req.steps, req.timing);
-    const ts = [full, await timePolicy(backend, config, emb, N, 'wnw', 0.2, m?.heads ?? req.heads, req.steps, req.timing)];
-    if (req.timing?.withPaperLag) ts.push({ ...(await timePolicy(backend, config, emb, N, 'wnw', 0.2, m?.heads ?? req.heads, req.steps, { ...req.timing, policyOptions: { planLag: 1 } })), variant: 'planLag=1' });
-    for (const t of ts) rows.push({ backend: backend.label, minutes, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
+    const ts = [
+      full,
+      await timePolicy(backend, config, emb, N, 'wnw', 0.2, m?.heads ?? req.heads, req.steps, req.timing),
+    ];
+    if (req.timing?.withPaperLag)
+      ts.push({
+        ...(await timePolicy(backend, config, emb, N, 'wnw', 0.2, m?.heads ?? req.heads, req.steps, {
+          ...req.timing,
+          policyOptions: { planLag: 1 },
+        })),
+        variant: 'planLag=1',
+      });
+    for (const t of ts)
+      rows.push({
+        backend: backend.label,
+        minutes,
+        audioTokens: N,
+        ...t,
+        msPerTokenVsFull: t.msPerToken / full.msPerToken,
+      });
   }
   backend.dispose();
   return rows;
@@ -44,8 +61,18 @@ async function wnwBenchGpu(r: { req: GpuBenchRequest; model: string | null }) {
   const m = r.model ? await loadModel(r.model) : null;
   const config = m?.config ?? referenceConfig();
   const weights = m?.weights ?? randomDecoderWeights(config, 1);
-  const reference = { config, weights, heads: m?.heads ?? syntheticHeads(config, 750), label: m ? `${config.name} (trained)` : `${config.name} (random weights)` };
-  return runGpuBench(r.req, (c, w) => createWebGpuBackend(c, w, { allowSoftware: true }), reference, (s) => console.log(s));
+  const reference = {
+    config,
+    weights,
+    heads: m?.heads ?? syntheticHeads(config, 750),
+    label: m ? `${config.name} (trained)` : `${config.name} (random weights)`,
+  };
+  return runGpuBench(
+    r.req,
+    (c, w) => createWebGpuBackend(c, w, { allowSoftware: true }),
+    reference,
+    (s) => console.log(s),
+  );
 }
 
 (window as unknown as { wnwBench: typeof wnwBench }).wnwBench = wnwBench;

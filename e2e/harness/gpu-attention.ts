@@ -45,7 +45,12 @@ function poolBuffer(ctx: Parameters<typeof upload>[0], values: Float32Array, kv:
   return upload(ctx, kv === 'f16' ? packF16(values, values.length) : values);
 }
 
-async function readPool(ctx: Parameters<typeof upload>[0], buf: GPUBuffer, n: number, kv: KvPrecision): Promise<Float32Array> {
+async function readPool(
+  ctx: Parameters<typeof upload>[0],
+  buf: GPUBuffer,
+  n: number,
+  kv: KvPrecision,
+): Promise<Float32Array> {
   if (kv === 'f32') return readF32(ctx, buf, n);
   return Float32Array.from(new Uint16Array(await read(ctx, buf, n * 2)), f16Value);
 }
@@ -91,16 +96,37 @@ async function ropeSplitTest(kv: KvPrecision, bias = false): Promise<CheckResult
   const qb = empty(ctx, n * QD * 4);
   const kb = empty(ctx, n * KVD * eb);
   const vb = empty(ctx, n * KVD * eb);
-  dispatch(ctx, k.ropeSplit, { 1: upload(ctx, qkv), 2: qb, 3: kb, 4: vb, 5: upload(ctx, ropeTable(c, n)), 8: ctx.uniform('p', [n, 0, 0, 0]), 9: upload(ctx, b) }, n);
+  dispatch(
+    ctx,
+    k.ropeSplit,
+    {
+      1: upload(ctx, qkv),
+      2: qb,
+      3: kb,
+      4: vb,
+      5: upload(ctx, ropeTable(c, n)),
+      8: ctx.uniform('p', [n, 0, 0, 0]),
+      9: upload(ctx, b),
+    },
+    n,
+  );
   const want = new Float32Array([...q, ...stored(kk, kv), ...stored(v, kv)]);
-  const got = new Float32Array([...(await readF32(ctx, qb, n * QD)), ...(await readPool(ctx, kb, n * KVD, kv)), ...(await readPool(ctx, vb, n * KVD, kv))]);
+  const got = new Float32Array([
+    ...(await readF32(ctx, qb, n * QD)),
+    ...(await readPool(ctx, kb, n * KVD, kv)),
+    ...(await readPool(ctx, vb, n * KVD, kv)),
+  ]);
   const res = compare(`rope_split (${kv} K/V${bias ? ', q/k/v biases' : ''})`, want, got, F32_BOUND, t0, 0.99);
   if (kv === 'f32') return res;
   // V is only rounded: bit for bit the CPU's f16 of the same sums. K may differ from it where a
   // rotation's last f32 bit falls on an f16 rounding boundary, one f16 step at most.
   const vWant = stored(v, kv);
   const vOff = vWant.findIndex((x, i) => x !== got[n * (QD + KVD) + i]);
-  return { ...res, pass: res.pass && vOff < 0, detail: `${res.detail}; V ${vOff < 0 ? 'bit for bit' : `differs at ${vOff}`}` };
+  return {
+    ...res,
+    pass: res.pass && vOff < 0,
+    detail: `${res.detail}; V ${vOff < 0 ? 'bit for bit' : `differs at ${vOff}`}`,
+  };
 }
 
 async function qkvAppendTest(kv: KvPrecision, bias = false): Promise<CheckResult> {
@@ -139,15 +165,37 @@ async function qkvAppendTest(kv: KvPrecision, bias = false): Promise<CheckResult
   const qb = empty(ctx, QD * 4);
   const kb = poolBuffer(ctx, kPool, kv);
   const vb = poolBuffer(ctx, vPool, kv);
-  dispatch(ctx, k.qkvRopeAppend, { 0: upload(ctx, w), 1: upload(ctx, x), 2: qb, 3: kb, 4: vb, 5: upload(ctx, ropeTable(c, pos + 1)), 6: upload(ctx, step), 7: ctx.uniform('l', [layer, 0, 0, 0]), 9: upload(ctx, b) }, H + 2 * HKV);
+  dispatch(
+    ctx,
+    k.qkvRopeAppend,
+    {
+      0: upload(ctx, w),
+      1: upload(ctx, x),
+      2: qb,
+      3: kb,
+      4: vb,
+      5: upload(ctx, ropeTable(c, pos + 1)),
+      6: upload(ctx, step),
+      7: ctx.uniform('l', [layer, 0, 0, 0]),
+      9: upload(ctx, b),
+    },
+    H + 2 * HKV,
+  );
   const want = new Float32Array([...y.subarray(0, QD), ...wantK, ...wantV]);
-  const got = new Float32Array([...(await readF32(ctx, qb, QD)), ...(await readPool(ctx, kb, kPool.length, kv)), ...(await readPool(ctx, vb, vPool.length, kv))]);
+  const got = new Float32Array([
+    ...(await readF32(ctx, qb, QD)),
+    ...(await readPool(ctx, kb, kPool.length, kv)),
+    ...(await readPool(ctx, vb, vPool.length, kv)),
+  ]);
   return compare(`qkv_rope_append (${kv} pool${bias ? ', q/k/v biases' : ''})`, want, got, F32_BOUND, t0, 0.99);
 }
 
 /** CPU page storage that records what the residency writes. */
 class Capture implements PageStorage {
-  constructor(readonly k: Float32Array, readonly v: Float32Array) {}
+  constructor(
+    readonly k: Float32Array,
+    readonly v: Float32Array,
+  ) {}
   writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
     this.k.set(k.subarray(0, count * HD), slot * HD);
     this.v.set(v.subarray(0, count * HD), slot * HD);
@@ -165,7 +213,7 @@ export function buildPool(A: number, seed: number, layers: number[]) {
   const r = rng(seed);
   const heads = kvHeadCount(c);
   const P = segmentLength(c);
-  const numPages = heads * (Math.ceil(A / P) + 60) ;
+  const numPages = heads * (Math.ceil(A / P) + 60);
   const store = new Capture(new Float32Array(numPages * P * HD), new Float32Array(numPages * P * HD));
   const res = new Residency({ heads, headDim: HD, pageSize: P, numPages, audioStart: 1, audioLength: A }, store);
   const plan: PrefillPlan = { heads: [] };
@@ -176,11 +224,18 @@ export function buildPool(A: number, seed: number, layers: number[]) {
     const gpu = on ? all.filter(() => r() < keep) : new Int32Array(0);
     // One head per layer drops what it does not keep, into summary slots of 5 positions at most.
     const summarized = on && h % HKV === 1;
-    plan.heads.push({ gpu, cpu: on && !summarized ? all : new Int32Array(0), summaries: summarized ? segmentSummaries(gpu, A, P, 5) : undefined });
+    plan.heads.push({
+      gpu,
+      cpu: on && !summarized ? all : new Int32Array(0),
+      summaries: summarized ? segmentSummaries(gpu, A, P, 5) : undefined,
+    });
   }
   const text = [0, A + 1, A + 2, A + 3];
   const source = (_h: number, _p: number, k: Float32Array, ko: number, v: Float32Array, vo: number) => {
-    for (let d = 0; d < HD; d++) { k[ko + d] = r() * 2 - 1; v[vo + d] = r() * 2 - 1; }
+    for (let d = 0; d < HD; d++) {
+      k[ko + d] = r() * 2 - 1;
+      v[vo + d] = r() * 2 - 1;
+    }
   };
   const { gathers } = res.applyPrefill(plan, text, source);
   const slotsOut = new Int32Array(heads);
@@ -201,7 +256,9 @@ export function buildPool(A: number, seed: number, layers: number[]) {
     res.apply({ release, recall });
   }
   // Every slot gets random K/V (free and EMPTY slots too: the kernels must skip them).
-  const fill = (a: Float32Array) => { for (let i = 0; i < a.length; i++) if (a[i] === 0) a[i] = r() * 2 - 1; };
+  const fill = (a: Float32Array) => {
+    for (let i = 0; i < a.length; i++) if (a[i] === 0) a[i] = r() * 2 - 1;
+  };
   fill(store.k);
   fill(store.v);
   return { res, store, gathers, numPages, pageSize: P, nextPos: pos };
@@ -217,11 +274,18 @@ async function pagedDecodeTest(kv: KvPrecision): Promise<CheckResult> {
   const heads = kvHeadCount(c);
   const exportIndex = new Uint32Array(heads).fill(NO_EXPORT);
   const exported: number[] = [];
-  for (const l of layers) for (let kh = 0; kh < HKV; kh++) { exportIndex[l * HKV + kh] = exported.length; exported.push(l * HKV + kh); }
+  for (const l of layers)
+    for (let kh = 0; kh < HKV; kh++) {
+      exportIndex[l * HKV + kh] = exported.length;
+      exported.push(l * HKV + kh);
+    }
   const tables = buildTables(res, heads, exportIndex);
   let maxPages = 0;
   const distinct = new Set<string>();
-  for (let h = 0; h < heads; h++) { maxPages = Math.max(maxPages, res.pageTable(h).length); distinct.add(res.pageTable(h).join(',')); }
+  for (let h = 0; h < heads; h++) {
+    maxPages = Math.max(maxPages, res.pageTable(h).length);
+    distinct.add(res.pageTable(h).join(','));
+  }
   const pps = kn.pagesPerSplit;
   const splits = Math.ceil(maxPages / pps);
   const sk = stored(store.k, kv);
@@ -244,7 +308,21 @@ async function pagedDecodeTest(kv: KvPrecision): Promise<CheckResult> {
     for (let kh = 0; kh < HKV; kh++) {
       const h = l * HKV + kh;
       const pages = res.pageTable(h);
-      pagedAttention(q, kh * G * HD, G, HD, { pages, pageCount: pages.length }, P, sk, sv, res.positions, out, kh * G * HD, wantW[exportIndex[h]], 1);
+      pagedAttention(
+        q,
+        kh * G * HD,
+        G,
+        HD,
+        { pages, pageCount: pages.length },
+        P,
+        sk,
+        sv,
+        res.positions,
+        out,
+        kh * G * HD,
+        wantW[exportIndex[h]],
+        1,
+      );
     }
     const qb = upload(ctx, q);
     const attn = empty(ctx, QD * 4);
@@ -255,14 +333,27 @@ async function pagedDecodeTest(kv: KvPrecision): Promise<CheckResult> {
     got.push(...(await readF32(ctx, attn, QD)));
   }
   ctx.device.queue.writeBuffer(weights, 0, new Float32Array(exported.length * A));
-  dispatch(ctx, kn.attnExport, { 3: posb, 4: tb, 5: scores, 10: weights, 11: ctx.uniform('e', [heads, 1, A, 0]), 12: ml }, exported.length);
+  dispatch(
+    ctx,
+    kn.attnExport,
+    { 3: posb, 4: tb, 5: scores, 10: weights, 11: ctx.uniform('e', [heads, 1, A, 0]), 12: ml },
+    exported.length,
+  );
   const gotW = await readF32(ctx, weights, exported.length * A);
   const wantWAll = new Float32Array(exported.length * A);
   wantW.forEach((w, i) => wantWAll.set(w, i * A));
   const attnRes = compare(`paged_decode_attention (${kv} pool)`, want, got, ATTN_BOUND, t0, 0.99);
   const wRes = compare('weights', wantWAll, gotW, ATTN_BOUND, t0, 0.3);
-  const shape = `pages/head max ${maxPages}, ${splits} splits of ${pps} pages, ${distinct.size} distinct tables, gpu positions/head ${Array.from(res.stats().gpuPerHead).filter((x) => x > 0).join(',')}, ${res.positions.filter((e) => e < -1).length} summary slots`;
-  return { ...attnRes, pass: attnRes.pass && wRes.pass, detail: `out: ${attnRes.detail}; exported weights: ${wRes.detail}; ${shape}` };
+  const shape = `pages/head max ${maxPages}, ${splits} splits of ${pps} pages, ${distinct.size} distinct tables, gpu positions/head ${Array.from(
+    res.stats().gpuPerHead,
+  )
+    .filter((x) => x > 0)
+    .join(',')}, ${res.positions.filter((e) => e < -1).length} summary slots`;
+  return {
+    ...attnRes,
+    pass: attnRes.pass && wRes.pass,
+    detail: `out: ${attnRes.detail}; exported weights: ${wRes.detail}; ${shape}`,
+  };
 }
 
 async function gatherTest(kv: KvPrecision): Promise<CheckResult> {
@@ -295,10 +386,26 @@ async function gatherTest(kv: KvPrecision): Promise<CheckResult> {
   const kb = empty(ctx, wantK.length * eb);
   const vb = empty(ctx, wantV.length * eb);
   const [gx, gy] = grid(Math.ceil((count * HD) / 64));
-  dispatch(ctx, kn.gather, [upload(ctx, Uint32Array.from(entries)), poolBuffer(ctx, srcK, kv), poolBuffer(ctx, srcV, kv), kb, vb, ctx.uniform('p', [0, count, 0, 0])], gx, gy);
+  dispatch(
+    ctx,
+    kn.gather,
+    [
+      upload(ctx, Uint32Array.from(entries)),
+      poolBuffer(ctx, srcK, kv),
+      poolBuffer(ctx, srcV, kv),
+      kb,
+      vb,
+      ctx.uniform('p', [0, count, 0, 0]),
+    ],
+    gx,
+    gy,
+  );
   // Bound 0: a gather copies the rows' words, which are exactly the CPU's values.
   const want = new Float32Array([...wantK, ...wantV]);
-  const got = new Float32Array([...(await readPool(ctx, kb, wantK.length, kv)), ...(await readPool(ctx, vb, wantV.length, kv))]);
+  const got = new Float32Array([
+    ...(await readPool(ctx, kb, wantK.length, kv)),
+    ...(await readPool(ctx, vb, wantV.length, kv)),
+  ]);
   void res;
   return compare(`kv_gather (${kv} pool)`, want, got, 0, t0, 0.99 * nonZero(want), `${count} rows`);
 }
@@ -333,9 +440,15 @@ async function causalTest(kv: KvPrecision): Promise<CheckResult> {
   }
   const outRef = new Float32Array(n * G * HD);
   const window = [new Float32Array(A)];
-  causalAttention(qs, ks, vs, n, G, 1, HD, outRef, { windows: [{ perKvHead: window, lastQueries: 32 }], audioStart: 1 });
+  causalAttention(qs, ks, vs, n, G, 1, HD, outRef, {
+    windows: [{ perKvHead: window, lastQueries: 32 }],
+    audioStart: 1,
+  });
   const everyRow = [new Float32Array(A)];
-  causalAttention(qs, ks, vs, n, G, 1, HD, new Float32Array(n * G * HD), { windows: [{ perKvHead: everyRow, lastQueries: Infinity }], audioStart: 1 });
+  causalAttention(qs, ks, vs, n, G, 1, HD, new Float32Array(n * G * HD), {
+    windows: [{ perKvHead: everyRow, lastQueries: Infinity }],
+    audioStart: 1,
+  });
 
   const qb = upload(ctx, q);
   const kb = poolBuffer(ctx, k, kv);
@@ -362,7 +475,10 @@ async function causalTest(kv: KvPrecision): Promise<CheckResult> {
   const split = 2048;
   const outB = empty(ctx, n * QD * 4);
   const scoresB = empty(ctx, c.numLayers * HKV * A * 4);
-  for (const [r0, r1] of [[0, split], [split, n]]) {
+  for (const [r0, r1] of [
+    [0, split],
+    [split, n],
+  ]) {
     const rowsOfQ = (buf: GPUBuffer) => ({ buffer: buf, offset: r0 * QD * 4, size: (r1 - r0) * QD * 4 });
     const u = ctx.uniform('p', [r1, 1, A, 0, layer, kh * G, kh, r0]);
     dispatch(ctx, kn.causalAttention, [rowsOfQ(qb), kb, vb, rowsOfQ(outB), ml, u], Math.ceil((r1 - r0) / 64), G);
@@ -370,7 +486,8 @@ async function causalTest(kv: KvPrecision): Promise<CheckResult> {
   }
   const outBlocks = await readF32(ctx, outB, n * QD);
   const gotBlocks = new Float32Array(n * G * HD);
-  for (let i = 0; i < n; i++) gotBlocks.set(outBlocks.subarray(i * QD + kh * G * HD, i * QD + (kh + 1) * G * HD), i * G * HD);
+  for (let i = 0; i < n; i++)
+    gotBlocks.set(outBlocks.subarray(i * QD + kh * G * HD, i * QD + (kh + 1) * G * HD), i * G * HD);
   const gotEveryBlocks = (await readF32(ctx, scoresB, c.numLayers * HKV * A)).slice(off, off + A);
   const o = compare(`causal_prefill_attention (${kv} K/V)`, outRef, got, ATTN_BOUND, t0, 0.99);
   // The window only reaches the last 32 audio positions' neighbours: most scores are tiny but non-zero.
@@ -379,7 +496,11 @@ async function causalTest(kv: KvPrecision): Promise<CheckResult> {
   const ob = compare('out_in_blocks', outRef, gotBlocks, ATTN_BOUND, t0, 0.99);
   const eb = compare('scores_all_rows_in_blocks', everyRow[0], gotEveryBlocks, ATTN_BOUND, t0, 0.99);
   const pass = o.pass && w.pass && e.pass && ob.pass && eb.pass;
-  return { ...o, pass, detail: `out: ${o.detail} (GPU ${Math.round(gpuMs)} ms); scores(last 32 rows): ${w.detail}; scores(all rows): ${e.detail}; in two row blocks: out ${ob.detail}, scores(all rows) ${eb.detail}` };
+  return {
+    ...o,
+    pass,
+    detail: `out: ${o.detail} (GPU ${Math.round(gpuMs)} ms); scores(last 32 rows): ${w.detail}; scores(all rows): ${e.detail}; in two row blocks: out ${ob.detail}, scores(all rows) ${eb.detail}`,
+  };
 }
 
 export const attentionTests: Record<string, () => Promise<CheckResult>> = {

@@ -5,7 +5,13 @@
  */
 import { ContextTooLongError } from '../../src/errors.js';
 import { kvHeadCount, parseConfig } from '../../src/model/config.js';
-import { decoderShapeConfig, referenceConfig, randomDecoderWeights, randomEmbeddings, type DecoderShape } from '../../src/model/testing.js';
+import {
+  decoderShapeConfig,
+  referenceConfig,
+  randomDecoderWeights,
+  randomEmbeddings,
+  type DecoderShape,
+} from '../../src/model/testing.js';
 import { loadDecoderWeights } from '../../src/model/weights.js';
 import { SafeTensors } from '../../src/model/safetensors.js';
 import { WebGpuBackend } from '../../src/backend/webgpu/backend.js';
@@ -16,7 +22,14 @@ import { gpu, type CheckResult } from './gpu-util.js';
 
 function randomCase(name: string, audioLength: number, steps: number): ParityCase {
   const config = referenceConfig();
-  return { name, config, weights: randomDecoderWeights(config, 1), audio: randomEmbeddings(config, audioLength, 2), steps, mode: 'policy' };
+  return {
+    name,
+    config,
+    weights: randomDecoderWeights(config, 1),
+    audio: randomEmbeddings(config, audioLength, 2),
+    steps,
+    mode: 'policy',
+  };
 }
 
 /**
@@ -26,7 +39,15 @@ function randomCase(name: string, audioLength: number, steps: number): ParityCas
 function shapeCase(shape: DecoderShape, mode: 'full' | 'wnw'): ParityCase {
   const config = decoderShapeConfig(shape);
   const name = `${config.name} decoder, ${mode === 'full' ? 'full cache' : 'WnW at r_GPU 0.2'}`;
-  return { name, config, weights: randomDecoderWeights(config, 11), audio: randomEmbeddings(config, 300, 12), steps: 64, mode, budget: 0.2 };
+  return {
+    name,
+    config,
+    weights: randomDecoderWeights(config, 11),
+    audio: randomEmbeddings(config, 300, 12),
+    steps: 64,
+    mode,
+    budget: 0.2,
+  };
 }
 
 /**
@@ -38,11 +59,18 @@ function shapeCase(shape: DecoderShape, mode: 'full' | 'wnw'): ParityCase {
  */
 function formatCase(format: WeightFormat, mode: 'full' | 'wnw', split = false): ParityCase {
   const shape = decoderShapeConfig('voxtral');
-  const config = split ? { ...shape, name: `${shape.name}, vocab 24576`, vocabSize: 24576, instruction: [4, 300, 20001, 34] } : shape;
+  const config = split
+    ? { ...shape, name: `${shape.name}, vocab 24576`, vocabSize: 24576, instruction: [4, 300, 20001, 34] }
+    : shape;
   const what = mode === 'full' ? 'full cache' : 'WnW at r_GPU 0.2';
   return {
     name: `${config.name} decoder, ${format} weights${split ? ' split across bindings' : ''}, ${what}`,
-    config, weights: randomDecoderWeights(config, 11), audio: randomEmbeddings(config, 300, 12), steps: 64, mode, budget: 0.2,
+    config,
+    weights: randomDecoderWeights(config, 11),
+    audio: randomEmbeddings(config, 300, 12),
+    steps: 64,
+    mode,
+    budget: 0.2,
     backend: { weightFormat: format, ...(split ? { maxBindingBytes: 2 ** 20 } : {}) },
     ...(split ? { weightParts: { embed: 2, lmHead: 2 } } : {}),
   };
@@ -56,7 +84,11 @@ async function shippedCase(clip: number, mode: ParityCase['mode']): Promise<Pari
     const r = await fetch(`${SHIPPED}/${f}`);
     return r.ok && !(r.headers.get('content-type') ?? '').includes('text/html') ? r : null;
   };
-  const [cfgR, wR, fxR] = await Promise.all([get('config.json'), get('decoder.safetensors'), get(`fixtures/clip${clip}.safetensors`)]);
+  const [cfgR, wR, fxR] = await Promise.all([
+    get('config.json'),
+    get('decoder.safetensors'),
+    get(`fixtures/clip${clip}.safetensors`),
+  ]);
   if (!cfgR || !wR || !fxR) return null;
   const config = parseConfig(await cfgR.json(), `${SHIPPED}/config.json`);
   const weights = loadDecoderWeights(config, await wR.arrayBuffer(), `${SHIPPED}/decoder.safetensors`);
@@ -67,8 +99,19 @@ async function shippedCase(clip: number, mode: ParityCase['mode']): Promise<Pari
   const prompt = Array.from(fx.i32('prompt'));
   const A = audio.length / config.hiddenSize;
   const ours = [...config.prefix, ...new Array<number>(A).fill(-1), ...config.instruction];
-  if (prompt.join(',') !== ours.join(',')) throw new Error(`clip${clip}: fixture prompt layout differs from [prefix ${config.prefix}][audio x ${A}][instruction]`);
-  return { name: `shipped clip${clip}`, config, weights, audio, steps: 64, mode, golden: { tokens, logits: fx.f32('logits') } };
+  if (prompt.join(',') !== ours.join(','))
+    throw new Error(
+      `clip${clip}: fixture prompt layout differs from [prefix ${config.prefix}][audio x ${A}][instruction]`,
+    );
+  return {
+    name: `shipped clip${clip}`,
+    config,
+    weights,
+    audio,
+    steps: 64,
+    mode,
+    golden: { tokens, logits: fx.f32('logits') },
+  };
 }
 
 async function parityOf(make: () => Promise<ParityCase | null>, name: string): Promise<CheckResult> {
@@ -83,7 +126,11 @@ async function contextTooLong(): Promise<CheckResult> {
   const { ctx } = await gpu();
   const config = referenceConfig();
   // A 64 MiB binding cap: 90 minutes of prompt queries (143 MB) cannot be bound.
-  const b = await WebGpuBackend.create(config, randomDecoderWeights(config, 3), { context: ctx, kvBudgetBytes: 2 ** 20, maxBindingBytes: 64 * 2 ** 20 });
+  const b = await WebGpuBackend.create(config, randomDecoderWeights(config, 3), {
+    context: ctx,
+    kvBudgetBytes: 2 ** 20,
+    maxBindingBytes: 64 * 2 ** 20,
+  });
   const before = ctx.liveBuffers;
   const request = { decodeHeads: [], prefillQueries: 3 };
   let err: unknown = null;
@@ -102,7 +149,9 @@ async function contextTooLong(): Promise<CheckResult> {
   try {
     const all = Int32Array.from({ length: A }, (_, i) => i);
     await b.prefill(randomEmbeddings(config, A, 4));
-    await b.applyPrefill({ heads: Array.from({ length: kvHeadCount(config) }, () => ({ gpu: all, cpu: new Int32Array(0) })) });
+    await b.applyPrefill({
+      heads: Array.from({ length: kvHeadCount(config) }, () => ({ gpu: all, cpu: new Int32Array(0) })),
+    });
   } catch (e) {
     err2 = e;
   }
@@ -119,7 +168,11 @@ async function benchSmoke(): Promise<CheckResult> {
   const { ctx } = await gpu();
   const config = referenceConfig();
   const r = await benchWebGpu(config, randomDecoderWeights(config, 5), 200, { context: ctx, steps: 6 });
-  const pass = r.submitsPerStep === 1 && r.dispatchesPerStep === 1 + 8 * config.numLayers + 3 && r.decodeMsPerToken > 0 && r.prefillTokensPerSecond > 0;
+  const pass =
+    r.submitsPerStep === 1 &&
+    r.dispatchesPerStep === 1 + 8 * config.numLayers + 3 &&
+    r.decodeMsPerToken > 0 &&
+    r.prefillTokensPerSecond > 0;
   return { name: 'bench_smoke', pass, detail: JSON.stringify(r), ms: performance.now() - t0 };
 }
 
@@ -129,13 +182,15 @@ export const decoderTests: Record<string, () => Promise<CheckResult>> = {
   // A 2.5 MiB binding cap (the prompt's queries take 2.1 MB): the plan's K pages, about
   // 1.5 MB per layer, need a K/V pair per layer or two, and the prefill's QKV and MLP run
   // in two row blocks; the same plans as above.
-  parity_sharded_pool: () => runParity({
-    ...randomCase('random reference model, sharded pool, prefill in blocks', 1024, 64),
-    backend: { maxBindingBytes: 2.5 * 2 ** 20 },
-    layout: { minShards: 3, prefillBlocks: 2 },
-  }),
+  parity_sharded_pool: () =>
+    runParity({
+      ...randomCase('random reference model, sharded pool, prefill in blocks', 1024, 64),
+      backend: { maxBindingBytes: 2.5 * 2 ** 20 },
+      layout: { minShards: 3, prefillBlocks: 2 },
+    }),
   // An f16 pool on both backends (the CPU rounds what it stores as the GPU packs it).
-  parity_f16_pool: () => runParity({ ...randomCase('random reference model, f16 KV pool', 1024, 64), backend: { kvPrecision: 'f16' } }),
+  parity_f16_pool: () =>
+    runParity({ ...randomCase('random reference model, f16 KV pool', 1024, 64), backend: { kvPrecision: 'f16' } }),
   // clip1: full cache, both backends against the golden tokens and logits;
   // clip2: the policy-like plans on the real model (golden only before the first plan).
   parity_shipped_clip1: () => parityOf(() => shippedCase(1, 'full'), 'parity_shipped_clip1'),
@@ -144,21 +199,45 @@ export const decoderTests: Record<string, () => Promise<CheckResult>> = {
   parity_voxtral_shape_wnw: () => runParity(shapeCase('voxtral', 'wnw')),
   // Per-layer prefill: each layer's plan placed before the next layer runs, one layer's
   // prompt K/V at a time; WnW's CPU copies read back per layer.
-  parity_voxtral_shape_wnw_layered: () => runParity({ ...shapeCase('voxtral', 'wnw'), name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, per-layer prefill', layered: true }),
+  parity_voxtral_shape_wnw_layered: () =>
+    runParity({
+      ...shapeCase('voxtral', 'wnw'),
+      name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, per-layer prefill',
+      layered: true,
+    }),
   // Another language's prompt in the session options (longer prefix and instruction), the config's left as it is.
-  parity_voxtral_shape_wnw_prompt: () => runParity({
-    ...shapeCase('voxtral', 'wnw'), name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, per-layer prefill, a session prompt', layered: true,
-    prompt: { prefix: [...decoderShapeConfig('voxtral').prefix, 9], instruction: [4, 21, 22, 23, 34] },
-  }),
+  parity_voxtral_shape_wnw_prompt: () =>
+    runParity({
+      ...shapeCase('voxtral', 'wnw'),
+      name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, per-layer prefill, a session prompt',
+      layered: true,
+      prompt: { prefix: [...decoderShapeConfig('voxtral').prefix, 9], instruction: [4, 21, 22, 23, 34] },
+    }),
   // The same per-layer case with an f16 pool: the prefill's K/V are f16 on both backends, and the CPU copies and summaries are read back from them.
   // Half the mass correction in every layer: the slots' counts come from the same CPU-side fit on both backends.
-  parity_voxtral_shape_wnw_summary_mass: () => runParity({ ...shapeCase('voxtral', 'wnw'), name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, per-layer prefill, summaryMass 0.5', layered: true, policyOptions: { summaryMass: 0.5 } }),
-  parity_voxtral_shape_wnw_layered_f16: () => runParity({ ...shapeCase('voxtral', 'wnw'), name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, per-layer prefill, f16 pool', layered: true, backend: { kvPrecision: 'f16' } }),
+  parity_voxtral_shape_wnw_summary_mass: () =>
+    runParity({
+      ...shapeCase('voxtral', 'wnw'),
+      name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, per-layer prefill, summaryMass 0.5',
+      layered: true,
+      policyOptions: { summaryMass: 0.5 },
+    }),
+  parity_voxtral_shape_wnw_layered_f16: () =>
+    runParity({
+      ...shapeCase('voxtral', 'wnw'),
+      name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, per-layer prefill, f16 pool',
+      layered: true,
+      backend: { kvPrecision: 'f16' },
+    }),
   // The full cache per layer on a long prompt in two row blocks under a 2.5 MiB binding cap.
-  parity_reference_full_layered: () => runParity({
-    ...randomCase('random reference model, full cache, per-layer prefill in blocks', 1024, 32),
-    mode: 'full', layered: true, backend: { maxBindingBytes: 2.5 * 2 ** 20 }, layout: { minShards: 4, prefillBlocks: 2 },
-  }),
+  parity_reference_full_layered: () =>
+    runParity({
+      ...randomCase('random reference model, full cache, per-layer prefill in blocks', 1024, 32),
+      mode: 'full',
+      layered: true,
+      backend: { maxBindingBytes: 2.5 * 2 ** 20 },
+      layout: { minShards: 4, prefillBlocks: 2 },
+    }),
   parity_qwen2_5_omni_shape_full: () => runParity(shapeCase('qwen2_5_omni', 'full')),
   parity_qwen2_5_omni_shape_wnw: () => runParity(shapeCase('qwen2_5_omni', 'wnw')),
   parity_qwen2_audio_shape_full: () => runParity(shapeCase('qwen2_audio', 'full')),
@@ -168,29 +247,67 @@ export const decoderTests: Record<string, () => Promise<CheckResult>> = {
   parity_voxtral_shape_q4_full: () => runParity(formatCase('q4', 'full')),
   parity_voxtral_shape_q4_wnw: () => runParity(formatCase('q4', 'wnw')),
   // The weights handed over packed (what a folder from `wnw convert` loads as).
-  parity_voxtral_shape_q4_prepacked: () => runParity({ ...formatCase('q4', 'full'), name: 'voxtral-shaped decoder, q4 weights given packed, full cache', prepacked: true }),
+  parity_voxtral_shape_q4_prepacked: () =>
+    runParity({
+      ...formatCase('q4', 'full'),
+      name: 'voxtral-shaped decoder, q4 weights given packed, full cache',
+      prepacked: true,
+    }),
   // Qwen2-Audio-shaped with q4: down_proj's K (176) is no multiple of 32, so it is stored
   // f16 (both formats' pipelines in one model), and the q4 Wqkv carries biases.
-  parity_qwen2_audio_shape_q4_wnw: () => runParity({ ...shapeCase('qwen2_audio', 'wnw'), name: 'qwen2-audio-shaped decoder, q4 weights (down_proj f16), WnW at r_GPU 0.2', backend: { weightFormat: 'q4' } }),
+  parity_qwen2_audio_shape_q4_wnw: () =>
+    runParity({
+      ...shapeCase('qwen2_audio', 'wnw'),
+      name: 'qwen2-audio-shaped decoder, q4 weights (down_proj f16), WnW at r_GPU 0.2',
+      backend: { weightFormat: 'q4' },
+    }),
   parity_q4_split_head_full: () => runParity(formatCase('q4', 'full', true)),
   parity_q4_split_head_wnw: () => runParity(formatCase('q4', 'wnw', true)),
   // q4 weights with the per-layer prefill (each layer's plan placed before the next runs).
-  parity_q4_split_head_wnw_layered: () => runParity({ ...formatCase('q4', 'wnw', true), name: 'voxtral-shaped, vocab 24576 decoder, q4 weights split across bindings, WnW at r_GPU 0.2, per-layer prefill', layered: true }),
+  parity_q4_split_head_wnw_layered: () =>
+    runParity({
+      ...formatCase('q4', 'wnw', true),
+      name: 'voxtral-shaped, vocab 24576 decoder, q4 weights split across bindings, WnW at r_GPU 0.2, per-layer prefill',
+      layered: true,
+    }),
   // Text KV on demand: a pool that grows one page per head at a time, so 60 tokens outgrow
   // the prompt's text page twice; the grown pool (new buffers, copied pages, remade bind
   // groups) must decode the CPU's tokens, per layer on the Voxtral shape with an f16 pool.
-  parity_text_growth: () => runParity({
-    ...shapeCase('voxtral', 'full'), name: 'voxtral-shaped decoder, full cache per layer, f16 pool grown for the text every page',
-    audio: randomEmbeddings(decoderShapeConfig('voxtral'), 100, 12), steps: 60, layered: true, backend: { kvPrecision: 'f16', kvGrowPages: 1 }, minGrowths: 2,
-  }),
+  parity_text_growth: () =>
+    runParity({
+      ...shapeCase('voxtral', 'full'),
+      name: 'voxtral-shaped decoder, full cache per layer, f16 pool grown for the text every page',
+      audio: randomEmbeddings(decoderShapeConfig('voxtral'), 100, 12),
+      steps: 60,
+      layered: true,
+      backend: { kvPrecision: 'f16', kvGrowPages: 1 },
+      minGrowths: 2,
+    }),
   // The pipelined loop (the token stays on the GPU, step t + 1 queued before step t is read):
   // the policy-like recall/release plans mid-decode, the full cache on the Voxtral shape, and
   // WnW with its plans two steps late (planLag 2), each against the CPU's waiting loop.
-  parity_pipelined_policy: () => runParity({ ...randomCase('random reference model, pipelined', 1024, 64), pipelined: true }),
-  parity_pipelined_voxtral_full: () => runParity({ ...shapeCase('voxtral', 'full'), name: 'voxtral-shaped decoder, full cache, pipelined', pipelined: true }),
-  parity_pipelined_voxtral_wnw_lag2: () => runParity({ ...shapeCase('voxtral', 'wnw'), name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, plans two steps late, pipelined', pipelined: true, policyOptions: { planLag: 2 } }),
+  parity_pipelined_policy: () =>
+    runParity({ ...randomCase('random reference model, pipelined', 1024, 64), pipelined: true }),
+  parity_pipelined_voxtral_full: () =>
+    runParity({
+      ...shapeCase('voxtral', 'full'),
+      name: 'voxtral-shaped decoder, full cache, pipelined',
+      pipelined: true,
+    }),
+  parity_pipelined_voxtral_wnw_lag2: () =>
+    runParity({
+      ...shapeCase('voxtral', 'wnw'),
+      name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, plans two steps late, pipelined',
+      pipelined: true,
+      policyOptions: { planLag: 2 },
+    }),
   // WnW's own request: the readback is the token and the chunk indices (16 bytes a step here).
-  parity_voxtral_wnw_chunks_only: () => runParity({ ...shapeCase('voxtral', 'wnw'), name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, only chunks read back', chunksOnly: true }),
+  parity_voxtral_wnw_chunks_only: () =>
+    runParity({
+      ...shapeCase('voxtral', 'wnw'),
+      name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, only chunks read back',
+      chunksOnly: true,
+    }),
   context_too_long: contextTooLong,
   bench_smoke: benchSmoke,
 };

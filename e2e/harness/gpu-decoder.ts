@@ -10,7 +10,15 @@
 import { kvHeadCount, promptLength, segmentLength, type ModelConfig, type PromptIds } from '../../src/model/config.js';
 import type { DecoderWeights } from '../../src/model/weights.js';
 import type { DecoderBackend, SessionOptions } from '../../src/backend/types.js';
-import type { AttentionRequest, LayerPrefill, PolicyLayout, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../../src/kv/plan.js';
+import type {
+  AttentionRequest,
+  LayerPrefill,
+  PolicyLayout,
+  PrefillObservation,
+  PrefillPlan,
+  StepObservation,
+  StepPlan,
+} from '../../src/kv/plan.js';
 import type { HeadsFile } from '../../src/model/heads.js';
 import { layerwise } from '../../src/policy/layered.js';
 import { policyLayout } from '../../src/backend/prompt.js';
@@ -94,7 +102,11 @@ export function stepPlan(c: ModelConfig, A: number, plan: PrefillPlan, step: num
   const out: StepPlan = { recall: [], release: [] };
   for (let h = 0; h < plan.heads.length; h++) {
     const rel = (h * 5 + step * 3) % segs;
-    if (h % 2 === 0) out.release.push({ head: h, positions: Int32Array.from({ length: P }, (_, i) => rel * P + i).filter((p) => p < A) });
+    if (h % 2 === 0)
+      out.release.push({
+        head: h,
+        positions: Int32Array.from({ length: P }, (_, i) => rel * P + i).filter((p) => p < A),
+      });
     const cpu = new Set(plan.heads[h].cpu);
     if (cpu.size === 0) continue;
     const rec = (h * 3 + step * 7 + 1) % segs;
@@ -151,7 +163,10 @@ interface Plans {
 function replay(p: Plans): Driver {
   return {
     prefill: () => p.prefill,
-    byLayer: (layout) => layerwise(layout, (obs) => p.prefill.heads.slice(obs.layer * layout.numKvHeads, (obs.layer + 1) * layout.numKvHeads)),
+    byLayer: (layout) =>
+      layerwise(layout, (obs) =>
+        p.prefill.heads.slice(obs.layer * layout.numKvHeads, (obs.layer + 1) * layout.numKvHeads),
+      ),
     before: (s) => p.steps.get(s) ?? null,
   };
 }
@@ -171,14 +186,24 @@ function syntheticHeads(c: ModelConfig, A: number, budget: number): HeadsFile {
   const r = rng(99);
   const n = kvHeadCount(c);
   return buildHeadsFile({
-    model: c.name, numLayers: c.numLayers, numKvHeads: c.numKvHeads,
-    voiceScore: Array.from({ length: n }, () => r()), headSensitivity: Array.from({ length: n }, () => 0.1 + r()),
-    budgets: [budget], clipLengths: [A], segmentLength: segmentLength(c),
+    model: c.name,
+    numLayers: c.numLayers,
+    numKvHeads: c.numKvHeads,
+    voiceScore: Array.from({ length: n }, () => r()),
+    headSensitivity: Array.from({ length: n }, () => 0.1 + r()),
+    budgets: [budget],
+    clipLengths: [A],
+    segmentLength: segmentLength(c),
   });
 }
 
 /** Prefill and placement, whole-prompt or per layer: the first token, its logits, the plan and the scores the policy saw. */
-async function prefillRun(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, driver: Driver): Promise<{ token: number; logits?: Float32Array; plan: PrefillPlan; scores: Float32Array[] }> {
+async function prefillRun(
+  b: DecoderBackend,
+  pc: ParityCase,
+  opts: SessionOptions,
+  driver: Driver,
+): Promise<{ token: number; logits?: Float32Array; plan: PrefillPlan; scores: Float32Array[] }> {
   if (!opts.layered) {
     const pre = await b.prefill(pc.audio);
     const plan = driver.prefill(pre.observation);
@@ -188,11 +213,20 @@ async function prefillRun(b: DecoderBackend, pc: ParityCase, opts: SessionOption
   if (!driver.byLayer) throw new Error(`${pc.name}: no per-layer prefill in ${pc.mode} mode`);
   const inner = driver.byLayer(policyLayout(pc.config, opts.audioLength, pc.prompt));
   const scores: Float32Array[] = [];
-  const r = await b.prefillByLayer(pc.audio, { layer: (obs) => (scores.push(...obs.scores), inner.layer(obs)), finish: () => inner.finish() });
+  const r = await b.prefillByLayer(pc.audio, {
+    layer: (obs) => (scores.push(...obs.scores), inner.layer(obs)),
+    finish: () => inner.finish(),
+  });
   return { token: r.token, logits: r.logits, plan: r.plan, scores };
 }
 
-async function trace(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, driver: Driver, pipelined = false): Promise<Trace & { plans: Plans }> {
+async function trace(
+  b: DecoderBackend,
+  pc: ParityCase,
+  opts: SessionOptions,
+  driver: Driver,
+  pipelined = false,
+): Promise<Trace & { plans: Plans }> {
   const ctx = b instanceof WebGpuBackend ? b.ctx : null;
   ctx?.resetPeak();
   const baseline = ctx?.liveBytes ?? 0;
@@ -203,7 +237,17 @@ async function trace(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, dr
   const plans: Plans = { prefill: pre.plan, steps: new Map() };
   const info = b instanceof WebGpuBackend ? b.poolInfo() : null;
   const tr: Trace = {
-    tokens: [pre.token], logits: [pre.logits!], weights: [], queries: [], chunks: [], focus: [], residency: [], rGpu: [b.residency().rGpu], prefillScores: pre.scores, counters: [], ms: { prefill: prefillMs, decode: 0 },
+    tokens: [pre.token],
+    logits: [pre.logits!],
+    weights: [],
+    queries: [],
+    chunks: [],
+    focus: [],
+    residency: [],
+    rGpu: [b.residency().rGpu],
+    prefillScores: pre.scores,
+    counters: [],
+    ms: { prefill: prefillMs, decode: 0 },
     pool: info ? { shards: info.shards.length, pages: info.capacityPages, bytes: info.bytes } : undefined,
     peakBytes: ctx ? ctx.peakBytes - baseline : undefined,
   };
@@ -247,7 +291,11 @@ async function trace(b: DecoderBackend, pc: ParityCase, opts: SessionOptions, dr
 
 function worst(a: Float32Array[][], b: Float32Array[][]): number {
   let m = 0;
-  a.forEach((row, i) => row.forEach((x, j) => { m = Math.max(m, nmse(x, b[i][j])); }));
+  a.forEach((row, i) =>
+    row.forEach((x, j) => {
+      m = Math.max(m, nmse(x, b[i][j]));
+    }),
+  );
   return m;
 }
 
@@ -257,15 +305,27 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   const c = pc.config;
   const A = pc.audio.length / c.hiddenSize;
   const heads = kvHeadCount(c);
-  let request: AttentionRequest = { decodeHeads: [...new Set([0, 5 % heads, (Math.floor(heads / 2) + 1) % heads, heads - 1])], decodeQueries: true, prefillQueries: c.instruction.length };
+  let request: AttentionRequest = {
+    decodeHeads: [...new Set([0, 5 % heads, (Math.floor(heads / 2) + 1) % heads, heads - 1])],
+    decodeQueries: true,
+    prefillQueries: c.instruction.length,
+  };
   let driver = synthetic(pc, A);
   if (pc.mode === 'wnw') {
     // The policy decides on the CPU run's observations; it asks for its anchors' weights.
-    const policy = createPolicy('wnw', { ...pc.policyOptions, budget: pc.budget ?? 0.2, heads: syntheticHeads(c, A, pc.budget ?? 0.2) });
+    const policy = createPolicy('wnw', {
+      ...pc.policyOptions,
+      budget: pc.budget ?? 0.2,
+      heads: syntheticHeads(c, A, pc.budget ?? 0.2),
+    });
     // Its weights too (it reads only the chunks chosen from them), to compare them across backends.
     // Word timing's focus of the anchors, as a transcription with words asks for it (session/decode-reads.ts).
     const own = policy.request(policyLayout(c, A, pc.prompt));
-    request = { ...own, decodeFocus: { heads: own.decodeHeads.length }, ...(pc.chunksOnly ? {} : { decodeQueries: true, decodeWeights: true }) };
+    request = {
+      ...own,
+      decodeFocus: { heads: own.decodeHeads.length },
+      ...(pc.chunksOnly ? {} : { decodeQueries: true, decodeWeights: true }),
+    };
     const next = new Map<number, StepPlan>();
     // The plan from step s applies at step s + planLag (KvPolicy.planLag), on both backends.
     const lag = planLagOf(policy);
@@ -273,15 +333,26 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
       prefill: (obs) => policy.prefill(obs),
       byLayer: (layout) => policy.prefillByLayer!(layout),
       // Step 0 gets the plan made from the prefill (KvPolicy.afterPrefill), as a transcription applies it.
-      before: (s) => (s === 0 ? policy.afterPrefill?.() ?? null : next.get(s) ?? null),
+      before: (s) => (s === 0 ? (policy.afterPrefill?.() ?? null) : (next.get(s) ?? null)),
       after: (s, obs) => next.set(s + lag, policy.afterStep(obs)),
     };
   }
-  const opts: SessionOptions = { audioLength: A, maxNewTokens: pc.steps + 2, request, returnLogits: true, layered: pc.layered, ...(pc.prompt ? { prompt: pc.prompt } : {}) };
+  const opts: SessionOptions = {
+    audioLength: A,
+    maxNewTokens: pc.steps + 2,
+    request,
+    returnLogits: true,
+    layered: pc.layered,
+    ...(pc.prompt ? { prompt: pc.prompt } : {}),
+  };
   // The CPU reference stores K/V at the same precision as the GPU pool.
   // ... and computes with the weights the GPU reads (dequantised f16 / q4 matrices).
   const weights = pc.prepacked ? packDecoderWeights(c, pc.weights, pc.backend?.weightFormat ?? 'f32') : pc.weights;
-  const cpu = new CpuBackend(c, weights, { kvPrecision: pc.backend?.kvPrecision, weightFormat: pc.backend?.weightFormat, kvGrowPages: pc.backend?.kvGrowPages });
+  const cpu = new CpuBackend(c, weights, {
+    kvPrecision: pc.backend?.kvPrecision,
+    weightFormat: pc.backend?.weightFormat,
+    kvGrowPages: pc.backend?.kvGrowPages,
+  });
   const ref = await trace(cpu, pc, opts, driver);
   const gpuBackend = await WebGpuBackend.create(c, weights, { ...pc.backend, context: ctx });
   const sizes = gpuBackend.plan(opts);
@@ -309,10 +380,14 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
     const upper = sizes.prefillBytes + sizes.decodeBytes + pool + layerKv + 2 ** 20;
     const wholeFloor = whole.prefillBytes + whole.decodeBytes + pool;
     const p = got.peakBytes ?? Infinity;
-    peakOk = p <= upper && p < wholeFloor && sizes.prefillBytes === whole.prefillBytes - (c.numLayers - 1) * (layerKv + layerQ);
+    peakOk =
+      p <= upper &&
+      p < wholeFloor &&
+      sizes.prefillBytes === whole.prefillBytes - (c.numLayers - 1) * (layerKv + layerQ);
     peak = ` GPU peak ${p} bytes above the weights (per-layer bound ${upper}; the whole-prompt path's buffers alone ${wholeFloor}, one layer's prompt K/V ${layerKv})${peakOk ? '' : ' (PEAK OUT OF BOUNDS)'};`;
   }
-  const layoutOk = (!pc.layout || (shards >= pc.layout.minShards && blocks === pc.layout.prefillBlocks)) &&
+  const layoutOk =
+    (!pc.layout || (shards >= pc.layout.minShards && blocks === pc.layout.prefillBlocks)) &&
     (!pc.weightParts || (wm.embedParts >= pc.weightParts.embed && wm.lmHeadParts >= pc.weightParts.lmHead));
   const firstDiff = ref.tokens.findIndex((t, i) => got.tokens[i] !== t);
   const logitsNmse = worst([ref.logits], [got.logits]);
@@ -321,25 +396,37 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   const scoresNmse = worst([ref.prefillScores], [got.prefillScores]);
   const sameResidency = ref.residency.join('|') === got.residency.join('|');
   // WnW: the chunks chunk_select chose on the GPU are those the CPU's reference chose, every step.
-  const sameChunks = ref.chunks.join('|') === got.chunks.join('|') && (pc.mode !== 'wnw' || got.chunks.every((x) => x.length > 0));
+  const sameChunks =
+    ref.chunks.join('|') === got.chunks.join('|') && (pc.mode !== 'wnw' || got.chunks.every((x) => x.length > 0));
   // WnW: the focus that dates each token, the GPU's top four against the CPU's focusOf. The
   // exported weights agree to f32 rounding, not bit for bit (sums in another order), which can
   // move a centre by a few thousandths of a position (7.7e-3 measured with the f16 pool); the
   // bound is under half a word time's rounding (0.01 s: 0.125 positions at 12.5 audio tokens a
   // second). focus.wgsl against focusOf on the same weights, bit for bit: e2e/kernels.spec.ts.
-  const focusAt = ref.focus.reduce((k, f, i) => (Math.abs(f - got.focus[i]) > Math.abs(ref.focus[k] - got.focus[k]) ? i : k), 0);
+  const focusAt = ref.focus.reduce(
+    (k, f, i) => (Math.abs(f - got.focus[i]) > Math.abs(ref.focus[k] - got.focus[k]) ? i : k),
+    0,
+  );
   const focusDiff = ref.focus.length ? Math.abs(ref.focus[focusAt] - got.focus[focusAt]) : 0;
   const sameFocus = pc.mode !== 'wnw' || (focusDiff < 0.05 && got.focus.every((f) => f >= 0));
   const rGpu = `r_GPU after prefill ${got.rGpu[0].toFixed(3)}, mean ${(got.rGpu.reduce((a, b) => a + b, 0) / got.rGpu.length).toFixed(3)} over ${got.rGpu.length} plans`;
   const c1 = got.counters[1];
   const cN = got.counters[got.counters.length - 1];
   // Bind groups are made once per pool shape: anew only at a step where the pool grew.
-  const constant = got.counters.slice(1).every((k, i) => k.buffers === c1.buffers && k.submits === 1 && k.dispatches === c1.dispatches &&
-    (k.poolGrowths !== got.counters[i].poolGrowths || k.bindGroups === got.counters[i].bindGroups));
+  const constant = got.counters
+    .slice(1)
+    .every(
+      (k, i) =>
+        k.buffers === c1.buffers &&
+        k.submits === 1 &&
+        k.dispatches === c1.dispatches &&
+        (k.poolGrowths !== got.counters[i].poolGrowths || k.bindGroups === got.counters[i].bindGroups),
+    );
   // Pipelined: no read waited on an idle GPU (a step was always queued behind it), and the
   // readback carried what the session asked for; the waiting loop waits at every step.
   const waits = got.counters.reduce((a, k) => a + (k.cpuWaits ?? NaN), 0);
-  const waitsOk = waits === (pc.pipelined ? 0 : pc.steps) && got.counters.every((k) => k.readbackBytes === sizes.readbackBytes - 12);
+  const waitsOk =
+    waits === (pc.pipelined ? 0 : pc.steps) && got.counters.every((k) => k.readbackBytes === sizes.readbackBytes - 12);
   const growths = cN.poolGrowths;
   const growthOk = growths === ref.counters[ref.counters.length - 1].poolGrowths && growths >= (pc.minGrowths ?? 0);
   let golden = '';
@@ -360,8 +447,24 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
     goldenOk = cpuG && gpuG && lg < 1e-5;
     golden = ` golden (${n} steps, full cache): tokens cpu ${cpuG ? 'match' : 'DIFFER'}, gpu ${gpuG ? 'match' : 'DIFFER'}, logits nmse ${lg.toExponential(2)};`;
   }
-  const pass = promptOk && growthOk && peakOk && layoutOk && firstDiff === -1 && logitsNmse < 1e-6 && weightsNmse < 5e-4 && queriesNmse < 1e-6 && scoresNmse < 5e-4 && sameResidency && sameChunks && sameFocus && constant && goldenOk && waitsOk;
-  const detail = `${pc.name} (${pc.mode} plan): audio ${A}, ${pc.steps} steps, pool ${got.pool?.pages} pages (worst plan ${sizes.worstPoolPages}) in ${shards} shards, prefill blocks ${blocks}${promptOk ? '' : ` (PROMPT NOT THE SESSION'S: ${sizes.promptLength} rows)`}, weights ${pc.backend?.weightFormat ?? 'f32'} ${wm.total} bytes (${JSON.stringify(wm.byFormat)}; embedding in ${wm.embedParts} bindings, lm_head in ${wm.lmHeadParts})${layoutOk ? '' : ` (WANTED ${JSON.stringify({ ...pc.layout, ...pc.weightParts })})`}, tokens ${firstDiff === -1 ? 'identical' : `differ from step ${firstDiff} (cpu ${ref.tokens.slice(firstDiff, firstDiff + 4)} gpu ${got.tokens.slice(firstDiff, firstDiff + 4)})`};` +
+  const pass =
+    promptOk &&
+    growthOk &&
+    peakOk &&
+    layoutOk &&
+    firstDiff === -1 &&
+    logitsNmse < 1e-6 &&
+    weightsNmse < 5e-4 &&
+    queriesNmse < 1e-6 &&
+    scoresNmse < 5e-4 &&
+    sameResidency &&
+    sameChunks &&
+    sameFocus &&
+    constant &&
+    goldenOk &&
+    waitsOk;
+  const detail =
+    `${pc.name} (${pc.mode} plan): audio ${A}, ${pc.steps} steps, pool ${got.pool?.pages} pages (worst plan ${sizes.worstPoolPages}) in ${shards} shards, prefill blocks ${blocks}${promptOk ? '' : ` (PROMPT NOT THE SESSION'S: ${sizes.promptLength} rows)`}, weights ${pc.backend?.weightFormat ?? 'f32'} ${wm.total} bytes (${JSON.stringify(wm.byFormat)}; embedding in ${wm.embedParts} bindings, lm_head in ${wm.lmHeadParts})${layoutOk ? '' : ` (WANTED ${JSON.stringify({ ...pc.layout, ...pc.weightParts })})`}, tokens ${firstDiff === -1 ? 'identical' : `differ from step ${firstDiff} (cpu ${ref.tokens.slice(firstDiff, firstDiff + 4)} gpu ${got.tokens.slice(firstDiff, firstDiff + 4)})`};` +
     `${golden} logits nmse ${logitsNmse.toExponential(2)}, exported weights ${weightsNmse.toExponential(2)}, queries ${queriesNmse.toExponential(2)}, prefill scores ${scoresNmse.toExponential(2)};` +
     `${pc.mode === 'wnw' ? ` chunks chosen ${sameChunks ? 'equal' : 'DIFFER'} (step 0: ${got.chunks[0]}); focus ${sameFocus ? 'equal' : 'DIFFERS'} (largest difference ${focusDiff.toExponential(2)} positions, at step ${focusAt}: CPU ${ref.focus[focusAt]?.toFixed(4)}, GPU ${got.focus[focusAt]?.toFixed(4)});` : ''}` +
     ` residency after plans ${sameResidency ? 'equal' : 'DIFFERS'} (${got.residency.length} plans; ${rGpu});${peak}` +

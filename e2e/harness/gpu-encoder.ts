@@ -6,7 +6,16 @@
  * features of real speech.
  */
 import { randomArray, rng } from '../../src/model/testing.js';
-import { attention, avgPool2, conv1dK3, convWeightTimeMajor, geluInPlace, layerNorm, linear, sinusoids } from '../../src/encoder/ops.js';
+import {
+  attention,
+  avgPool2,
+  conv1dK3,
+  convWeightTimeMajor,
+  geluInPlace,
+  layerNorm,
+  linear,
+  sinusoids,
+} from '../../src/encoder/ops.js';
 import { EncoderKernels, EncoderPass } from '../../src/encoder/webgpu-kernels.js';
 import { WebGpuWhisperEncoder, asStored } from '../../src/encoder/webgpu.js';
 import { dequantize, pack, type WeightFormat } from '../../src/model/quant.js';
@@ -53,7 +62,9 @@ async function linearGelu(): Promise<CheckResult> {
   const ref = geluInPlace(linear(x, rows, inDim, w, b, out));
   const y = empty(ctx, rows * out * 4);
   const p = await (await kernels()).linear(true, true, false);
-  await run((pass) => p.record(pass, { w: upload(ctx, w), x: upload(ctx, x), b: upload(ctx, b), y }, { out, inDim, n: rows }));
+  await run((pass) =>
+    p.record(pass, { w: upload(ctx, w), x: upload(ctx, x), b: upload(ctx, b), y }, { out, inDim, n: rows }),
+  );
   return compare('enc_linear_gelu_67x1280to5120', ref, await readF32(ctx, y, rows * out), F32_BOUND, t0);
 }
 
@@ -71,12 +82,22 @@ async function linearAcc(): Promise<CheckResult> {
   for (let i = 0; i < ref.length; i++) ref[i] += y0[i];
   const y = upload(ctx, y0);
   const p = await (await kernels()).linear(true, false, true);
-  await run((pass) => p.record(pass, { w: upload(ctx, w), x: upload(ctx, x), b: upload(ctx, b), y }, { out, inDim, n: rows }));
+  await run((pass) =>
+    p.record(pass, { w: upload(ctx, w), x: upload(ctx, x), b: upload(ctx, b), y }, { out, inDim, n: rows }),
+  );
   return compare('enc_linear_acc_33x5120to1280', ref, await readF32(ctx, y, rows * out), F32_BOUND, t0);
 }
 
 /** A packed-weight Linear (f16 or q4, src/model/quant.ts) against TS on the dequantised weights. */
-async function linearPacked(name: string, format: WeightFormat, rows: number, inDim: number, out: number, gelu: boolean, acc: boolean): Promise<CheckResult> {
+async function linearPacked(
+  name: string,
+  format: WeightFormat,
+  rows: number,
+  inDim: number,
+  out: number,
+  gelu: boolean,
+  acc: boolean,
+): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx } = await gpu();
   const r = rng(26 + inDim);
@@ -90,7 +111,9 @@ async function linearPacked(name: string, format: WeightFormat, rows: number, in
   if (acc) for (let i = 0; i < ref.length; i++) ref[i] += y0[i];
   const y = upload(ctx, y0);
   const p = await (await kernels()).linear(true, gelu, acc, format);
-  await run((pass) => p.record(pass, { w: upload(ctx, m.data), x: upload(ctx, x), b: upload(ctx, b), y }, { out, inDim, n: rows }));
+  await run((pass) =>
+    p.record(pass, { w: upload(ctx, m.data), x: upload(ctx, x), b: upload(ctx, b), y }, { out, inDim, n: rows }),
+  );
   return compare(name, ref, await readF32(ctx, y, rows * out), F32_BOUND, t0);
 }
 
@@ -109,7 +132,9 @@ async function convs(): Promise<CheckResult> {
   const refParts: Float32Array[] = [];
   for (let s = 0; s < frames; s += win) {
     const len = Math.min(win, frames - s);
-    const h1 = geluInPlace(conv1dK3(x.subarray(s * mels, (s + len) * mels), len, mels, convWeightTimeMajor(w1, d, mels), b1, d, 1));
+    const h1 = geluInPlace(
+      conv1dK3(x.subarray(s * mels, (s + len) * mels), len, mels, convWeightTimeMajor(w1, d, mels), b1, d, 1),
+    );
     const h2 = geluInPlace(conv1dK3(h1, len, d, convWeightTimeMajor(w2, d, d), b2, d, 2));
     for (let i = 0; i < h2.length; i++) h2[i] += pos[i];
     refParts.push(h2);
@@ -123,8 +148,16 @@ async function convs(): Promise<CheckResult> {
   const [p1, p2] = await Promise.all([k.conv(mels, d, 1, false), k.conv(d, d, 2, true)]);
   const zero = upload(ctx, new Float32Array(4));
   await run((pass) => {
-    p1.record(pass, { x: upload(ctx, x), w: upload(ctx, convWeightTimeMajor(w1, d, mels)), b: upload(ctx, b1), pos: zero, y: y1 }, { inRows: frames, outRows: frames, winIn: win, winOut: win });
-    p2.record(pass, { x: y1, w: upload(ctx, convWeightTimeMajor(w2, d, d)), b: upload(ctx, b2), pos: upload(ctx, pos), y: y2 }, { inRows: frames, outRows, winIn: win, winOut: win / 2 });
+    p1.record(
+      pass,
+      { x: upload(ctx, x), w: upload(ctx, convWeightTimeMajor(w1, d, mels)), b: upload(ctx, b1), pos: zero, y: y1 },
+      { inRows: frames, outRows: frames, winIn: win, winOut: win },
+    );
+    p2.record(
+      pass,
+      { x: y1, w: upload(ctx, convWeightTimeMajor(w2, d, d)), b: upload(ctx, b2), pos: upload(ctx, pos), y: y2 },
+      { inRows: frames, outRows, winIn: win, winOut: win / 2 },
+    );
   });
   return compare('enc_conv1_conv2_237x128to1280_2s_windows', ref, await readF32(ctx, y2, outRows * d), F32_BOUND, t0);
 }
@@ -156,7 +189,13 @@ async function normPool(): Promise<CheckResult> {
  * each window as keys (the key limit itself is covered by the Qwen2-Audio encoder check). The TS reference checks every `stride`-th query row (rows are
  * independent), which keeps the 1500-frame case affordable on the CPU.
  */
-async function attentionCase(name: string, rows: number, win: number, keys: number, stride: number): Promise<CheckResult> {
+async function attentionCase(
+  name: string,
+  rows: number,
+  win: number,
+  keys: number,
+  stride: number,
+): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx } = await gpu();
   const [heads, hd] = [20, 64];
@@ -167,7 +206,9 @@ async function attentionCase(name: string, rows: number, win: number, keys: numb
   const v = randomArray(rows * d, 1, r);
   const o = empty(ctx, rows * d * 4);
   const p = await (await kernels()).attention(d, hd);
-  await run((pass) => p.record(pass, { q: upload(ctx, q), k: upload(ctx, k), v: upload(ctx, v), out: o }, { rows, heads, win, keys }));
+  await run((pass) =>
+    p.record(pass, { q: upload(ctx, q), k: upload(ctx, k), v: upload(ctx, v), out: o }, { rows, heads, win, keys }),
+  );
   const got = await readF32(ctx, o, rows * d);
   const ref: number[] = [];
   const sel: number[] = [];
@@ -177,7 +218,15 @@ async function attentionCase(name: string, rows: number, win: number, keys: numb
     const nk = Math.min(len, keys);
     for (let i = 0; i < len; i += stride) {
       // One query against its window's keys, through the reference kernel.
-      const out = attention(qs.subarray((w0 + i) * d, (w0 + i + 1) * d), k.subarray(w0 * d, (w0 + nk) * d), v.subarray(w0 * d, (w0 + nk) * d), 1, heads, hd, nk);
+      const out = attention(
+        qs.subarray((w0 + i) * d, (w0 + i + 1) * d),
+        k.subarray(w0 * d, (w0 + nk) * d),
+        v.subarray(w0 * d, (w0 + nk) * d),
+        1,
+        heads,
+        hd,
+        nk,
+      );
       ref.push(...out);
       sel.push(...got.subarray((w0 + i) * d, (w0 + i + 1) * d));
     }
@@ -196,7 +245,9 @@ export function setMiniatures(url: string): void {
 
 let speech: Promise<Float32Array> | null = null;
 function sample(): Promise<Float32Array> {
-  speech ??= fetch('/samples/sample1.wav').then(async (res) => downmix(parseWav(new Uint8Array(await res.arrayBuffer())).channels)); // 32.2 s, 16 kHz
+  speech ??= fetch('/samples/sample1.wav').then(async (res) =>
+    downmix(parseWav(new Uint8Array(await res.arrayBuffer())).channels),
+  ); // 32.2 s, 16 kHz
   return speech;
 }
 
@@ -204,14 +255,24 @@ function sample(): Promise<Float32Array> {
  * A whole encoder on WebGPU against the TS reference: the family's miniature in the exact
  * Hugging Face layout (bf16 shards), fed the Whisper features of real speech.
  */
-async function wholeEncoder(name: string, family: string, spec: WhisperFamilySpec, clips: (x: Float32Array) => { x: Float32Array; pad: WhisperPadding }[], maxBatchFrames: number, weightFormat: WeightFormat = 'f32'): Promise<CheckResult> {
+async function wholeEncoder(
+  name: string,
+  family: string,
+  spec: WhisperFamilySpec,
+  clips: (x: Float32Array) => { x: Float32Array; pad: WhisperPadding }[],
+  maxBatchFrames: number,
+  weightFormat: WeightFormat = 'f32',
+): Promise<CheckResult> {
   const t0 = performance.now();
   const miniatures = holder.wnwMiniatures;
   if (!miniatures) return { name, pass: false, detail: 'the spec did not pass the miniatures folder', ms: 0 };
   const { ctx, cache } = await gpu();
   const base = `${miniatures}/${family}`;
   const json = (await (await fetch(`${base}/config.json`)).json()) as Record<string, unknown>;
-  const audio = ((json.thinker_config as Record<string, unknown> | undefined) ?? json).audio_config as Record<string, unknown>;
+  const audio = ((json.thinker_config as Record<string, unknown> | undefined) ?? json).audio_config as Record<
+    string,
+    unknown
+  >;
   const config = parseWhisperEncoderConfig(audio, `${base}/config.json`, spec);
   const ckpt = await HfCheckpoint.open(base);
   const tensors = await lookupFromCheckpoint(ckpt, spec).finally(() => ckpt.close());
@@ -226,7 +287,13 @@ async function wholeEncoder(name: string, family: string, spec: WhisperFamilySpe
       const mel: MelInput = fe.compute(c.x, c.pad);
       const a = cpu.encode(mel);
       const b = await enc.encode(mel);
-      if (a.tokens !== b.tokens || a.width !== b.width) return { name, pass: false, detail: `shape ${b.tokens}x${b.width}, reference ${a.tokens}x${a.width}`, ms: performance.now() - t0 };
+      if (a.tokens !== b.tokens || a.width !== b.width)
+        return {
+          name,
+          pass: false,
+          detail: `shape ${b.tokens}x${b.width}, reference ${a.tokens}x${a.width}`,
+          ms: performance.now() - t0,
+        };
       ref.push(...a.data);
       got.push(...b.data);
       tokens += a.tokens;
@@ -240,16 +307,58 @@ async function wholeEncoder(name: string, family: string, spec: WhisperFamilySpe
 export const encoderTests: Record<string, () => Promise<CheckResult>> = {
   enc_linear_gelu_67x1280to5120: linearGelu,
   enc_linear_acc_33x5120to1280: linearAcc,
-  enc_linear_gelu_f16_67x1280to5120: () => linearPacked('enc_linear_gelu_f16_67x1280to5120', 'f16', 67, 1280, 5120, true, false),
-  enc_linear_acc_q4_33x5120to1280: () => linearPacked('enc_linear_acc_q4_33x5120to1280', 'q4', 33, 5120, 1280, false, true),
+  enc_linear_gelu_f16_67x1280to5120: () =>
+    linearPacked('enc_linear_gelu_f16_67x1280to5120', 'f16', 67, 1280, 5120, true, false),
+  enc_linear_acc_q4_33x5120to1280: () =>
+    linearPacked('enc_linear_acc_q4_33x5120to1280', 'q4', 33, 5120, 1280, false, true),
   enc_conv1_conv2_237x128to1280_2s_windows: convs,
   enc_layernorm_avgpool_1500x1280: normPool,
   enc_attention_20h_1500_frames: () => attentionCase('enc_attention_20h_1500_frames', 1500, 1500, 1500, 23),
   enc_attention_20h_block_diagonal_2s: () => attentionCase('enc_attention_20h_block_diagonal_2s', 3550, 100, 100, 3),
-  enc_voxtral_32s: () => wholeEncoder('enc_voxtral_32s', 'voxtral', voxtral.encoder, (x) => [{ x, pad: { padToMultipleOf: 480_000 } }], 3000),
+  enc_voxtral_32s: () =>
+    wholeEncoder(
+      'enc_voxtral_32s',
+      'voxtral',
+      voxtral.encoder,
+      (x) => [{ x, pad: { padToMultipleOf: 480_000 } }],
+      3000,
+    ),
   enc_qwen2_audio_32s: () =>
-    wholeEncoder('enc_qwen2_audio_32s', 'qwen2_audio', qwen2Audio.encoder, (x) => [x.subarray(0, 480_000), x.subarray(480_000)].map((c) => ({ x: c, pad: { truncateTo: 480_000, padToLength: 480_000 } })), 3000),
-  enc_qwen2_5_omni_32s: () => wholeEncoder('enc_qwen2_5_omni_32s', 'qwen2_5_omni', qwen25Omni.encoder, (x) => [{ x, pad: { padToLength: 480_000 } }], 1000),
-  enc_voxtral_32s_q4: () => wholeEncoder('enc_voxtral_32s_q4', 'voxtral', voxtral.encoder, (x) => [{ x, pad: { padToMultipleOf: 480_000 } }], 3000, 'q4'),
-  enc_qwen2_5_omni_32s_f16: () => wholeEncoder('enc_qwen2_5_omni_32s_f16', 'qwen2_5_omni', qwen25Omni.encoder, (x) => [{ x, pad: { padToLength: 480_000 } }], 1000, 'f16'),
+    wholeEncoder(
+      'enc_qwen2_audio_32s',
+      'qwen2_audio',
+      qwen2Audio.encoder,
+      (x) =>
+        [x.subarray(0, 480_000), x.subarray(480_000)].map((c) => ({
+          x: c,
+          pad: { truncateTo: 480_000, padToLength: 480_000 },
+        })),
+      3000,
+    ),
+  enc_qwen2_5_omni_32s: () =>
+    wholeEncoder(
+      'enc_qwen2_5_omni_32s',
+      'qwen2_5_omni',
+      qwen25Omni.encoder,
+      (x) => [{ x, pad: { padToLength: 480_000 } }],
+      1000,
+    ),
+  enc_voxtral_32s_q4: () =>
+    wholeEncoder(
+      'enc_voxtral_32s_q4',
+      'voxtral',
+      voxtral.encoder,
+      (x) => [{ x, pad: { padToMultipleOf: 480_000 } }],
+      3000,
+      'q4',
+    ),
+  enc_qwen2_5_omni_32s_f16: () =>
+    wholeEncoder(
+      'enc_qwen2_5_omni_32s_f16',
+      'qwen2_5_omni',
+      qwen25Omni.encoder,
+      (x) => [{ x, pad: { padToLength: 480_000 } }],
+      1000,
+      'f16',
+    ),
 };

@@ -27,7 +27,8 @@ function rowsOf(rows: number, T: number, seed: number, fill: Fill): Float32Array
   for (let h = 0; h < rows; h++) {
     const peak = Math.floor(r() * T);
     let s = 0;
-    for (let p = 0; p < T; p++) s += out[h * T + p] = fill === 'flat' ? 1 : Math.exp(-Math.abs(p - peak) / 60) * r() + 1e-5 * r();
+    for (let p = 0; p < T; p++)
+      s += out[h * T + p] = fill === 'flat' ? 1 : Math.exp(-Math.abs(p - peak) / 60) * r() + 1e-5 * r();
     for (let p = 0; p < T; p++) out[h * T + p] /= s;
   }
   return out;
@@ -35,30 +36,55 @@ function rowsOf(rows: number, T: number, seed: number, fill: Fill): Float32Array
 
 /** focusOf's four positions as a sort states them: mass > 0, more weight first, the lower position on a tie. */
 function topFour(sum: Float32Array): number[] {
-  return Array.from(sum.keys()).filter((p) => sum[p] > 0).sort((a, b) => sum[b] - sum[a] || a - b).slice(0, 4);
+  return Array.from(sum.keys())
+    .filter((p) => sum[p] > 0)
+    .sort((a, b) => sum[b] - sum[a] || a - b)
+    .slice(0, 4);
 }
 
-async function focusCheck(name: string, heads: number, rows: number, T: number, seed: number, fill: Fill): Promise<CheckResult> {
+async function focusCheck(
+  name: string,
+  heads: number,
+  rows: number,
+  T: number,
+  seed: number,
+  fill: Fill,
+): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx } = await gpu();
   const k = await loadKernels();
   const w = rowsOf(rows, T, seed, fill);
   const own: GPUBuffer[] = [];
   const bufs = { weights: upload(ctx, w), top: upload(ctx, new Uint32Array(FOCUS_ENTRIES).fill(7)) };
-  submit(ctx, k.focusTop.run(bufs, { heads, audioLength: T }, sharedUniforms(ctx, (b) => own.push(b))));
+  submit(
+    ctx,
+    k.focusTop.run(
+      bufs,
+      { heads, audioLength: T },
+      sharedUniforms(ctx, (b) => own.push(b)),
+    ),
+  );
   const bytes = await read(ctx, bufs.top, 4 * FOCUS_ENTRIES);
   for (const b of [...Object.values(bufs), ...own]) ctx.destroy(b);
-  const sum = anchorSum(Array.from({ length: rows }, (_, r) => w.subarray(r * T, (r + 1) * T)), Array.from({ length: heads }, (_, i) => i), T)!;
+  const sum = anchorSum(
+    Array.from({ length: rows }, (_, r) => w.subarray(r * T, (r + 1) * T)),
+    Array.from({ length: heads }, (_, i) => i),
+    T,
+  )!;
   const want = topFour(sum);
   const pos = Array.from(new Uint32Array(bytes, 0, 4));
   const got = pos.filter((p) => p !== 0xffffffff);
   const gotW = new Uint32Array(bytes, 16, 4);
   const wantW = new Uint32Array(Float32Array.from(want, (p) => sum[p]).buffer);
-  const sameTop = got.join(',') === want.join(',') && want.every((_, i) => gotW[i] === wantW[i]) && pos.slice(want.length).every((p) => p === 0xffffffff);
+  const sameTop =
+    got.join(',') === want.join(',') &&
+    want.every((_, i) => gotW[i] === wantW[i]) &&
+    pos.slice(want.length).every((p) => p === 0xffffffff);
   const f = focusOfReadback(bytes);
   const ref = focusOf(sum);
-  const pass = sameTop && f === ref && (fill !== 'zero' || f === -1) && (fill !== 'flat' || want.join(',') === '0,1,2,3');
-  const detail = `${T} positions, ${heads} of ${rows} rows summed (${fill}): top ${sameTop ? 'equal to focusOf\'s' : `DIFFERS (gpu ${pos} want ${want})`}, focus gpu ${f} cpu ${ref}${f === ref ? ' (equal)' : ' (DIFFER)'}; readback ${4 * FOCUS_ENTRIES} bytes instead of ${4 * heads * T}`;
+  const pass =
+    sameTop && f === ref && (fill !== 'zero' || f === -1) && (fill !== 'flat' || want.join(',') === '0,1,2,3');
+  const detail = `${T} positions, ${heads} of ${rows} rows summed (${fill}): top ${sameTop ? "equal to focusOf's" : `DIFFERS (gpu ${pos} want ${want})`}, focus gpu ${f} cpu ${ref}${f === ref ? ' (equal)' : ' (DIFFER)'}; readback ${4 * FOCUS_ENTRIES} bytes instead of ${4 * heads * T}`;
   return { name, pass, detail, ms: performance.now() - t0 };
 }
 

@@ -25,7 +25,10 @@ let loaded: { family: Family; model: Promise<{ model: LoadedModel; ms: number }>
 function load(family: Family, root: string): Promise<{ model: LoadedModel; ms: number }> {
   if (loaded?.family !== family) {
     const t0 = performance.now();
-    loaded = { family, model: loadModel(joinModelPath(root, family)).then((model) => ({ model, ms: performance.now() - t0 })) };
+    loaded = {
+      family,
+      model: loadModel(joinModelPath(root, family)).then((model) => ({ model, ms: performance.now() - t0 })),
+    };
   }
   return loaded.model;
 }
@@ -33,15 +36,28 @@ function load(family: Family, root: string): Promise<{ model: LoadedModel; ms: n
 async function hfParity(family: Family, mode: 'full' | 'wnw'): Promise<CheckResult> {
   const name = `parity_hf_${family}_${mode}`;
   const root = new URLSearchParams(location.search).get('hf');
-  if (!root) return { name, pass: false, detail: 'no miniatures folder: open the page as gpu.html?hf=<URL path of the miniatures> (e2e/hf-parity.spec.ts does)', ms: 0 };
+  if (!root)
+    return {
+      name,
+      pass: false,
+      detail:
+        'no miniatures folder: open the page as gpu.html?hf=<URL path of the miniatures> (e2e/hf-parity.spec.ts does)',
+      ms: 0,
+    };
   const t0 = performance.now();
   const { model, ms } = await load(family, root);
   const c = model.config;
-  const shape = `vocab ${c.vocabSize}, hidden ${c.hiddenSize}, ${c.numLayers} layers, ${c.numHeads}:${c.numKvHeads} heads of ${c.headDim}, biases ${c.attentionBias}, ` +
+  const shape =
+    `vocab ${c.vocabSize}, hidden ${c.hiddenSize}, ${c.numLayers} layers, ${c.numHeads}:${c.numKvHeads} heads of ${c.headDim}, biases ${c.attentionBias}, ` +
     `tied head ${model.weights.lmHead === model.weights.embed}, prompt ${c.prefix.length} + ${AUDIO_TOKENS} + ${c.instruction.length}, ${kvHeadCount(c)} KV heads`;
   const r = await runParity({
     name: `${family} miniature via loadModel, ${mode === 'full' ? 'full cache' : 'WnW at r_GPU 0.2'}`,
-    config: c, weights: model.weights, audio: randomEmbeddings(c, AUDIO_TOKENS, 21), steps: STEPS, mode, budget: 0.2,
+    config: c,
+    weights: model.weights,
+    audio: randomEmbeddings(c, AUDIO_TOKENS, 21),
+    steps: STEPS,
+    mode,
+    budget: 0.2,
   });
   return { ...r, name, detail: `${shape}; loaded in ${Math.round(ms)} ms; ${r.detail}`, ms: performance.now() - t0 };
 }

@@ -38,7 +38,13 @@ async function matvecTest(name: string, rows: number, cols: number, add: boolean
   if (add) for (let i = 0; i < rows; i++) ref[i] += y0[i];
   const yb = upload(ctx, y0);
   const [gx, gy] = matvecGroups(rows);
-  dispatch(ctx, add ? k.products.matvecAdd : k.products.matvec, [upload(ctx, w), upload(ctx, x), yb, ctx.uniform('p', [rows, cols, 1, 8])], gx, gy);
+  dispatch(
+    ctx,
+    add ? k.products.matvecAdd : k.products.matvec,
+    [upload(ctx, w), upload(ctx, x), yb, ctx.uniform('p', [rows, cols, 1, 8])],
+    gx,
+    gy,
+  );
   return compare(name, ref, await readF32(ctx, yb, rows), F32_BOUND, t0);
 }
 
@@ -58,7 +64,12 @@ async function matvecSwigluTest(): Promise<CheckResult> {
   const ref = new Float32Array(I);
   swiglu(g, u, ref);
   const yb = empty(ctx, I * 4);
-  dispatch(ctx, k.products.matvecSwiglu, [upload(ctx, w), upload(ctx, x), yb, ctx.uniform('p', [I, D, 1, 0])], ...matvecGroups(I));
+  dispatch(
+    ctx,
+    k.products.matvecSwiglu,
+    [upload(ctx, w), upload(ctx, x), yb, ctx.uniform('p', [I, D, 1, 0])],
+    ...matvecGroups(I),
+  );
   return compare('matvec_swiglu', ref, await readF32(ctx, yb, I), F32_BOUND, t0);
 }
 
@@ -75,7 +86,12 @@ async function matmulTest(name: string, rows: number, cols: number, add: boolean
   matmul(w, rows, cols, x, n, ref);
   if (add) for (let i = 0; i < ref.length; i++) ref[i] += y0[i];
   const yb = upload(ctx, y0);
-  dispatch(ctx, add ? k.products.matmulAdd : k.products.matmul, [upload(ctx, w), upload(ctx, x), yb, ctx.uniform('p', [rows, cols, n, 0])], ...matmulGroups(rows, n));
+  dispatch(
+    ctx,
+    add ? k.products.matmulAdd : k.products.matmul,
+    [upload(ctx, w), upload(ctx, x), yb, ctx.uniform('p', [rows, cols, n, 0])],
+    ...matmulGroups(rows, n),
+  );
   return compare(name, ref, await readF32(ctx, yb, n * rows), F32_BOUND, t0);
 }
 
@@ -143,12 +159,19 @@ async function embedTest(): Promise<CheckResult> {
   const ids = [config.tokens.bos, ...Array.from({ length: A }, (_, i) => -1 - i), ...config.instruction];
   const n = ids.length;
   const ref = new Float32Array(n * D);
-  ids.forEach((id, i) => ref.set(id >= 0 ? table.subarray(id * D, (id + 1) * D) : audio.subarray((-1 - id) * D, (-id) * D), i * D));
+  ids.forEach((id, i) =>
+    ref.set(id >= 0 ? table.subarray(id * D, (id + 1) * D) : audio.subarray((-1 - id) * D, -id * D), i * D),
+  );
   // The prefill writes audio rows into x first; token rows hold stale values the pass must overwrite.
   const x0 = randomArray(n * D, 100, r);
   x0.set(audio, D);
   const xb = upload(ctx, x0);
-  dispatch(ctx, k.embed, [upload(ctx, table), upload(ctx, Int32Array.from(ids)), xb, ctx.uniform('p', [n, 0, 0, 0])], ...grid(n));
+  dispatch(
+    ctx,
+    k.embed,
+    [upload(ctx, table), upload(ctx, Int32Array.from(ids)), xb, ctx.uniform('p', [n, 0, 0, 0])],
+    ...grid(n),
+  );
   return compare('embed', ref, await readF32(ctx, xb, n * D), 0, t0, 0.99);
 }
 

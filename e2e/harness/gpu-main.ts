@@ -12,4 +12,12 @@ import { exposeChecks } from './gpu-util.js';
 // end the running check.
 import.meta.hot?.accept(() => {});
 
-exposeChecks({ ...denseTests, ...attentionTests, ...decoderTests, ...weightKernelTests, ...hfTests, ...chunkSelectTests, ...focusTests });
+exposeChecks({
+  ...denseTests,
+  ...attentionTests,
+  ...decoderTests,
+  ...weightKernelTests,
+  ...hfTests,
+  ...chunkSelectTests,
+  ...focusTests,
+});

@@ -11,10 +11,24 @@ import { randomArray, rng } from '../../src/model/testing.js';
 import { f16Bits } from '../../src/model/f16.js';
 import { argmax } from '../../src/reference/ops.js';
 import {
-  dequantizeRow, pack, packF32, referenceMatmul, referenceMatvec, roundBf16, rowWords, splitRows,
-  type PackedMatrix, type WeightFormat,
+  dequantizeRow,
+  pack,
+  packF32,
+  referenceMatmul,
+  referenceMatvec,
+  roundBf16,
+  rowWords,
+  splitRows,
+  type PackedMatrix,
+  type WeightFormat,
 } from '../../src/model/quant.js';
-import { bindingLimit, destroyMatrix, uploadMatrix, uploadPart, type GpuMatrix } from '../../src/backend/webgpu/weight-formats.js';
+import {
+  bindingLimit,
+  destroyMatrix,
+  uploadMatrix,
+  uploadPart,
+  type GpuMatrix,
+} from '../../src/backend/webgpu/weight-formats.js';
 import { loadProductOps } from '../../src/backend/webgpu/product-ops.js';
 import { matvecGroups } from '../../src/backend/webgpu/kernels.js';
 import { compare, dispatch, empty, gpu, nmse, read, readF32, submit, upload, type CheckResult } from './gpu-util.js';
@@ -66,7 +80,14 @@ function weightError(m: PackedMatrix, w: Float32Array, x: Float32Array, y: Float
   return `| ${m.format} vs bf16 weights: nmse=${(num / den).toExponential(2)} max|Δw|/max|w| per group=${worst.toExponential(2)} y nmse vs bf16 product=${nmse(yBf16, y).toExponential(2)}`;
 }
 
-async function matvecCase(name: string, format: WeightFormat, rows: number, cols: number, add: boolean, swiglu = false): Promise<CheckResult> {
+async function matvecCase(
+  name: string,
+  format: WeightFormat,
+  rows: number,
+  cols: number,
+  add: boolean,
+  swiglu = false,
+): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx, cache } = await gpu();
   const k = await loadProductOps(cache, format);
@@ -90,7 +111,12 @@ async function matvecCase(name: string, format: WeightFormat, rows: number, cols
   const g0 = performance.now();
   if (swiglu) {
     // [gate; up] in one binding, y of `rows` entries.
-    dispatch(ctx, k.matvecSwiglu, [gm.parts[0].buffer, xb, yb, ctx.uniform('p', [rows, cols, 1, xOff])], ...matvecGroups(rows));
+    dispatch(
+      ctx,
+      k.matvecSwiglu,
+      [gm.parts[0].buffer, xb, yb, ctx.uniform('p', [rows, cols, 1, xOff])],
+      ...matvecGroups(rows),
+    );
   } else {
     submit(ctx, ...(add ? k.matvecAdd : k.matvec).run({ w: gm, x: xb, y: yb }, (l, v) => ctx.uniform(l, v), xOff));
   }
@@ -100,7 +126,14 @@ async function matvecCase(name: string, format: WeightFormat, rows: number, cols
   return compare(name, ref, got, BOUND, t0, 0.5, `${format} [${all}, ${cols}] gpu ${Math.round(gpuMs)} ms ${err}`);
 }
 
-async function matmulCase(name: string, format: WeightFormat, rows: number, cols: number, n: number, add: boolean): Promise<CheckResult> {
+async function matmulCase(
+  name: string,
+  format: WeightFormat,
+  rows: number,
+  cols: number,
+  n: number,
+  add: boolean,
+): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx, cache } = await gpu();
   const k = await loadProductOps(cache, format);
@@ -117,7 +150,15 @@ async function matmulCase(name: string, format: WeightFormat, rows: number, cols
   submit(ctx, d);
   const got = await readF32(ctx, yb, n * rows);
   const gpuMs = performance.now() - g0;
-  return compare(name, ref, got, BOUND, t0, 0.5, `${format} [${rows}, ${cols}] x ${n} rows gpu ${Math.round(gpuMs)} ms`);
+  return compare(
+    name,
+    ref,
+    got,
+    BOUND,
+    t0,
+    0.5,
+    `${format} [${rows}, ${cols}] x ${n} rows gpu ${Math.round(gpuMs)} ms`,
+  );
 }
 
 /**
@@ -154,14 +195,26 @@ function winningRow(format: WeightFormat, x: Float32Array): PackedMatrix {
  * identical rows planted in different parts make the maximum a tie: the lower index must
  * win. A second argmax with those two masked checks the order of the random logits.
  */
-async function lmHeadCase(name: string, format: WeightFormat, vocab: number, hidden: number, cap: number): Promise<CheckResult> {
+async function lmHeadCase(
+  name: string,
+  format: WeightFormat,
+  vocab: number,
+  hidden: number,
+  cap: number,
+): Promise<CheckResult> {
   const t0 = performance.now();
   const { ctx, cache } = await gpu();
   const k = await loadProductOps(cache, format);
   const argmaxPipe = await cache.get('argmax.wgsl', 'argmax', { VOCAB: vocab });
   const maxBytes = bindingLimit(ctx, cap);
   const plan = splitRows(format, vocab, hidden, maxBytes);
-  if (plan.length < 2) return { name, pass: false, ms: 0, detail: `the ${format} lm_head fits one binding of ${maxBytes} bytes: the split is not exercised` };
+  if (plan.length < 2)
+    return {
+      name,
+      pass: false,
+      ms: 0,
+      detail: `the ${format} lm_head fits one binding of ${maxBytes} bytes: the split is not exercised`,
+    };
   const x = randomArray(hidden, 1, rng(vocab));
   const lowWin = plan[1].row0 + 5;
   const highWin = vocab - 1;
@@ -170,7 +223,10 @@ async function lmHeadCase(name: string, format: WeightFormat, vocab: number, hid
   const stride = rowWords(format, hidden);
   const parts = [];
   for (const [i, p] of plan.entries()) {
-    const m = format === 'q4' ? randomQ4(p.rows, hidden, p.row0 + 1) : pack(format, bf16Weights(p.rows * hidden, hidden, p.row0 + 1), p.rows, hidden);
+    const m =
+      format === 'q4'
+        ? randomQ4(p.rows, hidden, p.row0 + 1)
+        : pack(format, bf16Weights(p.rows * hidden, hidden, p.row0 + 1), p.rows, hidden);
     for (const t of [lowWin, highWin]) if (t >= p.row0 && t < p.row0 + p.rows) m.data.set(win, (t - p.row0) * stride);
     referenceMatvec(m, x, 0, ref.subarray(p.row0, p.row0 + p.rows));
     parts.push(uploadPart(ctx, `${name}[${i}]`, p, m.data));
@@ -196,8 +252,15 @@ async function lmHeadCase(name: string, format: WeightFormat, vocab: number, hid
   masked[lowWin] = masked[highWin] = -3e38;
   const wantTie = argmax(ref);
   const wantRandom = argmax(masked);
-  const res = compare(name, ref, got, BOUND, t0, 0.5,
-    `${format} [${vocab}, ${hidden}] in ${plan.length} bindings of <= ${maxBytes} bytes; argmax tie want ${wantTie} got ${gotTie}, random want ${wantRandom} got ${gotRandom}; gpu ${Math.round(gpuMs)} ms`);
+  const res = compare(
+    name,
+    ref,
+    got,
+    BOUND,
+    t0,
+    0.5,
+    `${format} [${vocab}, ${hidden}] in ${plan.length} bindings of <= ${maxBytes} bytes; argmax tie want ${wantTie} got ${gotTie}, random want ${wantRandom} got ${gotRandom}; gpu ${Math.round(gpuMs)} ms`,
+  );
   res.pass &&= wantTie === lowWin && gotTie === wantTie && gotRandom === wantRandom;
   return res;
 }

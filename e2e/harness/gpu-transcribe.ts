@@ -14,14 +14,21 @@ import { joinModelPath } from '../../src/model/files.js';
 import type { PolicyName, ProgressEvent } from '../../src/types.js';
 import type { WeightFormat } from '../../src/model/quant.js';
 
-interface CheckResult { name: string; pass: boolean; detail: string; ms: number }
+interface CheckResult {
+  name: string;
+  pass: boolean;
+  detail: string;
+  ms: number;
+}
 
 const SECONDS = 3;
 const STEPS = 24;
 
 let speech: Promise<Float32Array> | null = null;
 function clip(): Promise<Float32Array> {
-  speech ??= fetch('/samples/sample1.wav').then(async (r) => downmix(parseWav(new Uint8Array(await r.arrayBuffer())).channels).slice(0, SECONDS * 16000));
+  speech ??= fetch('/samples/sample1.wav').then(async (r) =>
+    downmix(parseWav(new Uint8Array(await r.arrayBuffer())).channels).slice(0, SECONDS * 16000),
+  );
   return speech;
 }
 
@@ -46,12 +53,19 @@ const same = (a: number[], b: number[]) => a.length === b.length && a.every((t, 
 async function transcribeBoth(family: string, weightFormat: WeightFormat): Promise<CheckResult> {
   const name = `transcribe_hf_${family}${weightFormat === 'f32' ? '' : `_${weightFormat}`}`;
   const root = new URLSearchParams(location.search).get('hf');
-  if (!root) return { name, pass: false, detail: 'open the page as gpu-transcribe.html?hf=<URL path of the miniatures>', ms: 0 };
+  if (!root)
+    return { name, pass: false, detail: 'open the page as gpu-transcribe.html?hf=<URL path of the miniatures>', ms: 0 };
   const t0 = performance.now();
   const audio = await clip();
   const policy: PolicyName = 'full';
   const events: ProgressEvent[] = [];
-  const gpu = await loadTranscriber({ model: joinModelPath(root, family), backend: 'webgpu', policy, weightFormat, onProgress: (e) => events.push(e) });
+  const gpu = await loadTranscriber({
+    model: joinModelPath(root, family),
+    backend: 'webgpu',
+    policy,
+    weightFormat,
+    onProgress: (e) => events.push(e),
+  });
   const cpu = await loadTranscriber({ model: joinModelPath(root, family), backend: 'cpu', policy, weightFormat });
   try {
     const fail = (detail: string): CheckResult => ({ name, pass: false, detail, ms: performance.now() - t0 });
@@ -64,10 +78,12 @@ async function transcribeBoth(family: string, weightFormat: WeightFormat): Promi
     if (g.error || c.error) return fail(`error: ${(g.error ?? c.error)!.message}`);
     const ge = await gpu.encode(audio);
     const ce = await cpu.encode(audio);
-    if (ge.audioLength !== ce.audioLength) return fail(`audio tokens ${ge.audioLength} on WebGPU, ${ce.audioLength} on the CPU`);
+    if (ge.audioLength !== ce.audioLength)
+      return fail(`audio tokens ${ge.audioLength} on WebGPU, ${ce.audioLength} on the CPU`);
     const err = nmse(ge.embeddings, ce.embeddings);
     const cross = await gpu.decodeEncoded(ce, { maxNewTokens: STEPS });
-    const detail = `${gpu.audioRoute} vs ${cpu.audioRoute}: ${ge.audioLength} audio tokens, embeddings NMSE ${err.toExponential(2)}, ` +
+    const detail =
+      `${gpu.audioRoute} vs ${cpu.audioRoute}: ${ge.audioLength} audio tokens, embeddings NMSE ${err.toExponential(2)}, ` +
       `encode ${g.stats.encodeMs.toFixed(0)} / ${c.stats.encodeMs.toFixed(0)} ms; tokens ${g.tokens.length} (${g.stats.stoppedBy}) / ${c.tokens.length} (${c.stats.stoppedBy})` +
       (same(g.tokens, c.tokens) ? '' : `; WebGPU [${g.tokens}] vs CPU [${c.tokens}]`) +
       (same(cross.tokens, c.tokens) ? '' : `; WebGPU decoder on CPU embeddings [${cross.tokens}]`);
@@ -93,11 +109,17 @@ function loadPhasesProblem(events: ProgressEvent[], format: WeightFormat): strin
   const full = (done: number, total: number) => total > 0 && done === total;
   const rising = (xs: number[]) => xs.every((x, i) => i === 0 || x >= xs[i - 1]);
   const lastBytes = (xs: ProgressEvent[]) => xs.at(-1)?.bytes ?? { loaded: 0, total: 0 };
-  if (!full(lastBytes(upload).loaded, lastBytes(upload).total) || !rising(upload.map((e) => e.bytes!.loaded))) return `upload ${JSON.stringify(upload.map((e) => e.bytes))}`;
+  if (!full(lastBytes(upload).loaded, lastBytes(upload).total) || !rising(upload.map((e) => e.bytes!.loaded)))
+    return `upload ${JSON.stringify(upload.map((e) => e.bytes))}`;
   if (events.indexOf(upload[0]) < lastDownload) return 'upload began before the download ended';
   const counted = pipelines.at(-1)?.pipelines ?? { compiled: 0, total: 0 };
-  if (!full(counted.compiled, counted.total) || new Set(pipelines.map((e) => e.pipelines!.total)).size !== 1) return `compile ${JSON.stringify(pipelines.map((e) => e.pipelines))}`;
-  if ((format !== 'f32') !== (convert.length > 0) || (convert.length && !full(lastBytes(convert).loaded, lastBytes(convert).total))) return `convert ${JSON.stringify(convert.map((e) => e.bytes))}`;
+  if (!full(counted.compiled, counted.total) || new Set(pipelines.map((e) => e.pipelines!.total)).size !== 1)
+    return `compile ${JSON.stringify(pipelines.map((e) => e.pipelines))}`;
+  if (
+    (format !== 'f32') !== convert.length > 0 ||
+    (convert.length && !full(lastBytes(convert).loaded, lastBytes(convert).total))
+  )
+    return `convert ${JSON.stringify(convert.map((e) => e.bytes))}`;
   return '';
 }
 

@@ -23,7 +23,12 @@ export function gpu(): Promise<{ ctx: GpuContext; cache: PipelineCache }> {
 }
 
 export function upload(ctx: GpuContext, data: ArrayBufferView, label = 'test'): GPUBuffer {
-  return ctx.buffer(label, data.byteLength, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC, data);
+  return ctx.buffer(
+    label,
+    data.byteLength,
+    GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC,
+    data,
+  );
 }
 
 export function empty(ctx: GpuContext, bytes: number, label = 'test'): GPUBuffer {
@@ -49,7 +54,13 @@ export async function readF32(ctx: GpuContext, buf: GPUBuffer, n: number): Promi
 
 /** One dispatch in its own submit. */
 /** One dispatch of a pipeline (or an op's, bound by number here) in its own submit. */
-export function dispatch(ctx: GpuContext, kernel: GPUComputePipeline | Op, resources: Bindings, x: number, y = 1): void {
+export function dispatch(
+  ctx: GpuContext,
+  kernel: GPUComputePipeline | Op,
+  resources: Bindings,
+  x: number,
+  y = 1,
+): void {
   const pipeline = kernel instanceof Op ? kernel.pipeline : kernel;
   const bg = ctx.bindGroup(pipeline, resources);
   const enc = ctx.device.createCommandEncoder();
@@ -92,11 +103,27 @@ export function nonZero(a: ArrayLike<number>): number {
 }
 
 /** Passes when nmse <= bound and at least `minNonZero` of the outputs are non-zero. */
-export function compare(name: string, ref: ArrayLike<number>, got: ArrayLike<number>, bound: number, t0: number, minNonZero = 0.5, extra = ''): CheckResult {
+export function compare(
+  name: string,
+  ref: ArrayLike<number>,
+  got: ArrayLike<number>,
+  bound: number,
+  t0: number,
+  minNonZero = 0.5,
+  extra = '',
+): CheckResult {
   const e = nmse(ref, got);
   const nz = nonZero(got);
   const pass = e <= bound && nz >= minNonZero;
-  return { name, pass, nmse: e, bound, nonZero: nz, ms: performance.now() - t0, detail: `n=${ref.length} nmse=${e.toExponential(2)} (bound ${bound}) nonZero=${nz.toFixed(3)}${extra ? ' ' + extra : ''}` };
+  return {
+    name,
+    pass,
+    nmse: e,
+    bound,
+    nonZero: nz,
+    ms: performance.now() - t0,
+    detail: `n=${ref.length} nmse=${e.toExponential(2)} (bound ${bound}) nonZero=${nz.toFixed(3)}${extra ? ' ' + extra : ''}`,
+  };
 }
 
 type Checks = Record<string, () => Promise<CheckResult>>;

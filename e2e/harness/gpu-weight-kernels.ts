@@ -12,7 +12,14 @@ import type { HfFamily } from '../../src/model/families/types.js';
 import { qwen25Omni } from '../../src/model/families/qwen2-5-omni.js';
 import { voxtral as voxtralFamily } from '../../src/model/families/voxtral.js';
 import { hfModelConfig } from '../../src/model/hf/config.js';
-import { WEIGHT_FORMAT_ID, dequantizeRow, pack, referenceMatvec, roundBf16, type WeightFormat } from '../../src/model/quant.js';
+import {
+  WEIGHT_FORMAT_ID,
+  dequantizeRow,
+  pack,
+  referenceMatvec,
+  roundBf16,
+  type WeightFormat,
+} from '../../src/model/quant.js';
 import { addBias, rope, ropeFrequencies } from '../../src/reference/ops.js';
 import { grid, modelConstants, ropeTable } from '../../src/backend/webgpu/kernels.js';
 import { uploadMatrix, destroyMatrix } from '../../src/backend/webgpu/weight-formats.js';
@@ -23,8 +30,19 @@ const BOUND = 1e-6;
 /** The released checkpoint's decoder shapes (from the family record) on the reference model's config. */
 function releasedShapes(family: HfFamily): ModelConfig {
   const r = family.shapes.released!;
-  const { vocabSize, hiddenSize, intermediateSize, numHeads, numKvHeads, headDim, ropeTheta, attentionBias } = hfModelConfig(family, r.json, `${r.name}/config.json`).config;
-  return referenceConfig({ name: `${r.name} shapes`, vocabSize, hiddenSize, intermediateSize, numHeads, numKvHeads, headDim, ropeTheta, attentionBias });
+  const { vocabSize, hiddenSize, intermediateSize, numHeads, numKvHeads, headDim, ropeTheta, attentionBias } =
+    hfModelConfig(family, r.json, `${r.name}/config.json`).config;
+  return referenceConfig({
+    name: `${r.name} shapes`,
+    vocabSize,
+    hiddenSize,
+    intermediateSize,
+    numHeads,
+    numKvHeads,
+    headDim,
+    ropeTheta,
+    attentionBias,
+  });
 }
 
 const voxtral = releasedShapes(voxtralFamily);
@@ -62,18 +80,27 @@ async function embedCase(format: WeightFormat): Promise<CheckResult> {
   x0.set(audio, 20 * D);
   const x = upload(ctx, x0);
   const idsB = upload(ctx, ids);
-  for (const p of m.parts) dispatch(ctx, pipeline, [p.buffer, idsB, x, ctx.uniform('p', [n, p.row0, p.row0 + p.rows, 0])], ...grid(n));
+  for (const p of m.parts)
+    dispatch(ctx, pipeline, [p.buffer, idsB, x, ctx.uniform('p', [n, p.row0, p.row0 + p.rows, 0])], ...grid(n));
   const got = await readF32(ctx, x, n * D);
   destroyMatrix(ctx, m);
   const want = new Float32Array(n * D);
   for (let i = 0; i < n; i++) {
     if (ids[i] >= 0) dequantizeRow(table, ids[i], want, i * D);
-    else want.set(audio.subarray((-1 - ids[i]) * D, (-ids[i]) * D), i * D);
+    else want.set(audio.subarray((-1 - ids[i]) * D, -ids[i] * D), i * D);
   }
   let exact = 0;
   for (let i = 0; i < want.length; i++) if (want[i] === got[i]) exact++;
   // q4 code 8 is an exact 0 (1 weight in 16): the unwritten-output guard allows for it.
-  const res = compare(`embed_${format}_split (${m.parts.length} parts of ${V} x ${D})`, want, got, BOUND, t0, 0.9, `exact ${exact}/${want.length}`);
+  const res = compare(
+    `embed_${format}_split (${m.parts.length} parts of ${V} x ${D})`,
+    want,
+    got,
+    BOUND,
+    t0,
+    0.9,
+    `exact ${exact}/${want.length}`,
+  );
   return { ...res, pass: res.pass && m.parts.length > 1 && exact === want.length };
 }
 
@@ -114,11 +141,37 @@ async function qkvCase(c: ModelConfig, format: WeightFormat): Promise<CheckResul
   const qb = empty(ctx, QD * 4);
   const kb = upload(ctx, kPool);
   const vb = upload(ctx, vPool);
-  dispatch(ctx, pipeline, { 0: m.parts[0].buffer, 1: upload(ctx, x), 2: qb, 3: kb, 4: vb, 5: upload(ctx, ropeTable(c, pos + 1)), 6: upload(ctx, step), 7: ctx.uniform('l', [0, 0, 0, 0]), 9: upload(ctx, bias) }, H + 2 * HKV);
+  dispatch(
+    ctx,
+    pipeline,
+    {
+      0: m.parts[0].buffer,
+      1: upload(ctx, x),
+      2: qb,
+      3: kb,
+      4: vb,
+      5: upload(ctx, ropeTable(c, pos + 1)),
+      6: upload(ctx, step),
+      7: ctx.uniform('l', [0, 0, 0, 0]),
+      9: upload(ctx, bias),
+    },
+    H + 2 * HKV,
+  );
   const want = new Float32Array([...y.subarray(0, QD), ...wantK, ...wantV]);
-  const got = new Float32Array([...(await readF32(ctx, qb, QD)), ...(await readF32(ctx, kb, kPool.length)), ...(await readF32(ctx, vb, vPool.length))]);
+  const got = new Float32Array([
+    ...(await readF32(ctx, qb, QD)),
+    ...(await readF32(ctx, kb, kPool.length)),
+    ...(await readF32(ctx, vb, vPool.length)),
+  ]);
   destroyMatrix(ctx, m);
-  return compare(`qkv_rope_append ${format} (${c.name}: Wqkv ${rows} x ${D}${c.attentionBias ? ', q/k/v biases' : ''})`, want, got, BOUND, t0, 0.99);
+  return compare(
+    `qkv_rope_append ${format} (${c.name}: Wqkv ${rows} x ${D}${c.attentionBias ? ', q/k/v biases' : ''})`,
+    want,
+    got,
+    BOUND,
+    t0,
+    0.99,
+  );
 }
 
 export const weightKernelTests: Record<string, () => Promise<CheckResult>> = {

@@ -19,7 +19,12 @@ import { downmix } from '../../src/audio/downmix.js';
 import type { GpuContext } from '../../src/gpu/device.js';
 import type { LoadOptions, ProgressEvent, TranscribeOptions, TranscriptionResult } from '../../src/types.js';
 
-interface CheckResult { name: string; pass: boolean; detail: string; ms: number }
+interface CheckResult {
+  name: string;
+  pass: boolean;
+  detail: string;
+  ms: number;
+}
 
 const live = countLiveBuffersEverywhere();
 const devices: GPUDevice[] = [];
@@ -32,16 +37,31 @@ GPUAdapter.prototype.requestDevice = async function (this: GPUAdapter, d?: GPUDe
 
 const LAYERS = 4;
 // f16 weights: the reference model's load then has a convert phase too.
-const LOAD: LoadOptions = { model: '/models/wnw-ref', backend: 'webgpu', policy: 'wnw', budget: 0.2, weightFormat: 'f16', cache: false };
+const LOAD: LoadOptions = {
+  model: '/models/wnw-ref',
+  backend: 'webgpu',
+  policy: 'wnw',
+  budget: 0.2,
+  weightFormat: 'f16',
+  cache: false,
+};
 const RUN: TranscribeOptions = { maxNewTokens: 12 };
 const SECONDS = 4;
 
-interface Snapshot { buffers: number; bytes: number }
+interface Snapshot {
+  buffers: number;
+  bytes: number;
+}
 const snap = (): Snapshot => ({ buffers: live.buffers, bytes: live.live });
 const same = (a: Snapshot, b: Snapshot) => a.buffers === b.buffers && a.bytes === b.bytes;
 const show = (s: Snapshot) => `${s.buffers} buffers / ${s.bytes} B`;
 /** The live buffers by label, for a count that is off. */
-const labels = () => JSON.stringify(Object.entries(live.byLabel()).sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 12));
+const labels = () =>
+  JSON.stringify(
+    Object.entries(live.byLabel())
+      .sort((a, b) => b[1].bytes - a[1].bytes)
+      .slice(0, 12),
+  );
 
 let audio: Float32Array | null = null;
 let asr: WnwTranscriber | null = null;
@@ -70,8 +90,14 @@ async function setup(): Promise<string> {
   first.dispose();
   await settle();
   emptyBaseline = snap();
-  expectThat(!reference.error && reference.tokens.length >= 6 && reference.text.length > 0, `reference run: ${reference.error?.message ?? ''} ${reference.tokens.length} tokens "${reference.text}"`);
-  expectThat(same(emptyBaseline, before), `a loaded, run and disposed transcriber left ${show(emptyBaseline)} (${show(before)} before); live: ${labels()}`);
+  expectThat(
+    !reference.error && reference.tokens.length >= 6 && reference.text.length > 0,
+    `reference run: ${reference.error?.message ?? ''} ${reference.tokens.length} tokens "${reference.text}"`,
+  );
+  expectThat(
+    same(emptyBaseline, before),
+    `a loaded, run and disposed transcriber left ${show(emptyBaseline)} (${show(before)} before); live: ${labels()}`,
+  );
   return `reference "${reference.text}" (${reference.tokens.length} tokens); ${show(emptyBaseline)} before and after a load, run and dispose`;
 }
 
@@ -95,7 +121,10 @@ const settle = () => new Promise((r) => setTimeout(r, 50));
 async function referenceAgain(t: WnwTranscriber): Promise<void> {
   const r = await t.transcribe(audio!, RUN);
   expectThat(!r.error, `the following run failed: ${r.error?.message}`);
-  expectThat(r.tokens.join() === reference!.tokens.join(), `the following run gave "${r.text}", the reference "${reference!.text}"`);
+  expectThat(
+    r.tokens.join() === reference!.tokens.join(),
+    `the following run gave "${r.text}", the reference "${reference!.text}"`,
+  );
 }
 
 /** A whole load and run after a cancelled or lost load: the reference, and the buffers back at `before` once disposed. */
@@ -107,11 +136,17 @@ async function freshLoadWorks(before: Snapshot): Promise<void> {
     t.dispose();
   }
   await settle();
-  expectThat(same(snap(), before), `after the following load and dispose: ${show(snap())}, before: ${show(before)}; live: ${labels()}`);
+  expectThat(
+    same(snap(), before),
+    `after the following load and dispose: ${show(snap())}, before: ${show(before)}; live: ${labels()}`,
+  );
 }
 
 /** A load cancelled (or its device destroyed) at the first progress event `at` accepts. */
-async function interruptLoad(at: (e: ProgressEvent) => boolean, how: 'cancel' | 'lose'): Promise<{ error: unknown; after: ProgressEvent[] }> {
+async function interruptLoad(
+  at: (e: ProgressEvent) => boolean,
+  how: 'cancel' | 'lose',
+): Promise<{ error: unknown; after: ProgressEvent[] }> {
   const ac = new AbortController();
   const firstDevice = devices.length;
   const after: ProgressEvent[] = [];
@@ -135,15 +170,23 @@ async function interruptLoad(at: (e: ProgressEvent) => boolean, how: 'cancel' | 
   }
 }
 
-async function loadCase(phase: 'download' | 'convert' | 'upload' | 'compile', at: (e: ProgressEvent) => boolean): Promise<string> {
+async function loadCase(
+  phase: 'download' | 'convert' | 'upload' | 'compile',
+  at: (e: ProgressEvent) => boolean,
+): Promise<string> {
   const before = snap();
   const { error, after } = await interruptLoad(at, 'cancel');
-  expectThat(error instanceof CancelledError, `expected a CancelledError, got ${error instanceof Error ? `${error.name}: ${error.message}` : 'a loaded transcriber'}`);
+  expectThat(
+    error instanceof CancelledError,
+    `expected a CancelledError, got ${error instanceof Error ? `${error.name}: ${error.message}` : 'a loaded transcriber'}`,
+  );
   const c = error as CancelledError;
   expectThat(c.phase === phase && c.text === '', `cancelled in "${c.phase}" with text "${c.text}"`);
   // Nothing of a later phase is reported once the cancel is in.
   const order = ['download', 'convert', 'upload', 'compile'];
-  const later = after.filter((e) => order.indexOf(e.phase) > order.indexOf(phase) && !(phase === 'upload' && e.phase === 'compile'));
+  const later = after.filter(
+    (e) => order.indexOf(e.phase) > order.indexOf(phase) && !(phase === 'upload' && e.phase === 'compile'),
+  );
   expectThat(later.length === 0, `after the cancel: ${later.map((e) => e.phase).join(', ')}`);
   await settle();
   const now = snap();
@@ -155,7 +198,10 @@ async function loadCase(phase: 'download' | 'convert' | 'upload' | 'compile', at
 async function compileLost(): Promise<string> {
   const before = snap();
   const { error } = await interruptLoad((e) => e.phase === 'compile' && (e.pipelines?.compiled ?? 0) >= 1, 'lose');
-  expectThat(error instanceof DeviceLostError, `expected a DeviceLostError, got ${error instanceof Error ? `${error.name}: ${error.message}` : 'a loaded transcriber'}`);
+  expectThat(
+    error instanceof DeviceLostError,
+    `expected a DeviceLostError, got ${error instanceof Error ? `${error.name}: ${error.message}` : 'a loaded transcriber'}`,
+  );
   await settle();
   const now = snap();
   expectThat(same(now, before), `after the loss ${show(now)}, before the load ${show(before)}; live: ${labels()}`);
@@ -180,25 +226,34 @@ async function workerUploadCancel(): Promise<string> {
       signal: ac.signal,
       onProgress: (e) => {
         if (fired) after.push(e);
-        else if (e.phase === 'upload' && (e.bytes?.loaded ?? 0) > 0) (fired = true, ac.abort());
+        else if (e.phase === 'upload' && (e.bytes?.loaded ?? 0) > 0) ((fired = true), ac.abort());
       },
     });
     t.dispose();
   } catch (e) {
     error = e;
   }
-  expectThat(error instanceof CancelledError, `expected a CancelledError, got ${error instanceof Error ? `${error.name}: ${error.message}` : 'a loaded transcriber'}`);
+  expectThat(
+    error instanceof CancelledError,
+    `expected a CancelledError, got ${error instanceof Error ? `${error.name}: ${error.message}` : 'a loaded transcriber'}`,
+  );
   const c = error as CancelledError;
   // The cancel reaches the worker a message later, while its upload and compilation run side
   // by side: it names whichever of the two reported last there.
-  expectThat((c.phase === 'upload' || c.phase === 'compile') && c.text === '', `cancelled in "${c.phase}" with text "${c.text}"`);
+  expectThat(
+    (c.phase === 'upload' || c.phase === 'compile') && c.text === '',
+    `cancelled in "${c.phase}" with text "${c.text}"`,
+  );
   // Events already posted by the worker may still arrive; none past the upload.
   const later = after.filter((e) => e.phase !== 'upload' && e.phase !== 'compile');
   expectThat(later.length === 0, `after the cancel: ${later.map((e) => e.phase).join(', ')}`);
   const t = await loadTranscriberInWorker(LOAD);
   try {
     const r = await t.transcribe(audio!, RUN);
-    expectThat(!r.error && r.tokens.join() === reference!.tokens.join(), `the following load in a worker gave "${r.text}" (${r.error?.message ?? 'no error'}), the reference "${reference!.text}"`);
+    expectThat(
+      !r.error && r.tokens.join() === reference!.tokens.join(),
+      `the following load in a worker gave "${r.text}" (${r.error?.message ?? 'no error'}), the reference "${reference!.text}"`,
+    );
   } finally {
     t.dispose();
   }
@@ -211,7 +266,10 @@ const decoderDevice = () => (asr as unknown as { decoder: { ctx: GpuContext } })
  * A run of the loaded transcriber interrupted where `hooks` say; the error (returned in the
  * result or thrown), the result if any.
  */
-async function interruptRun(hooks: (interrupt: () => void) => TranscribeOptions, how: 'cancel' | 'lose'): Promise<{ error: unknown; r: TranscriptionResult | null }> {
+async function interruptRun(
+  hooks: (interrupt: () => void) => TranscribeOptions,
+  how: 'cancel' | 'lose',
+): Promise<{ error: unknown; r: TranscriptionResult | null }> {
   await loaded();
   const ac = new AbortController();
   const interrupt = how === 'cancel' ? () => ac.abort() : () => decoderDevice().destroy();
@@ -224,48 +282,87 @@ async function interruptRun(hooks: (interrupt: () => void) => TranscribeOptions,
 }
 
 /** The error's class and text, the result's text and tokens a prefix of the reference's, at least `minTokens`. */
-function checkPartial(error: unknown, r: TranscriptionResult | null, kind: typeof CancelledError | typeof DeviceLostError, minTokens: number, maxTokens: number): string {
-  expectThat(error instanceof kind, `expected a ${kind.name}, got ${error instanceof Error ? `${error.name}: ${error.message}` : 'no error'}`);
+function checkPartial(
+  error: unknown,
+  r: TranscriptionResult | null,
+  kind: typeof CancelledError | typeof DeviceLostError,
+  minTokens: number,
+  maxTokens: number,
+): string {
+  expectThat(
+    error instanceof kind,
+    `expected a ${kind.name}, got ${error instanceof Error ? `${error.name}: ${error.message}` : 'no error'}`,
+  );
   const text = (error as CancelledError | DeviceLostError).text;
   const tokens = r?.tokens ?? [];
   expectThat(!r || r.text === text, `the error's text "${text}" is not the result's "${r?.text}"`);
-  expectThat(tokens.length >= minTokens && tokens.length <= maxTokens, `${tokens.length} tokens decoded, expected ${minTokens}..${maxTokens}`);
-  expectThat(tokens.join() === reference!.tokens.slice(0, tokens.length).join(), `tokens [${tokens}] are not a prefix of the reference's [${reference!.tokens}]`);
+  expectThat(
+    tokens.length >= minTokens && tokens.length <= maxTokens,
+    `${tokens.length} tokens decoded, expected ${minTokens}..${maxTokens}`,
+  );
+  expectThat(
+    tokens.join() === reference!.tokens.slice(0, tokens.length).join(),
+    `tokens [${tokens}] are not a prefix of the reference's [${reference!.tokens}]`,
+  );
   expectThat(reference!.text.startsWith(text), `"${text}" is not a prefix of the reference "${reference!.text}"`);
   return `${(error as Error).message} "${text}" (${tokens.length} tokens)`;
 }
 
-async function runCase(name: string, hooks: (interrupt: () => void) => TranscribeOptions, how: 'cancel' | 'lose', kind: typeof CancelledError | typeof DeviceLostError, tokens: [number, number], phase?: string): Promise<string> {
+async function runCase(
+  name: string,
+  hooks: (interrupt: () => void) => TranscribeOptions,
+  how: 'cancel' | 'lose',
+  kind: typeof CancelledError | typeof DeviceLostError,
+  tokens: [number, number],
+  phase?: string,
+): Promise<string> {
   const { error, r } = await interruptRun(hooks, how);
   const said = checkPartial(error, r, kind, tokens[0], tokens[1]);
-  if (phase) expectThat((error as CancelledError).phase === phase, `cancelled in "${(error as CancelledError).phase}", expected ${phase}`);
+  if (phase)
+    expectThat(
+      (error as CancelledError).phase === phase,
+      `cancelled in "${(error as CancelledError).phase}", expected ${phase}`,
+    );
   let counted: string;
   if (how === 'cancel') {
     const now = snap();
-    expectThat(same(now, loadedBaseline), `after the cancel ${show(now)}, loaded baseline ${show(loadedBaseline)}; live: ${labels()}`);
+    expectThat(
+      same(now, loadedBaseline),
+      `after the cancel ${show(now)}, loaded baseline ${show(loadedBaseline)}; live: ${labels()}`,
+    );
     counted = `${show(now)} after it (the baseline)`;
   } else {
     // A lost engine is freed when the loss is seen: the page holds what it held with no transcriber.
     await settle();
     const now = snap();
-    expectThat(same(now, emptyBaseline), `after the loss ${show(now)}, with no transcriber ${show(emptyBaseline)}; live: ${labels()}`);
+    expectThat(
+      same(now, emptyBaseline),
+      `after the loss ${show(now)}, with no transcriber ${show(emptyBaseline)}; live: ${labels()}`,
+    );
     counted = `${show(now)} after it (as with no transcriber)`;
   }
   await referenceAgain(asr!);
   await settle();
   // After a loss the next run rebuilt the engine on a new device: the old one's buffers are all freed.
   const now = snap();
-  expectThat(same(now, loadedBaseline), `after the following run ${show(now)}, loaded baseline ${show(loadedBaseline)}; live: ${labels()}`);
+  expectThat(
+    same(now, loadedBaseline),
+    `after the following run ${show(now)}, loaded baseline ${show(loadedBaseline)}; live: ${labels()}`,
+  );
   return `${name}: ${said}; ${counted}, ${show(now)} after the following run (the baseline); the following run gives the reference`;
 }
 
-const prefillAt = (k: number) => (interrupt: () => void): TranscribeOptions => ({
-  onProgress: (e) => void (e.phase === 'prefill' && e.detail === `layer ${k} of ${LAYERS}` && interrupt()),
-});
-const decodeAt = (s: number) => (interrupt: () => void): TranscribeOptions => {
-  let n = 0;
-  return { onToken: () => void (++n === s && interrupt()) };
-};
+const prefillAt =
+  (k: number) =>
+  (interrupt: () => void): TranscribeOptions => ({
+    onProgress: (e) => void (e.phase === 'prefill' && e.detail === `layer ${k} of ${LAYERS}` && interrupt()),
+  });
+const decodeAt =
+  (s: number) =>
+  (interrupt: () => void): TranscribeOptions => {
+    let n = 0;
+    return { onToken: () => void (++n === s && interrupt()) };
+  };
 
 const CASES: Record<string, () => Promise<string>> = {
   setup,
@@ -275,8 +372,17 @@ const CASES: Record<string, () => Promise<string>> = {
   cancel_compile: () => loadCase('compile', (e) => e.phase === 'compile' && (e.pipelines?.compiled ?? 0) >= 1),
   lost_compile: compileLost,
   cancel_upload_in_worker: workerUploadCancel,
-  cancel_encode: () => runCase('encode', (stop) => ({ onProgress: (e) => void (e.phase === 'encode' && stop()) }), 'cancel', CancelledError, [0, 0], 'encode'),
-  cancel_prefill_layer_2: () => runCase('prefill at layer 2', prefillAt(2), 'cancel', CancelledError, [0, 0], 'prefill'),
+  cancel_encode: () =>
+    runCase(
+      'encode',
+      (stop) => ({ onProgress: (e) => void (e.phase === 'encode' && stop()) }),
+      'cancel',
+      CancelledError,
+      [0, 0],
+      'encode',
+    ),
+  cancel_prefill_layer_2: () =>
+    runCase('prefill at layer 2', prefillAt(2), 'cancel', CancelledError, [0, 0], 'prefill'),
   cancel_decode_step_3: () => runCase('decode at step 3', decodeAt(3), 'cancel', CancelledError, [3, 3], 'decode'),
   lost_prefill_layer_2: () => runCase('device lost at prefill layer 2', prefillAt(2), 'lose', DeviceLostError, [0, 0]),
   lost_decode_step_3: () => runCase('device lost at decode step 3', decodeAt(3), 'lose', DeviceLostError, [3, 4]),
@@ -290,7 +396,12 @@ async function run(name: string): Promise<CheckResult> {
     return { name, pass: true, detail: await c(), ms: performance.now() - t0 };
   } catch (e) {
     const err = e as Error;
-    return { name, pass: false, detail: e instanceof Failed ? err.message : `${err.name}: ${err.message}\n${err.stack ?? ''}`, ms: performance.now() - t0 };
+    return {
+      name,
+      pass: false,
+      detail: e instanceof Failed ? err.message : `${err.name}: ${err.message}\n${err.stack ?? ''}`,
+      ms: performance.now() - t0,
+    };
   }
 }
 

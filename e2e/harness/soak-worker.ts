@@ -13,13 +13,30 @@ import '../../src/worker/worker.js';
 const live = countLiveBuffersEverywhere();
 
 /** `unlabelledBytes`: buffers made without a label, which are the ONNX runtime's (every buffer wnw makes is labelled). */
-export interface SoakMemory { type: 'soak-memory'; id: number; buffers: number; bytes: number; unlabelledBytes: number; heapBytes: number | null }
+export interface SoakMemory {
+  type: 'soak-memory';
+  id: number;
+  buffers: number;
+  bytes: number;
+  unlabelledBytes: number;
+  heapBytes: number | null;
+}
 
-const scope = self as unknown as { addEventListener(t: 'message', f: (e: MessageEvent) => void): void; postMessage(m: SoakMemory): void };
+const scope = self as unknown as {
+  addEventListener(t: 'message', f: (e: MessageEvent) => void): void;
+  postMessage(m: SoakMemory): void;
+};
 scope.addEventListener('message', (e: MessageEvent<{ type?: string; id: number }>) => {
   if (e.data?.type !== 'soak-memory') return;
   (globalThis as { gc?: () => void }).gc?.();
   const memory = (performance as Performance & { memory?: { usedJSHeapSize: number } }).memory;
   const unlabelledBytes = live.byLabel()['']?.bytes ?? 0;
-  scope.postMessage({ type: 'soak-memory', id: e.data.id, buffers: live.buffers, bytes: live.live, unlabelledBytes, heapBytes: memory ? memory.usedJSHeapSize : null });
+  scope.postMessage({
+    type: 'soak-memory',
+    id: e.data.id,
+    buffers: live.buffers,
+    bytes: live.live,
+    unlabelledBytes,
+    heapBytes: memory ? memory.usedJSHeapSize : null,
+  });
 });

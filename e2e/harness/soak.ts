@@ -14,7 +14,10 @@ import type { LoadOptions, PolicyName, Transcriber } from '../../src/types.js';
 import type { KvPrecision } from '../../src/kv/precision.js';
 import type { SoakMemory } from './soak-worker.js';
 
-export interface SoakModel { name: string; load: Omit<LoadOptions, 'kvPrecision' | 'onProgress' | 'signal'> }
+export interface SoakModel {
+  name: string;
+  load: Omit<LoadOptions, 'kvPrecision' | 'onProgress' | 'signal'>;
+}
 export interface SoakPlan {
   runs: number;
   models: SoakModel[];
@@ -32,14 +35,39 @@ export interface SoakPlan {
 }
 
 /** `onnxGpuBytes`: the part of `gpuBytes` in the ONNX runtime's (unlabelled) buffers. */
-export interface Memory { gpuBuffers: number; gpuBytes: number; onnxGpuBytes: number; heapBytes: number | null; pageHeapBytes: number | null; opfsBytes: number }
-export interface SoakRun extends Memory {
-  run: number; model: string; kvPrecision: KvPrecision; policy: PolicyName; seconds: number;
-  text: string; tokens: number; stoppedBy: string; error: string | null; ms: number;
+export interface Memory {
+  gpuBuffers: number;
+  gpuBytes: number;
+  onnxGpuBytes: number;
+  heapBytes: number | null;
+  pageHeapBytes: number | null;
+  opfsBytes: number;
 }
-export interface SoakResult { loadMs: number; afterLoad: Memory; warmup: SoakRun[]; runs: SoakRun[] }
+export interface SoakRun extends Memory {
+  run: number;
+  model: string;
+  kvPrecision: KvPrecision;
+  policy: PolicyName;
+  seconds: number;
+  text: string;
+  tokens: number;
+  stoppedBy: string;
+  error: string | null;
+  ms: number;
+}
+export interface SoakResult {
+  loadMs: number;
+  afterLoad: Memory;
+  warmup: SoakRun[];
+  runs: SoakRun[];
+}
 
-interface Loaded { model: SoakModel; kvPrecision: KvPrecision; asr: Transcriber; worker: Worker }
+interface Loaded {
+  model: SoakModel;
+  kvPrecision: KvPrecision;
+  asr: Transcriber;
+  worker: Worker;
+}
 
 let probeId = -1;
 /** The live GPU buffers, bytes and JS heap of one worker. */
@@ -61,7 +89,10 @@ async function opfsBytes(): Promise<number> {
   const walk = async (dir: FileSystemDirectoryHandle): Promise<number> => {
     let n = 0;
     for await (const h of (dir as unknown as { values(): AsyncIterable<FileSystemHandle> }).values()) {
-      n += h.kind === 'file' ? (await (h as FileSystemFileHandle).getFile()).size : await walk(h as FileSystemDirectoryHandle);
+      n +=
+        h.kind === 'file'
+          ? (await (h as FileSystemFileHandle).getFile()).size
+          : await walk(h as FileSystemDirectoryHandle);
     }
     return n;
   };
@@ -76,10 +107,13 @@ async function opfsBytes(): Promise<number> {
  * `performance.memory`; where this is missing too, the sum of what does answer is null.
  */
 async function jsHeapBytes(each: SoakMemory[], pageHeapBytes: number | null): Promise<number | null> {
-  const measure = (performance as Performance & { measureUserAgentSpecificMemory?: () => Promise<{ bytes: number }> }).measureUserAgentSpecificMemory;
+  const measure = (performance as Performance & { measureUserAgentSpecificMemory?: () => Promise<{ bytes: number }> })
+    .measureUserAgentSpecificMemory;
   if (crossOriginIsolated && measure) return (await measure.call(performance)).bytes;
   const heaps = each.map((m) => m.heapBytes);
-  return heaps.every((h) => h !== null) && pageHeapBytes !== null ? heaps.reduce((a, h) => a + h!, pageHeapBytes) : null;
+  return heaps.every((h) => h !== null) && pageHeapBytes !== null
+    ? heaps.reduce((a, h) => a + h!, pageHeapBytes)
+    : null;
 }
 
 async function memory(loaded: Loaded[]): Promise<Memory> {
@@ -113,7 +147,10 @@ async function run(plan: SoakPlan): Promise<SoakResult> {
     for (const kvPrecision of plan.precisions) {
       let worker: Worker | null = null;
       const asr = await loadTranscriberInWorker({ ...model.load, kvPrecision }, () => {
-        worker = new Worker(new URL('./soak-worker.ts', import.meta.url), { type: 'module', name: `wnw-soak-${model.name}-${kvPrecision}` });
+        worker = new Worker(new URL('./soak-worker.ts', import.meta.url), {
+          type: 'module',
+          name: `wnw-soak-${model.name}-${kvPrecision}`,
+        });
         return worker;
       });
       loaded.push({ model, kvPrecision, asr, worker: worker! });
@@ -128,14 +165,24 @@ async function run(plan: SoakPlan): Promise<SoakResult> {
     const r = await l.asr.transcribe(clips.get(seconds)!, { policy, maxNewTokens: plan.maxNewTokens });
     const ms = performance.now() - t;
     const out: SoakRun = {
-      run: n, model: l.model.name, kvPrecision: l.kvPrecision, policy, seconds, text: r.text, tokens: r.tokens.length, stoppedBy: r.stats.stoppedBy,
-      error: r.error ? `${r.error.name}: ${r.error.message}` : null, ms, ...(await memory(loaded)),
+      run: n,
+      model: l.model.name,
+      kvPrecision: l.kvPrecision,
+      policy,
+      seconds,
+      text: r.text,
+      tokens: r.tokens.length,
+      stoppedBy: r.stats.stoppedBy,
+      error: r.error ? `${r.error.name}: ${r.error.message}` : null,
+      ms,
+      ...(await memory(loaded)),
     };
     told?.(out);
     return out;
   };
   const warmup: SoakRun[] = [];
-  if (plan.warmup) for (const seconds of plan.seconds) for (const l of loaded) warmup.push(await once(0, l, 'full', seconds));
+  if (plan.warmup)
+    for (const seconds of plan.seconds) for (const l of loaded) warmup.push(await once(0, l, 'full', seconds));
   const runs: SoakRun[] = [];
   for (let i = 0; i < plan.runs; i++) {
     // The model changes every run, the precision every second run, the clip every fourth; the

@@ -28,24 +28,51 @@ function sameMatrix(a: PackedMatrix, b: PackedMatrix): boolean {
   for (let i = 0; i < a.data.length; i++) if (a.data[i] !== b.data[i]) return false;
   return true;
 }
-const sameVec = (a?: Float32Array, b?: Float32Array) => (!a && !b) || (!!a && !!b && a.length === b.length && a.every((x, i) => Object.is(x, b[i])));
+const sameVec = (a?: Float32Array, b?: Float32Array) =>
+  (!a && !b) || (!!a && !!b && a.length === b.length && a.every((x, i) => Object.is(x, b[i])));
 
 function samePacked(a: PackedDecoderWeights, b: PackedDecoderWeights): boolean {
-  return a.format === b.format && sameMatrix(a.embed, b.embed) && sameMatrix(a.lmHead, b.lmHead) && (a.lmHead === a.embed) === (b.lmHead === b.embed) &&
-    sameVec(a.norm, b.norm) && a.layers.length === b.layers.length &&
+  return (
+    a.format === b.format &&
+    sameMatrix(a.embed, b.embed) &&
+    sameMatrix(a.lmHead, b.lmHead) &&
+    (a.lmHead === a.embed) === (b.lmHead === b.embed) &&
+    sameVec(a.norm, b.norm) &&
+    a.layers.length === b.layers.length &&
     a.layers.every((l, i) => {
       const m = b.layers[i];
-      return sameMatrix(l.qkv, m.qkv) && sameMatrix(l.o, m.o) && sameMatrix(l.gateUp, m.gateUp) && sameMatrix(l.down, m.down) &&
-        sameVec(l.attnNorm, m.attnNorm) && sameVec(l.mlpNorm, m.mlpNorm) && sameVec(l.qkvBias, m.qkvBias);
-    });
+      return (
+        sameMatrix(l.qkv, m.qkv) &&
+        sameMatrix(l.o, m.o) &&
+        sameMatrix(l.gateUp, m.gateUp) &&
+        sameMatrix(l.down, m.down) &&
+        sameVec(l.attnNorm, m.attnNorm) &&
+        sameVec(l.mlpNorm, m.mlpNorm) &&
+        sameVec(l.qkvBias, m.qkvBias)
+      );
+    })
+  );
 }
 
 async function load(url: string, format: WeightFormat, cache?: boolean) {
   const [r0, b0] = [rangeReads, rangeBytes];
   const details: string[] = [];
   let progress: { loaded: number; total: number } | null = null;
-  const m = await loadModel(url, (_, d, b, phase) => { details.push(d); if (phase !== 'convert') progress = b ?? progress; }, { weightFormat: format, ...(cache === undefined ? {} : { cache }) });
-  return { packed: m.packed!, ranges: rangeReads - r0, bytes: rangeBytes - b0, fromCache: details.some((d) => d.includes('browser cache')), progress };
+  const m = await loadModel(
+    url,
+    (_, d, b, phase) => {
+      details.push(d);
+      if (phase !== 'convert') progress = b ?? progress;
+    },
+    { weightFormat: format, ...(cache === undefined ? {} : { cache }) },
+  );
+  return {
+    packed: m.packed!,
+    ranges: rangeReads - r0,
+    bytes: rangeBytes - b0,
+    fromCache: details.some((d) => d.includes('browser cache')),
+    progress,
+  };
 }
 
 /** Two loads; with `options`, also a `cache: false` load and one after `clearWeightCache()`. */
@@ -56,11 +83,20 @@ async function run(url: string, format: WeightFormat, options: boolean) {
   const out: Record<string, unknown> = {
     opfs: typeof navigator.storage?.getDirectory === 'function',
     first: { ranges: first.ranges, bytes: first.bytes, fromCache: first.fromCache, progress: first.progress },
-    second: { ranges: second.ranges, bytes: second.bytes, fromCache: second.fromCache, same: samePacked(second.packed, first.packed) },
+    second: {
+      ranges: second.ranges,
+      bytes: second.bytes,
+      fromCache: second.fromCache,
+      same: samePacked(second.packed, first.packed),
+    },
   };
   if (options) {
     const uncached = await load(url, format, false);
-    out.uncached = { ranges: uncached.ranges, fromCache: uncached.fromCache, same: samePacked(uncached.packed, first.packed) };
+    out.uncached = {
+      ranges: uncached.ranges,
+      fromCache: uncached.fromCache,
+      same: samePacked(uncached.packed, first.packed),
+    };
     await clearWeightCache();
     const afterClear = await load(url, format);
     out.afterClear = { ranges: afterClear.ranges, fromCache: afterClear.fromCache };

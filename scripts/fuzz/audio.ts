@@ -21,7 +21,7 @@ function tone(seconds: number, rate: number, channels: number): Float32Array[] {
 
 /** Byte offset of a chunk's id in a WAV written by encodeWav (fmt at 12, data after fmt). */
 function chunkAt(b: Uint8Array, id: string): number {
-  for (let i = 12; i + 8 <= b.length; ) {
+  for (let i = 12; i + 8 <= b.length;) {
     const name = String.fromCharCode(b[i], b[i + 1], b[i + 2], b[i + 3]);
     if (name === id) return i;
     i += 8 + new DataView(b.buffer, b.byteOffset).getUint32(i + 4, true);
@@ -38,7 +38,20 @@ function wavMutation(d: Dice): { input: AudioInput; what: string } {
   const v = new DataView(b.buffer);
   const fmt = chunkAt(b, 'fmt ');
   const data = chunkAt(b, 'data');
-  const field = d.pick(['rate', 'channels', 'bits', 'format', 'riff-size', 'data-size', 'fmt-size', 'block-align', 'truncate', 'garbage', 'nan-floats', 'none']);
+  const field = d.pick([
+    'rate',
+    'channels',
+    'bits',
+    'format',
+    'riff-size',
+    'data-size',
+    'fmt-size',
+    'block-align',
+    'truncate',
+    'garbage',
+    'nan-floats',
+    'none',
+  ]);
   switch (field) {
     case 'rate':
       v.setUint32(fmt + 12, d.pick([0, 1, 2, 7, 100, 4_000_000_000, 0xffffffff]), true);
@@ -72,14 +85,25 @@ function wavMutation(d: Dice): { input: AudioInput; what: string } {
       const f = encodeWav(tone(seconds, rate, 1), rate, 'float32');
       const fv = new DataView(f.buffer);
       const start = chunkAt(f, 'data') + 8;
-      for (let i = start; i + 4 <= f.length; i += 4 * d.int(1, 50)) fv.setFloat32(i, d.pick([NaN, Infinity, -Infinity, 3.4e38]), true);
+      for (let i = start; i + 4 <= f.length; i += 4 * d.int(1, 50))
+        fv.setFloat32(i, d.pick([NaN, Infinity, -Infinity, 3.4e38]), true);
       return { input: f, what: 'float32 WAV with NaN/Inf samples' };
     }
   }
   return { input: b, what: `WAV ${enc} ${rate} Hz ${channels} ch, ${field}` };
 }
 
-const MAGIC = ['OggS', 'fLaC', 'ID3\x03', '\xff\xfb\x90\x00', 'FORM', 'RIFF\0\0\0\0AVI ', 'RF64', '\x1aE\xdf\xa3', '....ftypM4A '];
+const MAGIC = [
+  'OggS',
+  'fLaC',
+  'ID3\x03',
+  '\xff\xfb\x90\x00',
+  'FORM',
+  'RIFF\0\0\0\0AVI ',
+  'RF64',
+  '\x1aE\xdf\xa3',
+  '....ftypM4A ',
+];
 
 /** One audio input and a few words for the report. */
 export function fuzzAudio(d: Dice): { input: AudioInput; what: string } {

@@ -39,7 +39,8 @@ export interface Verdict {
   ms?: number;
 }
 
-const clip = (seconds: number) => encodeWav([Float32Array.from({ length: Math.round(seconds * 16000) }, (_, i) => 0.3 * Math.sin(i / 7))], 16000);
+const clip = (seconds: number) =>
+  encodeWav([Float32Array.from({ length: Math.round(seconds * 16000) }, (_, i) => 0.3 * Math.sin(i / 7))], 16000);
 
 /** A loaded transcriber of the tiny base, shared by the cases that break only audio or call options. */
 let shared: { base: string; asr: Transcriber } | null = null;
@@ -76,15 +77,20 @@ function jsonOf(path: string): { text: string; parsed: unknown } {
 }
 
 /** Runs `run` and judges what it ended in: a result, a WnwError, or anything else (a crash). */
-async function judge(run: () => Promise<unknown>, needsName: string | undefined): Promise<{ outcome: string; messages: string[]; failure?: string }> {
+async function judge(
+  run: () => Promise<unknown>,
+  needsName: string | undefined,
+): Promise<{ outcome: string; messages: string[]; failure?: string }> {
   try {
     const r = (await run()) as { error?: unknown } | undefined;
     const err = r?.error;
     if (err === undefined) return { outcome: 'transcript', messages: [] };
-    if (!(err instanceof WnwError)) return { outcome: 'crash', messages: [], failure: `the result carried a non-Wnw error: ${describe(err)}` };
+    if (!(err instanceof WnwError))
+      return { outcome: 'crash', messages: [], failure: `the result carried a non-Wnw error: ${describe(err)}` };
     return { outcome: `partial:${err.code}`, messages: [err.message], ...messageFault(err, undefined) };
   } catch (e) {
-    if (!(e instanceof WnwError)) return { outcome: 'crash', messages: [], failure: `threw a non-Wnw error: ${describe(e)}` };
+    if (!(e instanceof WnwError))
+      return { outcome: 'crash', messages: [], failure: `threw a non-Wnw error: ${describe(e)}` };
     return { outcome: e.code, messages: [e.message], ...messageFault(e, needsName) };
   }
 }
@@ -95,13 +101,19 @@ function describe(e: unknown): string {
 
 /** What is wrong with a typed error's message, if anything. */
 function messageFault(e: WnwError, file: string | undefined): { failure?: string } {
-  if (/wnw:\s*wnw:/.test(e.message) || /^wnw:/.test(e.message)) return { failure: `message carries the CLI's prefix: ${e.message}` };
+  if (/wnw:\s*wnw:/.test(e.message) || /^wnw:/.test(e.message))
+    return { failure: `message carries the CLI's prefix: ${e.message}` };
   if (!e.message.trim()) return { failure: `${e.code} with an empty message` };
   // A value the code could not read, shown as such: the message then names no real fault.
   // (A third-party cause quoted in parentheses, such as the tokenizer library's, is its own words.)
   const own = e.message.replace(/\([^()]*\)/g, '');
-  if (/\[object Object\]|\bundefined\b/.test(own) || /\b(NaN|Infinity) (min|s|pages|MiB|GiB|bytes|audio|positions|tokens)\b/.test(e.message)) return { failure: `message shows an unread value: ${e.message}` };
-  if (file && e.code === 'MODEL_LOAD' && !e.message.includes(file)) return { failure: `MODEL_LOAD does not name ${file}: ${e.message}` };
+  if (
+    /\[object Object\]|\bundefined\b/.test(own) ||
+    /\b(NaN|Infinity) (min|s|pages|MiB|GiB|bytes|audio|positions|tokens)\b/.test(e.message)
+  )
+    return { failure: `message shows an unread value: ${e.message}` };
+  if (file && e.code === 'MODEL_LOAD' && !e.message.includes(file))
+    return { failure: `MODEL_LOAD does not name ${file}: ${e.message}` };
   return {};
 }
 
@@ -109,17 +121,25 @@ async function audioCase(d: Dice, b: Bases): Promise<Omit<Verdict, 'seed'>> {
   const { input, what } = fuzzAudio(d);
   const asr = await sharedTranscriber(b.tiny);
   const policy = d.pick(['full', 'wnw', 'snapkv', 'quest'] as const);
-  return { kind: 'audio', what: `${what}, policy ${policy}`, ...(await judge(() => asr.transcribe(input, { policy, maxNewTokens: 3 }), undefined)) };
+  return {
+    kind: 'audio',
+    what: `${what}, policy ${policy}`,
+    ...(await judge(() => asr.transcribe(input, { policy, maxNewTokens: 3 }), undefined)),
+  };
 }
 
 const TINY_FILES = ['config.json', 'decoder.safetensors', 'tokenizer.json', 'heads.json'];
 
 async function fileCase(d: Dice, b: Bases, hf: boolean): Promise<Omit<Verdict, 'seed'>> {
   const base = hf ? d.pick(b.hf) : b.tiny;
-  const files = readdirSync(base).filter((f) => !f.startsWith('.') && (hf ? f !== 'generation_config.json' || d.chance(0.3) : TINY_FILES.includes(f)));
+  const files = readdirSync(base).filter(
+    (f) => !f.startsWith('.') && (hf ? f !== 'generation_config.json' || d.chance(0.3) : TINY_FILES.includes(f)),
+  );
   const file = d.pick(files);
   const path = join(base, file);
-  const m = file.endsWith('.safetensors') ? mutateSafetensors(d, readFileSync(path)) : mutateJson(d, jsonOf(path).text, jsonOf(path).parsed);
+  const m = file.endsWith('.safetensors')
+    ? mutateSafetensors(d, readFileSync(path))
+    : mutateJson(d, jsonOf(path).text, jsonOf(path).parsed);
   const dir = brokenFolder(base, b.scratch, file, m.bytes);
   // The miniatures ship no heads.json, so only the full cache runs on them.
   const policy = hf ? 'full' : d.pick(['full', 'wnw'] as const);
@@ -131,14 +151,22 @@ async function fileCase(d: Dice, b: Bases, hf: boolean): Promise<Omit<Verdict, '
       asr.dispose();
     }
   };
-  return { kind: hf ? 'hf-file' : 'file', what: `${basename(base)}/${file}: ${m.what}, policy ${policy}`, ...(await judge(run, file)) };
+  return {
+    kind: hf ? 'hf-file' : 'file',
+    what: `${basename(base)}/${file}: ${m.what}, policy ${policy}`,
+    ...(await judge(run, file)),
+  };
 }
 
 async function optionsCase(d: Dice, b: Bases): Promise<Omit<Verdict, 'seed'>> {
   if (d.chance(0.5)) {
     const o = fuzzTranscribeOptions(d);
     const asr = await sharedTranscriber(b.tiny);
-    return { kind: 'transcribe-options', what: JSON.stringify(o), ...(await judge(() => asr.transcribe(clip(d.pick([0.5, 1, 2])), o as TranscribeOptions), undefined)) };
+    return {
+      kind: 'transcribe-options',
+      what: JSON.stringify(o),
+      ...(await judge(() => asr.transcribe(clip(d.pick([0.5, 1, 2])), o as TranscribeOptions), undefined)),
+    };
   }
   const o = { model: b.tiny, ...fuzzLoadOptions(d) } as LoadOptions;
   const run = async () => {
@@ -175,14 +203,27 @@ async function cliCase(d: Dice, b: Bases): Promise<Omit<Verdict, 'seed'>> {
   } catch (e) {
     return { kind: 'cli', what, outcome: 'crash', messages: [], failure: `runCli threw: ${describe(e)}` };
   }
-  const messages = err.split('\n').filter((l) => l.startsWith('wnw: ')).map((l) => l.slice(5));
-  const fault =
-    /\n\s+at .+:\d+:\d+/.test(err) ? 'a stack trace on stderr' :
-    /wnw:\s*wnw:/.test(err) ? 'a doubled wnw: prefix on stderr' :
-    ![0, 1, 2].includes(code) ? `exit code ${code}` :
-    code !== 0 && !messages.length && !/^Usage|usage/m.test(err) ? 'a failure without a reason on stderr' : undefined;
+  const messages = err
+    .split('\n')
+    .filter((l) => l.startsWith('wnw: '))
+    .map((l) => l.slice(5));
+  const fault = /\n\s+at .+:\d+:\d+/.test(err)
+    ? 'a stack trace on stderr'
+    : /wnw:\s*wnw:/.test(err)
+      ? 'a doubled wnw: prefix on stderr'
+      : ![0, 1, 2].includes(code)
+        ? `exit code ${code}`
+        : code !== 0 && !messages.length && !/^Usage|usage/m.test(err)
+          ? 'a failure without a reason on stderr'
+          : undefined;
   void out;
-  return { kind: 'cli', what, outcome: `exit ${code}`, messages, ...(fault ? { failure: `${fault}:\n${err.slice(0, 2000)}` } : {}) };
+  return {
+    kind: 'cli',
+    what,
+    outcome: `exit ${code}`,
+    messages,
+    ...(fault ? { failure: `${fault}:\n${err.slice(0, 2000)}` } : {}),
+  };
 }
 
 /** One case: its seed decides everything. */
@@ -194,11 +235,15 @@ export async function runCase(seed: number, b: Bases): Promise<Verdict> {
   const t0 = Date.now();
   try {
     const v =
-      roll < 0.22 ? await audioCase(d, b) :
-      roll < 0.52 ? await fileCase(d, b, false) :
-      roll < 0.66 && b.hf.length ? await fileCase(d, b, true) :
-      roll < 0.86 ? await optionsCase(d, b) :
-      await cliCase(d, b);
+      roll < 0.22
+        ? await audioCase(d, b)
+        : roll < 0.52
+          ? await fileCase(d, b, false)
+          : roll < 0.66 && b.hf.length
+            ? await fileCase(d, b, true)
+            : roll < 0.86
+              ? await optionsCase(d, b)
+              : await cliCase(d, b);
     return { seed, ...v, ms: Date.now() - t0 };
   } finally {
     rmSync(b.scratch, { recursive: true, force: true });

@@ -26,7 +26,17 @@ function randomSlot(d: Dice, root: Json): { parent: Record<string, Json> | Json[
   return parent ? { parent, key } : null;
 }
 
-const TEMPLATE_BREAKS = ['{%', '}}', '{% endfor %}', '{{ raise_exception("fuzz") }}', '{% for x in %}', '{{ messages[99]["content"] }}', '{{ 1/0 }}', '', '{% if %}'];
+const TEMPLATE_BREAKS = [
+  '{%',
+  '}}',
+  '{% endfor %}',
+  '{{ raise_exception("fuzz") }}',
+  '{% for x in %}',
+  '{{ messages[99]["content"] }}',
+  '{{ 1/0 }}',
+  '',
+  '{% if %}',
+];
 
 function mutateString(d: Dice, s: string): string {
   const at = d.int(0, s.length);
@@ -75,7 +85,19 @@ function mutateValue(d: Dice, doc: Json): string {
 /** A mutated JSON file's new bytes, or null to delete it. */
 export function mutateJson(d: Dice, text: string, parsed: Json): { bytes: Uint8Array | null; what: string } {
   const enc = (s: string) => new TextEncoder().encode(s);
-  const kind = d.pick(['value', 'value', 'value', 'value', 'values', 'missing', 'not-json', 'cut', 'empty', 'wrong-root', 'nan']);
+  const kind = d.pick([
+    'value',
+    'value',
+    'value',
+    'value',
+    'values',
+    'missing',
+    'not-json',
+    'cut',
+    'empty',
+    'wrong-root',
+    'nan',
+  ]);
   switch (kind) {
     case 'missing':
       return { bytes: null, what: 'file deleted' };
@@ -92,7 +114,10 @@ export function mutateJson(d: Dice, text: string, parsed: Json): { bytes: Uint8A
       const doc = structuredClone(parsed);
       const slot = randomSlot(d, doc);
       if (slot) (slot.parent as Record<string, Json>)[slot.key as string] = '__NAN__';
-      return { bytes: enc(JSON.stringify(doc).replace('"__NAN__"', d.pick(['NaN', 'Infinity', '-Infinity']))), what: `${String(slot?.key)}: NaN literal` };
+      return {
+        bytes: enc(JSON.stringify(doc).replace('"__NAN__"', d.pick(['NaN', 'Infinity', '-Infinity']))),
+        what: `${String(slot?.key)}: NaN literal`,
+      };
     }
     default: {
       const doc = structuredClone(parsed);
@@ -109,13 +134,29 @@ const DTYPES = ['F32', 'F16', 'BF16', 'I32', 'F64', 'I8', 'U8', 'BOOL', 'F8_E4M3
 export function mutateSafetensors(d: Dice, bytes: Uint8Array): { bytes: Uint8Array | null; what: string } {
   const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const n = Number(v.getBigUint64(0, true));
-  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n))) as Record<string, { dtype: unknown; shape: unknown; data_offsets: unknown }>;
+  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n))) as Record<
+    string,
+    { dtype: unknown; shape: unknown; data_offsets: unknown }
+  >;
   const data = bytes.subarray(8 + n);
   const names = Object.keys(header).filter((k) => k !== '__metadata__');
   const name = d.pick(names);
   const t = header[name];
   const [b0, e0] = t.data_offsets as [number, number];
-  const kind = d.pick(['length', 'length', 'cut', 'offsets', 'overlap', 'dtype', 'shape', 'shape', 'delete', 'header-bytes', 'data-bytes', 'missing']);
+  const kind = d.pick([
+    'length',
+    'length',
+    'cut',
+    'offsets',
+    'overlap',
+    'dtype',
+    'shape',
+    'shape',
+    'delete',
+    'header-bytes',
+    'data-bytes',
+    'missing',
+  ]);
   const rebuild = () => {
     const h = new TextEncoder().encode(JSON.stringify(header));
     const out = new Uint8Array(8 + h.length + data.length);
@@ -127,7 +168,17 @@ export function mutateSafetensors(d: Dice, bytes: Uint8Array): { bytes: Uint8Arr
   switch (kind) {
     case 'length': {
       const out = bytes.slice();
-      const len = d.pick([0n, 1n, 7n, 2n ** 31n, 2n ** 32n + 8n, 2n ** 63n, 2n ** 64n - 1n, BigInt(n + 1), BigInt(n - 1)]);
+      const len = d.pick([
+        0n,
+        1n,
+        7n,
+        2n ** 31n,
+        2n ** 32n + 8n,
+        2n ** 63n,
+        2n ** 64n - 1n,
+        BigInt(n + 1),
+        BigInt(n - 1),
+      ]);
       new DataView(out.buffer).setBigUint64(0, len, true);
       return { bytes: out, what: `header length ${len}` };
     }
@@ -136,7 +187,16 @@ export function mutateSafetensors(d: Dice, bytes: Uint8Array): { bytes: Uint8Arr
       return { bytes: bytes.slice(0, at), what: `cut at byte ${at} of ${bytes.length}` };
     }
     case 'offsets':
-      t.data_offsets = d.pick([[b0, data.length + d.int(1, 1e6)], [e0, b0], [-4, e0], [b0, 2 ** 53], 'x', [b0], null, [b0 + 0.5, e0]]);
+      t.data_offsets = d.pick([
+        [b0, data.length + d.int(1, 1e6)],
+        [e0, b0],
+        [-4, e0],
+        [b0, 2 ** 53],
+        'x',
+        [b0],
+        null,
+        [b0 + 0.5, e0],
+      ]);
       return { bytes: rebuild(), what: `${name}: data_offsets ${JSON.stringify(t.data_offsets)}` };
     case 'overlap': {
       const other = header[d.pick(names)];

@@ -40,12 +40,31 @@ function rssOf(pid: number): number {
   }
 }
 
-interface Failure { seed: number; kind: string; what: string; failure: string }
+interface Failure {
+  seed: number;
+  kind: string;
+  what: string;
+  failure: string;
+}
 
 /** Runs cases from..cases-1 in one child; resolves with the first case not finished (a hang, over-memory, a dead child) or `cases`. */
 function runFrom(from: number, verdicts: Verdict[], failures: Failure[]): Promise<number> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'worker.ts'), '--seed', String(seed), '--from', String(from), '--to', String(cases)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        join(here, 'worker.ts'),
+        '--seed',
+        String(seed),
+        '--from',
+        String(from),
+        '--to',
+        String(cases),
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let current = from;
     let startedAt = Date.now();
     let buffered = '';
@@ -82,8 +101,10 @@ function runFrom(from: number, verdicts: Verdict[], failures: Failure[]): Promis
           const v = m as unknown as Verdict & { done: number };
           verdicts.push(v);
           if (v.failure) failures.push({ seed: v.seed, kind: v.kind, what: v.what, failure: v.failure });
-          if (process.stderr.isTTY) process.stderr.write(`\r${verdicts.length}/${cases} cases, ${failures.length} failures`);
-          else if (verdicts.length % 100 === 0) process.stderr.write(`${verdicts.length}/${cases} cases, ${failures.length} failures\n`);
+          if (process.stderr.isTTY)
+            process.stderr.write(`\r${verdicts.length}/${cases} cases, ${failures.length} failures`);
+          else if (verdicts.length % 100 === 0)
+            process.stderr.write(`${verdicts.length}/${cases} cases, ${failures.length} failures\n`);
         }
       }
     });
@@ -93,7 +114,12 @@ function runFrom(from: number, verdicts: Verdict[], failures: Failure[]): Promis
       clearInterval(watch);
       const next = verdicts.length ? Math.max(...verdicts.map((v) => v.seed - seed)) + 1 : from;
       if (code !== 0 && next < cases) {
-        failures.push({ seed: seed + current, kind: 'process', what: `case ${current}`, failure: `the process died (exit ${code}): ${stderr.slice(-1500)}` });
+        failures.push({
+          seed: seed + current,
+          kind: 'process',
+          what: `case ${current}`,
+          failure: `the process died (exit ${code}): ${stderr.slice(-1500)}`,
+        });
         resolve(current + 1);
       } else resolve(cases);
     });
@@ -103,15 +129,19 @@ function runFrom(from: number, verdicts: Verdict[], failures: Failure[]): Promis
 const verdicts: Verdict[] = [];
 const failures: Failure[] = [];
 const t0 = Date.now();
-for (let from = 0; from < cases; ) from = await runFrom(from, verdicts, failures);
+for (let from = 0; from < cases;) from = await runFrom(from, verdicts, failures);
 process.stderr.write('\n');
 
 const tally = new Map<string, number>();
 for (const v of verdicts) tally.set(`${v.kind} -> ${v.outcome}`, (tally.get(`${v.kind} -> ${v.outcome}`) ?? 0) + 1);
-process.stdout.write(`${cases} cases from seed ${seed} in ${((Date.now() - t0) / 1000).toFixed(0)} s: ${failures.length} failures\n`);
+process.stdout.write(
+  `${cases} cases from seed ${seed} in ${((Date.now() - t0) / 1000).toFixed(0)} s: ${failures.length} failures\n`,
+);
 for (const [k, n] of [...tally].sort()) process.stdout.write(`  ${String(n).padStart(4)}  ${k}\n`);
 for (const f of failures) {
-  process.stdout.write(`\nFAIL seed ${f.seed} (${f.kind}: ${f.what})\n  ${f.failure.replace(/\n/g, '\n  ')}\n  replay: npm run fuzz -- --seed ${f.seed} --cases 1\n`);
+  process.stdout.write(
+    `\nFAIL seed ${f.seed} (${f.kind}: ${f.what})\n  ${f.failure.replace(/\n/g, '\n  ')}\n  replay: npm run fuzz -- --seed ${f.seed} --cases 1\n`,
+  );
 }
 if (jsonAt >= 0) writeFileSync(process.argv[jsonAt + 1], JSON.stringify({ seed, cases, failures, verdicts }, null, 1));
 process.exit(failures.length ? 1 : 0);

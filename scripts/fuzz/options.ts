@@ -5,7 +5,20 @@
  */
 import { HOSTILE, type Dice } from './random.js';
 
-const POLICIES = ['full', 'wnw', 'snapkv', 'adakv', 'audiokv', 'arkvale', 'h2o', 'streaming', 'quest', 'nope', '', 'WNW'];
+const POLICIES = [
+  'full',
+  'wnw',
+  'snapkv',
+  'adakv',
+  'audiokv',
+  'arkvale',
+  'h2o',
+  'streaming',
+  'quest',
+  'nope',
+  '',
+  'WNW',
+];
 const oneOf = (d: Dice, good: readonly unknown[]) => (d.chance(0.7) ? d.pick(good) : d.pick(HOSTILE));
 
 export function fuzzLoadOptions(d: Dice): Record<string, unknown> {
@@ -35,7 +48,24 @@ export function fuzzTranscribeOptions(d: Dice): Record<string, unknown> {
     ['budget', () => oneOf(d, [0.2, 0.05, 0.5, 1, 1e-9, 2, NaN, -1, Infinity])],
     ['maxNewTokens', () => oneOf(d, [0, 1, 2, 5, -1, 1.5, NaN, Infinity, 1e12])],
     ['language', () => oneOf(d, ['en', 'de'])],
-    ['policyOptions', () => d.pick([{}, { ranking: 'voice' }, { ranking: 'nope' }, { nVoice: 0 }, { nVoice: -3 }, { nVoice: 1e9 }, { selection: 'global' }, { anchors: 1e6 }, { zzz: 1 }, 'x', null, []])],
+    [
+      'policyOptions',
+      () =>
+        d.pick([
+          {},
+          { ranking: 'voice' },
+          { ranking: 'nope' },
+          { nVoice: 0 },
+          { nVoice: -3 },
+          { nVoice: 1e9 },
+          { selection: 'global' },
+          { anchors: 1e6 },
+          { zzz: 1 },
+          'x',
+          null,
+          [],
+        ]),
+    ],
     ['forcedTokens', () => d.pick([[], [1, 2, 3], [-1], [1e9], [NaN], [0.5], 'abc', [2 ** 31]])],
     ['reusePrefill', () => oneOf(d, [true, false])],
     ['signal', () => (d.chance(0.5) ? AbortSignal.abort() : d.pick(HOSTILE))],
@@ -59,7 +89,9 @@ const FLAGS: [string, readonly string[]][] = [
 
 /** A command line for `wnw`: mostly `transcribe` with random flags, some other commands and malformed ones. */
 export function fuzzCliArgs(d: Dice, p: { wav: string; model: string; missing: string }): string[] {
-  const argv: string[] = [d.pick(['transcribe', 'transcribe', 'transcribe', 'transcribe', 'convert', 'bogus', '--help', ''])];
+  const argv: string[] = [
+    d.pick(['transcribe', 'transcribe', 'transcribe', 'transcribe', 'convert', 'bogus', '--help', '']),
+  ];
   if (d.chance(0.9)) argv.push(d.pick([p.wav, p.wav, p.wav, p.missing, p.model]));
   argv.push('--model', d.pick([p.model, p.model, p.model, p.missing, p.wav]));
   // Always the CPU unless a wrong name is the point: 'auto' would try a GPU adapter.

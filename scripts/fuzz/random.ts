@@ -22,7 +22,27 @@ export class Dice {
 
 /** Values that break numbers and shapes: zero, negatives, fractions, huge, non-finite, other types. */
 export const HOSTILE: readonly unknown[] = [
-  0, -1, 1, 0.5, 3.7, 1e9, 2 ** 31, 2 ** 53, 1e308, -1e308, 'NaN', 'Infinity', null, true, '', '12', 'abc', [], [1, 2], {}, { a: 1 },
+  0,
+  -1,
+  1,
+  0.5,
+  3.7,
+  1e9,
+  2 ** 31,
+  2 ** 53,
+  1e308,
+  -1e308,
+  'NaN',
+  'Infinity',
+  null,
+  true,
+  '',
+  '12',
+  'abc',
+  [],
+  [1, 2],
+  {},
+  { a: 1 },
 ];
 
 /** A copy of `bytes` with `n` random bytes overwritten. */

@@ -38,8 +38,16 @@ function fromAudioBuffer(b: AudioBufferLike, targetRate: number): Float32Array {
   return resample(downmix(chans), sr, targetRate);
 }
 
-type OfflineCtor = new (channels: number, length: number, sampleRate: number) => {
-  decodeAudioData(data: ArrayBuffer, ok?: (b: AudioBufferLike) => void, err?: (e: unknown) => void): Promise<AudioBufferLike> | undefined;
+type OfflineCtor = new (
+  channels: number,
+  length: number,
+  sampleRate: number,
+) => {
+  decodeAudioData(
+    data: ArrayBuffer,
+    ok?: (b: AudioBufferLike) => void,
+    err?: (e: unknown) => void,
+  ): Promise<AudioBufferLike> | undefined;
 };
 
 /** The Web Audio decoder of this environment, if any (absent in Node and in workers). */
@@ -79,7 +87,9 @@ async function decodeWithWebAudio(bytes: Uint8Array, targetRate: number): Promis
       if (p && typeof p.then === 'function') p.then(resolve, reject);
     });
   } catch (e) {
-    throw new AudioError(`The browser could not decode this audio file (${e instanceof Error ? e.message : String(e)}). Try WAV, MP3, OGG or M4A.`);
+    throw new AudioError(
+      `The browser could not decode this audio file (${e instanceof Error ? e.message : String(e)}). Try WAV, MP3, OGG or M4A.`,
+    );
   }
   return fromAudioBuffer(decoded, targetRate);
 }
@@ -103,7 +113,11 @@ export async function toMono16k(input: AudioSource, targetRate = 16000): Promise
     out = input;
   } else if (isAudioBufferLike(input)) {
     out = fromAudioBuffer(input, targetRate);
-  } else if (input instanceof ArrayBuffer || input instanceof Uint8Array || (typeof Blob !== 'undefined' && input instanceof Blob)) {
+  } else if (
+    input instanceof ArrayBuffer ||
+    input instanceof Uint8Array ||
+    (typeof Blob !== 'undefined' && input instanceof Blob)
+  ) {
     const bytes = await bytesOf(input);
     if (bytes.length === 0) throw new AudioError('The audio file is empty.');
     if (isWav(bytes)) {
@@ -113,7 +127,9 @@ export async function toMono16k(input: AudioSource, targetRate = 16000): Promise
       out = await decodeWithWebAudio(bytes, targetRate);
     }
   } else {
-    throw new AudioError('Unsupported audio input: pass a File/Blob, ArrayBuffer, Uint8Array, AudioBuffer or a 16 kHz Float32Array.');
+    throw new AudioError(
+      'Unsupported audio input: pass a File/Blob, ArrayBuffer, Uint8Array, AudioBuffer or a 16 kHz Float32Array.',
+    );
   }
   if (out.length === 0) throw new AudioError('The audio contains no samples.');
   return out;

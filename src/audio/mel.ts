@@ -9,7 +9,10 @@ import type { AudioConfig } from '../model/config.js';
 import { RealFft } from './fft.js';
 
 /** The part of the model's AudioConfig the front-end needs. */
-export type MelParams = Pick<AudioConfig, 'sampleRate' | 'nFft' | 'winLength' | 'hopLength' | 'nMels' | 'fMin' | 'fMax' | 'melFloor' | 'melMean' | 'melStd'>;
+export type MelParams = Pick<
+  AudioConfig,
+  'sampleRate' | 'nFft' | 'winLength' | 'hopLength' | 'nMels' | 'fMin' | 'fMax' | 'melFloor' | 'melMean' | 'melStd'
+>;
 
 export const hzToMel = (f: number): number => 2595 * Math.log10(1 + f / 700);
 export const melToHz = (m: number): number => 700 * (10 ** (m / 2595) - 1);
@@ -112,7 +115,8 @@ export class LogMel {
     const p = params;
     if ((p.nFft & (p.nFft - 1)) !== 0) throw new RangeError(`nFft must be a power of two, got ${p.nFft}`);
     if (p.winLength > p.nFft) throw new RangeError('winLength must not exceed nFft');
-    if (!(p.fMax > p.fMin) || p.fMax > p.sampleRate / 2 + 1e-9) throw new RangeError(`bad mel range ${p.fMin}..${p.fMax} Hz`);
+    if (!(p.fMax > p.fMin) || p.fMax > p.sampleRate / 2 + 1e-9)
+      throw new RangeError(`bad mel range ${p.fMin}..${p.fMax} Hz`);
     this.params = { ...p };
     this.bins = (p.nFft >> 1) + 1;
     this.fft = new RealFft(p.nFft);
@@ -131,13 +135,17 @@ export class LogMel {
    * Frames are independent, so a caller may compute a long recording in slices.
    * `normalize: false` returns ln(mel + melFloor) as training/common.py's log_mel does.
    */
-  compute(samples: Float32Array, opts: { start?: number; end?: number; normalize?: boolean; out?: Float32Array } = {}): Float32Array {
+  compute(
+    samples: Float32Array,
+    opts: { start?: number; end?: number; normalize?: boolean; out?: Float32Array } = {},
+  ): Float32Array {
     const p = this.params;
     const n = samples.length;
     const total = this.frames(n);
     const start = opts.start ?? 0;
     const end = opts.end ?? total;
-    if (!(0 <= start && start <= end && end <= total)) throw new RangeError(`frame range [${start}, ${end}) outside [0, ${total})`);
+    if (!(0 <= start && start <= end && end <= total))
+      throw new RangeError(`frame range [${start}, ${end}) outside [0, ${total})`);
     const T = end - start;
     const out = opts.out ?? new Float32Array(p.nMels * T);
     if (out.length < p.nMels * T) throw new RangeError('output buffer too small');
@@ -157,7 +165,8 @@ export class LogMel {
       // frame[win..nFft) stays zero: the right zero-padding is never written.
       this.fft.power(frame, pow);
       const col = t - start;
-      for (let m = 0; m < p.nMels; m++) out[m * T + col] = (Math.log(filterEnergy(filters, m, pow) + p.melFloor) - mean) * inv;
+      for (let m = 0; m < p.nMels; m++)
+        out[m * T + col] = (Math.log(filterEnergy(filters, m, pow) + p.melFloor) - mean) * inv;
     }
     return out;
   }

@@ -115,10 +115,14 @@ export class ComplexFft {
           const i0 = q + s * p;
           const i1 = i0 + sm;
           const o = q + s * 2 * p;
-          const ar = xr[i0], ai = xi[i0], br = xr[i1], bi = xi[i1];
+          const ar = xr[i0],
+            ai = xi[i0],
+            br = xr[i1],
+            bi = xi[i1];
           yr[o] = ar + br;
           yi[o] = ai + bi;
-          const dr = ar - br, di = ai - bi;
+          const dr = ar - br,
+            di = ai - bi;
           yr[o + s] = dr * w1r - di * w1i;
           yi[o + s] = dr * w1i + di * w1r;
         }
@@ -128,23 +132,37 @@ export class ComplexFft {
     if (r === 4) {
       for (let p = 0; p < m; p++) {
         const t = p * 4;
-        const w1r = twRe[t + 1], w1i = twIm[t + 1];
-        const w2r = twRe[t + 2], w2i = twIm[t + 2];
-        const w3r = twRe[t + 3], w3i = twIm[t + 3];
+        const w1r = twRe[t + 1],
+          w1i = twIm[t + 1];
+        const w2r = twRe[t + 2],
+          w2i = twIm[t + 2];
+        const w3r = twRe[t + 3],
+          w3i = twIm[t + 3];
         for (let q = 0; q < s; q++) {
           const i0 = q + s * p;
-          const x0r = xr[i0], x0i = xi[i0];
-          const x1r = xr[i0 + sm], x1i = xi[i0 + sm];
-          const x2r = xr[i0 + 2 * sm], x2i = xi[i0 + 2 * sm];
-          const x3r = xr[i0 + 3 * sm], x3i = xi[i0 + 3 * sm];
-          const s02r = x0r + x2r, s02i = x0i + x2i;
-          const d02r = x0r - x2r, d02i = x0i - x2i;
-          const s13r = x1r + x3r, s13i = x1i + x3i;
-          const d13r = x1r - x3r, d13i = x1i - x3i;
+          const x0r = xr[i0],
+            x0i = xi[i0];
+          const x1r = xr[i0 + sm],
+            x1i = xi[i0 + sm];
+          const x2r = xr[i0 + 2 * sm],
+            x2i = xi[i0 + 2 * sm];
+          const x3r = xr[i0 + 3 * sm],
+            x3i = xi[i0 + 3 * sm];
+          const s02r = x0r + x2r,
+            s02i = x0i + x2i;
+          const d02r = x0r - x2r,
+            d02i = x0i - x2i;
+          const s13r = x1r + x3r,
+            s13i = x1i + x3i;
+          const d13r = x1r - x3r,
+            d13i = x1i - x3i;
           // y1 = d02 - i·d13, y3 = d02 + i·d13 (forward transform, w_4 = -i).
-          const y1r = d02r + d13i, y1i = d02i - d13r;
-          const y2r = s02r - s13r, y2i = s02i - s13i;
-          const y3r = d02r - d13i, y3i = d02i + d13r;
+          const y1r = d02r + d13i,
+            y1i = d02i - d13r;
+          const y2r = s02r - s13r,
+            y2i = s02i - s13i;
+          const y3r = d02r - d13i,
+            y3i = d02i + d13r;
           const o = q + s * 4 * p;
           yr[o] = s02r + s13r;
           yi[o] = s02i + s13i;
@@ -173,11 +191,13 @@ export class ComplexFft {
           let accR = 0;
           let accI = 0;
           for (let j = 0; j < r; j++) {
-            const cr = mat.re[j * r + k], ci = mat.im[j * r + k];
+            const cr = mat.re[j * r + k],
+              ci = mat.im[j * r + k];
             accR += aRe[j] * cr - aIm[j] * ci;
             accI += aRe[j] * ci + aIm[j] * cr;
           }
-          const wr = twRe[p * r + k], wi = twIm[p * r + k];
+          const wr = twRe[p * r + k],
+            wi = twIm[p * r + k];
           yr[o + s * k] = accR * wr - accI * wi;
           yi[o + s * k] = accR * wi + accI * wr;
         }
@@ -201,7 +221,8 @@ export class RealPowerFft {
   private readonly sinS: Float64Array;
 
   constructor(size: number) {
-    if (!Number.isInteger(size) || size < 2 || size % 2 !== 0) throw new RangeError(`real FFT size must be even, got ${size}`);
+    if (!Number.isInteger(size) || size < 2 || size % 2 !== 0)
+      throw new RangeError(`real FFT size must be even, got ${size}`);
     this.size = size;
     const h = size / 2;
     this.half = h;
@@ -228,11 +249,16 @@ export class RealPowerFft {
     for (let k = 0; k <= h; k++) {
       const k1 = k === h ? 0 : k;
       const k2 = k === 0 ? 0 : h - k;
-      const zr = re[k1], zi = im[k1];
-      const cr = re[k2], ci = -im[k2];
-      const er = 0.5 * (zr + cr), ei = 0.5 * (zi + ci);
-      const or = 0.5 * (zi - ci), oi = -0.5 * (zr - cr);
-      const wr = this.cosS[k], wi = -this.sinS[k];
+      const zr = re[k1],
+        zi = im[k1];
+      const cr = re[k2],
+        ci = -im[k2];
+      const er = 0.5 * (zr + cr),
+        ei = 0.5 * (zi + ci);
+      const or = 0.5 * (zi - ci),
+        oi = -0.5 * (zr - cr);
+      const wr = this.cosS[k],
+        wi = -this.sinS[k];
       const xr = er + or * wr - oi * wi;
       const xi = ei + or * wi + oi * wr;
       out[k] = xr * xr + xi * xi;

@@ -46,7 +46,8 @@ function frameSync(b: Uint8Array, at: number): 'mp3' | 'aac' | undefined {
 function afterId3(b: Uint8Array): number {
   let at = 0;
   while (at + 10 <= b.length && ascii(b, at, 3) === 'ID3') {
-    const size = ((b[at + 6] & 0x7f) << 21) | ((b[at + 7] & 0x7f) << 14) | ((b[at + 8] & 0x7f) << 7) | (b[at + 9] & 0x7f);
+    const size =
+      ((b[at + 6] & 0x7f) << 21) | ((b[at + 7] & 0x7f) << 14) | ((b[at + 8] & 0x7f) << 7) | (b[at + 9] & 0x7f);
     at += 10 + size + (b[at + 5] & 0x10 ? 10 : 0);
   }
   return at;
@@ -95,7 +96,9 @@ class MonoSink {
       this.rate = sampleRate;
       this.resampler = new StreamResampler(sampleRate, this.targetRate);
     } else if (sampleRate !== this.rate) {
-      throw new AudioError(`${this.format}: the sample rate changes inside the file (${this.rate} Hz, then ${sampleRate} Hz); convert it to WAV first.`);
+      throw new AudioError(
+        `${this.format}: the sample rate changes inside the file (${this.rate} Hz, then ${sampleRate} Hz); convert it to WAV first.`,
+      );
     }
     this.keep(this.resampler.push(downmix(channels.map((c) => c.subarray(0, samples)))));
   }
@@ -170,8 +173,9 @@ function flacLayout(b: Uint8Array): { declared: number; trailer: Uint8Array } | 
   let at = afterId3(b);
   if (ascii(b, at, 4) !== 'fLaC' || at + 8 + 18 > b.length) return undefined;
   const s = at + 8; // STREAMINFO, the first metadata block: total samples is 36 bits from byte 13's low nibble
-  const declared = (b[s + 13] & 0x0f) * 2 ** 32 + ((b[s + 14] << 24) >>> 0) + (b[s + 15] << 16) + (b[s + 16] << 8) + b[s + 17];
-  for (at += 4; at + 4 <= b.length; ) {
+  const declared =
+    (b[s + 13] & 0x0f) * 2 ** 32 + ((b[s + 14] << 24) >>> 0) + (b[s + 15] << 16) + (b[s + 16] << 8) + b[s + 17];
+  for (at += 4; at + 4 <= b.length;) {
     const last = b[at] & 0x80;
     at += 4 + ((b[at + 1] << 16) | (b[at + 2] << 8) | b[at + 3]);
     if (last) break;
@@ -209,7 +213,10 @@ async function decodeWasm(bytes: Uint8Array, format: WasmFormat, targetRate: num
   const take = (r: Decoded) => {
     if (r.errors.length > 0) {
       const e = r.errors[0];
-      const when = r.sampleRate > 0 && Number.isFinite(e.outputSamples) ? ` near ${(e.outputSamples / r.sampleRate).toFixed(1)} s` : '';
+      const when =
+        r.sampleRate > 0 && Number.isFinite(e.outputSamples)
+          ? ` near ${(e.outputSamples / r.sampleRate).toFixed(1)} s`
+          : '';
       throw new AudioError(
         `${name}: the file is corrupt: ${r.errors.length} frame${r.errors.length > 1 ? 's' : ''} could not be decoded ` +
           `(the first${when}: ${e.message.trim().replace(/\.$/, '')}).`,
@@ -231,14 +238,19 @@ async function decodeWasm(bytes: Uint8Array, format: WasmFormat, targetRate: num
     if (decoder.flush && (!ogg || endsWithOggEos(bytes))) take(await quietly(() => decoder.flush!()));
   } catch (e) {
     if (e instanceof AudioError) throw e;
-    throw new AudioError(`${name}: the decoder failed (${e instanceof Error ? e.message : String(e)}); the file is corrupt or not ${name}.`);
+    throw new AudioError(
+      `${name}: the decoder failed (${e instanceof Error ? e.message : String(e)}); the file is corrupt or not ${name}.`,
+    );
   } finally {
     decoder.free();
   }
-  if (decoded === 0) throw new AudioError(`${name}: no audio could be decoded; the file is truncated, empty or not ${name}.`);
+  if (decoded === 0)
+    throw new AudioError(`${name}: no audio could be decoded; the file is truncated, empty or not ${name}.`);
   // A FLAC decoder that loses sync says nothing and skips the rest: the count tells.
   if (flac && flac.declared > 0 && decoded < flac.declared) {
-    throw new AudioError(`${name}: the file is truncated or corrupt: ${decoded} of the ${flac.declared} samples its header states could be decoded.`);
+    throw new AudioError(
+      `${name}: the file is truncated or corrupt: ${decoded} of the ${flac.declared} samples its header states could be decoded.`,
+    );
   }
   return sink.finish();
 }
@@ -266,11 +278,19 @@ async function decodeFfmpeg(bytes: Uint8Array, format: 'm4a' | 'aac', targetRate
     let stderr = '';
     let carry: Uint8Array = new Uint8Array(0);
     const code = await new Promise<number | null>((resolve, reject) => {
-      const child = spawn('ffmpeg', ['-nostdin', '-v', 'error', '-i', input, '-vn', '-f', 'f32le', '-ac', '1', '-ar', String(targetRate), 'pipe:1'], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const child = spawn(
+        'ffmpeg',
+        ['-nostdin', '-v', 'error', '-i', input, '-vn', '-f', 'f32le', '-ac', '1', '-ar', String(targetRate), 'pipe:1'],
+        {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
       child.on('error', (e: NodeJS.ErrnoException) =>
-        reject(e.code === 'ENOENT' ? new AudioError(ffmpegMissing(name)) : new AudioError(`${name}: ffmpeg did not start (${e.message}).`)),
+        reject(
+          e.code === 'ENOENT'
+            ? new AudioError(ffmpegMissing(name))
+            : new AudioError(`${name}: ffmpeg did not start (${e.message}).`),
+        ),
       );
       child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
       child.stdout.on('data', (d: Buffer) => {
@@ -286,10 +306,13 @@ async function decodeFfmpeg(bytes: Uint8Array, format: 'm4a' | 'aac', targetRate
     });
     if (code !== 0) {
       const why = stderr.trim().split('\n').pop() ?? '';
-      throw new AudioError(`${name}: ffmpeg could not decode it (exit ${code}${why ? `: ${why}` : ''}); the file is corrupt or not ${name}.`);
+      throw new AudioError(
+        `${name}: ffmpeg could not decode it (exit ${code}${why ? `: ${why}` : ''}); the file is corrupt or not ${name}.`,
+      );
     }
     const out = sink.finish();
-    if (out.length === 0) throw new AudioError(`${name}: no audio could be decoded; the file is truncated, empty or has no audio track.`);
+    if (out.length === 0)
+      throw new AudioError(`${name}: no audio could be decoded; the file is truncated, empty or has no audio track.`);
     return out;
   } finally {
     await rm(dir, { recursive: true, force: true });
@@ -311,5 +334,7 @@ export async function decodeCompressed(bytes: Uint8Array, targetRate: number): P
         'Convert it, e.g. ffmpeg -i FILE -ac 1 -ar 16000 out.wav.',
     );
   }
-  return format === 'm4a' || format === 'aac' ? decodeFfmpeg(bytes, format, targetRate) : decodeWasm(bytes, format, targetRate);
+  return format === 'm4a' || format === 'aac'
+    ? decodeFfmpeg(bytes, format, targetRate)
+    : decodeWasm(bytes, format, targetRate);
 }

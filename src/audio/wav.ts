@@ -46,7 +46,8 @@ export function parseWav(data: ArrayBuffer | Uint8Array): DecodedAudio {
   const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
   const riff = tag(v, 0);
   if (riff === 'RIFX') throw new AudioError('Big-endian WAV (RIFX) is not supported; convert it to a standard WAV.');
-  if (riff === 'RF64') throw new AudioError('RF64 WAV (over 4 GB) is not supported; split it or convert to a standard WAV.');
+  if (riff === 'RF64')
+    throw new AudioError('RF64 WAV (over 4 GB) is not supported; split it or convert to a standard WAV.');
   if (riff !== 'RIFF' || tag(v, 8) !== 'WAVE') throw new AudioError('Not a WAV file (no RIFF/WAVE header).');
 
   let fmt: { format: number; channels: number; sampleRate: number; blockAlign: number; bits: number } | undefined;
@@ -81,7 +82,8 @@ export function parseWav(data: ArrayBuffer | Uint8Array): DecodedAudio {
   if (dataOff < 0) throw new AudioError('The WAV file has no audio data chunk.');
   const { format, channels, sampleRate, bits } = fmt;
   if (channels < 1) throw new AudioError('The WAV file declares 0 channels.');
-  if (!(sampleRate >= 1000 && sampleRate <= 768000)) throw new AudioError(`Unsupported WAV sample rate ${sampleRate} Hz.`);
+  if (!(sampleRate >= 1000 && sampleRate <= 768000))
+    throw new AudioError(`Unsupported WAV sample rate ${sampleRate} Hz.`);
   const bytesPer = bits >> 3;
   const supported =
     (format === FORMAT_PCM && (bits === 8 || bits === 16 || bits === 24 || bits === 32)) ||
@@ -119,7 +121,7 @@ function sampleReader(v: DataView, format: number, bits: number): (off: number) 
     case 16:
       return (o) => v.getInt16(o, true) / 32768;
     case 24:
-      return (o) => ((v.getUint8(o) | (v.getUint8(o + 1) << 8) | (v.getInt8(o + 2) << 16)) / 8388608);
+      return (o) => (v.getUint8(o) | (v.getUint8(o + 1) << 8) | (v.getInt8(o + 2) << 16)) / 8388608;
     default:
       return (o) => v.getInt32(o, true) / 2147483648;
   }
@@ -143,7 +145,11 @@ function alaw(a: number): number {
  * Writes a WAV file (used by tests and tools). `encoding`: 'pcm16' | 'pcm24' | 'pcm32' |
  * 'float32'; channels are interleaved; PCM values are rounded and clipped.
  */
-export function encodeWav(channels: Float32Array[], sampleRate: number, encoding: 'pcm8' | 'pcm16' | 'pcm24' | 'pcm32' | 'float32' = 'pcm16'): Uint8Array<ArrayBuffer> {
+export function encodeWav(
+  channels: Float32Array[],
+  sampleRate: number,
+  encoding: 'pcm8' | 'pcm16' | 'pcm24' | 'pcm32' | 'float32' = 'pcm16',
+): Uint8Array<ArrayBuffer> {
   const nch = channels.length;
   const n = nch ? channels[0].length : 0;
   const bits = encoding === 'pcm8' ? 8 : encoding === 'pcm16' ? 16 : encoding === 'pcm24' ? 24 : 32;

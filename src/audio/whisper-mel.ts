@@ -39,7 +39,14 @@ export interface WhisperMelParams {
 }
 
 /** The values every one of the three families uses (num_mel_bins may differ per config). */
-export const WHISPER_MEL: WhisperMelParams = { sampleRate: 16000, nFft: 400, hopLength: 160, nMels: 128, fMin: 0, fMax: 8000 };
+export const WHISPER_MEL: WhisperMelParams = {
+  sampleRate: 16000,
+  nFft: 400,
+  hopLength: 160,
+  nMels: 128,
+  fMin: 0,
+  fMax: 8000,
+};
 
 export interface WhisperPadding {
   /** Keep at most this many samples (Qwen2-Audio: 480000, one 30 s window per clip). */
@@ -64,15 +71,19 @@ export interface WhisperMel {
   paddedSamples: number;
 }
 
-const hzToMelSlaney = (f: number): number => (f < 1000 ? (3 * f) / 200 : 15 + Math.log(f / 1000) * (27 / Math.log(6.4)));
-const melToHzSlaney = (m: number): number => (m < 15 ? (200 * m) / 3 : 1000 * Math.exp((Math.log(6.4) / 27) * (m - 15)));
+const hzToMelSlaney = (f: number): number =>
+  f < 1000 ? (3 * f) / 200 : 15 + Math.log(f / 1000) * (27 / Math.log(6.4));
+const melToHzSlaney = (m: number): number =>
+  m < 15 ? (200 * m) / 3 : 1000 * Math.exp((Math.log(6.4) / 27) * (m - 15));
 
 /**
  * Slaney filters as `mel_filter_bank(norm="slaney", mel_scale="slaney")`, dense
  * [nMels, nFft/2+1], float64. Bin k sits at linspace(0, sampleRate // 2, bins)[k] and the
  * band edges at linspace(mel(fMin), mel(fMax), nMels + 2), as numpy spaces them.
  */
-export function slaneyFilterbank(p: Pick<WhisperMelParams, 'sampleRate' | 'nFft' | 'nMels' | 'fMin' | 'fMax'>): Float64Array {
+export function slaneyFilterbank(
+  p: Pick<WhisperMelParams, 'sampleRate' | 'nFft' | 'nMels' | 'fMin' | 'fMax'>,
+): Float64Array {
   const bins = Math.floor(p.nFft / 2) + 1;
   const lo = hzToMelSlaney(p.fMin);
   const hi = hzToMelSlaney(p.fMax);
@@ -120,10 +131,14 @@ export class WhisperLogMel {
 
   constructor(params: WhisperMelParams = WHISPER_MEL) {
     const p = params;
-    if (!(Number.isInteger(p.nFft) && p.nFft >= 4 && p.nFft % 2 === 0)) throw new RangeError(`nFft must be an even integer >= 4, got ${p.nFft}`);
-    if (!(Number.isInteger(p.hopLength) && p.hopLength > 0)) throw new RangeError(`hopLength must be a positive integer, got ${p.hopLength}`);
-    if (!(Number.isInteger(p.nMels) && p.nMels > 0)) throw new RangeError(`nMels must be a positive integer, got ${p.nMels}`);
-    if (!(p.fMax > p.fMin && p.fMin >= 0) || p.fMax > p.sampleRate / 2) throw new RangeError(`bad mel range ${p.fMin}..${p.fMax} Hz`);
+    if (!(Number.isInteger(p.nFft) && p.nFft >= 4 && p.nFft % 2 === 0))
+      throw new RangeError(`nFft must be an even integer >= 4, got ${p.nFft}`);
+    if (!(Number.isInteger(p.hopLength) && p.hopLength > 0))
+      throw new RangeError(`hopLength must be a positive integer, got ${p.hopLength}`);
+    if (!(Number.isInteger(p.nMels) && p.nMels > 0))
+      throw new RangeError(`nMels must be a positive integer, got ${p.nMels}`);
+    if (!(p.fMax > p.fMin && p.fMin >= 0) || p.fMax > p.sampleRate / 2)
+      throw new RangeError(`bad mel range ${p.fMin}..${p.fMax} Hz`);
     this.params = { ...p };
     this.bins = p.nFft / 2 + 1;
     this.fft = new RealPowerFft(p.nFft);
@@ -178,6 +193,10 @@ export class WhisperLogMel {
 }
 
 /** One-shot helper: the Whisper features of `samples` with `pad`. */
-export function whisperLogMel(samples: Float32Array, pad: WhisperPadding = {}, params: WhisperMelParams = WHISPER_MEL): WhisperMel {
+export function whisperLogMel(
+  samples: Float32Array,
+  pad: WhisperPadding = {},
+  params: WhisperMelParams = WHISPER_MEL,
+): WhisperMel {
   return new WhisperLogMel(params).compute(samples, pad);
 }

@@ -7,7 +7,10 @@ import { CancelledError, DeviceLostError } from '../errors.js';
 import type { GpuContext } from '../gpu/device.js';
 
 /** A promise that rejects with a CancelledError when `signal` fires (never without one); `done` unhooks it. */
-export function cancelled(signal: AbortSignal | undefined, phase = 'compile'): { promise: Promise<never>; done(): void } {
+export function cancelled(
+  signal: AbortSignal | undefined,
+  phase = 'compile',
+): { promise: Promise<never>; done(): void } {
   if (!signal) return { promise: new Promise<never>(() => {}), done: () => {} };
   let onAbort = () => {};
   const promise = new Promise<never>((_, reject) => {
@@ -20,7 +23,10 @@ export function cancelled(signal: AbortSignal | undefined, phase = 'compile'): {
 }
 
 /** The upload's progress callback with the signal checked first: the upload stops at its next matrix and frees what it made. */
-export function cancellableUpload(signal: AbortSignal | undefined, onUpload?: (loaded: number, total: number) => void): (loaded: number, total: number) => void {
+export function cancellableUpload(
+  signal: AbortSignal | undefined,
+  onUpload?: (loaded: number, total: number) => void,
+): (loaded: number, total: number) => void {
   return (loaded, total) => {
     if (signal?.aborted) throw new CancelledError('', 'upload');
     onUpload?.(loaded, total);
@@ -39,7 +45,11 @@ export async function lostWithin(ctx: GpuContext, ms: number): Promise<GPUDevice
  * DeviceLostError (a pipeline or buffer that failed because the device went away).
  */
 export async function settleCreation<K, W extends { destroy(): void }>(
-  ctx: GpuContext, kernels: Promise<K>, upload: Promise<W>, signal: AbortSignal | undefined, ownsDevice: boolean,
+  ctx: GpuContext,
+  kernels: Promise<K>,
+  upload: Promise<W>,
+  signal: AbortSignal | undefined,
+  ownsDevice: boolean,
 ): Promise<[K, W]> {
   const stop = cancelled(signal);
   try {

@@ -52,13 +52,23 @@ async function nodeVulkanMissing(): Promise<string | null> {
  * adapter whose limits the loader judges first (`refuseUnfit`); the device is made from it
  * once the weights are in.
  */
-export type BackendTarget = { kind: 'cpu' } | { kind: 'webgpu'; adapter: GPUAdapter; limits: DeviceLimits; label: string; /** Asked for by name: a software adapter is accepted, a failure is not the CPU. */ explicit: boolean };
+export type BackendTarget =
+  | { kind: 'cpu' }
+  | {
+      kind: 'webgpu';
+      adapter: GPUAdapter;
+      limits: DeviceLimits;
+      label: string;
+      /** Asked for by name: a software adapter is accepted, a failure is not the CPU. */ explicit: boolean;
+    };
 
 /**
  * 'auto' without a usable hardware adapter is the CPU (said through `onFallback`); 'webgpu'
  * without an adapter is a NoWebGpuError, now rather than after the weights are read.
  */
-export async function chooseBackend(opts: Pick<CreateBackendOptions, 'backend' | 'onFallback'> = {}): Promise<BackendTarget> {
+export async function chooseBackend(
+  opts: Pick<CreateBackendOptions, 'backend' | 'onFallback'> = {},
+): Promise<BackendTarget> {
   const want = opts.backend ?? 'auto';
   if (want === 'cpu') return { kind: 'cpu' };
   const missing = want === 'auto' ? await nodeVulkanMissing() : null;
@@ -70,11 +80,19 @@ export async function chooseBackend(opts: Pick<CreateBackendOptions, 'backend' |
     const { describeAdapter, requestGpuAdapter } = await import('../gpu/device.js');
     const adapter = await requestGpuAdapter();
     const { label, software } = describeAdapter(adapter);
-    if (software && want === 'auto') throw new NoWebGpuError(`only a software adapter is available (${label}); the CPU backend is faster`);
+    if (software && want === 'auto')
+      throw new NoWebGpuError(`only a software adapter is available (${label}); the CPU backend is faster`);
     const { maxStorageBufferBindingSize, maxBufferSize } = adapter.limits;
-    return { kind: 'webgpu', adapter, limits: { maxStorageBufferBindingSize, maxBufferSize }, label, explicit: want === 'webgpu' };
+    return {
+      kind: 'webgpu',
+      adapter,
+      limits: { maxStorageBufferBindingSize, maxBufferSize },
+      label,
+      explicit: want === 'webgpu',
+    };
   } catch (e) {
-    if (want === 'webgpu') throw e instanceof NoWebGpuError ? e : new NoWebGpuError(e instanceof Error ? e.message : String(e));
+    if (want === 'webgpu')
+      throw e instanceof NoWebGpuError ? e : new NoWebGpuError(e instanceof Error ? e.message : String(e));
     opts.onFallback?.(e instanceof Error ? e.message : String(e));
     return { kind: 'cpu' };
   }
@@ -82,9 +100,16 @@ export async function chooseBackend(opts: Pick<CreateBackendOptions, 'backend' |
 
 /** The decoder backend on `target` (default: `chooseBackend(opts)`). */
 export async function createBackend(
-  config: ModelConfig, weights: DecoderWeights | PackedDecoderWeights, opts: CreateBackendOptions = {}, target?: BackendTarget,
+  config: ModelConfig,
+  weights: DecoderWeights | PackedDecoderWeights,
+  opts: CreateBackendOptions = {},
+  target?: BackendTarget,
 ): Promise<DecoderBackend> {
-  const cpuOptions = { kvBudgetBytes: opts.kvBudgetBytes, kvPrecision: opts.kvPrecision, weightFormat: opts.weightFormat };
+  const cpuOptions = {
+    kvBudgetBytes: opts.kvBudgetBytes,
+    kvPrecision: opts.kvPrecision,
+    weightFormat: opts.weightFormat,
+  };
   const on = target ?? (await chooseBackend(opts));
   if (on.kind === 'cpu') return new CpuBackend(config, weights, cpuOptions);
   try {
@@ -103,7 +128,8 @@ export async function createBackend(
     // Weights the GPU cannot bind need another format, not the CPU (a 3B model there is unusably slow): said, not worked around.
     // A cancel or a lost device is the caller's to see, not a reason to fall back.
     if (e instanceof ModelTooBigError || e instanceof CancelledError || e instanceof DeviceLostError) throw e;
-    if (on.explicit) throw e instanceof NoWebGpuError ? e : new NoWebGpuError(e instanceof Error ? e.message : String(e));
+    if (on.explicit)
+      throw e instanceof NoWebGpuError ? e : new NoWebGpuError(e instanceof Error ? e.message : String(e));
     opts.onFallback?.(e instanceof Error ? e.message : String(e));
     return new CpuBackend(config, weights, cpuOptions);
   }

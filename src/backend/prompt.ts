@@ -45,13 +45,20 @@ export function instructionRows(p: PromptIds, N: number): [number, number] {
  * the queries of its group, [rows × groupSize, headDim]; `layerMass` (the request's
  * `summaryMass`) gives its layer's scale of the mass correction.
  */
-export function summaryPlacement(c: ModelConfig, fit: SummaryPlacement['fit'], layerQueries: (layer: number) => Float32Array, layerMass?: readonly number[]): SummaryPlacement {
+export function summaryPlacement(
+  c: ModelConfig,
+  fit: SummaryPlacement['fit'],
+  layerQueries: (layer: number) => Float32Array,
+  layerMass?: readonly number[],
+): SummaryPlacement {
   const hd = c.headDim;
   const G = groupSize(c);
   const QD = c.numHeads * hd;
   return {
     fit,
-    ...(layerMass === undefined ? {} : { massScale: (head: number) => layerMass[Math.floor(head / c.numKvHeads)] ?? 1 }),
+    ...(layerMass === undefined
+      ? {}
+      : { massScale: (head: number) => layerMass[Math.floor(head / c.numKvHeads)] ?? 1 }),
     queries: (head) => {
       const q = layerQueries(Math.floor(head / c.numKvHeads));
       const kh = head % c.numKvHeads;

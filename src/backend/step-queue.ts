@@ -16,10 +16,10 @@ export class StepQueue {
     const epoch = this.epoch;
     const run = prev
       ? prev.then((r) => {
-        // A step queued before clear() (end of session) must not run in the next session.
-        if (epoch !== this.epoch) throw new Error('step discarded: its session ended');
-        return step(token ?? r.token);
-      })
+          // A step queued before clear() (end of session) must not run in the next session.
+          if (epoch !== this.epoch) throw new Error('step discarded: its session ended');
+          return step(token ?? r.token);
+        })
       : step(token!);
     // A failure is reported by readStep; a step never read (discarded) must not be unhandled.
     run.catch(() => {});

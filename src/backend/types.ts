@@ -4,7 +4,14 @@
  * TypeScript, the numerical reference) and `webgpu` (WGSL kernels).
  */
 import type { ModelConfig, PromptIds } from '../model/config.js';
-import type { AttentionRequest, LayerPrefill, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../kv/plan.js';
+import type {
+  AttentionRequest,
+  LayerPrefill,
+  PrefillObservation,
+  PrefillPlan,
+  StepObservation,
+  StepPlan,
+} from '../kv/plan.js';
 import type { ResidencyStats, TransferStats } from '../kv/types.js';
 
 export type BackendKind = 'cpu' | 'webgpu';

@@ -41,7 +41,10 @@ export interface GpuForwardRow {
 export async function measureGpuForward(req: GpuForwardRequest): Promise<GpuForwardRow> {
   const c = shapeConfig(req.shape, req.layers);
   const ctx = await GpuContext.acquire();
-  const backend = await WebGpuBackend.create(c, randomPackedWeights(c, req.weights), { context: ctx, weightFormat: req.weights });
+  const backend = await WebGpuBackend.create(c, randomPackedWeights(c, req.weights), {
+    context: ctx,
+    weightFormat: req.weights,
+  });
   const A = req.audioTokens;
   const layout = policyLayout(c, A);
   const request = createPolicy('full', { budget: 1 }).request(layout);
@@ -60,5 +63,12 @@ export async function measureGpuForward(req: GpuForwardRequest): Promise<GpuForw
     backend.dispose();
     ctx.device.destroy();
   }
-  return { adapter: ctx.info.label, layers: req.layers, positions: promptLength(c, A), weights: req.weights, ms: times.slice(1), firstMs: times[0] };
+  return {
+    adapter: ctx.info.label,
+    layers: req.layers,
+    positions: promptLength(c, A),
+    weights: req.weights,
+    ms: times.slice(1),
+    firstMs: times[0],
+  };
 }

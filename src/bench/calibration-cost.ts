@@ -51,22 +51,33 @@ function value(argv: string[], name: string): string | undefined {
 function count(argv: string[], name: string, dflt: number): number {
   const v = value(argv, name);
   const n = v === undefined ? dflt : Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new RangeError(`--${name} must be a positive integer, got ${JSON.stringify(v)}`);
+  if (!Number.isInteger(n) || n < 1)
+    throw new RangeError(`--${name} must be a positive integer, got ${JSON.stringify(v)}`);
   return n;
 }
 
 export function parseCostArgs(argv: string[]): CostOptions {
   const shape = value(argv, 'shape') ?? Object.keys(DECODER_SHAPES)[0];
   const s = DECODER_SHAPES[shape];
-  if (!s) throw new RangeError(`unknown decoder shape ${JSON.stringify(shape)}; known: ${Object.keys(DECODER_SHAPES).join(', ')}`);
+  if (!s)
+    throw new RangeError(
+      `unknown decoder shape ${JSON.stringify(shape)}; known: ${Object.keys(DECODER_SHAPES).join(', ')}`,
+    );
   const layers = count(argv, 'layers', 1);
   if (layers > s.totalLayers) throw new RangeError(`--layers must be 1..${s.totalLayers}`);
   const weights = value(argv, 'weights') ?? 'f16';
-  if (!isWeightFormat(weights)) throw new RangeError(`--weights must be f32, f16 or q4, got ${JSON.stringify(weights)}`);
+  if (!isWeightFormat(weights))
+    throw new RangeError(`--weights must be f32, f16 or q4, got ${JSON.stringify(weights)}`);
   return {
-    shape, layers, weights, json: argv.includes('--json'),
-    audioTokens: count(argv, 'audio-tokens', 375), answer: count(argv, 'answer', 100), ceTokens: count(argv, 'ce-tokens', 8),
-    reps: count(argv, 'reps', 2), backends: (value(argv, 'backends') ?? 'cpu,webgpu').split(','),
+    shape,
+    layers,
+    weights,
+    json: argv.includes('--json'),
+    audioTokens: count(argv, 'audio-tokens', 375),
+    answer: count(argv, 'answer', 100),
+    ceTokens: count(argv, 'ce-tokens', 8),
+    reps: count(argv, 'reps', 2),
+    backends: (value(argv, 'backends') ?? 'cpu,webgpu').split(','),
   };
 }
 
@@ -112,12 +123,25 @@ export function measureCpuForward(o: CostOptions): CpuForwardRow {
   const answer = Array.from({ length: o.answer }, (_, i) => 5 + (i % 200));
   const audio = randomEmbeddings(c, N, 5);
   const t0 = performance.now();
-  const out = prefillLayers(c, w, ropeFrequencies(c.headDim, c.ropeTheta), audio, N, { decodeHeads: [], prefillQueries: 0 }, { suffix: answer.slice(0, -1), keepKv: false });
+  const out = prefillLayers(
+    c,
+    w,
+    ropeFrequencies(c.headDim, c.ropeTheta),
+    audio,
+    N,
+    { decodeHeads: [], prefillQueries: 0 },
+    { suffix: answer.slice(0, -1), keepKv: false },
+  );
   const t1 = performance.now();
   const first = promptLength(c, N) - 1;
   answerCe(c, w, out.hidden, first, answer.slice(0, o.ceTokens));
   const t2 = performance.now();
-  return { layers: o.layers, positions: promptLength(c, N) + o.answer - 1, layersMs: t1 - t0, ceMsPerRow: (t2 - t1) / o.ceTokens };
+  return {
+    layers: o.layers,
+    positions: promptLength(c, N) + o.answer - 1,
+    layersMs: t1 - t0,
+    ceMsPerRow: (t2 - t1) / o.ceTokens,
+  };
 }
 
 const median = (a: number[]) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
@@ -141,20 +165,45 @@ export async function runCalibrationCost(o: CostOptions, log: (s: string) => voi
   const n = promptLength(c, o.audioTokens) + o.answer - 1;
   const flopsPerLayer = layerFlops(c, n);
   const flopsCe = ceFlops(c, o.answer);
-  const r: CostReport = { shape: o.shape, totalLayers: L, numKvHeads: c.numKvHeads, positions: n, answer: o.answer, flopsPerLayer, flopsCe, flopsPerForward: L * flopsPerLayer + flopsCe };
+  const r: CostReport = {
+    shape: o.shape,
+    totalLayers: L,
+    numKvHeads: c.numKvHeads,
+    positions: n,
+    answer: o.answer,
+    flopsPerLayer,
+    flopsCe,
+    flopsPerForward: L * flopsPerLayer + flopsCe,
+  };
   if (o.backends.includes('cpu')) {
     log(`bench: CPU reference, ${o.layers} layer(s) over ${n} rows…`);
     const m = measureCpuForward(o);
     const msPerLayer = m.layersMs / o.layers;
-    r.cpu = { ...m, msPerLayer, gflops: flopsPerLayer / msPerLayer / 1e6, msPerForward: L * msPerLayer + o.answer * m.ceMsPerRow };
+    r.cpu = {
+      ...m,
+      msPerLayer,
+      gflops: flopsPerLayer / msPerLayer / 1e6,
+      msPerForward: L * msPerLayer + o.answer * m.ceMsPerRow,
+    };
     log(`bench: CPU ${msPerLayer.toFixed(0)} ms per layer, ${m.ceMsPerRow.toFixed(0)} ms per CE row`);
   }
   if (o.backends.includes('webgpu')) {
     const { onHarnessPage } = await import('./webgpu.js');
     // The answer's rows join the audio part: the prefill then runs the layers over as many rows as the HS forward.
-    const req: GpuForwardRequest = { shape: o.shape, layers: o.layers, audioTokens: o.audioTokens + o.answer - 1, weights: o.weights, reps: o.reps };
+    const req: GpuForwardRequest = {
+      shape: o.shape,
+      layers: o.layers,
+      audioTokens: o.audioTokens + o.answer - 1,
+      weights: o.weights,
+      reps: o.reps,
+    };
     log(`bench: WebGPU prefill, ${o.layers} layer(s) over ${n} rows, ${o.weights} weights…`);
-    const g = await onHarnessPage(log, (page) => page.evaluate((q) => (window as unknown as { wnwGpuForward(q: unknown): Promise<GpuForwardRow> }).wnwGpuForward(q), req));
+    const g = await onHarnessPage(log, (page) =>
+      page.evaluate(
+        (q) => (window as unknown as { wnwGpuForward(q: unknown): Promise<GpuForwardRow> }).wnwGpuForward(q),
+        req,
+      ),
+    );
     if (g) {
       const msPerLayer = median(g.ms) / o.layers;
       const gflops = flopsPerLayer / msPerLayer / 1e6;
@@ -168,7 +217,12 @@ export async function runCalibrationCost(o: CostOptions, log: (s: string) => voi
 const hours = (ms: number) => (ms >= 3.6e6 ? `${(ms / 3.6e6).toFixed(1)} h` : `${(ms / 6e4).toFixed(1)} min`);
 
 /** Time of a calibration run of `clips` clips at M directions, from a forward's time. */
-export function runTime(r: Pick<CostReport, 'totalLayers' | 'numKvHeads'>, msPerForward: number, clips: number, directions: number): number {
+export function runTime(
+  r: Pick<CostReport, 'totalLayers' | 'numKvHeads'>,
+  msPerForward: number,
+  clips: number,
+  directions: number,
+): number {
   return clips * forwardsPerClip({ numLayers: r.totalLayers, numKvHeads: r.numKvHeads }, directions) * msPerForward;
 }
 
@@ -180,12 +234,19 @@ export function formatCostReport(r: CostReport): string {
     '| measured on | layers timed | ms per layer | GFLOP/s | ms per full forward | forwards per clip M=1 / 2 / 4 | 8 clips, M = 2 | 50 clips, M = 4 |',
     '|---|---|---|---|---|---|---|---|',
   ];
-  const F = [1, 2, 4].map((m) => forwardsPerClip({ numLayers: r.totalLayers, numKvHeads: r.numKvHeads }, m)).join(' / ');
+  const F = [1, 2, 4]
+    .map((m) => forwardsPerClip({ numLayers: r.totalLayers, numKvHeads: r.numKvHeads }, m))
+    .join(' / ');
   const row = (name: string, x: { layers: number; msPerLayer: number; gflops: number; msPerForward: number }) =>
-    lines.push(`| ${name} | ${x.layers} | ${x.msPerLayer.toFixed(0)} | ${x.gflops.toFixed(1)} | ${x.msPerForward.toFixed(0)} | ${F} | ${hours(runTime(r, x.msPerForward, 8, 2))} | ${hours(runTime(r, x.msPerForward, 50, 4))} |`);
+    lines.push(
+      `| ${name} | ${x.layers} | ${x.msPerLayer.toFixed(0)} | ${x.gflops.toFixed(1)} | ${x.msPerForward.toFixed(0)} | ${F} | ${hours(runTime(r, x.msPerForward, 8, 2))} | ${hours(runTime(r, x.msPerForward, 50, 4))} |`,
+    );
   if (r.cpu) row('CPU reference decoder (f32, TypeScript)', r.cpu);
   if (r.webgpu) row(`WebGPU prefill, ${r.webgpu.weights} weights, ${r.webgpu.adapter}`, r.webgpu);
-  lines.push('', 'Measured: the layer times (CPU: one HS forward; WebGPU: the median of the timed prefills after a warm-up). The rest is arithmetic: a full forward is the layers × the model\'s count plus the CE rows, a clip costs forwardsPerClip forwards.');
+  lines.push(
+    '',
+    "Measured: the layer times (CPU: one HS forward; WebGPU: the median of the timed prefills after a warm-up). The rest is arithmetic: a full forward is the layers × the model's count plus the CE rows, a clip costs forwardsPerClip forwards.",
+  );
   return lines.join('\n');
 }
 

@@ -56,15 +56,25 @@ const median = (a: number[]) => {
 const now = () => performance.now();
 
 export async function timePolicy(
-  backend: DecoderBackend, config: ModelConfig, embeddings: Float32Array, audioLength: number,
-  policyName: PolicyName, budget: number, heads: HeadsFile | undefined, steps: number, t: TimingOptions = {},
+  backend: DecoderBackend,
+  config: ModelConfig,
+  embeddings: Float32Array,
+  audioLength: number,
+  policyName: PolicyName,
+  budget: number,
+  heads: HeadsFile | undefined,
+  steps: number,
+  t: TimingOptions = {},
 ): Promise<PolicyTiming> {
   const policy = createPolicy(policyName, { ...t.policyOptions, budget, heads });
   const layout = policyLayout(config, audioLength);
   // What a transcription with words asks (session/decode-reads.ts): the policy's reads and the
   // anchors' focus. The policies timed on one clip share its prefill (end(true) below).
   const own = policy.request(layout);
-  const req = { ...decodeReads(own, wordTimingHeads(policy, heads, budget), [], false).request, alsoScore: sharedPrefillWindows(layout) };
+  const req = {
+    ...decodeReads(own, wordTimingHeads(policy, heads, budget), [], false).request,
+    alsoScore: sharedPrefillWindows(layout),
+  };
   const n = own.decodeHeads.length;
   // After the request: a policy may decide its lag for the clip (WnW's planLag 'auto').
   const pipelined = t.pipeline !== false && planLagOf(policy) >= 2 && !!backend.submitStep && !!backend.readStep;
@@ -91,7 +101,9 @@ export async function timePolicy(
       r = await backend.readStep!();
     } else r = await backend.step(token);
     const o = r.observation;
-    const moved = await backend.apply(policy.afterStep({ ...o, weights: o.weights.slice(0, n), queries: o.queries?.slice(0, n) }));
+    const moved = await backend.apply(
+      policy.afterStep({ ...o, weights: o.weights.slice(0, n), queries: o.queries?.slice(0, n) }),
+    );
     times.push(now() - ts);
     bytes += moved.bytesToGpu;
     bytesMax = Math.max(bytesMax, moved.bytesToGpu);
@@ -120,11 +132,29 @@ export async function timePolicy(
 }
 
 /** Per-step means of the counters (dispatches and submits as counted: constant but where the pool grew). */
-function stepCounterMeans(cs: StepCounters[]): Omit<PolicyTiming, 'policy' | 'budget' | 'prefillTokensPerSecond' | 'msPerToken' | 'rGpu' | 'mbPerStep' | 'mbPerStepMax' | 'gpuKvMiB' | 'pipelined'> {
-  const mean = (f: (c: StepCounters) => number | undefined) => (cs.length ? cs.reduce((a, c) => a + (f(c) ?? 0), 0) / cs.length : 0);
+function stepCounterMeans(
+  cs: StepCounters[],
+): Omit<
+  PolicyTiming,
+  | 'policy'
+  | 'budget'
+  | 'prefillTokensPerSecond'
+  | 'msPerToken'
+  | 'rGpu'
+  | 'mbPerStep'
+  | 'mbPerStepMax'
+  | 'gpuKvMiB'
+  | 'pipelined'
+> {
+  const mean = (f: (c: StepCounters) => number | undefined) =>
+    cs.length ? cs.reduce((a, c) => a + (f(c) ?? 0), 0) / cs.length : 0;
   return {
-    dispatchesPerStep: mean((c) => c.dispatches), submitsPerStep: mean((c) => c.submits), dispatchesPerLayer: mean((c) => c.dispatchesPerLayer),
-    cpuWaitsPerStep: mean((c) => c.cpuWaits), readbackBytesPerStep: mean((c) => c.readbackBytes), bytesToGpuPerStep: mean((c) => c.bytesToGpu),
+    dispatchesPerStep: mean((c) => c.dispatches),
+    submitsPerStep: mean((c) => c.submits),
+    dispatchesPerLayer: mean((c) => c.dispatchesPerLayer),
+    cpuWaitsPerStep: mean((c) => c.cpuWaits),
+    readbackBytesPerStep: mean((c) => c.readbackBytes),
+    bytesToGpuPerStep: mean((c) => c.bytesToGpu),
     growthSubmits: cs.reduce((a, c) => a + (c.growthSubmits ?? 0), 0),
   };
 }
@@ -135,13 +165,21 @@ function stepCounterMeans(cs: StepCounters[]): Omit<PolicyTiming, 'policy' | 'bu
  * for every step (WnW's default lag is decided per clip: two steps where its budget holds the lead).
  */
 export async function timeFullAndWnw(
-  backend: DecoderBackend, config: ModelConfig, embeddings: Float32Array, audioLength: number,
-  heads: HeadsFile | undefined, steps: number, t: TimingOptions & { withPaperLag?: boolean } = {},
+  backend: DecoderBackend,
+  config: ModelConfig,
+  embeddings: Float32Array,
+  audioLength: number,
+  heads: HeadsFile | undefined,
+  steps: number,
+  t: TimingOptions & { withPaperLag?: boolean } = {},
 ): Promise<PolicyTiming[]> {
   const full = await timePolicy(backend, config, embeddings, audioLength, 'full', 1, heads, steps, t);
   const wnw = await timePolicy(backend, config, embeddings, audioLength, 'wnw', 0.2, heads, steps, t);
   if (!t.withPaperLag) return [full, wnw];
-  const lag1 = await timePolicy(backend, config, embeddings, audioLength, 'wnw', 0.2, heads, steps, { ...t, policyOptions: { planLag: 1 } });
+  const lag1 = await timePolicy(backend, config, embeddings, audioLength, 'wnw', 0.2, heads, steps, {
+    ...t,
+    policyOptions: { planLag: 1 },
+  });
   return [full, wnw, { ...lag1, variant: 'planLag=1' }];
 }
 
@@ -150,8 +188,12 @@ export function syntheticHeads(c: ModelConfig, clipLength: number): HeadsFile {
   const r = rng(11);
   const n = kvHeadCount(c);
   return buildHeadsFile({
-    model: c.name, numLayers: c.numLayers, numKvHeads: c.numKvHeads,
-    voiceScore: Array.from({ length: n }, () => r()), headSensitivity: Array.from({ length: n }, () => r()),
-    clipLengths: [clipLength], segmentLength: segmentLength(c),
+    model: c.name,
+    numLayers: c.numLayers,
+    numKvHeads: c.numKvHeads,
+    voiceScore: Array.from({ length: n }, () => r()),
+    headSensitivity: Array.from({ length: n }, () => r()),
+    clipLengths: [clipLength],
+    segmentLength: segmentLength(c),
   });
 }

@@ -12,7 +12,15 @@
  * Node finds a hardware GPU (Dawn); otherwise the CPU WhisperEncoder runs and the figures
  * are labelled CPU figures (so is a software adapter such as SwiftShader, if asked for).
  */
-import { asStored, encoderLinears, encoderWeightBytes, WhisperEncoder, type TensorLookup, type WhisperEncoderConfig, type WhisperFamilySpec } from '../encoder/index.js';
+import {
+  asStored,
+  encoderLinears,
+  encoderWeightBytes,
+  WhisperEncoder,
+  type TensorLookup,
+  type WhisperEncoderConfig,
+  type WhisperFamilySpec,
+} from '../encoder/index.js';
 import type { WeightFormat } from '../model/quant.js';
 import type { WebGpuWhisperEncoder as WebGpuWhisperEncoderType } from '../encoder/webgpu.js';
 import { randomArray, rng } from '../model/testing.js';
@@ -24,7 +32,9 @@ export const ENCODER_SHAPES: Record<string, WhisperEncoderConfig> = {
 
 /** The families the bench can run: encoder spec and the decoder width the released projector writes, by model_type. */
 const BENCH_FAMILIES: Record<string, BenchFamily> = Object.fromEntries(
-  FAMILIES.flatMap((f) => (f.shapes.encoderBench ? [[f.modelType, { spec: f.encoder, decoderWidth: f.shapes.encoderBench.decoderWidth }]] : [])),
+  FAMILIES.flatMap((f) =>
+    f.shapes.encoderBench ? [[f.modelType, { spec: f.encoder, decoderWidth: f.shapes.encoderBench.decoderWidth }]] : [],
+  ),
 );
 
 interface BenchFamily {
@@ -60,21 +70,29 @@ function value(argv: string[], name: string): string | undefined {
 
 function positiveInt(s: string, what: string): number {
   const n = Number(s);
-  if (!Number.isInteger(n) || n < 1) throw new RangeError(`${what} must be a positive integer, got ${JSON.stringify(s)}`);
+  if (!Number.isInteger(n) || n < 1)
+    throw new RangeError(`${what} must be a positive integer, got ${JSON.stringify(s)}`);
   return n;
 }
 
 export function parseEncoderBenchArgs(argv: string[]): EncoderBenchOptions {
   const shape = value(argv, 'encoder') ?? 'whisper-large-v3-shape';
   const base = ENCODER_SHAPES[shape];
-  if (!base) throw new RangeError(`unknown encoder shape ${JSON.stringify(shape)}; known: ${Object.keys(ENCODER_SHAPES).join(', ')}`);
+  if (!base)
+    throw new RangeError(
+      `unknown encoder shape ${JSON.stringify(shape)}; known: ${Object.keys(ENCODER_SHAPES).join(', ')}`,
+    );
   const family = value(argv, 'family') ?? Object.keys(BENCH_FAMILIES)[0];
   const encoder = BENCH_FAMILIES[family];
-  if (!encoder) throw new RangeError(`--family must be one of ${Object.keys(BENCH_FAMILIES).join(', ')}, got ${JSON.stringify(family)}`);
+  if (!encoder)
+    throw new RangeError(
+      `--family must be one of ${Object.keys(BENCH_FAMILIES).join(', ')}, got ${JSON.stringify(family)}`,
+    );
   const layers = positiveInt(value(argv, 'layers') ?? '1', '--layers');
   if (layers > base.layers) throw new RangeError(`--layers ${layers}: the ${shape} encoder has ${base.layers}`);
   const weights = value(argv, 'weights') ?? 'f32';
-  if (weights !== 'f32' && weights !== 'f16' && weights !== 'q4') throw new RangeError(`--weights must be f32, f16 or q4, got ${JSON.stringify(weights)}`);
+  if (weights !== 'f32' && weights !== 'f16' && weights !== 'q4')
+    throw new RangeError(`--weights must be f32, f16 or q4, got ${JSON.stringify(weights)}`);
   const minutes = (value(argv, 'minutes') ?? '1,10,30').split(',').map((m) => {
     const n = Number(m);
     if (!(n > 0)) throw new RangeError(`--minutes takes positive numbers, got ${JSON.stringify(m)}`);
@@ -82,16 +100,30 @@ export function parseEncoderBenchArgs(argv: string[]): EncoderBenchOptions {
   });
   const w = value(argv, 'windows');
   const backend = value(argv, 'backend') ?? 'auto';
-  if (backend !== 'auto' && backend !== 'cpu') throw new RangeError(`--backend must be auto or cpu, got ${JSON.stringify(backend)}`);
+  if (backend !== 'auto' && backend !== 'cpu')
+    throw new RangeError(`--backend must be auto or cpu, got ${JSON.stringify(backend)}`);
   return {
-    shape, config: base, family, encoder, layers, weights, minutes,
+    shape,
+    config: base,
+    family,
+    encoder,
+    layers,
+    weights,
+    minutes,
     windows: w === undefined ? undefined : positiveInt(w, '--windows'),
-    json: argv.includes('--json'), allowSoftware: argv.includes('--allow-software'), backend,
+    json: argv.includes('--json'),
+    allowSoftware: argv.includes('--allow-software'),
+    backend,
   };
 }
 
 /** Random weights of the encoder's K first layers and the family's projector (f32, by upstream name). */
-export function randomEncoderTensors(config: WhisperEncoderConfig, spec: WhisperFamilySpec, decoderWidth: number, seed = 3): TensorLookup {
+export function randomEncoderTensors(
+  config: WhisperEncoderConfig,
+  spec: WhisperFamilySpec,
+  decoderWidth: number,
+  seed = 3,
+): TensorLookup {
   const r = rng(seed);
   const { nMels, dModel: d, ffnDim: f, maxSourcePositions: P } = config;
   const t = new Map<string, Float32Array>();
@@ -106,12 +138,24 @@ export function randomEncoderTensors(config: WhisperEncoderConfig, spec: Whisper
   for (const l of encoderLinears(config, spec, () => decoderWidth)) put(l.name, l.rows * l.cols, Math.sqrt(1 / l.cols));
   for (let i = 0; i < config.layers; i++) {
     const l = `${p}layers.${i}.`;
-    ones(`${l}self_attn_layer_norm.weight`); ones(`${l}final_layer_norm.weight`);
-    for (const b of ['self_attn_layer_norm.bias', 'final_layer_norm.bias', 'self_attn.q_proj.bias', 'self_attn.v_proj.bias', 'self_attn.out_proj.bias', 'fc2.bias']) put(l + b, d, 0.02);
+    ones(`${l}self_attn_layer_norm.weight`);
+    ones(`${l}final_layer_norm.weight`);
+    for (const b of [
+      'self_attn_layer_norm.bias',
+      'final_layer_norm.bias',
+      'self_attn.q_proj.bias',
+      'self_attn.v_proj.bias',
+      'self_attn.out_proj.bias',
+      'fc2.bias',
+    ])
+      put(l + b, d, 0.02);
     put(`${l}fc1.bias`, f, 0.02);
   }
   for (const s of spec.post) {
-    if (s.op === 'layernorm') { ones(`${s.name}.weight`); put(`${s.name}.bias`, d, 0.02); }
+    if (s.op === 'layernorm') {
+      ones(`${s.name}.weight`);
+      put(`${s.name}.bias`, d, 0.02);
+    }
     if (s.op === 'linear' && s.bias) put(`${s.name}.bias`, decoderWidth, 0.02);
   }
   return { source: `random ${spec.family} encoder`, get: (n) => t.get(n) };
@@ -155,9 +199,15 @@ export interface EncoderBenchReport {
  * One timed encode of `windows` windows of random features with the first `layers` layers
  * (0: convolutions, positions and projector only); returns seconds and the peak it saw.
  */
-export type WindowRunner = (windows: number, layers: number) => Promise<{ seconds: number; tokens: number; peakBytes: number }>;
+export type WindowRunner = (
+  windows: number,
+  layers: number,
+) => Promise<{ seconds: number; tokens: number; peakBytes: number }>;
 
-export async function runEncoderBench(o: EncoderBenchOptions, runner: { device: string; cpuFigures: boolean; run: WindowRunner; defaultWindows: number }): Promise<EncoderBenchReport> {
+export async function runEncoderBench(
+  o: EncoderBenchOptions,
+  runner: { device: string; cpuFigures: boolean; run: WindowRunner; defaultWindows: number },
+): Promise<EncoderBenchReport> {
   const { spec } = o.encoder;
   const decoderWidth = o.decoderWidth ?? o.encoder.decoderWidth;
   const windowSeconds = spec.windowFrames / 100;
@@ -179,10 +229,18 @@ export async function runEncoderBench(o: EncoderBenchOptions, runner: { device: 
     const tokens = (m.tokens / measuredWindows) * windows;
     const outputBytes = tokens * decoderWidth * 4;
     rows.push({
-      minutes, windows, measuredWindows, measuredSeconds: m.seconds, scaled: measuredWindows < windows,
-      secondsPerAudioMinute, fixedSecondsPerAudioMinute,
-      fullEncoderSecondsPerAudioMinute: fixedSecondsPerAudioMinute + ((secondsPerAudioMinute - fixedSecondsPerAudioMinute) * o.config.layers) / o.layers,
-      tokens, outputMiB: outputBytes / 2 ** 20,
+      minutes,
+      windows,
+      measuredWindows,
+      measuredSeconds: m.seconds,
+      scaled: measuredWindows < windows,
+      secondsPerAudioMinute,
+      fixedSecondsPerAudioMinute,
+      fullEncoderSecondsPerAudioMinute:
+        fixedSecondsPerAudioMinute +
+        ((secondsPerAudioMinute - fixedSecondsPerAudioMinute) * o.config.layers) / o.layers,
+      tokens,
+      outputMiB: outputBytes / 2 ** 20,
       peakMiB: m.peakBytes / 2 ** 20,
     });
   }
@@ -191,8 +249,16 @@ export async function runEncoderBench(o: EncoderBenchOptions, runner: { device: 
     return (b.linears + b.other) / 2 ** 20;
   };
   return {
-    shape: o.shape, family: o.family, layers: o.layers, totalLayers: o.config.layers, weights: o.weights,
-    device: runner.device, cpuFigures: runner.cpuFigures, weightMiB: mib(o.layers), fullEncoderWeightMiB: mib(o.config.layers), rows,
+    shape: o.shape,
+    family: o.family,
+    layers: o.layers,
+    totalLayers: o.config.layers,
+    weights: o.weights,
+    device: runner.device,
+    cpuFigures: runner.cpuFigures,
+    weightMiB: mib(o.layers),
+    fullEncoderWeightMiB: mib(o.config.layers),
+    rows,
   };
 }
 
@@ -207,7 +273,9 @@ export function formatEncoderReport(r: EncoderBenchReport): string {
     '|---|---|---|---|---|---|---|---|',
   ];
   for (const x of r.rows) {
-    lines.push(`| ${x.minutes} min | ${x.windows} (${x.measuredWindows}${x.scaled ? ', scaled' : ''}) | ${x.secondsPerAudioMinute.toFixed(2)} | ${x.fixedSecondsPerAudioMinute.toFixed(2)} | ${x.fullEncoderSecondsPerAudioMinute.toFixed(1)} | ${Math.round(x.tokens)} | ${x.outputMiB.toFixed(1)} | ${x.peakMiB.toFixed(1)} |`);
+    lines.push(
+      `| ${x.minutes} min | ${x.windows} (${x.measuredWindows}${x.scaled ? ', scaled' : ''}) | ${x.secondsPerAudioMinute.toFixed(2)} | ${x.fixedSecondsPerAudioMinute.toFixed(2)} | ${x.fullEncoderSecondsPerAudioMinute.toFixed(1)} | ${Math.round(x.tokens)} | ${x.outputMiB.toFixed(1)} | ${x.peakMiB.toFixed(1)} |`,
+    );
   }
   return lines.join('\n');
 }
@@ -219,7 +287,10 @@ function features(config: WhisperEncoderConfig, spec: WhisperFamilySpec, windows
 }
 
 /** The runner: WebGPU when Node finds a hardware GPU (or a software one when allowed), else the CPU reference. */
-export async function pickRunner(o: EncoderBenchOptions, log: (s: string) => void): Promise<{ device: string; cpuFigures: boolean; run: WindowRunner; defaultWindows: number; dispose(): void }> {
+export async function pickRunner(
+  o: EncoderBenchOptions,
+  log: (s: string) => void,
+): Promise<{ device: string; cpuFigures: boolean; run: WindowRunner; defaultWindows: number; dispose(): void }> {
   const { spec } = o.encoder;
   const decoderWidth = o.decoderWidth ?? o.encoder.decoderWidth;
   const full = { ...o.config, layers: o.layers };
@@ -241,7 +312,9 @@ export async function pickRunner(o: EncoderBenchOptions, log: (s: string) => voi
       const run: WindowRunner = async (windows, layers) => {
         let enc = encoders.get(layers);
         if (!enc) {
-          enc = await WebGpuWhisperEncoder.create(ctx, cache, configFor(layers), spec, tensors, { weightFormat: o.weights });
+          enc = await WebGpuWhisperEncoder.create(ctx, cache, configFor(layers), spec, tensors, {
+            weightFormat: o.weights,
+          });
           encoders.set(layers, enc);
           await enc.encode(features(full, spec, 1)); // compile and warm up
         }
@@ -255,10 +328,19 @@ export async function pickRunner(o: EncoderBenchOptions, log: (s: string) => voi
         for (const e of encoders.values()) e.destroy();
         ctx.device.destroy();
       };
-      return { device: ctx.info.label, cpuFigures: ctx.info.software, run, defaultWindows: ctx.info.software ? 1 : Infinity, dispose };
+      return {
+        device: ctx.info.label,
+        cpuFigures: ctx.info.software,
+        run,
+        defaultWindows: ctx.info.software ? 1 : Infinity,
+        dispose,
+      };
     }
   } catch (e) {
-    if (o.backend !== 'cpu') log(`bench: no WebGPU device in Node (${e instanceof Error ? e.message.split('\n')[0] : String(e)}); using the CPU encoder`);
+    if (o.backend !== 'cpu')
+      log(
+        `bench: no WebGPU device in Node (${e instanceof Error ? e.message.split('\n')[0] : String(e)}); using the CPU encoder`,
+      );
   }
   const stored = o.weights === 'f32' ? tensors : asStored(tensors, full, spec, o.weights);
   const run: WindowRunner = async (windows, layers) => {
@@ -276,7 +358,13 @@ export async function pickRunner(o: EncoderBenchOptions, log: (s: string) => voi
     }
     return { seconds, tokens, peakBytes: peak };
   };
-  return { device: `the CPU reference encoder (TypeScript, f32 maths on ${o.weights} values)`, cpuFigures: true, run, defaultWindows: 1, dispose: () => {} };
+  return {
+    device: `the CPU reference encoder (TypeScript, f32 maths on ${o.weights} values)`,
+    cpuFigures: true,
+    run,
+    defaultWindows: 1,
+    dispose: () => {},
+  };
 }
 
 export async function encoderBenchMain(argv: string[], log: (s: string) => void): Promise<void> {

@@ -76,19 +76,44 @@ export interface GpuBenchReport {
 }
 
 /** Makes a backend on the adapter at hand for a config and its weights. */
-export type MakeBackend = (c: ModelConfig, w: DecoderWeights | PackedDecoderWeights) => Promise<DecoderBackend & { ctx?: { info: { software: boolean } } }>;
+export type MakeBackend = (
+  c: ModelConfig,
+  w: DecoderWeights | PackedDecoderWeights,
+) => Promise<DecoderBackend & { ctx?: { info: { software: boolean } } }>;
 
-const policyKey = (t: PolicyTiming) => `${t.policy}${t.policy === 'full' ? '' : `@${t.budget}`}${t.variant ? `:${t.variant}` : ''}`;
+const policyKey = (t: PolicyTiming) =>
+  `${t.policy}${t.policy === 'full' ? '' : `@${t.budget}`}${t.variant ? `:${t.variant}` : ''}`;
 
 /** Times every length on `backend`, then disposes of it. */
-async function timeModel(backend: Awaited<ReturnType<MakeBackend>>, c: ModelConfig, heads: HeadsFile, minutes: number[], req: GpuBenchRequest, model: string, log: (s: string) => void): Promise<GpuBenchRow[]> {
+async function timeModel(
+  backend: Awaited<ReturnType<MakeBackend>>,
+  c: ModelConfig,
+  heads: HeadsFile,
+  minutes: number[],
+  req: GpuBenchRequest,
+  model: string,
+  log: (s: string) => void,
+): Promise<GpuBenchRow[]> {
   const rows: GpuBenchRow[] = [];
   try {
     for (const m of minutes) {
       const N = Math.round(m * 60 * c.audio.tokensPerSecond);
-      const ts = await timeFullAndWnw(backend, c, randomEmbeddings(c, N, 5), N, heads, req.steps, { pipeline: req.pipeline, withPaperLag: req.pipeline });
-      log(`bench:gpu ${model} K=${c.numLayers} ${m} min: ${ts.map((t) => `${policyKey(t)} ${t.msPerToken.toFixed(2)}`).join(', ')} ms/token`);
-      for (const t of ts) rows.push({ ...t, model, layers: c.numLayers, minutes: m, audioTokens: N, msPerTokenVsFull: t.msPerToken / ts[0].msPerToken });
+      const ts = await timeFullAndWnw(backend, c, randomEmbeddings(c, N, 5), N, heads, req.steps, {
+        pipeline: req.pipeline,
+        withPaperLag: req.pipeline,
+      });
+      log(
+        `bench:gpu ${model} K=${c.numLayers} ${m} min: ${ts.map((t) => `${policyKey(t)} ${t.msPerToken.toFixed(2)}`).join(', ')} ms/token`,
+      );
+      for (const t of ts)
+        rows.push({
+          ...t,
+          model,
+          layers: c.numLayers,
+          minutes: m,
+          audioTokens: N,
+          msPerTokenVsFull: t.msPerToken / ts[0].msPerToken,
+        });
     }
   } finally {
     backend.dispose();
@@ -96,7 +121,12 @@ async function timeModel(backend: Awaited<ReturnType<MakeBackend>>, c: ModelConf
   return rows;
 }
 
-export async function runGpuBench(req: GpuBenchRequest, make: MakeBackend, reference: { config: ModelConfig; weights: DecoderWeights; heads: HeadsFile; label: string }, log: (s: string) => void): Promise<GpuBenchReport> {
+export async function runGpuBench(
+  req: GpuBenchRequest,
+  make: MakeBackend,
+  reference: { config: ModelConfig; weights: DecoderWeights; heads: HeadsFile; label: string },
+  log: (s: string) => void,
+): Promise<GpuBenchReport> {
   const t0 = performance.now();
   const skipped: string[] = [];
   const refBackend = await make(reference.config, reference.weights);
@@ -109,7 +139,17 @@ export async function runGpuBench(req: GpuBenchRequest, make: MakeBackend, refer
     return ms.filter((x) => x <= max);
   };
   const rows: GpuBenchRow[] = [];
-  rows.push(...(await timeModel(refBackend, reference.config, reference.heads, cap(req.referenceMinutes, reference.label, req.softwareMaxMinutes.reference, '--software-max-minutes'), req, reference.label, log)));
+  rows.push(
+    ...(await timeModel(
+      refBackend,
+      reference.config,
+      reference.heads,
+      cap(req.referenceMinutes, reference.label, req.softwareMaxMinutes.reference, '--software-max-minutes'),
+      req,
+      reference.label,
+      log,
+    )),
+  );
   const shape = DECODER_SHAPES[GPU_BENCH_SHAPE];
   const bytes: number[] = [];
   for (const K of [1, 2]) {
@@ -117,25 +157,48 @@ export async function runGpuBench(req: GpuBenchRequest, make: MakeBackend, refer
     const w = randomPackedWeights(c, 'q4');
     const b = packedWeightBytes(w);
     bytes.push(b.total - b.embed + c.hiddenSize * 4);
-    const lengths = cap(req.shapeMinutes, `${GPU_BENCH_SHAPE} K=${K}`, req.softwareMaxMinutes.shape, '--software-shape-minutes');
-    if (lengths.length) rows.push(...(await timeModel(await make(c, w), c, syntheticHeads(c, 375), lengths, req, GPU_BENCH_SHAPE, log)));
+    const lengths = cap(
+      req.shapeMinutes,
+      `${GPU_BENCH_SHAPE} K=${K}`,
+      req.softwareMaxMinutes.shape,
+      '--software-shape-minutes',
+    );
+    if (lengths.length)
+      rows.push(...(await timeModel(await make(c, w), c, syntheticHeads(c, 375), lengths, req, GPU_BENCH_SHAPE, log)));
   }
   const layerBytes = bytes[1] - bytes[0];
   const fullBytes = bytes[0] + (shape.totalLayers - 1) * layerBytes;
   const floor = (b: number) => (req.bandwidthGBs ? (b / (req.bandwidthGBs * 1e9)) * 1000 : null);
   const layerCosts: LayerCost[] = [];
   for (const r1 of rows.filter((r) => r.model === GPU_BENCH_SHAPE && r.layers === 1)) {
-    const r2 = rows.find((r) => r.model === GPU_BENCH_SHAPE && r.layers === 2 && r.minutes === r1.minutes && policyKey(r) === policyKey(r1));
+    const r2 = rows.find(
+      (r) =>
+        r.model === GPU_BENCH_SHAPE && r.layers === 2 && r.minutes === r1.minutes && policyKey(r) === policyKey(r1),
+    );
     if (!r2) continue;
     const marginal = r2.msPerToken - r1.msPerToken;
     layerCosts.push({
-      minutes: r1.minutes, policy: policyKey(r1), marginalMsPerLayer: marginal, fullModelMsPerToken: r1.msPerToken + (shape.totalLayers - 1) * marginal,
-      layerFloorMs: floor(layerBytes), fullModelFloorMs: floor(fullBytes),
+      minutes: r1.minutes,
+      policy: policyKey(r1),
+      marginalMsPerLayer: marginal,
+      fullModelMsPerToken: r1.msPerToken + (shape.totalLayers - 1) * marginal,
+      layerFloorMs: floor(layerBytes),
+      fullModelFloorMs: floor(fullBytes),
     });
   }
   return {
-    adapter, cpuFigures: software, bandwidthGBs: req.bandwidthGBs, steps: req.steps, pipeline: req.pipeline,
-    shape: GPU_BENCH_SHAPE, totalLayers: shape.totalLayers, layerWeightMB: layerBytes / 1e6, fullModelWeightMBPerStep: fullBytes / 1e6,
-    skipped, rows, layerCosts, seconds: (performance.now() - t0) / 1000,
+    adapter,
+    cpuFigures: software,
+    bandwidthGBs: req.bandwidthGBs,
+    steps: req.steps,
+    pipeline: req.pipeline,
+    shape: GPU_BENCH_SHAPE,
+    totalLayers: shape.totalLayers,
+    layerWeightMB: layerBytes / 1e6,
+    fullModelWeightMBPerStep: fullBytes / 1e6,
+    skipped,
+    rows,
+    layerCosts,
+    seconds: (performance.now() - t0) / 1000,
   };
 }

@@ -21,7 +21,11 @@ function value(name: string): string | undefined {
   return i >= 0 ? process.argv[i + 1] : undefined;
 }
 
-const minutesOf = (s: string) => s.split(',').map(Number).filter((m) => m > 0);
+const minutesOf = (s: string) =>
+  s
+    .split(',')
+    .map(Number)
+    .filter((m) => m > 0);
 
 async function main(): Promise<void> {
   const log = (s: string) => process.stderr.write(s + '\n');
@@ -31,19 +35,26 @@ async function main(): Promise<void> {
     shapeMinutes: minutesOf(value('shape-minutes') ?? '1,10,30'),
     steps: Number(value('steps') ?? '16'),
     bandwidthGBs: bw === undefined ? null : Number(bw),
-    softwareMaxMinutes: { reference: Number(value('software-max-minutes') ?? '1'), shape: Number(value('software-shape-minutes') ?? '0.25') },
+    softwareMaxMinutes: {
+      reference: Number(value('software-max-minutes') ?? '1'),
+      shape: Number(value('software-shape-minutes') ?? '0.25'),
+    },
     pipeline: !process.argv.includes('--no-pipeline'),
   };
-  if (!(req.steps >= 6) || (req.bandwidthGBs !== null && !(req.bandwidthGBs > 0))) throw new RangeError('--steps takes an integer >= 6 and --bandwidth a positive number of GB/s');
+  if (!(req.steps >= 6) || (req.bandwidthGBs !== null && !(req.bandwidthGBs > 0)))
+    throw new RangeError('--steps takes an integer >= 6 and --bandwidth a positive number of GB/s');
   const out = value('out') ?? 'bench-gpu.json';
   const modelDir = value('model') ?? 'public/models/wnw-ref';
   const hasModel = existsSync(`${modelDir}/decoder.safetensors`);
   let report: GpuBenchReport | null = await nodeHardware(req, modelDir, hasModel, log);
   if (!report) {
     const model = hasModel ? '/' + modelDir.replace(/^public\//, '') : null;
-    report = await onHarnessPage(log, (page) => page.evaluate(
-      (r) => (window as unknown as { wnwBenchGpu(r: unknown): Promise<GpuBenchReport> }).wnwBenchGpu(r), { req, model },
-    ));
+    report = await onHarnessPage(log, (page) =>
+      page.evaluate((r) => (window as unknown as { wnwBenchGpu(r: unknown): Promise<GpuBenchReport> }).wnwBenchGpu(r), {
+        req,
+        model,
+      }),
+    );
     if (report) report = { ...report, adapter: `${report.adapter} in headless Chromium` };
   }
   if (!report) throw new Error('bench:gpu: no WebGPU adapter in Node and no Chromium (set WNW_CHROMIUM)');
@@ -53,7 +64,12 @@ async function main(): Promise<void> {
 }
 
 /** The whole run in Node where Dawn finds a hardware adapter; null where it does not. */
-async function nodeHardware(req: GpuBenchRequest, modelDir: string, hasModel: boolean, log: (s: string) => void): Promise<GpuBenchReport | null> {
+async function nodeHardware(
+  req: GpuBenchRequest,
+  modelDir: string,
+  hasModel: boolean,
+  log: (s: string) => void,
+): Promise<GpuBenchReport | null> {
   const { createWebGpuBackend } = await import('../backend/webgpu/index.js');
   const m = hasModel ? await loadModel(modelDir) : null;
   const config = m?.config ?? referenceConfig();
@@ -61,10 +77,17 @@ async function nodeHardware(req: GpuBenchRequest, modelDir: string, hasModel: bo
   try {
     (await createWebGpuBackend(config, weights, { allowSoftware: false })).dispose();
   } catch (e) {
-    log(`bench:gpu: no hardware GPU for Node (${e instanceof Error ? e.message.split('\n')[0] : String(e)}); trying headless Chromium`);
+    log(
+      `bench:gpu: no hardware GPU for Node (${e instanceof Error ? e.message.split('\n')[0] : String(e)}); trying headless Chromium`,
+    );
     return null;
   }
-  const reference = { config, weights, heads: m?.heads ?? syntheticHeads(config, 750), label: hasModel ? `${config.name} (trained)` : `${config.name} (random weights)` };
+  const reference = {
+    config,
+    weights,
+    heads: m?.heads ?? syntheticHeads(config, 750),
+    label: hasModel ? `${config.name} (trained)` : `${config.name} (random weights)`,
+  };
   return runGpuBench(req, (c, w) => createWebGpuBackend(c, w, { allowSoftware: false }), reference, log);
 }
 
@@ -75,17 +98,23 @@ export function formatGpuReport(r: GpuBenchReport): string {
     '',
     '| model | K | audio | policy | loop | ms/token | vs full | CPU waits/step | readback B/step | CPU→GPU B/step | submits/step |',
     '|---|---|---|---|---|---|---|---|---|---|---|',
-    ...r.rows.map((x) => `| ${x.model} | ${x.layers} | ${x.minutes} min | ${x.policy}${x.policy === 'full' ? '' : ` @${x.budget}`}${x.variant ? ` ${x.variant}` : ''} | ${x.pipelined ? 'pipelined' : 'waiting'} | ${x.msPerToken.toFixed(2)} | ${x.msPerTokenVsFull.toFixed(3)} | ${x.cpuWaitsPerStep.toFixed(2)} | ${x.readbackBytesPerStep.toFixed(0)} | ${x.bytesToGpuPerStep.toFixed(0)} | ${x.submitsPerStep.toFixed(2)} |`),
+    ...r.rows.map(
+      (x) =>
+        `| ${x.model} | ${x.layers} | ${x.minutes} min | ${x.policy}${x.policy === 'full' ? '' : ` @${x.budget}`}${x.variant ? ` ${x.variant}` : ''} | ${x.pipelined ? 'pipelined' : 'waiting'} | ${x.msPerToken.toFixed(2)} | ${x.msPerTokenVsFull.toFixed(3)} | ${x.cpuWaitsPerStep.toFixed(2)} | ${x.readbackBytesPerStep.toFixed(0)} | ${x.bytesToGpuPerStep.toFixed(0)} | ${x.submitsPerStep.toFixed(2)} |`,
+    ),
     '',
     '| audio | policy | ms per layer (K=2 − K=1) | whole decoder ms/token (extrapolated) | layer floor ms | whole decoder floor ms |',
     '|---|---|---|---|---|---|',
-    ...r.layerCosts.map((x) => `| ${x.minutes} min | ${x.policy} | ${x.marginalMsPerLayer.toFixed(3)} | ${x.fullModelMsPerToken.toFixed(2)} | ${x.layerFloorMs?.toFixed(3) ?? 'bandwidth not given'} | ${x.fullModelFloorMs?.toFixed(3) ?? 'bandwidth not given'} |`),
+    ...r.layerCosts.map(
+      (x) =>
+        `| ${x.minutes} min | ${x.policy} | ${x.marginalMsPerLayer.toFixed(3)} | ${x.fullModelMsPerToken.toFixed(2)} | ${x.layerFloorMs?.toFixed(3) ?? 'bandwidth not given'} | ${x.fullModelFloorMs?.toFixed(3) ?? 'bandwidth not given'} |`,
+    ),
   ];
   if (r.skipped.length) lines.push('', `Not run: ${r.skipped.join('; ')}.`);
   return lines.join('\n');
 }
 
 main().catch((e) => {
-  console.error(`bench:gpu: ${e instanceof Error ? e.stack ?? e.message : String(e)}`);
+  console.error(`bench:gpu: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
   process.exit(1);
 });

@@ -41,11 +41,13 @@ function arg(name: string, dflt: string): string {
   return i >= 0 ? process.argv[i + 1] : dflt;
 }
 
-
 async function main(): Promise<void> {
   if (process.argv.includes('--encoder')) return encoderBenchMain(process.argv, (s) => process.stderr.write(s + '\n'));
   if (process.argv.includes('--memory')) return runMemory(process.argv);
-  if (process.argv.includes('--calibration-cost')) return (await import('./calibration-cost.js')).calibrationCostMain(process.argv, (s) => process.stderr.write(s + '\n'));
+  if (process.argv.includes('--calibration-cost'))
+    return (await import('./calibration-cost.js')).calibrationCostMain(process.argv, (s) =>
+      process.stderr.write(s + '\n'),
+    );
   if (process.argv.includes('--shape')) return shapeBenchMain(process.argv, (s) => process.stderr.write(s + '\n'));
   const json = process.argv.includes('--json');
   const minutes = arg('minutes', '1,4,10').split(',').map(Number);
@@ -80,13 +82,32 @@ async function main(): Promise<void> {
       const be = await createBackend(config, weights, { kvPrecision: kv }, { kind: 'cpu' });
       const ts = await timeFullAndWnw(be, config, emb, N, heads, steps, timing);
       const full = ts[0];
-      log(`bench: cpu ${m} min: ${ts.map((t) => `${t.policy}${t.variant ? ':' + t.variant : ''} ${t.msPerToken.toFixed(1)}`).join(', ')} ms/token`);
+      log(
+        `bench: cpu ${m} min: ${ts.map((t) => `${t.policy}${t.variant ? ':' + t.variant : ''} ${t.msPerToken.toFixed(1)}`).join(', ')} ms/token`,
+      );
       be.dispose();
-      for (const t of ts) rows.push({ backend: 'cpu (TypeScript)', minutes: m, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
+      for (const t of ts)
+        rows.push({
+          backend: 'cpu (TypeScript)',
+          minutes: m,
+          audioTokens: N,
+          ...t,
+          msPerTokenVsFull: t.msPerToken / full.msPerToken,
+        });
     }
   }
   if (backends.includes('webgpu')) {
-    const gpuRows = await benchWebGpu({ modelDir, hasModel: existsSync(`${modelDir}/decoder.safetensors`), heads, minutes, steps, log, kv, softwareMaxMinutes: Number(arg('software-max-minutes', '1')), timing });
+    const gpuRows = await benchWebGpu({
+      modelDir,
+      hasModel: existsSync(`${modelDir}/decoder.safetensors`),
+      heads,
+      minutes,
+      steps,
+      log,
+      kv,
+      softwareMaxMinutes: Number(arg('software-max-minutes', '1')),
+      timing,
+    });
     rows.push(...gpuRows);
   }
   const result = { model: modelLabel, kv, steps, pipeline, rows };
@@ -94,16 +115,22 @@ async function main(): Promise<void> {
     console.log(JSON.stringify(result, null, 1));
     return;
   }
-  console.log(`Model: ${modelLabel}; ${kv} KV pool; decode ms/token is the median of ${steps} steps; ${pipeline ? 'pipelined where the policy allows' : 'waiting loop (--no-pipeline)'}.\n`);
-  console.log('| backend | audio | tokens | policy | loop | prefill tok/s | decode ms/token | vs full | r_GPU | recalled MB/step (max) | GPU KV MiB | dispatches/step (/layer) | submits/step | CPU waits/step | readback B/step | CPU→GPU B/step |');
+  console.log(
+    `Model: ${modelLabel}; ${kv} KV pool; decode ms/token is the median of ${steps} steps; ${pipeline ? 'pipelined where the policy allows' : 'waiting loop (--no-pipeline)'}.\n`,
+  );
+  console.log(
+    '| backend | audio | tokens | policy | loop | prefill tok/s | decode ms/token | vs full | r_GPU | recalled MB/step (max) | GPU KV MiB | dispatches/step (/layer) | submits/step | CPU waits/step | readback B/step | CPU→GPU B/step |',
+  );
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
     const policy = `${r.policy}${r.policy === 'full' ? '' : ` @${r.budget}`}${r.variant ? ` ${r.variant}` : ''}`;
-    console.log(`| ${r.backend} | ${r.minutes} min | ${r.audioTokens} | ${policy} | ${r.pipelined ? 'pipelined' : 'waiting'} | ${Number.isNaN(r.prefillTokensPerSecond) ? 'same as full' : r.prefillTokensPerSecond.toFixed(0)} | ${r.msPerToken.toFixed(2)} | ${r.msPerTokenVsFull.toFixed(3)} | ${r.rGpu.toFixed(3)} | ${r.mbPerStep.toFixed(3)} (${r.mbPerStepMax.toFixed(3)}) | ${r.gpuKvMiB.toFixed(1)} | ${r.dispatchesPerStep.toFixed(0)} (${r.dispatchesPerLayer.toFixed(0)}) | ${r.submitsPerStep.toFixed(2)} | ${r.cpuWaitsPerStep.toFixed(2)} | ${r.readbackBytesPerStep.toFixed(0)} | ${r.bytesToGpuPerStep.toFixed(0)} |`);
+    console.log(
+      `| ${r.backend} | ${r.minutes} min | ${r.audioTokens} | ${policy} | ${r.pipelined ? 'pipelined' : 'waiting'} | ${Number.isNaN(r.prefillTokensPerSecond) ? 'same as full' : r.prefillTokensPerSecond.toFixed(0)} | ${r.msPerToken.toFixed(2)} | ${r.msPerTokenVsFull.toFixed(3)} | ${r.rGpu.toFixed(3)} | ${r.mbPerStep.toFixed(3)} (${r.mbPerStepMax.toFixed(3)}) | ${r.gpuKvMiB.toFixed(1)} | ${r.dispatchesPerStep.toFixed(0)} (${r.dispatchesPerLayer.toFixed(0)}) | ${r.submitsPerStep.toFixed(2)} | ${r.cpuWaitsPerStep.toFixed(2)} | ${r.readbackBytesPerStep.toFixed(0)} | ${r.bytesToGpuPerStep.toFixed(0)} |`,
+    );
   }
 }
 
 main().catch((e) => {
-  console.error(`bench: ${e instanceof Error ? e.stack ?? e.message : String(e)}`);
+  console.error(`bench: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
   process.exit(1);
 });

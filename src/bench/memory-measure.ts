@@ -70,8 +70,11 @@ function randomMel(nMels: number, frames: number) {
 
 export async function measureMemory(req: MeasureRequest): Promise<MeasuredRow[]> {
   const rows: MeasuredRow[] = [];
-  const family = FAMILIES.find((f) => f.shapes.decodeBench && (req.shape === undefined || f.shapes.decodeBench.key === req.shape));
-  if (!family?.shapes.decodeBench) throw new RangeError(`no family record has the decoder shape ${JSON.stringify(req.shape)}`);
+  const family = FAMILIES.find(
+    (f) => f.shapes.decodeBench && (req.shape === undefined || f.shapes.decodeBench.key === req.shape),
+  );
+  if (!family?.shapes.decodeBench)
+    throw new RangeError(`no family record has the decoder shape ${JSON.stringify(req.shape)}`);
   const { key } = family.shapes.decodeBench;
   for (const K of req.layers) {
     const c = shapeConfig(key, K);
@@ -84,17 +87,48 @@ export async function measureMemory(req: MeasureRequest): Promise<MeasuredRow[]>
     // The sizing of this very run: its text is the steps decoded, its cap the session's.
     const maxNewTokens = req.steps + 2;
     const towerConfig = { ...ENCODER_SHAPES['whisper-large-v3-shape'], layers: 0 };
-    const audioTower = towerBytes(towerConfig, family.encoder, c.hiddenSize, 'f16', ctx.limits.maxStorageBufferBindingSize);
-    const plan: MemoryPlan = planMemory(c, { weightFormat: 'q4', tied: false, audioTokens: A, kvPrecision: 'f16', budget: 1, maxNewTokens, textPerSecond: req.steps / seconds, audioTower }, bindingLimits(ctx));
+    const audioTower = towerBytes(
+      towerConfig,
+      family.encoder,
+      c.hiddenSize,
+      'f16',
+      ctx.limits.maxStorageBufferBindingSize,
+    );
+    const plan: MemoryPlan = planMemory(
+      c,
+      {
+        weightFormat: 'q4',
+        tied: false,
+        audioTokens: A,
+        kvPrecision: 'f16',
+        budget: 1,
+        maxNewTokens,
+        textPerSecond: req.steps / seconds,
+        audioTower,
+      },
+      bindingLimits(ctx),
+    );
     hook.resetPeak();
-    const tower = await WebGpuWhisperEncoder.create(ctx, new PipelineCache(ctx), towerConfig, family.encoder, randomEncoderTensors(towerConfig, family.encoder, c.hiddenSize), { weightFormat: 'f16' });
+    const tower = await WebGpuWhisperEncoder.create(
+      ctx,
+      new PipelineCache(ctx),
+      towerConfig,
+      family.encoder,
+      randomEncoderTensors(towerConfig, family.encoder, c.hiddenSize),
+      { weightFormat: 'f16' },
+    );
     await tower.encode(randomMel(towerConfig.nMels, family.encoder.windowFrames));
     tower.destroy();
     const encode = hook.peak;
     const policy = createPolicy('full', { budget: 1 });
     const layout = policyLayout(c, A);
     hook.resetPeak();
-    backend.begin({ audioLength: A, maxNewTokens, request: { ...policy.request(layout), decodeHeads: [] }, layered: true });
+    backend.begin({
+      audioLength: A,
+      maxNewTokens,
+      request: { ...policy.request(layout), decodeHeads: [] },
+      layered: true,
+    });
     const pre = await backend.prefillByLayer(randomEmbeddings(c, A, 5), policy.prefillByLayer!(layout));
     const prefill = hook.peak;
     hook.resetPeak();
@@ -104,7 +138,15 @@ export async function measureMemory(req: MeasureRequest): Promise<MeasuredRow[]>
     backend.dispose();
     hook.stop();
     ctx.device.destroy();
-    rows.push({ layers: K, audioTokens: A, steps: req.steps, adapter: ctx.info.label, measured: { encode, prefill, decode }, modelled: plan.phasesFull, weightBytes: plan.weightBytes });
+    rows.push({
+      layers: K,
+      audioTokens: A,
+      steps: req.steps,
+      adapter: ctx.info.label,
+      measured: { encode, prefill, decode },
+      modelled: plan.phasesFull,
+      weightBytes: plan.weightBytes,
+    });
   }
   return rows;
 }
@@ -118,8 +160,13 @@ export function measuredMarkdown(rows: MeasuredRow[]): string {
   ];
   for (const r of rows) {
     const d = deviation(r);
-    lines.push(`| ${r.layers} | ${r.audioTokens} | ${r.steps} | ${mb(r.measured.encode)} / ${mb(r.modelled.encode)} | ${mb(r.measured.prefill)} / ${mb(r.modelled.prefill)} | ${mb(r.measured.decode)} / ${mb(r.modelled.decode)} | ${(100 * d.peak).toFixed(2)} % |`);
+    lines.push(
+      `| ${r.layers} | ${r.audioTokens} | ${r.steps} | ${mb(r.measured.encode)} / ${mb(r.modelled.encode)} | ${mb(r.measured.prefill)} / ${mb(r.modelled.prefill)} | ${mb(r.measured.decode)} / ${mb(r.modelled.decode)} | ${(100 * d.peak).toFixed(2)} % |`,
+    );
   }
-  lines.push('', `Live GPU bytes counted by a createBuffer/destroy hook on ${rows[0]?.adapter ?? 'the device'}, Voxtral-Mini-3B's per-layer shapes, random q4 weights, f16 pool, full cache, per-layer prefill, the audio tower at Whisper-large-v3 width in f16 without its layers, one 30 s window; modelled: planMemory for the same run.`);
+  lines.push(
+    '',
+    `Live GPU bytes counted by a createBuffer/destroy hook on ${rows[0]?.adapter ?? 'the device'}, Voxtral-Mini-3B's per-layer shapes, random q4 weights, f16 pool, full cache, per-layer prefill, the audio tower at Whisper-large-v3 width in f16 without its layers, one 30 s window; modelled: planMemory for the same run.`,
+  );
   return lines.join('\n');
 }

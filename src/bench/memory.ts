@@ -32,7 +32,13 @@ import { isWeightFormat } from '../model/packed-weights.js';
 import type { WeightFormat } from '../model/quant.js';
 import { parseWhisperEncoderConfig } from '../encoder/whisper-config.js';
 import { towerBytes } from '../encoder/sizing.js';
-import { TEXT_TOKENS_PER_SECOND, defaultMaxNewTokens, maxAudioTokens, planMemory, poolBytes } from '../backend/webgpu/fit.js';
+import {
+  TEXT_TOKENS_PER_SECOND,
+  defaultMaxNewTokens,
+  maxAudioTokens,
+  planMemory,
+  poolBytes,
+} from '../backend/webgpu/fit.js';
 
 interface RowBase {
   model: string;
@@ -72,7 +78,12 @@ export const isSized = (r: MemoryRow): r is SizedMemoryRow => !('positions' in r
 
 export { poolBytes };
 
-export function memoryTable(weights: WeightFormat, kv: 'f16' | 'f32', minutes: number[], textPerSecond = TEXT_TOKENS_PER_SECOND): MemoryRow[] {
+export function memoryTable(
+  weights: WeightFormat,
+  kv: 'f16' | 'f32',
+  minutes: number[],
+  textPerSecond = TEXT_TOKENS_PER_SECOND,
+): MemoryRow[] {
   const rows: MemoryRow[] = [];
   // The released checkpoints the family records describe.
   for (const family of FAMILIES) {
@@ -86,19 +97,47 @@ export function memoryTable(weights: WeightFormat, kv: 'f16' | 'f32', minutes: n
       const A = r.audioTokens(60 * m);
       // The prompt alone is held against the positions: the transcript's length is not known, and its reserve is a cap.
       if (A > maxAudioTokens(c)) {
-        rows.push({ model, minutes: m, audioTokens: A, positions: c.maxPositions, note: `past the model's ${c.maxPositions.toLocaleString('en-US')} positions` });
+        rows.push({
+          model,
+          minutes: m,
+          audioTokens: A,
+          positions: c.maxPositions,
+          note: `past the model's ${c.maxPositions.toLocaleString('en-US')} positions`,
+        });
         continue;
       }
       // The text cap from the recording's length, padding aside.
-      const request = { weightFormat: weights, tied: tiedEmbeddings, audioTokens: A, kvPrecision: kv, budget: 0.2, maxNewTokens: defaultMaxNewTokens(60 * m), textPerSecond };
+      const request = {
+        weightFormat: weights,
+        tied: tiedEmbeddings,
+        audioTokens: A,
+        kvPrecision: kv,
+        budget: 0.2,
+        maxNewTokens: defaultMaxNewTokens(60 * m),
+        textPerSecond,
+      };
       const p = planMemory(c, request);
       const encode = (f: WeightFormat) => planMemory(c, { ...request, audioTower: tower(f) }).phases.encode;
       const note = pastStated(family.statedLimits ?? [], m);
-      const phase = (x: { prefill: number; decode: number }) => (x.prefill > x.decode ? 'prefill' as const : 'decode' as const);
+      const phase = (x: { prefill: number; decode: number }) =>
+        x.prefill > x.decode ? ('prefill' as const) : ('decode' as const);
       rows.push({
-        model, minutes: m, audioTokens: A, textTokens: p.textTokens, weightBytes: p.weightBytes, prefillBytes: p.prefillBytes, decodeBytes: p.decodeBytes, encodeF16: encode('f16'), encodeQ4: encode('q4'),
-        poolFull: p.poolFull, poolWnw: p.poolBytes, peakFull: p.peakFull, peakWnw: p.peakBytes,
-        peakPhaseFull: phase(p.phasesFull), peakPhaseWnw: phase(p.phases), ...(note ? { note } : {}),
+        model,
+        minutes: m,
+        audioTokens: A,
+        textTokens: p.textTokens,
+        weightBytes: p.weightBytes,
+        prefillBytes: p.prefillBytes,
+        decodeBytes: p.decodeBytes,
+        encodeF16: encode('f16'),
+        encodeQ4: encode('q4'),
+        poolFull: p.poolFull,
+        poolWnw: p.poolBytes,
+        peakFull: p.peakFull,
+        peakWnw: p.peakBytes,
+        peakPhaseFull: phase(p.phasesFull),
+        peakPhaseWnw: phase(p.phases),
+        ...(note ? { note } : {}),
       });
     }
   }
@@ -107,7 +146,12 @@ export function memoryTable(weights: WeightFormat, kv: 'f16' | 'f32', minutes: n
 
 const gb = (b: number) => (b / 1e9).toFixed(2);
 
-export function memoryMarkdown(rows: MemoryRow[], weights: WeightFormat, kv: string, textPerSecond = TEXT_TOKENS_PER_SECOND): string {
+export function memoryMarkdown(
+  rows: MemoryRow[],
+  weights: WeightFormat,
+  kv: string,
+  textPerSecond = TEXT_TOKENS_PER_SECOND,
+): string {
   const lines = [
     `| model | audio | decoder weights (${weights}) | prefill + decode buffers | KV pool with the text: full / WnW 0.2 | peak prefilling or decoding: full / WnW 0.2 | peak encoding: f16 / q4 audio tower |`,
     '|---|---:|---:|---:|---:|---:|---:|',
@@ -119,7 +163,9 @@ export function memoryMarkdown(rows: MemoryRow[], weights: WeightFormat, kv: str
       lines.push(`| ${r.model} | ${audio} | – | – | – | – | – |`);
       continue;
     }
-    lines.push(`| ${r.model} | ${audio} | ${gb(r.weightBytes)} | ${gb(r.prefillBytes + r.decodeBytes)} | ${gb(r.poolFull)} / ≤ ${gb(r.poolWnw)} | ${gb(r.peakFull)}${at(r.peakPhaseFull)} / ≤ ${gb(r.peakWnw)}${at(r.peakPhaseWnw)} | ${gb(r.encodeF16)} / ${gb(r.encodeQ4)} |`);
+    lines.push(
+      `| ${r.model} | ${audio} | ${gb(r.weightBytes)} | ${gb(r.prefillBytes + r.decodeBytes)} | ${gb(r.poolFull)} / ≤ ${gb(r.poolWnw)} | ${gb(r.peakFull)}${at(r.peakPhaseFull)} / ≤ ${gb(r.peakWnw)}${at(r.peakPhaseWnw)} | ${gb(r.encodeF16)} / ${gb(r.encodeQ4)} |`,
+    );
   }
   const flag = textPerSecond === TEXT_TOKENS_PER_SECOND ? '' : ` --text-rate ${textPerSecond}`;
   lines.push(
@@ -139,13 +185,27 @@ async function runMeasure(argv: string[], log: (s: string) => void): Promise<voi
     return i >= 0 ? argv[i + 1] : undefined;
   };
   const req = { layers: [1, 2], audioTokens: Number(get('audio-tokens') ?? 375), steps: Number(get('steps') ?? 8) };
-  const rows = await onHarnessPage(log, (page) => page.evaluate(
-    (r) => (window as unknown as { wnwMeasure(r: unknown): Promise<unknown> }).wnwMeasure(r), req,
-  ) as Promise<import('./memory-measure.js').MeasuredRow[]>);
+  const rows = await onHarnessPage(
+    log,
+    (page) =>
+      page.evaluate(
+        (r) => (window as unknown as { wnwMeasure(r: unknown): Promise<unknown> }).wnwMeasure(r),
+        req,
+      ) as Promise<import('./memory-measure.js').MeasuredRow[]>,
+  );
   if (!rows) return;
-  console.log(argv.includes('--json') ? JSON.stringify(rows.map((r) => ({ ...r, deviation: deviation(r) })), null, 2) : measuredMarkdown(rows));
+  console.log(
+    argv.includes('--json')
+      ? JSON.stringify(
+          rows.map((r) => ({ ...r, deviation: deviation(r) })),
+          null,
+          2,
+        )
+      : measuredMarkdown(rows),
+  );
   const off = rows.filter((r) => deviation(r).peak > 0.02);
-  if (off.length) throw new Error(`the sizing is more than 2 % from the measured peak at K = ${off.map((r) => r.layers).join(', ')}`);
+  if (off.length)
+    throw new Error(`the sizing is more than 2 % from the measured peak at K = ${off.map((r) => r.layers).join(', ')}`);
 }
 
 export async function runMemory(argv: string[], log: (s: string) => void = (s) => console.error(s)): Promise<void> {
@@ -155,13 +215,15 @@ export async function runMemory(argv: string[], log: (s: string) => void = (s) =
     return i >= 0 ? argv[i + 1] : undefined;
   };
   const weights = get('weights') ?? 'q4';
-  if (!isWeightFormat(weights)) throw new RangeError(`--weights must be f32, f16 or q4, got ${JSON.stringify(weights)}`);
+  if (!isWeightFormat(weights))
+    throw new RangeError(`--weights must be f32, f16 or q4, got ${JSON.stringify(weights)}`);
   const kv = get('kv') ?? 'f16';
   if (kv !== 'f16' && kv !== 'f32') throw new RangeError(`--kv must be f16 or f32, got ${JSON.stringify(kv)}`);
   const minutes = (get('minutes') ?? '10,20,30,40').split(',').map(Number);
   if (!minutes.every((m) => m > 0)) throw new RangeError(`--minutes takes positive numbers, got ${get('minutes')}`);
   const rate = Number(get('text-rate') ?? TEXT_TOKENS_PER_SECOND);
-  if (!(rate >= 0)) throw new RangeError(`--text-rate takes generated tokens per second of audio, got ${get('text-rate')}`);
+  if (!(rate >= 0))
+    throw new RangeError(`--text-rate takes generated tokens per second of audio, got ${get('text-rate')}`);
   const rows = memoryTable(weights, kv, minutes, rate);
   console.log(argv.includes('--json') ? JSON.stringify(rows, null, 2) : memoryMarkdown(rows, weights, kv, rate));
 }

@@ -43,21 +43,40 @@ function value(argv: string[], name: string): string | undefined {
 export function parseShapeBenchArgs(argv: string[]): ShapeBenchOptions {
   const shape = value(argv, 'shape') ?? Object.keys(DECODER_SHAPES)[0];
   const s = DECODER_SHAPES[shape];
-  if (!s) throw new RangeError(`unknown decoder shape ${JSON.stringify(shape)}; known: ${Object.keys(DECODER_SHAPES).join(', ')}`);
+  if (!s)
+    throw new RangeError(
+      `unknown decoder shape ${JSON.stringify(shape)}; known: ${Object.keys(DECODER_SHAPES).join(', ')}`,
+    );
   const layers = Number(value(argv, 'layers') ?? '1');
-  if (!Number.isInteger(layers) || layers < 1 || layers > s.totalLayers) throw new RangeError(`--layers must be 1..${s.totalLayers}, got ${value(argv, 'layers')}`);
+  if (!Number.isInteger(layers) || layers < 1 || layers > s.totalLayers)
+    throw new RangeError(`--layers must be 1..${s.totalLayers}, got ${value(argv, 'layers')}`);
   const weights = value(argv, 'weights') ?? 'q4';
-  if (!isWeightFormat(weights)) throw new RangeError(`--weights must be f32, f16 or q4, got ${JSON.stringify(weights)}`);
+  if (!isWeightFormat(weights))
+    throw new RangeError(`--weights must be f32, f16 or q4, got ${JSON.stringify(weights)}`);
   const minutes = (value(argv, 'minutes') ?? '1,10,30').split(',').map(Number);
-  if (!minutes.every((m) => m > 0)) throw new RangeError(`--minutes takes positive numbers, got ${value(argv, 'minutes')}`);
+  if (!minutes.every((m) => m > 0))
+    throw new RangeError(`--minutes takes positive numbers, got ${value(argv, 'minutes')}`);
   const steps = Number(value(argv, 'steps') ?? '16');
-  if (!Number.isInteger(steps) || steps < 2) throw new RangeError(`--steps must be an integer ≥ 2, got ${value(argv, 'steps')}`);
+  if (!Number.isInteger(steps) || steps < 2)
+    throw new RangeError(`--steps must be an integer ≥ 2, got ${value(argv, 'steps')}`);
   const backend = value(argv, 'backend') ?? 'auto';
-  if (backend !== 'auto' && backend !== 'cpu' && backend !== 'webgpu') throw new RangeError(`--backend must be auto, cpu or webgpu, got ${JSON.stringify(backend)}`);
+  if (backend !== 'auto' && backend !== 'cpu' && backend !== 'webgpu')
+    throw new RangeError(`--backend must be auto, cpu or webgpu, got ${JSON.stringify(backend)}`);
   const bw = value(argv, 'bandwidth');
   const bandwidth = bw === undefined ? undefined : Number(bw);
-  if (bandwidth !== undefined && !(bandwidth > 0)) throw new RangeError(`--bandwidth takes GB/s, got ${JSON.stringify(bw)}`);
-  return { shape, layers, weights, minutes, steps, backend, bandwidth, kv: parseKvPrecision(value(argv, 'kv') ?? 'f32'), json: argv.includes('--json') };
+  if (bandwidth !== undefined && !(bandwidth > 0))
+    throw new RangeError(`--bandwidth takes GB/s, got ${JSON.stringify(bw)}`);
+  return {
+    shape,
+    layers,
+    weights,
+    minutes,
+    steps,
+    backend,
+    bandwidth,
+    kv: parseKvPrecision(value(argv, 'kv') ?? 'f32'),
+    json: argv.includes('--json'),
+  };
 }
 
 export interface ShapeBenchRow extends PolicyTiming {
@@ -84,14 +103,20 @@ export interface ShapeBenchReport {
   rows: ShapeBenchRow[];
 }
 
-export async function runShapeBench(o: ShapeBenchOptions, log: (s: string) => void, cfgOverride?: ModelConfig): Promise<ShapeBenchReport> {
+export async function runShapeBench(
+  o: ShapeBenchOptions,
+  log: (s: string) => void,
+  cfgOverride?: ModelConfig,
+): Promise<ShapeBenchReport> {
   const c = cfgOverride ?? shapeConfig(o.shape, o.layers);
   const weights = randomPackedWeights(c, o.weights);
   const bytes = packedWeightBytes(weights);
   const weightBytesPerStep = bytes.total - bytes.embed + c.hiddenSize * 4;
   const heads = syntheticHeads(c, 375);
   const backend = await createBackend(c, weights, {
-    backend: o.backend, weightFormat: o.weights, kvPrecision: o.kv,
+    backend: o.backend,
+    weightFormat: o.weights,
+    kvPrecision: o.kv,
     onFallback: (why) => log(`bench: CPU backend (${why.split('\n')[0]})`),
   });
   const label = backend.label;
@@ -102,12 +127,18 @@ export async function runShapeBench(o: ShapeBenchOptions, log: (s: string) => vo
       const N = Math.round(minutes * 60 * c.audio.tokensPerSecond);
       const emb = randomEmbeddings(c, N, 5);
       const [full, wnw] = await timeFullAndWnw(backend, c, emb, N, heads, o.steps);
-      log(`bench: ${minutes} min: full ${full.msPerToken.toFixed(1)} ms/token, wnw@0.2 ${wnw.msPerToken.toFixed(1)} ms/token`);
+      log(
+        `bench: ${minutes} min: full ${full.msPerToken.toFixed(1)} ms/token, wnw@0.2 ${wnw.msPerToken.toFixed(1)} ms/token`,
+      );
       for (const t of [full, wnw]) {
         const kv = t.gpuKvMiB * 2 ** 20;
         rows.push({
-          ...t, minutes, audioTokens: N, msPerTokenVsFull: t.msPerToken / full.msPerToken,
-          weightMBPerStep: weightBytesPerStep / 1e6, kvMBPerStep: kv / 1e6,
+          ...t,
+          minutes,
+          audioTokens: N,
+          msPerTokenVsFull: t.msPerToken / full.msPerToken,
+          weightMBPerStep: weightBytesPerStep / 1e6,
+          kvMBPerStep: kv / 1e6,
           floorMs: o.bandwidth ? ((weightBytesPerStep + kv) / (o.bandwidth * 1e9)) * 1000 : null,
         });
       }
@@ -115,7 +146,17 @@ export async function runShapeBench(o: ShapeBenchOptions, log: (s: string) => vo
   } finally {
     backend.dispose();
   }
-  return { shape: o.shape, layers: c.numLayers, totalLayers: DECODER_SHAPES[o.shape]?.totalLayers ?? c.numLayers, weights: o.weights, kv: o.kv, backend: label, cpuFigures, weightMiB: bytes.total / 2 ** 20, rows };
+  return {
+    shape: o.shape,
+    layers: c.numLayers,
+    totalLayers: DECODER_SHAPES[o.shape]?.totalLayers ?? c.numLayers,
+    weights: o.weights,
+    kv: o.kv,
+    backend: label,
+    cpuFigures,
+    weightMiB: bytes.total / 2 ** 20,
+    rows,
+  };
 }
 
 export function formatShapeReport(r: ShapeBenchReport): string {
@@ -127,7 +168,9 @@ export function formatShapeReport(r: ShapeBenchReport): string {
     '|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const x of r.rows) {
-    lines.push(`| ${x.minutes} min | ${x.audioTokens} | ${x.policy}${x.policy === 'full' ? '' : ` @${x.budget}`} | ${x.msPerToken.toFixed(2)} | ${x.msPerTokenVsFull.toFixed(3)} | ${x.weightMBPerStep.toFixed(1)} | ${x.kvMBPerStep.toFixed(1)} | ${x.floorMs === null ? 'bandwidth unknown' : x.floorMs.toFixed(3)} | ${x.dispatchesPerStep} | ${x.submitsPerStep} |`);
+    lines.push(
+      `| ${x.minutes} min | ${x.audioTokens} | ${x.policy}${x.policy === 'full' ? '' : ` @${x.budget}`} | ${x.msPerToken.toFixed(2)} | ${x.msPerTokenVsFull.toFixed(3)} | ${x.weightMBPerStep.toFixed(1)} | ${x.kvMBPerStep.toFixed(1)} | ${x.floorMs === null ? 'bandwidth unknown' : x.floorMs.toFixed(3)} | ${x.dispatchesPerStep} | ${x.submitsPerStep} |`,
+    );
   }
   return lines.join('\n');
 }

@@ -11,10 +11,18 @@ import { randomArray, referenceConfig, rng } from '../model/testing.js';
 
 /** Text-decoder shapes of the released checkpoints (docs: real-backbones.md), from the family records. */
 export const DECODER_SHAPES: Record<string, Partial<ModelConfig> & { totalLayers: number }> = Object.fromEntries(
-  FAMILIES.flatMap((f) => (f.shapes.decodeBench ? [[f.shapes.decodeBench.key, { ...f.shapes.decodeBench.config, totalLayers: f.shapes.decodeBench.totalLayers }]] : [])),
+  FAMILIES.flatMap((f) =>
+    f.shapes.decodeBench
+      ? [[f.shapes.decodeBench.key, { ...f.shapes.decodeBench.config, totalLayers: f.shapes.decodeBench.totalLayers }]]
+      : [],
+  ),
 );
 
-export function shapeConfig(shape: string, layers: number, base: Partial<ModelConfig> = DECODER_SHAPES[shape]): ModelConfig {
+export function shapeConfig(
+  shape: string,
+  layers: number,
+  base: Partial<ModelConfig> = DECODER_SHAPES[shape],
+): ModelConfig {
   const { totalLayers: _, ...overrides } = base as Partial<ModelConfig> & { totalLayers?: number };
   return referenceConfig({ ...overrides, numLayers: layers });
 }
@@ -27,7 +35,9 @@ export function randomPackedWeights(c: ModelConfig, format: WeightFormat, seed =
     const shape = shapes.get(name);
     if (!shape) throw new RangeError(`no tensor ${name}`);
     if (shape.length === 1) {
-      const v = name.endsWith('.bias') ? randomArray(shape[0], 0.5, r) : randomArray(shape[0], 0.1, r).map((x) => x + 1);
+      const v = name.endsWith('.bias')
+        ? randomArray(shape[0], 0.5, r)
+        : randomArray(shape[0], 0.1, r).map((x) => x + 1);
       return pack('f32', v, 1, shape[0]);
     }
     const [rows, cols] = shape;

@@ -40,7 +40,14 @@ async function nodeGpu(o: GpuBenchOptions): Promise<GpuRow[] | null> {
     const emb = randomEmbeddings(config, N, 5);
     const ts = await timeFullAndWnw(backend, config, emb, N, o.heads, o.steps, o.timing);
     const full = ts[0];
-    for (const t of ts) rows.push({ backend: backend.label, minutes, audioTokens: N, ...t, msPerTokenVsFull: t.msPerToken / full.msPerToken });
+    for (const t of ts)
+      rows.push({
+        backend: backend.label,
+        minutes,
+        audioTokens: N,
+        ...t,
+        msPerTokenVsFull: t.msPerToken / full.msPerToken,
+      });
   }
   backend.dispose();
   return rows;
@@ -50,7 +57,10 @@ async function nodeGpu(o: GpuBenchOptions): Promise<GpuRow[] | null> {
  * Runs `call(page)` on the bench harness page (e2e/harness/bench.html) in headless
  * Chromium, served by vite; null where there is no Chromium (WNW_CHROMIUM).
  */
-export async function onHarnessPage<T>(log: (s: string) => void, call: (page: import('playwright-core').Page) => Promise<T>): Promise<T | null> {
+export async function onHarnessPage<T>(
+  log: (s: string) => void,
+  call: (page: import('playwright-core').Page) => Promise<T>,
+): Promise<T | null> {
   const { existsSync } = await import('node:fs');
   const exe = process.env.WNW_CHROMIUM ?? '/usr/bin/chromium';
   if (!existsSync(exe)) {
@@ -61,15 +71,23 @@ export async function onHarnessPage<T>(log: (s: string) => void, call: (page: im
   const { chromium } = await import('playwright-core');
   const { chromiumArgs } = await import('../../playwright.config.js');
   // No hot reload: an edit to a source file during a long run must not reload the page under it.
-  const server = await createServer({ server: { port: 5311, strictPort: false, host: '127.0.0.1', hmr: false, watch: null }, logLevel: 'error' });
+  const server = await createServer({
+    server: { port: 5311, strictPort: false, host: '127.0.0.1', hmr: false, watch: null },
+    logLevel: 'error',
+  });
   await server.listen();
   const url = server.resolvedUrls?.local[0] ?? 'http://127.0.0.1:5311/';
   const browser = await chromium.launch({ executablePath: exe, args: chromiumArgs });
   try {
     const page = await browser.newPage();
-    page.on('console', (m) => (m.type() === 'error' || m.text().startsWith('bench:')) && log(`bench (page): ${m.text()}`));
+    page.on(
+      'console',
+      (m) => (m.type() === 'error' || m.text().startsWith('bench:')) && log(`bench (page): ${m.text()}`),
+    );
     await page.goto(new URL('e2e/harness/bench.html', url).href);
-    await page.waitForFunction(() => document.getElementById('status')?.textContent === 'ready', null, { timeout: 120_000 });
+    await page.waitForFunction(() => document.getElementById('status')?.textContent === 'ready', null, {
+      timeout: 120_000,
+    });
     return await call(page);
   } finally {
     await browser.close();
@@ -78,10 +96,18 @@ export async function onHarnessPage<T>(log: (s: string) => void, call: (page: im
 }
 
 async function chromiumGpu(o: GpuBenchOptions): Promise<GpuRow[]> {
-  const rows = await onHarnessPage(o.log, (page) => page.evaluate(
-    (req) => (window as unknown as { wnwBench(r: unknown): Promise<unknown> }).wnwBench(req),
-    { model: o.hasModel ? '/' + o.modelDir.replace(/^public\//, '') : null, minutes: o.minutes, steps: o.steps, heads: o.heads, kv: o.kv, timing: o.timing },
-  ) as Promise<GpuRow[]>);
+  const rows = await onHarnessPage(
+    o.log,
+    (page) =>
+      page.evaluate((req) => (window as unknown as { wnwBench(r: unknown): Promise<unknown> }).wnwBench(req), {
+        model: o.hasModel ? '/' + o.modelDir.replace(/^public\//, '') : null,
+        minutes: o.minutes,
+        steps: o.steps,
+        heads: o.heads,
+        kv: o.kv,
+        timing: o.timing,
+      }) as Promise<GpuRow[]>,
+  );
   return (rows ?? []).map((r) => ({ ...r, backend: `${r.backend} in headless Chromium` }));
 }
 
@@ -94,6 +120,7 @@ export async function benchWebGpu(o: GpuBenchOptions & { softwareMaxMinutes?: nu
   if (hw) return hw;
   const cap = o.softwareMaxMinutes ?? 1;
   const minutes = o.minutes.filter((m) => m <= cap);
-  if (minutes.length < o.minutes.length) o.log(`bench: SwiftShader WebGPU rows only up to ${cap} min (--software-max-minutes to raise)`);
+  if (minutes.length < o.minutes.length)
+    o.log(`bench: SwiftShader WebGPU rows only up to ${cap} min (--software-max-minutes to raise)`);
   return minutes.length ? chromiumGpu({ ...o, minutes }) : [];
 }

@@ -22,10 +22,19 @@ export interface AnswerIds {
   clips: Array<{ id: string; wav: string; answer: number[] }>;
 }
 
-export async function answerIds(modelDir: string, clipsDir: string, limit: number, language?: string): Promise<AnswerIds> {
+export async function answerIds(
+  modelDir: string,
+  clipsDir: string,
+  limit: number,
+  language?: string,
+): Promise<AnswerIds> {
   const configFile = join(modelDir, 'config.json');
   const json = (await readJson(configFile)) as Record<string, unknown>;
-  if (typeof json['model_type'] !== 'string') throw new ModelLoadError(configFile, 'has no model_type: --export-ids is for Hugging Face folders (our own model folders ship their token ids in the clips)');
+  if (typeof json['model_type'] !== 'string')
+    throw new ModelLoadError(
+      configFile,
+      'has no model_type: --export-ids is for Hugging Face folders (our own model folders ship their token ids in the clips)',
+    );
   const info = await readHfConfig(modelDir, json);
   const text = await loadHfText(modelDir, info.family, info.config, info.audioTokenId, language);
   const eos = text.stopTokens[0];
@@ -34,11 +43,21 @@ export async function answerIds(modelDir: string, clipsDir: string, limit: numbe
     model_type: info.family.modelType,
     prefix: text.prefix,
     instruction: text.instruction,
-    clips: clips.map((c) => ({ id: c.id, wav: c.wav, answer: [...text.tokenizer.encode(c.text, { bos: false, eos: false }), eos] })),
+    clips: clips.map((c) => ({
+      id: c.id,
+      wav: c.wav,
+      answer: [...text.tokenizer.encode(c.text, { bos: false, eos: false }), eos],
+    })),
   };
 }
 
-export async function writeAnswerIds(out: string, modelDir: string, clipsDir: string, limit: number, language?: string): Promise<void> {
+export async function writeAnswerIds(
+  out: string,
+  modelDir: string,
+  clipsDir: string,
+  limit: number,
+  language?: string,
+): Promise<void> {
   const ids = await answerIds(modelDir, clipsDir, limit, language);
   writeFileSync(out, JSON.stringify(ids) + '\n');
   process.stderr.write(`calibrate: wrote prompt and answer ids of ${ids.clips.length} clips to ${out}\n`);

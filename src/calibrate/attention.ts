@@ -10,21 +10,35 @@ import { audioStart, promptLength, type ModelConfig } from '../model/config.js';
 import type { DecoderWeights } from '../model/weights.js';
 
 /** rows[j][layer * numHeads + head] = audio attention (length N) of the row predicting tokens[j]. */
-export function answerAttention(c: ModelConfig, w: DecoderWeights, audio: Float32Array, N: number, tokens: number[]): Float32Array[][] {
+export function answerAttention(
+  c: ModelConfig,
+  w: DecoderWeights,
+  audio: Float32Array,
+  N: number,
+  tokens: number[],
+): Float32Array[][] {
   const first = promptLength(c, N) - 1; // the last instruction row predicts tokens[0]
   const a0 = audioStart(c);
   const rows: Float32Array[][] = tokens.map(() => new Array<Float32Array>(c.numLayers * c.numHeads));
-  prefillLayers(c, w, ropeFrequencies(c.headDim, c.ropeTheta), audio, N, { decodeHeads: [], prefillQueries: 0 }, {
-    suffix: tokens.slice(0, -1),
-    capture: {
-      fromRow: first,
-      onRow: (layer, head, row, e, sum) => {
-        const a = new Float32Array(N);
-        for (let p = 0; p < N; p++) a[p] = e[a0 + p] / sum;
-        rows[row - first][layer * c.numHeads + head] = a;
+  prefillLayers(
+    c,
+    w,
+    ropeFrequencies(c.headDim, c.ropeTheta),
+    audio,
+    N,
+    { decodeHeads: [], prefillQueries: 0 },
+    {
+      suffix: tokens.slice(0, -1),
+      capture: {
+        fromRow: first,
+        onRow: (layer, head, row, e, sum) => {
+          const a = new Float32Array(N);
+          for (let p = 0; p < N; p++) a[p] = e[a0 + p] / sum;
+          rows[row - first][layer * c.numHeads + head] = a;
+        },
       },
     },
-  });
+  );
   return rows;
 }
 

@@ -27,27 +27,44 @@ type ClipJson = Pick<WireClip, 'text' | 'words' | 'tokens'>;
 
 function checkClip(json: unknown, name: string): ClipJson {
   const j = json as Partial<ClipJson> | null;
-  if (!j || typeof j.text !== 'string' || !Array.isArray(j.words)) throw new WnwError('BAD_ARGUMENT', `${name}: a calibration clip's JSON must hold { "text", "words": [{ "word", "start", "end" }] }`);
+  if (!j || typeof j.text !== 'string' || !Array.isArray(j.words))
+    throw new WnwError(
+      'BAD_ARGUMENT',
+      `${name}: a calibration clip's JSON must hold { "text", "words": [{ "word", "start", "end" }] }`,
+    );
   return { text: j.text, words: j.words, ...(Array.isArray(j.tokens) ? { tokens: j.tokens } : {}) };
 }
 
 /** Clip names of the site's calibration set (its manifest.json), sorted, as the CLI sorts a folder's. */
 export async function siteClipNames(base: URL): Promise<Array<{ name: string; seconds?: number }>> {
   const res = await fetch(new URL('manifest.json', base));
-  if (!res.ok) throw new WnwError('BAD_ARGUMENT', `the site's calibration set is not there (${new URL('manifest.json', base).href}: HTTP ${res.status})`);
+  if (!res.ok)
+    throw new WnwError(
+      'BAD_ARGUMENT',
+      `the site's calibration set is not there (${new URL('manifest.json', base).href}: HTTP ${res.status})`,
+    );
   const list = (await res.json()) as Array<{ name?: unknown; seconds?: unknown }>;
-  return list.map((x) => ({ name: String(x.name), ...(typeof x.seconds === 'number' ? { seconds: x.seconds } : {}) })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return list
+    .map((x) => ({ name: String(x.name), ...(typeof x.seconds === 'number' ? { seconds: x.seconds } : {}) }))
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
 /** The first `limit` clips of the site's calibration set: transcripts fetched now, audio by URL in the worker. */
 export async function siteClips(base: URL, limit: number): Promise<WireClip[]> {
   const names = (await siteClipNames(base)).slice(0, limit);
-  return Promise.all(names.map(async ({ name: id, seconds }) => {
-    const url = new URL(`${id}.json`, base);
-    const res = await fetch(url);
-    if (!res.ok) throw new WnwError('BAD_ARGUMENT', `${url.href}: HTTP ${res.status}`);
-    return { id, ...checkClip(await res.json(), url.href), audio: new URL(`${id}.wav`, base).href, ...(seconds ? { seconds } : {}) };
-  }));
+  return Promise.all(
+    names.map(async ({ name: id, seconds }) => {
+      const url = new URL(`${id}.json`, base);
+      const res = await fetch(url);
+      if (!res.ok) throw new WnwError('BAD_ARGUMENT', `${url.href}: HTTP ${res.status}`);
+      return {
+        id,
+        ...checkClip(await res.json(), url.href),
+        audio: new URL(`${id}.wav`, base).href,
+        ...(seconds ? { seconds } : {}),
+      };
+    }),
+  );
 }
 
 /** The user's own clips: NAME.wav beside NAME.json, paired by name (other files are left out). */
@@ -66,7 +83,11 @@ export async function clipsFromFiles(files: File[]): Promise<WireClip[]> {
     }
     clips.push({ id, ...checkClip(json, f.name), audio });
   }
-  if (!clips.length) throw new WnwError('BAD_ARGUMENT', 'no calibration clips among the chosen files: each clip is NAME.wav (16 kHz mono) with NAME.json ({ "text", "words": [{ "word", "start", "end" }] }) beside it');
+  if (!clips.length)
+    throw new WnwError(
+      'BAD_ARGUMENT',
+      'no calibration clips among the chosen files: each clip is NAME.wav (16 kHz mono) with NAME.json ({ "text", "words": [{ "word", "start", "end" }] }) beside it',
+    );
   return clips;
 }
 
@@ -85,13 +106,22 @@ export function defaultCalibrationWorker(): Worker {
  * worker of its own. The heads file it makes is stored in this browser for the folder.
  */
 export function startCalibration(
-  base: string, clips: WireClip[], o: { directions: number; language?: string; onStatus?: (text: string) => void; onProgress?: (p: CalibrationProgress) => void },
+  base: string,
+  clips: WireClip[],
+  o: {
+    directions: number;
+    language?: string;
+    onStatus?: (text: string) => void;
+    onProgress?: (p: CalibrationProgress) => void;
+  },
   makeWorker: () => Worker = defaultCalibrationWorker,
 ): CalibrationRun {
   const picked = localFolderFiles(base);
   const req: CalibrateRequest = {
     model: picked ? { kind: 'picked', name: picked.name, files: [...picked.files] } : { kind: 'url', url: base },
-    clips, directions: o.directions, ...(o.language ? { language: o.language } : {}),
+    clips,
+    directions: o.directions,
+    ...(o.language ? { language: o.language } : {}),
   };
   const worker = makeWorker();
   let fail: (e: unknown) => void = () => {};

@@ -10,7 +10,7 @@ import { assignRoles, rankingScore } from '../policy/wnw/triage.js';
 function ranks(a: readonly number[]): number[] {
   const order = a.map((_, i) => i).sort((x, y) => a[x] - a[y]);
   const r = new Array<number>(a.length);
-  for (let i = 0; i < order.length; ) {
+  for (let i = 0; i < order.length;) {
     let j = i;
     while (j + 1 < order.length && a[order[j + 1]] === a[order[i]]) j++;
     for (let k = i; k <= j; k++) r[order[k]] = (i + j) / 2;
@@ -44,7 +44,12 @@ export interface RoleDifference {
 }
 
 /** Per budget, the heads whose role differs when `voiceScore` × each sensitivity ranks them. */
-export function roleDifferences(voiceScore: number[], hsA: number[], hsB: number[], budgets: number[]): RoleDifference[] {
+export function roleDifferences(
+  voiceScore: number[],
+  hsA: number[],
+  hsB: number[],
+  budgets: number[],
+): RoleDifference[] {
   const roleOf = (hs: number[], budget: number) => {
     const r = assignRoles(rankingScore(voiceScore, hs, 'product'), budget);
     const role = new Array<string>(hs.length);
@@ -65,6 +70,8 @@ export function compareCalibrations(a: HeadsFile, b: HeadsFile, budgets = [0.1, 
   return [
     `Spearman over ${a.headSensitivity.length} heads: HS (${est(b)} vs ${est(a)}) ${spearman(a.headSensitivity, b.headSensitivity).toFixed(3)}, ` +
       `VS ${spearman(a.voiceScore, b.voiceScore).toFixed(3)}, VS × HS ${spearman(product(a), product(b)).toFixed(3)}`,
-    ...roleDifferences(a.voiceScore, a.headSensitivity, b.headSensitivity, budgets).map((d) => `r_GPU ${d.budget}: ${d.differ} of ${d.heads} heads change role (reference VS × each HS)`),
+    ...roleDifferences(a.voiceScore, a.headSensitivity, b.headSensitivity, budgets).map(
+      (d) => `r_GPU ${d.budget}: ${d.differ} of ${d.heads} heads change role (reference VS × each HS)`,
+    ),
   ];
 }

@@ -6,12 +6,24 @@
  */
 import type { HeadRanking, HeadRoles, HeadsFile } from '../model/heads.js';
 import { selectByRetention } from '../policy/select.js';
-import { assignRoles, budgetKey, fitLambda, normalizedScores, rankingScore, segmentFloor, type RoleOptions, type Selection } from '../policy/wnw/triage.js';
+import {
+  assignRoles,
+  budgetKey,
+  fitLambda,
+  normalizedScores,
+  rankingScore,
+  segmentFloor,
+  type RoleOptions,
+  type Selection,
+} from '../policy/wnw/triage.js';
 
 /** The paper's budgets, plus 0.1 (the README's tables report WnW there too). */
 export const DEFAULT_BUDGETS = [0.1, 0.2, 0.4, 0.6, 0.8];
 
-export interface CalibrationInput extends Pick<HeadsFile, 'model' | 'numLayers' | 'numKvHeads' | 'voiceScore' | 'headSensitivity' | 'sensitivityEstimator' | 'ranking'> {
+export interface CalibrationInput extends Pick<
+  HeadsFile,
+  'model' | 'numLayers' | 'numKvHeads' | 'voiceScore' | 'headSensitivity' | 'sensitivityEstimator' | 'ranking'
+> {
   budgets?: number[];
   /** Audio tokens of each calibration clip: the λ search measures r_GPU over these. */
   clipLengths: number[];
@@ -25,7 +37,9 @@ export interface CalibrationInput extends Pick<HeadsFile, 'model' | 'numLayers' 
 export function buildHeadsFile(input: CalibrationInput): HeadsFile {
   const N = input.numLayers * input.numKvHeads;
   if (input.voiceScore.length !== N || input.headSensitivity.length !== N) {
-    throw new Error(`expected ${N} voice scores and head sensitivities, got ${input.voiceScore.length} and ${input.headSensitivity.length}`);
+    throw new Error(
+      `expected ${N} voice scores and head sensitivities, got ${input.voiceScore.length} and ${input.headSensitivity.length}`,
+    );
   }
   if (input.clipLengths.length === 0) throw new Error('the λ search needs at least one calibration clip');
   const ranking = input.ranking ?? 'product';
@@ -35,8 +49,22 @@ export function buildHeadsFile(input: CalibrationInput): HeadsFile {
   const roles: Record<string, HeadRoles> = {};
   for (const budget of input.budgets ?? DEFAULT_BUDGETS) {
     const r = assignRoles(score, budget, input.roles);
-    const fit = fitLambda(normalizedScores(score, r.anchors), r.anchors, input.clipLengths, budget, input.segmentLength, { selection, floor });
-    roles[budgetKey(budget)] = { ...r, retention: fit.retention, lambda: fit.lambda, measuredRGpu: fit.rGpu, selection, floor: fit.floor };
+    const fit = fitLambda(
+      normalizedScores(score, r.anchors),
+      r.anchors,
+      input.clipLengths,
+      budget,
+      input.segmentLength,
+      { selection, floor },
+    );
+    roles[budgetKey(budget)] = {
+      ...r,
+      retention: fit.retention,
+      lambda: fit.lambda,
+      measuredRGpu: fit.rGpu,
+      selection,
+      floor: fit.floor,
+    };
   }
   return {
     model: input.model,
@@ -62,7 +90,9 @@ export function measurePrefillRGpu(roles: HeadRoles, segmentLength: number, clip
   let total = 0;
   for (const scores of clips) {
     scores.forEach((s, h) => {
-      kept += anchors.has(h) ? s.length : selectByRetention(s, roles.retention[h], segmentLength, roles.selection ?? 'segment').length;
+      kept += anchors.has(h)
+        ? s.length
+        : selectByRetention(s, roles.retention[h], segmentLength, roles.selection ?? 'segment').length;
       total += s.length;
     });
   }
@@ -72,8 +102,14 @@ export function measurePrefillRGpu(roles: HeadRoles, segmentLength: number, clip
 /** Head Sensitivity as written by training/: a JSON list per KV head, or an object with `headSensitivity`. */
 export function parseHeadSensitivity(json: unknown, numHeads: number): number[] {
   const list = Array.isArray(json) ? json : (json as { headSensitivity?: unknown })?.headSensitivity;
-  if (!Array.isArray(list) || list.length !== numHeads || !list.every((x) => typeof x === 'number' && Number.isFinite(x) && x >= 0)) {
-    throw new Error(`head sensitivity must be a list of ${numHeads} non-negative numbers (one per KV head, flat layer · numKvHeads + head)`);
+  if (
+    !Array.isArray(list) ||
+    list.length !== numHeads ||
+    !list.every((x) => typeof x === 'number' && Number.isFinite(x) && x >= 0)
+  ) {
+    throw new Error(
+      `head sensitivity must be a list of ${numHeads} non-negative numbers (one per KV head, flat layer · numKvHeads + head)`,
+    );
   }
   return list as number[];
 }

@@ -39,7 +39,12 @@ async function main(): Promise<void> {
   // Audio reaches the decoder as it does when transcribing: ONNX encoder, or a Hugging Face folder's audio tower.
   const route = await createAudioRoute(model, { file: join(modelDir, 'encoder.onnx') });
   const clips = await listCalibrationClips(clipsDir, limit);
-  const vs = new VoiceScoreAccumulator({ numLayers: c.numLayers, numHeads: c.numHeads, numKvHeads: c.numKvHeads, tokensPerSecond: c.audio.tokensPerSecond });
+  const vs = new VoiceScoreAccumulator({
+    numLayers: c.numLayers,
+    numHeads: c.numHeads,
+    numKvHeads: c.numKvHeads,
+    tokensPerSecond: c.audio.tokensPerSecond,
+  });
   const clipLengths: number[] = [];
   const t0 = Date.now();
   for (const [i, clip] of clips.entries()) {
@@ -56,23 +61,49 @@ async function main(): Promise<void> {
     hsDir = mkdtempSync(join(tmpdir(), 'wnw-hs-'));
     hsFile = join(hsDir, 'hs.json');
     process.stderr.write('calibrate: head sensitivity with PyTorch (training/head_sensitivity.py)\n');
-    execFileSync('/usr/bin/python3', ['training/head_sensitivity.py', '--model', modelDir, '--clips', clipsDir, '--out', hsFile, ...(language ? ['--language', language] : []), ...(Number.isFinite(limit) ? ['--limit', String(limit)] : [])], { stdio: 'inherit' });
+    execFileSync(
+      '/usr/bin/python3',
+      [
+        'training/head_sensitivity.py',
+        '--model',
+        modelDir,
+        '--clips',
+        clipsDir,
+        '--out',
+        hsFile,
+        ...(language ? ['--language', language] : []),
+        ...(Number.isFinite(limit) ? ['--limit', String(limit)] : []),
+      ],
+      { stdio: 'inherit' },
+    );
   }
   const hsJson = JSON.parse(readFileSync(hsFile, 'utf8')) as Record<string, unknown>;
   if (hsDir) rmSync(hsDir, { recursive: true, force: true });
   const hs = parseHeadSensitivity(hsJson['head_sensitivity'] ?? hsJson, kvHeadCount(c));
   for (const ranking of ['product', 'voice', 'sensitivity'] as const) {
     const heads = buildHeadsFile({
-      model: c.name, numLayers: c.numLayers, numKvHeads: c.numKvHeads,
-      voiceScore: v.voiceScore, headSensitivity: hs, ranking, clipLengths, segmentLength: segmentLength(c),
+      model: c.name,
+      numLayers: c.numLayers,
+      numKvHeads: c.numKvHeads,
+      voiceScore: v.voiceScore,
+      headSensitivity: hs,
+      ranking,
+      clipLengths,
+      segmentLength: segmentLength(c),
     });
     const name = ranking === 'product' ? 'heads.json' : `heads.${ranking}.json`;
     writeFileSync(join(modelDir, name), JSON.stringify(heads, null, 1) + '\n');
     process.stderr.write(`calibrate: wrote ${join(modelDir, name)}\n`);
   }
-  const top = v.voiceScore.map((s, h) => ({ h, s, hs: hs[h] })).sort((a, b) => b.s * b.hs - a.s * a.hs).slice(0, 8);
+  const top = v.voiceScore
+    .map((s, h) => ({ h, s, hs: hs[h] }))
+    .sort((a, b) => b.s * b.hs - a.s * a.hs)
+    .slice(0, 8);
   console.log(`clips ${v.clips}, tokens ${v.tokens} (skipped ${v.skipped}); top heads by VS×HS:`);
-  for (const t of top) console.log(`  head ${t.h} (layer ${Math.floor(t.h / c.numKvHeads)}, kv ${t.h % c.numKvHeads}): VS ${t.s.toFixed(3)} HS ${t.hs.toExponential(2)}`);
+  for (const t of top)
+    console.log(
+      `  head ${t.h} (layer ${Math.floor(t.h / c.numKvHeads)}, kv ${t.h % c.numKvHeads}): VS ${t.s.toFixed(3)} HS ${t.hs.toExponential(2)}`,
+    );
   await route.dispose();
 }
 

@@ -9,7 +9,16 @@ import { dirname, join } from 'node:path';
 import type { HeadsFile } from '../model/heads.js';
 import type { LoadedModel } from '../model/loader.js';
 import { listCalibrationClips, type CalibrationClip } from './clips.js';
-import { calibrateClipSamples, calibrateClips, type ClipResult, type ClipSource, type EncodeAudio, type PartialFile, type PartialStore, type SensitivitySettings } from './runtime.js';
+import {
+  calibrateClipSamples,
+  calibrateClips,
+  type ClipResult,
+  type ClipSource,
+  type EncodeAudio,
+  type PartialFile,
+  type PartialStore,
+  type SensitivitySettings,
+} from './runtime.js';
 
 export type { ClipResult, EncodeAudio };
 
@@ -19,7 +28,12 @@ export function fileClip(clip: CalibrationClip): ClipSource {
 }
 
 /** One clip of a folder: its VS share and, with `sensitivity`, the forward-only HS. */
-export function calibrateClip(model: LoadedModel, encode: EncodeAudio, clip: CalibrationClip, sensitivity?: SensitivitySettings): Promise<ClipResult> {
+export function calibrateClip(
+  model: LoadedModel,
+  encode: EncodeAudio,
+  clip: CalibrationClip,
+  sensitivity?: SensitivitySettings,
+): Promise<ClipResult> {
   return calibrateClipSamples(model, encode, fileClip(clip), sensitivity);
 }
 
@@ -60,13 +74,21 @@ export function partialPath(out: string): string {
  * Runs the calibration and writes heads.json with `sensitivityEstimator: 'finite-difference'`.
  * Returns the heads file, or null when stopped by `signal` (the partial file stays).
  */
-export async function calibrateRuntime(model: LoadedModel, encode: EncodeAudio, o: RuntimeCalibration): Promise<HeadsFile | null> {
+export async function calibrateRuntime(
+  model: LoadedModel,
+  encode: EncodeAudio,
+  o: RuntimeCalibration,
+): Promise<HeadsFile | null> {
   const out = o.out ?? join(o.modelDir, 'heads.json');
   const clips = await listCalibrationClips(o.clipsDir, o.limit);
   // Made before the first clip, not found missing after its minutes of work.
   mkdirSync(dirname(out), { recursive: true });
   const heads = await calibrateClips(model, encode, clips.map(fileClip), {
-    directions: o.directions, step: o.step, blockSize: o.blockSize, store: fileStore(partialPath(out)), signal: o.signal,
+    directions: o.directions,
+    step: o.step,
+    blockSize: o.blockSize,
+    store: fileStore(partialPath(out)),
+    signal: o.signal,
     onProgress: (p) => p.finished && o.onClip?.(p.clip, p.clips, p.id, p.finished.seconds, p.finished.reused),
   });
   if (heads) writeFileSync(out, JSON.stringify(heads, null, 1) + '\n');

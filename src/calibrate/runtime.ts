@@ -48,14 +48,19 @@ export interface SensitivitySettings {
 }
 
 /** Where a run is inside one clip: 'voice' is the teacher-forced pass of the Voice Score, 'head' one KV head's perturbed forwards. */
-export type ClipStage = { stage: 'encode'; audioLength: number } | { stage: 'voice' } | { stage: 'head'; done: number; total: number };
+export type ClipStage =
+  { stage: 'encode'; audioLength: number } | { stage: 'voice' } | { stage: 'head'; done: number; total: number };
 
 /**
  * One clip: its VS share and, with `sensitivity`, the forward-only HS (answer: transcript
  * + eos). `onStage` is called as each part finishes.
  */
 export async function calibrateClipSamples(
-  model: LoadedModel, encode: EncodeAudio, clip: ClipSource, sensitivity?: SensitivitySettings, onStage?: (s: ClipStage) => void,
+  model: LoadedModel,
+  encode: EncodeAudio,
+  clip: ClipSource,
+  sensitivity?: SensitivitySettings,
+  onStage?: (s: ClipStage) => void,
 ): Promise<ClipResult> {
   const c = model.config;
   const samples = await toMono16k(await clip.read(), c.audio.sampleRate);
@@ -63,11 +68,18 @@ export async function calibrateClipSamples(
   onStage?.({ stage: 'encode', audioLength: N });
   // A clip's stored ids are the reference model's; a Hugging Face folder tokenises the
   // transcript alone, as answer-ids.ts hands it to the Head Sensitivity.
-  const tokens = model.text ? model.text.encode(clip.text, { bos: false, eos: false }) : clip.tokens ?? model.tokenizer.encode(clip.text);
+  const tokens = model.text
+    ? model.text.encode(clip.text, { bos: false, eos: false })
+    : (clip.tokens ?? model.tokenizer.encode(clip.text));
   const tok = model.text ?? model.tokenizer;
   const wordOf = tokenWordIndex(tokens.map((t) => tok.pieceText(t)));
   const rows = answerAttention(c, model.weights, embeddings, N, tokens);
-  const vs = new VoiceScoreAccumulator({ numLayers: c.numLayers, numHeads: c.numHeads, numKvHeads: c.numKvHeads, tokensPerSecond: c.audio.tokensPerSecond });
+  const vs = new VoiceScoreAccumulator({
+    numLayers: c.numLayers,
+    numHeads: c.numHeads,
+    numKvHeads: c.numKvHeads,
+    tokensPerSecond: c.audio.tokensPerSecond,
+  });
   tokens.forEach((_, j) => {
     const span = clip.words[wordOf[j]];
     if (span) vs.addToken(span, N, (q) => rows[j][q]);
@@ -76,7 +88,9 @@ export async function calibrateClipSamples(
   onStage?.({ stage: 'voice' });
   const hs = sensitivity
     ? clipSensitivity(c, model.weights, embeddings, N, [...tokens, c.stopTokens[0]], {
-        directions: sensitivity.directions, step: sensitivity.step, blockSize: sensitivity.blockSize ?? undefined,
+        directions: sensitivity.directions,
+        step: sensitivity.step,
+        blockSize: sensitivity.blockSize ?? undefined,
         seed: (sensitivity.seed ?? 1) + hashId(clip.id),
         onHead: (done, total) => onStage?.({ stage: 'head', done, total }),
       })
@@ -142,7 +156,12 @@ const clock = () => (typeof performance !== 'undefined' ? performance.now() : Da
  * Runs the calibration over `clips` and returns the heads file (`sensitivityEstimator:
  * 'finite-difference'`), or null when stopped by `signal` (the store keeps what finished).
  */
-export async function calibrateClips(model: LoadedModel, encode: EncodeAudio, clips: ClipSource[], o: RuntimeCalibrationOptions = {}): Promise<HeadsFile | null> {
+export async function calibrateClips(
+  model: LoadedModel,
+  encode: EncodeAudio,
+  clips: ClipSource[],
+  o: RuntimeCalibrationOptions = {},
+): Promise<HeadsFile | null> {
   const c = model.config;
   if (clips.length === 0) throw new RangeError('no calibration clips');
   const settings = { directions: o.directions ?? 4, step: o.step ?? 1e-2, blockSize: o.blockSize ?? null };
@@ -150,14 +169,17 @@ export async function calibrateClips(model: LoadedModel, encode: EncodeAudio, cl
   const saved = new Map<string, ClipResult>();
   const p = await o.store?.load();
   // Clips of another model or other settings do not mix with this run's.
-  if (p && p.model === c.name && JSON.stringify(p.settings) === JSON.stringify(settings)) for (const r of p.clips) saved.set(r.id, r);
+  if (p && p.model === c.name && JSON.stringify(p.settings) === JSON.stringify(settings))
+    for (const r of p.clips) saved.set(r.id, r);
   // The expected time: each clip costs forwardsPerClip forwards, each about as long as the
   // clip's prompt (audio tokens known once encoded; until then the mean of those known). The
   // time per forward is measured on this run's own passes, so it holds for this machine.
   const perClip = forwardsPerClip(c, settings.directions);
   // Audio tokens per clip: encoded (exact), else from its stated seconds, scaled by what
   // encoding gave the others (an encoder may pad: Voxtral's gives 375 tokens to any clip under 30 s).
-  const stated = new Map(clips.flatMap((k): [string, number][] => (k.seconds ? [[k.id, k.seconds * c.audio.tokensPerSecond]] : [])));
+  const stated = new Map(
+    clips.flatMap((k): [string, number][] => (k.seconds ? [[k.id, k.seconds * c.audio.tokensPerSecond]] : [])),
+  );
   const length = new Map([...saved.values()].map((r): [string, number] => [r.id, r.audioLength]));
   const lengthOf = (id: string): number | undefined => {
     const n = length.get(id);
@@ -189,8 +211,14 @@ export async function calibrateClips(model: LoadedModel, encode: EncodeAudio, cl
       const done = clips.slice(0, i).reduce((a, k) => a + perClip * scale(k.id), 0) + clipForwards * scale(clip.id);
       const msPerUnit = measuredUnits > 0 ? measuredMs / measuredUnits : null;
       o.onProgress?.({
-        clip: i + 1, clips: clips.length, id: clip.id, head, heads: nHeads, fraction: (shown = Math.max(shown, Math.min(1, done / total))),
-        secondsLeft: msPerUnit === null ? null : Math.max(0, (msPerUnit * (total - done)) / 1000), ...(finished ? { finished } : {}),
+        clip: i + 1,
+        clips: clips.length,
+        id: clip.id,
+        head,
+        heads: nHeads,
+        fraction: (shown = Math.max(shown, Math.min(1, done / total))),
+        secondsLeft: msPerUnit === null ? null : Math.max(0, (msPerUnit * (total - done)) / 1000),
+        ...(finished ? { finished } : {}),
       });
     };
     let r = saved.get(clip.id);
@@ -213,7 +241,12 @@ export async function calibrateClips(model: LoadedModel, encode: EncodeAudio, cl
           return;
         }
         // Head d's perturbations; the first head also carries the unperturbed pass before it.
-        account(s.stage === 'voice' ? 1 : (s.done === 1 ? 1 : 0) + (settings.directions * (c.numLayers - Math.floor((s.done - 1) / c.numKvHeads))) / c.numLayers);
+        account(
+          s.stage === 'voice'
+            ? 1
+            : (s.done === 1 ? 1 : 0) +
+                (settings.directions * (c.numLayers - Math.floor((s.done - 1) / c.numKvHeads))) / c.numLayers,
+        );
         report(s.stage === 'head' ? s.done : 0, forwards);
       });
       saved.set(clip.id, r);
@@ -229,7 +262,12 @@ export async function calibrateClips(model: LoadedModel, encode: EncodeAudio, cl
 
 /** heads.json from the clips' results: VS over clips, HS averaged over all answer tokens. */
 export function combineClips(c: ModelConfig, results: ClipResult[]): HeadsFile {
-  const vs = new VoiceScoreAccumulator({ numLayers: c.numLayers, numHeads: c.numHeads, numKvHeads: c.numKvHeads, tokensPerSecond: c.audio.tokensPerSecond });
+  const vs = new VoiceScoreAccumulator({
+    numLayers: c.numLayers,
+    numHeads: c.numHeads,
+    numKvHeads: c.numKvHeads,
+    tokensPerSecond: c.audio.tokensPerSecond,
+  });
   const hsSum = new Float64Array(kvHeadCount(c));
   let hsTokens = 0;
   for (const r of results) {
@@ -239,8 +277,13 @@ export function combineClips(c: ModelConfig, results: ClipResult[]): HeadsFile {
     hsTokens += r.sensitivity.tokens;
   }
   return buildHeadsFile({
-    model: c.name, numLayers: c.numLayers, numKvHeads: c.numKvHeads,
-    voiceScore: vs.result().voiceScore, headSensitivity: Array.from(hsSum, (s) => s / (hsTokens || 1)), sensitivityEstimator: 'finite-difference',
-    clipLengths: results.map((r) => r.audioLength), segmentLength: segmentLength(c),
+    model: c.name,
+    numLayers: c.numLayers,
+    numKvHeads: c.numKvHeads,
+    voiceScore: vs.result().voiceScore,
+    headSensitivity: Array.from(hsSum, (s) => s / (hsTokens || 1)),
+    sensitivityEstimator: 'finite-difference',
+    clipLengths: results.map((r) => r.audioLength),
+    segmentLength: segmentLength(c),
   });
 }

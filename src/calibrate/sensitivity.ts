@@ -56,7 +56,13 @@ export interface ClipSensitivity {
 }
 
 /** Teacher-forced CE of each answer token from the final hidden states (rows from `first` predict answer[j]). */
-export function answerCe(c: ModelConfig, w: DecoderWeights, hidden: Float32Array, first: number, answer: number[]): Float64Array {
+export function answerCe(
+  c: ModelConfig,
+  w: DecoderWeights,
+  hidden: Float32Array,
+  first: number,
+  answer: number[],
+): Float64Array {
   const D = c.hiddenSize;
   const xn = new Float32Array(D);
   const logits = new Float32Array(c.vocabSize);
@@ -80,7 +86,14 @@ function gaussian(rand: () => number): () => number {
  * The estimate for one clip: `audio` holds N audio embeddings, `answer` the answer tokens the
  * CE is taken on (transcript + eos, as training/head_sensitivity.py).
  */
-export function clipSensitivity(c: ModelConfig, w: DecoderWeights, audio: Float32Array, N: number, answer: number[], opts: SensitivityOptions = {}): ClipSensitivity {
+export function clipSensitivity(
+  c: ModelConfig,
+  w: DecoderWeights,
+  audio: Float32Array,
+  N: number,
+  answer: number[],
+  opts: SensitivityOptions = {},
+): ClipSensitivity {
   const M = opts.directions ?? 4;
   const step = opts.step ?? 1e-2;
   const prompt = opts.prompt ?? c;
@@ -93,7 +106,12 @@ export function clipSensitivity(c: ModelConfig, w: DecoderWeights, audio: Float3
   const hd = c.headDim;
   const kvd = c.numKvHeads * hd;
   const inputs: Float32Array[] = [];
-  const base = prefillLayers(c, w, freqs, audio, N, request, { prompt, suffix, keepKv: false, onLayerInput: (_, x) => inputs.push(Float32Array.from(x)) });
+  const base = prefillLayers(c, w, freqs, audio, N, request, {
+    prompt,
+    suffix,
+    keepKv: false,
+    onLayerInput: (_, x) => inputs.push(Float32Array.from(x)),
+  });
   const ce0 = answerCe(c, w, base.hidden, first, answer);
   const normal = gaussian(rng(opts.seed ?? 1));
   const sum: number[] = [];
@@ -107,7 +125,10 @@ export function clipSensitivity(c: ModelConfig, w: DecoderWeights, audio: Float3
         const sq = new Float64Array(answer.length);
         for (let m = 0; m < M; m++) {
           const out = prefillLayers(c, w, freqs, audio, N, request, {
-            prompt, suffix, keepKv: false, resume: { layer: l, hidden: inputs[l] },
+            prompt,
+            suffix,
+            keepKv: false,
+            resume: { layer: l, hidden: inputs[l] },
             onKeys: (layer, k) => {
               if (layer !== l) return;
               if (eps === 0) {
@@ -115,7 +136,8 @@ export function clipSensitivity(c: ModelConfig, w: DecoderWeights, audio: Float3
                 for (let p = 0; p < N; p++) for (let d = 0; d < hd; d++) ss += k[(a0 + p) * kvd + kh * hd + d] ** 2;
                 eps = step * Math.sqrt(ss / (N * hd)) || step;
               }
-              for (let p = b0; p < b1; p++) for (let d = 0; d < hd; d++) k[(a0 + p) * kvd + kh * hd + d] += eps * normal();
+              for (let p = b0; p < b1; p++)
+                for (let d = 0; d < hd; d++) k[(a0 + p) * kvd + kh * hd + d] += eps * normal();
             },
           });
           const ce = answerCe(c, w, out.hidden, first, answer);

@@ -34,7 +34,11 @@ export interface VoiceScoreOptions {
 }
 
 /** Audio token indices a word span covers: those whose [i/r, (i+1)/r) overlaps [a, b), i.e. ⌊a·r⌋ .. ⌈b·r⌉ − 1. */
-export function spanTokens(span: WordSpan, tokensPerSecond: number, audioLength: number): [first: number, last: number] {
+export function spanTokens(
+  span: WordSpan,
+  tokensPerSecond: number,
+  audioLength: number,
+): [first: number, last: number] {
   const first = Math.max(0, Math.floor(span.start * tokensPerSecond));
   const last = Math.min(audioLength - 1, Math.max(first, Math.ceil(span.end * tokensPerSecond) - 1));
   return [first, last];
@@ -60,7 +64,10 @@ export class VoiceScoreAccumulator {
   /** tokensSkipped when the current clip began. */
   private skippedBefore = 0;
 
-  constructor(readonly shape: VoiceScoreShape, opts: VoiceScoreOptions = {}) {
+  constructor(
+    readonly shape: VoiceScoreShape,
+    opts: VoiceScoreOptions = {},
+  ) {
     if (shape.numHeads % shape.numKvHeads !== 0) throw new Error('numHeads must be a multiple of numKvHeads');
     this.k = Math.max(1, opts.topK ?? Math.round(0.32 * shape.tokensPerSecond));
     this.minConfidence = opts.minConfidence ?? 0.85;
@@ -83,7 +90,8 @@ export class VoiceScoreAccumulator {
     const k = Math.min(this.k, audioLength);
     for (let q = 0; q < this.qHeads; q++) {
       const a = attention(q);
-      if (a.length !== audioLength) throw new Error(`attention of query head ${q} has ${a.length} positions, expected ${audioLength}`);
+      if (a.length !== audioLength)
+        throw new Error(`attention of query head ${q} has ${a.length} positions, expected ${audioLength}`);
       let hits = 0;
       for (const p of topK(a, k)) if (p >= first && p <= last) hits++;
       this.clipSum[q] += hits / k;
@@ -98,7 +106,11 @@ export class VoiceScoreAccumulator {
    * not count). Returns what the clip added, for `addClip` to restore in a later run.
    */
   endClip(): ClipVoice {
-    const clip: ClipVoice = { perQueryHead: null, tokens: this.clipTokens, skipped: this.tokensSkipped - this.skippedBefore };
+    const clip: ClipVoice = {
+      perQueryHead: null,
+      tokens: this.clipTokens,
+      skipped: this.tokensSkipped - this.skippedBefore,
+    };
     if (this.clipTokens > 0) clip.perQueryHead = Array.from(this.clipSum, (s) => s / this.clipTokens);
     this.clipSum.fill(0);
     this.clipTokens = 0;
@@ -111,7 +123,8 @@ export class VoiceScoreAccumulator {
   /** A clip closed earlier (a resumed calibration's saved result). */
   addClip(clip: ClipVoice): void {
     if (clip.perQueryHead) {
-      if (clip.perQueryHead.length !== this.qHeads) throw new Error(`a saved clip has ${clip.perQueryHead.length} query heads, expected ${this.qHeads}`);
+      if (clip.perQueryHead.length !== this.qHeads)
+        throw new Error(`a saved clip has ${clip.perQueryHead.length} query heads, expected ${this.qHeads}`);
       for (let q = 0; q < this.qHeads; q++) this.total[q] += clip.perQueryHead[q];
       this.clipsCounted++;
     }
@@ -134,6 +147,12 @@ export class VoiceScoreAccumulator {
         voiceScore.push(s / g);
       }
     }
-    return { perQueryHead, voiceScore, clips: this.clipsCounted, tokens: this.tokensCounted, skipped: this.tokensSkipped };
+    return {
+      perQueryHead,
+      voiceScore,
+      clips: this.clipsCounted,
+      tokens: this.tokensCounted,
+      skipped: this.tokensSkipped,
+    };
   }
 }

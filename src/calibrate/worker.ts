@@ -30,7 +30,14 @@ function clipSource(c: WireClip): ClipSource {
     if (!res.ok) throw new Error(`${c.audio}: HTTP ${res.status}`);
     return new Uint8Array(await res.arrayBuffer());
   };
-  return { id: c.id, text: c.text, words: c.words, ...(c.tokens ? { tokens: c.tokens } : {}), ...(c.seconds ? { seconds: c.seconds } : {}), read };
+  return {
+    id: c.id,
+    text: c.text,
+    words: c.words,
+    ...(c.tokens ? { tokens: c.tokens } : {}),
+    ...(c.seconds ? { seconds: c.seconds } : {}),
+    read,
+  };
 }
 
 async function run(m: CalibrateRequest): Promise<void> {
@@ -43,10 +50,17 @@ async function run(m: CalibrateRequest): Promise<void> {
   try {
     const key = await headsStoreKey(base);
     const kept = key ? storedPartial(key) : null;
-    const store: PartialStore | undefined = kept ? { load: async () => (await kept.load()) as PartialFile | null, save: kept.save, clear: kept.clear } : undefined;
-    post({ type: 'status', text: `Calibrating ${model.config.numLayers} × ${model.config.numKvHeads} KV heads on ${m.clips.length} clip${m.clips.length === 1 ? '' : 's'}…` });
+    const store: PartialStore | undefined = kept
+      ? { load: async () => (await kept.load()) as PartialFile | null, save: kept.save, clear: kept.clear }
+      : undefined;
+    post({
+      type: 'status',
+      text: `Calibrating ${model.config.numLayers} × ${model.config.numKvHeads} KV heads on ${m.clips.length} clip${m.clips.length === 1 ? '' : 's'}…`,
+    });
     const heads = await calibrateClips(model, (s) => route.encode(s), m.clips.map(clipSource), {
-      directions: m.directions, store, onProgress: (p) => post({ type: 'progress', progress: p }),
+      directions: m.directions,
+      store,
+      onProgress: (p) => post({ type: 'progress', progress: p }),
     });
     if (!heads) throw new Error('calibration stopped');
     const stored = await storeHeads(base, heads);

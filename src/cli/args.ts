@@ -16,7 +16,17 @@ import { AUDIO_ENCODERS, type AudioEncoderChoice } from '../model/hf/onnx-audio.
 import { isLanguageOption, LANGUAGE_FORMS } from '../model/text/language.js';
 import { PROMPT_TASKS, type PromptTask } from '../model/text/prompt.js';
 
-export const POLICIES = ['full', 'wnw', 'snapkv', 'adakv', 'audiokv', 'arkvale', 'h2o', 'streaming', 'quest'] as const satisfies readonly PolicyName[];
+export const POLICIES = [
+  'full',
+  'wnw',
+  'snapkv',
+  'adakv',
+  'audiokv',
+  'arkvale',
+  'h2o',
+  'streaming',
+  'quest',
+] as const satisfies readonly PolicyName[];
 // Fails to compile when a policy is added to PolicyName but not here.
 const everyPolicy: [Exclude<PolicyName, (typeof POLICIES)[number]>] extends [never] ? true : false = true;
 void everyPolicy;
@@ -65,7 +75,10 @@ export function defaultModelDir(): string {
 }
 
 /** Splits argv into flags (`--name value`, `--name=value`, boolean `--name`) and positionals. */
-export function splitArgs(argv: string[], booleans: readonly string[]): { flags: Map<string, string>; positional: string[] } {
+export function splitArgs(
+  argv: string[],
+  booleans: readonly string[],
+): { flags: Map<string, string>; positional: string[] } {
   const flags = new Map<string, string>();
   const positional: string[] = [];
   for (let i = 0; i < argv.length; i++) {
@@ -97,7 +110,8 @@ export function rejectUnknown(flags: Map<string, string>, known: readonly string
 }
 
 export function parsePolicy(s: string): PolicyName {
-  if (!(POLICIES as readonly string[]).includes(s)) throw new UsageError(`unknown policy "${s}" (one of ${POLICIES.join(', ')})`);
+  if (!(POLICIES as readonly string[]).includes(s))
+    throw new UsageError(`unknown policy "${s}" (one of ${POLICIES.join(', ')})`);
   return s as PolicyName;
 }
 
@@ -118,7 +132,8 @@ export function parsePolicySpec(s: string): PolicySpec {
     const m = /^([A-Za-z]\w*)=([^=]+)$/.exec(part);
     if (!m) throw new UsageError(`policy option "${part}" in "${s}" is not key=value (e.g. wnw:ranking=voice)`);
     const v = m[2];
-    options[m[1]] = v === 'true' ? true : v === 'false' ? false : v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : v;
+    options[m[1]] =
+      v === 'true' ? true : v === 'false' ? false : v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : v;
   }
   if (policy === 'full' && parts.length) throw new UsageError('the full cache takes no options');
   try {
@@ -131,27 +146,32 @@ export function parsePolicySpec(s: string): PolicySpec {
 
 export function parseBudget(s: string): number {
   const b = Number(s);
-  if (!(s.trim() !== '' && Number.isFinite(b) && b > 0 && b <= 1)) throw new UsageError(`budget must be a number in (0, 1], got "${s}"`);
+  if (!(s.trim() !== '' && Number.isFinite(b) && b > 0 && b <= 1))
+    throw new UsageError(`budget must be a number in (0, 1], got "${s}"`);
   return b;
 }
 
 export function parseBackend(s: string): BackendChoice {
-  if (!(BACKENDS as readonly string[]).includes(s)) throw new UsageError(`backend must be one of ${BACKENDS.join(', ')}, got "${s}"`);
+  if (!(BACKENDS as readonly string[]).includes(s))
+    throw new UsageError(`backend must be one of ${BACKENDS.join(', ')}, got "${s}"`);
   return s as BackendChoice;
 }
 
 export function parseKvPrecision(s: string): KvPrecision {
-  if (!(KV_PRECISIONS as readonly string[]).includes(s)) throw new UsageError(`kv must be one of ${KV_PRECISIONS.join(', ')}, got "${s}"`);
+  if (!(KV_PRECISIONS as readonly string[]).includes(s))
+    throw new UsageError(`kv must be one of ${KV_PRECISIONS.join(', ')}, got "${s}"`);
   return s as KvPrecision;
 }
 
 export function parseWeightFormat(s: string, flag = 'weights'): WeightFormat {
-  if (!(WEIGHT_FORMATS as readonly string[]).includes(s)) throw new UsageError(`${flag} must be one of ${WEIGHT_FORMATS.join(', ')}, got "${s}"`);
+  if (!(WEIGHT_FORMATS as readonly string[]).includes(s))
+    throw new UsageError(`${flag} must be one of ${WEIGHT_FORMATS.join(', ')}, got "${s}"`);
   return s as WeightFormat;
 }
 
 export function parseAudioEncoder(s: string): AudioEncoderChoice {
-  if (!(AUDIO_ENCODERS as readonly string[]).includes(s)) throw new UsageError(`--audio-encoder must be one of ${AUDIO_ENCODERS.join(', ')}, got "${s}"`);
+  if (!(AUDIO_ENCODERS as readonly string[]).includes(s))
+    throw new UsageError(`--audio-encoder must be one of ${AUDIO_ENCODERS.join(', ')}, got "${s}"`);
   return s as AudioEncoderChoice;
 }
 
@@ -182,18 +202,39 @@ export const TRANSCRIBE_USAGE =
 
 export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): TranscribeArgs {
   const { flags, positional } = splitArgs(argv, ['json']);
-  rejectUnknown(flags, ['policy', 'budget', 'backend', 'kv', 'weights', 'audio-weights', 'model', 'language', 'task', 'target-language', 'audio-encoder', 'json']);
+  rejectUnknown(flags, [
+    'policy',
+    'budget',
+    'backend',
+    'kv',
+    'weights',
+    'audio-weights',
+    'model',
+    'language',
+    'task',
+    'target-language',
+    'audio-encoder',
+    'json',
+  ]);
   const language = flags.get('language');
   const encoder = flags.get('audio-encoder');
-  if (language !== undefined && !isLanguageOption(language)) throw new UsageError(`--language takes ${LANGUAGE_FORMS}, got "${language}"`);
+  if (language !== undefined && !isLanguageOption(language))
+    throw new UsageError(`--language takes ${LANGUAGE_FORMS}, got "${language}"`);
   const task = flags.get('task');
   const target = flags.get('target-language');
-  if (task !== undefined && !(PROMPT_TASKS as readonly string[]).includes(task)) throw new UsageError(`--task must be one of ${PROMPT_TASKS.join(', ')}, got "${task}"`);
+  if (task !== undefined && !(PROMPT_TASKS as readonly string[]).includes(task))
+    throw new UsageError(`--task must be one of ${PROMPT_TASKS.join(', ')}, got "${task}"`);
   if (task === 'translate' && (target === undefined || target === 'none' || !isLanguageOption(target))) {
-    throw new UsageError(`--task translate needs --target-language, a language code of 2 or 3 letters such as "de"${target !== undefined ? `, got "${target}"` : ''}`);
+    throw new UsageError(
+      `--task translate needs --target-language, a language code of 2 or 3 letters such as "de"${target !== undefined ? `, got "${target}"` : ''}`,
+    );
   }
-  if (task !== 'translate' && target !== undefined) throw new UsageError('--target-language goes with --task translate');
-  if (positional.length !== 1) throw new UsageError(positional.length ? `expected one audio file, got ${positional.length}` : 'missing the audio file');
+  if (task !== 'translate' && target !== undefined)
+    throw new UsageError('--target-language goes with --task translate');
+  if (positional.length !== 1)
+    throw new UsageError(
+      positional.length ? `expected one audio file, got ${positional.length}` : 'missing the audio file',
+    );
   const model = flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir();
   const weights = flags.get('weights');
   const audioWeights = flags.get('audio-weights');

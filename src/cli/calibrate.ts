@@ -9,7 +9,8 @@ import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { UsageError, rejectUnknown, splitArgs } from './args.js';
 
-export const CALIBRATE_USAGE = 'usage: wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--directions M] [--block N] [--language CODE] [--compare HEADS.json]';
+export const CALIBRATE_USAGE =
+  'usage: wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--directions M] [--block N] [--language CODE] [--compare HEADS.json]';
 
 export interface CalibrateArgs {
   model: string;
@@ -49,7 +50,10 @@ export function parseCalibrateArgs(argv: string[], cwd = process.cwd()): Calibra
 }
 
 /** Runs it; stderr gets the progress, stdout the comparison when asked for. Returns the exit code. */
-export async function calibrateCommand(a: CalibrateArgs, io: { stdout: (s: string) => void; stderr: (s: string) => void; signal?: AbortSignal }): Promise<number> {
+export async function calibrateCommand(
+  a: CalibrateArgs,
+  io: { stdout: (s: string) => void; stderr: (s: string) => void; signal?: AbortSignal },
+): Promise<number> {
   const { loadModel } = await import('../model/loader.js');
   const { createAudioRoute } = await import('../route/audio-route.js');
   const { calibrateRuntime, partialPath } = await import('../calibrate/run.js');
@@ -57,8 +61,15 @@ export async function calibrateCommand(a: CalibrateArgs, io: { stdout: (s: strin
   const route = await createAudioRoute(model, { file: join(a.model, 'encoder.onnx') });
   try {
     const heads = await calibrateRuntime(model, (s) => route.encode(s), {
-      modelDir: a.model, clipsDir: a.clips, limit: a.limit, out: a.out, directions: a.directions, blockSize: a.blockSize, signal: io.signal,
-      onClip: (done, total, id, seconds, reused) => io.stderr(`calibrate: clip ${done}/${total} ${id} ${reused ? '(saved earlier)' : `${seconds.toFixed(1)} s`}\n`),
+      modelDir: a.model,
+      clipsDir: a.clips,
+      limit: a.limit,
+      out: a.out,
+      directions: a.directions,
+      blockSize: a.blockSize,
+      signal: io.signal,
+      onClip: (done, total, id, seconds, reused) =>
+        io.stderr(`calibrate: clip ${done}/${total} ${id} ${reused ? '(saved earlier)' : `${seconds.toFixed(1)} s`}\n`),
     });
     if (!heads) {
       io.stderr(`calibrate: stopped; finished clips are in ${partialPath(a.out)} and the next run resumes from them\n`);
@@ -68,7 +79,12 @@ export async function calibrateCommand(a: CalibrateArgs, io: { stdout: (s: strin
     if (a.compare) {
       const { compareCalibrations } = await import('../calibrate/compare.js');
       const { parseHeadsFile } = await import('../policy/wnw/triage.js');
-      const ref = parseHeadsFile(JSON.parse(readFileSync(a.compare, 'utf8')), heads.numLayers, heads.numKvHeads, a.compare);
+      const ref = parseHeadsFile(
+        JSON.parse(readFileSync(a.compare, 'utf8')),
+        heads.numLayers,
+        heads.numKvHeads,
+        a.compare,
+      );
       for (const line of compareCalibrations(ref, heads)) io.stdout(`${line}\n`);
     }
     return 0;

@@ -112,10 +112,18 @@ export interface ConvertReport {
 }
 
 /** Converts `from` into `to` (created; files there of the same names are replaced). */
-export async function convertFolder(args: ConvertArgs, log: (line: string) => void = () => {}, maxShardBytes = 2 ** 31): Promise<ConvertReport> {
+export async function convertFolder(
+  args: ConvertArgs,
+  log: (line: string) => void = () => {},
+  maxShardBytes = 2 ** 31,
+): Promise<ConvertReport> {
   const { from, to, format } = args;
   const json = (await readJson(join(from, 'config.json'))) as Json;
-  if (typeof json?.['model_type'] !== 'string') throw new ModelLoadError(join(from, 'config.json'), `has no model_type: wnw convert takes a Hugging Face folder (${FAMILIES.map((f) => f.modelType).join(', ')})`);
+  if (typeof json?.['model_type'] !== 'string')
+    throw new ModelLoadError(
+      join(from, 'config.json'),
+      `has no model_type: wnw convert takes a Hugging Face folder (${FAMILIES.map((f) => f.modelType).join(', ')})`,
+    );
   const info = await readHfConfig(from, json);
   const { family, config: c } = info;
   const ckpt = await HfCheckpoint.open(from);
@@ -128,12 +136,18 @@ export async function convertFolder(args: ConvertArgs, log: (line: string) => vo
     for (const [name, t] of ckpt.tensors) {
       if (isDecoderTensor(family, name)) {
         const shape = expected.get(name);
-        if (!shape) throw new ModelLoadError(t.file, 'the weights hold this decoder tensor but config.json does not describe it: config.json does not match the weights', name);
+        if (!shape)
+          throw new ModelLoadError(
+            t.file,
+            'the weights hold this decoder tensor but config.json does not describe it: config.json does not match the weights',
+            name,
+          );
         ckpt.check(name, shape);
         plan.push(planDecoder(name, shape, format));
       } else if (family.encoderPrefixes.some((p) => name.startsWith(p))) {
         const dtype = t.dtype;
-        if (dtype !== 'BF16' && dtype !== 'F16' && dtype !== 'F32') throw new ModelLoadError(t.file, `dtype ${dtype} of an audio encoder tensor is not BF16, F16 or F32`, name);
+        if (dtype !== 'BF16' && dtype !== 'F16' && dtype !== 'F32')
+          throw new ModelLoadError(t.file, `dtype ${dtype} of an audio encoder tensor is not BF16, F16 or F32`, name);
         plan.push({ name, shape: t.shape, dtype, stored: t.shape, bytes: t.byteLength });
       } else {
         dropped++;
@@ -143,7 +157,8 @@ export async function convertFolder(args: ConvertArgs, log: (line: string) => vo
     }
     for (const name of expected.keys()) {
       // A tied head is not stored; everything else must be.
-      if (!ckpt.info(name) && name !== family.lmHead) throw new ModelLoadError(ckpt.listing, 'tensor is missing (does config.json match these weights?)', name);
+      if (!ckpt.info(name) && name !== family.lmHead)
+        throw new ModelLoadError(ckpt.listing, 'tensor is missing (does config.json match these weights?)', name);
     }
     // 4-byte tensors first, so every U32/F32 tensor starts 4-byte aligned in its shard.
     plan.sort((a, b) => ELEMENT[b.dtype] - ELEMENT[a.dtype]);
@@ -169,7 +184,8 @@ export async function convertFolder(args: ConvertArgs, log: (line: string) => vo
         await out.write(bytes);
         for (const p of shards[i]) {
           const data = encode(p, await ckpt.f32(p.name, p.shape), format, ckpt.info(p.name)!.file);
-          if (data.byteLength !== p.bytes) throw new Error(`${p.name}: planned ${p.bytes} bytes, encoded ${data.byteLength}`);
+          if (data.byteLength !== p.bytes)
+            throw new Error(`${p.name}: planned ${p.bytes} bytes, encoded ${data.byteLength}`);
           await out.write(data);
           weightMap[p.name] = file;
           bytesOut += p.bytes;
@@ -180,13 +196,25 @@ export async function convertFolder(args: ConvertArgs, log: (line: string) => vo
       }
       log(`wrote ${file} (${shards[i].length} tensors)`);
     }
-    await writeFile(join(to, INDEX_FILE), JSON.stringify({ metadata: { total_size: bytesOut }, weight_map: weightMap }, null, 2));
+    await writeFile(
+      join(to, INDEX_FILE),
+      JSON.stringify({ metadata: { total_size: bytesOut }, weight_map: weightMap }, null, 2),
+    );
     // Everything else (config, tokenizer, preprocessor, generation config) as upstream wrote it.
     for (const f of await readdir(from)) {
-      if (f.endsWith('.safetensors') || f === INDEX_FILE || f === PACKED_MARKER || !(await stat(join(from, f))).isFile()) continue;
+      if (
+        f.endsWith('.safetensors') ||
+        f === INDEX_FILE ||
+        f === PACKED_MARKER ||
+        !(await stat(join(from, f))).isFile()
+      )
+        continue;
       await copyFile(join(from, f), join(to, f));
     }
-    await writeFile(join(to, PACKED_MARKER), JSON.stringify({ format, version: PACKED_VERSION, groupSize: Q4_GROUP }, null, 2) + '\n');
+    await writeFile(
+      join(to, PACKED_MARKER),
+      JSON.stringify({ format, version: PACKED_VERSION, groupSize: Q4_GROUP }, null, 2) + '\n',
+    );
     return { format, shards: shards.length, tensors: plan.length, dropped, bytesIn, bytesOut, byFormat };
   } finally {
     await ckpt.close();

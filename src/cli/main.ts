@@ -23,15 +23,16 @@ export interface CliIo {
   signal?: AbortSignal;
 }
 
-export const USAGE = `${TRANSCRIBE_USAGE}\n\nTranscribes an audio file: WAV (PCM or float; any rate; any channels), MP3, FLAC, Ogg Vorbis, Ogg Opus, or M4A/AAC (this one through an ffmpeg on the PATH), told apart by their first bytes. --model takes our own model folder or a ` +
+export const USAGE =
+  `${TRANSCRIBE_USAGE}\n\nTranscribes an audio file: WAV (PCM or float; any rate; any channels), MP3, FLAC, Ogg Vorbis, Ogg Opus, or M4A/AAC (this one through an ffmpeg on the PATH), told apart by their first bytes. --model takes our own model folder or a ` +
   'Hugging Face folder of Voxtral, Qwen2-Audio or Qwen2.5-Omni; the policies wnw and audiokv need its heads.json (npm run calibrate -- --model DIR). ' +
-  'A Hugging Face folder with an ONNX audio encoder (onnx/audio_encoder*.onnx) runs it by default; --audio-encoder audio-tower runs the checkpoint\'s audio tower ' +
-  'instead, --audio-encoder onnx makes a missing graph an error. --weights defaults to q4 for a Hugging Face folder (in f32 Voxtral-Mini-3B\'s decoder alone is ' +
+  "A Hugging Face folder with an ONNX audio encoder (onnx/audio_encoder*.onnx) runs it by default; --audio-encoder audio-tower runs the checkpoint's audio tower " +
+  "instead, --audio-encoder onnx makes a missing graph an error. --weights defaults to q4 for a Hugging Face folder (in f32 Voxtral-Mini-3B's decoder alone is " +
   '14.95 GiB, against 2.10 GiB in q4), to the format a folder converted by wnw convert was packed in, and to f32 for our own model folder. ' +
   '--language takes a 2- or 3-letter code, or none to let the model detect it; --task translate --target-language de asks a Hugging Face model whose ' +
   'prompt recipe has a translation for the speech in that language. ' +
-  '--audio-weights (a Hugging Face audio tower\'s Linears) defaults to f16 beside a q4 decoder, else to the decoder\'s format.\n\n' +
-  'usage: wnw convert HF_DIR OUT_DIR [--quant q4|f16|f32]\n\nPacks a Hugging Face folder\'s decoder weights once (default q4), so it loads without conversion.\n\n' +
+  "--audio-weights (a Hugging Face audio tower's Linears) defaults to f16 beside a q4 decoder, else to the decoder's format.\n\n" +
+  "usage: wnw convert HF_DIR OUT_DIR [--quant q4|f16|f32]\n\nPacks a Hugging Face folder's decoder weights once (default q4), so it loads without conversion.\n\n" +
   'usage: wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--directions M] [--block N] [--language CODE] [--compare HEADS.json]\n\n' +
   'Writes heads.json (WnW head roles) computed by the runtime alone: Voice Score from teacher-forced attention, Head Sensitivity estimated from forward passes ' +
   '(docs/calibrate-real-model.md). Resumes from OUT.partial.json after a stop.\n';
@@ -101,7 +102,13 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
 }
 
 /** A subcommand: a usage error prints its usage (exit 2), a failure one line (exit 1). */
-async function subcommand<A>(argv: string[], io: CliIo, usage: string, parse: (argv: string[]) => A, run: (args: A) => Promise<number>): Promise<number> {
+async function subcommand<A>(
+  argv: string[],
+  io: CliIo,
+  usage: string,
+  parse: (argv: string[]) => A,
+  run: (args: A) => Promise<number>,
+): Promise<number> {
   let args: A;
   try {
     args = parse(argv);
@@ -125,8 +132,13 @@ async function convertCommand(argv: string[], io: CliIo): Promise<number> {
   return subcommand(argv, io, CONVERT_USAGE, parseConvertArgs, async (args) => {
     const r = await convertFolder(args, (line) => io.stderr(`${line}\n`));
     const mb = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
-    io.stdout(`converted ${r.tensors} tensors (${r.dropped} not used by the runtime left out) into ${r.shards} shards: ${mb(r.bytesIn)} -> ${mb(r.bytesOut)}; decoder ${args.format}: ` +
-      `${Object.entries(r.byFormat).filter(([, b]) => b > 0).map(([f, b]) => `${f} ${mb(b)}`).join(', ')}\n`);
+    io.stdout(
+      `converted ${r.tensors} tensors (${r.dropped} not used by the runtime left out) into ${r.shards} shards: ${mb(r.bytesIn)} -> ${mb(r.bytesOut)}; decoder ${args.format}: ` +
+        `${Object.entries(r.byFormat)
+          .filter(([, b]) => b > 0)
+          .map(([f, b]) => `${f} ${mb(b)}`)
+          .join(', ')}\n`,
+    );
     return 0;
   });
 }
@@ -134,7 +146,13 @@ async function convertCommand(argv: string[], io: CliIo): Promise<number> {
 /** `wnw calibrate`: heads.json from the runtime alone (src/cli/calibrate.ts). */
 async function calibrate(argv: string[], io: CliIo): Promise<number> {
   const { CALIBRATE_USAGE, calibrateCommand, parseCalibrateArgs } = await import('./calibrate.js');
-  return subcommand(argv, io, CALIBRATE_USAGE, (a) => parseCalibrateArgs(a), (args) => calibrateCommand(args, io));
+  return subcommand(
+    argv,
+    io,
+    CALIBRATE_USAGE,
+    (a) => parseCalibrateArgs(a),
+    (args) => calibrateCommand(args, io),
+  );
 }
 
 async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> {
@@ -171,11 +189,30 @@ async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> 
 
   let asr: Transcriber | undefined;
   try {
-    asr = await io.load({ model: args.model, policy: args.policy, budget: args.budget, backend: args.backend, kvPrecision: args.kv, weightFormat: args.weights, audioSeconds: audio.length / 16000, ...(args.language !== undefined ? { language: args.language } : {}), ...(args.audioEncoder ? { audioEncoder: args.audioEncoder } : {}), ...(args.audioWeights ? { audioWeightFormat: args.audioWeights } : {}), onProgress });
+    asr = await io.load({
+      model: args.model,
+      policy: args.policy,
+      budget: args.budget,
+      backend: args.backend,
+      kvPrecision: args.kv,
+      weightFormat: args.weights,
+      audioSeconds: audio.length / 16000,
+      ...(args.language !== undefined ? { language: args.language } : {}),
+      ...(args.audioEncoder ? { audioEncoder: args.audioEncoder } : {}),
+      ...(args.audioWeights ? { audioWeightFormat: args.audioWeights } : {}),
+      onProgress,
+    });
     clearProgress();
     // Said every time, not only for auto: a CPU fallback is 10-100x slower and people should know why.
-    io.stderr(`wnw: backend ${asr.backend}${args.backend === 'auto' ? ' (auto)' : ''}; policy ${args.policy}${hasFixedBudget(args.policy) ? '' : ` at budget ${args.budget}`}\n`);
-    const result = await asr.transcribe(audio, { signal: io.signal, onProgress, ...(args.task ? { task: args.task } : {}), ...(args.targetLanguage ? { targetLanguage: args.targetLanguage } : {}) });
+    io.stderr(
+      `wnw: backend ${asr.backend}${args.backend === 'auto' ? ' (auto)' : ''}; policy ${args.policy}${hasFixedBudget(args.policy) ? '' : ` at budget ${args.budget}`}\n`,
+    );
+    const result = await asr.transcribe(audio, {
+      signal: io.signal,
+      onProgress,
+      ...(args.task ? { task: args.task } : {}),
+      ...(args.targetLanguage ? { targetLanguage: args.targetLanguage } : {}),
+    });
     clearProgress();
     if (args.json) io.stdout(`${JSON.stringify(jsonOutput(result, args.budget))}\n`);
     else io.stdout(`${result.text}\n`);
@@ -186,7 +223,9 @@ async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> 
     );
     for (const w of s.warnings ?? []) io.stderr(`wnw: warning: ${w}\n`);
     if (result.error) {
-      io.stderr(`wnw: ${oneLine(result.error)} (${result.text.trim() ? 'the transcript above is partial' : 'nothing was transcribed'})\n`);
+      io.stderr(
+        `wnw: ${oneLine(result.error)} (${result.text.trim() ? 'the transcript above is partial' : 'nothing was transcribed'})\n`,
+      );
       return (result.error as { code?: string }).code === 'CANCELLED' ? 130 : 1;
     }
     return 0;

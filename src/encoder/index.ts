@@ -7,4 +7,11 @@ export {
 } from './whisper-config.js';
 export { lookupFromSafeTensors, lookupFromCheckpoint } from './tensors.js';
 export { WebGpuWhisperEncoder, asStored } from './webgpu.js';
-export { encoderLinears, encoderWeightBytes, encodeBatch, linearFormat, towerBytes, type TowerBytes } from './sizing.js';
+export {
+  encoderLinears,
+  encoderWeightBytes,
+  encodeBatch,
+  linearFormat,
+  towerBytes,
+  type TowerBytes,
+} from './sizing.js';

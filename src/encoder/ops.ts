@@ -31,7 +31,14 @@ export function geluInPlace(x: Float32Array): Float32Array {
 }
 
 /** y[r, o] = b[o] + Σ_i x[r, i]·w[o, i]; w is [outDim, inDim]. */
-export function linear(x: Float32Array, rows: number, inDim: number, w: Float32Array, bias: Float32Array | null, outDim: number): Float32Array {
+export function linear(
+  x: Float32Array,
+  rows: number,
+  inDim: number,
+  w: Float32Array,
+  bias: Float32Array | null,
+  outDim: number,
+): Float32Array {
   const y = new Float32Array(rows * outDim);
   for (let r = 0; r < rows; r++) {
     const xo = r * inDim;
@@ -39,8 +46,14 @@ export function linear(x: Float32Array, rows: number, inDim: number, w: Float32A
     let o = 0;
     // Four outputs per pass share each load of x.
     for (; o + 4 <= outDim; o += 4) {
-      const w0 = o * inDim, w1 = w0 + inDim, w2 = w1 + inDim, w3 = w2 + inDim;
-      let a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      const w0 = o * inDim,
+        w1 = w0 + inDim,
+        w2 = w1 + inDim,
+        w3 = w2 + inDim;
+      let a0 = 0,
+        a1 = 0,
+        a2 = 0,
+        a3 = 0;
       for (let i = 0; i < inDim; i++) {
         const v = x[xo + i];
         a0 += v * w[w0 + i];
@@ -64,7 +77,14 @@ export function linear(x: Float32Array, rows: number, inDim: number, w: Float32A
 }
 
 /** LayerNorm over the last axis (biased variance, eps inside the root), into a new array. */
-export function layerNorm(x: Float32Array, rows: number, dim: number, gamma: Float32Array, beta: Float32Array, eps = 1e-5): Float32Array {
+export function layerNorm(
+  x: Float32Array,
+  rows: number,
+  dim: number,
+  gamma: Float32Array,
+  beta: Float32Array,
+  eps = 1e-5,
+): Float32Array {
   const y = new Float32Array(rows * dim);
   for (let r = 0; r < rows; r++) {
     const o = r * dim;
@@ -84,7 +104,15 @@ export function layerNorm(x: Float32Array, rows: number, dim: number, gamma: Flo
  * time-major [floor((tIn − 1) / stride) + 1, cOut]. `wk` is the weight re-laid out as
  * [cOut, 3, cIn] (see `convWeightTimeMajor`), so each tap is a contiguous dot product.
  */
-export function conv1dK3(x: Float32Array, tIn: number, cIn: number, wk: Float32Array, bias: Float32Array, cOut: number, stride: number): Float32Array {
+export function conv1dK3(
+  x: Float32Array,
+  tIn: number,
+  cIn: number,
+  wk: Float32Array,
+  bias: Float32Array,
+  cOut: number,
+  stride: number,
+): Float32Array {
   const tOut = Math.floor((tIn - 1) / stride) + 1;
   const y = new Float32Array(tOut * cOut);
   for (let t = 0; t < tOut; t++) {
@@ -120,7 +148,15 @@ export function convWeightTimeMajor(w: Float32Array, cOut: number, cIn: number):
  * attend to keys [0, keys) only (Qwen2-Audio masks the padding frames as keys).
  * q is expected already scaled by hd^-0.5.
  */
-export function attention(q: Float32Array, k: Float32Array, v: Float32Array, t: number, heads: number, hd: number, keys = t): Float32Array {
+export function attention(
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  t: number,
+  heads: number,
+  hd: number,
+  keys = t,
+): Float32Array {
   const d = heads * hd;
   const out = new Float32Array(t * d);
   const s = new Float64Array(keys);

@@ -20,12 +20,17 @@ export const ENCODER_BATCH_BYTES = 160 * 2 ** 20;
 export const DEFAULT_BATCH_FRAMES = 12_000;
 
 /** Every Linear the GPU encoder packs (layer projections, then the projector), with its shape. */
-export function encoderLinears(config: WhisperEncoderConfig, spec: WhisperFamilySpec, projectorRows: (name: string, cols: number) => number): { name: string; rows: number; cols: number }[] {
+export function encoderLinears(
+  config: WhisperEncoderConfig,
+  spec: WhisperFamilySpec,
+  projectorRows: (name: string, cols: number) => number,
+): { name: string; rows: number; cols: number }[] {
   const { dModel: d, ffnDim: f } = config;
   const out: { name: string; rows: number; cols: number }[] = [];
   for (let i = 0; i < config.layers; i++) {
     const l = `${spec.prefix}layers.${i}.`;
-    for (const n of ['q_proj', 'k_proj', 'v_proj', 'out_proj']) out.push({ name: `${l}self_attn.${n}.weight`, rows: d, cols: d });
+    for (const n of ['q_proj', 'k_proj', 'v_proj', 'out_proj'])
+      out.push({ name: `${l}self_attn.${n}.weight`, rows: d, cols: d });
     out.push({ name: `${l}fc1.weight`, rows: f, cols: d }, { name: `${l}fc2.weight`, rows: d, cols: f });
   }
   let width = d;
@@ -46,10 +51,16 @@ export function linearFormat(format: WeightFormat, cols: number): WeightFormat {
 }
 
 /** Bytes of the tower's weights as the GPU encoder uploads them (Linears in `format`, the rest f32). */
-export function encoderWeightBytes(config: WhisperEncoderConfig, spec: WhisperFamilySpec, decoderWidth: number, format: WeightFormat): { linears: number; other: number } {
+export function encoderWeightBytes(
+  config: WhisperEncoderConfig,
+  spec: WhisperFamilySpec,
+  decoderWidth: number,
+  format: WeightFormat,
+): { linears: number; other: number } {
   const { nMels, dModel: d, ffnDim: f, maxSourcePositions: P } = config;
   let linears = 0;
-  for (const l of encoderLinears(config, spec, () => decoderWidth)) linears += l.rows * rowBytes(linearFormat(format, l.cols), l.cols);
+  for (const l of encoderLinears(config, spec, () => decoderWidth))
+    linears += l.rows * rowBytes(linearFormat(format, l.cols), l.cols);
   // The post steps' norms and biases, at the width each sees.
   let post = 0;
   let width = d;
@@ -95,7 +106,12 @@ export function outputRows(spec: WhisperFamilySpec, rows: number): number {
  * and `projectorWidths` are the projector's, `bindableBytes` the device's storage binding limit.
  */
 export function encodeBatch(
-  config: WhisperEncoderConfig, spec: WhisperFamilySpec, outputWidth: number, projectorWidths: number[], bindableBytes: number, maxBatchFrames = DEFAULT_BATCH_FRAMES,
+  config: WhisperEncoderConfig,
+  spec: WhisperFamilySpec,
+  outputWidth: number,
+  projectorWidths: number[],
+  bindableBytes: number,
+  maxBatchFrames = DEFAULT_BATCH_FRAMES,
 ): EncodeBatch {
   const d = config.dModel;
   const W = spec.windowFrames;
@@ -105,18 +121,30 @@ export function encodeBatch(
     const frames = windows * W;
     const rows = windows * winOut;
     return [
-      ['mel batch', frames * config.nMels], ['conv1 out', frames * d],
-      ['hidden', rows * d], ['normed', rows * d], ['q', rows * d], ['k', rows * d], ['v', rows * d], ['attention out', rows * d],
-      ['ffn', rows * maxWidth], ['post', rows * maxWidth], ['readback', Math.ceil((outputRows(spec, rows) * outputWidth) / 4) * 4],
+      ['mel batch', frames * config.nMels],
+      ['conv1 out', frames * d],
+      ['hidden', rows * d],
+      ['normed', rows * d],
+      ['q', rows * d],
+      ['k', rows * d],
+      ['v', rows * d],
+      ['attention out', rows * d],
+      ['ffn', rows * maxWidth],
+      ['post', rows * maxWidth],
+      ['readback', Math.ceil((outputRows(spec, rows) * outputWidth) / 4) * 4],
     ];
   };
   const bytesOf = (b: [string, number][]) => 4 * b.reduce((a, [, f]) => a + f, 0);
   const bindable = Math.floor(bindableBytes / 4);
-  const byBinding = Math.min(Math.floor(bindable / (W * Math.max(config.nMels, d))), Math.floor(bindable / (winOut * maxWidth)));
+  const byBinding = Math.min(
+    Math.floor(bindable / (W * Math.max(config.nMels, d))),
+    Math.floor(bindable / (winOut * maxWidth)),
+  );
   const byMemory = Math.floor(ENCODER_BATCH_BYTES / bytesOf(layout(1)));
   // At least one window where a binding holds it: memory bounds the batch, never the window.
   const windows = Math.min(Math.floor(Math.max(W, maxBatchFrames) / W), byBinding, Math.max(1, byMemory));
-  if (windows < 1) throw new RangeError(`one ${W}-frame window does not fit the device's ${bindable * 4}-byte storage bindings`);
+  if (windows < 1)
+    throw new RangeError(`one ${W}-frame window does not fit the device's ${bindable * 4}-byte storage bindings`);
   const buffers = layout(windows);
   return { windows, frames: windows * W, rows: windows * winOut, maxWidth, buffers, bytes: bytesOf(buffers) };
 }
@@ -133,7 +161,13 @@ export interface TowerBytes {
   batchBytes: number;
 }
 
-export function towerBytes(config: WhisperEncoderConfig, spec: WhisperFamilySpec, decoderWidth: number, format: WeightFormat, bindableBytes = 2 ** 31 - 4): TowerBytes {
+export function towerBytes(
+  config: WhisperEncoderConfig,
+  spec: WhisperFamilySpec,
+  decoderWidth: number,
+  format: WeightFormat,
+  bindableBytes = 2 ** 31 - 4,
+): TowerBytes {
   const w = encoderWeightBytes(config, spec, decoderWidth, format);
   const batch = encodeBatch(config, spec, decoderWidth, projectorWidths(spec, decoderWidth), bindableBytes);
   return { format, weightBytes: w.linears + w.other, batchBytes: batch.bytes };
@@ -146,11 +180,18 @@ export function towerBytes(config: WhisperEncoderConfig, spec: WhisperFamilySpec
  * logits), and q4 where that format's encode phase (`phaseOf`: with the decoder's weights)
  * passes the memory the device surely has; `why` says so.
  */
-export function defaultTowerFormat(decoder: WeightFormat, phaseOf: (f: WeightFormat) => number, sureMemoryBytes?: number): { format: WeightFormat; why?: string } {
+export function defaultTowerFormat(
+  decoder: WeightFormat,
+  phaseOf: (f: WeightFormat) => number,
+  sureMemoryBytes?: number,
+): { format: WeightFormat; why?: string } {
   const preferred: WeightFormat = decoder === 'q4' ? 'f16' : decoder;
   if (sureMemoryBytes === undefined) return { format: preferred };
   const need = phaseOf(preferred);
   if (need <= sureMemoryBytes) return { format: preferred };
   const gb = (b: number) => (b / 1e9).toFixed(2);
-  return { format: 'q4', why: `a ${preferred} tower beside the decoder needs ${gb(need)} GB while encoding, over the ${gb(sureMemoryBytes)} GB this device surely has` };
+  return {
+    format: 'q4',
+    why: `a ${preferred} tower beside the decoder needs ${gb(need)} GB while encoding, over the ${gb(sureMemoryBytes)} GB this device surely has`,
+  };
 }

@@ -8,7 +8,10 @@ import type { HfCheckpoint } from '../model/hf/checkpoint.js';
 import type { TensorLookup } from './whisper.js';
 import type { WhisperFamilySpec } from './whisper-config.js';
 
-export function lookupFromSafeTensors(shards: SafeTensors[], source = shards.map((s) => s.file).join(', ')): TensorLookup {
+export function lookupFromSafeTensors(
+  shards: SafeTensors[],
+  source = shards.map((s) => s.file).join(', '),
+): TensorLookup {
   return {
     source,
     get(name: string): Float32Array | undefined {
@@ -20,7 +23,9 @@ export function lookupFromSafeTensors(shards: SafeTensors[], source = shards.map
 
 /** Reads every tensor under the family's encoder prefix and every projector tensor its post steps name. */
 export async function lookupFromCheckpoint(ckpt: HfCheckpoint, spec: WhisperFamilySpec): Promise<TensorLookup> {
-  const extra = spec.post.flatMap((s) => (s.op === 'linear' || s.op === 'layernorm' ? [`${s.name}.weight`, `${s.name}.bias`] : []));
+  const extra = spec.post.flatMap((s) =>
+    s.op === 'linear' || s.op === 'layernorm' ? [`${s.name}.weight`, `${s.name}.bias`] : [],
+  );
   const names = [...ckpt.tensors.keys()].filter((n) => n.startsWith(spec.prefix) || extra.includes(n));
   const held = new Map<string, Float32Array>();
   for (const n of names) held.set(n, await ckpt.f32(n, ckpt.tensors.get(n)!.shape));

@@ -11,7 +11,21 @@ import type { Constants, PipelineCache } from '../gpu/pipelines.js';
 import { WEIGHT_FORMAT_ID, rowBytes, type WeightFormat } from '../model/quant.js';
 
 export function encoderConstants(over: Constants): Constants {
-  return { CIN: 4, COUT: 4, STRIDE: 1, POS: false, D: 4, EPS: { f32: 1e-5 }, BIAS: false, GELU: false, ACC: false, WEIGHT_FORMAT: 0, HD: 1, SCALE: { f32: 1 }, ...over };
+  return {
+    CIN: 4,
+    COUT: 4,
+    STRIDE: 1,
+    POS: false,
+    D: 4,
+    EPS: { f32: 1e-5 },
+    BIAS: false,
+    GELU: false,
+    ACC: false,
+    WEIGHT_FORMAT: 0,
+    HD: 1,
+    SCALE: { f32: 1 },
+    ...over,
+  };
 }
 
 /** Splits `n` workgroups over x and a second axis, each at most 65535. */
@@ -22,7 +36,10 @@ export function split(n: number): [number, number] {
 /** Records dispatches of the encoder kernels into one compute pass; owns their uniforms. */
 export class EncoderPass {
   private readonly uniforms: GPUBuffer[] = [];
-  constructor(private readonly ctx: GpuContext, readonly pass: GPUComputePassEncoder) {}
+  constructor(
+    private readonly ctx: GpuContext,
+    readonly pass: GPUComputePassEncoder,
+  ) {}
 
   /** A Dims uniform (a, b, c, d) for one dispatch, released with the pass. */
   dims(a: number, b = 0, c = 0, d = 0): GPUBuffer {
@@ -56,24 +73,47 @@ abstract class IoOp extends Op {
 
 /** conv_k3 over a batch of windows: winIn input rows per window in, winOut rows out. */
 export class Conv extends IoOp {
-  constructor(ctx: GpuContext, pipeline: GPUComputePipeline, private readonly cin: number, private readonly cout: number, private readonly pos: boolean) {
+  constructor(
+    ctx: GpuContext,
+    pipeline: GPUComputePipeline,
+    private readonly cin: number,
+    private readonly cout: number,
+    private readonly pos: boolean,
+  ) {
     super(ctx, pipeline, 'conv_k3');
   }
 
-  record(pass: EncoderPass, b: { x: Binding; w: Binding; b: Binding; pos: Binding; y: Binding }, p: { inRows: number; outRows: number; winIn: number; winOut: number }): void {
+  record(
+    pass: EncoderPass,
+    b: { x: Binding; w: Binding; b: Binding; pos: Binding; y: Binding },
+    p: { inRows: number; outRows: number; winIn: number; winOut: number },
+  ): void {
     this.need('x', b.x, 4 * p.inRows * this.cin);
     this.need('w', b.w, 4 * 3 * this.cin * this.cout);
     this.need('b', b.b, 4 * this.cout);
     if (this.pos) this.need('pos', b.pos, 4 * p.winOut * this.cout);
     this.need('y', b.y, 4 * p.outRows * this.cout);
     const [gy, gz] = split(p.outRows);
-    pass.add(this.io([b.x, b.w, b.b, b.pos], b.y, pass.dims(p.inRows, p.outRows, p.winIn, p.winOut), Math.ceil(this.cout / 64), gy, gz));
+    pass.add(
+      this.io(
+        [b.x, b.w, b.b, b.pos],
+        b.y,
+        pass.dims(p.inRows, p.outRows, p.winIn, p.winOut),
+        Math.ceil(this.cout / 64),
+        gy,
+        gz,
+      ),
+    );
   }
 }
 
 /** LayerNorm with bias over rows of width d. */
 export class LayerNorm extends IoOp {
-  constructor(ctx: GpuContext, pipeline: GPUComputePipeline, private readonly d: number) {
+  constructor(
+    ctx: GpuContext,
+    pipeline: GPUComputePipeline,
+    private readonly d: number,
+  ) {
     super(ctx, pipeline, 'layer_norm');
   }
 
@@ -89,12 +129,26 @@ export class LayerNorm extends IoOp {
 
 /** Windowed attention of rows [rows, d] per head: each row sees the first `keys` rows of its window. */
 export class Attention extends IoOp {
-  constructor(ctx: GpuContext, pipeline: GPUComputePipeline, private readonly d: number) {
+  constructor(
+    ctx: GpuContext,
+    pipeline: GPUComputePipeline,
+    private readonly d: number,
+  ) {
     super(ctx, pipeline, 'attention');
   }
 
-  record(pass: EncoderPass, b: { q: Binding; k: Binding; v: Binding; out: Binding }, p: { rows: number; heads: number; win: number; keys: number }): void {
-    for (const [what, buf] of [['q', b.q], ['k', b.k], ['v', b.v], ['out', b.out]] as const) this.need(what, buf, 4 * p.rows * this.d);
+  record(
+    pass: EncoderPass,
+    b: { q: Binding; k: Binding; v: Binding; out: Binding },
+    p: { rows: number; heads: number; win: number; keys: number },
+  ): void {
+    for (const [what, buf] of [
+      ['q', b.q],
+      ['k', b.k],
+      ['v', b.v],
+      ['out', b.out],
+    ] as const)
+      this.need(what, buf, 4 * p.rows * this.d);
     const [gx, gz] = split(Math.ceil(p.rows / 64));
     pass.add(this.io([b.q, b.k, b.v], b.out, pass.dims(p.rows, p.win, p.keys), gx, p.heads, gz));
   }
@@ -102,7 +156,11 @@ export class Attention extends IoOp {
 
 /** AvgPool1d(2) over rows of width d: outRows rows from 2 outRows. */
 export class AvgPool2 extends IoOp {
-  constructor(ctx: GpuContext, pipeline: GPUComputePipeline, private readonly d: number) {
+  constructor(
+    ctx: GpuContext,
+    pipeline: GPUComputePipeline,
+    private readonly d: number,
+  ) {
     super(ctx, pipeline, 'avg_pool2');
   }
 
@@ -116,12 +174,20 @@ export class AvgPool2 extends IoOp {
 
 /** y[n, out] (+)= act(x[n, in]·wᵀ + b), W in its weight format (encoder_linear.wgsl's own bindings). */
 export class Linear extends Op {
-  constructor(ctx: GpuContext, pipeline: GPUComputePipeline, private readonly format: WeightFormat) {
+  constructor(
+    ctx: GpuContext,
+    pipeline: GPUComputePipeline,
+    private readonly format: WeightFormat,
+  ) {
     super(ctx, pipeline, `linear ${format}`);
   }
 
   /** `b` is bound even when the pipeline has no bias. */
-  record(pass: EncoderPass, b: { w: Binding; x: Binding; b: Binding; y: Binding }, p: { out: number; inDim: number; n: number }): void {
+  record(
+    pass: EncoderPass,
+    b: { w: Binding; x: Binding; b: Binding; y: Binding },
+    p: { out: number; inDim: number; n: number },
+  ): void {
     this.need('w', b.w, p.out * rowBytes(this.format, p.inDim));
     this.need('x', b.x, 4 * p.n * p.inDim);
     this.need('y', b.y, 4 * p.n * p.out);
@@ -139,24 +205,48 @@ export class EncoderKernels {
   }
 
   async conv(cin: number, cout: number, stride: number, pos: boolean): Promise<Conv> {
-    const p = await this.cache.get('encoder_conv.wgsl', 'conv_k3', encoderConstants({ CIN: cin, COUT: cout, STRIDE: stride, POS: pos }));
+    const p = await this.cache.get(
+      'encoder_conv.wgsl',
+      'conv_k3',
+      encoderConstants({ CIN: cin, COUT: cout, STRIDE: stride, POS: pos }),
+    );
     return new Conv(this.cache.ctx, p, cin, cout, pos);
   }
 
   async layerNorm(d: number, eps = 1e-5): Promise<LayerNorm> {
-    return new LayerNorm(this.cache.ctx, await this.cache.get('encoder_layer_norm.wgsl', 'layer_norm', encoderConstants({ D: d, EPS: { f32: eps } })), d);
+    return new LayerNorm(
+      this.cache.ctx,
+      await this.cache.get('encoder_layer_norm.wgsl', 'layer_norm', encoderConstants({ D: d, EPS: { f32: eps } })),
+      d,
+    );
   }
 
   async linear(bias: boolean, gelu: boolean, acc: boolean, format: WeightFormat = 'f32'): Promise<Linear> {
-    const p = await this.cache.get('encoder_linear.wgsl', 'linear', encoderConstants({ BIAS: bias, GELU: gelu, ACC: acc, WEIGHT_FORMAT: WEIGHT_FORMAT_ID[format] }));
+    const p = await this.cache.get(
+      'encoder_linear.wgsl',
+      'linear',
+      encoderConstants({ BIAS: bias, GELU: gelu, ACC: acc, WEIGHT_FORMAT: WEIGHT_FORMAT_ID[format] }),
+    );
     return new Linear(this.cache.ctx, p, format);
   }
 
   async attention(d: number, hd: number): Promise<Attention> {
-    return new Attention(this.cache.ctx, await this.cache.get('encoder_attention.wgsl', 'attention', encoderConstants({ D: d, HD: hd, SCALE: { f32: 1 / Math.sqrt(hd) } })), d);
+    return new Attention(
+      this.cache.ctx,
+      await this.cache.get(
+        'encoder_attention.wgsl',
+        'attention',
+        encoderConstants({ D: d, HD: hd, SCALE: { f32: 1 / Math.sqrt(hd) } }),
+      ),
+      d,
+    );
   }
 
   async avgPool2(d: number): Promise<AvgPool2> {
-    return new AvgPool2(this.cache.ctx, await this.cache.get('encoder_avg_pool.wgsl', 'avg_pool2', encoderConstants({ D: d })), d);
+    return new AvgPool2(
+      this.cache.ctx,
+      await this.cache.get('encoder_avg_pool.wgsl', 'avg_pool2', encoderConstants({ D: d })),
+      d,
+    );
   }
 }

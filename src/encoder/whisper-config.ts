@@ -27,7 +27,8 @@ function pick(cfg: Record<string, unknown>, file: string, keys: string[], fallba
 }
 
 function positiveInt(v: unknown, file: string, key: string): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0) throw new ModelLoadError(file, `audio_config.${key} must be a positive integer, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0)
+    throw new ModelLoadError(file, `audio_config.${key} must be a positive integer, got ${JSON.stringify(v)}`);
   return v;
 }
 
@@ -35,23 +36,53 @@ function positiveInt(v: unknown, file: string, key: string): number {
  * Reads an upstream `audio_config` of a Whisper-family encoder. Values this encoder does not implement are typed errors
  * naming the key. `file` names config.json in messages.
  */
-export function parseWhisperEncoderConfig(cfg: Record<string, unknown>, file = 'config.json', spec?: WhisperFamilySpec): WhisperEncoderConfig {
+export function parseWhisperEncoderConfig(
+  cfg: Record<string, unknown>,
+  file = 'config.json',
+  spec?: WhisperFamilySpec,
+): WhisperEncoderConfig {
   const act = pick(cfg, file, ['activation_function', 'hidden_act'], 'gelu');
-  if (act !== 'gelu') throw new ModelLoadError(file, `audio_config.activation_function is ${JSON.stringify(act)}; only "gelu" (exact, erf) is supported`);
-  if (cfg.scale_embedding === true) throw new ModelLoadError(file, 'audio_config.scale_embedding is true; the supported encoders do not scale embeddings');
+  if (act !== 'gelu')
+    throw new ModelLoadError(
+      file,
+      `audio_config.activation_function is ${JSON.stringify(act)}; only "gelu" (exact, erf) is supported`,
+    );
+  if (cfg.scale_embedding === true)
+    throw new ModelLoadError(
+      file,
+      'audio_config.scale_embedding is true; the supported encoders do not scale embeddings',
+    );
   const nMels = positiveInt(pick(cfg, file, ['num_mel_bins']), file, 'num_mel_bins');
-  if (nMels !== 128 && nMels !== 80) throw new ModelLoadError(file, `audio_config.num_mel_bins is ${nMels}; the Whisper front-end is defined for 80 or 128 mel bins`);
+  if (nMels !== 128 && nMels !== 80)
+    throw new ModelLoadError(
+      file,
+      `audio_config.num_mel_bins is ${nMels}; the Whisper front-end is defined for 80 or 128 mel bins`,
+    );
   const dModel = positiveInt(pick(cfg, file, ['d_model', 'hidden_size']), file, 'd_model');
-  const heads = positiveInt(pick(cfg, file, ['encoder_attention_heads', 'num_attention_heads']), file, 'encoder_attention_heads');
-  if (dModel % heads !== 0) throw new ModelLoadError(file, `audio_config.encoder_attention_heads (${heads}) does not divide d_model (${dModel})`);
+  const heads = positiveInt(
+    pick(cfg, file, ['encoder_attention_heads', 'num_attention_heads']),
+    file,
+    'encoder_attention_heads',
+  );
+  if (dModel % heads !== 0)
+    throw new ModelLoadError(
+      file,
+      `audio_config.encoder_attention_heads (${heads}) does not divide d_model (${dModel})`,
+    );
   const maxSourcePositions = positiveInt(pick(cfg, file, ['max_source_positions'], 1500), file, 'max_source_positions');
   const halfKey = spec?.halfWindowKey;
   if (spec && halfKey && cfg[halfKey] !== undefined && cfg[halfKey] !== spec.windowFrames / 2) {
     // 100 mel frames per second (10 ms hop).
-    throw new ModelLoadError(file, `audio_config.${halfKey} is ${JSON.stringify(cfg[halfKey])}; this encoder runs ${spec.windowFrames / 100} s windows (${halfKey} ${spec.windowFrames / 2})`);
+    throw new ModelLoadError(
+      file,
+      `audio_config.${halfKey} is ${JSON.stringify(cfg[halfKey])}; this encoder runs ${spec.windowFrames / 100} s windows (${halfKey} ${spec.windowFrames / 2})`,
+    );
   }
   if (spec && spec.windows === 'exact' && spec.windowFrames !== 2 * maxSourcePositions) {
-    throw new ModelLoadError(file, `audio_config.max_source_positions is ${maxSourcePositions}; ${spec.family} encodes ${spec.windowFrames}-frame windows (1500 positions)`);
+    throw new ModelLoadError(
+      file,
+      `audio_config.max_source_positions is ${maxSourcePositions}; ${spec.family} encodes ${spec.windowFrames}-frame windows (1500 positions)`,
+    );
   }
   return {
     nMels,

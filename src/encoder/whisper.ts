@@ -10,7 +10,16 @@
  * at a time, so memory beyond the weights is one window's activations plus the output.
  */
 import { ModelLoadError } from '../errors.js';
-import { attention, avgPool2, conv1dK3, convWeightTimeMajor, geluInPlace, layerNorm, linear, sinusoids } from './ops.js';
+import {
+  attention,
+  avgPool2,
+  conv1dK3,
+  convWeightTimeMajor,
+  geluInPlace,
+  layerNorm,
+  linear,
+  sinusoids,
+} from './ops.js';
 import type { PostStep, WhisperEncoderConfig, WhisperFamilySpec } from './whisper-config.js';
 
 /** Where the encoder's tensors come from: f32 by name, undefined when absent. */
@@ -36,17 +45,28 @@ export interface EncoderOutput {
 }
 
 interface Layer {
-  ln1w: Float32Array; ln1b: Float32Array;
-  qw: Float32Array; qb: Float32Array; kw: Float32Array; vw: Float32Array; vb: Float32Array;
-  ow: Float32Array; ob: Float32Array;
-  ln2w: Float32Array; ln2b: Float32Array;
-  fc1w: Float32Array; fc1b: Float32Array; fc2w: Float32Array; fc2b: Float32Array;
+  ln1w: Float32Array;
+  ln1b: Float32Array;
+  qw: Float32Array;
+  qb: Float32Array;
+  kw: Float32Array;
+  vw: Float32Array;
+  vb: Float32Array;
+  ow: Float32Array;
+  ob: Float32Array;
+  ln2w: Float32Array;
+  ln2b: Float32Array;
+  fc1w: Float32Array;
+  fc1b: Float32Array;
+  fc2w: Float32Array;
+  fc2b: Float32Array;
 }
 
 function need(t: TensorLookup, name: string, size: number, what: string): Float32Array {
   const v = t.get(name);
   if (!v) throw new ModelLoadError(t.source, `tensor is missing (${what})`, name);
-  if (v.length !== size) throw new ModelLoadError(t.source, `holds ${v.length} values; the audio_config implies ${size} (${what})`, name);
+  if (v.length !== size)
+    throw new ModelLoadError(t.source, `holds ${v.length} values; the audio_config implies ${size} (${what})`, name);
   return v;
 }
 
@@ -68,36 +88,59 @@ export class WhisperEncoder {
     this.spec = spec;
     const { nMels, dModel: d, ffnDim: f, maxSourcePositions: P } = config;
     const p = spec.prefix;
-    this.conv1 = convWeightTimeMajor(need(tensors, `${p}conv1.weight`, d * nMels * 3, `Conv1d ${nMels}→${d}, k 3`), d, nMels);
+    this.conv1 = convWeightTimeMajor(
+      need(tensors, `${p}conv1.weight`, d * nMels * 3, `Conv1d ${nMels}→${d}, k 3`),
+      d,
+      nMels,
+    );
     this.conv1b = need(tensors, `${p}conv1.bias`, d, 'conv1 bias');
     this.conv2 = convWeightTimeMajor(need(tensors, `${p}conv2.weight`, d * d * 3, `Conv1d ${d}→${d}, k 3`), d, d);
     this.conv2b = need(tensors, `${p}conv2.bias`, d, 'conv2 bias');
-    this.positions = spec.positions === 'stored' ? need(tensors, `${p}embed_positions.weight`, P * d, `[${P}, ${d}]`) : sinusoids(P, d);
+    this.positions =
+      spec.positions === 'stored'
+        ? need(tensors, `${p}embed_positions.weight`, P * d, `[${P}, ${d}]`)
+        : sinusoids(P, d);
     for (let i = 0; i < config.layers; i++) {
       const l = `${p}layers.${i}.`;
       const vec = (n: string, size = d) => need(tensors, l + n, size, 'encoder layer');
       this.layers.push({
-        ln1w: vec('self_attn_layer_norm.weight'), ln1b: vec('self_attn_layer_norm.bias'),
-        qw: vec('self_attn.q_proj.weight', d * d), qb: vec('self_attn.q_proj.bias'),
+        ln1w: vec('self_attn_layer_norm.weight'),
+        ln1b: vec('self_attn_layer_norm.bias'),
+        qw: vec('self_attn.q_proj.weight', d * d),
+        qb: vec('self_attn.q_proj.bias'),
         kw: vec('self_attn.k_proj.weight', d * d),
-        vw: vec('self_attn.v_proj.weight', d * d), vb: vec('self_attn.v_proj.bias'),
-        ow: vec('self_attn.out_proj.weight', d * d), ob: vec('self_attn.out_proj.bias'),
-        ln2w: vec('final_layer_norm.weight'), ln2b: vec('final_layer_norm.bias'),
-        fc1w: vec('fc1.weight', f * d), fc1b: vec('fc1.bias', f),
-        fc2w: vec('fc2.weight', d * f), fc2b: vec('fc2.bias'),
+        vw: vec('self_attn.v_proj.weight', d * d),
+        vb: vec('self_attn.v_proj.bias'),
+        ow: vec('self_attn.out_proj.weight', d * d),
+        ob: vec('self_attn.out_proj.bias'),
+        ln2w: vec('final_layer_norm.weight'),
+        ln2b: vec('final_layer_norm.bias'),
+        fc1w: vec('fc1.weight', f * d),
+        fc1b: vec('fc1.bias', f),
+        fc2w: vec('fc2.weight', d * f),
+        fc2b: vec('fc2.bias'),
       });
     }
     let width = d;
     for (const step of spec.post) {
       if (step.op === 'layernorm') {
-        this.post.push({ step, w: need(tensors, `${step.name}.weight`, width, 'LayerNorm'), b: need(tensors, `${step.name}.bias`, width, 'LayerNorm') });
+        this.post.push({
+          step,
+          w: need(tensors, `${step.name}.weight`, width, 'LayerNorm'),
+          b: need(tensors, `${step.name}.bias`, width, 'LayerNorm'),
+        });
       } else if (step.op === 'stack') {
         width *= step.size;
         this.post.push({ step });
       } else if (step.op === 'linear') {
         const w = tensors.get(`${step.name}.weight`);
         if (!w) throw new ModelLoadError(tensors.source, 'tensor is missing (audio projector)', `${step.name}.weight`);
-        if (w.length % width !== 0) throw new ModelLoadError(tensors.source, `holds ${w.length} values, not a multiple of the input width ${width}`, `${step.name}.weight`);
+        if (w.length % width !== 0)
+          throw new ModelLoadError(
+            tensors.source,
+            `holds ${w.length} values, not a multiple of the input width ${width}`,
+            `${step.name}.weight`,
+          );
         const outDim = w.length / width;
         const b = step.bias ? need(tensors, `${step.name}.bias`, outDim, 'projector bias') : undefined;
         this.post.push({ step, w, b, outDim });
@@ -126,15 +169,20 @@ export class WhisperEncoder {
   /** Encodes one processor example (see whisper-mel.ts for what an example is per family). */
   encode(mel: MelInput): EncoderOutput {
     const { config: c, spec } = this;
-    if (mel.nMels !== c.nMels) throw new RangeError(`features have ${mel.nMels} mel bins, the encoder expects ${c.nMels}`);
+    if (mel.nMels !== c.nMels)
+      throw new RangeError(`features have ${mel.nMels} mel bins, the encoder expects ${c.nMels}`);
     const valid = Math.min(mel.validFrames, mel.frames);
     const n = spec.padding === 'drop' ? valid : mel.frames;
     if (n < 1) throw new RangeError('no mel frames to encode');
     if (spec.windows === 'exact' && n % spec.windowFrames !== 0) {
-      throw new RangeError(`${spec.family} encodes whole ${spec.windowFrames}-frame windows; got ${n} frames (pad the audio as the front-end's options say)`);
+      throw new RangeError(
+        `${spec.family} encodes whole ${spec.windowFrames}-frame windows; got ${n} frames (pad the audio as the front-end's options say)`,
+      );
     }
     if (spec.padding === 'mask-keys' && n !== spec.windowFrames) {
-      throw new RangeError(`${spec.family} encodes one ${spec.windowFrames}-frame window per clip; got ${n} frames (split longer audio into clips)`);
+      throw new RangeError(
+        `${spec.family} encodes one ${spec.windowFrames}-frame window per clip; got ${n} frames (split longer audio into clips)`,
+      );
     }
     // 'mask-keys' masks encoder frames at or past (valid − 1) // 2 + 1 as attention keys.
     const keyLimit = spec.padding === 'mask-keys' ? Math.floor((valid - 1) / 2) + 1 : Infinity;
@@ -185,7 +233,8 @@ export class WhisperEncoder {
     const x1 = geluInPlace(conv1dK3(x0, len, nMels, this.conv1, this.conv1b, d, 1));
     let h = geluInPlace(conv1dK3(x1, len, d, this.conv2, this.conv2b, d, 2));
     const t = h.length / d;
-    if (t > this.config.maxSourcePositions) throw new RangeError(`window of ${t} frames exceeds max_source_positions ${this.config.maxSourcePositions}`);
+    if (t > this.config.maxSourcePositions)
+      throw new RangeError(`window of ${t} frames exceeds max_source_positions ${this.config.maxSourcePositions}`);
     for (let i = 0; i < t * d; i++) h[i] += this.positions[i];
     // Frames past `keys` never influence the valid frames (keys are masked; everything
     // else is per frame), so a masked window runs its layers on the valid frames only.
@@ -201,7 +250,14 @@ export class WhisperEncoder {
       const o = linear(attention(q, k, v, rows, heads, hd), rows, d, L.ow, L.ob, d);
       for (let i = 0; i < h.length; i++) h[i] += o[i];
       const m = layerNorm(h, rows, d, L.ln2w, L.ln2b);
-      const f = linear(geluInPlace(linear(m, rows, d, L.fc1w, L.fc1b, this.config.ffnDim)), rows, this.config.ffnDim, L.fc2w, L.fc2b, d);
+      const f = linear(
+        geluInPlace(linear(m, rows, d, L.fc1w, L.fc1b, this.config.ffnDim)),
+        rows,
+        this.config.ffnDim,
+        L.fc2w,
+        L.fc2b,
+        d,
+      );
       for (let i = 0; i < h.length; i++) h[i] += f[i];
     }
     return h;

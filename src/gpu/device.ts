@@ -62,7 +62,10 @@ export class GpuContext {
   lostReason: string | null = null;
   readonly limits: GPUSupportedLimits;
 
-  constructor(readonly device: GPUDevice, readonly info: GpuInfo) {
+  constructor(
+    readonly device: GPUDevice,
+    readonly info: GpuInfo,
+  ) {
     this.limits = device.limits;
     device.lost.then((l) => {
       this.lostReason = `${l.reason}: ${l.message}`;
@@ -73,9 +76,15 @@ export class GpuContext {
     if (opts.device) return new GpuContext(opts.device, describe(null, opts.device));
     const adapter = opts.adapter ?? (await requestGpuAdapter(opts));
     const want = [
-      'maxStorageBufferBindingSize', 'maxBufferSize', 'maxStorageBuffersPerShaderStage',
-      'maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupsPerDimension',
-      'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupSizeY', 'maxBindingsPerBindGroup',
+      'maxStorageBufferBindingSize',
+      'maxBufferSize',
+      'maxStorageBuffersPerShaderStage',
+      'maxComputeWorkgroupStorageSize',
+      'maxComputeInvocationsPerWorkgroup',
+      'maxComputeWorkgroupsPerDimension',
+      'maxComputeWorkgroupSizeX',
+      'maxComputeWorkgroupSizeY',
+      'maxBindingsPerBindGroup',
     ] as const;
     const requiredLimits: Record<string, number> = {};
     for (const k of want) requiredLimits[k] = adapter.limits[k];
@@ -94,7 +103,12 @@ export class GpuContext {
     if (this.lostReason !== null) throw new DeviceLostError(this.lostReason);
   }
 
-  buffer(label: string, size: number, usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC, data?: ArrayBufferView): GPUBuffer {
+  buffer(
+    label: string,
+    size: number,
+    usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC,
+    data?: ArrayBufferView,
+  ): GPUBuffer {
     const padded = Math.max(16, Math.ceil(size / 16) * 16);
     const b = this.device.createBuffer({ label, size: padded, usage, mappedAtCreation: data !== undefined });
     if (data) {
@@ -113,7 +127,12 @@ export class GpuContext {
   }
 
   uniform(label: string, values: ArrayLike<number>): GPUBuffer {
-    return this.buffer(label, values.length * 4, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, Uint32Array.from(values));
+    return this.buffer(
+      label,
+      values.length * 4,
+      GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
+      Uint32Array.from(values),
+    );
   }
 
   destroy(b: GPUBuffer | undefined | null): void {
@@ -130,7 +149,10 @@ export class GpuContext {
     return this.device.createBindGroup({
       label,
       layout: pipeline.getBindGroupLayout(0),
-      entries: Object.entries(resources).map(([i, r]) => ({ binding: Number(i), resource: 'buffer' in r ? r : { buffer: r } })),
+      entries: Object.entries(resources).map(([i, r]) => ({
+        binding: Number(i),
+        resource: 'buffer' in r ? r : { buffer: r },
+      })),
     });
   }
 
@@ -161,7 +183,9 @@ export class GpuContext {
  * The adapter alone, without a device: its limits can be judged (src/backend/webgpu/fit.ts)
  * before any weight is read, and `acquire({ adapter })` makes the device from it later.
  */
-export async function requestGpuAdapter(opts: Pick<AcquireOptions, 'gpu' | 'powerPreference'> = {}): Promise<GPUAdapter> {
+export async function requestGpuAdapter(
+  opts: Pick<AcquireOptions, 'gpu' | 'powerPreference'> = {},
+): Promise<GPUAdapter> {
   let gpu: GPU | null = opts.gpu ?? (typeof navigator !== 'undefined' && navigator.gpu ? navigator.gpu : null);
   if (!gpu) gpu = await nodeGpu().catch(() => null);
   if (!gpu) throw new NoWebGpuError('navigator.gpu is missing and the `webgpu` package could not be loaded');
@@ -176,14 +200,26 @@ export async function requestGpuAdapter(opts: Pick<AcquireOptions, 'gpu' | 'powe
 
 /** Who made the adapter, and whether it is a CPU rasteriser. */
 export function describeAdapter(adapter: GPUAdapter | null, device?: GPUDevice): Omit<GpuInfo, 'features'> {
-  const info = (adapter as (GPUAdapter & { info?: GPUAdapterInfo }) | null)?.info ?? (device as (GPUDevice & { adapterInfo?: GPUAdapterInfo }) | undefined)?.adapterInfo;
+  const info =
+    (adapter as (GPUAdapter & { info?: GPUAdapterInfo }) | null)?.info ??
+    (device as (GPUDevice & { adapterInfo?: GPUAdapterInfo }) | undefined)?.adapterInfo;
   const vendor = info?.vendor ?? '';
   const architecture = info?.architecture ?? '';
   const description = info?.description ?? '';
   const all = `${vendor} ${architecture} ${description}`.toLowerCase();
-  const software = all.includes('swiftshader') || all.includes('llvmpipe') || all.includes('lavapipe') || (info as { isFallbackAdapter?: boolean } | undefined)?.isFallbackAdapter === true;
+  const software =
+    all.includes('swiftshader') ||
+    all.includes('llvmpipe') ||
+    all.includes('lavapipe') ||
+    (info as { isFallbackAdapter?: boolean } | undefined)?.isFallbackAdapter === true;
   const name = [vendor, architecture, description].filter(Boolean).join(' ') || 'unknown adapter';
-  return { vendor, architecture, description, software, label: software ? `WebGPU (${name}: a CPU rasteriser, timings are CPU timings)` : `WebGPU (${name})` };
+  return {
+    vendor,
+    architecture,
+    description,
+    software,
+    label: software ? `WebGPU (${name}: a CPU rasteriser, timings are CPU timings)` : `WebGPU (${name})`,
+  };
 }
 
 function describe(adapter: GPUAdapter | null, device: GPUDevice): GpuInfo {

@@ -52,7 +52,11 @@ export function record(pass: GPUComputePassEncoder, d: Dispatch, y = d.y): void 
 
 /** A compiled kernel: binds what its subclass names and checks sizes before it does. */
 export class Op {
-  constructor(protected readonly ctx: GpuContext, readonly pipeline: GPUComputePipeline, readonly name: string) {}
+  constructor(
+    protected readonly ctx: GpuContext,
+    readonly pipeline: GPUComputePipeline,
+    readonly name: string,
+  ) {}
 
   /** Throws when `binding` holds fewer than `bytes`: a wrong buffer fails here, named, not as garbage on the GPU. */
   protected need(what: string, binding: Binding, bytes: number): void {
@@ -61,6 +65,13 @@ export class Op {
   }
 
   protected dispatch(entries: Bindings, x: number, y = 1, z = 1, splitK = false): Dispatch {
-    return { pipeline: this.pipeline, bindGroup: this.ctx.bindGroup(this.pipeline, entries, this.name), x, y, z, splitK };
+    return {
+      pipeline: this.pipeline,
+      bindGroup: this.ctx.bindGroup(this.pipeline, entries, this.name),
+      x,
+      y,
+      z,
+      splitK,
+    };
   }
 }

@@ -36,7 +36,10 @@ export class PipelineCache {
   /** Called as each pipeline asked for is ready: how many are, of how many asked for so far. */
   onCompiled?: (compiled: number, requested: number) => void;
 
-  constructor(readonly ctx: GpuContext, private readonly load: ShaderLoader = defaultShaderLoader) {}
+  constructor(
+    readonly ctx: GpuContext,
+    private readonly load: ShaderLoader = defaultShaderLoader,
+  ) {}
 
   get size(): number {
     return this.pipelines.size;
@@ -47,7 +50,10 @@ export class PipelineCache {
     let p = this.pipelines.get(key);
     if (!p) {
       p = this.compile(file, entry, constants);
-      p.then(() => this.onCompiled?.(++this.compiled, this.pipelines.size), () => this.pipelines.delete(key));
+      p.then(
+        () => this.onCompiled?.(++this.compiled, this.pipelines.size),
+        () => this.pipelines.delete(key),
+      );
       this.pipelines.set(key, p);
     }
     return p;
@@ -71,7 +77,11 @@ export class PipelineCache {
     let pipeline: GPUComputePipeline | null = null;
     let failure: unknown = null;
     try {
-      pipeline = await device.createComputePipelineAsync({ label: `${file}:${entry}`, layout: 'auto', compute: { module, entryPoint: entry } });
+      pipeline = await device.createComputePipelineAsync({
+        label: `${file}:${entry}`,
+        layout: 'auto',
+        compute: { module, entryPoint: entry },
+      });
     } catch (e) {
       failure = e;
     }

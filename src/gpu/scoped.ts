@@ -5,7 +5,12 @@ import { OutOfMemoryError } from '../errors.js';
  * Runs `make` inside out-of-memory and validation error scopes. WebGPU reports both
  * only asynchronously: `failure` resolves to the typed error, or null.
  */
-export function scopedSetup<T>(d: GPUDevice, make: () => T, what: string, bytes: number): { value: T; failure: Promise<Error | null> } {
+export function scopedSetup<T>(
+  d: GPUDevice,
+  make: () => T,
+  what: string,
+  bytes: number,
+): { value: T; failure: Promise<Error | null> } {
   d.pushErrorScope('out-of-memory');
   d.pushErrorScope('validation');
   let value: T | null = null;

@@ -12,7 +12,10 @@ export type ShaderLoader = (file: string) => Promise<string>;
 
 function bundled(): Record<string, string> | null {
   try {
-    const files = import.meta.glob('../../shaders/*.wgsl', { query: '?raw', import: 'default', eager: true }) as Record<string, string>;
+    const files = import.meta.glob('../../shaders/*.wgsl', { query: '?raw', import: 'default', eager: true }) as Record<
+      string,
+      string
+    >;
     const out: Record<string, string> = {};
     for (const [path, src] of Object.entries(files)) out[path.slice(path.lastIndexOf('/') + 1)] = src;
     return out;

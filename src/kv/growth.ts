@@ -23,11 +23,23 @@ export function growthFor(pool: KvPool, need: Int32Array, growPages: number, max
   if (pool.capacity + sum(add) <= maxPages) return add;
   if (pool.capacity + sum(short) <= maxPages) return short;
   const b = pool.bytesPerPage;
-  throw new ContextTooLongError((pool.capacity + sum(short)) * b, maxPages * b, `the KV pool cannot grow for the next tokens (${pool.capacity} pages in use of a ${maxPages}-page budget)`);
+  throw new ContextTooLongError(
+    (pool.capacity + sum(short)) * b,
+    maxPages * b,
+    `the KV pool cannot grow for the next tokens (${pool.capacity} pages in use of a ${maxPages}-page budget)`,
+  );
 }
 
 /** `from` (per page, `per` entries a page) laid out for the grown pool in `into`: each shard's range moved up by its shift. */
-export function movePages<T extends Int32Array | Uint8Array>(from: T, before: readonly PoolShard[], shifts: Int32Array, per: number, into: T): T {
-  before.forEach((s, i) => into.set(from.subarray(s.firstPage * per, (s.firstPage + s.pages) * per), (s.firstPage + shifts[i]) * per));
+export function movePages<T extends Int32Array | Uint8Array>(
+  from: T,
+  before: readonly PoolShard[],
+  shifts: Int32Array,
+  per: number,
+  into: T,
+): T {
+  before.forEach((s, i) =>
+    into.set(from.subarray(s.firstPage * per, (s.firstPage + s.pages) * per), (s.firstPage + shifts[i]) * per),
+  );
   return into;
 }

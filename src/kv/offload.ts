@@ -96,7 +96,8 @@ export class OffloadStore {
   private locate(row: number, grow: boolean): { chunk: Float32Array | Uint16Array; off: number } {
     const c = Math.floor(row / this.rowsPerChunk);
     const n = this.rowsPerChunk * 2 * this.headDim;
-    while (grow && this.chunks.length <= c) this.chunks.push(this.elementBytes === 2 ? new Uint16Array(n) : new Float32Array(n));
+    while (grow && this.chunks.length <= c)
+      this.chunks.push(this.elementBytes === 2 ? new Uint16Array(n) : new Float32Array(n));
     return { chunk: this.chunks[c], off: (row % this.rowsPerChunk) * 2 * this.headDim };
   }
 }

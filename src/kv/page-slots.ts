@@ -27,7 +27,10 @@ export class PageSlots {
   private readonly holes: number[][];
   private readonly textTail: Int32Array; // per head: next free text slot, or EMPTY
 
-  constructor(readonly pool: KvPool, heads: number) {
+  constructor(
+    readonly pool: KvPool,
+    heads: number,
+  ) {
     this.positions = new Int32Array(pool.numPages * pool.pageSize).fill(EMPTY);
     this.live = new Int32Array(pool.numPages);
     this.kind = new Uint8Array(pool.numPages);

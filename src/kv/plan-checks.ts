@@ -12,7 +12,13 @@ export function checkPositions(a: Int32Array, n: number, what: string): void {
  * Summary groups hold positions off the GPU, each in one group at most, and a group is
  * wholly dropped or wholly in CPU memory (recallable). Returns, per group, whether it is recallable.
  */
-export function checkSummaries(groups: Int32Array[], gpu: Int32Array, cpu: Int32Array, n: number, head: number): boolean[] {
+export function checkSummaries(
+  groups: Int32Array[],
+  gpu: Int32Array,
+  cpu: Int32Array,
+  n: number,
+  head: number,
+): boolean[] {
   const taken = new Uint8Array(n);
   const inCpu = new Uint8Array(n);
   for (const p of gpu) taken[p] = 1;
@@ -23,7 +29,10 @@ export function checkSummaries(groups: Int32Array[], gpu: Int32Array, cpu: Int32
     const recallable = inCpu[g[0]] === 1;
     for (const p of g) {
       if (taken[p]) throw new Error(`head ${head} summary ${i}: position ${p} is on the GPU or in another summary`);
-      if ((inCpu[p] === 1) !== recallable) throw new Error(`head ${head} summary ${i}: position ${p} ${recallable ? 'has no' : 'has a'} CPU copy where position ${g[0]} ${recallable ? 'has one' : 'has none'}; a group is wholly dropped or wholly recallable`);
+      if ((inCpu[p] === 1) !== recallable)
+        throw new Error(
+          `head ${head} summary ${i}: position ${p} ${recallable ? 'has no' : 'has a'} CPU copy where position ${g[0]} ${recallable ? 'has one' : 'has none'}; a group is wholly dropped or wholly recallable`,
+        );
       taken[p] = 1;
     }
     return recallable;

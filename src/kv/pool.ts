@@ -66,7 +66,9 @@ export class KvPool {
     this.numPages = shape.numPages;
     this.bytesPerPage = shape.bytesPerPage;
     this.shards = [...(shape.shards ?? [{ firstHead: 0, heads: shape.heads, firstPage: 0, pages: shape.numPages }])];
-    this.shardOf = growing ? new Int32Array(shape.heads).fill(-1) : checkShards(this.shards, shape.heads, shape.numPages);
+    this.shardOf = growing
+      ? new Int32Array(shape.heads).fill(-1)
+      : checkShards(this.shards, shape.heads, shape.numPages);
     this.capacity = this.shards.reduce((n, s) => n + s.pages, 0);
     this.tables = Array.from({ length: shape.heads }, () => []);
     // Pop from the end: pages come out in ascending order, which keeps tests readable.
@@ -80,8 +82,10 @@ export class KvPool {
    */
   addShard(firstHead: number, heads: number, pages: number): PoolShard {
     const s: PoolShard = { firstHead, heads, firstPage: this.numPages, pages };
-    if (heads < 1 || firstHead < 0 || firstHead + heads > this.heads || pages < 0) throw new RangeError(`pool shard ${JSON.stringify(s)}: heads outside 0..${this.heads - 1} or negative pages`);
-    for (let h = firstHead; h < firstHead + heads; h++) if (this.shardOf[h] !== -1) throw new RangeError(`pool shard ${JSON.stringify(s)}: head ${h} has pages already`);
+    if (heads < 1 || firstHead < 0 || firstHead + heads > this.heads || pages < 0)
+      throw new RangeError(`pool shard ${JSON.stringify(s)}: heads outside 0..${this.heads - 1} or negative pages`);
+    for (let h = firstHead; h < firstHead + heads; h++)
+      if (this.shardOf[h] !== -1) throw new RangeError(`pool shard ${JSON.stringify(s)}: head ${h} has pages already`);
     this.shardOf.fill(this.shards.length, firstHead, firstHead + heads);
     this.shards.push(s);
     this.free.push(Array.from({ length: pages }, (_, i) => s.firstPage + pages - 1 - i));
@@ -152,7 +156,8 @@ export class KvPool {
     const page = this.free[shard].pop();
     if (page === undefined) {
       const s = this.shards[shard];
-      const where = this.shards.length > 1 ? ` in shard ${shard} (heads ${s.firstHead}..${s.firstHead + s.heads - 1})` : '';
+      const where =
+        this.shards.length > 1 ? ` in shard ${shard} (heads ${s.firstHead}..${s.firstHead + s.heads - 1})` : '';
       throw new ContextTooLongError(
         (s.pages + 1) * this.bytesPerPage,
         s.pages * this.bytesPerPage,
@@ -196,7 +201,8 @@ function checkShards(shards: readonly PoolShard[], heads: number, numPages: numb
   shards.forEach((s, i) => {
     const bad = (why: string) => new RangeError(`pool shard ${i} ${JSON.stringify(s)}: ${why}`);
     if (s.heads < 1 || s.firstHead < 0 || s.firstHead + s.heads > heads) throw bad(`heads outside 0..${heads - 1}`);
-    if (s.pages < 0 || s.firstPage < 0 || s.firstPage + s.pages > numPages) throw bad(`pages outside 0..${numPages - 1}`);
+    if (s.pages < 0 || s.firstPage < 0 || s.firstPage + s.pages > numPages)
+      throw bad(`pages outside 0..${numPages - 1}`);
     for (let h = s.firstHead; h < s.firstHead + s.heads; h++) {
       if (of[h] !== -1) throw bad(`head ${h} is in shard ${of[h]} too`);
       of[h] = i;

@@ -17,7 +17,10 @@ export class RecallableSummaries {
   private readonly groupOf: Int32Array[];
   private readonly groups: RecallableGroup[][];
 
-  constructor(heads: number, private readonly audioLength: number) {
+  constructor(
+    heads: number,
+    private readonly audioLength: number,
+  ) {
     this.groupOf = Array.from({ length: heads }, () => new Int32Array(0));
     this.groups = Array.from({ length: heads }, () => []);
   }

@@ -71,10 +71,19 @@ export class Residency {
    * `shards: []` with `numPages: 0` starts without pages: a per-layer prefill adds each
    * layer's shard (addShard) and places its heads (applyPrefillHeads) as layers complete.
    */
-  constructor(readonly shape: ResidencyShape, private storage: PageStorage) {
+  constructor(
+    readonly shape: ResidencyShape,
+    private storage: PageStorage,
+  ) {
     const { heads, headDim, pageSize, numPages, audioLength, shards } = shape;
     this.rowBytes = 2 * headDim * (shape.kvElementBytes ?? 4);
-    this.pool = new KvPool({ heads, pageSize, numPages, bytesPerPage: pageSize * slotBytes(headDim, shape.kvElementBytes ?? 4), shards });
+    this.pool = new KvPool({
+      heads,
+      pageSize,
+      numPages,
+      bytesPerPage: pageSize * slotBytes(headDim, shape.kvElementBytes ?? 4),
+      shards,
+    });
     this.offload = new OffloadStore(headDim, audioLength, undefined, shape.kvElementBytes ?? 4);
     this.slots = new PageSlots(this.pool, heads);
     this.audioSlot = Array.from({ length: heads }, () => new Int32Array(audioLength).fill(EMPTY));
@@ -113,8 +122,14 @@ export class Residency {
    * kept on the GPU for every head. CPU copies are read through `source` now; the
    * returned gathers say which prefill rows the backend must copy into which slots.
    */
-  applyPrefill(plan: PrefillPlan, textSeqPositions: number[], source: KvSource, summaries?: SummaryPlacement): { gathers: Gather[]; transfer: TransferStats } {
-    if (plan.heads.length !== this.shape.heads) throw new Error(`prefill plan has ${plan.heads.length} heads, expected ${this.shape.heads}`);
+  applyPrefill(
+    plan: PrefillPlan,
+    textSeqPositions: number[],
+    source: KvSource,
+    summaries?: SummaryPlacement,
+  ): { gathers: Gather[]; transfer: TransferStats } {
+    if (plan.heads.length !== this.shape.heads)
+      throw new Error(`prefill plan has ${plan.heads.length} heads, expected ${this.shape.heads}`);
     const r = this.applyPrefillHeads(0, plan.heads, textSeqPositions, source, summaries);
     this.storage.syncPositions(0, this.positions.length, this.positions);
     return r;
@@ -138,9 +153,16 @@ export class Residency {
    * Places the heads [firstHead, firstHead + plans.length) as `applyPrefill` does, without
    * syncing positions (the caller syncs, or attaches the storage, once all are placed).
    */
-  applyPrefillHeads(firstHead: number, plans: HeadResidency[], textSeqPositions: number[], source: KvSource, summaries?: SummaryPlacement): { gathers: Gather[]; transfer: TransferStats } {
+  applyPrefillHeads(
+    firstHead: number,
+    plans: HeadResidency[],
+    textSeqPositions: number[],
+    source: KvSource,
+    summaries?: SummaryPlacement,
+  ): { gathers: Gather[]; transfer: TransferStats } {
     const { heads, audioStart, audioLength } = this.shape;
-    if (firstHead < 0 || firstHead + plans.length > heads) throw new Error(`prefill plan for heads ${firstHead}..${firstHead + plans.length - 1}, the pool has ${heads}`);
+    if (firstHead < 0 || firstHead + plans.length > heads)
+      throw new Error(`prefill plan for heads ${firstHead}..${firstHead + plans.length - 1}, the pool has ${heads}`);
     const gathers: Gather[] = [];
     let bytesToCpu = 0;
     for (let i = 0; i < plans.length; i++) {
@@ -188,7 +210,15 @@ export class Residency {
    * queries, written now, with the count in its position entry. It is a GPU slot of the
    * head's audio, so r_GPU counts it.
    */
-  private placeSummary(head: number, slot: number, group: Int32Array, source: KvSource, fit?: SummaryFit, queries?: Float32Array, massScale?: number): void {
+  private placeSummary(
+    head: number,
+    slot: number,
+    group: Int32Array,
+    source: KvSource,
+    fit?: SummaryFit,
+    queries?: Float32Array,
+    massScale?: number,
+  ): void {
     const hd = this.shape.headDim;
     const k = new Float32Array(group.length * hd);
     const v = new Float32Array(group.length * hd);
@@ -239,14 +269,16 @@ export class Residency {
         rows.set(head, n);
       }
       const need = new Int32Array(this.pool.shards.length);
-      for (const [head, n] of rows) need[this.pool.shardIndexOf(head)] += Math.ceil(Math.max(0, n - this.slots.usableHoles(head)) / this.pageSize);
+      for (const [head, n] of rows)
+        need[this.pool.shardIndexOf(head)] += Math.ceil(Math.max(0, n - this.slots.usableHoles(head)) / this.pageSize);
       this.reserve(need);
     }
     for (const { head, positions } of plan.recall) {
       const todo: number[] = [];
       for (const pos of positions) {
         if (this.audioSlot[head][pos] !== EMPTY) continue;
-        if (!this.offload.has(head, pos)) throw new Error(`recall of head ${head} position ${pos}, which has no CPU copy`);
+        if (!this.offload.has(head, pos))
+          throw new Error(`recall of head ${head} position ${pos}, which has no CPU copy`);
         todo.push(pos);
       }
       const slots = this.slots.allocAudio(head, todo.length);
@@ -271,7 +303,12 @@ export class Residency {
       }
       recalled += todo.length;
     }
-    return { bytesToGpu: recalled * this.rowBytes, bytesToCpu: 0, recalledPositions: recalled, releasedPositions: released };
+    return {
+      bytesToGpu: recalled * this.rowBytes,
+      bytesToCpu: 0,
+      recalledPositions: recalled,
+      releasedPositions: released,
+    };
   }
 
   private setEntry(slot: number, entry: number): void {
@@ -332,7 +369,8 @@ export class Residency {
       for (let i = 0; i < a.length; i++) if (a[i] !== EMPTY) a[i] += d;
       this.recallable.shift(h, d);
     }
-    if (!this.storage.grow!(before, this.pool.shards)) this.storage.syncPositions(0, this.positions.length, this.positions);
+    if (!this.storage.grow!(before, this.pool.shards))
+      this.storage.syncPositions(0, this.positions.length, this.positions);
     this.growths++;
   }
 }

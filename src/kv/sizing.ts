@@ -32,7 +32,12 @@ export const GROWTH_PAGES_PER_HEAD = 8;
  * `promptText` tokens, rounded up to whole growths: the most a pool grows for its text
  * (less where pages that releases free or recall headroom take the tokens first).
  */
-export function grownTextPages(promptText: number, generated: number, pageSize: number, growPages = GROWTH_PAGES_PER_HEAD): number {
+export function grownTextPages(
+  promptText: number,
+  generated: number,
+  pageSize: number,
+  growPages = GROWTH_PAGES_PER_HEAD,
+): number {
   const more = Math.ceil((promptText + generated) / pageSize) - Math.ceil(promptText / pageSize);
   return more <= 0 ? 0 : Math.ceil(more / growPages) * growPages;
 }
@@ -44,7 +49,10 @@ export function poolNeed(plan: PrefillPlan, pageSize: number, textTokens: number
   const perHead = new Int32Array(plan.heads.length);
   plan.heads.forEach(({ gpu, cpu, summaries }, h) => {
     const audio = Math.ceil((gpu.length + (summaries?.length ?? 0)) / pageSize);
-    const recall = cpu.length > 0 ? Math.min(Math.ceil(countNotIn(cpu, gpu) / pageSize) + Math.ceil(cpu.length / pageSize), RECALL_PAGES_PER_HEAD) : 0;
+    const recall =
+      cpu.length > 0
+        ? Math.min(Math.ceil(countNotIn(cpu, gpu) / pageSize) + Math.ceil(cpu.length / pageSize), RECALL_PAGES_PER_HEAD)
+        : 0;
     audioPages += audio;
     recallPages += recall;
     perHead[h] = audio + recall + text;
@@ -69,6 +77,10 @@ export function checkPoolBudget(bytes: number, budget: number | undefined, what:
 }
 
 /** How a pool grows for text on demand: `growPages` per head at once, and the KV budget in whole pages. */
-export function growthOptions(growPages: number, budget: number | undefined, bytesPerPage: number): { growPages: number; maxPages?: number } {
+export function growthOptions(
+  growPages: number,
+  budget: number | undefined,
+  bytesPerPage: number,
+): { growPages: number; maxPages?: number } {
   return { growPages, ...(budget !== undefined ? { maxPages: Math.floor(budget / bytesPerPage) } : {}) };
 }

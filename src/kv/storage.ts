@@ -21,7 +21,14 @@ export interface PageStorage {
 }
 
 /** Reads one K/V row of the full prefill cache: head, sequence position. */
-export type KvSource = (head: number, seqPos: number, k: Float32Array, kOff: number, v: Float32Array, vOff: number) => void;
+export type KvSource = (
+  head: number,
+  seqPos: number,
+  k: Float32Array,
+  kOff: number,
+  v: Float32Array,
+  vOff: number,
+) => void;
 
 /**
  * How summary slots are made (kv/summary.ts `summarise`): the fit, and per head the

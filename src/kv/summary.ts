@@ -61,10 +61,19 @@ const MAX_COUNT = 2 ** 30;
  * Without queries (or `fit` 'mean') it is the plain mean. `massScale` (α ≥ 0, 'mass'
  * only) scales δ in the count.
  */
-export function summarise(k: Float32Array, v: Float32Array, count: number, hd: number, fit: SummaryFit = 'mean', queries?: Float32Array, massScale = 1): Summary {
+export function summarise(
+  k: Float32Array,
+  v: Float32Array,
+  count: number,
+  hd: number,
+  fit: SummaryFit = 'mean',
+  queries?: Float32Array,
+  massScale = 1,
+): Summary {
   const key = meanRows(k, count, hd, new Float32Array(hd));
   const nq = queries ? Math.floor(queries.length / hd) : 0;
-  if (fit === 'mean' || nq === 0 || count === 1) return { key, value: meanRows(v, count, hd, new Float32Array(hd)), count };
+  if (fit === 'mean' || nq === 0 || count === 1)
+    return { key, value: meanRows(v, count, hd, new Float32Array(hd)), count };
   const scale = 1 / Math.sqrt(hd);
   const weight = new Float64Array(count);
   const s = new Float64Array(count);
@@ -90,5 +99,9 @@ export function summarise(k: Float32Array, v: Float32Array, count: number, hd: n
   for (let i = 0; i < count; i++) for (let d = 0; d < hd; d++) acc[d] += weight[i] * v[i * hd + d];
   const value = Float32Array.from(acc);
   if (fit === 'value') return { key, value, count };
-  return { key, value, count: Math.min(MAX_COUNT, Math.max(count, Math.round(count * Math.exp((massScale * gap) / nq)))) };
+  return {
+    key,
+    value,
+    count: Math.min(MAX_COUNT, Math.max(count, Math.round(count * Math.exp((massScale * gap) / nq)))),
+  };
 }

@@ -103,10 +103,14 @@ type Json = Record<string, unknown>;
 function num(obj: Json, key: string, file: string, opts: { int?: boolean; min?: number } = {}): number {
   const v = obj[key];
   if (typeof v !== 'number' || !Number.isFinite(v)) {
-    throw new ModelLoadError(file, `field "${key}" must be a finite number, ${v === undefined ? 'but it is missing' : `got ${JSON.stringify(v)}`}`);
+    throw new ModelLoadError(
+      file,
+      `field "${key}" must be a finite number, ${v === undefined ? 'but it is missing' : `got ${JSON.stringify(v)}`}`,
+    );
   }
   if (opts.int && !Number.isInteger(v)) throw new ModelLoadError(file, `field "${key}" must be an integer, got ${v}`);
-  if (opts.min !== undefined && v < opts.min) throw new ModelLoadError(file, `field "${key}" must be >= ${opts.min}, got ${v}`);
+  if (opts.min !== undefined && v < opts.min)
+    throw new ModelLoadError(file, `field "${key}" must be >= ${opts.min}, got ${v}`);
   return v;
 }
 
@@ -168,16 +172,22 @@ export function parseConfig(json: unknown, file = 'config.json'): ModelConfig {
   const bad = (msg: string): never => {
     throw new ModelLoadError(file, msg);
   };
-  if (c.numHeads % c.numKvHeads !== 0) bad(`num_heads (${c.numHeads}) must be a multiple of num_kv_heads (${c.numKvHeads})`);
+  if (c.numHeads % c.numKvHeads !== 0)
+    bad(`num_heads (${c.numHeads}) must be a multiple of num_kv_heads (${c.numKvHeads})`);
   if (c.headDim % 2 !== 0) bad(`head_dim (${c.headDim}) must be even for RoPE`);
   const widths = kernelWidthFault(c);
   if (widths) bad(widths);
   if ((c.audio.nFft & (c.audio.nFft - 1)) !== 0) bad(`audio.n_fft (${c.audio.nFft}) must be a power of two`);
   if (c.audio.winLength > c.audio.nFft) bad('audio.win_length must not exceed n_fft');
-  if (c.audio.encoderWindowFrames % c.audio.framesPerToken !== 0) bad('audio.encoder_window_frames must be a multiple of frames_per_token');
+  if (c.audio.encoderWindowFrames % c.audio.framesPerToken !== 0)
+    bad('audio.encoder_window_frames must be a multiple of frames_per_token');
   const rate = c.audio.sampleRate / c.audio.hopLength / c.audio.framesPerToken;
-  if (Math.abs(rate - c.audio.tokensPerSecond) > 1e-6) bad(`audio.tokens_per_second (${c.audio.tokensPerSecond}) disagrees with sample_rate/hop_length/frames_per_token (${rate})`);
-  for (const [k, v] of Object.entries(c.tokens)) if (v >= c.vocabSize) bad(`tokens.${k} (${v}) is outside the vocabulary (${c.vocabSize})`);
+  if (Math.abs(rate - c.audio.tokensPerSecond) > 1e-6)
+    bad(
+      `audio.tokens_per_second (${c.audio.tokensPerSecond}) disagrees with sample_rate/hop_length/frames_per_token (${rate})`,
+    );
+  for (const [k, v] of Object.entries(c.tokens))
+    if (v >= c.vocabSize) bad(`tokens.${k} (${v}) is outside the vocabulary (${c.vocabSize})`);
   for (const t of c.instruction) if (t < 0 || t >= c.vocabSize) bad(`instruction token ${t} is outside the vocabulary`);
   return c;
 }
@@ -187,11 +197,18 @@ export function parseConfig(json: unknown, file = 'config.json'): ModelConfig {
  * intermediate_size, num_heads × head_dim) is read in groups of 4, and sizes past 2^31 are
  * no model's; undefined when all fit.
  */
-export function kernelWidthFault(c: Pick<ModelConfig, 'hiddenSize' | 'intermediateSize' | 'numHeads' | 'headDim'>): string | undefined {
-  const widths: [string, number][] = [['hidden_size', c.hiddenSize], ['intermediate_size', c.intermediateSize], ['num_heads × head_dim', c.numHeads * c.headDim]];
+export function kernelWidthFault(
+  c: Pick<ModelConfig, 'hiddenSize' | 'intermediateSize' | 'numHeads' | 'headDim'>,
+): string | undefined {
+  const widths: [string, number][] = [
+    ['hidden_size', c.hiddenSize],
+    ['intermediate_size', c.intermediateSize],
+    ['num_heads × head_dim', c.numHeads * c.headDim],
+  ];
   for (const [name, v] of widths) {
     if (!(v <= 2 ** 31)) return `${name} (${v}) is larger than any decoder this runtime reads (at most 2^31)`;
-    if (v % 4 !== 0) return `${name} (${v}) must be a multiple of 4: the decoder's kernels read matrix rows in groups of 4`;
+    if (v % 4 !== 0)
+      return `${name} (${v}) must be a multiple of 4: the decoder's kernels read matrix rows in groups of 4`;
   }
   return undefined;
 }

@@ -36,7 +36,9 @@ export interface EncoderWindow {
  */
 export function encoderWindows(T: number, windowFrames: number, framesPerToken: number): EncoderWindow[] {
   if (windowFrames % framesPerToken !== 0 || windowFrames <= 0) {
-    throw new RangeError(`encoder window (${windowFrames}) must be a positive multiple of framesPerToken (${framesPerToken})`);
+    throw new RangeError(
+      `encoder window (${windowFrames}) must be a positive multiple of framesPerToken (${framesPerToken})`,
+    );
   }
   const out: EncoderWindow[] = [];
   for (let start = 0; start < T; start += windowFrames) {
@@ -68,11 +70,16 @@ export async function encodeWindows(
   for (const w of windows) {
     if (opts.signal?.aborted) throw new CancelledError();
     const input = melOf(w.start, w.frames);
-    if (input.length !== nMels * w.frames) throw new RangeError(`window mel has ${input.length} values, expected ${nMels} x ${w.frames}`);
+    if (input.length !== nMels * w.frames)
+      throw new RangeError(`window mel has ${input.length} values, expected ${nMels} x ${w.frames}`);
     const emb = await run(input, w.frames);
     const rows = w.frames / framesPerToken;
     if (emb.length !== rows * hiddenSize) {
-      throw new ModelLoadError('encoder.onnx', `window of ${w.frames} frames gave ${emb.length} values, expected ${rows} x ${hiddenSize}`, 'embeddings');
+      throw new ModelLoadError(
+        'encoder.onnx',
+        `window of ${w.frames} frames gave ${emb.length} values, expected ${rows} x ${hiddenSize}`,
+        'embeddings',
+      );
     }
     out.set(emb, w.token * hiddenSize);
     opts.onProgress?.(++done, windows.length);
@@ -91,7 +98,8 @@ export function encodeWindowed(
   opts: EncodeOptions = {},
 ): Promise<Float32Array> {
   const { nMels } = audio;
-  if (mel.length < nMels * T) return Promise.reject(new RangeError(`mel has ${mel.length} values, expected ${nMels} x ${T}`));
+  if (mel.length < nMels * T)
+    return Promise.reject(new RangeError(`mel has ${mel.length} values, expected ${nMels} x ${T}`));
   const melOf = (start: number, frames: number): Float32Array => {
     if (start === 0 && frames === T) return mel.length === nMels * T ? mel : mel.subarray(0, nMels * T);
     const input = new Float32Array(nMels * frames);
@@ -103,7 +111,6 @@ export function encodeWindowed(
 
 type OrtModule = typeof Ort;
 export type ExecutionProvider = 'webgpu' | 'wasm';
-
 
 /** onnxruntime-web, configured for this environment (once). */
 export async function loadOrt(): Promise<OrtModule> {
@@ -150,7 +157,11 @@ export class AudioEncoder {
   ) {}
 
   /** Loads encoder.onnx (URL, Node path, or bytes) and checks its input/output names. */
-  static async create(model: string | ArrayBuffer | Uint8Array, config: ModelConfig, opts: EncoderLoadOptions = {}): Promise<AudioEncoder> {
+  static async create(
+    model: string | ArrayBuffer | Uint8Array,
+    config: ModelConfig,
+    opts: EncoderLoadOptions = {},
+  ): Promise<AudioEncoder> {
     const file = opts.file ?? (typeof model === 'string' ? model : 'encoder.onnx');
     const bytes = await readModel(model);
     const ort = await loadOrt();
@@ -159,7 +170,10 @@ export class AudioEncoder {
     let lastError: unknown;
     for (const ep of providers) {
       try {
-        const session = await ort.InferenceSession.create(bytes, { executionProviders: [ep], graphOptimizationLevel: 'all' });
+        const session = await ort.InferenceSession.create(bytes, {
+          executionProviders: [ep],
+          graphOptimizationLevel: 'all',
+        });
         const enc = new AudioEncoder(ort, session, ep, config, file);
         enc.checkSignature();
         return enc;
@@ -168,14 +182,22 @@ export class AudioEncoder {
         lastError = e;
       }
     }
-    throw new ModelLoadError(file, `onnxruntime-web could not load the encoder (${providers.join(', ')}): ${lastError instanceof Error ? lastError.message : String(lastError)}`);
+    throw new ModelLoadError(
+      file,
+      `onnxruntime-web could not load the encoder (${providers.join(', ')}): ${lastError instanceof Error ? lastError.message : String(lastError)}`,
+    );
   }
 
   private checkSignature(): void {
     const { inputNames, outputNames } = this.session;
-    if (!inputNames.includes('mel')) throw new ModelLoadError(this.file, `expected an input named "mel", found ${JSON.stringify(inputNames)}`, 'mel');
+    if (!inputNames.includes('mel'))
+      throw new ModelLoadError(this.file, `expected an input named "mel", found ${JSON.stringify(inputNames)}`, 'mel');
     if (!outputNames.includes('embeddings')) {
-      throw new ModelLoadError(this.file, `expected an output named "embeddings", found ${JSON.stringify(outputNames)}`, 'embeddings');
+      throw new ModelLoadError(
+        this.file,
+        `expected an output named "embeddings", found ${JSON.stringify(outputNames)}`,
+        'embeddings',
+      );
     }
   }
 
@@ -196,7 +218,11 @@ export class AudioEncoder {
     const rows = frames / framesPerToken;
     const dims = out.dims;
     if (out.type !== 'float32' || dims.length !== 3 || dims[0] !== 1 || dims[1] !== rows || dims[2] !== H) {
-      throw new ModelLoadError(this.file, `output "embeddings" is ${out.type} [${dims.join(', ')}], expected float32 [1, ${rows}, ${H}] for ${frames} mel frames`, 'embeddings');
+      throw new ModelLoadError(
+        this.file,
+        `output "embeddings" is ${out.type} [${dims.join(', ')}], expected float32 [1, ${rows}, ${H}] for ${frames} mel frames`,
+        'embeddings',
+      );
     }
     // getData() copies off the GPU when ORT kept the output there; a CPU tensor is copied so
     // the caller owns the memory, then ORT's tensor is released.

@@ -7,13 +7,17 @@ import { CancelledError, ModelLoadError } from '../errors.js';
 import { localFile, type LocalLookup } from './local-folder.js';
 
 export const isNode = (): boolean =>
-  typeof process !== 'undefined' && !!process.versions?.node && typeof (globalThis as { window?: unknown }).window === 'undefined';
+  typeof process !== 'undefined' &&
+  !!process.versions?.node &&
+  typeof (globalThis as { window?: unknown }).window === 'undefined';
 
 /**
  * Imports a Node builtin from a Node-only branch. The specifier is a variable so that a
  * browser bundle neither resolves nor warns about modules its code never loads.
  */
-export function nodeBuiltin<T>(name: 'node:fs' | 'node:fs/promises' | 'node:module' | 'node:path' | 'node:url'): Promise<T> {
+export function nodeBuiltin<T>(
+  name: 'node:fs' | 'node:fs/promises' | 'node:module' | 'node:path' | 'node:url',
+): Promise<T> {
   return import(/* @vite-ignore */ name) as Promise<T>;
 }
 
@@ -26,16 +30,26 @@ export function joinModelPath(base: string, name: string): string {
 
 /** The picked file behind `source`, or a ModelLoadError when the folder lacks it. */
 function pickedOrFail(local: LocalLookup, source: string): Blob {
-  if (!local.file) throw new ModelLoadError(source, `is not in the chosen folder (${local.folder}); choose the folder that holds config.json and the weights`);
+  if (!local.file)
+    throw new ModelLoadError(
+      source,
+      `is not in the chosen folder (${local.folder}); choose the folder that holds config.json and the weights`,
+    );
   return local.file;
 }
 
-export async function readBytes(source: string, onProgress?: (loaded: number, total: number) => void): Promise<ArrayBuffer> {
+export async function readBytes(
+  source: string,
+  onProgress?: (loaded: number, total: number) => void,
+): Promise<ArrayBuffer> {
   const local = localFile(source);
   if (local) {
     const file = pickedOrFail(local, source);
     const bytes = await file.arrayBuffer().catch((e: unknown) => {
-      throw new ModelLoadError(source, `cannot read the file (${e instanceof Error ? e.message : String(e)}); was it moved or changed on disk?`);
+      throw new ModelLoadError(
+        source,
+        `cannot read the file (${e instanceof Error ? e.message : String(e)}); was it moved or changed on disk?`,
+      );
     });
     local.counted(bytes.byteLength);
     onProgress?.(bytes.byteLength, bytes.byteLength);
@@ -86,7 +100,12 @@ export async function readJson(source: string): Promise<unknown> {
   const text = new TextDecoder().decode(bytes);
   // Dev servers (Vite) answer a missing file with their HTML page rather than a 404.
   if (/^\s*<(!doctype|html)/i.test(text)) {
-    throw new ModelLoadError(source, isUrl(source) ? 'not found (the server answered with an HTML page); check the model URL' : 'is an HTML page, not JSON: replace it with the model\'s file');
+    throw new ModelLoadError(
+      source,
+      isUrl(source)
+        ? 'not found (the server answered with an HTML page); check the model URL'
+        : "is an HTML page, not JSON: replace it with the model's file",
+    );
   }
   try {
     return JSON.parse(text);
@@ -101,7 +120,10 @@ export async function exists(source: string): Promise<boolean> {
   if (local) return local.file !== null;
   if (isNode() && !isUrl(source)) {
     const fs = await nodeBuiltin<typeof import('node:fs/promises')>('node:fs/promises');
-    return fs.access(source.startsWith('file:') ? new URL(source) : source).then(() => true, () => false);
+    return fs.access(source.startsWith('file:') ? new URL(source) : source).then(
+      () => true,
+      () => false,
+    );
   }
   try {
     const res = await fetch(source, { method: 'HEAD' });
@@ -128,7 +150,9 @@ export interface RangedFile {
  */
 export async function openRanged(source: string): Promise<RangedFile> {
   const fail = (e: unknown): never => {
-    throw e instanceof ModelLoadError ? e : new ModelLoadError(source, `cannot read the file (${e instanceof Error ? e.message : String(e)})`);
+    throw e instanceof ModelLoadError
+      ? e
+      : new ModelLoadError(source, `cannot read the file (${e instanceof Error ? e.message : String(e)})`);
   };
   const local = localFile(source);
   if (local) return rangedBlob(source, pickedOrFail(local, source), local.counted);
@@ -144,7 +168,11 @@ export async function openRanged(source: string): Promise<RangedFile> {
         let got = 0;
         while (got < length) {
           const { bytesRead } = await handle.read(out, got, length - got, offset + got).catch(fail);
-          if (bytesRead === 0) throw new ModelLoadError(source, `ends at byte ${offset + got}, ${length - got} bytes short of the range ${offset}..${offset + length}: truncated`);
+          if (bytesRead === 0)
+            throw new ModelLoadError(
+              source,
+              `ends at byte ${offset + got}, ${length - got} bytes short of the range ${offset}..${offset + length}: truncated`,
+            );
           got += bytesRead;
         }
         return out;
@@ -166,7 +194,11 @@ export async function openRanged(source: string): Promise<RangedFile> {
       const res = await fetch(source, { headers: { Range: `bytes=${offset}-${offset + length - 1}` } }).catch(fail);
       if (!res.ok) fail(new Error(`HTTP ${res.status} ${res.statusText}`));
       const out = res.status === 206 ? new Uint8Array(await res.arrayBuffer()) : await sliceStream(res, offset, length);
-      if (out.byteLength !== length) throw new ModelLoadError(source, `range ${offset}..${offset + length} returned ${out.byteLength} bytes: truncated`);
+      if (out.byteLength !== length)
+        throw new ModelLoadError(
+          source,
+          `range ${offset}..${offset + length} returned ${out.byteLength} bytes: truncated`,
+        );
       return out;
     },
     close: async () => {},
@@ -180,12 +212,27 @@ function rangedBlob(source: string, blob: Blob, counted: (n: number) => void): R
     size: blob.size,
     async read(offset, length) {
       if (offset < 0 || length < 0 || offset + length > blob.size) {
-        throw new ModelLoadError(source, `ends at byte ${blob.size}, the range ${offset}..${offset + length} is outside it: truncated`);
+        throw new ModelLoadError(
+          source,
+          `ends at byte ${blob.size}, the range ${offset}..${offset + length} is outside it: truncated`,
+        );
       }
-      const bytes = new Uint8Array(await blob.slice(offset, offset + length).arrayBuffer().catch((e: unknown) => {
-        throw new ModelLoadError(source, `cannot read the file (${e instanceof Error ? e.message : String(e)}); was it moved or changed on disk?`);
-      }));
-      if (bytes.byteLength !== length) throw new ModelLoadError(source, `range ${offset}..${offset + length} returned ${bytes.byteLength} bytes: the file changed on disk?`);
+      const bytes = new Uint8Array(
+        await blob
+          .slice(offset, offset + length)
+          .arrayBuffer()
+          .catch((e: unknown) => {
+            throw new ModelLoadError(
+              source,
+              `cannot read the file (${e instanceof Error ? e.message : String(e)}); was it moved or changed on disk?`,
+            );
+          }),
+      );
+      if (bytes.byteLength !== length)
+        throw new ModelLoadError(
+          source,
+          `range ${offset}..${offset + length} returned ${bytes.byteLength} bytes: the file changed on disk?`,
+        );
       counted(length);
       return bytes;
     },

@@ -21,7 +21,11 @@ export async function headsStoreKey(base: string): Promise<string | null> {
   return id ? JSON.stringify({ v: VERSION, kind: 'heads', ...id }) : null;
 }
 
-async function entry(key: string, suffix: string, create: boolean): Promise<{ dir: FileSystemDirectoryHandle; name: string } | null> {
+async function entry(
+  key: string,
+  suffix: string,
+  create: boolean,
+): Promise<{ dir: FileSystemDirectoryHandle; name: string } | null> {
   const root = await cacheRoot(create);
   if (!root) return null;
   try {
@@ -35,9 +39,12 @@ async function readEntry(key: string, suffix: string): Promise<unknown> {
   const e = await entry(key, suffix, false);
   if (!e) return null;
   try {
-    const json = JSON.parse(await (await (await e.dir.getFileHandle(e.name)).getFile()).text()) as { key?: unknown; value?: unknown };
+    const json = JSON.parse(await (await (await e.dir.getFileHandle(e.name)).getFile()).text()) as {
+      key?: unknown;
+      value?: unknown;
+    };
     // A hash collision or a foreign file is not this folder's.
-    return json.key === key ? json.value ?? null : null;
+    return json.key === key ? (json.value ?? null) : null;
   } catch {
     return null;
   }
@@ -83,7 +90,11 @@ export async function removeStoredHeads(base: string): Promise<void> {
 }
 
 /** The unfinished run's finished clips for `key` (see headsStoreKey): load, save, clear. */
-export function storedPartial(key: string): { load(): Promise<unknown>; save(value: unknown): Promise<void>; clear(): Promise<void> } {
+export function storedPartial(key: string): {
+  load(): Promise<unknown>;
+  save(value: unknown): Promise<void>;
+  clear(): Promise<void>;
+} {
   return {
     load: () => readEntry(key, '.partial.json'),
     save: async (value) => void (await writeEntry(key, '.partial.json', value)),

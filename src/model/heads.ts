@@ -49,19 +49,29 @@ export interface HeadRoles {
  * exactly one of anchor, tidal or fixed, since the policies index them without checking.
  */
 export function headsFileFault(h: HeadsFile, heads: number): string | undefined {
-  const finite = (a: unknown, n: number) => Array.isArray(a) && a.length === n && a.every((x) => typeof x === 'number' && Number.isFinite(x));
-  for (const key of ['voiceScore', 'headSensitivity'] as const) if (!finite(h[key], heads)) return `"${key}" must hold ${heads} finite numbers, one per KV head`;
-  if (h.score !== undefined && !finite(h.score, heads)) return `"score" must hold ${heads} finite numbers, one per KV head`;
-  if (h.sensitivityEstimator !== undefined && !SENSITIVITY_ESTIMATORS.includes(h.sensitivityEstimator)) return `unknown "sensitivityEstimator" "${String(h.sensitivityEstimator)}"`;
-  if (typeof h.roles !== 'object' || h.roles === null || Array.isArray(h.roles)) return '"roles" must map budgets to head roles';
+  const finite = (a: unknown, n: number) =>
+    Array.isArray(a) && a.length === n && a.every((x) => typeof x === 'number' && Number.isFinite(x));
+  for (const key of ['voiceScore', 'headSensitivity'] as const)
+    if (!finite(h[key], heads)) return `"${key}" must hold ${heads} finite numbers, one per KV head`;
+  if (h.score !== undefined && !finite(h.score, heads))
+    return `"score" must hold ${heads} finite numbers, one per KV head`;
+  if (h.sensitivityEstimator !== undefined && !SENSITIVITY_ESTIMATORS.includes(h.sensitivityEstimator))
+    return `unknown "sensitivityEstimator" "${String(h.sensitivityEstimator)}"`;
+  if (typeof h.roles !== 'object' || h.roles === null || Array.isArray(h.roles))
+    return '"roles" must map budgets to head roles';
   for (const [budget, r] of Object.entries(h.roles)) {
     const lists = [r?.anchors, r?.tidal, r?.fixed];
     if (!lists.every((l) => Array.isArray(l) && l.every((x) => Number.isInteger(x) && x >= 0 && x < heads))) {
       return `roles "${budget}": anchors, tidal and fixed must be lists of head indices below ${heads}`;
     }
     const seen = new Set((lists as number[][]).flat());
-    if (seen.size !== heads || (lists as number[][]).flat().length !== heads) return `roles "${budget}" must give each of the ${heads} KV heads exactly one role`;
-    if (!(Array.isArray(r.retention) && r.retention.length === heads && r.retention.every((x) => typeof x === 'number' && x >= 0 && x <= 1))) {
+    if (seen.size !== heads || (lists as number[][]).flat().length !== heads)
+      return `roles "${budget}" must give each of the ${heads} KV heads exactly one role`;
+    if (!(
+      Array.isArray(r.retention) &&
+      r.retention.length === heads &&
+      r.retention.every((x) => typeof x === 'number' && x >= 0 && x <= 1)
+    )) {
       return `roles "${budget}": "retention" must hold ${heads} numbers in [0, 1]`;
     }
   }

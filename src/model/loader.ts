@@ -65,7 +65,12 @@ export interface LoadedModel {
  * `bytes`: of the decoder's checkpoint tensors, where they are being read from the shards
  * ('download') or packed to f16/q4 as they are read ('convert').
  */
-export type LoadProgress = (fraction: number, detail: string, bytes?: { loaded: number; total: number }, phase?: 'download' | 'convert') => void;
+export type LoadProgress = (
+  fraction: number,
+  detail: string,
+  bytes?: { loaded: number; total: number },
+  phase?: 'download' | 'convert',
+) => void;
 
 export interface ModelLoadOptions {
   /** Language of the audio as an ISO code ("en"), for a prompt that names it; omitted: the model detects it. */
@@ -101,7 +106,10 @@ export interface ModelLoadOptions {
 export function configLayout(json: unknown, file: string): 'own' | 'hf' {
   if (typeof json === 'object' && json !== null && !('model_type' in json) && 'hidden_size' in json) return 'own';
   if (typeof json !== 'object' || json === null || typeof (json as Json)['model_type'] !== 'string') {
-    throw new ModelLoadError(file, 'is neither a wnw model config (hidden_size at top level) nor a Hugging Face config (model_type)');
+    throw new ModelLoadError(
+      file,
+      'is neither a wnw model config (hidden_size at top level) nor a Hugging Face config (model_type)',
+    );
   }
   return 'hf';
 }
@@ -111,7 +119,11 @@ export function decoderFormat(marker: PackedMarker | null, requested: WeightForm
   return marker?.format ?? requested ?? 'f32';
 }
 
-export async function loadModel(base: string, onProgress?: LoadProgress, options: ModelLoadOptions = {}): Promise<LoadedModel> {
+export async function loadModel(
+  base: string,
+  onProgress?: LoadProgress,
+  options: ModelLoadOptions = {},
+): Promise<LoadedModel> {
   const path = (n: string) => joinModelPath(base, n);
   if (!(await exists(path('config.json')))) await refuseMistralNative(base);
   const json = await readJson(path('config.json'));
@@ -119,24 +131,50 @@ export async function loadModel(base: string, onProgress?: LoadProgress, options
   const config = parseConfig(json, path('config.json'));
   const tokenizer = Tokenizer.fromJSON(await readJson(path('tokenizer.json')), path('tokenizer.json'));
   if (tokenizer.vocabSize !== config.vocabSize) {
-    throw new ModelLoadError(path('tokenizer.json'), `has ${tokenizer.vocabSize} pieces, config.json says vocab_size ${config.vocabSize}`);
+    throw new ModelLoadError(
+      path('tokenizer.json'),
+      `has ${tokenizer.vocabSize} pieces, config.json says vocab_size ${config.vocabSize}`,
+    );
   }
   await options.beforeWeights?.(config, decoderFormat(null, options.weightFormat), false);
-  const decoderBytes = await readBytes(path('decoder.safetensors'), (l, t) => onProgress?.((0.8 * l) / t, 'decoder weights'));
+  const decoderBytes = await readBytes(path('decoder.safetensors'), (l, t) =>
+    onProgress?.((0.8 * l) / t, 'decoder weights'),
+  );
   const weights = loadDecoderWeights(config, decoderBytes, path('decoder.safetensors'));
   const file = path('encoder.onnx');
-  const encoderBytes = new Uint8Array(await readBytes(file, (l, t) => onProgress?.(0.8 + (0.2 * l) / t, 'audio encoder')));
+  const encoderBytes = new Uint8Array(
+    await readBytes(file, (l, t) => onProgress?.(0.8 + (0.2 * l) / t, 'audio encoder')),
+  );
   const heads = await loadHeads(base, config);
   onProgress?.(1, 'model loaded');
-  return { base, config, weights, tokenizer, encoder: { kind: 'onnx', file, bytes: encoderBytes, input: 'mel', output: 'embeddings' }, encoderBytes, heads, weightBytes: decoderBytes.byteLength };
+  return {
+    base,
+    config,
+    weights,
+    tokenizer,
+    encoder: { kind: 'onnx', file, bytes: encoderBytes, input: 'mel', output: 'embeddings' },
+    encoderBytes,
+    heads,
+    weightBytes: decoderBytes.byteLength,
+  };
 }
 
-async function loadHfModel(base: string, json: Json, onProgress: LoadProgress | undefined, options: ModelLoadOptions): Promise<LoadedModel> {
+async function loadHfModel(
+  base: string,
+  json: Json,
+  onProgress: LoadProgress | undefined,
+  options: ModelLoadOptions,
+): Promise<LoadedModel> {
   const info = await readHfConfig(base, json);
   // The tokenizer and prompt are checked against the config before any weights are read.
   const t = await loadHfText(base, info.family, info.config, info.audioTokenId, options.language);
   const text = t.tokenizer;
-  const config: ModelConfig = { ...info.config, prefix: t.prefix, instruction: t.instruction, stopTokens: t.stopTokens };
+  const config: ModelConfig = {
+    ...info.config,
+    prefix: t.prefix,
+    instruction: t.instruction,
+    stopTokens: t.stopTokens,
+  };
   // A converted folder's decoder is read packed, without conversion.
   const marker = await readPackedMarker(base);
   const format = decoderFormat(marker, options.weightFormat);
@@ -145,17 +183,41 @@ async function loadHfModel(base: string, json: Json, onProgress: LoadProgress | 
   const dec = marker || packAtLoad ? null : await loadHfDecoder(base, { ...info, config }, onProgress);
   const useCache = options.cache !== false;
   const packed = marker
-    ? await throughCache(base, marker.format, config, useCache, onProgress, async () => (await loadPackedDecoder(base, info.family, config, info.tiedEmbeddings, onProgress)).packed)
+    ? await throughCache(
+        base,
+        marker.format,
+        config,
+        useCache,
+        onProgress,
+        async () => (await loadPackedDecoder(base, info.family, config, info.tiedEmbeddings, onProgress)).packed,
+      )
     : packAtLoad
-      ? await throughCache(base, format, config, useCache, onProgress, async () => (await loadHfDecoderPacked(base, { ...info, config }, format, onProgress)).packed)
+      ? await throughCache(
+          base,
+          format,
+          config,
+          useCache,
+          onProgress,
+          async () => (await loadHfDecoderPacked(base, { ...info, config }, format, onProgress)).packed,
+        )
       : undefined;
   let unpacked: DecoderWeights | undefined;
   const family = info.family;
   const heads = await loadHeads(base, config);
   onProgress?.(1, 'model loaded');
-  const encoder: EncoderSource = (await readHfOnnxEncoder(base, family, options.audioEncoder)) ?? { kind: 'hf-audio-tower', base, modelType: family.modelType, prefixes: family.encoderPrefixes };
+  const encoder: EncoderSource = (await readHfOnnxEncoder(base, family, options.audioEncoder)) ?? {
+    kind: 'hf-audio-tower',
+    base,
+    modelType: family.modelType,
+    prefixes: family.encoderPrefixes,
+  };
   const model: Omit<LoadedModel, 'tokenizer' | 'encoderBytes'> = {
-    base, config, text, encoder, family, heads,
+    base,
+    config,
+    text,
+    encoder,
+    family,
+    heads,
     get weights() {
       return dec?.weights ?? (unpacked ??= unpackDecoderWeights(config, packed!));
     },
@@ -166,14 +228,20 @@ async function loadHfModel(base: string, json: Json, onProgress: LoadProgress | 
     tokenizer: {
       enumerable: false,
       get: () => {
-        throw new ModelLoadError(joinModelPath(base, 'tokenizer.json'), `a ${family.modelType} folder's tokenizer is in \`text\`; this use needs the reference model's SentencePiece tokenizer`);
+        throw new ModelLoadError(
+          joinModelPath(base, 'tokenizer.json'),
+          `a ${family.modelType} folder's tokenizer is in \`text\`; this use needs the reference model's SentencePiece tokenizer`,
+        );
       },
     },
     encoderBytes: {
       enumerable: false,
       get: () => {
         if (encoder.kind === 'onnx') return encoder.bytes;
-        throw new ModelLoadError(base, `the audio encoder of a ${family.modelType} folder is its audio tower (${family.encoderPrefixes.join(', ')}), not an ONNX graph: it runs through the audio route (src/route/audio-route.ts), which reads its tensors from the folder`);
+        throw new ModelLoadError(
+          base,
+          `the audio encoder of a ${family.modelType} folder is its audio tower (${family.encoderPrefixes.join(', ')}), not an ONNX graph: it runs through the audio route (src/route/audio-route.ts), which reads its tensors from the folder`,
+        );
       },
     },
   }) as LoadedModel;
@@ -184,7 +252,12 @@ async function loadHfModel(base: string, json: Json, onProgress: LoadProgress | 
  * else by `load` (packed while read, or read packed from a converted folder) and then cached.
  */
 async function throughCache(
-  base: string, format: WeightFormat, config: ModelConfig, useCache: boolean, onProgress: LoadProgress | undefined, load: () => Promise<PackedDecoderWeights>,
+  base: string,
+  format: WeightFormat,
+  config: ModelConfig,
+  useCache: boolean,
+  onProgress: LoadProgress | undefined,
+  load: () => Promise<PackedDecoderWeights>,
 ): Promise<PackedDecoderWeights> {
   const key = useCache ? await weightCacheKey(base, format) : null;
   const cached = key ? await readCachedWeights(key, config) : null;
@@ -210,9 +283,20 @@ async function loadHeads(base: string, config: ModelConfig): Promise<HeadsFile |
   const file = joinModelPath(base, 'heads.json');
   if (!(await exists(file))) return storedHeads(base, config);
   const heads = (await readJson(file)) as HeadsFile;
-  if (typeof heads !== 'object' || heads === null || Array.isArray(heads)) throw new ModelLoadError(file, 'must hold a JSON object (the calibration\'s output); run npm run calibrate to write it again');
-  if (heads.numLayers !== config.numLayers || heads.numKvHeads !== config.numKvHeads || heads.voiceScore?.length !== kvHeadCount(config)) {
-    throw new ModelLoadError(file, `was calibrated for ${heads.numLayers}x${heads.numKvHeads} KV heads, the model has ${config.numLayers}x${config.numKvHeads}; run npm run calibrate`);
+  if (typeof heads !== 'object' || heads === null || Array.isArray(heads))
+    throw new ModelLoadError(
+      file,
+      "must hold a JSON object (the calibration's output); run npm run calibrate to write it again",
+    );
+  if (
+    heads.numLayers !== config.numLayers ||
+    heads.numKvHeads !== config.numKvHeads ||
+    heads.voiceScore?.length !== kvHeadCount(config)
+  ) {
+    throw new ModelLoadError(
+      file,
+      `was calibrated for ${heads.numLayers}x${heads.numKvHeads} KV heads, the model has ${config.numLayers}x${config.numKvHeads}; run npm run calibrate`,
+    );
   }
   const fault = headsFileFault(heads, kvHeadCount(config));
   if (fault) throw new ModelLoadError(file, `${fault}; run npm run calibrate to write it again`);
@@ -227,6 +311,7 @@ async function loadHeads(base: string, config: ModelConfig): Promise<HeadsFile |
 async function storedHeads(base: string, config: ModelConfig): Promise<HeadsFile | undefined> {
   const h = (await readStoredHeads(base)) as HeadsFile | null;
   if (typeof h !== 'object' || h === null || Array.isArray(h)) return undefined;
-  if (h.numLayers !== config.numLayers || h.numKvHeads !== config.numKvHeads || headsFileFault(h, kvHeadCount(config))) return undefined;
+  if (h.numLayers !== config.numLayers || h.numKvHeads !== config.numKvHeads || headsFileFault(h, kvHeadCount(config)))
+    return undefined;
   return h;
 }

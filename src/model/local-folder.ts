@@ -23,7 +23,11 @@ export interface LocalLookup {
   counted(n: number): void;
 }
 
-const clean = (path: string) => path.split('/').filter((p) => p !== '' && p !== '.').join('/');
+const clean = (path: string) =>
+  path
+    .split('/')
+    .filter((p) => p !== '' && p !== '.')
+    .join('/');
 
 /**
  * Registers a picked folder and returns its base address. `files` maps each file's path

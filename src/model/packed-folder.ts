@@ -35,7 +35,10 @@ export async function readPackedMarker(base: string): Promise<PackedMarker | nul
   if (!(await exists(file))) return null;
   const j = (await readJson(file)) as Partial<PackedMarker> | null;
   if (!j || !isWeightFormat(j.format) || j.version !== PACKED_VERSION) {
-    throw new ModelLoadError(file, `is not a version ${PACKED_VERSION} packed-weights marker ({"format": "f32"|"f16"|"q4", "version": ${PACKED_VERSION}}); convert the folder again with npx wnw convert`);
+    throw new ModelLoadError(
+      file,
+      `is not a version ${PACKED_VERSION} packed-weights marker ({"format": "f32"|"f16"|"q4", "version": ${PACKED_VERSION}}); convert the folder again with npx wnw convert`,
+    );
   }
   return { format: j.format, version: j.version, groupSize: j.groupSize ?? 32 };
 }
@@ -64,7 +67,8 @@ async function openShard(path: string): Promise<Shard> {
   try {
     if (file.size < 8) throw new ModelLoadError(path, 'is too short for a safetensors header: truncated');
     const n = Number(new DataView((await file.read(0, 8)).buffer).getBigUint64(0, true));
-    if (n < 2 || 8 + n > file.size) throw new ModelLoadError(path, `header length ${n} does not fit the file (${file.size} bytes): truncated`);
+    if (n < 2 || 8 + n > file.size)
+      throw new ModelLoadError(path, `header length ${n} does not fit the file (${file.size} bytes): truncated`);
     let header: Record<string, unknown>;
     try {
       header = JSON.parse(new TextDecoder().decode(await file.read(8, n)));
@@ -76,7 +80,8 @@ async function openShard(path: string): Promise<Shard> {
       if (name === '__metadata__') continue;
       const t = v as { dtype: string; shape: number[]; data_offsets: [number, number] };
       const [b, e] = t.data_offsets ?? [0, -1];
-      if (!(e >= b && 8 + n + e <= file.size)) throw new ModelLoadError(path, `data ends past the file (${file.size} bytes): truncated`, name);
+      if (!(e >= b && 8 + n + e <= file.size))
+        throw new ModelLoadError(path, `data ends past the file (${file.size} bytes): truncated`, name);
       tensors.set(name, { dtype: t.dtype, shape: t.shape, offset: 8 + n + b, byteLength: e - b });
     }
     return { file, tensors, metadata: (header['__metadata__'] ?? {}) as Record<string, string> };
@@ -96,13 +101,24 @@ async function readPacked(shard: Shard, name: string, expected: number[]): Promi
   } catch {
     throw new ModelLoadError(path, 'its __metadata__ entry is not JSON', name);
   }
-  if (!entry || !isWeightFormat(entry.format) || !Array.isArray(entry.shape)) throw new ModelLoadError(path, 'has no {"format", "shape"} entry in __metadata__: not a converted tensor', name);
-  if (entry.shape.join(',') !== expected.join(',')) throw new ModelLoadError(path, `was converted from shape [${entry.shape}], config.json implies [${expected}]`, name);
+  if (!entry || !isWeightFormat(entry.format) || !Array.isArray(entry.shape))
+    throw new ModelLoadError(path, 'has no {"format", "shape"} entry in __metadata__: not a converted tensor', name);
+  if (entry.shape.join(',') !== expected.join(','))
+    throw new ModelLoadError(
+      path,
+      `was converted from shape [${entry.shape}], config.json implies [${expected}]`,
+      name,
+    );
   const [rows, cols] = expected.length === 2 ? expected : [1, expected.reduce((a, b) => a * b, 1)];
-  if (expected.length !== 2 && entry.format !== 'f32') throw new ModelLoadError(path, `is a vector stored as ${entry.format}; vectors are f32`, name);
+  if (expected.length !== 2 && entry.format !== 'f32')
+    throw new ModelLoadError(path, `is a vector stored as ${entry.format}; vectors are f32`, name);
   const words = rowWords(entry.format, cols);
   if (t.dtype !== 'U32' || t.shape.join(',') !== `${rows},${words}`) {
-    throw new ModelLoadError(path, `is ${t.dtype} [${t.shape}], a ${entry.format} [${expected}] tensor is U32 [${rows}, ${words}]`, name);
+    throw new ModelLoadError(
+      path,
+      `is ${t.dtype} [${t.shape}], a ${entry.format} [${expected}] tensor is U32 [${rows}, ${words}]`,
+      name,
+    );
   }
   const bytes = await shard.file.read(t.offset, t.byteLength);
   const data = new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
@@ -114,7 +130,11 @@ async function readPacked(shard: Shard, name: string, expected: number[]): Promi
  * config.json (shape, format, dtype) as it is read; nothing is dequantised.
  */
 export async function loadPackedDecoder(
-  base: string, family: HfFamily, c: ModelConfig, tiedEmbeddings: boolean, onProgress?: (fraction: number, detail: string, bytes: { loaded: number; total: number }) => void,
+  base: string,
+  family: HfFamily,
+  c: ModelConfig,
+  tiedEmbeddings: boolean,
+  onProgress?: (fraction: number, detail: string, bytes: { loaded: number; total: number }) => void,
 ): Promise<{ packed: PackedDecoderWeights; tiedHead: boolean; fileBytes: number }> {
   const indexFile = joinModelPath(base, 'model.safetensors.index.json');
   const single = joinModelPath(base, 'model.safetensors');
@@ -133,14 +153,18 @@ export async function loadPackedDecoder(
     const shapes = decoderTensorShapes(c);
     const head = family.lmHead;
     const tiedHead = !(await shardOf(head)) && tiedEmbeddings;
-    const source = (internal: string) => (internal === 'lm_head.weight' && tiedHead ? upstreamTensorName(family, 'embed_tokens.weight') : upstreamTensorName(family, internal));
+    const source = (internal: string) =>
+      internal === 'lm_head.weight' && tiedHead
+        ? upstreamTensorName(family, 'embed_tokens.weight')
+        : upstreamTensorName(family, internal);
     // Every tensor located first (shard headers only), so the progress knows its byte total.
     const located = new Map<string, { shard: Shard; shape: number[] }>();
     for (const [internal, shape] of shapes) {
       const name = source(internal);
       if (located.has(name)) continue;
       const shard = await shardOf(name);
-      if (!shard) throw new ModelLoadError(indexFile, 'tensor is missing (does config.json match these weights?)', name);
+      if (!shard)
+        throw new ModelLoadError(indexFile, 'tensor is missing (does config.json match these weights?)', name);
       located.set(name, { shard, shape });
     }
     const total = [...located].reduce((n, [name, { shard }]) => n + shard.tensors.get(name)!.byteLength, 0);

@@ -51,7 +51,10 @@ export function isWeightFormat(v: unknown): v is WeightFormat {
 export function matrixFormat(format: WeightFormat, cols: number): WeightFormat {
   const order: WeightFormat[] = format === 'q4' ? ['q4', 'f16', 'f32'] : format === 'f16' ? ['f16', 'f32'] : ['f32'];
   const f = order.find((x) => cols % colsMultiple(x) === 0);
-  if (!f) throw new RangeError(`a matrix with K = ${cols} columns cannot be read by the WebGPU kernels (K must be a multiple of 4)`);
+  if (!f)
+    throw new RangeError(
+      `a matrix with K = ${cols} columns cannot be read by the WebGPU kernels (K must be a multiple of 4)`,
+    );
   return f;
 }
 
@@ -80,7 +83,8 @@ export function packDecoderWeights(c: ModelConfig, w: DecoderWeights, format: We
   const KVD = c.numKvHeads * c.headDim;
   const I = c.intermediateSize;
   const layers = w.layers.map((l, i): PackedLayer => {
-    if (c.attentionBias && (!l.qBias || !l.kBias || !l.vBias)) throw new RangeError(`layer ${i}: the config says q/k/v biases but the weights have none`);
+    if (c.attentionBias && (!l.qBias || !l.kBias || !l.vBias))
+      throw new RangeError(`layer ${i}: the config says q/k/v biases but the weights have none`);
     return {
       attnNorm: l.attnNorm,
       qkv: packAs(format, concat(l.q, l.k, l.v), QD + 2 * KVD, D),
@@ -100,7 +104,10 @@ export function packDecoderWeights(c: ModelConfig, w: DecoderWeights, format: We
 export function concatRows(name: string, parts: PackedMatrix[]): PackedMatrix {
   const { format, cols } = parts[0];
   const odd = parts.find((m) => m.format !== format || m.cols !== cols);
-  if (odd) throw new RangeError(`${name}: cannot stack a ${odd.format} [${odd.rows}, ${odd.cols}] matrix under ${format} [*, ${cols}] ones`);
+  if (odd)
+    throw new RangeError(
+      `${name}: cannot stack a ${odd.format} [${odd.rows}, ${odd.cols}] matrix under ${format} [*, ${cols}] ones`,
+    );
   const data = new Uint32Array(parts.reduce((n, m) => n + m.data.length, 0));
   let o = 0;
   for (const m of parts) {
@@ -126,7 +133,9 @@ export function packedDecoderFrom(c: ModelConfig, get: (internal: string) => Pac
     return {
       attnNorm: vec(p + 'attn_norm.weight'),
       qkv: concatRows(p + 'qkv', [get(p + 'q_proj.weight'), get(p + 'k_proj.weight'), get(p + 'v_proj.weight')]),
-      ...(c.attentionBias ? { qkvBias: concat(vec(p + 'q_proj.bias'), vec(p + 'k_proj.bias'), vec(p + 'v_proj.bias')) } : {}),
+      ...(c.attentionBias
+        ? { qkvBias: concat(vec(p + 'q_proj.bias'), vec(p + 'k_proj.bias'), vec(p + 'v_proj.bias')) }
+        : {}),
       o: get(p + 'o_proj.weight'),
       mlpNorm: vec(p + 'mlp_norm.weight'),
       gateUp: concatRows(p + 'gate_up', [get(p + 'gate_proj.weight'), get(p + 'up_proj.weight')]),
@@ -243,7 +252,8 @@ export function packedWeightBytes(p: PackedDecoderWeights): WeightBytes {
     return b;
   };
   let total = 0;
-  for (const l of p.layers) total += v(l.attnNorm) + m(l.qkv) + v(l.qkvBias) + m(l.o) + v(l.mlpNorm) + m(l.gateUp) + m(l.down);
+  for (const l of p.layers)
+    total += v(l.attnNorm) + m(l.qkv) + v(l.qkvBias) + m(l.o) + v(l.mlpNorm) + m(l.gateUp) + m(l.down);
   total += v(p.norm);
   const embed = m(p.embed);
   const lmHead = p.lmHead === p.embed ? 0 : m(p.lmHead);

@@ -74,8 +74,10 @@ export function rowBytes(format: WeightFormat, cols: number): number {
 }
 
 function checkShape(format: WeightFormat, length: number, rows: number, cols: number): void {
-  if (!Number.isInteger(rows) || !Number.isInteger(cols) || rows <= 0 || cols <= 0) throw new RangeError(`bad matrix shape [${rows}, ${cols}]`);
-  if (length !== rows * cols) throw new RangeError(`a [${rows}, ${cols}] matrix needs ${rows * cols} values, got ${length}`);
+  if (!Number.isInteger(rows) || !Number.isInteger(cols) || rows <= 0 || cols <= 0)
+    throw new RangeError(`bad matrix shape [${rows}, ${cols}]`);
+  if (length !== rows * cols)
+    throw new RangeError(`a [${rows}, ${cols}] matrix needs ${rows * cols} values, got ${length}`);
   const m = colsMultiple(format);
   if (cols % m !== 0) throw new RangeError(`${format} weights need K (cols, ${cols}) to be a multiple of ${m}`);
 }
@@ -93,7 +95,12 @@ export function roundBf16(a: Float32Array): Float32Array {
 
 export function packF32(w: Float32Array, rows: number, cols: number): PackedMatrix {
   checkShape('f32', w.length, rows, cols);
-  return { format: 'f32', rows, cols, data: new Uint32Array(w.buffer.slice(w.byteOffset, w.byteOffset + w.byteLength)) };
+  return {
+    format: 'f32',
+    rows,
+    cols,
+    data: new Uint32Array(w.buffer.slice(w.byteOffset, w.byteOffset + w.byteLength)),
+  };
 }
 
 /** Rounds to f16 (nearest, ties to even) and packs two per word. */
@@ -119,7 +126,8 @@ export function quantizeQ4(w: Float32Array, rows: number, cols: number): PackedM
       for (let j = 0; j < Q4_GROUP; j++) {
         const v = w[base + j];
         const a = Math.abs(v);
-        if (!(a <= 3.4028234663852886e38)) throw new RangeError(`weight [${r}, ${g * Q4_GROUP + j}] is ${v}: q4 needs finite weights`);
+        if (!(a <= 3.4028234663852886e38))
+          throw new RangeError(`weight [${r}, ${g * Q4_GROUP + j}] is ${v}: q4 needs finite weights`);
         if (a > am) {
           am = a;
           m = v;
@@ -127,7 +135,8 @@ export function quantizeQ4(w: Float32Array, rows: number, cols: number): PackedM
       }
       const sBits = am === 0 ? 0 : f16Bits(m / -8);
       const s = f16Value(sBits);
-      if (!Number.isFinite(s)) throw new RangeError(`row ${r} group ${g}: |w| = ${am} is beyond what an f16 scale holds (8 × 65504)`);
+      if (!Number.isFinite(s))
+        throw new RangeError(`row ${r} group ${g}: |w| = ${am} is beyond what an f16 scale holds (8 × 65504)`);
       // A reciprocal, not a division per weight: it can move a code only where w / s is
       // within an ulp of a half step, where either code is half a step away.
       const inv = s === 0 ? 0 : 1 / s;
@@ -200,7 +209,8 @@ export function dequantizeQ4(m: PackedMatrix): Float32Array {
 
 /** Rows [row0, row0 + rows) as a matrix of their own (a view, no copy). */
 export function sliceRows(m: PackedMatrix, row0: number, rows: number): PackedMatrix {
-  if (row0 < 0 || rows <= 0 || row0 + rows > m.rows) throw new RangeError(`rows [${row0}, ${row0 + rows}) are outside [0, ${m.rows})`);
+  if (row0 < 0 || rows <= 0 || row0 + rows > m.rows)
+    throw new RangeError(`rows [${row0}, ${row0 + rows}) are outside [0, ${m.rows})`);
   const stride = rowWords(m.format, m.cols);
   return { format: m.format, rows, cols: m.cols, data: m.data.subarray(row0 * stride, (row0 + rows) * stride) };
 }
@@ -225,7 +235,12 @@ export function splitRows(format: WeightFormat, rows: number, cols: number, maxB
 }
 
 /** y = W x with the dequantised weights, f64 accumulation: the kernels' reference. */
-export function referenceMatvec(m: PackedMatrix, x: Float32Array, xOffset = 0, out = new Float32Array(m.rows)): Float32Array {
+export function referenceMatvec(
+  m: PackedMatrix,
+  x: Float32Array,
+  xOffset = 0,
+  out = new Float32Array(m.rows),
+): Float32Array {
   const row = new Float32Array(m.cols);
   for (let r = 0; r < m.rows; r++) {
     dequantizeRow(m, r, row);
@@ -237,7 +252,12 @@ export function referenceMatvec(m: PackedMatrix, x: Float32Array, xOffset = 0, o
 }
 
 /** Y[n, rows] = X[n, cols] Wᵀ with the dequantised weights, f64 accumulation. */
-export function referenceMatmul(m: PackedMatrix, x: Float32Array, n: number, out = new Float32Array(n * m.rows)): Float32Array {
+export function referenceMatmul(
+  m: PackedMatrix,
+  x: Float32Array,
+  n: number,
+  out = new Float32Array(n * m.rows),
+): Float32Array {
   const row = new Float32Array(m.cols);
   const K = m.cols;
   for (let r = 0; r < m.rows; r++) {
@@ -253,7 +273,11 @@ export function referenceMatmul(m: PackedMatrix, x: Float32Array, n: number, out
 
 /** Packs `w` in the given format. */
 export function pack(format: WeightFormat, w: Float32Array, rows: number, cols: number): PackedMatrix {
-  return format === 'q4' ? quantizeQ4(w, rows, cols) : format === 'f16' ? packF16(w, rows, cols) : packF32(w, rows, cols);
+  return format === 'q4'
+    ? quantizeQ4(w, rows, cols)
+    : format === 'f16'
+      ? packF16(w, rows, cols)
+      : packF32(w, rows, cols);
 }
 
 /** A checkpoint tensor in the format it is stored and uploaded in. */
@@ -269,9 +293,16 @@ export interface QuantizedTensor extends PackedMatrix {
  * tensors of other ranks stay f32, since they are small and read by other kernels.
  * `file` names the checkpoint file in errors.
  */
-export function quantizeTensor(name: string, values: Float32Array, shape: number[], target: WeightFormat = 'q4', file = name): QuantizedTensor {
+export function quantizeTensor(
+  name: string,
+  values: Float32Array,
+  shape: number[],
+  target: WeightFormat = 'q4',
+  file = name,
+): QuantizedTensor {
   const size = shape.reduce((a, b) => a * b, 1);
-  if (values.length !== size) throw new ModelLoadError(file, `has ${values.length} values for shape [${shape.join(', ')}] (${size})`, name);
+  if (values.length !== size)
+    throw new ModelLoadError(file, `has ${values.length} values for shape [${shape.join(', ')}] (${size})`, name);
   if (shape.length !== 2) {
     const data = new Uint32Array(values.buffer.slice(values.byteOffset, values.byteOffset + values.byteLength));
     return { name, shape: [...shape], format: 'f32', rows: 1, cols: size, data };

@@ -20,7 +20,12 @@ export function refuseOverlaps(file: string, ranges: { name: string; begin: numb
   const sorted = ranges.filter((r) => r.end > r.begin).sort((a, b) => a.begin - b.begin);
   for (let i = 1; i < sorted.length; i++) {
     const [a, b] = [sorted[i - 1], sorted[i]];
-    if (b.begin < a.end) throw new ModelLoadError(file, `its bytes ${b.begin}..${b.end} overlap those of ${a.name} (${a.begin}..${a.end}): the header is corrupt; download or write the file again`, b.name);
+    if (b.begin < a.end)
+      throw new ModelLoadError(
+        file,
+        `its bytes ${b.begin}..${b.end} overlap those of ${a.name} (${a.begin}..${a.end}): the header is corrupt; download or write the file again`,
+        b.name,
+      );
   }
 }
 
@@ -29,12 +34,19 @@ export class SafeTensors {
   readonly metadata: Record<string, string> = {};
   private readonly dataStart: number;
 
-  constructor(private readonly buf: ArrayBuffer, readonly file: string) {
-    if (buf.byteLength < 8) throw new ModelLoadError(file, `file is ${buf.byteLength} bytes, too short for a safetensors header`);
+  constructor(
+    private readonly buf: ArrayBuffer,
+    readonly file: string,
+  ) {
+    if (buf.byteLength < 8)
+      throw new ModelLoadError(file, `file is ${buf.byteLength} bytes, too short for a safetensors header`);
     const view = new DataView(buf);
     const n = Number(view.getBigUint64(0, true));
     if (n <= 0 || 8 + n > buf.byteLength) {
-      throw new ModelLoadError(file, `header length ${n} exceeds the file (${buf.byteLength} bytes): truncated or not safetensors`);
+      throw new ModelLoadError(
+        file,
+        `header length ${n} exceeds the file (${buf.byteLength} bytes): truncated or not safetensors`,
+      );
     }
     let header: Record<string, unknown>;
     try {
@@ -50,20 +62,37 @@ export class SafeTensors {
         continue;
       }
       const t = (v ?? {}) as { dtype: string; shape: number[]; data_offsets: [number, number] };
-      if (typeof t.dtype !== 'string' || !Array.isArray(t.shape) || !t.shape.every((d) => Number.isInteger(d) && d >= 0)) {
+      if (
+        typeof t.dtype !== 'string' ||
+        !Array.isArray(t.shape) ||
+        !t.shape.every((d) => Number.isInteger(d) && d >= 0)
+      ) {
         throw new ModelLoadError(file, 'header entry lacks a dtype or an integer shape', name);
       }
       const [begin, end] = Array.isArray(t.data_offsets) ? t.data_offsets : [-1, -1];
-      if (!(Number.isInteger(begin) && Number.isInteger(end) && begin >= 0 && end >= begin)) throw new ModelLoadError(file, 'bad data_offsets', name);
+      if (!(Number.isInteger(begin) && Number.isInteger(end) && begin >= 0 && end >= begin))
+        throw new ModelLoadError(file, 'bad data_offsets', name);
       if (end > dataBytes) {
-        throw new ModelLoadError(file, `data ends at byte ${end} but the file holds ${dataBytes} data bytes: the file is truncated`, name);
+        throw new ModelLoadError(
+          file,
+          `data ends at byte ${end} but the file holds ${dataBytes} data bytes: the file is truncated`,
+          name,
+        );
       }
       const count = t.shape.reduce((a, b) => a * b, 1);
       const size = bytesPer(t.dtype, file, name);
-      if (count * size !== end - begin) throw new ModelLoadError(file, `shape [${t.shape}] of ${t.dtype} needs ${count * size} bytes, offsets span ${end - begin}`, name);
+      if (count * size !== end - begin)
+        throw new ModelLoadError(
+          file,
+          `shape [${t.shape}] of ${t.dtype} needs ${count * size} bytes, offsets span ${end - begin}`,
+          name,
+        );
       this.tensors.set(name, { dtype: t.dtype, shape: t.shape, begin, end });
     }
-    refuseOverlaps(file, [...this.tensors].map(([name, t]) => ({ name, begin: t.begin, end: t.end })));
+    refuseOverlaps(
+      file,
+      [...this.tensors].map(([name, t]) => ({ name, begin: t.begin, end: t.end })),
+    );
   }
 
   has(name: string): boolean {
@@ -80,7 +109,11 @@ export class SafeTensors {
   f32(name: string, shape?: number[]): Float32Array {
     const t = this.info(name);
     if (shape && (shape.length !== t.shape.length || shape.some((d, i) => d !== t.shape[i]))) {
-      throw new ModelLoadError(this.file, `shape [${t.shape}] does not match config.json, which implies [${shape}]`, name);
+      throw new ModelLoadError(
+        this.file,
+        `shape [${t.shape}] does not match config.json, which implies [${shape}]`,
+        name,
+      );
     }
     const bytes = new Uint8Array(this.buf, this.dataStart + t.begin, t.end - t.begin);
     const n = bytes.byteLength / bytesPer(t.dtype, this.file, name);
@@ -145,7 +178,9 @@ function halfToFloat(h: number): number {
 }
 
 /** Writes F32/I32 tensors as safetensors (tests and fixtures). */
-export function encodeSafeTensors(tensors: Record<string, { data: Float32Array | Int32Array; shape: number[] }>): ArrayBuffer {
+export function encodeSafeTensors(
+  tensors: Record<string, { data: Float32Array | Int32Array; shape: number[] }>,
+): ArrayBuffer {
   const header: Record<string, unknown> = {};
   let off = 0;
   for (const [name, t] of Object.entries(tensors)) {

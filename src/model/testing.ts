@@ -24,9 +24,19 @@ export function referenceConfig(overrides: Partial<ModelConfig> = {}): ModelConf
     tokens: { bos: 1, eos: 2, pad: 0 },
     instruction: [3, 4, 5],
     audio: {
-      sample_rate: 16000, n_fft: 512, win_length: 400, hop_length: 160, n_mels: 80,
-      f_min: 0, f_max: 8000, mel_floor: 1e-6, mel_mean: 0, mel_std: 1,
-      frames_per_token: 8, tokens_per_second: 12.5, encoder_window_frames: 3000,
+      sample_rate: 16000,
+      n_fft: 512,
+      win_length: 400,
+      hop_length: 160,
+      n_mels: 80,
+      f_min: 0,
+      f_max: 8000,
+      mel_floor: 1e-6,
+      mel_mean: 0,
+      mel_std: 1,
+      frames_per_token: 8,
+      tokens_per_second: 12.5,
+      encoder_window_frames: 3000,
     },
   });
   return { ...base, ...overrides };
@@ -60,10 +70,17 @@ export type DecoderShape = string;
  */
 export function decoderShapeConfig(shape: DecoderShape): ModelConfig {
   const family = familyFor(shape);
-  if (!family) throw new RangeError(`no model family ${JSON.stringify(shape)}; known: ${FAMILIES.map((f) => f.modelType).join(', ')}`);
+  if (!family)
+    throw new RangeError(
+      `no model family ${JSON.stringify(shape)}; known: ${FAMILIES.map((f) => f.modelType).join(', ')}`,
+    );
   const base = referenceConfig();
   const a = base.audio;
-  const audio = { ...a, framesPerToken: family.framesPerToken, tokensPerSecond: a.sampleRate / a.hopLength / family.framesPerToken };
+  const audio = {
+    ...a,
+    framesPerToken: family.framesPerToken,
+    tokensPerSecond: a.sampleRate / a.hopLength / family.framesPerToken,
+  };
   return referenceConfig({ audio, ...family.shapes.miniature });
 }
 

@@ -63,25 +63,48 @@ export class Tokenizer implements TextTokenizer {
     if (typeof json !== 'object' || json === null) throw new ModelLoadError(file, 'not a JSON object');
     const j = json as Record<string, unknown>;
     if (j['type'] !== undefined && j['type'] !== 'sentencepiece') {
-      throw new ModelLoadError(file, `unsupported tokenizer type ${JSON.stringify(j['type'])} (expected "sentencepiece")`);
+      throw new ModelLoadError(
+        file,
+        `unsupported tokenizer type ${JSON.stringify(j['type'])} (expected "sentencepiece")`,
+      );
     }
     const raw = j['pieces'];
-    if (!Array.isArray(raw) || raw.length === 0) throw new ModelLoadError(file, 'field "pieces" must be a non-empty array');
+    if (!Array.isArray(raw) || raw.length === 0)
+      throw new ModelLoadError(file, 'field "pieces" must be a non-empty array');
     // Pieces may be plain strings, [piece, score] pairs or {piece, score} objects.
     const pieces = raw.map((p, i) => {
-      const s = typeof p === 'string' ? p : Array.isArray(p) ? p[0] : typeof p === 'object' && p !== null ? (p as { piece?: unknown }).piece : undefined;
+      const s =
+        typeof p === 'string'
+          ? p
+          : Array.isArray(p)
+            ? p[0]
+            : typeof p === 'object' && p !== null
+              ? (p as { piece?: unknown }).piece
+              : undefined;
       if (typeof s !== 'string') throw new ModelLoadError(file, `piece ${i} is not a string`);
       return s;
     });
     const id = (k: string, fallback?: number): number => {
       const v = j[k] ?? fallback;
       if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= pieces.length) {
-        throw new ModelLoadError(file, `field "${k}" must be a token id in [0, ${pieces.length}), ${v === undefined ? 'but it is missing or null' : `got ${JSON.stringify(v)}`}`);
+        throw new ModelLoadError(
+          file,
+          `field "${k}" must be a token id in [0, ${pieces.length}), ${v === undefined ? 'but it is missing or null' : `got ${JSON.stringify(v)}`}`,
+        );
       }
       return v;
     };
     const model = typeof j['model'] === 'string' ? (j['model'] as string) : 'unigram';
-    return new Tokenizer(pieces, { bos: id('bos'), eos: id('eos'), pad: id('pad'), unk: id('unk', pieces.indexOf('<unk>') >= 0 ? pieces.indexOf('<unk>') : undefined) }, model);
+    return new Tokenizer(
+      pieces,
+      {
+        bos: id('bos'),
+        eos: id('eos'),
+        pad: id('pad'),
+        unk: id('unk', pieces.indexOf('<unk>') >= 0 ? pieces.indexOf('<unk>') : undefined),
+      },
+      model,
+    );
   }
 
   /** Loads tokenizer.json from a URL (fetch) or, in Node, a file path. */

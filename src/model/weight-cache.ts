@@ -64,7 +64,10 @@ async function shardFiles(base: string): Promise<{ shards: string[]; totalSize: 
   const index = joinModelPath(base, 'model.safetensors.index.json');
   try {
     const j = (await readJson(index)) as { weight_map?: Record<string, string>; metadata?: { total_size?: unknown } };
-    return { shards: [...new Set(Object.values(j.weight_map ?? {}))].sort(), totalSize: j.metadata?.total_size ?? null };
+    return {
+      shards: [...new Set(Object.values(j.weight_map ?? {}))].sort(),
+      totalSize: j.metadata?.total_size ?? null,
+    };
   } catch {
     return { shards: ['model.safetensors'], totalSize: null };
   }
@@ -76,7 +79,9 @@ async function shardFiles(base: string): Promise<{ shards: string[]; totalSize: 
  * Files report size and lastModified, a server answers HEAD. The weights' entries and the
  * stored calibration (heads-store.ts) are both keyed by it.
  */
-export async function folderIdentity(base: string): Promise<{ where: string; totalSize: unknown; shards: unknown[] } | null> {
+export async function folderIdentity(
+  base: string,
+): Promise<{ where: string; totalSize: unknown; shards: unknown[] } | null> {
   if (!storage()) return null;
   const { shards, totalSize } = await shardFiles(base);
   const picked = localFolderFiles(base);
@@ -97,14 +102,18 @@ export async function folderIdentity(base: string): Promise<{ where: string; tot
   } else {
     return null;
   }
-  const where = picked ? `picked:${picked.name}` : new URL(base, (globalThis as { location?: { href: string } }).location?.href).href;
+  const where = picked
+    ? `picked:${picked.name}`
+    : new URL(base, (globalThis as { location?: { href: string } }).location?.href).href;
   return { where, totalSize, shards: parts };
 }
 
 /** The cache key of a folder's weights in `format`, or null where nothing is cached (see folderIdentity). */
 export async function weightCacheKey(base: string, format: WeightFormat): Promise<string | null> {
   const id = await folderIdentity(base);
-  return id ? JSON.stringify({ v: VERSION, where: id.where, format, totalSize: id.totalSize, shards: id.shards }) : null;
+  return id
+    ? JSON.stringify({ v: VERSION, where: id.where, format, totalSize: id.totalSize, shards: id.shards })
+    : null;
 }
 
 /** The cache's root directory in OPFS, or null where there is none (or it cannot be opened). */
@@ -124,11 +133,26 @@ export function keyName(key: string): Promise<string> {
 }
 
 function entriesOf(p: PackedDecoderWeights): [string, PackedMatrix][] {
-  const vec = (v: Float32Array): PackedMatrix => ({ format: 'f32', rows: 1, cols: v.length, data: new Uint32Array(v.buffer, v.byteOffset, v.length) });
-  const out: [string, PackedMatrix][] = [['embed', p.embed], ['norm', vec(p.norm)]];
+  const vec = (v: Float32Array): PackedMatrix => ({
+    format: 'f32',
+    rows: 1,
+    cols: v.length,
+    data: new Uint32Array(v.buffer, v.byteOffset, v.length),
+  });
+  const out: [string, PackedMatrix][] = [
+    ['embed', p.embed],
+    ['norm', vec(p.norm)],
+  ];
   if (p.lmHead !== p.embed) out.push(['lm_head', p.lmHead]);
   p.layers.forEach((l, i) => {
-    out.push([`${i}.attn_norm`, vec(l.attnNorm)], [`${i}.qkv`, l.qkv], [`${i}.o`, l.o], [`${i}.mlp_norm`, vec(l.mlpNorm)], [`${i}.gate_up`, l.gateUp], [`${i}.down`, l.down]);
+    out.push(
+      [`${i}.attn_norm`, vec(l.attnNorm)],
+      [`${i}.qkv`, l.qkv],
+      [`${i}.o`, l.o],
+      [`${i}.mlp_norm`, vec(l.mlpNorm)],
+      [`${i}.gate_up`, l.gateUp],
+      [`${i}.down`, l.down],
+    );
     if (l.qkvBias) out.push([`${i}.qkv_bias`, vec(l.qkvBias)]);
   });
   return out;
@@ -196,12 +220,18 @@ export async function readCachedWeights(key: string, c: ModelConfig): Promise<Pa
     const vec = (name: string): Float32Array => new Float32Array(mat(name).data.buffer);
     const D = c.hiddenSize;
     const layers = Array.from({ length: c.numLayers }, (_, i): PackedLayer => ({
-      attnNorm: vec(`${i}.attn_norm`), qkv: mat(`${i}.qkv`), o: mat(`${i}.o`), mlpNorm: vec(`${i}.mlp_norm`),
-      gateUp: mat(`${i}.gate_up`), down: mat(`${i}.down`), ...(c.attentionBias ? { qkvBias: vec(`${i}.qkv_bias`) } : {}),
+      attnNorm: vec(`${i}.attn_norm`),
+      qkv: mat(`${i}.qkv`),
+      o: mat(`${i}.o`),
+      mlpNorm: vec(`${i}.mlp_norm`),
+      gateUp: mat(`${i}.gate_up`),
+      down: mat(`${i}.down`),
+      ...(c.attentionBias ? { qkvBias: vec(`${i}.qkv_bias`) } : {}),
     }));
     const embed = mat('embed');
     const lmHead = manifest.tied ? embed : mat('lm_head');
-    if (embed.rows !== c.vocabSize || embed.cols !== D || layers.some((l) => l.qkv.cols !== D || l.down.rows !== D)) return null;
+    if (embed.rows !== c.vocabSize || embed.cols !== D || layers.some((l) => l.qkv.cols !== D || l.down.rows !== D))
+      return null;
     return { format: manifest.format, embed, layers, norm: vec('norm'), lmHead };
   } catch {
     return null;

@@ -27,7 +27,10 @@ export interface DecoderWeights {
 }
 
 /** Builds DecoderWeights from a name -> tensor lookup; `get` throws on a missing tensor. */
-export function assembleWeights(config: ModelConfig, get: (name: string, shape: number[]) => Float32Array): DecoderWeights {
+export function assembleWeights(
+  config: ModelConfig,
+  get: (name: string, shape: number[]) => Float32Array,
+): DecoderWeights {
   const shapes = decoderTensorShapes(config);
   const t = (name: string) => get(name, shapes.get(name)!);
   const layers: LayerWeights[] = [];
@@ -43,21 +46,29 @@ export function assembleWeights(config: ModelConfig, get: (name: string, shape: 
       gate: t(p + 'gate_proj.weight'),
       up: t(p + 'up_proj.weight'),
       down: t(p + 'down_proj.weight'),
-      ...(config.attentionBias ? { qBias: t(p + 'q_proj.bias'), kBias: t(p + 'k_proj.bias'), vBias: t(p + 'v_proj.bias') } : {}),
+      ...(config.attentionBias
+        ? { qBias: t(p + 'q_proj.bias'), kBias: t(p + 'k_proj.bias'), vBias: t(p + 'v_proj.bias') }
+        : {}),
     });
   }
   return { embed: t('embed_tokens.weight'), layers, norm: t('norm.weight'), lmHead: t('lm_head.weight') };
 }
 
 /** Parses decoder.safetensors; a missing, truncated or mis-shaped tensor fails naming file and tensor. */
-export function loadDecoderWeights(config: ModelConfig, bytes: ArrayBuffer, file = 'decoder.safetensors'): DecoderWeights {
+export function loadDecoderWeights(
+  config: ModelConfig,
+  bytes: ArrayBuffer,
+  file = 'decoder.safetensors',
+): DecoderWeights {
   const st = new SafeTensors(bytes, file);
   const expected = decoderTensorShapes(config);
   for (const name of st.tensors.keys()) {
-    if (!expected.has(name)) throw new ModelLoadError(file, 'unexpected tensor: the config does not describe it (num_layers?)', name);
+    if (!expected.has(name))
+      throw new ModelLoadError(file, 'unexpected tensor: the config does not describe it (num_layers?)', name);
   }
   return assembleWeights(config, (name, shape) => {
-    if (!st.has(name)) throw new ModelLoadError(file, 'tensor is missing (does config.json match these weights?)', name);
+    if (!st.has(name))
+      throw new ModelLoadError(file, 'tensor is missing (does config.json match these weights?)', name);
     const w = st.f32(name, shape);
     for (let i = 0; i < w.length; i++) {
       if (!Number.isFinite(w[i])) throw new ModelLoadError(file, `non-finite value at element ${i}`, name);

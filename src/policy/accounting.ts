@@ -22,7 +22,10 @@ export class ResidencyTracker {
   private gpuTotal = 0;
   private cpuOnly = 0;
 
-  constructor(readonly layout: PolicyLayout, plan: PrefillPlan) {
+  constructor(
+    readonly layout: PolicyLayout,
+    plan: PrefillPlan,
+  ) {
     const heads = layout.numLayers * layout.numKvHeads;
     const T = layout.audioLength;
     if (plan.heads.length !== heads) throw new Error(`prefill plan has ${plan.heads.length} heads, expected ${heads}`);
@@ -113,7 +116,8 @@ export class ResidencyTracker {
   }
 
   private checkHead(head: number): void {
-    if (!Number.isInteger(head) || head < 0 || head >= this.heads) throw new Error(`plan names head ${head}, outside [0, ${this.heads})`);
+    if (!Number.isInteger(head) || head < 0 || head >= this.heads)
+      throw new Error(`plan names head ${head}, outside [0, ${this.heads})`);
   }
 }
 
@@ -156,7 +160,16 @@ export class RunAccounting {
     this.releases += counts.released;
   }
 
-  summary(): { steps: number; rGpu: number; rGpuPeak: number; rGpuCpu: number; mbPerStep: number; mbPerStepMax: number; recallsPerStep: number; releasesPerStep: number } {
+  summary(): {
+    steps: number;
+    rGpu: number;
+    rGpuPeak: number;
+    rGpuCpu: number;
+    mbPerStep: number;
+    mbPerStepMax: number;
+    recallsPerStep: number;
+    releasesPerStep: number;
+  } {
     const n = this.steps || 1;
     return {
       steps: this.steps,

@@ -43,7 +43,9 @@ export function allocateBudgets(weights: number[], base: number, total: number, 
   }
   const out = Int32Array.from(share, (x) => Math.floor(x + 1e-9));
   let left = total - out.reduce((a, b) => a + b, 0);
-  const order = Array.from(share.keys()).sort((a, b) => share[b] - Math.floor(share[b] + 1e-9) - (share[a] - Math.floor(share[a] + 1e-9)) || a - b);
+  const order = Array.from(share.keys()).sort(
+    (a, b) => share[b] - Math.floor(share[b] + 1e-9) - (share[a] - Math.floor(share[a] + 1e-9)) || a - b,
+  );
   for (const i of order) {
     if (left < 1) break;
     if (out[i] < cap) {
@@ -70,7 +72,11 @@ export class AudioKVPolicy extends PrefillOnlyPolicy {
   constructor(opts: PolicyOptions) {
     super();
     this.budget = checkBudget(this.name, opts.budget);
-    if (!opts.heads) throw new WnwError('BAD_ARGUMENT', 'policy "audiokv" needs the heads file (heads.json, from npm run calibrate) for its grounding scores');
+    if (!opts.heads)
+      throw new WnwError(
+        'BAD_ARGUMENT',
+        'policy "audiokv" needs the heads file (heads.json, from npm run calibrate) for its grounding scores',
+      );
     this.grounding = opts.heads.voiceScore;
     this.window = numOpt(opts, 'window', OBSERVATION_WINDOW, 1);
     this.prefillQueries = this.window;
@@ -87,14 +93,20 @@ export class AudioKVPolicy extends PrefillOnlyPolicy {
   prefillByLayer(layout: PolicyLayout): LayerPrefill {
     const T = layout.audioLength;
     const N = layout.numLayers * layout.numKvHeads;
-    if (this.grounding.length !== N) throw new WnwError('BAD_ARGUMENT', `heads file has ${this.grounding.length} voice scores, the model has ${N} KV heads`);
+    if (this.grounding.length !== N)
+      throw new WnwError(
+        'BAD_ARGUMENT',
+        `heads file has ${this.grounding.length} voice scores, the model has ${N} KV heads`,
+      );
     const B = headBudget(this.budget, T);
     const budgets = allocateBudgets(this.grounding, Math.floor(this.baseShare * B), N * B, T);
     const forced = windowAudio(layout, this.window);
-    return layerwise(layout, (obs) => obs.scores.map((raw, k) => {
-      const s = spectralSmooth(raw, this.alpha, this.lowpassWindow);
-      for (let p = T - forced; p < T; p++) s[p] = Infinity;
-      return { gpu: topK(s, budgets[obs.layer * layout.numKvHeads + k]), cpu: NONE };
-    }));
+    return layerwise(layout, (obs) =>
+      obs.scores.map((raw, k) => {
+        const s = spectralSmooth(raw, this.alpha, this.lowpassWindow);
+        for (let p = T - forced; p < T; p++) s[p] = Infinity;
+        return { gpu: topK(s, budgets[obs.layer * layout.numKvHeads + k]), cpu: NONE };
+      }),
+    );
   }
 }

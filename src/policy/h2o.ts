@@ -31,6 +31,8 @@ export class H2OPolicy extends PrefillOnlyPolicy {
     const B = headBudget(this.budget, T);
     const recent = Math.min(B, Math.floor(B * this.recentRatio));
     const older = range(0, T - recent);
-    return layerwise(layout, (obs) => obs.scores.map((s) => ({ gpu: union(topK(s, B - recent, older), range(T - recent, T)), cpu: NONE })));
+    return layerwise(layout, (obs) =>
+      obs.scores.map((s) => ({ gpu: union(topK(s, B - recent, older), range(T - recent, T)), cpu: NONE })),
+    );
   }
 }

@@ -4,7 +4,17 @@
  * one selection serves both the per-layer runtime path and the tests and tools that
  * hand a policy every layer's scores at once.
  */
-import { EMPTY_PLAN, type AttentionRequest, type HeadResidency, type LayerObservation, type LayerPrefill, type PolicyLayout, type PrefillObservation, type PrefillPlan, type StepPlan } from '../kv/plan.js';
+import {
+  EMPTY_PLAN,
+  type AttentionRequest,
+  type HeadResidency,
+  type LayerObservation,
+  type LayerPrefill,
+  type PolicyLayout,
+  type PrefillObservation,
+  type PrefillPlan,
+  type StepPlan,
+} from '../kv/plan.js';
 import type { KvPolicy } from './types.js';
 
 /**
@@ -24,9 +34,11 @@ export function layerwise(
     layer(obs) {
       if (done) throw new Error('prefill layer after finish()');
       if (obs.layer !== next) throw new Error(`prefill layer ${obs.layer} out of order: expected layer ${next}`);
-      if (obs.scores.length !== layout.numKvHeads) throw new Error(`layer ${obs.layer} has ${obs.scores.length} heads' scores, expected ${layout.numKvHeads}`);
+      if (obs.scores.length !== layout.numKvHeads)
+        throw new Error(`layer ${obs.layer} has ${obs.scores.length} heads' scores, expected ${layout.numKvHeads}`);
       const out = select(obs);
-      if (out.length !== layout.numKvHeads) throw new Error(`layer ${obs.layer}: ${out.length} residencies for ${layout.numKvHeads} heads`);
+      if (out.length !== layout.numKvHeads)
+        throw new Error(`layer ${obs.layer}: ${out.length} residencies for ${layout.numKvHeads} heads`);
       heads.push(...out);
       next++;
       return out;
@@ -41,10 +53,15 @@ export function layerwise(
 }
 
 /** The whole prompt's observation, one layer at a time, through the policy's per-layer prefill. */
-export function prefillAllLayers(policy: { prefillByLayer(layout: PolicyLayout): LayerPrefill }, obs: PrefillObservation): PrefillPlan {
+export function prefillAllLayers(
+  policy: { prefillByLayer(layout: PolicyLayout): LayerPrefill },
+  obs: PrefillObservation,
+): PrefillPlan {
   const { numLayers, numKvHeads } = obs.layout;
   if (obs.scores.length !== numLayers * numKvHeads) {
-    throw new Error(`prefill observation has ${obs.scores.length} heads' scores, the layout ${numLayers} × ${numKvHeads}`);
+    throw new Error(
+      `prefill observation has ${obs.scores.length} heads' scores, the layout ${numLayers} × ${numKvHeads}`,
+    );
   }
   const run = policy.prefillByLayer(obs.layout);
   for (let l = 0; l < numLayers; l++) {

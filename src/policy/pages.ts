@@ -14,7 +14,16 @@
  * Prefill has no decode query, so the first selection ranks pages by the summed
  * attention of the last prompt row (the query that predicts the first token).
  */
-import type { AttentionRequest, LayerPrefill, Move, PolicyLayout, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../kv/plan.js';
+import type {
+  AttentionRequest,
+  LayerPrefill,
+  Move,
+  PolicyLayout,
+  PrefillObservation,
+  PrefillPlan,
+  StepObservation,
+  StepPlan,
+} from '../kv/plan.js';
 import type { KvPolicy, PolicyOptions } from './types.js';
 import { layerwise, prefillAllLayers } from './layered.js';
 import { checkBudget, headBudget, range } from './select.js';
@@ -37,14 +46,23 @@ export class PagedRecallPolicy implements KvPolicy {
   private B = 0;
   private pages = 0;
 
-  constructor(opts: PolicyOptions, private readonly cfg: PagedOptions) {
+  constructor(
+    opts: PolicyOptions,
+    private readonly cfg: PagedOptions,
+  ) {
     this.name = cfg.name;
     this.budget = checkBudget(cfg.name, opts.budget);
   }
 
   request(layout: PolicyLayout): AttentionRequest {
     const heads = range(0, layout.numLayers * layout.numKvHeads);
-    return { decodeHeads: Array.from(heads), decodeQueries: true, decodeWeights: false, prefillQueries: 1, prefillKeys: true };
+    return {
+      decodeHeads: Array.from(heads),
+      decodeQueries: true,
+      decodeWeights: false,
+      prefillQueries: 1,
+      prefillKeys: true,
+    };
   }
 
   prefill(obs: PrefillObservation): PrefillPlan {
@@ -61,7 +79,8 @@ export class PagedRecallPolicy implements KvPolicy {
     this.resident = [];
     const all = range(0, layout.audioLength);
     return layerwise(layout, (obs) => {
-      if (!obs.keys) throw new WnwError('BAD_ARGUMENT', `policy "${this.name}" needs prefill keys (request().prefillKeys)`);
+      if (!obs.keys)
+        throw new WnwError('BAD_ARGUMENT', `policy "${this.name}" needs prefill keys (request().prefillKeys)`);
       const keys = obs.keys;
       return obs.scores.map((s, k) => ({ gpu: this.prefillHead(s, keys[k]), cpu: all }));
     });

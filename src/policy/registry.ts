@@ -50,7 +50,8 @@ const COMMON_OPTIONS = new Set(['budget', 'heads']);
 
 function policyClass(name: string): PolicyClass {
   const c = (POLICIES as Record<string, PolicyClass>)[name];
-  if (!c) throw new WnwError('BAD_ARGUMENT', `unknown policy "${name}"; choose one of ${Object.keys(POLICIES).join(', ')}`);
+  if (!c)
+    throw new WnwError('BAD_ARGUMENT', `unknown policy "${name}"; choose one of ${Object.keys(POLICIES).join(', ')}`);
   return c;
 }
 

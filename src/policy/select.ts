@@ -82,7 +82,12 @@ export function selectByRetention(
 }
 
 /** Number of positions `selectByRetention` keeps, without scores (the λ search counts with it). */
-export function retainedCount(audioLength: number, retention: number, segmentLength: number, mode: 'segment' | 'global' = 'segment'): number {
+export function retainedCount(
+  audioLength: number,
+  retention: number,
+  segmentLength: number,
+  mode: 'segment' | 'global' = 'segment',
+): number {
   if (retention >= 1) return audioLength;
   if (mode === 'global') return keepInSegment(retention, audioLength);
   let n = 0;

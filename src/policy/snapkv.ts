@@ -22,7 +22,13 @@ export function windowAudio(layout: PolicyLayout, window: number): number {
 /** The observation window w by default (SnapKV's paper; AudioKV takes the same). */
 export const OBSERVATION_WINDOW = 32;
 
-export function snapScores(raw: Float32Array, layout: PolicyLayout, window: number, kernel: number, kind: 'avg' | 'max'): Float32Array {
+export function snapScores(
+  raw: Float32Array,
+  layout: PolicyLayout,
+  window: number,
+  kernel: number,
+  kind: 'avg' | 'max',
+): Float32Array {
   const s = pool1d(raw, kernel, kind);
   const T = layout.audioLength;
   for (let p = T - windowAudio(layout, window); p < T; p++) s[p] = Infinity;
@@ -59,6 +65,11 @@ export class SnapKVPolicy extends PrefillOnlyPolicy {
   /** Each head ranks its own scores: per layer. */
   prefillByLayer(layout: PolicyLayout): LayerPrefill {
     const B = headBudget(this.budget, layout.audioLength);
-    return layerwise(layout, (obs) => obs.scores.map((raw) => ({ gpu: topK(snapScores(raw, layout, this.window, this.kernel, this.pooling), B), cpu: NONE })));
+    return layerwise(layout, (obs) =>
+      obs.scores.map((raw) => ({
+        gpu: topK(snapScores(raw, layout, this.window, this.kernel, this.pooling), B),
+        cpu: NONE,
+      })),
+    );
   }
 }

@@ -4,7 +4,15 @@
  * with plans, which are plain data (kv/plan.ts). It never touches a pool, a buffer or a
  * GPU, so every policy is unit-testable on synthetic attention.
  */
-import type { AttentionRequest, LayerPrefill, PolicyLayout, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../kv/plan.js';
+import type {
+  AttentionRequest,
+  LayerPrefill,
+  PolicyLayout,
+  PrefillObservation,
+  PrefillPlan,
+  StepObservation,
+  StepPlan,
+} from '../kv/plan.js';
 import type { HeadsFile } from '../model/heads.js';
 
 export interface KvPolicy {

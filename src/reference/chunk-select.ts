@@ -34,7 +34,10 @@ export function chunkCounts(s: ChunkSelectSpec): { segments: number; chunks: num
 export function chunkScales(s: ChunkSelectSpec): Float32Array {
   const { segments, chunks } = chunkCounts(s);
   const n = s.segmentLength;
-  return Float32Array.from({ length: chunks }, (_, c) => 1 / (Math.min(s.audioLength, Math.min(segments, c + s.chunkSegments) * n) - c * n));
+  return Float32Array.from(
+    { length: chunks },
+    (_, c) => 1 / (Math.min(s.audioLength, Math.min(segments, c + s.chunkSegments) * n) - c * n),
+  );
 }
 
 export interface ChunkChoice {
@@ -52,7 +55,9 @@ export function selectChunks(weights: Float32Array | ArrayLike<number>[], s: Chu
   const f = Math.fround;
   const T = s.audioLength;
   const n = s.segmentLength;
-  const at = Array.isArray(weights) ? (r: number, p: number) => (weights as ArrayLike<number>[])[r][p] : (r: number, p: number) => (weights as Float32Array)[r * T + p];
+  const at = Array.isArray(weights)
+    ? (r: number, p: number) => (weights as ArrayLike<number>[])[r][p]
+    : (r: number, p: number) => (weights as Float32Array)[r * T + p];
   const { segments, chunks } = chunkCounts(s);
   const segmentSums = new Float32Array(segments);
   for (let g = 0; g < segments; g++) {
@@ -77,7 +82,10 @@ export function selectChunks(weights: Float32Array | ArrayLike<number>[], s: Chu
 
 /** A step observation's chunk fields for a request's `decodeChunks` (none without it), as a backend reports them. */
 export function chunkObservation(
-  weights: ArrayLike<number>[], dc: { heads: number; chunkSegments: number; topChunks: number; segmentSums?: boolean } | undefined, audioLength: number, segmentLength: number,
+  weights: ArrayLike<number>[],
+  dc: { heads: number; chunkSegments: number; topChunks: number; segmentSums?: boolean } | undefined,
+  audioLength: number,
+  segmentLength: number,
 ): { chunks?: Int32Array; segmentSums?: Float32Array } {
   if (!dc) return {};
   const c = selectChunks(weights, { ...dc, audioLength, segmentLength });

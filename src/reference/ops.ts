@@ -14,7 +14,14 @@ import { slotBias } from '../kv/summary.js';
 export const EMPTY_SLOT = -1;
 
 /** out[r] = sum_c W[r, c] * x[c]. Four rows at a time: one read of x serves four dot products. */
-export function matvec(w: Float32Array, rows: number, cols: number, x: Float32Array, out: Float32Array, xOffset = 0): void {
+export function matvec(
+  w: Float32Array,
+  rows: number,
+  cols: number,
+  x: Float32Array,
+  out: Float32Array,
+  xOffset = 0,
+): void {
   let r = 0;
   for (; r + 4 <= rows; r += 4) {
     const b0 = r * cols;
@@ -50,7 +57,14 @@ export function matvec(w: Float32Array, rows: number, cols: number, x: Float32Ar
  * each loaded value feeds several accumulators; the sums are the same dot products as
  * matvec's, in the same order, so prefill and decode agree bit for bit.
  */
-export function matmul(w: Float32Array, rows: number, cols: number, x: Float32Array, n: number, out: Float32Array): void {
+export function matmul(
+  w: Float32Array,
+  rows: number,
+  cols: number,
+  x: Float32Array,
+  n: number,
+  out: Float32Array,
+): void {
   let i = 0;
   for (; i + 2 <= n; i += 2) {
     const x0 = i * cols;
@@ -61,7 +75,14 @@ export function matmul(w: Float32Array, rows: number, cols: number, x: Float32Ar
       const b1 = b0 + cols;
       const b2 = b1 + cols;
       const b3 = b2 + cols;
-      let a00 = 0, a01 = 0, a02 = 0, a03 = 0, a10 = 0, a11 = 0, a12 = 0, a13 = 0;
+      let a00 = 0,
+        a01 = 0,
+        a02 = 0,
+        a03 = 0,
+        a10 = 0,
+        a11 = 0,
+        a12 = 0,
+        a13 = 0;
       for (let c = 0; c < cols; c++) {
         const u = x[x0 + c];
         const v = x[x1 + c];
@@ -114,7 +135,14 @@ export function addBias(x: Float32Array, bias: Float32Array | undefined, width: 
 }
 
 /** RMSNorm of n rows of `dim`: y = x / sqrt(mean(x^2) + eps) * weight. */
-export function rmsnorm(x: Float32Array, weight: Float32Array, eps: number, dim: number, n: number, out: Float32Array): void {
+export function rmsnorm(
+  x: Float32Array,
+  weight: Float32Array,
+  eps: number,
+  dim: number,
+  n: number,
+  out: Float32Array,
+): void {
   for (let i = 0; i < n; i++) {
     const b = i * dim;
     let ss = 0;
@@ -136,7 +164,14 @@ export function ropeFrequencies(headDim: number, theta: number): Float64Array {
  * Rotate-half RoPE in place on `numHeads` heads of one position, starting at `offset`:
  * (x[i], x[i+half]) -> (x[i] cos - x[i+half] sin, x[i+half] cos + x[i] sin).
  */
-export function rope(x: Float32Array, offset: number, numHeads: number, headDim: number, pos: number, freqs: Float64Array): void {
+export function rope(
+  x: Float32Array,
+  offset: number,
+  numHeads: number,
+  headDim: number,
+  pos: number,
+  freqs: Float64Array,
+): void {
   const half = headDim / 2;
   for (let i = 0; i < half; i++) {
     const a = pos * freqs[i];
@@ -176,11 +211,19 @@ export interface PagedHead {
  * and < positionBase + weightsOut.length (audio offsets for the policies).
  */
 export function pagedAttention(
-  q: Float32Array, qOffset: number, group: number, headDim: number,
-  head: PagedHead, pageSize: number,
-  kPool: Float32Array, vPool: Float32Array, positions: Int32Array,
-  out: Float32Array, outOffset: number,
-  weightsOut?: Float32Array, positionBase = 0,
+  q: Float32Array,
+  qOffset: number,
+  group: number,
+  headDim: number,
+  head: PagedHead,
+  pageSize: number,
+  kPool: Float32Array,
+  vPool: Float32Array,
+  positions: Int32Array,
+  out: Float32Array,
+  outOffset: number,
+  weightsOut?: Float32Array,
+  positionBase = 0,
   scratch?: { scores: Float64Array; acc: Float64Array },
   /** First slot held by kPool/vPool: a sharded pool passes one shard's arrays (slots stay pool-wide). */
   slotBase = 0,
@@ -198,7 +241,10 @@ export function pagedAttention(
         const slot = page * pageSize + s;
         const idx = p * pageSize + s;
         const pos = positions[slot];
-        if (pos === EMPTY_SLOT) { scores[idx] = -Infinity; continue; }
+        if (pos === EMPTY_SLOT) {
+          scores[idx] = -Infinity;
+          continue;
+        }
         let dot = 0;
         const kb = (slot - slotBase) * headDim;
         for (let d = 0; d < headDim; d++) dot += q[qb + d] * kPool[kb + d];
@@ -241,8 +287,14 @@ export function pagedAttention(
  * group into it.
  */
 export function causalAttention(
-  q: Float32Array, k: Float32Array, v: Float32Array, n: number,
-  numHeads: number, numKvHeads: number, headDim: number, out: Float32Array,
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  n: number,
+  numHeads: number,
+  numKvHeads: number,
+  headDim: number,
+  out: Float32Array,
   scoresOut?: { windows: Array<{ lastQueries: number; perKvHead: Float32Array[] }>; audioStart: number },
   capture?: { fromRow: number; onRow: (head: number, row: number, expScores: Float64Array, sum: number) => void },
 ): void {
@@ -256,7 +308,8 @@ export function causalAttention(
   // unit-stride dot products (this is what makes CPU prefill usable for evaluation).
   const kh_ = new Float32Array(n * headDim);
   const vt = new Float32Array(headDim * n);
-  const windows = scoresOut?.windows.map((w) => ({ first: Math.max(0, n - w.lastQueries), perKvHead: w.perKvHead })) ?? [];
+  const windows =
+    scoresOut?.windows.map((w) => ({ first: Math.max(0, n - w.lastQueries), perKvHead: w.perKvHead })) ?? [];
   const firstScored = Math.min(n, ...windows.map((w) => w.first));
   for (let kh = 0; kh < numKvHeads; kh++) {
     for (let t = 0; t < n; t++) {
@@ -276,7 +329,11 @@ export function causalAttention(
           let dot = 0;
           let d = 0;
           for (; d + 4 <= headDim; d += 4) {
-            dot += qv[d] * kh_[kb + d] + qv[d + 1] * kh_[kb + d + 1] + qv[d + 2] * kh_[kb + d + 2] + qv[d + 3] * kh_[kb + d + 3];
+            dot +=
+              qv[d] * kh_[kb + d] +
+              qv[d + 1] * kh_[kb + d + 1] +
+              qv[d + 2] * kh_[kb + d + 2] +
+              qv[d + 3] * kh_[kb + d + 3];
           }
           for (; d < headDim; d++) dot += qv[d] * kh_[kb + d];
           const sc = dot * scale;

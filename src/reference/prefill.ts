@@ -27,7 +27,14 @@ export interface PrefillOutput {
 }
 
 /** The prompt's input rows: embed(prefix), the audio embeddings, embed(instruction), embed(suffix). */
-export function promptInputs(c: ModelConfig, embed: Float32Array, audio: Float32Array, N: number, suffix: number[] = [], prompt: PromptIds = c): Float32Array {
+export function promptInputs(
+  c: ModelConfig,
+  embed: Float32Array,
+  audio: Float32Array,
+  N: number,
+  suffix: number[] = [],
+  prompt: PromptIds = c,
+): Float32Array {
   const D = c.hiddenSize;
   const a0 = audioStart(prompt);
   const n = promptLength(prompt, N) + suffix.length;
@@ -44,9 +51,18 @@ export interface PrefillExtras {
   /** Text tokens appended after the instruction (teacher forcing; the dense reference for tests). */
   suffix?: number[];
   /** Sees every query head's unnormalised softmax row (exp scores and their sum) for rows >= fromRow. */
-  capture?: { fromRow: number; onRow: (layer: number, head: number, row: number, expScores: Float64Array, sum: number) => void };
+  capture?: {
+    fromRow: number;
+    onRow: (layer: number, head: number, row: number, expScores: Float64Array, sum: number) => void;
+  };
   /** Called as soon as a layer's rows have run, with its K/V [n, numKvHeads * headDim] and its instruction rows' queries (its scores are complete by then). */
-  onLayer?: (layer: number, k: Float32Array, v: Float32Array, scores: Map<number, Float32Array[]>, instructionQueries: Float32Array) => void;
+  onLayer?: (
+    layer: number,
+    k: Float32Array,
+    v: Float32Array,
+    scores: Map<number, Float32Array[]>,
+    instructionQueries: Float32Array,
+  ) => void;
   /** Keep every layer's K/V in the output (default true); false reuses one layer's arrays for the next. */
   keepKv?: boolean;
   /** Round the prompt K/V to f16 (an f16 pool's precision) before the layer's attention; default false. */
@@ -63,7 +79,12 @@ export interface PrefillExtras {
 }
 
 export function prefillLayers(
-  c: ModelConfig, w: DecoderWeights, freqs: Float64Array, audio: Float32Array, N: number, request: AttentionRequest,
+  c: ModelConfig,
+  w: DecoderWeights,
+  freqs: Float64Array,
+  audio: Float32Array,
+  N: number,
+  request: AttentionRequest,
   extras: PrefillExtras = {},
 ): PrefillOutput {
   const suffix = extras.suffix ?? [];
@@ -74,8 +95,11 @@ export function prefillLayers(
   const kvd = c.numKvHeads * hd;
   const F = c.intermediateSize;
   const n = promptLength(prompt, N) + suffix.length;
-  const x = extras.resume ? Float32Array.from(extras.resume.hidden) : promptInputs(c, w.embed, audio, N, suffix, prompt);
-  if (x.length !== n * D) throw new RangeError(`resumed residual stream holds ${x.length} floats, expected ${n} x ${D}`);
+  const x = extras.resume
+    ? Float32Array.from(extras.resume.hidden)
+    : promptInputs(c, w.embed, audio, N, suffix, prompt);
+  if (x.length !== n * D)
+    throw new RangeError(`resumed residual stream holds ${x.length} floats, expected ${n} x ${D}`);
   const xn = new Float32Array(n * D);
   const q = new Float32Array(n * qd);
   const att = new Float32Array(n * qd);
@@ -89,7 +113,9 @@ export function prefillLayers(
   // The request's further windows come in the same pass (a few additions per weight), so a
   // kept prefill serves the next policies on the clip too.
   const windowSet = new Set([request.prefillQueries, ...(request.alsoScore ?? [])]);
-  const scores = new Map([...windowSet].map((wq) => [wq, Array.from({ length: kvHeadCount(c) }, () => new Float32Array(N))]));
+  const scores = new Map(
+    [...windowSet].map((wq) => [wq, Array.from({ length: kvHeadCount(c) }, () => new Float32Array(N))]),
+  );
   const [q0, q1] = instructionRows(prompt, N);
   const instructionQueries: Float32Array[] = [];
   for (let l = extras.resume?.layer ?? 0; l < c.numLayers; l++) {
@@ -113,10 +139,26 @@ export function prefillLayers(
       roundF16(v, n * kvd, v);
     }
     extras.onKeys?.(l, k);
-    causalAttention(q, k, v, n, c.numHeads, c.numKvHeads, hd, att, {
-      windows: [...scores].map(([lastQueries, perHead]) => ({ lastQueries, perKvHead: perHead.slice(l * c.numKvHeads, (l + 1) * c.numKvHeads) })),
-      audioStart: audioStart(prompt),
-    }, extras.capture ? { fromRow: extras.capture.fromRow, onRow: (h, i, e, sum) => extras.capture!.onRow(l, h, i, e, sum) } : undefined);
+    causalAttention(
+      q,
+      k,
+      v,
+      n,
+      c.numHeads,
+      c.numKvHeads,
+      hd,
+      att,
+      {
+        windows: [...scores].map(([lastQueries, perHead]) => ({
+          lastQueries,
+          perKvHead: perHead.slice(l * c.numKvHeads, (l + 1) * c.numKvHeads),
+        })),
+        audioStart: audioStart(prompt),
+      },
+      extras.capture
+        ? { fromRow: extras.capture.fromRow, onRow: (h, i, e, sum) => extras.capture!.onRow(l, h, i, e, sum) }
+        : undefined,
+    );
     matmul(L.o, D, qd, att, n, tmp);
     for (let i = 0; i < n * D; i++) x[i] += tmp[i];
     rmsnorm(x, L.mlpNorm, c.rmsNormEps, D, n, xn);

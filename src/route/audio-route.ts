@@ -62,12 +62,16 @@ const DEFAULT_N_SAMPLES = 480_000;
 export async function createAudioRoute(model: LoadedModel, opts: RouteLoadOptions = {}): Promise<AudioRoute> {
   const src = model.encoder;
   if (src?.kind === 'hf-audio-tower') {
-    if (!model.family) throw new ModelLoadError(joinModelPath(src.base, 'config.json'), 'a Hugging Face audio tower needs the folder\'s model family, which this model lacks');
+    if (!model.family)
+      throw new ModelLoadError(
+        joinModelPath(src.base, 'config.json'),
+        "a Hugging Face audio tower needs the folder's model family, which this model lacks",
+      );
     return WhisperRoute.load(model, model.family, src.base, opts);
   }
   if (src?.kind === 'onnx' && 'layout' in src) return WhisperOnnxRoute.load(model, src);
   const bytes = src?.kind === 'onnx' ? src.bytes : model.encoderBytes;
-  const file = src?.kind === 'onnx' ? src.file : opts.file ?? `${model.base}/encoder.onnx`;
+  const file = src?.kind === 'onnx' ? src.file : (opts.file ?? `${model.base}/encoder.onnx`);
   return new OnnxRoute(model, await AudioEncoder.create(bytes, model.config, { file }));
 }
 
@@ -76,7 +80,10 @@ class OnnxRoute implements AudioRoute {
   readonly label = 'ONNX audio encoder (onnxruntime-web)';
   readonly weightBytes: number;
 
-  constructor(private readonly model: LoadedModel, readonly encoder: AudioEncoder) {
+  constructor(
+    private readonly model: LoadedModel,
+    readonly encoder: AudioEncoder,
+  ) {
     this.weightBytes = model.encoder?.kind === 'onnx' ? model.encoder.bytes.byteLength : 0;
   }
 
@@ -132,7 +139,9 @@ class WhisperRoute implements AudioRoute {
       return (opts.decoder?.weightBytes ?? 0) + t.weightBytes + t.batchBytes;
     };
     // The device's memory matters only where the tower runs on it.
-    const chosen = opts.weightFormat ? { format: opts.weightFormat } : defaultTowerFormat(opts.decoder?.format ?? 'f32', tower, gpu ? opts.decoder?.memoryBytes : undefined);
+    const chosen = opts.weightFormat
+      ? { format: opts.weightFormat }
+      : defaultTowerFormat(opts.decoder?.format ?? 'f32', tower, gpu ? opts.decoder?.memoryBytes : undefined);
     const weightFormat = chosen.format;
     const ckpt = await HfCheckpoint.open(base);
     let encoder: WhisperEncoder;
@@ -140,7 +149,11 @@ class WhisperRoute implements AudioRoute {
     let weightBytes = 0;
     try {
       tensors = await lookupFromCheckpoint(ckpt, spec);
-      encoder = new WhisperEncoder(config, spec, weightFormat === 'f32' ? tensors : asStored(tensors, config, spec, weightFormat));
+      encoder = new WhisperEncoder(
+        config,
+        spec,
+        weightFormat === 'f32' ? tensors : asStored(tensors, config, spec, weightFormat),
+      );
       for (const [name, t] of ckpt.tensors) {
         if (tensors.get(name)) weightBytes += 4 * t.shape.reduce((a, b) => a * b, 1);
       }
@@ -148,9 +161,23 @@ class WhisperRoute implements AudioRoute {
       await ckpt.close();
     }
     if (encoder.outputWidth !== model.config.hiddenSize) {
-      throw new ModelLoadError(configFile, `the audio projector outputs ${encoder.outputWidth} values per token, the decoder's hidden size is ${model.config.hiddenSize}: config.json does not match the weights`);
+      throw new ModelLoadError(
+        configFile,
+        `the audio projector outputs ${encoder.outputWidth} values per token, the decoder's hidden size is ${model.config.hiddenSize}: config.json does not match the weights`,
+      );
     }
-    return new WhisperRoute(model, family, encoder, tensors, config, await extractorSamples(base), weightBytes, gpu, weightFormat, chosen.why);
+    return new WhisperRoute(
+      model,
+      family,
+      encoder,
+      tensors,
+      config,
+      await extractorSamples(base),
+      weightBytes,
+      gpu,
+      weightFormat,
+      chosen.why,
+    );
   }
 
   /**
@@ -158,16 +185,30 @@ class WhisperRoute implements AudioRoute {
    * once the recording is encoded), or undefined on the CPU. A device that cannot hold it
    * moves the route to the CPU for good, said once through `onProgress`.
    */
-  private async gpuEncoder(opts: RouteOptions, total: number): Promise<{ encode(m: MelInput): Promise<EncoderOutput>; destroy(): void } | undefined> {
+  private async gpuEncoder(
+    opts: RouteOptions,
+    total: number,
+  ): Promise<{ encode(m: MelInput): Promise<EncoderOutput>; destroy(): void } | undefined> {
     if (!this.gpu) return undefined;
     try {
       const { PipelineCache } = await import('../gpu/pipelines.js');
       const { WebGpuWhisperEncoder } = await import('../encoder/webgpu.js');
       this.gpu.cache ??= new PipelineCache(this.gpu.ctx);
-      return await WebGpuWhisperEncoder.create(this.gpu.ctx, this.gpu.cache, this.config, this.family.encoder, this.tensors, { weightFormat: this.weightFormat });
+      return await WebGpuWhisperEncoder.create(
+        this.gpu.ctx,
+        this.gpu.cache,
+        this.config,
+        this.family.encoder,
+        this.tensors,
+        { weightFormat: this.weightFormat },
+      );
     } catch (e) {
       this.gpu = undefined;
-      opts.onProgress?.(0, total, `the audio encoder does not fit WebGPU here (${e instanceof Error ? e.message : String(e)}); encoding on the CPU`);
+      opts.onProgress?.(
+        0,
+        total,
+        `the audio encoder does not fit WebGPU here (${e instanceof Error ? e.message : String(e)}); encoding on the CPU`,
+      );
       return undefined;
     }
   }
@@ -216,10 +257,13 @@ async function extractorSamples(base: string): Promise<number> {
   const j = (await readJson(file)) as Record<string, unknown>;
   const n = j['n_samples'];
   if (n === undefined) return DEFAULT_N_SAMPLES;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n <= 0) throw new ModelLoadError(file, `n_samples must be a positive integer, got ${JSON.stringify(n)}`);
+  if (typeof n !== 'number' || !Number.isInteger(n) || n <= 0)
+    throw new ModelLoadError(file, `n_samples must be a positive integer, got ${JSON.stringify(n)}`);
   return n;
 }
 
 function tooShort(samples: number, minSeconds: number, rate: number): AudioError {
-  return new AudioError(`The audio is too short (${(samples / rate).toFixed(3)} s): at least ${minSeconds.toFixed(2)} s is needed.`);
+  return new AudioError(
+    `The audio is too short (${(samples / rate).toFixed(3)} s): at least ${minSeconds.toFixed(2)} s is needed.`,
+  );
 }

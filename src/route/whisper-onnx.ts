@@ -37,7 +37,11 @@ export class WhisperOnnxRoute implements AudioRoute {
     return `${this.src.modelType} ONNX audio encoder (onnxruntime-web, ${this.executionProvider}; ${this.src.file.split('/').pop()})`;
   }
 
-  static async load(model: LoadedModel, src: HfOnnxEncoder, providers?: ExecutionProvider[]): Promise<WhisperOnnxRoute> {
+  static async load(
+    model: LoadedModel,
+    src: HfOnnxEncoder,
+    providers?: ExecutionProvider[],
+  ): Promise<WhisperOnnxRoute> {
     const ort = await loadOrt();
     const hasGpu = !isNode() && typeof navigator !== 'undefined' && 'gpu' in navigator;
     const eps = providers ?? (hasGpu ? ['webgpu', 'wasm'] : ['wasm']);
@@ -62,7 +66,10 @@ export class WhisperOnnxRoute implements AudioRoute {
       }
       return new WhisperOnnxRoute(ort, session, src, model.config.hiddenSize, ep);
     }
-    throw new ModelLoadError(src.file, `onnxruntime-web could not load the audio encoder (${eps.join(', ')}): ${lastError instanceof Error ? lastError.message : String(lastError)}`);
+    throw new ModelLoadError(
+      src.file,
+      `onnxruntime-web could not load the audio encoder (${eps.join(', ')}): ${lastError instanceof Error ? lastError.message : String(lastError)}`,
+    );
   }
 
   async encode(samples: Float32Array, opts: RouteOptions = {}): Promise<RouteOutput> {
@@ -77,7 +84,8 @@ export class WhisperOnnxRoute implements AudioRoute {
       if (opts.signal?.aborted) throw new CancelledError();
       // Input chunk c = the log-mel's columns [F·c, F·(c+1)), mel-major.
       const x = new Float32Array(nMels * F);
-      for (let m = 0; m < nMels; m++) x.set(mel.data.subarray(m * mel.frames + c * F, m * mel.frames + (c + 1) * F), m * F);
+      for (let m = 0; m < nMels; m++)
+        x.set(mel.data.subarray(m * mel.frames + c * F, m * mel.frames + (c + 1) * F), m * F);
       out.set(await this.run(x), c * R * H);
       opts.onProgress?.(c + 1, chunks);
     }
@@ -89,13 +97,21 @@ export class WhisperOnnxRoute implements AudioRoute {
     const next = this.queue.then(async () => {
       const { input, output, file, layout } = this.src;
       const R = layout.rowsPerChunk;
-      const result = await this.session.run({ [input]: new this.ort.Tensor('float32', x, [1, layout.nMels, layout.chunkFrames]) });
+      const result = await this.session.run({
+        [input]: new this.ort.Tensor('float32', x, [1, layout.nMels, layout.chunkFrames]),
+      });
       const y = result[output];
       const d = y.dims;
       const H = this.hidden;
-      const ok = y.type === 'float32' && ((d.length === 3 && d[0] === 1 && d[1] === R && d[2] === H) || (d.length === 2 && d[0] === R && d[1] === H));
+      const ok =
+        y.type === 'float32' &&
+        ((d.length === 3 && d[0] === 1 && d[1] === R && d[2] === H) || (d.length === 2 && d[0] === R && d[1] === H));
       if (!ok) {
-        throw new ModelLoadError(file, `output "${output}" is ${y.type} [${d.join(', ')}] for one ${layout.chunkSamples / WHISPER_MEL.sampleRate} s chunk, expected float32 [1, ${R}, ${H}] or [${R}, ${H}] (hidden_size ${H})`, output);
+        throw new ModelLoadError(
+          file,
+          `output "${output}" is ${y.type} [${d.join(', ')}] for one ${layout.chunkSamples / WHISPER_MEL.sampleRate} s chunk, expected float32 [1, ${R}, ${H}] or [${R}, ${H}] (hidden_size ${H})`,
+          output,
+        );
       }
       const data = new Float32Array((await y.getData()) as Float32Array);
       y.dispose();
@@ -116,10 +132,18 @@ function checkSignature(session: Ort.InferenceSession, src: HfOnnxEncoder, hidde
   const { inputNames, outputNames } = session;
   const { nMels, chunkFrames } = src.layout;
   if (!inputNames.includes(src.input)) {
-    throw new ModelLoadError(src.file, `expected an input named "${src.input}" (float32 [chunks, ${nMels}, ${chunkFrames}]), found ${JSON.stringify(inputNames)}: not an onnx-community audio encoder export`, src.input);
+    throw new ModelLoadError(
+      src.file,
+      `expected an input named "${src.input}" (float32 [chunks, ${nMels}, ${chunkFrames}]), found ${JSON.stringify(inputNames)}: not an onnx-community audio encoder export`,
+      src.input,
+    );
   }
   if (!outputNames.includes(src.output)) {
-    throw new ModelLoadError(src.file, `expected an output named "${src.output}", found ${JSON.stringify(outputNames)}: not an onnx-community audio encoder export`, src.output);
+    throw new ModelLoadError(
+      src.file,
+      `expected an output named "${src.output}", found ${JSON.stringify(outputNames)}: not an onnx-community audio encoder export`,
+      src.output,
+    );
   }
   const meta = (list: readonly Ort.InferenceSession.ValueMetadata[] | undefined, name: string) => {
     const m = list?.find((v) => v.name === name);
@@ -127,12 +151,24 @@ function checkSignature(session: Ort.InferenceSession, src: HfOnnxEncoder, hidde
   };
   // Symbolic dimensions (strings) are left to the run-time check.
   const inShape = meta(session.inputMetadata, src.input);
-  if (inShape && inShape.length === 3 && [inShape[1], inShape[2]].some((v, i) => typeof v === 'number' && v !== [nMels, chunkFrames][i])) {
-    throw new ModelLoadError(src.file, `input "${src.input}" is [${inShape.join(', ')}], expected [chunks, ${nMels}, ${chunkFrames}]`, src.input);
+  if (
+    inShape &&
+    inShape.length === 3 &&
+    [inShape[1], inShape[2]].some((v, i) => typeof v === 'number' && v !== [nMels, chunkFrames][i])
+  ) {
+    throw new ModelLoadError(
+      src.file,
+      `input "${src.input}" is [${inShape.join(', ')}], expected [chunks, ${nMels}, ${chunkFrames}]`,
+      src.input,
+    );
   }
   const outShape = meta(session.outputMetadata, src.output);
   const width = outShape?.at(-1);
   if (typeof width === 'number' && width !== hidden) {
-    throw new ModelLoadError(src.file, `output "${src.output}" is ${width} values wide, the decoder's hidden_size is ${hidden}: this audio encoder belongs to another model`, src.output);
+    throw new ModelLoadError(
+      src.file,
+      `output "${src.output}" is ${width} values wide, the decoder's hidden_size is ${hidden}: this audio encoder belongs to another model`,
+      src.output,
+    );
   }
 }

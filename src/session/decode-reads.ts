@@ -22,7 +22,12 @@ export interface DecodeReads {
  * `allHeads`: heads an onAttention hook reads (their weights come back); `tideChart`: an
  * onStep consumer reads the anchors' attention per segment.
  */
-export function decodeReads(policy: AttentionRequest, timingHeads: readonly number[], allHeads: readonly number[], tideChart: boolean): DecodeReads {
+export function decodeReads(
+  policy: AttentionRequest,
+  timingHeads: readonly number[],
+  allHeads: readonly number[],
+  tideChart: boolean,
+): DecodeReads {
   const extra = [...new Set([...timingHeads, ...allHeads])].filter((h) => !policy.decodeHeads.includes(h));
   const decodeHeads = [...policy.decodeHeads, ...extra];
   const timingIdx = timingHeads.map((h) => decodeHeads.indexOf(h));
@@ -32,10 +37,16 @@ export function decodeReads(policy: AttentionRequest, timingHeads: readonly numb
   const dc = policy.decodeChunks;
   const sums = tideChart && focus && dc?.heads === timingIdx.length;
   // A policy's weights default to on, where it has heads of its own to read.
-  const decodeWeights = (policy.decodeHeads.length > 0 && policy.decodeWeights !== false) || allHeads.length > 0 || (timed && !focus) || (tideChart && timed && !sums);
+  const decodeWeights =
+    (policy.decodeHeads.length > 0 && policy.decodeWeights !== false) ||
+    allHeads.length > 0 ||
+    (timed && !focus) ||
+    (tideChart && timed && !sums);
   return {
     request: {
-      ...policy, decodeHeads, decodeWeights,
+      ...policy,
+      decodeHeads,
+      decodeWeights,
       ...(focus ? { decodeFocus: { heads: timingIdx.length } } : {}),
       ...(sums && dc ? { decodeChunks: { ...dc, segmentSums: true } } : {}),
     },

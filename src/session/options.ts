@@ -13,49 +13,75 @@ import { taskTarget } from '../model/text/prompt.js';
 import type { LoadOptions, TranscribeOptions } from '../types.js';
 
 /** A value as a message shows it: strings quoted, objects named rather than printed. */
-export const show = (v: unknown): string => (typeof v === 'string' ? JSON.stringify(v) : Array.isArray(v) ? `[${v.map(show).join(', ')}]` : typeof v === 'object' && v ? 'an object' : String(v));
+export const show = (v: unknown): string =>
+  typeof v === 'string'
+    ? JSON.stringify(v)
+    : Array.isArray(v)
+      ? `[${v.map(show).join(', ')}]`
+      : typeof v === 'object' && v
+        ? 'an object'
+        : String(v);
 
 function bad(option: string, value: unknown, takes: string): never {
   throw new WnwError('BAD_ARGUMENT', `option ${option} must be ${takes}, got ${show(value)}`);
 }
 
 function oneOf(option: string, value: unknown, allowed: readonly string[]): void {
-  if (value !== undefined && !allowed.includes(value as string)) bad(option, value, `one of ${allowed.map((a) => `"${a}"`).join(', ')}`);
+  if (value !== undefined && !allowed.includes(value as string))
+    bad(option, value, `one of ${allowed.map((a) => `"${a}"`).join(', ')}`);
 }
 
 const isPositive = (v: unknown) => typeof v === 'number' && Number.isFinite(v) && v > 0;
 
 /** An AbortSignal, as plain JavaScript may hand over anything in its place. */
 function checkSignal(signal: unknown): void {
-  if (signal !== undefined && !(typeof signal === 'object' && signal && typeof (signal as AbortSignal).aborted === 'boolean' && typeof (signal as AbortSignal).addEventListener === 'function')) {
+  if (
+    signal !== undefined &&
+    !(
+      typeof signal === 'object' &&
+      signal &&
+      typeof (signal as AbortSignal).aborted === 'boolean' &&
+      typeof (signal as AbortSignal).addEventListener === 'function'
+    )
+  ) {
     bad('signal', signal, 'an AbortSignal');
   }
 }
 
 export function checkLoadOptions(o: LoadOptions): void {
   checkSignal(o.signal);
-  if (typeof o.model !== 'string' || !o.model) bad('model', o.model, 'the model folder\'s path or URL');
+  if (typeof o.model !== 'string' || !o.model) bad('model', o.model, "the model folder's path or URL");
   oneOf('backend', o.backend, ['auto', 'cpu', 'webgpu']);
   oneOf('kvPrecision', o.kvPrecision, KV_PRECISIONS);
   oneOf('weightFormat', o.weightFormat, WEIGHT_FORMATS);
   oneOf('audioWeightFormat', o.audioWeightFormat, WEIGHT_FORMATS);
   oneOf('audioEncoder', o.audioEncoder, AUDIO_ENCODERS);
-  if (o.kvBudgetBytes !== undefined && !(isPositive(o.kvBudgetBytes) && Number.isInteger(o.kvBudgetBytes))) bad('kvBudgetBytes', o.kvBudgetBytes, 'a whole number of bytes above 0');
-  if (o.audioSeconds !== undefined && !isPositive(o.audioSeconds)) bad('audioSeconds', o.audioSeconds, "the recording's length in seconds, above 0");
+  if (o.kvBudgetBytes !== undefined && !(isPositive(o.kvBudgetBytes) && Number.isInteger(o.kvBudgetBytes)))
+    bad('kvBudgetBytes', o.kvBudgetBytes, 'a whole number of bytes above 0');
+  if (o.audioSeconds !== undefined && !isPositive(o.audioSeconds))
+    bad('audioSeconds', o.audioSeconds, "the recording's length in seconds, above 0");
   languageCode(o.language);
   if (o.cache !== undefined && typeof o.cache !== 'boolean') bad('cache', o.cache, 'true or false');
 }
 
 export function checkTranscribeOptions(o: TranscribeOptions): void {
-  if (o.maxNewTokens !== undefined && !(Number.isInteger(o.maxNewTokens) && o.maxNewTokens >= 1)) bad('maxNewTokens', o.maxNewTokens, 'a whole number of tokens, at least 1');
-  if (o.forcedTokens !== undefined && !(Array.isArray(o.forcedTokens) && o.forcedTokens.every((t) => Number.isInteger(t) && t >= 0))) {
+  if (o.maxNewTokens !== undefined && !(Number.isInteger(o.maxNewTokens) && o.maxNewTokens >= 1))
+    bad('maxNewTokens', o.maxNewTokens, 'a whole number of tokens, at least 1');
+  if (
+    o.forcedTokens !== undefined &&
+    !(Array.isArray(o.forcedTokens) && o.forcedTokens.every((t) => Number.isInteger(t) && t >= 0))
+  ) {
     bad('forcedTokens', o.forcedTokens, 'an array of token ids (whole numbers from 0)');
   }
   checkSignal(o.signal);
-  if (o.policyOptions !== undefined && (typeof o.policyOptions !== 'object' || o.policyOptions === null || Array.isArray(o.policyOptions))) {
+  if (
+    o.policyOptions !== undefined &&
+    (typeof o.policyOptions !== 'object' || o.policyOptions === null || Array.isArray(o.policyOptions))
+  ) {
     bad('policyOptions', o.policyOptions, 'an object of option names to values');
   }
   languageCode(o.language);
   taskTarget(o.task, o.targetLanguage);
-  if (o.reusePrefill !== undefined && typeof o.reusePrefill !== 'boolean') bad('reusePrefill', o.reusePrefill, 'true or false');
+  if (o.reusePrefill !== undefined && typeof o.reusePrefill !== 'boolean')
+    bad('reusePrefill', o.reusePrefill, 'true or false');
 }

@@ -20,7 +20,7 @@ const isSpace = (c: string) => /\s/.test(c);
 export function matchStart(pattern: string, text: string): number | 'partial' | null {
   let j = 0;
   while (j < text.length && isSpace(text[j])) j++;
-  for (let i = 0; i < pattern.length; ) {
+  for (let i = 0; i < pattern.length;) {
     if (isSpace(pattern[i])) {
       while (i < pattern.length && isSpace(pattern[i])) i++;
       while (j < text.length && isSpace(text[j])) j++;

@@ -9,7 +9,13 @@ import { policyLayout } from '../backend/prompt.js';
 import { sharedPrefillWindows } from '../policy/registry.js';
 import type { LoadedModel } from '../model/loader.js';
 import { planLagOf, type KvPolicy } from '../policy/types.js';
-import { EMPTY_PLAN, type AttentionRequest, type LayerPrefill, type StepObservation, type StepPlan } from '../kv/plan.js';
+import {
+  EMPTY_PLAN,
+  type AttentionRequest,
+  type LayerPrefill,
+  type StepObservation,
+  type StepPlan,
+} from '../kv/plan.js';
 import type { ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult, TranscriptionStats } from '../types.js';
 import { anchorSum, focusOf, wordsFromFocus, wordsWithin } from './timing.js';
 import { decodeReads } from './decode-reads.js';
@@ -58,9 +64,14 @@ const yieldToEventLoop = (): Promise<void> =>
   });
 
 /** Prefill and KV placement: layer by layer when the policy answers per layer, else after the whole prompt. */
-async function prefillAndPlace(r: RunInput, embeddings: Float32Array, byLayer: LayerPrefill | undefined): Promise<{ token: number }> {
+async function prefillAndPlace(
+  r: RunInput,
+  embeddings: Float32Array,
+  byLayer: LayerPrefill | undefined,
+): Promise<{ token: number }> {
   const { backend, policy, options: o } = r;
-  if (byLayer) return backend.prefillByLayer(embeddings, layerByLayer(byLayer, r.model.config.numLayers, o.signal, r.progress));
+  if (byLayer)
+    return backend.prefillByLayer(embeddings, layerByLayer(byLayer, r.model.config.numLayers, o.signal, r.progress));
   const pre = await backend.prefill(embeddings);
   if (o.signal?.aborted) throw new CancelledError();
   await backend.applyPrefill(policy.prefill(pre.observation));
@@ -71,7 +82,12 @@ async function prefillAndPlace(r: RunInput, embeddings: Float32Array, byLayer: L
  * The policy's per-layer answers, with the prefill's progress told after each layer and
  * the signal checked there: a cancel stops the prefill before the next layer runs.
  */
-function layerByLayer(run: LayerPrefill, layers: number, signal: AbortSignal | undefined, progress: RunInput['progress']): LayerPrefill {
+function layerByLayer(
+  run: LayerPrefill,
+  layers: number,
+  signal: AbortSignal | undefined,
+  progress: RunInput['progress'],
+): LayerPrefill {
   let done = 0;
   return {
     layer(obs) {
@@ -115,7 +131,9 @@ function planHeads(r: RunInput): HeadPlan {
   // Never past the model's positions: what is left of them after the prompt caps any request.
   const prompt = r.prompt ?? c;
   const positionsLeft = Math.max(1, c.maxPositions - promptLength(prompt, N));
-  const maxNew = forced ? forced.length + 1 : Math.min(positionsLeft, o.maxNewTokens ?? defaultMaxNewTokens(r.audioSeconds));
+  const maxNew = forced
+    ? forced.length + 1
+    : Math.min(positionsLeft, o.maxNewTokens ?? defaultMaxNewTokens(r.audioSeconds));
   const layout = policyLayout(c, N, prompt);
   const request = policy.request(layout);
   // Evaluation may ask for every head's attention: the policy still sees only its own heads.
@@ -124,9 +142,15 @@ function planHeads(r: RunInput): HeadPlan {
   // The pipelined loop applies a plan two steps after the step it read: only where the policy allows it.
   const pipelined = !forced && planLagOf(policy) >= 2 && !!r.backend.submitStep && !!r.backend.readStep;
   return {
-    maxNew, layout, request, own: request.decodeHeads.length, reads: reads.request, pipelined,
+    maxNew,
+    layout,
+    request,
+    own: request.decodeHeads.length,
+    reads: reads.request,
+    pipelined,
     heldPlan: !pipelined && planLagOf(policy) >= 2 ? { plan: EMPTY_PLAN } : null,
-    timingIdx: reads.timingIdx, attentionIdx: reads.attentionIdx,
+    timingIdx: reads.timingIdx,
+    attentionIdx: reads.attentionIdx,
   };
 }
 
@@ -139,8 +163,13 @@ async function beginAndPrefill(r: RunInput, h: HeadPlan): Promise<number> {
   const alsoScore = o.reusePrefill ? { alsoScore: sharedPrefillWindows(h.layout) } : {};
   backend.begin({
     // The pipelined loop queues one step past the last it reads: one more position.
-    audioLength: r.audioLength, maxNewTokens: h.maxNew + (h.pipelined ? 2 : 1), request: { ...h.reads, ...alsoScore }, returnLogits: Boolean(o.onLogits),
-    layered: Boolean(byLayer), reusePrefill: o.reusePrefill, ...(r.prompt ? { prompt: r.prompt } : {}),
+    audioLength: r.audioLength,
+    maxNewTokens: h.maxNew + (h.pipelined ? 2 : 1),
+    request: { ...h.reads, ...alsoScore },
+    returnLogits: Boolean(o.onLogits),
+    layered: Boolean(byLayer),
+    reusePrefill: o.reusePrefill,
+    ...(r.prompt ? { prompt: r.prompt } : {}),
   });
   r.progress({ phase: 'prefill', fraction: 0 });
   await yieldToEventLoop();
@@ -151,28 +180,57 @@ async function beginAndPrefill(r: RunInput, h: HeadPlan): Promise<number> {
 
 /** Running sums over the decode steps, for the stats. */
 interface StepTotals {
-  steps: number; rGpu: number; rGpuPeak: number; bytes: number; bytesMax: number; recalls: number; releases: number; stepMs: number;
+  steps: number;
+  rGpu: number;
+  rGpuPeak: number;
+  bytes: number;
+  bytesMax: number;
+  recalls: number;
+  releases: number;
+  stepMs: number;
 }
 
 /**
  * One decode step fed `token`, the policy's plan for it applied, its observers told:
  * the token the step predicts and the anchors' focus that dates it (-1 without anchors).
  */
-async function decodeStep(r: RunInput, h: HeadPlan, token: number, text: string, acc: StepTotals): Promise<{ next: number; focus: number }> {
+async function decodeStep(
+  r: RunInput,
+  h: HeadPlan,
+  token: number,
+  text: string,
+  acc: StepTotals,
+): Promise<{ next: number; focus: number }> {
   const ts = now();
   return observeStep(r, h, token, await r.backend.step(token), text, acc, ts);
 }
 
 /** A step read back (fed `token`, started at `ts`): its observers told, the policy's plan applied. */
-async function observeStep(r: RunInput, h: HeadPlan, token: number, res: StepResult, text: string, acc: StepTotals, ts: number): Promise<{ next: number; focus: number }> {
+async function observeStep(
+  r: RunInput,
+  h: HeadPlan,
+  token: number,
+  res: StepResult,
+  text: string,
+  acc: StepTotals,
+  ts: number,
+): Promise<{ next: number; focus: number }> {
   const { backend, policy, options: o } = r;
   const N = r.audioLength;
   if (res.logits) o.onLogits?.(res.observation.step, res.logits);
-  o.onAttention?.(res.observation.step, h.attentionIdx.map((i) => res.observation.weights[i]));
+  o.onAttention?.(
+    res.observation.step,
+    h.attentionIdx.map((i) => res.observation.weights[i]),
+  );
   if (o.onResidency) residencyHook(backend, res.observation.step, o.onResidency);
   const { step, weights, queries, chunks, segmentSums } = res.observation;
   // The device's chunk choice, where the policy asked for it, whatever else was read back.
-  const obs: StepObservation = { step, weights: weights.slice(0, h.own), queries: queries?.slice(0, h.own), ...(chunks ? { chunks, segmentSums } : {}) };
+  const obs: StepObservation = {
+    step,
+    weights: weights.slice(0, h.own),
+    queries: queries?.slice(0, h.own),
+    ...(chunks ? { chunks, segmentSums } : {}),
+  };
   let stepPlan = policy.afterStep(obs);
   if (h.heldPlan) {
     // A two-step lag in the waiting loop (teacher forcing): this plan waits one step, as it would pipelined.
@@ -195,8 +253,16 @@ async function observeStep(r: RunInput, h: HeadPlan, token: number, res: StepRes
   acc.stepMs += ms;
   if (o.onStep) {
     o.onStep({
-      step: acc.steps - 1, token, text, rGpu: st.rGpu, bytesToGpu: moved.bytesToGpu, msPerToken: ms, gpuKvBytes: st.gpuBytesInUse, textKvPages: st.textPages,
-      focus: Math.round(f), ...segmentView(res.observation.segmentSums, anchor, backend, r.tidalHeads, segmentLength(r.model.config), N),
+      step: acc.steps - 1,
+      token,
+      text,
+      rGpu: st.rGpu,
+      bytesToGpu: moved.bytesToGpu,
+      msPerToken: ms,
+      gpuKvBytes: st.gpuBytesInUse,
+      textKvPages: st.textPages,
+      focus: Math.round(f),
+      ...segmentView(res.observation.segmentSums, anchor, backend, r.tidalHeads, segmentLength(r.model.config), N),
     });
   }
   r.progress({ phase: 'decode', fraction: f >= 0 ? Math.min(1, f / N) : Math.min(1, acc.steps / h.maxNew) });
@@ -244,7 +310,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     }
     prefillMs = now() - t0;
     r.progress({ phase: 'prefill', fraction: 1 });
-    let token = forced ? forced[0] ?? c.tokens.eos : first;
+    let token = forced ? (forced[0] ?? c.tokens.eos) : first;
     if (!isStop(c, token)) emit(token, -1);
     let lastYield = now();
     // Step t + 1 is queued before step t is read: its token never leaves the GPU, and the
@@ -272,14 +338,15 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     }
     while (!h.pipelined && !isStop(c, token) && (await mayStep())) {
       const step = await decodeStep(r, h, token, out, acc);
-      token = forced ? forced[acc.steps] ?? c.tokens.eos : step.next;
+      token = forced ? (forced[acc.steps] ?? c.tokens.eos) : step.next;
       if (!isStop(c, token)) emit(token, step.focus);
     }
     if (stoppedBy === 'eos' && !forced) stopToken = token;
   } catch (e) {
     error = e instanceof Error ? e : new Error(String(e));
     stoppedBy = e instanceof CancelledError ? 'cancelled' : 'error';
-    if (!(e instanceof WnwError) && !(e instanceof CancelledError)) error = new WnwError('BAD_ARGUMENT', `transcription failed: ${error.message}`, { cause: e });
+    if (!(e instanceof WnwError) && !(e instanceof CancelledError))
+      error = new WnwError('BAD_ARGUMENT', `transcription failed: ${error.message}`, { cause: e });
   }
   // The tokenizer's and the unwrapper's held-back text is streamed too, so the pieces join to `text`.
   const rest = text.flush();
@@ -293,13 +360,21 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   const final = safeResidency(backend);
   backend.end(o.reusePrefill);
   const stats = transcriptionStats(r, acc, prefillMs, final, stoppedBy, stopToken);
-  const words = wordsWithin(wordsFromFocus(tokens, focus, tok, c.audio.tokensPerSecond, r.audioSeconds), raw.trim(), out.trim());
+  const words = wordsWithin(
+    wordsFromFocus(tokens, focus, tok, c.audio.tokensPerSecond, r.audioSeconds),
+    raw.trim(),
+    out.trim(),
+  );
   return { text: out.trim(), rawText: raw.trim(), words, tokens, stats, error };
 }
 
 function transcriptionStats(
-  r: RunInput, acc: StepTotals, prefillMs: number, final: ReturnType<typeof safeResidency>,
-  stoppedBy: TranscriptionStats['stoppedBy'], stopToken: number | undefined,
+  r: RunInput,
+  acc: StepTotals,
+  prefillMs: number,
+  final: ReturnType<typeof safeResidency>,
+  stoppedBy: TranscriptionStats['stoppedBy'],
+  stopToken: number | undefined,
 ): TranscriptionStats {
   const decodeMs = acc.stepMs;
   const steps = Math.max(1, acc.steps);
@@ -310,7 +385,7 @@ function transcriptionStats(
     audioSeconds: r.audioSeconds,
     audioTokens: r.audioLength,
     decodeSteps: acc.steps,
-    rGpu: acc.steps ? acc.rGpu / acc.steps : final?.rGpu ?? 0,
+    rGpu: acc.steps ? acc.rGpu / acc.steps : (final?.rGpu ?? 0),
     rGpuPeak: acc.rGpuPeak,
     rGpuCpu: final?.rGpuCpu ?? 0,
     mbPerStep: acc.bytes / steps / 1e6,
@@ -332,7 +407,8 @@ function transcriptionStats(
 
 function residencyHook(b: DecoderBackend, step: number, hook: NonNullable<TranscribeOptions['onResidency']>): void {
   const state = b.residencyState?.();
-  if (!state) throw new WnwError('BAD_ARGUMENT', `onResidency needs a backend that exposes its residency (${b.label} does not)`);
+  if (!state)
+    throw new WnwError('BAD_ARGUMENT', `onResidency needs a backend that exposes its residency (${b.label} does not)`);
   hook(step, (head, pos) => state.slotOf(head, pos) !== -1);
 }
 
@@ -348,7 +424,14 @@ function safeResidency(b: DecoderBackend) {
  * Per 2 s segment: the anchors' attention (`sums` as the device summed it, else from their
  * weights per position), and the share of tidal heads holding it whole on the GPU (the tide chart).
  */
-function segmentView(sums: Float32Array | undefined, anchor: Float32Array | null, backend: DecoderBackend, tidal: readonly number[], seg: number, N: number): Pick<StepStats, 'anchorAttention' | 'tidalSegments'> {
+function segmentView(
+  sums: Float32Array | undefined,
+  anchor: Float32Array | null,
+  backend: DecoderBackend,
+  tidal: readonly number[],
+  seg: number,
+  N: number,
+): Pick<StepStats, 'anchorAttention' | 'tidalSegments'> {
   const segments = Math.ceil(N / seg);
   let anchorAttention = sums;
   if (anchor && !anchorAttention) {

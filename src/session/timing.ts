@@ -26,7 +26,10 @@ export function focusOf(weights: Float32Array, k = 4): number {
       top.sort((a, b) => weights[b] - weights[a]);
     }
   }
-  return focusCentre(top, top.map((i) => weights[i]));
+  return focusCentre(
+    top,
+    top.map((i) => weights[i]),
+  );
 }
 
 /** The centre of `positions` weighted by `weights` (one each, summed in this order); -1 if they hold no mass. */
@@ -55,9 +58,17 @@ export function anchorSum(weights: ArrayLike<number>[], idx: readonly number[], 
 }
 
 /** A step observation's `focus` for a request's `decodeFocus` (none without it), as a backend reports it. */
-export function focusObservation(weights: ArrayLike<number>[], df: { heads: number } | undefined, n: number): { focus?: number } {
+export function focusObservation(
+  weights: ArrayLike<number>[],
+  df: { heads: number } | undefined,
+  n: number,
+): { focus?: number } {
   if (!df) return {};
-  const sum = anchorSum(weights, Array.from({ length: df.heads }, (_, i) => i), n);
+  const sum = anchorSum(
+    weights,
+    Array.from({ length: df.heads }, (_, i) => i),
+    n,
+  );
   return { focus: sum ? focusOf(sum) : -1 };
 }
 
@@ -66,7 +77,13 @@ export function focusObservation(weights: ArrayLike<number>[], df: { heads: numb
  * `focus[i]` is the audio position (token units) of tokens[i], or -1 when unknown: then
  * times are interpolated from the neighbours, or spread evenly over the audio.
  */
-export function wordsFromFocus(tokens: number[], focus: number[], tok: Pick<TextTokenizer, 'pieceText'>, tokensPerSecond: number, audioSeconds: number): Word[] {
+export function wordsFromFocus(
+  tokens: number[],
+  focus: number[],
+  tok: Pick<TextTokenizer, 'pieceText'>,
+  tokensPerSecond: number,
+  audioSeconds: number,
+): Word[] {
   const t = fillUnknown(focus, tokens.length, audioSeconds * tokensPerSecond);
   const words: Word[] = [];
   let cur: { text: string; start: number; last: number } | null = null;
@@ -82,10 +99,19 @@ export function wordsFromFocus(tokens: number[], focus: number[], tok: Pick<Text
       cur.last = t[i];
     }
   }
-  if (cur) words.push({ word: cur.text, start: cur.start, end: Math.min(cur.last + 2 * tokensPerSecond, audioSeconds * tokensPerSecond) });
+  if (cur)
+    words.push({
+      word: cur.text,
+      start: cur.start,
+      end: Math.min(cur.last + 2 * tokensPerSecond, audioSeconds * tokensPerSecond),
+    });
   return words
     .filter((w) => w.word.length > 0)
-    .map((w) => ({ word: w.word, start: round(w.start / tokensPerSecond), end: round(Math.max(w.end, w.start) / tokensPerSecond) }));
+    .map((w) => ({
+      word: w.word,
+      start: round(w.start / tokensPerSecond),
+      end: round(Math.max(w.end, w.start) / tokensPerSecond),
+    }));
 }
 
 /**

@@ -9,7 +9,14 @@ import { createAudioRoute } from '../route/audio-route.js';
 import type { AudioRoute } from '../route/types.js';
 import { chooseBackend, createBackend, type BackendTarget } from '../backend/create.js';
 import { lostWithin } from '../backend/cancel.js';
-import { audioTokensOf, maxAudioTokens, refuseUnfit, reportedDeviceMemoryGiB, sureMemoryBytes, type FitDevice } from '../backend/webgpu/fit.js';
+import {
+  audioTokensOf,
+  maxAudioTokens,
+  refuseUnfit,
+  reportedDeviceMemoryGiB,
+  sureMemoryBytes,
+  type FitDevice,
+} from '../backend/webgpu/fit.js';
 import type { DecoderBackend } from '../backend/types.js';
 import type { GpuContext } from '../gpu/device.js';
 import { loadModel, type LoadedModel } from '../model/loader.js';
@@ -24,7 +31,16 @@ import { createPolicy, needsHeads, policyBudget } from '../policy/registry.js';
 import { wordTimingHeads } from '../policy/timing-heads.js';
 import { runTranscription } from './run.js';
 import { checkLoadOptions, checkTranscribeOptions, show } from './options.js';
-import type { AudioInput, LoadOptions, PolicyName, ProgressEvent, ProgressPhase, TranscribeOptions, TranscriptionResult, Transcriber } from '../types.js';
+import type {
+  AudioInput,
+  LoadOptions,
+  PolicyName,
+  ProgressEvent,
+  ProgressPhase,
+  TranscribeOptions,
+  TranscriptionResult,
+  Transcriber,
+} from '../types.js';
 
 const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
 
@@ -47,7 +63,12 @@ export class WnwTranscriber implements Transcriber {
   constructor(
     readonly model: LoadedModel,
     engine: Engine,
-    private readonly defaults: { policy: PolicyName; budget: number; language?: string; onProgress?: (e: ProgressEvent) => void },
+    private readonly defaults: {
+      policy: PolicyName;
+      budget: number;
+      language?: string;
+      onProgress?: (e: ProgressEvent) => void;
+    },
     /** Builds the engine again from the loaded model (after a lost device); absent: a loss is final. */
     private readonly remake?: () => Promise<Engine>,
   ) {
@@ -89,23 +110,32 @@ export class WnwTranscriber implements Transcriber {
     const t0 = now();
     const progress = options.onProgress ?? this.defaults.onProgress;
     progress?.({ phase: 'encode', fraction: 0, detail: this.route.label });
-    const out = await this.route.encode(samples, {
-      signal: options.signal,
-      onProgress: (done: number, total: number, note?: string) => progress?.({ phase: 'encode', fraction: done / total, ...(note ? { detail: note } : {}) }),
-    }).catch((e: unknown) => {
-      // The route checks the signal between windows and knows no phases: its cancel is the encode's.
-      throw e instanceof CancelledError && !e.phase ? new CancelledError('', 'encode') : e;
-    });
+    const out = await this.route
+      .encode(samples, {
+        signal: options.signal,
+        onProgress: (done: number, total: number, note?: string) =>
+          progress?.({ phase: 'encode', fraction: done / total, ...(note ? { detail: note } : {}) }),
+      })
+      .catch((e: unknown) => {
+        // The route checks the signal between windows and knows no phases: its cancel is the encode's.
+        throw e instanceof CancelledError && !e.phase ? new CancelledError('', 'encode') : e;
+      });
     return { ...out, audioSeconds: seconds, encodeMs: now() - t0, encoderBytes: this.route.weightBytes };
   }
 
   /** Runs the decoder on already-encoded audio (evaluation shares one encoding across policies). */
-  async decodeEncoded(enc: Awaited<ReturnType<WnwTranscriber['encode']>>, options: TranscribeOptions = {}): Promise<TranscriptionResult> {
+  async decodeEncoded(
+    enc: Awaited<ReturnType<WnwTranscriber['encode']>>,
+    options: TranscribeOptions = {},
+  ): Promise<TranscriptionResult> {
     const { policyName, budget, policy } = this.policyFor(options);
     const heads = this.model.heads;
     const progress = options.onProgress ?? this.defaults.onProgress ?? (() => {});
     // A call's language ("none" included) replaces the load-time one; omitted, that one holds.
-    const prompt = await this.promptFor(options.language !== undefined ? languageCode(options.language) : this.defaults.language, options);
+    const prompt = await this.promptFor(
+      options.language !== undefined ? languageCode(options.language) : this.defaults.language,
+      options,
+    );
     const res = await runTranscription({
       model: this.model,
       backend: this.decoder,
@@ -133,9 +163,16 @@ export class WnwTranscriber implements Transcriber {
    * handed to the run (the config keeps the load-time one, which serves the load-time
    * language's transcription): undefined where that is the prompt.
    */
-  private async promptFor(language: string | undefined, o: Pick<TranscribeOptions, 'task' | 'targetLanguage'>): Promise<PromptIds | undefined> {
-    const task = { task: o.task ?? 'transcribe', ...(o.targetLanguage !== undefined ? { targetLanguage: o.targetLanguage } : {}) };
-    if (language === this.defaults.language && task.task === 'transcribe' && o.targetLanguage === undefined) return undefined;
+  private async promptFor(
+    language: string | undefined,
+    o: Pick<TranscribeOptions, 'task' | 'targetLanguage'>,
+  ): Promise<PromptIds | undefined> {
+    const task = {
+      task: o.task ?? 'transcribe',
+      ...(o.targetLanguage !== undefined ? { targetLanguage: o.targetLanguage } : {}),
+    };
+    if (language === this.defaults.language && task.task === 'transcribe' && o.targetLanguage === undefined)
+      return undefined;
     const key = JSON.stringify([language ?? '', task.task, o.targetLanguage ?? '']);
     let p = this.prompts.get(key);
     if (!p) {
@@ -146,7 +183,11 @@ export class WnwTranscriber implements Transcriber {
   }
 
   /** The run's policy, made from the options: a policy the options cannot make is refused here, before any audio is read. */
-  private policyFor(options: TranscribeOptions): { policyName: PolicyName; budget: number; policy: ReturnType<typeof createPolicy> } {
+  private policyFor(options: TranscribeOptions): {
+    policyName: PolicyName;
+    budget: number;
+    policy: ReturnType<typeof createPolicy>;
+  } {
     const policyName = options.policy ?? this.defaults.policy;
     const budget = policyBudget(policyName, options.budget ?? this.defaults.budget);
     const heads = this.model.heads;
@@ -196,7 +237,8 @@ export class WnwTranscriber implements Transcriber {
 
   /** After a lost device: the decoder and route built again on a new device (the old ones were freed when the loss was seen). */
   private async rebuild(): Promise<void> {
-    if (!this.remake) throw new DeviceLostError('the device this transcriber was built on is gone; load the model again');
+    if (!this.remake)
+      throw new DeviceLostError('the device this transcriber was built on is gone; load the model again');
     const e = await this.remake();
     this.decoder = e.decoder;
     this.route = e.route;
@@ -228,7 +270,12 @@ function refusePastPositions(c: ModelConfig, base: string, seconds: number): voi
   const fit = maxAudioTokens(c);
   if (audioTokens <= fit) return;
   const minutes = Math.max(0, fit) / c.audio.tokensPerSecond / 60;
-  throw new PositionsExceededError(promptLength(c, audioTokens), c.maxPositions, minutes, `${base}/config.json: a ${(seconds / 60).toFixed(1)} min recording (${audioTokens} audio tokens)`);
+  throw new PositionsExceededError(
+    promptLength(c, audioTokens),
+    c.maxPositions,
+    minutes,
+    `${base}/config.json: a ${(seconds / 60).toFixed(1)} min recording (${audioTokens} audio tokens)`,
+  );
 }
 
 /** The WebGPU decoder's device, which the audio encoder shares; undefined on the CPU. */
@@ -246,7 +293,11 @@ function missingHeads(policy: string, model: string): string {
  * conversion is a phase of its own in the progress (both backends take packed weights as
  * they are and compute with the same values either way).
  */
-function packForBackend(model: LoadedModel, format: WeightFormat | undefined, progress: (e: ProgressEvent) => void): DecoderWeights | PackedDecoderWeights {
+function packForBackend(
+  model: LoadedModel,
+  format: WeightFormat | undefined,
+  progress: (e: ProgressEvent) => void,
+): DecoderWeights | PackedDecoderWeights {
   if (!format || format === 'f32') return model.weights;
   const total = model.weightBytes;
   progress({ phase: 'convert', fraction: 0, detail: `decoder weights to ${format}`, bytes: { loaded: 0, total } });
@@ -271,7 +322,9 @@ function cancellableProgress(signal: AbortSignal | undefined, user: ((e: Progres
     stop,
     /** A cancel from deeper down (the backend's own check) said with the phase the caller saw it in. */
     said(e: unknown): unknown {
-      return e instanceof CancelledError && abortedIn !== undefined && e.phase !== abortedIn ? new CancelledError(e.text, abortedIn) : e;
+      return e instanceof CancelledError && abortedIn !== undefined && e.phase !== abortedIn
+        ? new CancelledError(e.text, abortedIn)
+        : e;
     },
     /** Forwards and checks: for events from code that frees its work when a callback throws. */
     progress(e: ProgressEvent) {
@@ -302,44 +355,79 @@ export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscri
 async function load(options: LoadOptions, cancel: ReturnType<typeof cancellableProgress>): Promise<WnwTranscriber> {
   const policy = options.policy ?? 'wnw';
   const budget = options.budget ?? 0.2;
-  if (!(typeof budget === 'number' && budget > 0 && budget <= 1)) throw new WnwError('BAD_ARGUMENT', `budget must be in (0, 1], got ${show(budget)}`);
+  if (!(typeof budget === 'number' && budget > 0 && budget <= 1))
+    throw new WnwError('BAD_ARGUMENT', `budget must be in (0, 1], got ${show(budget)}`);
   const { progress, tell, stop } = cancel;
   stop();
   // The adapter first: its limits (and the memory the page reports) judge the model from its
   // config before a shard byte is read, rather than after gigabytes of them.
   let fallback: string | undefined;
   const target = await chooseBackend({ backend: options.backend, onFallback: (reason) => void (fallback = reason) });
-  const device: FitDevice = { limits: target.kind === 'webgpu' ? target.limits : null, deviceMemoryGiB: reportedDeviceMemoryGiB() };
+  const device: FitDevice = {
+    limits: target.kind === 'webgpu' ? target.limits : null,
+    deviceMemoryGiB: reportedDeviceMemoryGiB(),
+  };
   let decoderWeights = { format: options.weightFormat ?? 'f32', weightBytes: 0 };
-  const model = await loadModel(options.model, (fraction, detail, bytes, phase = 'download') => progress({ phase, fraction, detail, ...(bytes ? { bytes } : {}) }), {
-    language: options.language, audioEncoder: options.audioEncoder, weightFormat: options.weightFormat, ...(options.cache !== undefined ? { cache: options.cache } : {}),
-    beforeWeights: (config, format, tied) => {
-      decoderWeights = { format, weightBytes: decoderWeightBytes(config, format, tied).total };
-      // A recording known at load (the CLI's) is held against the positions before a weight is read.
-      if (options.audioSeconds !== undefined) refusePastPositions(config, options.model, options.audioSeconds);
-      refuseUnfit(config, format, tied, device, `the decoder of ${config.name}${target.kind === 'webgpu' ? ` on ${target.label}` : ''}`,
-        // The recording itself is judged where it is known and the GPU holds its KV pool.
-        options.audioSeconds !== undefined && target.kind === 'webgpu'
-          ? { audioTokens: audioTokensOf(config, options.audioSeconds), kvPrecision: options.kvPrecision ?? 'f32', budget: policyBudget(policy, budget) }
-          : undefined);
+  const model = await loadModel(
+    options.model,
+    (fraction, detail, bytes, phase = 'download') => progress({ phase, fraction, detail, ...(bytes ? { bytes } : {}) }),
+    {
+      language: options.language,
+      audioEncoder: options.audioEncoder,
+      weightFormat: options.weightFormat,
+      ...(options.cache !== undefined ? { cache: options.cache } : {}),
+      beforeWeights: (config, format, tied) => {
+        decoderWeights = { format, weightBytes: decoderWeightBytes(config, format, tied).total };
+        // A recording known at load (the CLI's) is held against the positions before a weight is read.
+        if (options.audioSeconds !== undefined) refusePastPositions(config, options.model, options.audioSeconds);
+        refuseUnfit(
+          config,
+          format,
+          tied,
+          device,
+          `the decoder of ${config.name}${target.kind === 'webgpu' ? ` on ${target.label}` : ''}`,
+          // The recording itself is judged where it is known and the GPU holds its KV pool.
+          options.audioSeconds !== undefined && target.kind === 'webgpu'
+            ? {
+                audioTokens: audioTokensOf(config, options.audioSeconds),
+                kvPrecision: options.kvPrecision ?? 'f32',
+                budget: policyBudget(policy, budget),
+              }
+            : undefined,
+        );
+      },
     },
-  });
+  );
   const language = languageCode(options.language);
   if (language !== undefined && !model.family) {
-    throw new WnwError('BAD_ARGUMENT', `the model in ${options.model} takes no language option (its prompt names no language); omit language`);
+    throw new WnwError(
+      'BAD_ARGUMENT',
+      `the model in ${options.model} takes no language option (its prompt names no language); omit language`,
+    );
   }
   if (needsHeads(policy) && !model.heads) {
     throw new WnwError('BAD_ARGUMENT', missingHeads(policy, options.model));
   }
-  const onFallback = (reason: string) => progress({ phase: 'compile', fraction: 1, detail: `WebGPU unavailable (${reason}); using the CPU backend` });
+  const onFallback = (reason: string) =>
+    progress({ phase: 'compile', fraction: 1, detail: `WebGPU unavailable (${reason}); using the CPU backend` });
   if (fallback !== undefined) onFallback(fallback);
   // Packed weights go to the backend as they are (dequantising them would undo the packing).
   const weights = model.packed ?? packForBackend(model, options.weightFormat, progress);
-  const build = (on: BackendTarget | undefined, signal: AbortSignal | undefined) => buildEngine(model, weights, options, on, signal, { progress, tell, onFallback },
-    { ...decoderWeights, memoryBytes: sureMemoryBytes(device) });
+  const build = (on: BackendTarget | undefined, signal: AbortSignal | undefined) =>
+    buildEngine(
+      model,
+      weights,
+      options,
+      on,
+      signal,
+      { progress, tell, onFallback },
+      { ...decoderWeights, memoryBytes: sureMemoryBytes(device) },
+    );
   const engine = await build(target, options.signal);
   // A new device after a loss comes from a new adapter (an adapter gives one device), without the load's signal.
-  return new WnwTranscriber(model, engine, { policy, budget, language, onProgress: options.onProgress }, () => build(undefined, undefined));
+  return new WnwTranscriber(model, engine, { policy, budget, language, onProgress: options.onProgress }, () =>
+    build(undefined, undefined),
+  );
 }
 
 /**
@@ -348,27 +436,57 @@ async function load(options: LoadOptions, cancel: ReturnType<typeof cancellableP
  * stays on the GPU.
  */
 async function buildEngine(
-  model: LoadedModel, weights: DecoderWeights | PackedDecoderWeights, options: LoadOptions, target: BackendTarget | undefined, signal: AbortSignal | undefined,
-  report: { progress: (e: ProgressEvent) => void; tell: (e: ProgressEvent) => void; onFallback: (reason: string) => void },
+  model: LoadedModel,
+  weights: DecoderWeights | PackedDecoderWeights,
+  options: LoadOptions,
+  target: BackendTarget | undefined,
+  signal: AbortSignal | undefined,
+  report: {
+    progress: (e: ProgressEvent) => void;
+    tell: (e: ProgressEvent) => void;
+    onFallback: (reason: string) => void;
+  },
   decoderWeights: { format: WeightFormat; weightBytes: number; memoryBytes: number | undefined },
 ): Promise<Engine> {
   const { progress, tell } = report;
-  const decoder = await createBackend(model.config, weights, {
-    backend: options.backend,
-    kvBudgetBytes: options.kvBudgetBytes,
-    kvPrecision: options.kvPrecision,
-    weightFormat: options.weightFormat,
-    onCompile: (compiled, total) => tell({ phase: 'compile', fraction: total ? compiled / total : 1, detail: 'decoder kernels', pipelines: { compiled, total } }),
-    onUpload: (loaded, total) => progress({ phase: 'upload', fraction: total ? loaded / total : 1, detail: 'decoder weights', bytes: { loaded, total } }),
-    onFallback: report.onFallback,
-    signal,
-  }, target);
+  const decoder = await createBackend(
+    model.config,
+    weights,
+    {
+      backend: options.backend,
+      kvBudgetBytes: options.kvBudgetBytes,
+      kvPrecision: options.kvPrecision,
+      weightFormat: options.weightFormat,
+      onCompile: (compiled, total) =>
+        tell({
+          phase: 'compile',
+          fraction: total ? compiled / total : 1,
+          detail: 'decoder kernels',
+          pipelines: { compiled, total },
+        }),
+      onUpload: (loaded, total) =>
+        progress({
+          phase: 'upload',
+          fraction: total ? loaded / total : 1,
+          detail: 'decoder weights',
+          bytes: { loaded, total },
+        }),
+      onFallback: report.onFallback,
+      signal,
+    },
+    target,
+  );
   let route: AudioRoute | undefined;
   try {
     progress({ phase: 'compile', fraction: 1, detail: decoder.label });
     // After the decoder: a Hugging Face audio tower runs on the WebGPU decoder's device.
     progress({ phase: 'compile', fraction: 0, detail: 'audio encoder' });
-    route = await createAudioRoute(model, { file: `${options.model}/encoder.onnx`, gpu: gpuContextOf(decoder), weightFormat: options.audioWeightFormat, decoder: decoderWeights });
+    route = await createAudioRoute(model, {
+      file: `${options.model}/encoder.onnx`,
+      gpu: gpuContextOf(decoder),
+      weightFormat: options.audioWeightFormat,
+      decoder: decoderWeights,
+    });
     progress({ phase: 'compile', fraction: 1, detail: route.label });
     return { decoder, route };
   } catch (e) {

@@ -37,7 +37,9 @@ function compareLine(full: TranscriptionResult, other: TranscriptionResult, wer:
   const b = other.stats;
   const saved = a.gpuKvBytes > 0 ? Math.round((1 - b.gpuKvBytes / a.gpuKvBytes) * 100) : 0;
   const time = a.msPerToken > 0 ? `${(b.msPerToken / a.msPerToken).toFixed(2)}× the time per token` : '';
-  const vsFull = full.text ? `; WER vs the full cache's transcript ${(wer(full.text, other.text) * 100).toFixed(1)} %` : '';
+  const vsFull = full.text
+    ? `; WER vs the full cache's transcript ${(wer(full.text, other.text) * 100).toFixed(1)} %`
+    : '';
   return `Compared: GPU KV memory ${formatBytes(a.gpuKvBytes)} (full) vs ${formatBytes(b.gpuKvBytes)} (${b.policy}), ${saved} % less; ${time}${vsFull}.`;
 }
 
@@ -85,7 +87,10 @@ export class App {
   private abort: AbortController | null = null;
 
   constructor(private readonly deps: AppDeps) {
-    const cb = { onClip: (c: Clip) => void this.setClip(c), onError: (title: string, body: string) => this.show({ level: 'error', title, body }) };
+    const cb = {
+      onClip: (c: Clip) => void this.setClip(c),
+      onError: (title: string, body: string) => this.show({ level: 'error', title, body }),
+    };
     wireFileInput($('drop'), $<HTMLInputElement>('file-input'), cb);
     wireRecorder($<HTMLButtonElement>('record'), $('record-time'), cb);
     void wireSamples($<HTMLSelectElement>('sample-select'), $<HTMLButtonElement>('sample-use'), cb);
@@ -97,22 +102,40 @@ export class App {
     this.calibration = new CalibratePanel({
       onBusy: (busy) => this.modelSource.setDisabled(busy || !!this.abort),
       // The loaded transcriber read the folder's heads at load: the next run loads again and finds the stored ones.
-      onCalibrated: () => (this.dropTranscriber(), (this.ui.status.textContent = 'Calibrated: WnW can run on this model.')),
+      onCalibrated: () => (
+        this.dropTranscriber(),
+        (this.ui.status.textContent = 'Calibrated: WnW can run on this model.')
+      ),
       onError: (e) => this.show(describeError(e, this.context())),
     });
-    this.modelSource = new ModelSource(this.model, {
-      onModel: (m) => this.useModel(m),
-      onError: (e) => this.show(describeError(e, this.context())),
-      onSummary: (m, s) => void this.calibration.offer(m, s.config),
-      // A buffer over an adapter limit cannot be made at all; the memory reported only bounds the device's.
-      onTooBig: (v) => this.show({
-        level: 'error', code: 'MODEL_TOO_BIG', body: v.text,
-        title: v.problems.some((p) => p.limit !== 'deviceMemory') ? 'This model does not fit this GPU as it is' : 'This model may not fit this device',
-      }),
-      // The first run of a click sizes the pool: in compare mode that is the full cache.
-      context: () => ({ seconds: this.audio ? this.audio.length / this.deps.sampleRate : 0, kvPrecision: this.ui.kv.value as KvPrecision, budget: policyBudget(this.plan()[0].policy, this.plan()[0].budget), backend: this.ui.backend.value }),
-    }, !!deps.modelLabel);
-    for (const c of [this.ui.kv, this.ui.policy, this.ui.budget, this.ui.backend, this.ui.compare]) c.addEventListener('change', () => this.modelSource.refit());
+    this.modelSource = new ModelSource(
+      this.model,
+      {
+        onModel: (m) => this.useModel(m),
+        onError: (e) => this.show(describeError(e, this.context())),
+        onSummary: (m, s) => void this.calibration.offer(m, s.config),
+        // A buffer over an adapter limit cannot be made at all; the memory reported only bounds the device's.
+        onTooBig: (v) =>
+          this.show({
+            level: 'error',
+            code: 'MODEL_TOO_BIG',
+            body: v.text,
+            title: v.problems.some((p) => p.limit !== 'deviceMemory')
+              ? 'This model does not fit this GPU as it is'
+              : 'This model may not fit this device',
+          }),
+        // The first run of a click sizes the pool: in compare mode that is the full cache.
+        context: () => ({
+          seconds: this.audio ? this.audio.length / this.deps.sampleRate : 0,
+          kvPrecision: this.ui.kv.value as KvPrecision,
+          budget: policyBudget(this.plan()[0].policy, this.plan()[0].budget),
+          backend: this.ui.backend.value,
+        }),
+      },
+      !!deps.modelLabel,
+    );
+    for (const c of [this.ui.kv, this.ui.policy, this.ui.budget, this.ui.backend, this.ui.compare])
+      c.addEventListener('change', () => this.modelSource.refit());
     this.chart.reset(60);
     void this.describeBackend();
     const missing = webGpuMissing();
@@ -153,7 +176,9 @@ export class App {
     h.textContent = m.title;
     const body = document.createElement('p');
     // A folder from disk has an internal address; name it as the person chose it.
-    body.textContent = this.model?.local ? m.body.split(this.model.url).join(`"${this.model.label.replace(/ \(.*$/, '')}/"`) : m.body;
+    body.textContent = this.model?.local
+      ? m.body.split(this.model.url).join(`"${this.model.label.replace(/ \(.*$/, '')}/"`)
+      : m.body;
     n.replaceChildren(h, body);
     n.dataset.code = m.code ?? '';
     if (m.hint) {
@@ -211,7 +236,10 @@ export class App {
       if (this.clip !== clip) return;
       let peak = 0;
       for (let i = 0; i < audio.length; i += 16) peak = Math.max(peak, Math.abs(audio[i]));
-      if (peak < 1e-4) throw Object.assign(new Error(`"${clip.name}" is silent: there is no sound to transcribe.`), { code: 'BAD_AUDIO' });
+      if (peak < 1e-4)
+        throw Object.assign(new Error(`"${clip.name}" is silent: there is no sound to transcribe.`), {
+          code: 'BAD_AUDIO',
+        });
       this.audio = audio;
       this.ui.clipName.textContent = `${clip.name} — ${formatSeconds(audio.length / this.deps.sampleRate)}${clip.reference ? ' (has a reference transcript: WER is shown)' : ''}`;
       this.ui.start.disabled = false;
@@ -232,7 +260,10 @@ export class App {
   private dropTranscriber(): void {
     const t = this.transcriber;
     this.transcriber = null;
-    t?.asr.then((a) => a.dispose(), () => {});
+    t?.asr.then(
+      (a) => a.dispose(),
+      () => {},
+    );
   }
 
   private getTranscriber(): Promise<Transcriber> {
@@ -243,25 +274,28 @@ export class App {
     if (this.transcriber?.key !== key) {
       this.dropTranscriber();
       let fallback = '';
-      const asr = this.deps.load({
-        model: model.url,
-        backend: backend as LoadOptions['backend'],
-        kvPrecision,
-        // Each run passes its own policy; loading checks only what the first run needs
-        // (a folder without heads.json loads for the full cache).
-        policy: this.plan()[0].policy,
-        budget: 0.2,
-        onProgress: (e) => {
-          // A folder from disk counts the bytes its readers take, files' headers included; other
-          // phases (and URLs) show the event's own bytes or pipeline count.
-          const bytes = model.local && e.phase === 'download' ? localFolderBytes(model.url) : null;
-          const read = bytes ? `${formatBytes(bytes.read)} of ${formatBytes(bytes.total)} read` : '';
-          this.progress.update(e, read || undefined);
-          if (e.detail) this.ui.status.textContent = `Loading the model: ${e.detail}${read ? ` (${read})` : ''}`;
-          // 'auto' passes over software adapters (SwiftShader) and missing WebGPU: say why, once.
-          if (e.detail && /using the CPU backend/.test(e.detail)) fallback = e.detail;
+      const asr = this.deps.load(
+        {
+          model: model.url,
+          backend: backend as LoadOptions['backend'],
+          kvPrecision,
+          // Each run passes its own policy; loading checks only what the first run needs
+          // (a folder without heads.json loads for the full cache).
+          policy: this.plan()[0].policy,
+          budget: 0.2,
+          onProgress: (e) => {
+            // A folder from disk counts the bytes its readers take, files' headers included; other
+            // phases (and URLs) show the event's own bytes or pipeline count.
+            const bytes = model.local && e.phase === 'download' ? localFolderBytes(model.url) : null;
+            const read = bytes ? `${formatBytes(bytes.read)} of ${formatBytes(bytes.total)} read` : '';
+            this.progress.update(e, read || undefined);
+            if (e.detail) this.ui.status.textContent = `Loading the model: ${e.detail}${read ? ` (${read})` : ''}`;
+            // 'auto' passes over software adapters (SwiftShader) and missing WebGPU: say why, once.
+            if (e.detail && /using the CPU backend/.test(e.detail)) fallback = e.detail;
+          },
         },
-      }, model.local);
+        model.local,
+      );
       this.transcriber = { key, asr };
       asr.then(
         (a) => {
@@ -287,7 +321,10 @@ export class App {
   private plan(): { policy: PolicyName; budget: number; title: string; key: string }[] {
     const policy = this.ui.policy.value as PolicyName;
     const budget = Number(this.ui.budget.value);
-    const label = (p: PolicyName, b: number) => (p === 'full' ? 'Full cache' : `${this.ui.policy.querySelector(`option[value="${p}"]`)?.textContent?.split(' — ')[0] ?? p} at ${Math.round(b * 100)} % GPU`);
+    const label = (p: PolicyName, b: number) =>
+      p === 'full'
+        ? 'Full cache'
+        : `${this.ui.policy.querySelector(`option[value="${p}"]`)?.textContent?.split(' — ')[0] ?? p} at ${Math.round(b * 100)} % GPU`;
     if (!this.ui.compare.checked) return [{ policy, budget, title: label(policy, budget), key: 'main' }];
     const other: PolicyName = policy === 'full' ? 'wnw' : policy;
     return [
@@ -313,11 +350,21 @@ export class App {
       const results: TranscriptionResult[] = [];
       for (let i = 0; i < runs.length && !abort.signal.aborted; i++) {
         const last = i === runs.length - 1;
-        const r = await this.runOne(asr, audio, clip, runs[i], panes[i], abort.signal, runs.length > 1 ? ` (${i + 1} of ${runs.length})` : '', !last);
+        const r = await this.runOne(
+          asr,
+          audio,
+          clip,
+          runs[i],
+          panes[i],
+          abort.signal,
+          runs.length > 1 ? ` (${i + 1} of ${runs.length})` : '',
+          !last,
+        );
         results.push(r);
         if (r.error) break;
       }
-      if (results.length === 2 && !results[1].error) this.ui.status.textContent = compareLine(results[0], results[1], this.deps.wer);
+      if (results.length === 2 && !results[1].error)
+        this.ui.status.textContent = compareLine(results[0], results[1], this.deps.wer);
       if (!results.length && abort.signal.aborted) {
         // Stopped while the model was still loading: nothing was transcribed.
         panes.forEach((p) => p.failed('not run'));
@@ -388,7 +435,10 @@ export class App {
     }
     if (result.error) {
       this.show(describeError(result.error, this.context()));
-      this.ui.status.textContent = (result.error as { code?: string }).code === 'CANCELLED' ? 'Stopped; partial transcript kept.' : 'Stopped by an error; partial transcript kept.';
+      this.ui.status.textContent =
+        (result.error as { code?: string }).code === 'CANCELLED'
+          ? 'Stopped; partial transcript kept.'
+          : 'Stopped by an error; partial transcript kept.';
     } else {
       this.ui.status.textContent = `Done${suffix}: ${result.stats.decodeSteps} tokens in ${((performance.now() - t0) / 1000).toFixed(1)} s.`;
     }

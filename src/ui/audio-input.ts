@@ -53,9 +53,14 @@ export function wireRecorder(button: HTMLButtonElement, timer: HTMLElement, cb: 
     }
     let stream: MediaStream;
     try {
-      stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false } });
+      stream = await navigator.mediaDevices.getUserMedia({
+        audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false },
+      });
     } catch (e) {
-      cb.onError('The microphone is not available', `The browser refused access (${e instanceof Error ? e.message : String(e)}). Allow the microphone for this page and try again.`);
+      cb.onError(
+        'The microphone is not available',
+        `The browser refused access (${e instanceof Error ? e.message : String(e)}). Allow the microphone for this page and try again.`,
+      );
       return;
     }
     const chunks: Blob[] = [];
@@ -76,7 +81,10 @@ export function wireRecorder(button: HTMLButtonElement, timer: HTMLElement, cb: 
     recorder.start(1000);
     button.textContent = '■ Stop recording';
     button.setAttribute('aria-pressed', 'true');
-    ticker = window.setInterval(() => (timer.textContent = `recording ${formatSeconds((performance.now() - started) / 1000)}`), 500);
+    ticker = window.setInterval(
+      () => (timer.textContent = `recording ${formatSeconds((performance.now() - started) / 1000)}`),
+      500,
+    );
   });
 }
 
@@ -84,7 +92,11 @@ export function wireRecorder(button: HTMLButtonElement, timer: HTMLElement, cb: 
 /** Site-root URLs (samples.json and what it lists) resolve against Vite's base, so the demo works under a sub-path too. */
 export const siteUrl = (path: string) => new URL(`${import.meta.env.BASE_URL}${path}`, location.href);
 
-export async function wireSamples(select: HTMLSelectElement, use: HTMLButtonElement, cb: InputCallbacks): Promise<SampleEntry[]> {
+export async function wireSamples(
+  select: HTMLSelectElement,
+  use: HTMLButtonElement,
+  cb: InputCallbacks,
+): Promise<SampleEntry[]> {
   let samples: SampleEntry[] = [];
   try {
     const res = await fetch(siteUrl('samples.json'));

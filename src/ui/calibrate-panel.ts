@@ -7,7 +7,15 @@
  * result in this browser beside the cached weights: the next visit finds it and goes
  * straight to WnW.
  */
-import { clipsFromFiles, forwardsPerClip, headsState, siteClips, startCalibration, type CalibrationProgress, type CalibrationRun } from '../calibrate/browser.js';
+import {
+  clipsFromFiles,
+  forwardsPerClip,
+  headsState,
+  siteClips,
+  startCalibration,
+  type CalibrationProgress,
+  type CalibrationRun,
+} from '../calibrate/browser.js';
 import type { ModelConfig } from '../model/config.js';
 import { siteUrl } from './audio-input.js';
 import type { ChosenModel } from './model-source.js';
@@ -65,7 +73,12 @@ export class CalibratePanel {
       const own = this.ui.root.querySelector<HTMLInputElement>('input[name="calibrate-source"][value="own"]');
       if (own && this.ui.files.files?.length) own.checked = true;
     });
-    for (const c of [this.ui.count, this.ui.directions, this.ui.files, ...Array.from(this.ui.root.querySelectorAll('input[name="calibrate-source"]'))]) {
+    for (const c of [
+      this.ui.count,
+      this.ui.directions,
+      this.ui.files,
+      ...Array.from(this.ui.root.querySelectorAll('input[name="calibrate-source"]')),
+    ]) {
       c.addEventListener('change', () => this.showExpectation());
     }
   }
@@ -103,7 +116,10 @@ export class CalibratePanel {
   }
 
   private source(): 'site' | 'own' {
-    return (this.ui.root.querySelector<HTMLInputElement>('input[name="calibrate-source"]:checked')?.value as 'site' | 'own') ?? 'site';
+    return (
+      (this.ui.root.querySelector<HTMLInputElement>('input[name="calibrate-source"]:checked')?.value as
+        'site' | 'own') ?? 'site'
+    );
   }
 
   /** The cost before starting, in forwards of the decoder; their time is measured once the run begins. */
@@ -111,7 +127,8 @@ export class CalibratePanel {
     if (!this.model) return;
     const c = this.model.config;
     const M = Number(this.ui.directions.value);
-    const clips = this.source() === 'site' ? Number(this.ui.count.value) : ownClipCount(Array.from(this.ui.files.files ?? []));
+    const clips =
+      this.source() === 'site' ? Number(this.ui.count.value) : ownClipCount(Array.from(this.ui.files.files ?? []));
     const per = forwardsPerClip(c, M);
     this.ui.expect.textContent =
       `Each clip costs ${per.toFixed(0)} forwards of the decoder (${c.numLayers} layers × ${c.numKvHeads} KV heads, ${M} direction${M === 1 ? '' : 's'} each), ` +
@@ -133,10 +150,14 @@ export class CalibratePanel {
     this.ui.headsText.textContent = '';
     this.ui.root.dataset.state = 'calibrating';
     try {
-      const clips = this.source() === 'site' ? await siteClips(SITE_CALIBRATION(), Number(this.ui.count.value)) : await clipsFromFiles(Array.from(this.ui.files.files ?? []));
+      const clips =
+        this.source() === 'site'
+          ? await siteClips(SITE_CALIBRATION(), Number(this.ui.count.value))
+          : await clipsFromFiles(Array.from(this.ui.files.files ?? []));
       const language = this.ui.language.value.trim() || undefined;
       this.run = startCalibration(target.m.url, clips, {
-        directions: Number(this.ui.directions.value), language,
+        directions: Number(this.ui.directions.value),
+        language,
         onStatus: (text) => (this.ui.runText.textContent = text),
         onProgress: (p) => this.showProgress(p),
       });
@@ -148,13 +169,17 @@ export class CalibratePanel {
         ? `Calibrated for WnW in ${formatSeconds(r.seconds)}: the heads are stored in this browser with the cached weights, and WnW uses them from now on.`
         : `Calibrated in ${formatSeconds(r.seconds)}, but this browser cannot store the result (no private storage, or a folder it cannot identify): save heads.json into the folder.`;
       if (this.ui.download.href) URL.revokeObjectURL(this.ui.download.href);
-      this.ui.download.href = URL.createObjectURL(new Blob([JSON.stringify(r.heads, null, 1) + '\n'], { type: 'application/json' }));
+      this.ui.download.href = URL.createObjectURL(
+        new Blob([JSON.stringify(r.heads, null, 1) + '\n'], { type: 'application/json' }),
+      );
       this.ui.download.hidden = false;
       this.cb.onCalibrated(r.stored);
     } catch (e) {
       this.ui.root.dataset.state = 'none';
       const stopped = (e as { code?: string }).code === 'CANCELLED';
-      this.ui.runText.textContent = stopped ? 'stopped: the finished clips are kept, and the next run resumes from them' : 'failed';
+      this.ui.runText.textContent = stopped
+        ? 'stopped: the finished clips are kept, and the next run resumes from them'
+        : 'failed';
       if (!stopped) this.cb.onError(e);
     } finally {
       this.run = null;
@@ -167,7 +192,12 @@ export class CalibratePanel {
 
   private showProgress(p: CalibrationProgress): void {
     this.ui.runBar.value = p.fraction;
-    const left = p.fraction >= 1 ? 'writing heads.json…' : p.secondsLeft === null ? 'timing the first forward…' : `about ${formatSeconds(p.secondsLeft)} left`;
+    const left =
+      p.fraction >= 1
+        ? 'writing heads.json…'
+        : p.secondsLeft === null
+          ? 'timing the first forward…'
+          : `about ${formatSeconds(p.secondsLeft)} left`;
     this.ui.runText.textContent = `clip ${p.clip} of ${p.clips} (${p.id}) · ${Math.round(p.fraction * 100)} % · ${left}`;
     this.ui.runText.dataset.clip = String(p.clip);
     this.ui.headsBar.value = p.heads ? p.head / p.heads : 0;

@@ -9,7 +9,10 @@ const out = document.getElementById('out')!;
 const params = new URLSearchParams(location.search);
 
 async function firstSample(): Promise<string> {
-  const list = (await fetch(`${import.meta.env.BASE_URL}samples.json`).then((r) => (r.ok ? r.json() : []), () => [])) as { url: string }[];
+  const list = (await fetch(`${import.meta.env.BASE_URL}samples.json`).then(
+    (r) => (r.ok ? r.json() : []),
+    () => [],
+  )) as { url: string }[];
   if (!list.length) throw new Error('no sample clips on this server: pass ?clip=URL');
   return list[0].url;
 }

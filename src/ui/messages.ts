@@ -46,7 +46,10 @@ export function describeError(e: unknown, ctx: { policy: string; budget: number;
 
 function describe(e: unknown, ctx: { policy: string; budget: number; backend: string }): UiMessage {
   const code = typeof e === 'object' && e !== null && 'code' in e ? String((e as { code: unknown }).code) : '';
-  const body = e instanceof Error || (typeof e === 'object' && e !== null && 'message' in e) ? String((e as { message: unknown }).message) : String(e);
+  const body =
+    e instanceof Error || (typeof e === 'object' && e !== null && 'message' in e)
+      ? String((e as { message: unknown }).message)
+      : String(e);
   switch (code) {
     case 'NO_WEBGPU':
       return {
@@ -67,7 +70,12 @@ function describe(e: unknown, ctx: { policy: string; budget: number; backend: st
     case 'CONTEXT_TOO_LONG': {
       // A budget sizes the KV pool: it cannot shrink the prompt's prefill buffers.
       if ((e as { limit?: unknown }).limit === 'prompt-binding') {
-        return { level: 'error', title: 'This recording is too long for this device', body, hint: 'Split the recording into shorter parts and transcribe them one by one.' };
+        return {
+          level: 'error',
+          title: 'This recording is too long for this device',
+          body,
+          hint: 'Split the recording into shorter parts and transcribe them one by one.',
+        };
       }
       const next = lowerBudget(ctx.policy, ctx.budget);
       return {
@@ -78,7 +86,9 @@ function describe(e: unknown, ctx: { policy: string; budget: number; backend: st
           next === null
             ? 'Even the lowest budget does not fit: try a shorter clip, or close other tabs that use the GPU.'
             : `A lower GPU budget keeps less of the audio on the GPU; WnW recalls the rest from main memory when the transcript reaches it.`,
-        ...(next === null ? {} : { action: { kind: 'lower-budget', label: `Retry with WnW at budget ${next}`, budget: next } }),
+        ...(next === null
+          ? {}
+          : { action: { kind: 'lower-budget', label: `Retry with WnW at budget ${next}`, budget: next } }),
       };
     }
     case 'MODEL_TOO_BIG':
@@ -105,7 +115,11 @@ function describe(e: unknown, ctx: { policy: string; budget: number; backend: st
         action: { kind: 'reload-model', label: 'Reload the model' },
       };
     case 'CANCELLED':
-      return { level: 'info', title: 'Stopped', body: 'Transcription was cancelled. The transcript so far is kept below.' };
+      return {
+        level: 'info',
+        title: 'Stopped',
+        body: 'Transcription was cancelled. The transcript so far is kept below.',
+      };
     default:
       return {
         level: 'error',

@@ -5,7 +5,14 @@
  * src/backend/webgpu/fit.ts, which the loader uses too).
  */
 import { parseConfig, type ModelConfig } from '../model/config.js';
-import { audioTokensOf, checkFit, sureMemoryBytes, type DeviceLimits, type FitDevice, type FitVerdict } from '../backend/webgpu/fit.js';
+import {
+  audioTokensOf,
+  checkFit,
+  sureMemoryBytes,
+  type DeviceLimits,
+  type FitDevice,
+  type FitVerdict,
+} from '../backend/webgpu/fit.js';
 import { defaultTowerFormat, towerBytes, type TowerBytes } from '../encoder/sizing.js';
 import { parseWhisperEncoderConfig, type WhisperEncoderConfig } from '../encoder/whisper-config.js';
 import { ModelLoadError } from '../errors.js';
@@ -46,21 +53,31 @@ export async function summarizeModel(base: string, requested: WeightFormat = 'f3
   if (configLayout(json, file) === 'own') {
     const config = parseConfig(json, file);
     const weightFormat = decoderFormat(null, requested);
-    return { family: 'wnw (own layout)', config, weightFormat, weightBytes: decoderWeightBytes(config, weightFormat).total, tied: false };
+    return {
+      family: 'wnw (own layout)',
+      config,
+      weightFormat,
+      weightBytes: decoderWeightBytes(config, weightFormat).total,
+      tied: false,
+    };
   }
   const info = await readHfConfig(base, json);
   const marker = await readPackedMarker(base);
   const weightFormat = decoderFormat(marker, requested);
   const tied = info.tiedEmbeddings;
   const onnx = info.family.onnx ? await findOnnxAudioEncoder(base) : undefined;
-  const towerConfig = onnx ? undefined : towerConfigOf(() => parseWhisperEncoderConfig(info.family.audioConfig(json), file, info.family.encoder));
+  const towerConfig = onnx
+    ? undefined
+    : towerConfigOf(() => parseWhisperEncoderConfig(info.family.audioConfig(json), file, info.family.encoder));
   return {
     family: `${info.family.modelType} (Hugging Face${marker ? `, converted to ${marker.format}` : ''})`,
     config: info.config,
     weightFormat,
     weightBytes: decoderWeightBytes(info.config, weightFormat, tied).total,
     tied,
-    ...(towerConfig ? { audioTower: (f: WeightFormat) => towerBytes(towerConfig, info.family.encoder, info.config.hiddenSize, f) } : {}),
+    ...(towerConfig
+      ? { audioTower: (f: WeightFormat) => towerBytes(towerConfig, info.family.encoder, info.config.hiddenSize, f) }
+      : {}),
   };
 }
 
@@ -90,17 +107,39 @@ export function clipFit(s: ModelSummary, clip: ClipContext, device: FitDevice): 
   const audioTokens = audioTokensOf(s.config, clip.seconds);
   // The tower runs on the GPU only beside the WebGPU decoder, in the format the route would choose.
   const towerOf = device.limits ? s.audioTower : undefined;
-  const format = towerOf && defaultTowerFormat(s.weightFormat, (f) => s.weightBytes + towerOf(f).weightBytes + towerOf(f).batchBytes, sureMemoryBytes(device)).format;
+  const format =
+    towerOf &&
+    defaultTowerFormat(
+      s.weightFormat,
+      (f) => s.weightBytes + towerOf(f).weightBytes + towerOf(f).batchBytes,
+      sureMemoryBytes(device),
+    ).format;
   const audioTower = towerOf && format ? towerOf(format) : undefined;
-  return checkFit(s.config, { weightFormat: s.weightFormat, tied: s.tied, audioTokens, kvPrecision: clip.kvPrecision, budget: clip.budget, ...(audioTower ? { audioTower } : {}) }, device);
+  return checkFit(
+    s.config,
+    {
+      weightFormat: s.weightFormat,
+      tied: s.tied,
+      audioTokens,
+      kvPrecision: clip.kvPrecision,
+      budget: clip.budget,
+      ...(audioTower ? { audioTower } : {}),
+    },
+    device,
+  );
 }
 
 /** The adapter's per-buffer limits, or null without WebGPU or an adapter (the CPU backend runs then). */
-export async function adapterLimits(gpu: GPU | undefined = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu): Promise<DeviceLimits | null> {
+export async function adapterLimits(
+  gpu: GPU | undefined = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu,
+): Promise<DeviceLimits | null> {
   try {
     const adapter = await gpu?.requestAdapter();
     if (!adapter) return null;
-    return { maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize, maxBufferSize: adapter.limits.maxBufferSize };
+    return {
+      maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
+      maxBufferSize: adapter.limits.maxBufferSize,
+    };
   } catch {
     return null;
   }

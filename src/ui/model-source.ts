@@ -7,7 +7,14 @@
  */
 import type { KvPrecision } from '../kv/precision.js';
 import { filesToFolder, registerLocalFolder, releaseLocalFolder } from '../model/local-folder.js';
-import { adapterLimits, clipFit, summarizeModel, type ClipContext, type FitVerdict, type ModelSummary } from './model-fit.js';
+import {
+  adapterLimits,
+  clipFit,
+  summarizeModel,
+  type ClipContext,
+  type FitVerdict,
+  type ModelSummary,
+} from './model-fit.js';
 import type { DeviceLimits } from '../backend/webgpu/fit.js';
 import { formatBytes, formatSeconds } from './readouts.js';
 
@@ -75,7 +82,11 @@ export class ModelSource {
       const { name, files } = filesToFolder(Array.from(list));
       const url = registerLocalFolder(name, files);
       const bytes = files.reduce((a, [, f]) => a + f.size, 0);
-      void this.choose({ url, label: `${name} (${files.length} files, ${formatBytes(bytes)}, from this computer)`, local: true });
+      void this.choose({
+        url,
+        label: `${name} (${files.length} files, ${formatBytes(bytes)}, from this computer)`,
+        local: true,
+      });
     });
     // A folder given by the page's address is a served folder like one typed in: its summary (and the calibration offer, where it has no heads) show at once.
     if (describeInitial) void this.choose(initial, true);
@@ -110,10 +121,20 @@ export class ModelSource {
     const c = s.config;
     const rows: [string, string, string][] = [
       ['family', 'Family', s.family],
-      ['layers', 'Layers', `${c.numLayers} (hidden ${c.hiddenSize}, ${c.numHeads} heads / ${c.numKvHeads} KV heads of ${c.headDim})`],
+      [
+        'layers',
+        'Layers',
+        `${c.numLayers} (hidden ${c.hiddenSize}, ${c.numHeads} heads / ${c.numKvHeads} KV heads of ${c.headDim})`,
+      ],
       ['format', 'Weight format', `${s.weightFormat}${s.tied ? ', tied embedding' : ''}`],
       ['weights', 'Decoder weights', formatBytes(s.weightBytes)],
-      ['runs', 'Runs', local ? 'in this page (a folder from disk is read here, not in the background worker)' : 'in the background worker'],
+      [
+        'runs',
+        'Runs',
+        local
+          ? 'in this page (a folder from disk is read here, not in the background worker)'
+          : 'in the background worker',
+      ],
     ];
     this.ui.info.replaceChildren(
       ...rows.flatMap(([key, k, v]) => {
@@ -130,7 +151,8 @@ export class ModelSource {
 
   /** While a run loads or uses the model, the model stays as it is. */
   setDisabled(disabled: boolean): void {
-    for (const c of [this.ui.shipped, this.ui.url, this.ui.dir, ...Array.from(this.ui.form.querySelectorAll('button'))]) c.disabled = disabled;
+    for (const c of [this.ui.shipped, this.ui.url, this.ui.dir, ...Array.from(this.ui.form.querySelectorAll('button'))])
+      c.disabled = disabled;
   }
 
   /** Re-judges the fit for the current clip, KV precision, budget and backend (called when any changes). */
@@ -143,7 +165,11 @@ export class ModelSource {
       const { seconds, kvPrecision, budget, backend } = this.cb.context();
       const secs = seconds > 0 ? seconds : DEFAULT_SECONDS;
       const deviceMemoryGiB = (navigator as Navigator & { deviceMemory?: number }).deviceMemory;
-      const v = clipFit(s, { seconds: secs, kvPrecision, budget }, { limits: backend === 'cpu' ? null : limits, deviceMemoryGiB });
+      const v = clipFit(
+        s,
+        { seconds: secs, kvPrecision, budget },
+        { limits: backend === 'cpu' ? null : limits, deviceMemoryGiB },
+      );
       this.ui.fit.textContent = `For ${seconds > 0 ? 'this clip' : 'a clip'} of ${formatSeconds(secs)}: ${v.text}`;
       this.ui.fit.dataset.fits = v.fits === null ? 'unknown' : String(v.fits);
       this.ui.fit.hidden = false;

@@ -35,7 +35,10 @@ export function formatSeconds(s: number): string {
 
 export class ProgressView {
   /** `note`: the phase's last bytes or count. */
-  private readonly bars = new Map<ProgressPhase, { box: HTMLElement; bar: HTMLProgressElement; pct: HTMLElement; note?: string }>();
+  private readonly bars = new Map<
+    ProgressPhase,
+    { box: HTMLElement; bar: HTMLProgressElement; pct: HTMLElement; note?: string }
+  >();
 
   constructor(root: HTMLElement) {
     for (const [phase, label] of PHASES) {

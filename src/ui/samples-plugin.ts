@@ -33,7 +33,7 @@ export function wavSeconds(path: string): number | null {
     const n = readSync(fd, head, 0, head.length, 0);
     if (n < 12 || head.toString('ascii', 0, 4) !== 'RIFF' || head.toString('ascii', 8, 12) !== 'WAVE') return null;
     let byteRate = 0;
-    for (let p = 12; p + 8 <= n; ) {
+    for (let p = 12; p + 8 <= n;) {
       const id = head.toString('ascii', p, p + 4);
       const size = head.readUInt32LE(p + 4);
       if (id === 'fmt ' && p + 16 <= n) byteRate = head.readUInt32LE(p + 16);
@@ -58,7 +58,13 @@ export function listSamples(publicDir: string): SampleEntry[] {
       if (!AUDIO.test(name)) continue;
       const base = name.replace(AUDIO, '');
       const ref = existsSync(join(dir, `${base}.txt`)) ? `${urlDir}/${base}.txt` : null;
-      out.push({ url: `${urlDir}/${name}`, group, name: base, seconds: /\.wav$/i.test(name) ? wavSeconds(join(dir, name)) : null, reference: ref });
+      out.push({
+        url: `${urlDir}/${name}`,
+        group,
+        name: base,
+        seconds: /\.wav$/i.test(name) ? wavSeconds(join(dir, name)) : null,
+        reference: ref,
+      });
     }
   };
   scan(join(publicDir, 'samples'), 'samples', 'samples');
@@ -88,11 +94,20 @@ export function samplesPlugin(): Plugin {
       });
     },
     generateBundle() {
-      this.emitFile({ type: 'asset', fileName: 'samples.json', source: JSON.stringify(listSamples(publicDir), null, 1) });
+      this.emitFile({
+        type: 'asset',
+        fileName: 'samples.json',
+        source: JSON.stringify(listSamples(publicDir), null, 1),
+      });
       // The demo's "calibrate for WnW" fetches the calibration set beside the page (the dev server serves it from the repository).
       if (existsSync(CALIBRATION)) {
         for (const name of readdirSync(CALIBRATION)) {
-          if (/\.(wav|json)$/.test(name)) this.emitFile({ type: 'asset', fileName: `${CALIBRATION}/${name}`, source: readFileSync(join(CALIBRATION, name)) });
+          if (/\.(wav|json)$/.test(name))
+            this.emitFile({
+              type: 'asset',
+              fileName: `${CALIBRATION}/${name}`,
+              source: readFileSync(join(CALIBRATION, name)),
+            });
         }
       }
     },

@@ -5,7 +5,15 @@
  * also works while the engine is busy in a computation that never yields to the worker.
  */
 import { CancelledError, DeviceLostError, WnwError, type WnwErrorCode } from '../errors.js';
-import type { AudioInput, LoadOptions, PolicyName, StepStats, TranscribeOptions, Transcriber, TranscriptionResult } from '../types.js';
+import type {
+  AudioInput,
+  LoadOptions,
+  PolicyName,
+  StepStats,
+  TranscribeOptions,
+  Transcriber,
+  TranscriptionResult,
+} from '../types.js';
 import type { FromWorker, SerializedError, ToWorker, WorkerAudio, WorkerLoadOptions } from './protocol.js';
 
 /** Rebuilds a typed error: `code` and the extra fields survive; CancelledError and DeviceLostError keep their class (and text) for instanceof checks. */
@@ -23,7 +31,10 @@ export function deserializeError(s: SerializedError): Error {
 function toWorkerAudio(input: AudioInput): WorkerAudio {
   if (input instanceof ArrayBuffer || input instanceof Uint8Array || input instanceof Float32Array) return input;
   if (typeof Blob !== 'undefined' && input instanceof Blob) return input;
-  throw new WnwError('BAD_ARGUMENT', 'In a worker, pass a File/Blob, ArrayBuffer or a 16 kHz mono Float32Array; decode AudioBuffers on the page first.');
+  throw new WnwError(
+    'BAD_ARGUMENT',
+    'In a worker, pass a File/Blob, ArrayBuffer or a 16 kHz mono Float32Array; decode AudioBuffers on the page first.',
+  );
 }
 
 export function defaultWorker(): Worker {
@@ -50,7 +61,8 @@ class Session {
     // A worker that fails to start (bad URL, syntax error) only reports an ErrorEvent: fail every pending call with it.
     worker.addEventListener('error', (e: ErrorEvent) => {
       this.crashed = new Error(`the transcription worker failed: ${e.message || 'could not start'}`);
-      for (const h of this.handlers.values()) h({ type: 'failed', id: -1, error: { name: 'Error', message: this.crashed.message } });
+      for (const h of this.handlers.values())
+        h({ type: 'failed', id: -1, error: { name: 'Error', message: this.crashed.message } });
     });
     this.ready = new Promise<string>((resolve, reject) => {
       let kill: ReturnType<typeof setTimeout> | undefined;
@@ -103,7 +115,13 @@ interface Seen {
   steps: StepStats[];
 }
 
-function partialResult(seen: Seen, input: AudioInput, policy: PolicyName, budget: number, backend: string): TranscriptionResult {
+function partialResult(
+  seen: Seen,
+  input: AudioInput,
+  policy: PolicyName,
+  budget: number,
+  backend: string,
+): TranscriptionResult {
   const n = seen.steps.length;
   const mean = (f: (s: StepStats) => number) => (n ? seen.steps.reduce((a, s) => a + f(s), 0) / n : 0);
   const audioSeconds = input instanceof Float32Array ? input.length / 16000 : 0;
@@ -116,11 +134,27 @@ function partialResult(seen: Seen, input: AudioInput, policy: PolicyName, budget
     error: new CancelledError(seen.text),
     // Only what the page observed; the engine's own totals went down with the worker.
     stats: {
-      policy, budget, backend, audioSeconds, audioTokens: 0, decodeSteps: seen.tokens.length,
-      rGpu: mean((s) => s.rGpu), rGpuPeak: Math.max(0, ...seen.steps.map((s) => s.rGpu)), rGpuCpu: 0,
-      mbPerStep: mean((s) => s.bytesToGpu) / 1e6, mbPerStepMax: Math.max(0, ...seen.steps.map((s) => s.bytesToGpu)) / 1e6,
-      recallsPerStep: 0, releasesPerStep: 0, msPerToken: mean((s) => s.msPerToken), prefillMs: 0, encodeMs: 0,
-      gpuKvBytes: 0, cpuKvBytes: 0, textKvPages: seen.steps.at(-1)?.textKvPages ?? 0, realTimeFactor: 0, stoppedBy: 'cancelled',
+      policy,
+      budget,
+      backend,
+      audioSeconds,
+      audioTokens: 0,
+      decodeSteps: seen.tokens.length,
+      rGpu: mean((s) => s.rGpu),
+      rGpuPeak: Math.max(0, ...seen.steps.map((s) => s.rGpu)),
+      rGpuCpu: 0,
+      mbPerStep: mean((s) => s.bytesToGpu) / 1e6,
+      mbPerStepMax: Math.max(0, ...seen.steps.map((s) => s.bytesToGpu)) / 1e6,
+      recallsPerStep: 0,
+      releasesPerStep: 0,
+      msPerToken: mean((s) => s.msPerToken),
+      prefillMs: 0,
+      encodeMs: 0,
+      gpuKvBytes: 0,
+      cpuKvBytes: 0,
+      textKvPages: seen.steps.at(-1)?.textKvPages ?? 0,
+      realTimeFactor: 0,
+      stoppedBy: 'cancelled',
     },
   };
 }
@@ -160,9 +194,10 @@ export async function loadTranscriberInWorker(
         };
         const id = s.open((m) => {
           if (m.type === 'progress') onCallProgress?.(m.event);
-          else if (m.type === 'token') (seen.text += m.text, seen.tokens.push(m.token), onToken?.(m.text, m.token));
+          else if (m.type === 'token') ((seen.text += m.text), seen.tokens.push(m.token), onToken?.(m.text, m.token));
           else if (m.type === 'step') (seen.steps.push(m.stats), onStep?.(m.stats));
-          else if (m.type === 'result') (finish(), resolve({ ...m.result, ...(m.error ? { error: deserializeError(m.error) } : {}) }));
+          else if (m.type === 'result')
+            (finish(), resolve({ ...m.result, ...(m.error ? { error: deserializeError(m.error) } : {}) }));
           else if (m.type === 'failed') (finish(), reject(deserializeError(m.error)));
         });
         const onAbort = () => {
@@ -171,12 +206,27 @@ export async function loadTranscriberInWorker(
             finish();
             s.worker.terminate();
             if (session === s) session = new Session(makeWorker(), rest, onProgress);
-            resolve(partialResult(seen, input, opts.policy ?? options.policy ?? 'wnw', opts.budget ?? options.budget ?? 0.2, backend));
+            resolve(
+              partialResult(
+                seen,
+                input,
+                opts.policy ?? options.policy ?? 'wnw',
+                opts.budget ?? options.budget ?? 0.2,
+                backend,
+              ),
+            );
           }, CANCEL_GRACE_MS);
         };
         signal?.addEventListener('abort', onAbort, { once: true });
         // Tokens always come back, even without onToken: they are the partial transcript if the worker must be stopped.
-        s.send({ type: 'transcribe', id, audio: toWorkerAudio(input), options: callOptions, wantSteps: !!onStep, wantTokens: true });
+        s.send({
+          type: 'transcribe',
+          id,
+          audio: toWorkerAudio(input),
+          options: callOptions,
+          wantSteps: !!onStep,
+          wantTokens: true,
+        });
         if (signal?.aborted) onAbort();
       });
     },

@@ -8,7 +8,10 @@ import type { LoadOptions, ProgressEvent, StepStats, TranscribeOptions, Transcri
 /** Functions and AbortSignals do not cross postMessage: the load's signal becomes a cancel message. */
 export type WorkerLoadOptions = Omit<LoadOptions, 'onProgress' | 'signal'>;
 /** Functions do not cross postMessage: onLogits stays in-process only. */
-export type WorkerTranscribeOptions = Omit<TranscribeOptions, 'signal' | 'onToken' | 'onStep' | 'onProgress' | 'onLogits'>;
+export type WorkerTranscribeOptions = Omit<
+  TranscribeOptions,
+  'signal' | 'onToken' | 'onStep' | 'onProgress' | 'onLogits'
+>;
 /** What the worker can receive: bytes, a Blob, or 16 kHz mono samples (AudioBuffers do not transfer). */
 export type WorkerAudio = ArrayBuffer | Uint8Array | Blob | Float32Array;
 
@@ -22,7 +25,14 @@ export interface SerializedError {
 
 export type ToWorker =
   | { type: 'load'; id: number; options: WorkerLoadOptions }
-  | { type: 'transcribe'; id: number; audio: WorkerAudio; options: WorkerTranscribeOptions; wantSteps: boolean; wantTokens: boolean }
+  | {
+      type: 'transcribe';
+      id: number;
+      audio: WorkerAudio;
+      options: WorkerTranscribeOptions;
+      wantSteps: boolean;
+      wantTokens: boolean;
+    }
   | { type: 'cancel'; id: number }
   | { type: 'dispose'; id: number };
 

@@ -23,11 +23,18 @@ const post = (m: FromWorker, transfer: Transferable[] = []) => scope.postMessage
 async function handle(m: ToWorker): Promise<void> {
   switch (m.type) {
     case 'load': {
-      transcriber?.then((t) => t.dispose(), () => {});
+      transcriber?.then(
+        (t) => t.dispose(),
+        () => {},
+      );
       // A cancel message with the load's id aborts the load (the page's signal cannot be posted).
       const abort = new AbortController();
       running.set(m.id, abort);
-      const loading = loadTranscriber({ ...m.options, signal: abort.signal, onProgress: (event: ProgressEvent) => post({ type: 'progress', id: m.id, event }) });
+      const loading = loadTranscriber({
+        ...m.options,
+        signal: abort.signal,
+        onProgress: (event: ProgressEvent) => post({ type: 'progress', id: m.id, event }),
+      });
       transcriber = loading;
       try {
         post({ type: 'loaded', id: m.id, backend: (await loading).backend });

@@ -6,8 +6,17 @@ import type { DecoderWeights } from '../../src/model/weights.js';
 import type { AttentionRequest } from '../../src/kv/plan.js';
 
 /** Logits after the prompt of `N` audio embeddings and `tokens` generated after it. */
-export function denseLogits(config: ModelConfig, weights: DecoderWeights, audio: Float32Array, N: number, request: AttentionRequest, tokens: number[]): Float32Array {
-  const r = prefillLayers(config, weights, ropeFrequencies(config.headDim, config.ropeTheta), audio, N, request, { suffix: tokens });
+export function denseLogits(
+  config: ModelConfig,
+  weights: DecoderWeights,
+  audio: Float32Array,
+  N: number,
+  request: AttentionRequest,
+  tokens: number[],
+): Float32Array {
+  const r = prefillLayers(config, weights, ropeFrequencies(config.headDim, config.ropeTheta), audio, N, request, {
+    suffix: tokens,
+  });
   const D = config.hiddenSize;
   const n = promptLength(config, N) + tokens.length;
   const xn = new Float32Array(D);

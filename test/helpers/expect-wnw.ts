@@ -2,7 +2,10 @@
 import { expect } from 'vitest';
 
 /** A WnW decode finished: no error, some steps, part of the cache on the GPU side, stopped by eos or the cap. */
-export function expectWnwDecoded(r: { error?: unknown; stats: { policy: string; decodeSteps: number; rGpu: number; stoppedBy: string } }): void {
+export function expectWnwDecoded(r: {
+  error?: unknown;
+  stats: { policy: string; decodeSteps: number; rGpu: number; stoppedBy: string };
+}): void {
   expect(r.error).toBeUndefined();
   expect(r.stats.policy).toBe('wnw');
   expect(r.stats.decodeSteps).toBeGreaterThan(0);

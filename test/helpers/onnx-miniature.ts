@@ -26,7 +26,9 @@ export async function ensureOnnxEncoders(): Promise<string> {
   const tmp = `${dir}.tmp-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
-  execFileSync(PY, [join(ROOT, 'training/hf/onnx_encoder.py'), '--model', model, '--out', tmp], { stdio: ['ignore', 'ignore', 'pipe'] });
+  execFileSync(PY, [join(ROOT, 'training/hf/onnx_encoder.py'), '--model', model, '--out', tmp], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   writeFileSync(join(tmp, '.complete'), new Date().toISOString());
   if (existsSync(join(dir, '.complete'))) rmSync(tmp, { recursive: true, force: true });
   else {

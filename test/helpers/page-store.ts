@@ -4,7 +4,10 @@ import type { PageStorage } from '../../src/kv/residency.js';
 export class ArrayPageStorage implements PageStorage {
   readonly k: Float32Array;
   readonly v: Float32Array;
-  constructor(private readonly headDim: number, slots: number) {
+  constructor(
+    private readonly headDim: number,
+    slots: number,
+  ) {
     this.k = new Float32Array(slots * headDim);
     this.v = new Float32Array(slots * headDim);
   }

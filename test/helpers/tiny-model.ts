@@ -28,13 +28,33 @@ export function writeTinyModel(opts: { layers?: number; vocab?: number } = {}): 
   const vocab = opts.vocab ?? 64;
   const c = referenceConfig({ numLayers: opts.layers ?? 2, vocabSize: vocab, hiddenSize: 64, intermediateSize: 128 });
   const config = {
-    name: 'tiny-random', vocab_size: vocab, hidden_size: c.hiddenSize, intermediate_size: c.intermediateSize,
-    num_layers: c.numLayers, num_heads: c.numHeads, num_kv_heads: c.numKvHeads, head_dim: c.headDim,
-    rope_theta: c.ropeTheta, rms_norm_eps: c.rmsNormEps, max_positions: c.maxPositions,
-    tokens: { bos: 1, eos: 2, pad: 0 }, instruction: [3, 4],
+    name: 'tiny-random',
+    vocab_size: vocab,
+    hidden_size: c.hiddenSize,
+    intermediate_size: c.intermediateSize,
+    num_layers: c.numLayers,
+    num_heads: c.numHeads,
+    num_kv_heads: c.numKvHeads,
+    head_dim: c.headDim,
+    rope_theta: c.ropeTheta,
+    rms_norm_eps: c.rmsNormEps,
+    max_positions: c.maxPositions,
+    tokens: { bos: 1, eos: 2, pad: 0 },
+    instruction: [3, 4],
     audio: {
-      sample_rate: 16000, n_fft: 512, win_length: 400, hop_length: 160, n_mels: 80, f_min: 0, f_max: 8000,
-      mel_floor: 1e-6, mel_mean: -4, mel_std: 4, frames_per_token: 8, tokens_per_second: 12.5, encoder_window_frames: 1600,
+      sample_rate: 16000,
+      n_fft: 512,
+      win_length: 400,
+      hop_length: 160,
+      n_mels: 80,
+      f_min: 0,
+      f_max: 8000,
+      mel_floor: 1e-6,
+      mel_mean: -4,
+      mel_std: 4,
+      frames_per_token: 8,
+      tokens_per_second: 12.5,
+      encoder_window_frames: 1600,
     },
   };
   writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
@@ -42,7 +62,10 @@ export function writeTinyModel(opts: { layers?: number; vocab?: number } = {}): 
   const tensors: Record<string, { data: Float32Array; shape: number[] }> = {};
   for (const [name, shape] of decoderTensorShapes({ ...c, instruction: [3, 4] })) {
     const n = shape.reduce((a, b) => a * b, 1);
-    const data = shape.length === 1 ? randomArray(n, 0.1, r).map((x) => x + 1) : randomArray(n, name.startsWith('embed') ? 1 : Math.sqrt(3 / shape[1]), r);
+    const data =
+      shape.length === 1
+        ? randomArray(n, 0.1, r).map((x) => x + 1)
+        : randomArray(n, name.startsWith('embed') ? 1 : Math.sqrt(3 / shape[1]), r);
     tensors[name] = { data, shape };
   }
   // Make eos unlikely so runs reach the length guard or a cancel deterministically.
@@ -51,8 +74,12 @@ export function writeTinyModel(opts: { layers?: number; vocab?: number } = {}): 
   writeFileSync(join(dir, 'decoder.safetensors'), new Uint8Array(encodeSafeTensors(tensors)));
   const letters = 'abcdefghijklmnopqrstuvwxyz';
   const pieces = ['<pad>', '<s>', '</s>', '<transcribe>', '<|>', '<unk>'];
-  for (let i = pieces.length; i < vocab; i++) pieces.push((i % 3 === 0 ? '\u2581' : '') + letters[i % 26] + letters[(i * 7) % 26]);
-  writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify({ type: 'sentencepiece', model: 'bpe', pieces, bos: 1, eos: 2, pad: 0, unk: 5 }));
+  for (let i = pieces.length; i < vocab; i++)
+    pieces.push((i % 3 === 0 ? '\u2581' : '') + letters[i % 26] + letters[(i * 7) % 26]);
+  writeFileSync(
+    join(dir, 'tokenizer.json'),
+    JSON.stringify({ type: 'sentencepiece', model: 'bpe', pieces, bos: 1, eos: 2, pad: 0, unk: 5 }),
+  );
   const K = 8 * 80;
   const script = `
 import numpy as np, onnx
@@ -75,9 +102,13 @@ onnx.save(m, ${JSON.stringify(join(dir, 'encoder.onnx'))})
   const heads = kvHeadCount(c);
   const hr = rng(7);
   const file = buildHeadsFile({
-    model: 'tiny-random', numLayers: c.numLayers, numKvHeads: c.numKvHeads,
-    voiceScore: Array.from({ length: heads }, () => hr()), headSensitivity: Array.from({ length: heads }, () => hr()),
-    clipLengths: [250], segmentLength: segmentLength(c),
+    model: 'tiny-random',
+    numLayers: c.numLayers,
+    numKvHeads: c.numKvHeads,
+    voiceScore: Array.from({ length: heads }, () => hr()),
+    headSensitivity: Array.from({ length: heads }, () => hr()),
+    clipLengths: [250],
+    segmentLength: segmentLength(c),
   });
   writeFileSync(join(dir, 'heads.json'), JSON.stringify(file));
   return dir;

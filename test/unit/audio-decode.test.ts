@@ -11,7 +11,12 @@ function tone(n: number, f: number, sr: number, amp = 0.5): Float32Array {
 }
 
 function bufferLike(channels: Float32Array[], sampleRate: number): AudioBufferLike {
-  return { numberOfChannels: channels.length, sampleRate, length: channels[0].length, getChannelData: (i) => channels[i] };
+  return {
+    numberOfChannels: channels.length,
+    sampleRate,
+    length: channels[0].length,
+    getChannelData: (i) => channels[i],
+  };
 }
 
 function maxDiff(a: Float32Array, b: Float32Array, margin = 0): number {
@@ -80,7 +85,9 @@ describe('toMono16k', () => {
       decodeAudioData(data: ArrayBuffer): Promise<AudioBufferLike> {
         calls.push({ rate: this.rate, bytes: data.byteLength });
         // A browser returns the decoded audio at the context's rate.
-        return Promise.resolve(bufferLike([tone(this.rate, 500, this.rate), tone(this.rate, 500, this.rate)], this.rate));
+        return Promise.resolve(
+          bufferLike([tone(this.rate, 500, this.rate), tone(this.rate, 500, this.rate)], this.rate),
+        );
       }
     }
     (globalThis as Record<string, unknown>)['OfflineAudioContext'] = FakeOffline;

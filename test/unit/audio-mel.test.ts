@@ -9,7 +9,18 @@ import { resample } from '../../src/audio/resample.js';
 import { downmix } from '../../src/audio/downmix.js';
 import { tempDir } from '../helpers/temp.js';
 
-const P: MelParams = { sampleRate: 16000, nFft: 512, winLength: 400, hopLength: 160, nMels: 80, fMin: 0, fMax: 8000, melFloor: 1e-6, melMean: -4.5, melStd: 3.2 };
+const P: MelParams = {
+  sampleRate: 16000,
+  nFft: 512,
+  winLength: 400,
+  hopLength: 160,
+  nMels: 80,
+  fMin: 0,
+  fMax: 8000,
+  melFloor: 1e-6,
+  melMean: -4.5,
+  melStd: 3.2,
+};
 
 function noise(n: number, seed = 1): Float32Array {
   let s = seed >>> 0;
@@ -32,7 +43,8 @@ function naiveMel(x: Float32Array, p: MelParams): Float64Array[] {
   const T = Math.floor(n / p.hopLength);
   const bins = p.nFft / 2 + 1;
   const mels: number[] = [];
-  for (let i = 0; i < p.nMels + 2; i++) mels.push(hzToMel(p.fMin) + ((hzToMel(p.fMax) - hzToMel(p.fMin)) * i) / (p.nMels + 1));
+  for (let i = 0; i < p.nMels + 2; i++)
+    mels.push(hzToMel(p.fMin) + ((hzToMel(p.fMax) - hzToMel(p.fMin)) * i) / (p.nMels + 1));
   const hz = mels.map(melToHz);
   const out: Float64Array[] = [];
   for (let m = 0; m < p.nMels; m++) out.push(new Float64Array(T));
@@ -97,7 +109,8 @@ describe('LogMel', () => {
     const got = new LogMel(P).compute(x);
     const T = ref[0].length;
     let maxErr = 0;
-    for (let m = 0; m < P.nMels; m++) for (let t = 0; t < T; t++) maxErr = Math.max(maxErr, Math.abs(got[m * T + t] - ref[m][t]));
+    for (let m = 0; m < P.nMels; m++)
+      for (let t = 0; t < T; t++) maxErr = Math.max(maxErr, Math.abs(got[m * T + t] - ref[m][t]));
     expect(maxErr).toBeLessThan(1e-5);
   });
 

@@ -22,7 +22,8 @@ const CLIP = join(MODEL, 'fixtures', 'clip1.wav'); // 9 s of speech, 16 kHz mono
 const dir = tempDir('wnw-formats-');
 const at = (name: string) => join(dir, name);
 const sox = (...args: string[]) => execFileSync('sox', args, { stdio: 'pipe' });
-const ffmpeg = (...args: string[]) => execFileSync('ffmpeg', ['-nostdin', '-v', 'error', '-y', ...args], { stdio: 'pipe' });
+const ffmpeg = (...args: string[]) =>
+  execFileSync('ffmpeg', ['-nostdin', '-v', 'error', '-y', ...args], { stdio: 'pipe' });
 
 /** The files, by name: what made them and how they are encoded. */
 const MADE: Record<string, () => void> = {
@@ -42,7 +43,14 @@ const bytes = (name: string) => new Uint8Array(readFileSync(at(name)));
  * frames differently (10 dB apart on the waveform, though it sounds the same).
  */
 function ffmpegDecoded(name: string): Uint8Array {
-  ffmpeg(...(name.endsWith('.opus') ? ['-c:a', 'libopus'] : []), '-i', at(name), '-c:a', 'pcm_f32le', at(`${name}.ffmpeg.wav`));
+  ffmpeg(
+    ...(name.endsWith('.opus') ? ['-c:a', 'libopus'] : []),
+    '-i',
+    at(name),
+    '-c:a',
+    'pcm_f32le',
+    at(`${name}.ffmpeg.wav`),
+  );
   return bytes(`${name}.ffmpeg.wav`);
 }
 
@@ -70,7 +78,12 @@ function melAgreement(ref: Float32Array, y: Float32Array): { corr: number; meanD
   const b = logMel(aligned(ref, y), audio);
   const bands = Math.round((audio.nMels * hzToMel(4000)) / hzToMel(audio.fMax));
   const T = Math.min(a.frames, b.frames);
-  let n = 0, sa = 0, sb = 0, sab = 0, saa = 0, sbb = 0;
+  let n = 0,
+    sa = 0,
+    sb = 0,
+    sab = 0,
+    saa = 0,
+    sbb = 0;
   for (let m = 0; m < bands; m++) {
     for (let t = 0; t < T; t++) {
       const u = a.data[m * a.frames + t];
@@ -83,7 +96,10 @@ function melAgreement(ref: Float32Array, y: Float32Array): { corr: number; meanD
       sbb += v * v;
     }
   }
-  return { corr: (sab - (sa * sb) / n) / Math.sqrt((saa - (sa * sa) / n) * (sbb - (sb * sb) / n)), meanDiff: (sb - sa) / n };
+  return {
+    corr: (sab - (sa * sb) / n) / Math.sqrt((saa - (sa * sa) / n) * (sbb - (sb * sb) / n)),
+    meanDiff: (sb - sa) / n,
+  };
 }
 
 async function rejection(input: Uint8Array): Promise<AudioError> {
@@ -116,7 +132,7 @@ describe('compressed audio in Node', () => {
     expect(sniffFormat(new TextEncoder().encode('{"name": "wnw"}'))).toBeUndefined();
   });
 
-  it('decodes FLAC to the WAV\'s samples, but for the decoder\'s int-to-float scale', async () => {
+  it("decodes FLAC to the WAV's samples, but for the decoder's int-to-float scale", async () => {
     const y = await toMono16k(bytes('sox.flac'));
     expect(y.length).toBe(wav.length);
     // The decoder divides 16-bit samples by 32767, the WAV reader by 32768: under 1 LSB apart.
@@ -156,7 +172,13 @@ describe('compressed audio in Node', () => {
   }
 
   it('fails a file cut off inside its header with BAD_AUDIO naming the format', async () => {
-    const names: Record<string, RegExp> = { 'sox.flac': /^FLAC:/, 'sox.mp3': /^MP3:/, 'sox.ogg': /^Ogg Vorbis:/, 'ffmpeg.opus': /^Ogg Opus:/, 'ffmpeg-48k.m4a': /^M4A\/AAC:/ };
+    const names: Record<string, RegExp> = {
+      'sox.flac': /^FLAC:/,
+      'sox.mp3': /^MP3:/,
+      'sox.ogg': /^Ogg Vorbis:/,
+      'ffmpeg.opus': /^Ogg Opus:/,
+      'ffmpeg-48k.m4a': /^M4A\/AAC:/,
+    };
     for (const [name, format] of Object.entries(names)) {
       const e = await rejection(bytes(name).subarray(0, 100));
       expect(e.message, name).toMatch(format);
@@ -165,7 +187,12 @@ describe('compressed audio in Node', () => {
   });
 
   it('fails a file with a damaged stretch with BAD_AUDIO naming the format', async () => {
-    const names: Record<string, RegExp> = { 'sox.flac': /^FLAC: the file is truncated or corrupt/, 'sox.mp3': /^MP3: the file is corrupt/, 'sox.ogg': /^Ogg Vorbis: the file is corrupt/, 'ffmpeg.opus': /^Ogg Opus: the file is corrupt/ };
+    const names: Record<string, RegExp> = {
+      'sox.flac': /^FLAC: the file is truncated or corrupt/,
+      'sox.mp3': /^MP3: the file is corrupt/,
+      'sox.ogg': /^Ogg Vorbis: the file is corrupt/,
+      'ffmpeg.opus': /^Ogg Opus: the file is corrupt/,
+    };
     for (const [name, message] of Object.entries(names)) {
       const b = bytes(name);
       for (let i = b.length >> 2; i < (b.length >> 2) + 3000; i++) b[i] = (i * 7919) & 255;
@@ -175,7 +202,9 @@ describe('compressed audio in Node', () => {
 
   it('reads a FLAC cut off mid-stream only as far as a truncation error', async () => {
     const b = bytes('sox.flac');
-    expect((await rejection(b.subarray(0, b.length >> 1))).message).toMatch(/^FLAC: the file is truncated or corrupt: \d+ of the \d+ samples/);
+    expect((await rejection(b.subarray(0, b.length >> 1))).message).toMatch(
+      /^FLAC: the file is truncated or corrupt: \d+ of the \d+ samples/,
+    );
   });
 
   it('reads an Ogg file cut off mid-stream up to its last whole page, as a cut-off WAV is read', async () => {
@@ -197,7 +226,9 @@ describe('compressed audio in Node', () => {
   });
 
   it('names the formats it reads for a file that is none of them', async () => {
-    expect((await rejection(new TextEncoder().encode('{"name": "wnw"}'))).message).toMatch(/^Not an audio format wnw reads: .*WAV, MP3, FLAC, Ogg Vorbis, Ogg Opus and M4A\/AAC/);
+    expect((await rejection(new TextEncoder().encode('{"name": "wnw"}'))).message).toMatch(
+      /^Not an audio format wnw reads: .*WAV, MP3, FLAC, Ogg Vorbis, Ogg Opus and M4A\/AAC/,
+    );
   });
 });
 
@@ -205,7 +236,7 @@ describe('the reference model on each format', () => {
   // The tiny reference model is fragile: lossy coding alone changes its transcript of this
   // clip. What the decoders owe is the transcript of the codec's output, which ffmpeg's
   // decoding of the same file gives.
-  it('gives the WAV\'s tokens for FLAC, and ffmpeg\'s decoding\'s tokens for MP3 and Opus', async () => {
+  it("gives the WAV's tokens for FLAC, and ffmpeg's decoding's tokens for MP3 and Opus", async () => {
     const asr = await loadTranscriber({ model: MODEL, backend: 'cpu', policy: 'full' });
     try {
       const tokens = async (input: Uint8Array) => (await asr.transcribe(await toMono16k(input))).tokens;
@@ -216,7 +247,9 @@ describe('the reference model on each format', () => {
         const got = await tokens(bytes(name));
         expect(got, name).toEqual(await tokens(ffmpegDecoded(name)));
         const same = got.length === ref.length && got.every((t, i) => t === ref[i]);
-        console.info(`${name}: ${same ? 'the same tokens as the WAV' : `not the WAV's tokens (${got.length} tokens against ${ref.length})`}`);
+        console.info(
+          `${name}: ${same ? 'the same tokens as the WAV' : `not the WAV's tokens (${got.length} tokens against ${ref.length})`}`,
+        );
       }
     } finally {
       asr.dispose();

@@ -10,7 +10,8 @@ function tone(n: number, f: number, sr: number, amp = 0.5, phase = 0): Float32Ar
 /** Max abs error against the ideal tone, away from the zero-padded edges. */
 function toneError(y: Float32Array, f: number, sr: number, amp: number, phase: number, margin = 200): number {
   let e = 0;
-  for (let i = margin; i < y.length - margin; i++) e = Math.max(e, Math.abs(y[i] - amp * Math.sin((2 * Math.PI * f * i) / sr + phase)));
+  for (let i = margin; i < y.length - margin; i++)
+    e = Math.max(e, Math.abs(y[i] - amp * Math.sin((2 * Math.PI * f * i) / sr + phase)));
   return e;
 }
 
@@ -27,7 +28,13 @@ describe('resample', () => {
   });
 
   it('has round(n · to / from) output samples', () => {
-    for (const [n, from] of [[44100, 44100], [1000, 48000], [12345, 22050], [777, 8000], [5, 44056]] as const) {
+    for (const [n, from] of [
+      [44100, 44100],
+      [1000, 48000],
+      [12345, 22050],
+      [777, 8000],
+      [5, 44056],
+    ] as const) {
       expect(resample(new Float32Array(n), from, 16000).length).toBe(resampledLength(n, from, 16000));
       expect(resampledLength(n, from, 16000)).toBe(Math.round((n * 16000) / from));
     }

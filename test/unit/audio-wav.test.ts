@@ -9,7 +9,16 @@ function tone(n: number, f: number, sr: number, amp = 0.5, phase = 0): Float32Ar
 }
 
 /** A WAV built byte by byte, to test what encodeWav never writes (extensible, extra chunks, odd sizes). */
-function rawWav(opts: { format: number; bits: number; channels: number; rate: number; data: Uint8Array; extensibleSub?: number; extraChunk?: Uint8Array; dataSize?: number }): Uint8Array {
+function rawWav(opts: {
+  format: number;
+  bits: number;
+  channels: number;
+  rate: number;
+  data: Uint8Array;
+  extensibleSub?: number;
+  extraChunk?: Uint8Array;
+  dataSize?: number;
+}): Uint8Array {
   const parts: number[] = [];
   const u32 = (v: number) => parts.push(v & 0xff, (v >> 8) & 0xff, (v >> 16) & 0xff, (v >>> 24) & 0xff);
   const u16 = (v: number) => parts.push(v & 0xff, (v >> 8) & 0xff);
@@ -86,24 +95,44 @@ describe('WAV', () => {
 
   it('reads WAVE_FORMAT_EXTENSIBLE (float and PCM), skips other chunks with odd sizes', () => {
     const f = new Float32Array([0.25, -0.5, 1, 0]);
-    const wf = parseWav(rawWav({ format: 3, bits: 32, channels: 2, rate: 48000, data: new Uint8Array(f.buffer), extensibleSub: 3, extraChunk: Uint8Array.from([1, 2, 3]) }));
+    const wf = parseWav(
+      rawWav({
+        format: 3,
+        bits: 32,
+        channels: 2,
+        rate: 48000,
+        data: new Uint8Array(f.buffer),
+        extensibleSub: 3,
+        extraChunk: Uint8Array.from([1, 2, 3]),
+      }),
+    );
     expect(wf.sampleRate).toBe(48000);
     expect(Array.from(wf.channels[0])).toEqual([0.25, 1]);
     expect(Array.from(wf.channels[1])).toEqual([-0.5, 0]);
     const p = new Int16Array([16384, -16384]);
-    const wp = parseWav(rawWav({ format: 1, bits: 16, channels: 1, rate: 8000, data: new Uint8Array(p.buffer), extensibleSub: 1 }));
+    const wp = parseWav(
+      rawWav({ format: 1, bits: 16, channels: 1, rate: 8000, data: new Uint8Array(p.buffer), extensibleSub: 1 }),
+    );
     expect(Array.from(wp.channels[0])).toEqual([0.5, -0.5]);
   });
 
   it('reads float64 and mu-law / A-law', () => {
     const d = new Float64Array([0.125, -0.75]);
-    expect(Array.from(parseWav(rawWav({ format: 3, bits: 64, channels: 1, rate: 16000, data: new Uint8Array(d.buffer) })).channels[0])).toEqual([0.125, -0.75]);
+    expect(
+      Array.from(
+        parseWav(rawWav({ format: 3, bits: 64, channels: 1, rate: 16000, data: new Uint8Array(d.buffer) })).channels[0],
+      ),
+    ).toEqual([0.125, -0.75]);
     // G.711: 0xFF / 0xD5 are the codes for (near) zero; 0x80 / 0xAA the positive maxima.
-    const mu = parseWav(rawWav({ format: 7, bits: 8, channels: 1, rate: 8000, data: Uint8Array.from([0xff, 0x80, 0x00]) })).channels[0];
+    const mu = parseWav(
+      rawWav({ format: 7, bits: 8, channels: 1, rate: 8000, data: Uint8Array.from([0xff, 0x80, 0x00]) }),
+    ).channels[0];
     expect(mu[0]).toBe(0);
     expect(mu[1]).toBeCloseTo(32124 / 32768, 6);
     expect(mu[2]).toBeCloseTo(-32124 / 32768, 6);
-    const al = parseWav(rawWav({ format: 6, bits: 8, channels: 1, rate: 8000, data: Uint8Array.from([0xd5, 0xaa, 0x2a]) })).channels[0];
+    const al = parseWav(
+      rawWav({ format: 6, bits: 8, channels: 1, rate: 8000, data: Uint8Array.from([0xd5, 0xaa, 0x2a]) }),
+    ).channels[0];
     expect(Math.abs(al[0])).toBeLessThan(1e-3);
     expect(al[1]).toBeCloseTo(32256 / 32768, 6);
     expect(al[2]).toBeCloseTo(-32256 / 32768, 6);
@@ -114,7 +143,14 @@ describe('WAV', () => {
     const cut = full.subarray(0, 44 + 4 * 100 + 3); // 100 whole stereo frames and 3 stray bytes
     const w = parseWav(cut);
     expect(w.channels[0].length).toBe(100);
-    const streamed = rawWav({ format: 1, bits: 16, channels: 1, rate: 16000, data: new Uint8Array(20), dataSize: 0xffffffff });
+    const streamed = rawWav({
+      format: 1,
+      bits: 16,
+      channels: 1,
+      rate: 16000,
+      data: new Uint8Array(20),
+      dataSize: 0xffffffff,
+    });
     expect(parseWav(streamed).channels[0].length).toBe(10);
   });
 

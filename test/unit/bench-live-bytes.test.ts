@@ -4,7 +4,9 @@ import { deviation, measuredMarkdown, type MeasuredRow } from '../../src/bench/m
 
 /** A device whose buffers are plain objects: enough for the hook, which wraps createBuffer and destroy. */
 function fakeDevice(): GPUDevice {
-  return { createBuffer: (d: GPUBufferDescriptor) => ({ size: d.size, destroy: () => undefined }) } as unknown as GPUDevice;
+  return {
+    createBuffer: (d: GPUBufferDescriptor) => ({ size: d.size, destroy: () => undefined }),
+  } as unknown as GPUDevice;
 }
 
 describe('live GPU bytes (bench --memory --measure)', () => {
@@ -29,7 +31,15 @@ describe('live GPU bytes (bench --memory --measure)', () => {
   });
 
   it('sets the measured peak against the modelled one, phase by phase', () => {
-    const row: MeasuredRow = { layers: 1, audioTokens: 375, steps: 8, adapter: 'test', measured: { encode: 700, prefill: 1010, decode: 900 }, modelled: { encode: 800, prefill: 1000, decode: 950 }, weightBytes: 500 };
+    const row: MeasuredRow = {
+      layers: 1,
+      audioTokens: 375,
+      steps: 8,
+      adapter: 'test',
+      measured: { encode: 700, prefill: 1010, decode: 900 },
+      modelled: { encode: 800, prefill: 1000, decode: 950 },
+      weightBytes: 500,
+    };
     const d = deviation(row);
     expect(d.encode).toBeCloseTo(0.125, 10);
     expect(d.prefill).toBeCloseTo(0.01, 10);
@@ -37,6 +47,9 @@ describe('live GPU bytes (bench --memory --measure)', () => {
     expect(d.peak).toBeCloseTo(0.01, 10);
     expect(measuredMarkdown([row])).toContain('| 1 | 375 | 8 | 0.0 / 0.0 | 0.0 / 0.0 | 0.0 / 0.0 | 1.00 % |');
     // Where encoding is the larger phase, the peak is set against it.
-    expect(deviation({ ...row, measured: { ...row.measured, encode: 2200 }, modelled: { ...row.modelled, encode: 2000 } }).peak).toBeCloseTo(0.1, 10);
+    expect(
+      deviation({ ...row, measured: { ...row.measured, encode: 2200 }, modelled: { ...row.modelled, encode: 2000 } })
+        .peak,
+    ).toBeCloseTo(0.1, 10);
   });
 });

@@ -16,7 +16,8 @@ describe('bench --memory', () => {
     // the text at 4 generated tokens a second (its pages taken as they are generated, in growths of 8).
     const text = (seconds: number, instr: number) => Math.ceil(seconds * 4) + instr;
     // Segments (pages) of 2 s: 25 tokens for Voxtral, 50 for Omni.
-    const kvBytes = (heads: number, P: number, audio: number, textTokens: number) => heads * (Math.ceil(audio / P) + Math.ceil(textTokens / P)) * P * 128 * 2 * 2;
+    const kvBytes = (heads: number, P: number, audio: number, textTokens: number) =>
+      heads * (Math.ceil(audio / P) + Math.ceil(textTokens / P)) * P * 128 * 2 * 2;
     const voxKv = kvBytes(240, 25, 7500, text(600, 5));
     const omniKv = kvBytes(72, 50, 15000, text(600, 5));
     // The pool also holds positions, page tables and decode scratch: a few per cent more.
@@ -38,7 +39,8 @@ describe('bench --memory', () => {
 
   it("marks a row past the model's positions without sizing it, and sizes and marks one past a stated limit", () => {
     const rows = memoryTable('q4', 'f16', [10, 20, 30, 40, 50]);
-    const note = (model: string, minutes: number) => rows.find((r) => r.model.startsWith(model) && r.minutes === minutes)!;
+    const note = (model: string, minutes: number) =>
+      rows.find((r) => r.model.startsWith(model) && r.minutes === minutes)!;
     // Voxtral's 131,072 positions hold every length here; its card states 30 min for transcription, 40 for understanding.
     expect([10, 20, 30].map((m) => note('Voxtral', m).note)).toEqual([undefined, undefined, undefined]);
     expect(note('Voxtral', 40).note).toBe('past the stated 30 min transcription limit');

@@ -42,17 +42,33 @@ describe("the site's calibration set", () => {
 
   it('a site without the set says so, typed', async () => {
     vi.stubGlobal('fetch', async () => new Response('', { status: 404 }));
-    await expect(siteClips(new URL('https://site.example/calibration-data/'), 2)).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/calibration set is not there/) });
+    await expect(siteClips(new URL('https://site.example/calibration-data/'), 2)).rejects.toMatchObject({
+      code: 'BAD_ARGUMENT',
+      message: expect.stringMatching(/calibration set is not there/),
+    });
   });
 });
 
 describe("the user's own clips", () => {
   const json = (name: string, v: unknown) => new File([JSON.stringify(v)], name, { type: 'application/json' });
   const wav = (name: string) => new File([new Uint8Array(44)], name, { type: 'audio/wav' });
-  const clip = { text: 'ab cd', words: [{ word: 'ab', start: 0, end: 0.4 }, { word: 'cd', start: 0.4, end: 0.8 }] };
+  const clip = {
+    text: 'ab cd',
+    words: [
+      { word: 'ab', start: 0, end: 0.4 },
+      { word: 'cd', start: 0.4, end: 0.8 },
+    ],
+  };
 
   it('pairs NAME.wav with NAME.json, in name order, and leaves out what has no pair', async () => {
-    const clips = await clipsFromFiles([wav('b.wav'), json('b.json', clip), json('a.json', clip), wav('a.WAV'), json('lonely.json', clip), wav('alone.wav')]);
+    const clips = await clipsFromFiles([
+      wav('b.wav'),
+      json('b.json', clip),
+      json('a.json', clip),
+      wav('a.WAV'),
+      json('lonely.json', clip),
+      wav('alone.wav'),
+    ]);
     expect(clips.map((c) => c.id)).toEqual(['a', 'b']);
     expect(clips[0].audio).toBeInstanceOf(File);
     expect((clips[0].audio as File).name).toBe('a.WAV');
@@ -60,8 +76,17 @@ describe("the user's own clips", () => {
   });
 
   it('refuses, typed, files that hold no clip', async () => {
-    await expect(clipsFromFiles([wav('x.wav')])).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/NAME\.wav/) });
-    await expect(clipsFromFiles([wav('x.wav'), new File(['{ nope'], 'x.json')])).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/x\.json is not JSON/) });
-    await expect(clipsFromFiles([wav('x.wav'), json('x.json', { text: 'no words' })])).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/"words"/) });
+    await expect(clipsFromFiles([wav('x.wav')])).rejects.toMatchObject({
+      code: 'BAD_ARGUMENT',
+      message: expect.stringMatching(/NAME\.wav/),
+    });
+    await expect(clipsFromFiles([wav('x.wav'), new File(['{ nope'], 'x.json')])).rejects.toMatchObject({
+      code: 'BAD_ARGUMENT',
+      message: expect.stringMatching(/x\.json is not JSON/),
+    });
+    await expect(clipsFromFiles([wav('x.wav'), json('x.json', { text: 'no words' })])).rejects.toMatchObject({
+      code: 'BAD_ARGUMENT',
+      message: expect.stringMatching(/"words"/),
+    });
   });
 });

@@ -38,7 +38,8 @@ describe('ranking and roles', () => {
   const hs = [0.1, 0.9, 0.6, 0.2, 0.1, 0.15, 0.05, 0.02];
 
   it('VS × HS, VS only, HS only rank differently (the ablation)', () => {
-    const top = (ranking: 'product' | 'voice' | 'sensitivity') => assignRoles(rankingScore(vs, hs, ranking), 0.2, { nVoice: 1 }).anchors;
+    const top = (ranking: 'product' | 'voice' | 'sensitivity') =>
+      assignRoles(rankingScore(vs, hs, ranking), 0.2, { nVoice: 1 }).anchors;
     expect(top('product')).toEqual([2]);
     expect(top('voice')).toEqual([0]);
     expect(top('sensitivity')).toEqual([1]);
@@ -70,18 +71,25 @@ describe('λ search', () => {
   const hs = Array.from({ length: N }, () => r());
   const lengths = [310, 640, 1200, 2000];
 
-  it.each([0.1, 0.2, 0.4, 0.6, 0.8])('meets r_GPU %s on the calibration clips: at most the target, within one step of it', (budget) => {
-    const score = rankingScore(vs, hs);
-    const roles = assignRoles(score, budget);
-    const sNorm = normalizedScores(score, roles.anchors);
-    const fit = fitLambda(sNorm, roles.anchors, lengths, budget, 25);
-    expect(fit.rGpu).toBeLessThanOrEqual(budget);
-    expect(fit.rGpu).toBeGreaterThan(budget - 0.01);
-    // The next λ up crosses the target: λ is the largest that meets it.
-    const total = lengths.reduce((a, T) => a + N * T, 0);
-    const over = lengths.reduce((a, T) => a + prefillGpuCount(retentionFor(sNorm, roles.anchors, fit.lambda * (1 + 1e-6) + 1e-9), T, 25), 0) / total;
-    expect(over).toBeGreaterThan(budget);
-  });
+  it.each([0.1, 0.2, 0.4, 0.6, 0.8])(
+    'meets r_GPU %s on the calibration clips: at most the target, within one step of it',
+    (budget) => {
+      const score = rankingScore(vs, hs);
+      const roles = assignRoles(score, budget);
+      const sNorm = normalizedScores(score, roles.anchors);
+      const fit = fitLambda(sNorm, roles.anchors, lengths, budget, 25);
+      expect(fit.rGpu).toBeLessThanOrEqual(budget);
+      expect(fit.rGpu).toBeGreaterThan(budget - 0.01);
+      // The next λ up crosses the target: λ is the largest that meets it.
+      const total = lengths.reduce((a, T) => a + N * T, 0);
+      const over =
+        lengths.reduce(
+          (a, T) => a + prefillGpuCount(retentionFor(sNorm, roles.anchors, fit.lambda * (1 + 1e-6) + 1e-9), T, 25),
+          0,
+        ) / total;
+      expect(over).toBeGreaterThan(budget);
+    },
+  );
 
   it('with a cap, λ rises until the budget is met by the heads below it', () => {
     const score = rankingScore(vs, hs);
@@ -124,7 +132,17 @@ describe('λ search', () => {
   });
 
   it('the global-selection variant is searched with its own count', () => {
-    const heads = buildHeadsFile({ model: 'g', numLayers: 8, numKvHeads: 4, voiceScore: vs, headSensitivity: hs, clipLengths: [1000], segmentLength: 25, selection: 'global', budgets: [0.2] });
+    const heads = buildHeadsFile({
+      model: 'g',
+      numLayers: 8,
+      numKvHeads: 4,
+      voiceScore: vs,
+      headSensitivity: hs,
+      clipLengths: [1000],
+      segmentLength: 25,
+      selection: 'global',
+      budgets: [0.2],
+    });
     expect(heads.roles['0.2'].selection).toBe('global');
     expect(heads.roles['0.2'].measuredRGpu).toBeLessThanOrEqual(0.2);
     expect(heads.roles['0.2'].measuredRGpu).toBeGreaterThan(0.19);
@@ -132,7 +150,16 @@ describe('λ search', () => {
 });
 
 describe('heads.json validation', () => {
-  const good = buildHeadsFile({ model: 'm', numLayers: 1, numKvHeads: 8, voiceScore: [1, 2, 3, 4, 5, 6, 7, 8].map((x) => x / 8), headSensitivity: Array(8).fill(1), clipLengths: [500], segmentLength: 25, budgets: [0.4] });
+  const good = buildHeadsFile({
+    model: 'm',
+    numLayers: 1,
+    numKvHeads: 8,
+    voiceScore: [1, 2, 3, 4, 5, 6, 7, 8].map((x) => x / 8),
+    headSensitivity: Array(8).fill(1),
+    clipLengths: [500],
+    segmentLength: 25,
+    budgets: [0.4],
+  });
 
   it('rejects a file for another model shape or with broken roles', () => {
     expect(() => parseHeadsFile(good, 2, 4)).toThrow(/1×8/);
@@ -191,7 +218,8 @@ describe('segment floor', () => {
     const floored = fitLambda(sNorm, roles.anchors, [T], 0.2, n, { floor: segmentFloor(n) });
     expect(floored.floor).toBe(1 / n);
     expect(floored.rGpu).toBeLessThanOrEqual(0.2);
-    for (const h of [...roles.tidal, ...roles.fixed]) expect(kept(floored.retention[h])).toBeGreaterThanOrEqual(segments);
+    for (const h of [...roles.tidal, ...roles.fixed])
+      expect(kept(floored.retention[h])).toBeGreaterThanOrEqual(segments);
     // Paid for by the best heads: λ shrinks.
     expect(floored.lambda).toBeLessThan(plain.lambda);
   });
@@ -199,7 +227,8 @@ describe('segment floor', () => {
   it('is lowered to the most positions per segment the budget holds, and dropped where it holds none', () => {
     const roles = assignRoles(score, 0.1);
     const sNorm = normalizedScores(score, roles.anchors);
-    const rAtZero = (k: number) => prefillGpuCount(retentionFor(sNorm, roles.anchors, 0, segmentFloor(n, k)), T, n) / (N * T);
+    const rAtZero = (k: number) =>
+      prefillGpuCount(retentionFor(sNorm, roles.anchors, 0, segmentFloor(n, k)), T, n) / (N * T);
     // 0.1 of the cache, of which a floor of 8 alone would take 1/3 of every non-anchor head.
     expect(rAtZero(8)).toBeGreaterThan(0.1);
     const fit = fitLambda(sNorm, roles.anchors, [T], 0.1, n, { floor: segmentFloor(n, 8) });
@@ -221,7 +250,16 @@ describe('segment floor', () => {
 
   it('heads.json and the runtime policy apply it; segmentFloor=0 is the formula as written', () => {
     const layout = makeLayout(L, K, T);
-    const heads = buildHeadsFile({ model: 'floor', numLayers: L, numKvHeads: K, voiceScore: score, headSensitivity: score.map(() => 1), clipLengths: [T], segmentLength: n, budgets: [0.2] });
+    const heads = buildHeadsFile({
+      model: 'floor',
+      numLayers: L,
+      numKvHeads: K,
+      voiceScore: score,
+      headSensitivity: score.map(() => 1),
+      clipLengths: [T],
+      segmentLength: n,
+      budgets: [0.2],
+    });
     expect(heads.roles['0.2'].floor).toBe(1 / n);
     const emptied = (opts: Record<string, unknown>) => {
       const p = new WnwPolicy({ budget: 0.2, heads, ...opts });

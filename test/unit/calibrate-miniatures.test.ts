@@ -36,7 +36,13 @@ describe('wnw calibrate on the miniatures, then wnw transcribe --policy wnw with
     const seconds = (await toMono16k(new Uint8Array(readFileSync(wav)), SR)).length / SR;
     const words = TEXT.split(' ');
     const w = seconds / words.length;
-    writeFileSync(join(clips, 'fox.json'), JSON.stringify({ text: TEXT, words: words.map((word, i) => ({ word, start: i * w, end: (i + 1) * w, confidence: 1 })) }));
+    writeFileSync(
+      join(clips, 'fox.json'),
+      JSON.stringify({
+        text: TEXT,
+        words: words.map((word, i) => ({ word, start: i * w, end: (i + 1) * w, confidence: 1 })),
+      }),
+    );
   }, 120_000);
   afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
@@ -45,7 +51,17 @@ describe('wnw calibrate on the miniatures, then wnw transcribe --policy wnw with
       // A copy of the miniature (links to its files), so the shared cache gets no heads.json.
       const dir = linkedCopy(join(models, family), join(tmp, family));
 
-      const cal = await runCliCaptured(['calibrate', '--model', dir, '--clips', clips, '--directions', '1', '--language', 'en']);
+      const cal = await runCliCaptured([
+        'calibrate',
+        '--model',
+        dir,
+        '--clips',
+        clips,
+        '--directions',
+        '1',
+        '--language',
+        'en',
+      ]);
       expect(cal.code, cal.err).toBe(0);
       expect(cal.err).toContain(`calibrate: wrote ${join(dir, 'heads.json')}`);
       expect(existsSync(`${join(dir, 'heads.json')}.partial.json`)).toBe(false);
@@ -59,7 +75,19 @@ describe('wnw calibrate on the miniatures, then wnw transcribe --policy wnw with
       expect(model.heads?.sensitivityEstimator).toBe('finite-difference');
       expect(model.heads?.headSensitivity).toEqual(heads.headSensitivity);
 
-      const tr = await runCliCaptured(['transcribe', wav, '--model', dir, '--backend', 'cpu', '--policy', 'wnw', '--language', 'en', '--json']);
+      const tr = await runCliCaptured([
+        'transcribe',
+        wav,
+        '--model',
+        dir,
+        '--backend',
+        'cpu',
+        '--policy',
+        'wnw',
+        '--language',
+        'en',
+        '--json',
+      ]);
       expect(tr.code, tr.err).toBe(0);
       expectWnwDecoded(JSON.parse(tr.out));
     }, 60_000);

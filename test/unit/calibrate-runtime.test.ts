@@ -6,7 +6,15 @@
  * checked here is the bookkeeping around the decoder's forwards.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { calibrateClips, forwardsPerClip, type CalibrationProgress, type ClipSource, type EncodeAudio, type PartialFile, type PartialStore } from '../../src/calibrate/runtime.js';
+import {
+  calibrateClips,
+  forwardsPerClip,
+  type CalibrationProgress,
+  type ClipSource,
+  type EncodeAudio,
+  type PartialFile,
+  type PartialStore,
+} from '../../src/calibrate/runtime.js';
 import { loadModel, type LoadedModel } from '../../src/model/loader.js';
 import { randomEmbeddings } from '../../src/model/testing.js';
 import { headsFileFault } from '../../src/model/heads.js';
@@ -40,7 +48,11 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
   let encode: EncodeAudio;
   beforeAll(async () => {
     model = await loadModel(writeTinyModel());
-    const words = [{ word: 'ab', start: 0, end: 0.4 }, { word: 'cd', start: 0.4, end: 0.8 }, { word: 'ef', start: 0.8, end: 1.2 }];
+    const words = [
+      { word: 'ab', start: 0, end: 0.4 },
+      { word: 'cd', start: 0.4, end: 0.8 },
+      { word: 'ef', start: 0.8, end: 1.2 },
+    ];
     clips = [1.2, 2.4, 1.6].map((s, i) => ({ id: `c${i + 1}`, text: 'ab cd ef', words, read: async () => toneWav(s) }));
     encode = async (samples) => {
       const N = Math.floor((samples.length / 16000) * model.config.audio.tokensPerSecond);
@@ -51,13 +63,20 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
   it('reports every KV head of every clip in turn, a growing fraction and the time left once a forward is timed', async () => {
     let t = 0;
     const seen: CalibrationProgress[] = [];
-    const heads = await calibrateClips(model, encode, clips, { directions: 1, now: () => (t += 5), onProgress: (p) => seen.push(p) });
+    const heads = await calibrateClips(model, encode, clips, {
+      directions: 1,
+      now: () => (t += 5),
+      onProgress: (p) => seen.push(p),
+    });
     const H = kvHeadCount(model.config);
     expect(heads && headsFileFault(heads, H)).toBeUndefined();
     for (const [i, clip] of clips.entries()) {
       const mine = seen.filter((p) => p.id === clip.id);
       expect(mine.every((p) => p.clip === i + 1 && p.clips === 3 && p.heads === H)).toBe(true);
-      expect(mine.filter((p) => !p.finished).map((p) => p.head)).toEqual([0, ...Array.from({ length: H }, (_, h) => h + 1)]);
+      expect(mine.filter((p) => !p.finished).map((p) => p.head)).toEqual([
+        0,
+        ...Array.from({ length: H }, (_, h) => h + 1),
+      ]);
       expect(mine.at(-1)?.finished?.reused).toBe(false);
     }
     const f = seen.map((p) => p.fraction);
@@ -65,7 +84,9 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
     expect(f.at(-1)).toBeCloseTo(1);
     // Every event after the first forward has a time left; it is gone at the end.
     expect(seen[0].secondsLeft).not.toBeNull();
-    expect(seen.filter((p) => p.fraction < 1 - 1e-9).every((p) => p.secondsLeft !== null && p.secondsLeft > 0)).toBe(true);
+    expect(seen.filter((p) => p.fraction < 1 - 1e-9).every((p) => p.secondsLeft !== null && p.secondsLeft > 0)).toBe(
+      true,
+    );
     expect(seen.at(-1)?.secondsLeft).toBe(0);
   });
 
@@ -73,7 +94,11 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
     const left = async (ms: number) => {
       let t = 0;
       const seen: CalibrationProgress[] = [];
-      await calibrateClips(model, encode, clips.slice(0, 2), { directions: 1, now: () => (t += ms), onProgress: (p) => seen.push(p) });
+      await calibrateClips(model, encode, clips.slice(0, 2), {
+        directions: 1,
+        now: () => (t += ms),
+        onProgress: (p) => seen.push(p),
+      });
       return seen.find((p) => p.clip === 1 && p.head === 1)!.secondsLeft!;
     };
     const a = await left(5);
@@ -81,7 +106,7 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
     expect(await left(10)).toBeCloseTo(2 * a, 6);
   });
 
-  it('a clip\'s stated seconds weigh it before it is encoded; without them it counts as a typical clip', async () => {
+  it("a clip's stated seconds weigh it before it is encoded; without them it counts as a typical clip", async () => {
     const afterFirst = async (two: ClipSource[]) => {
       const seen: CalibrationProgress[] = [];
       await calibrateClips(model, encode, two, { directions: 1, onProgress: (p) => seen.push(p) });
@@ -91,7 +116,12 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
     expect(await afterFirst([short, long])).toBeCloseTo(0.5, 9);
     // 1.2 s and 2.4 s: 15 and 30 audio tokens, prompts of 15 + 3 and 30 + 3 rows.
     const p = (n: number) => n + model.config.prefix.length + model.config.instruction.length;
-    expect(await afterFirst([{ ...short, seconds: 1.2 }, { ...long, seconds: 2.4 }])).toBeCloseTo(p(15) / (p(15) + p(30)), 9);
+    expect(
+      await afterFirst([
+        { ...short, seconds: 1.2 },
+        { ...long, seconds: 2.4 },
+      ]),
+    ).toBeCloseTo(p(15) / (p(15) + p(30)), 9);
   });
 
   it('stopped after a clip, resumes from the store and ends with the heads of a run never stopped', async () => {
@@ -99,14 +129,24 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
     const store = memoryStore();
     const stop = new AbortController();
     const first = await calibrateClips(model, encode, clips, {
-      directions: 1, store, signal: stop.signal,
+      directions: 1,
+      store,
+      signal: stop.signal,
       onProgress: (p) => p.finished && stop.abort(),
     });
     expect(first).toBeNull();
     expect(store.value?.clips.map((c) => c.id)).toEqual(['c1']);
     const reused: Array<[string, boolean]> = [];
-    const second = await calibrateClips(model, encode, clips, { directions: 1, store, onProgress: (p) => p.finished && reused.push([p.id, p.finished.reused]) });
-    expect(reused).toEqual([['c1', true], ['c2', false], ['c3', false]]);
+    const second = await calibrateClips(model, encode, clips, {
+      directions: 1,
+      store,
+      onProgress: (p) => p.finished && reused.push([p.id, p.finished.reused]),
+    });
+    expect(reused).toEqual([
+      ['c1', true],
+      ['c2', false],
+      ['c3', false],
+    ]);
     expect(store.value).toBeNull();
     expect(store.cleared).toBe(1);
     expect(second).toEqual(whole);
@@ -115,9 +155,24 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
   it('finished clips of other settings are not reused; of the same settings they are', async () => {
     const reusedWith = async (directions: number) => {
       const store = memoryStore();
-      store.value = { model: model.config.name, settings: { directions: 2, step: 0.01, blockSize: null }, clips: [{ id: 'c1', audioLength: 15, voice: { perQueryHead: null, tokens: 0, skipped: 0 }, sensitivity: { sum: Array.from({ length: kvHeadCount(model.config) }, () => 1), tokens: 1, meanCe: 1 } }] };
+      store.value = {
+        model: model.config.name,
+        settings: { directions: 2, step: 0.01, blockSize: null },
+        clips: [
+          {
+            id: 'c1',
+            audioLength: 15,
+            voice: { perQueryHead: null, tokens: 0, skipped: 0 },
+            sensitivity: { sum: Array.from({ length: kvHeadCount(model.config) }, () => 1), tokens: 1, meanCe: 1 },
+          },
+        ],
+      };
       const reused: boolean[] = [];
-      await calibrateClips(model, encode, clips.slice(0, 1), { directions, store, onProgress: (p) => p.finished && reused.push(p.finished.reused) });
+      await calibrateClips(model, encode, clips.slice(0, 1), {
+        directions,
+        store,
+        onProgress: (p) => p.finished && reused.push(p.finished.reused),
+      });
       return reused;
     };
     expect(await reusedWith(1)).toEqual([false]);

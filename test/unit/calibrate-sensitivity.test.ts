@@ -69,7 +69,17 @@ describe.skipIf(!pythonHasOnnx())('wnw calibrate on a tiny random model', () => 
     clips = tempDir('wnw-clips-');
     for (const id of ['c1', 'c2', 'c3']) {
       writeFileSync(join(clips, `${id}.wav`), toneWav(1.2));
-      writeFileSync(join(clips, `${id}.json`), JSON.stringify({ text: 'ab cd ef', words: [{ word: 'ab', start: 0, end: 0.4 }, { word: 'cd', start: 0.4, end: 0.8 }, { word: 'ef', start: 0.8, end: 1.2 }] }));
+      writeFileSync(
+        join(clips, `${id}.json`),
+        JSON.stringify({
+          text: 'ab cd ef',
+          words: [
+            { word: 'ab', start: 0, end: 0.4 },
+            { word: 'cd', start: 0.4, end: 0.8 },
+            { word: 'ef', start: 0.8, end: 1.2 },
+          ],
+        }),
+      );
     }
     model = await loadModel(dir);
   });
@@ -81,7 +91,10 @@ describe.skipIf(!pythonHasOnnx())('wnw calibrate on a tiny random model', () => 
     const stop = new AbortController();
     const first: string[] = [];
     const stopped = await calibrateRuntime(model, encode, {
-      modelDir: dir, clipsDir: clips, directions: 1, signal: stop.signal,
+      modelDir: dir,
+      clipsDir: clips,
+      directions: 1,
+      signal: stop.signal,
       onClip: (_done, _total, id) => {
         first.push(id);
         stop.abort();
@@ -93,9 +106,18 @@ describe.skipIf(!pythonHasOnnx())('wnw calibrate on a tiny random model', () => 
     expect(partial.clips.map((r: { id: string }) => r.id)).toEqual(['c1']);
 
     const second: Array<[string, boolean]> = [];
-    const heads = await calibrateRuntime(model, encode, { modelDir: dir, clipsDir: clips, directions: 1, onClip: (_d, _t, id, _s, reused) => second.push([id, reused]) });
+    const heads = await calibrateRuntime(model, encode, {
+      modelDir: dir,
+      clipsDir: clips,
+      directions: 1,
+      onClip: (_d, _t, id, _s, reused) => second.push([id, reused]),
+    });
     await route.dispose();
-    expect(second).toEqual([['c1', true], ['c2', false], ['c3', false]]);
+    expect(second).toEqual([
+      ['c1', true],
+      ['c2', false],
+      ['c3', false],
+    ]);
     expect(existsSync(partialPath(out))).toBe(false);
     expect(heads?.sensitivityEstimator).toBe('finite-difference');
     const json = JSON.parse(readFileSync(out, 'utf8'));
@@ -103,15 +125,25 @@ describe.skipIf(!pythonHasOnnx())('wnw calibrate on a tiny random model', () => 
     expect(json.headSensitivity.every((x: number) => Number.isFinite(x) && x >= 0)).toBe(true);
     expect((await loadModel(dir)).heads?.sensitivityEstimator).toBe('finite-difference');
     const { numLayers, numKvHeads } = model.config;
-    expect(() => parseHeadsFile({ ...json, sensitivityEstimator: 'autograd' }, numLayers, numKvHeads)).toThrow(/sensitivityEstimator/);
-    expect(headsFileFault({ ...json, sensitivityEstimator: 'autograd' }, numLayers * numKvHeads)).toMatch(/sensitivityEstimator/);
+    expect(() => parseHeadsFile({ ...json, sensitivityEstimator: 'autograd' }, numLayers, numKvHeads)).toThrow(
+      /sensitivityEstimator/,
+    );
+    expect(headsFileFault({ ...json, sensitivityEstimator: 'autograd' }, numLayers * numKvHeads)).toMatch(
+      /sensitivityEstimator/,
+    );
   });
 
   it('--out in a folder not there yet: the folder is made', async () => {
     const out = join(tempDir('wnw-out-'), 'not', 'yet', 'heads.json');
     const route = await createAudioRoute(model, { file: join(dir, 'encoder.onnx') });
     try {
-      await calibrateRuntime(model, (s) => route.encode(s), { modelDir: dir, clipsDir: clips, limit: 1, out, directions: 1 });
+      await calibrateRuntime(model, (s) => route.encode(s), {
+        modelDir: dir,
+        clipsDir: clips,
+        limit: 1,
+        out,
+        directions: 1,
+      });
     } finally {
       await route.dispose();
     }
@@ -121,17 +153,40 @@ describe.skipIf(!pythonHasOnnx())('wnw calibrate on a tiny random model', () => 
 
   it('a partial file of other settings is not reused', async () => {
     const out = join(tempDir('wnw-out-'), 'heads.json');
-    writeFileSync(partialPath(out), JSON.stringify({ model: model.config.name, settings: { directions: 3, step: 0.01, blockSize: null }, clips: [{ id: 'c1' }] }));
+    writeFileSync(
+      partialPath(out),
+      JSON.stringify({
+        model: model.config.name,
+        settings: { directions: 3, step: 0.01, blockSize: null },
+        clips: [{ id: 'c1' }],
+      }),
+    );
     const route = await createAudioRoute(model, { file: join(dir, 'encoder.onnx') });
     const seen: boolean[] = [];
-    await calibrateRuntime(model, (s) => route.encode(s), { modelDir: dir, clipsDir: clips, limit: 1, out, directions: 1, onClip: (_d, _t, _id, _s, reused) => seen.push(reused) });
+    await calibrateRuntime(model, (s) => route.encode(s), {
+      modelDir: dir,
+      clipsDir: clips,
+      limit: 1,
+      out,
+      directions: 1,
+      onClip: (_d, _t, _id, _s, reused) => seen.push(reused),
+    });
     await route.dispose();
     expect(seen).toEqual([false]);
   });
 
   it('the CLI answers a usage error with its usage', async () => {
     const err: string[] = [];
-    const io = { load: async () => { throw new Error('unused'); }, stdout: () => {}, stderr: (s: string) => err.push(s), readFile: async () => new Uint8Array(), decode: async () => new Float32Array(), tty: false };
+    const io = {
+      load: async () => {
+        throw new Error('unused');
+      },
+      stdout: () => {},
+      stderr: (s: string) => err.push(s),
+      readFile: async () => new Uint8Array(),
+      decode: async () => new Float32Array(),
+      tty: false,
+    };
     expect(await runCli(['calibrate', '--clips', clips], io)).toBe(2);
     expect(err.join('')).toMatch(/--model DIR is required[\s\S]*usage: wnw calibrate/);
   });

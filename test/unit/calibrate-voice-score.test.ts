@@ -76,7 +76,8 @@ describe('Voice Score', () => {
 
   it('averages per clip first, then over clips', () => {
     const acc = new VoiceScoreAccumulator({ numLayers: 1, numHeads: 1, numKvHeads: 1, tokensPerSecond: 12.5 });
-    const hitAt = (p: number) => () => Float32Array.from({ length: T }, (_, i) => (Math.abs(i - p) <= 2 ? 1 - Math.abs(i - p) * 0.1 : 0));
+    const hitAt = (p: number) => () =>
+      Float32Array.from({ length: T }, (_, i) => (Math.abs(i - p) <= 2 ? 1 - Math.abs(i - p) * 0.1 : 0));
     acc.addToken({ start: 4, end: 4.4 }, T, hitAt(52)); // clip 1: one token, all of its top 4 in tokens 50..54
     acc.endClip();
     for (let i = 0; i < 3; i++) acc.addToken({ start: 4, end: 4.4 }, T, hitAt(150)); // clip 2: three misses

@@ -5,7 +5,14 @@
  * bench's job, not a unit test's.
  */
 import { describe, expect, it } from 'vitest';
-import { ceFlops, formatCostReport, layerFlops, parseCostArgs, runTime, type CostReport } from '../../src/bench/calibration-cost.js';
+import {
+  ceFlops,
+  formatCostReport,
+  layerFlops,
+  parseCostArgs,
+  runTime,
+  type CostReport,
+} from '../../src/bench/calibration-cost.js';
 import { shapeConfig } from '../../src/bench/shapes.js';
 
 describe('calibration cost arithmetic', () => {
@@ -13,13 +20,21 @@ describe('calibration cost arithmetic', () => {
 
   it('reads its options with the defaults the docs quote, and refuses what cannot run', () => {
     const o = parseCostArgs(['--calibration-cost']);
-    expect(o).toMatchObject({ shape: 'voxtral-mini-3b', layers: 1, audioTokens: 375, answer: 100, ceTokens: 8, weights: 'f16', backends: ['cpu', 'webgpu'] });
+    expect(o).toMatchObject({
+      shape: 'voxtral-mini-3b',
+      layers: 1,
+      audioTokens: 375,
+      answer: 100,
+      ceTokens: 8,
+      weights: 'f16',
+      backends: ['cpu', 'webgpu'],
+    });
     expect(() => parseCostArgs(['--layers', '31'])).toThrow(/1\.\.30/);
     expect(() => parseCostArgs(['--weights', 'q8'])).toThrow(/f32, f16 or q4/);
     expect(() => parseCostArgs(['--shape', 'nope'])).toThrow(/unknown decoder shape/);
   });
 
-  it('one row through one layer is two FLOPs per weight plus its attention to itself; 30 layers hold Voxtral-Mini-3B\'s 3.2 B decoder weights', () => {
+  it("one row through one layer is two FLOPs per weight plus its attention to itself; 30 layers hold Voxtral-Mini-3B's 3.2 B decoder weights", () => {
     const D = c.hiddenSize;
     const qd = c.numHeads * c.headDim;
     const kvd = c.numKvHeads * c.headDim;
@@ -41,8 +56,23 @@ describe('calibration cost arithmetic', () => {
 
   it('the report states what was measured and what is arithmetic', () => {
     const r: CostReport = {
-      shape: 'voxtral-mini-3b', totalLayers: 30, numKvHeads: 8, positions: 479, answer: 100, flopsPerLayer: 1e11, flopsCe: 8e10, flopsPerForward: 3.08e12,
-      cpu: { layers: 1, positions: 479, layersMs: 60_000, ceMsPerRow: 600, msPerLayer: 60_000, gflops: 1.7, msPerForward: 1_860_000 },
+      shape: 'voxtral-mini-3b',
+      totalLayers: 30,
+      numKvHeads: 8,
+      positions: 479,
+      answer: 100,
+      flopsPerLayer: 1e11,
+      flopsCe: 8e10,
+      flopsPerForward: 3.08e12,
+      cpu: {
+        layers: 1,
+        positions: 479,
+        layersMs: 60_000,
+        ceMsPerRow: 600,
+        msPerLayer: 60_000,
+        gflops: 1.7,
+        msPerForward: 1_860_000,
+      },
     };
     const text = formatCostReport(r);
     expect(text).toContain('| CPU reference decoder (f32, TypeScript) | 1 | 60000 | 1.7 | 1860000 | 126 / 250 / 498 |');

@@ -27,7 +27,12 @@ function attention(rows: number, T: number, seed: number): Float32Array[] {
 function schedulerChoice(w: Float32Array[], s: ChunkSelectSpec): number[] {
   const A = new Float64Array(s.audioLength);
   for (const row of w.slice(0, s.heads)) for (let p = 0; p < s.audioLength; p++) A[p] += row[p];
-  const sched = new ChunkScheduler(s.audioLength, s.segmentLength, { chunkSegments: s.chunkSegments, topChunks: s.topChunks, delta: 3 }, new Float64Array(Math.ceil(s.audioLength / s.segmentLength)));
+  const sched = new ChunkScheduler(
+    s.audioLength,
+    s.segmentLength,
+    { chunkSegments: s.chunkSegments, topChunks: s.topChunks, delta: 3 },
+    new Float64Array(Math.ceil(s.audioLength / s.segmentLength)),
+  );
   return sched.step(A, 0).chunks;
 }
 
@@ -35,10 +40,25 @@ describe('chunk selection as the GPU makes it', () => {
   const voxtral30 = 30 * 60 * 12.5;
   const scaled = chunkOptionsFor(SCALED_RECALL, voxtral30, 25);
   const cases: [string, ChunkSelectSpec][] = [
-    ['30 min of Voxtral, 2 s chunks, scaled top-k', { heads: 5, audioLength: voxtral30, segmentLength: 25, chunkSegments: scaled.chunkSegments, topChunks: scaled.topChunks }],
-    ['10 min and a partial segment, the paper\'s 4 s chunks', { heads: 4, audioLength: 7513, segmentLength: 25, chunkSegments: 2, topChunks: 3 }],
+    [
+      '30 min of Voxtral, 2 s chunks, scaled top-k',
+      {
+        heads: 5,
+        audioLength: voxtral30,
+        segmentLength: 25,
+        chunkSegments: scaled.chunkSegments,
+        topChunks: scaled.topChunks,
+      },
+    ],
+    [
+      "10 min and a partial segment, the paper's 4 s chunks",
+      { heads: 4, audioLength: 7513, segmentLength: 25, chunkSegments: 2, topChunks: 3 },
+    ],
     ['fewer segments than a chunk', { heads: 2, audioLength: 30, segmentLength: 25, chunkSegments: 3, topChunks: 3 }],
-    ['more chunks asked than the clip has', { heads: 3, audioLength: 130, segmentLength: 25, chunkSegments: 2, topChunks: 9 }],
+    [
+      'more chunks asked than the clip has',
+      { heads: 3, audioLength: 130, segmentLength: 25, chunkSegments: 2, topChunks: 9 },
+    ],
   ];
   for (const [name, spec] of cases) {
     it(`${name}: the scheduler's chunks, in its order`, () => {
@@ -67,7 +87,7 @@ describe('chunk selection as the GPU makes it', () => {
     expect(got).toEqual([3, 4, 0, 1]);
   });
 
-  it('the mean is the sum times the chunk\'s f32 1/length (a partial last chunk is shorter)', () => {
+  it("the mean is the sum times the chunk's f32 1/length (a partial last chunk is shorter)", () => {
     const s = chunkScales({ heads: 1, audioLength: 60, segmentLength: 25, chunkSegments: 2, topChunks: 1 });
     expect(Array.from(s)).toEqual([Math.fround(1 / 50), Math.fround(1 / 35)]);
   });

@@ -5,7 +5,14 @@ import { readFile } from 'node:fs/promises';
 import { progressLine, runCli, type CliIo } from '../../src/cli/main.js';
 import { parseTranscribeArgs, defaultModelDir } from '../../src/cli/args.js';
 import { AudioError, CancelledError } from '../../src/errors.js';
-import type { LoadOptions, ProgressEvent, TranscribeOptions, Transcriber, TranscriptionResult, TranscriptionStats } from '../../src/types.js';
+import type {
+  LoadOptions,
+  ProgressEvent,
+  TranscribeOptions,
+  Transcriber,
+  TranscriptionResult,
+  TranscriptionStats,
+} from '../../src/types.js';
 import { tempDir } from '../helpers/temp.js';
 import { statedLimitWarnings } from '../../src/model/families/limits.js';
 import { voxtral } from '../../src/model/families/voxtral.js';
@@ -22,18 +29,54 @@ function fakeLoad(seen: { load?: LoadOptions; call?: TranscribeOptions; disposed
         seen.call = call;
         const samples = input as Float32Array;
         const stats: TranscriptionStats = {
-          policy: call.policy ?? o.policy ?? 'full', budget: o.budget ?? 1, backend: 'CPU (TypeScript)', audioSeconds: 2.5,
-          audioTokens: 31, decodeSteps: 12, rGpu: 0.21, rGpuPeak: 0.3, rGpuCpu: 0.45, mbPerStep: 0.01, mbPerStepMax: 0.02,
-          recallsPerStep: 1, releasesPerStep: 1, msPerToken: 3.5, prefillMs: 10, encodeMs: 5, gpuKvBytes: 1000, cpuKvBytes: 2000, textKvPages: 0,
-          realTimeFactor: 0.1, stoppedBy: 'eos',
+          policy: call.policy ?? o.policy ?? 'full',
+          budget: o.budget ?? 1,
+          backend: 'CPU (TypeScript)',
+          audioSeconds: 2.5,
+          audioTokens: 31,
+          decodeSteps: 12,
+          rGpu: 0.21,
+          rGpuPeak: 0.3,
+          rGpuCpu: 0.45,
+          mbPerStep: 0.01,
+          mbPerStepMax: 0.02,
+          recallsPerStep: 1,
+          releasesPerStep: 1,
+          msPerToken: 3.5,
+          prefillMs: 10,
+          encodeMs: 5,
+          gpuKvBytes: 1000,
+          cpuKvBytes: 2000,
+          textKvPages: 0,
+          realTimeFactor: 0.1,
+          stoppedBy: 'eos',
         };
         const partial = samples[0] === 1;
         const nothing = samples[0] === 2;
         // A 31-minute Voxtral recording: the warning the library puts in the stats.
-        if (samples[0] === 3) return { text: 'hello', rawText: 'hello', words: [], tokens: [1], stats: { ...stats, warnings: statedLimitWarnings(voxtral, 31 * 60) } };
-        if (nothing) return { text: '', rawText: '', words: [], tokens: [], stats: { ...stats, decodeSteps: 0 }, error: new CancelledError() };
+        if (samples[0] === 3)
+          return {
+            text: 'hello',
+            rawText: 'hello',
+            words: [],
+            tokens: [1],
+            stats: { ...stats, warnings: statedLimitWarnings(voxtral, 31 * 60) },
+          };
+        if (nothing)
+          return {
+            text: '',
+            rawText: '',
+            words: [],
+            tokens: [],
+            stats: { ...stats, decodeSteps: 0 },
+            error: new CancelledError(),
+          };
         return {
-          text: partial ? 'hello' : 'hello world', rawText: partial ? 'hello' : 'hello world', words: [{ word: 'hello', start: 0.1, end: 0.5 }], tokens: [1, 2], stats,
+          text: partial ? 'hello' : 'hello world',
+          rawText: partial ? 'hello' : 'hello world',
+          words: [{ word: 'hello', start: 0.1, end: 0.5 }],
+          tokens: [1, 2],
+          stats,
           ...(partial ? { error: new CancelledError() } : {}),
         };
       },
@@ -43,13 +86,16 @@ function fakeLoad(seen: { load?: LoadOptions; call?: TranscribeOptions; disposed
 
 function io(seen = {}): CliIo & { out: string; err: string } {
   const r = {
-    out: '', err: '', tty: false,
+    out: '',
+    err: '',
+    tty: false,
     load: fakeLoad(seen),
     stdout: (s: string) => void (r.out += s),
     stderr: (s: string) => void (r.err += s),
     readFile: async (p: string) => new Uint8Array(await readFile(p)),
     decode: async (b: Uint8Array) => {
-      if (String.fromCharCode(...b.slice(0, 4)) !== 'RIFF') throw new AudioError('not a WAV file: no RIFF header\n(expected PCM16, PCM24 or float32)');
+      if (String.fromCharCode(...b.slice(0, 4)) !== 'RIFF')
+        throw new AudioError('not a WAV file: no RIFF header\n(expected PCM16, PCM24 or float32)');
       return new Float32Array([b[4], 0, 0]);
     },
   };
@@ -78,7 +124,13 @@ describe('wnw transcribe', () => {
     expect(seen.load).toBeDefined();
     expect(t.out).toBe('hello world\n');
     expect(t.err).toMatch(/backend CPU \(TypeScript\) \(auto\)/);
-    expect(seen.load).toMatchObject({ policy: 'wnw', budget: 0.2, backend: 'auto', kvPrecision: 'f32', model: defaultModelDir() });
+    expect(seen.load).toMatchObject({
+      policy: 'wnw',
+      budget: 0.2,
+      backend: 'auto',
+      kvPrecision: 'f32',
+      model: defaultModelDir(),
+    });
     expect(seen.disposed).toBe(true);
   });
 
@@ -86,7 +138,9 @@ describe('wnw transcribe', () => {
     const t = io();
     expect(await runCli(['transcribe', pastLimit], t)).toBe(0);
     expect(t.out).toBe('hello\n');
-    expect(t.err).toMatch(/^wnw: warning: the recording \(31\.0 min\) is past the stated 30 min transcription limit of mistralai\/Voxtral-Mini-3B-2507: .*at most 30 min/m);
+    expect(t.err).toMatch(
+      /^wnw: warning: the recording \(31\.0 min\) is past the stated 30 min transcription limit of mistralai\/Voxtral-Mini-3B-2507: .*at most 30 min/m,
+    );
     const j = io();
     expect(await runCli(['transcribe', pastLimit, '--json'], j)).toBe(0);
     expect(JSON.parse(j.out).stats.warnings).toEqual(statedLimitWarnings(voxtral, 31 * 60));
@@ -94,16 +148,23 @@ describe('wnw transcribe', () => {
 
   it('--json prints the documented fields', async () => {
     const t = io();
-    expect(await runCli(['transcribe', wav, '--json', '--policy', 'snapkv', '--budget=0.4', '--backend', 'cpu'], t)).toBe(0);
+    expect(
+      await runCli(['transcribe', wav, '--json', '--policy', 'snapkv', '--budget=0.4', '--backend', 'cpu'], t),
+    ).toBe(0);
     const j = JSON.parse(t.out);
     expect(j.text).toBe('hello world');
     expect(j.words[0]).toEqual({ word: 'hello', start: 0.1, end: 0.5 });
-    for (const k of ['policy', 'budget', 'rGpu', 'rGpuCpu', 'mbPerStep', 'msPerToken', 'decodeSteps', 'audioSeconds']) expect(j.stats).toHaveProperty(k);
+    for (const k of ['policy', 'budget', 'rGpu', 'rGpuCpu', 'mbPerStep', 'msPerToken', 'decodeSteps', 'audioSeconds'])
+      expect(j.stats).toHaveProperty(k);
     expect(j.stats).toMatchObject({ policy: 'snapkv', budget: 0.4, rGpu: 0.21, decodeSteps: 12, audioSeconds: 2.5 });
   });
 
   it('a bad file exits non-zero with a one-line reason, before loading the model', async () => {
-    for (const [file, pattern] of [[bad, /bad\.wav: not a WAV file: no RIFF header \(expected/], [empty, /is empty/], [join(dir, 'missing.wav'), /no such file/]] as const) {
+    for (const [file, pattern] of [
+      [bad, /bad\.wav: not a WAV file: no RIFF header \(expected/],
+      [empty, /is empty/],
+      [join(dir, 'missing.wav'), /no such file/],
+    ] as const) {
       const seen: { load?: LoadOptions } = {};
       const t = io(seen);
       expect(await runCli(['transcribe', file], t)).toBe(1);
@@ -134,13 +195,22 @@ describe('wnw transcribe', () => {
       [['transcribe', wav, '--budget', '2'], /budget must be a number in \(0, 1\]/],
       [['transcribe', wav, '--backend', 'tpu'], /backend must be one of/],
       [['transcribe', wav, '--kv', 'f8'], /kv must be one of f32, f16/],
-      [['transcribe', wav, '--language', 'English'], /--language takes a language code of 2 or 3 letters .* or "none" for no language .*got "English"/],
+      [
+        ['transcribe', wav, '--language', 'English'],
+        /--language takes a language code of 2 or 3 letters .* or "none" for no language .*got "English"/,
+      ],
       [['transcribe', wav, '--language', 'en-US'], /--language takes a language code/],
       [['transcribe', wav, '--task', 'summarise'], /--task must be one of transcribe, translate, got "summarise"/],
       [['transcribe', wav, '--task', 'translate'], /--task translate needs --target-language/],
-      [['transcribe', wav, '--task', 'translate', '--target-language', 'German'], /needs --target-language, .* got "German"/],
+      [
+        ['transcribe', wav, '--task', 'translate', '--target-language', 'German'],
+        /needs --target-language, .* got "German"/,
+      ],
       [['transcribe', wav, '--target-language', 'de'], /--target-language goes with --task translate/],
-      [['transcribe', wav, '--audio-encoder', 'whisper'], /--audio-encoder must be one of onnx, audio-tower, got "whisper"/],
+      [
+        ['transcribe', wav, '--audio-encoder', 'whisper'],
+        /--audio-encoder must be one of onnx, audio-tower, got "whisper"/,
+      ],
       [['transcribe', wav, '--frobnicate'], /--frobnicate needs a value|unknown option --frobnicate/],
       [['translate', wav], /unknown command/],
     ] as const) {
@@ -163,7 +233,12 @@ describe('wnw transcribe', () => {
     expect(noLanguage.load?.language).toBe('none');
     // A translation goes with the transcribe call; a transcription sends neither option.
     const translated: { call?: TranscribeOptions } = {};
-    expect(await runCli(['transcribe', wav, '--language', 'en', '--task', 'translate', '--target-language', 'de', '--policy', 'full'], io(translated))).toBe(0);
+    expect(
+      await runCli(
+        ['transcribe', wav, '--language', 'en', '--task', 'translate', '--target-language', 'de', '--policy', 'full'],
+        io(translated),
+      ),
+    ).toBe(0);
     expect([translated.call?.task, translated.call?.targetLanguage]).toEqual(['translate', 'de']);
     expect(noLanguage.call).not.toHaveProperty('task');
     expect(noLanguage.call).not.toHaveProperty('targetLanguage');
@@ -197,23 +272,40 @@ describe('wnw transcribe', () => {
 describe('wnw transcribe: progress and the default weight format', () => {
   it('the progress line carries the bytes and pipeline counts of the event', async () => {
     const GiB = 2 ** 30;
-    expect(progressLine({ phase: 'download', fraction: 0.42, detail: 'decoder weights', bytes: { loaded: 1.2 * GiB, total: 2.85 * GiB } }))
-      .toBe('download  42% decoder weights (1.20 GiB of 2.85 GiB)');
-    expect(progressLine({ phase: 'compile', fraction: 0.5, detail: 'decoder kernels', pipelines: { compiled: 12, total: 24 } }))
-      .toBe('compile  50% decoder kernels (12 of 24 pipelines)');
+    expect(
+      progressLine({
+        phase: 'download',
+        fraction: 0.42,
+        detail: 'decoder weights',
+        bytes: { loaded: 1.2 * GiB, total: 2.85 * GiB },
+      }),
+    ).toBe('download  42% decoder weights (1.20 GiB of 2.85 GiB)');
+    expect(
+      progressLine({
+        phase: 'compile',
+        fraction: 0.5,
+        detail: 'decoder kernels',
+        pipelines: { compiled: 12, total: 24 },
+      }),
+    ).toBe('compile  50% decoder kernels (12 of 24 pipelines)');
     expect(progressLine({ phase: 'encode', fraction: 1 })).toBe('encode 100%');
     // On a terminal each event redraws the one line.
     const t = io();
     t.tty = true;
     t.load = async (o) => {
-      o.onProgress?.({ phase: 'upload', fraction: 0.25, detail: 'decoder weights', bytes: { loaded: 512 * 1024, total: 2 * 2 ** 20 } } satisfies ProgressEvent);
+      o.onProgress?.({
+        phase: 'upload',
+        fraction: 0.25,
+        detail: 'decoder weights',
+        bytes: { loaded: 512 * 1024, total: 2 * 2 ** 20 },
+      } satisfies ProgressEvent);
       return fakeLoad({})(o);
     };
     expect(await runCli(['transcribe', wav], t)).toBe(0);
     expect(t.err).toContain('upload  25% decoder weights (512 KiB of 2.0 MiB)');
   });
 
-  it('--weights defaults to q4 for a Hugging Face folder, to a converted folder\'s format, to f32 for our own', async () => {
+  it("--weights defaults to q4 for a Hugging Face folder, to a converted folder's format, to f32 for our own", async () => {
     const hf = join(dir, 'hf');
     mkdirSync(hf, { recursive: true });
     writeFileSync(join(hf, 'config.json'), JSON.stringify({ model_type: 'voxtral' }));
@@ -235,10 +327,12 @@ describe('wnw transcribe: progress and the default weight format', () => {
     expect(help.out).toMatch(/--weights defaults to q4 for a Hugging Face folder/);
   });
 
-  it('--audio-weights passes the audio tower\'s format on, is left to the default when absent, and a bad value is a usage error', async () => {
+  it("--audio-weights passes the audio tower's format on, is left to the default when absent, and a bad value is a usage error", async () => {
     expect(parseTranscribeArgs(['x.wav', '--audio-weights', 'q4']).audioWeights).toBe('q4');
     expect(parseTranscribeArgs(['x.wav']).audioWeights).toBeUndefined();
-    expect(() => parseTranscribeArgs(['x.wav', '--audio-weights', 'int8'])).toThrow(/audio-weights must be one of f32, f16, q4, got "int8"/);
+    expect(() => parseTranscribeArgs(['x.wav', '--audio-weights', 'int8'])).toThrow(
+      /audio-weights must be one of f32, f16, q4, got "int8"/,
+    );
     const seen: { load?: LoadOptions } = {};
     expect(await runCli(['transcribe', wav, '--audio-weights', 'f16'], io(seen))).toBe(0);
     expect(seen.load?.audioWeightFormat).toBe('f16');

@@ -29,8 +29,18 @@ beforeAll(async () => {
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 function sameMatrix(a: PackedMatrix, b: PackedMatrix, what: string): void {
-  expect({ what, format: a.format, rows: a.rows, cols: a.cols }).toEqual({ what, format: b.format, rows: b.rows, cols: b.cols });
-  expect(Buffer.from(a.data.buffer, a.data.byteOffset, a.data.byteLength).equals(Buffer.from(b.data.buffer, b.data.byteOffset, b.data.byteLength)), what).toBe(true);
+  expect({ what, format: a.format, rows: a.rows, cols: a.cols }).toEqual({
+    what,
+    format: b.format,
+    rows: b.rows,
+    cols: b.cols,
+  });
+  expect(
+    Buffer.from(a.data.buffer, a.data.byteOffset, a.data.byteLength).equals(
+      Buffer.from(b.data.buffer, b.data.byteOffset, b.data.byteLength),
+    ),
+    what,
+  ).toBe(true);
 }
 
 function samePacked(got: PackedDecoderWeights, want: PackedDecoderWeights): void {
@@ -79,7 +89,10 @@ describe('wnw convert', () => {
       for (const n of enc) {
         const [ta, tb] = [a.info(n)!, b.info(n)!];
         expect({ n, dtype: tb.dtype, shape: tb.shape }).toEqual({ n, dtype: ta.dtype, shape: ta.shape });
-        expect(Buffer.from((await b.f32(n, tb.shape)).buffer).equals(Buffer.from((await a.f32(n, ta.shape)).buffer)), n).toBe(true);
+        expect(
+          Buffer.from((await b.f32(n, tb.shape)).buffer).equals(Buffer.from((await a.f32(n, ta.shape)).buffer)),
+          n,
+        ).toBe(true);
       }
     } finally {
       await Promise.all([a.close(), b.close()]);
@@ -91,7 +104,9 @@ describe('wnw convert', () => {
     const out = join(tmp, 'omni-f16');
     const r = await convertFolder({ from: src, to: out, format: 'f16' });
     expect(r.dropped).toBeGreaterThan(0);
-    const index = JSON.parse(readFileSync(join(out, 'model.safetensors.index.json'), 'utf8')) as { weight_map: Record<string, string> };
+    const index = JSON.parse(readFileSync(join(out, 'model.safetensors.index.json'), 'utf8')) as {
+      weight_map: Record<string, string>;
+    };
     expect(Object.keys(index.weight_map).some((n) => n.startsWith('talker.'))).toBe(false);
     const [orig, conv] = await Promise.all([loadModel(src), loadModel(out)]);
     samePacked(conv.packed!, packDecoderWeights(orig.config, orig.weights, 'f16'));
@@ -109,7 +124,10 @@ describe('wnw convert', () => {
     const text = cfg.text_config ?? cfg;
     text.intermediate_size = (text.intermediate_size ?? 11008) + 32;
     writeFileSync(cfgFile, JSON.stringify(cfg));
-    const err = await loadModel(out).then(() => null, (e: unknown) => e);
+    const err = await loadModel(out).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(ModelLoadError);
     expect((err as ModelLoadError).message).toMatch(/mlp\.(gate|up|down)_proj\.weight/);
     expect((err as ModelLoadError).message).toMatch(/model-0000\d-of-0000\d\.safetensors/);
@@ -147,13 +165,21 @@ async function watchF32<T>(run: () => Promise<T>): Promise<{ result: T; reads: n
 }
 
 describe('a Hugging Face folder loaded in a weight format', () => {
-  for (const [family, format] of [['voxtral', 'q4'], ['qwen2_5_omni', 'q4'], ['qwen2_audio', 'f16']] as const) {
+  for (const [family, format] of [
+    ['voxtral', 'q4'],
+    ['qwen2_5_omni', 'q4'],
+    ['qwen2_audio', 'f16'],
+  ] as const) {
     it(`${family}, ${format}: packed tensor by tensor into exactly what the converted folder holds, one f32 tensor at a time`, async () => {
       const src = join(mini, family);
       const out = join(tmp, `${family}-${format}-ref`);
       await convertFolder({ from: src, to: out, format });
       const conv = await loadModel(out);
-      const { result: model, reads, maxHeldBefore } = await watchF32(() => loadModel(src, undefined, { weightFormat: format }));
+      const {
+        result: model,
+        reads,
+        maxHeldBefore,
+      } = await watchF32(() => loadModel(src, undefined, { weightFormat: format }));
       expect(model.packed?.format).toBe(format);
       samePacked(model.packed!, conv.packed!);
       expect(model.weightBytes).toBe(conv.weightBytes);
@@ -174,7 +200,13 @@ describe('a Hugging Face folder loaded in a weight format', () => {
       // Packing reports its own phase ('convert') over the same bytes, tensor by tensor.
       const seen: { loaded: number; total: number }[] = [];
       const packed: { loaded: number; total: number }[] = [];
-      await loadModel(src, (_, __, bytes, phase) => { if (bytes) (phase === 'convert' ? packed : seen).push(bytes); }, { weightFormat, cache: false });
+      await loadModel(
+        src,
+        (_, __, bytes, phase) => {
+          if (bytes) (phase === 'convert' ? packed : seen).push(bytes);
+        },
+        { weightFormat, cache: false },
+      );
       expect(seen.length).toBeGreaterThan(10);
       for (const xs of weightFormat === 'q4' ? [seen, packed] : [seen]) {
         expect(xs.every((b, i) => b.total === decoderBytes && (i === 0 || b.loaded > xs[i - 1].loaded))).toBe(true);

@@ -76,7 +76,10 @@ describe('CPU backend', () => {
       const rand = rng(9);
       for (let i = 0; i < 5; i++) {
         if (churn) {
-          const moves = Array.from({ length: heads }, (_, h) => ({ head: h, positions: Int32Array.from(all.filter(() => rand() < 0.5)) }));
+          const moves = Array.from({ length: heads }, (_, h) => ({
+            head: h,
+            positions: Int32Array.from(all.filter(() => rand() < 0.5)),
+          }));
           await be.apply({ recall: [], release: moves });
           expect(be.residency().rGpu).toBeLessThan(0.75);
           await be.apply({ recall: moves, release: [] });

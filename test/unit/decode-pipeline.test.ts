@@ -38,7 +38,7 @@ async function session(): Promise<{ be: CpuBackend; first: number }> {
 }
 
 describe('pipelined decode on the CPU backend', () => {
-  it('queuing step t + 1 (fed the token step t predicts) before reading step t gives the waiting loop\'s tokens, logits and weights', async () => {
+  it("queuing step t + 1 (fed the token step t predicts) before reading step t gives the waiting loop's tokens, logits and weights", async () => {
     const a = await session();
     const waited: StepResult[] = [];
     let token = a.first;
@@ -83,7 +83,10 @@ describe('pipelined decode on the CPU backend', () => {
   it('a step queued when its session ends never runs in the next one', async () => {
     const q = new StepQueue();
     const ran: number[] = [];
-    const step = async (t: number): Promise<StepResult> => (ran.push(t), { token: t + 1, observation: { step: t, weights: [] } });
+    const step = async (t: number): Promise<StepResult> => (
+      ran.push(t),
+      { token: t + 1, observation: { step: t, weights: [] } }
+    );
     q.submit(1, step);
     q.clear();
     q.submit(10, step);
@@ -95,7 +98,7 @@ describe('pipelined decode on the CPU backend', () => {
   });
 });
 
-describe('the lag a policy\'s plan gets', () => {
+describe("the lag a policy's plan gets", () => {
   it('prefill-only policies allow two steps; WnW takes what it is asked, anything else is refused', () => {
     expect(planLagOf(createPolicy('full', { budget: 1 }))).toBe(2);
     expect(planLagOf(createPolicy('snapkv', { budget: 0.2 }))).toBe(2);
@@ -106,7 +109,7 @@ describe('the lag a policy\'s plan gets', () => {
     expect(() => createPolicy('wnw', { budget: 0.2, heads, planLag: 3 })).toThrow(/planLag/);
   });
 
-  it('WnW decides its lag per clip: two steps from 0.2 up where the budget holds the lead segment, else the paper\'s one', () => {
+  it("WnW decides its lag per clip: two steps from 0.2 up where the budget holds the lead segment, else the paper's one", () => {
     // The shipped model's heads on a minute of audio: at 0.2 the reserve holds the lead, at 0.1 it cannot.
     const model = 'public/models/wnw-ref';
     const c = parseConfig(JSON.parse(readFileSync(`${model}/config.json`, 'utf8')));

@@ -18,12 +18,27 @@ import { syntheticHeads } from './policy-fixtures.js';
 // 4 audio tokens/s: 8-slot pages, so a test-sized recording is long in pages (what bounds WnW's recall headroom).
 const base = referenceConfig();
 const config = referenceConfig({
-  name: 'layered', vocabSize: 64, hiddenSize: 32, intermediateSize: 64, numLayers: 4, numHeads: 4, numKvHeads: 2, headDim: 16,
+  name: 'layered',
+  vocabSize: 64,
+  hiddenSize: 32,
+  intermediateSize: 64,
+  numLayers: 4,
+  numHeads: 4,
+  numKvHeads: 2,
+  headDim: 16,
   audio: { ...base.audio, tokensPerSecond: 4 },
 });
 const weights = randomDecoderWeights(config, 11);
 
-async function decode(be: CpuBackend, policy: KvPolicy, audio: Float32Array, N: number, layered: boolean, steps: number, reusePrefill = false) {
+async function decode(
+  be: CpuBackend,
+  policy: KvPolicy,
+  audio: Float32Array,
+  N: number,
+  layered: boolean,
+  steps: number,
+  reusePrefill = false,
+) {
   const layout = policyLayout(config, N);
   // A prefill kept for the next policy scores the others' windows too, as a run asks for it.
   const req = { ...policy.request(layout), ...(reusePrefill ? { alsoScore: sharedPrefillWindows(layout) } : {}) };
@@ -60,19 +75,26 @@ describe('per-layer prefill', () => {
   const audio = randomEmbeddings(config, N, 5);
   const heads = syntheticHeads(policyLayout(config, N), 3);
 
-  it('every policy answers per layer, and a layer\'s plan reads only its own layer\'s scores', () => {
+  it("every policy answers per layer, and a layer's plan reads only its own layer's scores", () => {
     const layout = policyLayout(config, N);
     for (const name of Object.keys(POLICIES)) {
       const policy = createPolicy(name, { budget: 0.2, heads });
       expect(policy.prefillByLayer, name).toBeTypeOf('function');
       const H = layout.numKvHeads;
-      const scores = (seed: number) => Array.from({ length: H }, (_, k) => Float32Array.from({ length: N }, (_, p) => Math.abs(Math.sin(seed * 7.1 + k * 3.3 + p * 0.37))));
-      const keys = Array.from({ length: H }, (_, k) => Float32Array.from({ length: N * layout.headDim }, (_, i) => Math.cos(k + i * 0.11)));
+      const scores = (seed: number) =>
+        Array.from({ length: H }, (_, k) =>
+          Float32Array.from({ length: N }, (_, p) => Math.abs(Math.sin(seed * 7.1 + k * 3.3 + p * 0.37))),
+        );
+      const keys = Array.from({ length: H }, (_, k) =>
+        Float32Array.from({ length: N * layout.headDim }, (_, i) => Math.cos(k + i * 0.11)),
+      );
       // Layer 1 under two different layer-0 inputs: its answer must not change.
       const answers = [1, 2].map((seed) => {
         const run = createPolicy(name, { budget: 0.2, heads }).prefillByLayer!(layout);
         run.layer({ layout, layer: 0, scores: scores(seed), keys });
-        return run.layer({ layout, layer: 1, scores: scores(9), keys }).map((h) => [Array.from(h.gpu), Array.from(h.cpu)]);
+        return run
+          .layer({ layout, layer: 1, scores: scores(9), keys })
+          .map((h) => [Array.from(h.gpu), Array.from(h.cpu)]);
       });
       expect(answers[0], name).toEqual(answers[1]);
     }
@@ -89,9 +111,16 @@ describe('per-layer prefill', () => {
     });
   }
 
-  it('shares one prefill between policies (the eval\'s memo) with the same results', async () => {
+  it("shares one prefill between policies (the eval's memo) with the same results", async () => {
     const be = new CpuBackend(config, weights);
-    const fresh = await decode(new CpuBackend(config, weights), createPolicy('wnw', { budget: 0.2, heads }), audio, N, true, 4);
+    const fresh = await decode(
+      new CpuBackend(config, weights),
+      createPolicy('wnw', { budget: 0.2, heads }),
+      audio,
+      N,
+      true,
+      4,
+    );
     await decode(be, createPolicy('snapkv', { budget: 0.2 }), audio, N, true, 4, true);
     // The un-planned prompt K/V of every layer outlives the session for the next policy.
     const layerKv = 8 * promptLength(config, N) * config.numKvHeads * config.headDim;
@@ -123,14 +152,28 @@ describe('peak KV memory on a long recording', () => {
   const pageBytes = 2 * P * hd * 4;
   const fullPool = H * (Math.ceil(N / P) + Math.ceil(textTokens / P)) * pageBytes;
 
-  it('full cache: the whole-prompt path peaks at every layer\'s prompt K/V plus the pool; per layer at one layer\'s', async () => {
-    const whole = await decode(new CpuBackend(config, weights), createPolicy('full', { budget: 1 }), audio, N, false, steps);
+  it("full cache: the whole-prompt path peaks at every layer's prompt K/V plus the pool; per layer at one layer's", async () => {
+    const whole = await decode(
+      new CpuBackend(config, weights),
+      createPolicy('full', { budget: 1 }),
+      audio,
+      N,
+      false,
+      steps,
+    );
     expect(whole.memory.peakBytes).toBe(config.numLayers * layerKv + fullPool);
-    const byLayer = await decode(new CpuBackend(config, weights), createPolicy('full', { budget: 1 }), audio, N, true, steps);
+    const byLayer = await decode(
+      new CpuBackend(config, weights),
+      createPolicy('full', { budget: 1 }),
+      audio,
+      N,
+      true,
+      steps,
+    );
     expect(byLayer.memory.peakBytes).toBe(layerKv + fullPool);
   });
 
-  it('WebGPU sizes (plan()): a per-layer session\'s prefill buffers hold one layer\'s prompt K/V, not every layer\'s', () => {
+  it("WebGPU sizes (plan()): a per-layer session's prefill buffers hold one layer's prompt K/V, not every layer's", () => {
     const opts = { audioLength: N, maxNewTokens: steps + 1, request: { decodeHeads: [], prefillQueries: 3 } };
     const limits = { maxStorageBufferBindingSize: 2 ** 30, maxBufferSize: 2 ** 30 };
     const whole = sessionSizes(config, opts, limits);
@@ -139,7 +182,7 @@ describe('peak KV memory on a long recording', () => {
     expect(whole.prefillBytes - layered.prefillBytes).toBe((config.numLayers - 1) * layerKv);
   });
 
-  it("WebGPU sizes: with an f16 pool the prompt K/V held are f16 too, n · KVD · 2 · 2 bytes fewer a layer", () => {
+  it('WebGPU sizes: with an f16 pool the prompt K/V held are f16 too, n · KVD · 2 · 2 bytes fewer a layer', () => {
     const opts = { audioLength: N, maxNewTokens: steps + 1, request: { decodeHeads: [], prefillQueries: 3 } };
     const limits = { maxStorageBufferBindingSize: 2 ** 30, maxBufferSize: 2 ** 30 };
     const kvd = config.numKvHeads * hd;
@@ -152,7 +195,7 @@ describe('peak KV memory on a long recording', () => {
     }
   });
 
-  it('WnW at 0.2 per layer peaks at one layer\'s prompt K/V plus its pool, far below the full cache', async () => {
+  it("WnW at 0.2 per layer peaks at one layer's prompt K/V plus its pool, far below the full cache", async () => {
     const policy = createPolicy('wnw', { budget: 0.2, heads });
     const be = new CpuBackend(config, weights);
     const layout = policyLayout(config, N);
@@ -164,11 +207,14 @@ describe('peak KV memory on a long recording', () => {
     // positions (plus a part-filled page per head), recall headroom is at most 48 pages
     // per tidal head, text fills its own pages.
     const tidal = heads.roles['0.2'].tidal.length;
-    const poolBound = (Math.floor((0.2 * H * N) / P) + H + tidal * RECALL_PAGES_PER_HEAD + H * Math.ceil(textTokens / P)) * pageBytes;
+    const poolBound =
+      (Math.floor((0.2 * H * N) / P) + H + tidal * RECALL_PAGES_PER_HEAD + H * Math.ceil(textTokens / P)) * pageBytes;
     expect(pool).toBeLessThanOrEqual(poolBound);
     const fullWhole = config.numLayers * layerKv + fullPool;
     // Saved against today's full-cache peak: the other layers' prompt K/V and the pages WnW does not keep.
-    expect(fullWhole - be.kvMemory().peakBytes).toBeGreaterThanOrEqual((config.numLayers - 1) * layerKv + fullPool - poolBound);
+    expect(fullWhole - be.kvMemory().peakBytes).toBeGreaterThanOrEqual(
+      (config.numLayers - 1) * layerKv + fullPool - poolBound,
+    );
     expect(be.kvMemory().peakBytes).toBeLessThan(0.5 * fullWhole);
   });
 });

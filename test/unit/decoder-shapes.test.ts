@@ -13,7 +13,12 @@ import { CpuBackend } from '../../src/backend/cpu/backend.js';
 import { answerAttention } from '../../src/calibrate/attention.js';
 import { audioStart, kvHeadCount, promptLength, type ModelConfig } from '../../src/model/config.js';
 import type { DecoderWeights } from '../../src/model/weights.js';
-import { decoderShapeConfig, randomDecoderWeights, randomEmbeddings, type DecoderShape } from '../../src/model/testing.js';
+import {
+  decoderShapeConfig,
+  randomDecoderWeights,
+  randomEmbeddings,
+  type DecoderShape,
+} from '../../src/model/testing.js';
 import type { PrefillPlan } from '../../src/kv/plan.js';
 
 interface Dense {
@@ -27,7 +32,14 @@ interface Dense {
  * The decoder over `ids` (audio rows are -1 - audio index), all in f64. `hideAudioFrom`:
  * rows at or after it do not attend to audio positions (the audio KV was dropped).
  */
-function denseForward(c: ModelConfig, w: DecoderWeights, audio: Float32Array, ids: number[], firstQuery: number, hideAudioFrom = Infinity): Dense {
+function denseForward(
+  c: ModelConfig,
+  w: DecoderWeights,
+  audio: Float32Array,
+  ids: number[],
+  firstQuery: number,
+  hideAudioFrom = Infinity,
+): Dense {
   const D = c.hiddenSize;
   const hd = c.headDim;
   const H = c.numHeads;
@@ -37,7 +49,9 @@ function denseForward(c: ModelConfig, w: DecoderWeights, audio: Float32Array, id
   const a0 = audioStart(c);
   const N = audio.length / D;
   const isAudio = (t: number) => t >= a0 && t < a0 + N;
-  const x = ids.map((id) => Float64Array.from(id >= 0 ? w.embed.subarray(id * D, (id + 1) * D) : audio.subarray((-1 - id) * D, -id * D)));
+  const x = ids.map((id) =>
+    Float64Array.from(id >= 0 ? w.embed.subarray(id * D, (id + 1) * D) : audio.subarray((-1 - id) * D, -id * D)),
+  );
   const linear = (W: Float32Array, rows: number, cols: number, v: Float64Array, bias?: Float32Array) => {
     const out = new Float64Array(rows);
     for (let r = 0; r < rows; r++) {
@@ -178,7 +192,7 @@ describe.each(SHAPES)('CPU backend on %s-shaped decoders', (shape) => {
     be.end();
   });
 
-  it('teacher-forced calibration attention is the dense forward\'s, on audio positions after the prefix', () => {
+  it("teacher-forced calibration attention is the dense forward's, on audio positions after the prefix", () => {
     const tokens = [30, 31, 32, 33];
     const rows = answerAttention(c, w, audio, N, tokens);
     expect(rows).toHaveLength(tokens.length);
@@ -189,7 +203,8 @@ describe.each(SHAPES)('CPU backend on %s-shaped decoders', (shape) => {
     for (let l = 0; l < c.numLayers; l++) {
       for (let kh = 0; kh < c.numKvHeads; kh++) {
         const sum = new Float64Array(N);
-        for (let j = 0; j < g; j++) rows[tokens.length - 1][l * c.numHeads + kh * g + j].forEach((a, p) => (sum[p] += a));
+        for (let j = 0; j < g; j++)
+          rows[tokens.length - 1][l * c.numHeads + kh * g + j].forEach((a, p) => (sum[p] += a));
         expect(nmse(ref[l * c.numKvHeads + kh], sum)).toBeLessThan(1e-10);
       }
     }

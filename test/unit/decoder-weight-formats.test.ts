@@ -3,7 +3,12 @@ import { CpuBackend } from '../../src/backend/cpu/backend.js';
 import { kvHeadCount, type ModelConfig } from '../../src/model/config.js';
 import { decoderShapeConfig, randomDecoderWeights, randomEmbeddings } from '../../src/model/testing.js';
 import {
-  decoderWeightBytes, packDecoderWeights, packedFormats, packedWeightBytes, unpackDecoderWeights, weightsInFormat,
+  decoderWeightBytes,
+  packDecoderWeights,
+  packedFormats,
+  packedWeightBytes,
+  unpackDecoderWeights,
+  weightsInFormat,
 } from '../../src/model/packed-weights.js';
 import { dequantize, packF16, quantizeQ4, type WeightFormat } from '../../src/model/quant.js';
 import type { DecoderWeights } from '../../src/model/weights.js';
@@ -13,7 +18,11 @@ const qwenAudio = decoderShapeConfig('qwen2_audio');
 
 /** What one upstream matrix becomes in `format`: dequantize(pack(w)). */
 function roundTrip(format: WeightFormat, w: Float32Array, rows: number, cols: number): Float32Array {
-  return format === 'q4' ? dequantize(quantizeQ4(w, rows, cols)) : format === 'f16' ? dequantize(packF16(w, rows, cols)) : w;
+  return format === 'q4'
+    ? dequantize(quantizeQ4(w, rows, cols))
+    : format === 'f16'
+      ? dequantize(packF16(w, rows, cols))
+      : w;
 }
 
 function expectSameValues(a: Float32Array, b: Float32Array): void {
@@ -36,10 +45,17 @@ function nmse(ref: Float32Array, got: Float32Array): number {
 async function decode(c: ModelConfig, w: DecoderWeights, format: WeightFormat, steps: number) {
   const A = 40;
   const be = new CpuBackend(c, w, { weightFormat: format });
-  be.begin({ audioLength: A, maxNewTokens: steps + 1, request: { decodeHeads: [], prefillQueries: c.instruction.length }, returnLogits: true });
+  be.begin({
+    audioLength: A,
+    maxNewTokens: steps + 1,
+    request: { decodeHeads: [], prefillQueries: c.instruction.length },
+    returnLogits: true,
+  });
   const pre = await be.prefill(randomEmbeddings(c, A, 5));
   const all = Int32Array.from({ length: A }, (_, i) => i);
-  await be.applyPrefill({ heads: Array.from({ length: kvHeadCount(c) }, () => ({ gpu: all, cpu: new Int32Array(0) })) });
+  await be.applyPrefill({
+    heads: Array.from({ length: kvHeadCount(c) }, () => ({ gpu: all, cpu: new Int32Array(0) })),
+  });
   const tokens = [pre.token];
   const logits = [pre.logits!];
   for (let s = 0; s < steps; s++) {

@@ -1,5 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_BATCH_FRAMES, ENCODER_BATCH_BYTES, defaultTowerFormat, encodeBatch, encoderLinears, encoderWeightBytes, linearFormat, projectorWidths, towerBytes } from '../../src/encoder/sizing.js';
+import {
+  DEFAULT_BATCH_FRAMES,
+  ENCODER_BATCH_BYTES,
+  defaultTowerFormat,
+  encodeBatch,
+  encoderLinears,
+  encoderWeightBytes,
+  linearFormat,
+  projectorWidths,
+  towerBytes,
+} from '../../src/encoder/sizing.js';
 import { ENCODER_SHAPES, randomEncoderTensors } from '../../src/bench/encoder.js';
 import { planMemory } from '../../src/backend/webgpu/fit.js';
 import { memoryMarkdown, memoryTable, isSized } from '../../src/bench/memory.js';
@@ -29,32 +39,56 @@ describe('audio tower sizing', () => {
     const omni = encodeBatch(LARGE, qwen25Omni.encoder, 2048, projectorWidths(qwen25Omni.encoder, 2048), 2 ** 31);
     expect(omni.bytes).toBeLessThanOrEqual(ENCODER_BATCH_BYTES);
     expect(omni.windows).toBeGreaterThan(1);
-    expect(encodeBatch(LARGE, qwen25Omni.encoder, 2048, [2048], 2 ** 31, 200 * (omni.windows - 1)).windows).toBe(omni.windows - 1);
+    expect(encodeBatch(LARGE, qwen25Omni.encoder, 2048, [2048], 2 ** 31, 200 * (omni.windows - 1)).windows).toBe(
+      omni.windows - 1,
+    );
   });
 
   it('takes fewer windows where a binding is small, and refuses one window no binding holds', () => {
     const bind = 1500 * 5120 * 4;
     expect(encodeBatch(LARGE, voxtral.encoder, 3072, [3072, 3072], bind).windows).toBe(1);
-    expect(() => encodeBatch(LARGE, voxtral.encoder, 3072, [3072, 3072], bind - 4)).toThrow(/does not fit the device's/);
+    expect(() => encodeBatch(LARGE, voxtral.encoder, 3072, [3072, 3072], bind - 4)).toThrow(
+      /does not fit the device's/,
+    );
   });
 
   it('counts every byte the GPU encoder uploads: packed Linears, the rest in f32', async () => {
-    (globalThis as { GPUBufferUsage?: unknown }).GPUBufferUsage ??= { STORAGE: 128, COPY_DST: 8, COPY_SRC: 4, MAP_READ: 1, UNIFORM: 64 };
+    (globalThis as { GPUBufferUsage?: unknown }).GPUBufferUsage ??= {
+      STORAGE: 128,
+      COPY_DST: 8,
+      COPY_SRC: 4,
+      MAP_READ: 1,
+      UNIFORM: 64,
+    };
     const config = { ...LARGE, dModel: 64, heads: 2, ffnDim: 128, layers: 2 };
-    for (const [family, width] of [[voxtral, 96], [qwen25Omni, 64]] as const) {
+    for (const [family, width] of [
+      [voxtral, 96],
+      [qwen25Omni, 64],
+    ] as const) {
       const tensors = randomEncoderTensors(config, family.encoder, width);
       const linears = new Map(encoderLinears(config, family.encoder, () => width).map((l) => [l.name, l]));
       for (const format of ['f32', 'f16', 'q4'] as const) {
         let packed = 0;
-        for (const l of linears.values()) packed += pack(linearFormat(format, l.cols), tensors.get(l.name)!, l.rows, l.cols).data.byteLength;
+        for (const l of linears.values())
+          packed += pack(linearFormat(format, l.cols), tensors.get(l.name)!, l.rows, l.cols).data.byteLength;
         const b = encoderWeightBytes(config, family.encoder, width, format);
         expect(b.linears).toBe(packed);
       }
       // Every buffer the GPU encoder uploads, counted by a context that only records sizes.
       for (const format of ['f32', 'q4'] as const) {
         let uploaded = 0;
-        const ctx = { buffer: (_l: string, size: number) => ((uploaded += size), {}), allocating: async (_w: string, _n: number, fn: () => unknown) => fn() };
-        await WebGpuWhisperEncoder.create(ctx as unknown as GpuContext, {} as PipelineCache, config, family.encoder, tensors, { weightFormat: format });
+        const ctx = {
+          buffer: (_l: string, size: number) => ((uploaded += size), {}),
+          allocating: async (_w: string, _n: number, fn: () => unknown) => fn(),
+        };
+        await WebGpuWhisperEncoder.create(
+          ctx as unknown as GpuContext,
+          {} as PipelineCache,
+          config,
+          family.encoder,
+          tensors,
+          { weightFormat: format },
+        );
         const b = encoderWeightBytes(config, family.encoder, width, format);
         expect(uploaded).toBe(b.linears + b.other);
       }
@@ -63,7 +97,13 @@ describe('audio tower sizing', () => {
 
   it('adds an encode phase: the decoder weights beside the tower and one batch, the peak where it is the larger', () => {
     const c = decoderShapeConfig('voxtral');
-    const request = { weightFormat: 'q4' as const, tied: false, audioTokens: 750, kvPrecision: 'f16' as const, budget: 0.2 };
+    const request = {
+      weightFormat: 'q4' as const,
+      tied: false,
+      audioTokens: 750,
+      kvPrecision: 'f16' as const,
+      budget: 0.2,
+    };
     const without = planMemory(c, request);
     expect(without.phases.encode).toBe(without.weightBytes);
     const tower = towerBytes(LARGE, voxtral.encoder, c.hiddenSize, 'f16');
@@ -73,7 +113,7 @@ describe('audio tower sizing', () => {
     expect(withTower.peakBytes).toBe(Math.max(withTower.phases.encode, without.peakBytes));
   });
 
-  it('defaults the tower to f16 beside a q4 decoder, to the decoder\'s f16 or f32 otherwise, and to q4 where the f16 phase does not fit', () => {
+  it("defaults the tower to f16 beside a q4 decoder, to the decoder's f16 or f32 otherwise, and to q4 where the f16 phase does not fit", () => {
     const phase = (f: string) => (f === 'f16' ? 3e9 : f === 'f32' ? 5e9 : 2e9);
     expect(defaultTowerFormat('q4', phase)).toEqual({ format: 'f16' });
     expect(defaultTowerFormat('f32', phase)).toEqual({ format: 'f32' });

@@ -44,7 +44,11 @@ async function loadEncoder(dir: string, spec: WhisperFamilySpec): Promise<Whispe
   const cfg = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
   const ckpt = await HfCheckpoint.open(dir);
   try {
-    return new WhisperEncoder(parseWhisperEncoderConfig(audioConfig(cfg), join(dir, 'config.json'), spec), spec, await lookupFromCheckpoint(ckpt, spec));
+    return new WhisperEncoder(
+      parseWhisperEncoderConfig(audioConfig(cfg), join(dir, 'config.json'), spec),
+      spec,
+      await lookupFromCheckpoint(ckpt, spec),
+    );
   } finally {
     await ckpt.close();
   }
@@ -89,7 +93,15 @@ describe('Whisper-family encoder ops', () => {
   });
 
   it('rejects unsupported encoder configs with a MODEL_LOAD error naming the key', () => {
-    const ok = { num_mel_bins: 128, d_model: 64, encoder_layers: 2, encoder_attention_heads: 4, encoder_ffn_dim: 256, max_source_positions: 1500, activation_function: 'gelu' };
+    const ok = {
+      num_mel_bins: 128,
+      d_model: 64,
+      encoder_layers: 2,
+      encoder_attention_heads: 4,
+      encoder_ffn_dim: 256,
+      max_source_positions: 1500,
+      activation_function: 'gelu',
+    };
     expect(parseWhisperEncoderConfig(ok).dModel).toBe(64);
     const bad = (patch: Record<string, unknown>, key: string) => {
       let err: unknown;
@@ -134,8 +146,18 @@ describe('Whisper-family encoders against the PyTorch reference (training/hf/enc
     const omni = { padToLength: 300 * SR }; // padding="max_length" to n_samples; the mask keeps the audio
     jobs.push(
       { family: 'voxtral', spec: voxtral.encoder, examples: [fe.compute(clip, { padToMultipleOf: 480_000 })] },
-      { family: 'qwen2_audio', spec: qwen2Audio.encoder, examples: [clip.subarray(0, 480_000), clip.subarray(480_000, 960_000), clip.subarray(960_000)].map((c) => fe.compute(c, qa)) },
-      { family: 'qwen2_5_omni', spec: qwen25Omni.encoder, examples: [fe.compute(clip, omni), fe.compute(clip.subarray(0, 117_920), omni)] },
+      {
+        family: 'qwen2_audio',
+        spec: qwen2Audio.encoder,
+        examples: [clip.subarray(0, 480_000), clip.subarray(480_000, 960_000), clip.subarray(960_000)].map((c) =>
+          fe.compute(c, qa),
+        ),
+      },
+      {
+        family: 'qwen2_5_omni',
+        spec: qwen25Omni.encoder,
+        examples: [fe.compute(clip, omni), fe.compute(clip.subarray(0, 117_920), omni)],
+      },
     );
     const spec = jobs.map((j) => ({
       family: j.family,
@@ -147,7 +169,10 @@ describe('Whisper-family encoders against the PyTorch reference (training/hf/enc
       }),
     }));
     writeFileSync(join(dir, 'jobs.json'), JSON.stringify(spec));
-    const out = execFileSync(PY, [REF, '--jobs', join(dir, 'jobs.json'), '--models', models], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+    const out = execFileSync(PY, [REF, '--jobs', join(dir, 'jobs.json'), '--models', models], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     shapes = JSON.parse(out.trim().split('\n').pop()!);
     return () => rmSync(dir, { recursive: true, force: true });
   }, 300_000);
@@ -172,7 +197,9 @@ describe('Whisper-family encoders against the PyTorch reference (training/hf/enc
       o += out.data.length;
     }
     const { rel, nmse } = compare(got, ref);
-    console.log(`${family}: ${tokens} tokens x ${enc.outputWidth}, TS ${ms.toFixed(0)} ms, max rel error ${rel.toExponential(2)}, NMSE ${nmse.toExponential(2)}`);
+    console.log(
+      `${family}: ${tokens} tokens x ${enc.outputWidth}, TS ${ms.toFixed(0)} ms, max rel error ${rel.toExponential(2)}, NMSE ${nmse.toExponential(2)}`,
+    );
     expect(rel).toBeLessThanOrEqual(1e-4);
   }
 

@@ -25,7 +25,8 @@ function fakeRun(log: { frames: number; active: number; maxActive: number }[]) {
     await new Promise((r) => setTimeout(r, 1));
     const rows = frames / AUDIO.framesPerToken;
     const out = new Float32Array(rows * 4);
-    for (let r = 0; r < rows; r++) out.set([call, r * AUDIO.framesPerToken, mel[r * AUDIO.framesPerToken], frames], r * 4);
+    for (let r = 0; r < rows; r++)
+      out.set([call, r * AUDIO.framesPerToken, mel[r * AUDIO.framesPerToken], frames], r * 4);
     active--;
     log.push({ frames, active, maxActive });
     return out;
@@ -42,7 +43,8 @@ describe('encoder windowing', () => {
     expect(encoderWindows(27, 12, 4).map((w) => w.frames)).toEqual([12, 12]); // 3-frame tail < one token
     expect(encoderWindows(3, 12, 4)).toEqual([]);
     expect(encoderWindows(0, 12, 4)).toEqual([]);
-    for (let T = 0; T < 100; T++) expect(encoderWindows(T, 12, 4).reduce((a, w) => a + w.frames / 4, 0)).toBe(Math.floor(T / 4));
+    for (let T = 0; T < 100; T++)
+      expect(encoderWindows(T, 12, 4).reduce((a, w) => a + w.frames / 4, 0)).toBe(Math.floor(T / 4));
     expect(() => encoderWindows(10, 10, 4)).toThrow(RangeError);
   });
 
@@ -56,7 +58,11 @@ describe('encoder windowing', () => {
     expect(out.length).toBe(Math.floor(T / 4) * 4);
     expect(log.map((l) => l.frames)).toEqual([12, 12, 4]);
     expect(Math.max(...log.map((l) => l.maxActive))).toBe(1); // never two runs at once
-    expect(progress).toEqual([[1, 3], [2, 3], [3, 3]]);
+    expect(progress).toEqual([
+      [1, 3],
+      [2, 3],
+      [3, 3],
+    ]);
     for (let n = 0; n < 7; n++) {
       const [call, rowFrame, mel0, frames] = out.subarray(n * 4, n * 4 + 4);
       const w = Math.floor((n * 4) / 12);
@@ -78,10 +84,17 @@ describe('encoder windowing', () => {
     const ctl = new AbortController();
     const mel = new Float32Array(AUDIO.nMels * 48);
     let runs = 0;
-    const p = encodeWindowed(mel, 48, AUDIO, 2, async (_m, f) => {
-      if (++runs === 2) ctl.abort();
-      return new Float32Array((f / 4) * 2);
-    }, { signal: ctl.signal });
+    const p = encodeWindowed(
+      mel,
+      48,
+      AUDIO,
+      2,
+      async (_m, f) => {
+        if (++runs === 2) ctl.abort();
+        return new Float32Array((f / 4) * 2);
+      },
+      { signal: ctl.signal },
+    );
     await expect(p).rejects.toBeInstanceOf(CancelledError);
     expect(runs).toBe(2);
     await expect(encodeWindowed(mel, 48, AUDIO, 2, async () => new Float32Array(5))).rejects.toThrow(ModelLoadError);
@@ -142,7 +155,9 @@ onnx.save(m, ${JSON.stringify(file)})
     for (let n = 0; n < N; n++) {
       for (let h = 0; h < 16; h++) {
         let acc = 0;
-        for (let f = 0; f < fpt; f++) for (let m = 0; m < nMels; m++) acc += mel[m * T + n * fpt + f] * ((((f * nMels + m) * 16 + h) % 7) - 3) / 8;
+        for (let f = 0; f < fpt; f++)
+          for (let m = 0; m < nMels; m++)
+            acc += (mel[m * T + n * fpt + f] * ((((f * nMels + m) * 16 + h) % 7) - 3)) / 8;
         maxErr = Math.max(maxErr, Math.abs(a[n * 16 + h] - acc), Math.abs(b[n * 16 + h] - acc));
       }
     }
@@ -165,13 +180,16 @@ onnx.save(m, ${JSON.stringify(file)})
     await expect(AudioEncoder.create(new Uint8Array([1, 2, 3, 4]), cfg)).rejects.toThrow(ModelLoadError);
     if (!pythonHasOnnx()) ctx.skip('needs /usr/bin/python3 with the onnx module to build a mis-named model');
     const file = join(tempDir('wnw-enc-'), 'bad.onnx');
-    execFileSync(PY, ['-c', `
+    execFileSync(PY, [
+      '-c',
+      `
 import onnx
 from onnx import helper, TensorProto
 g = helper.make_graph([helper.make_node('Identity', ['x'], ['y'])], 'bad',
   [helper.make_tensor_value_info('x', TensorProto.FLOAT, [1, 80, 'T'])], [helper.make_tensor_value_info('y', TensorProto.FLOAT, [1, 80, 'T'])])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)], ir_version=8), ${JSON.stringify(file)})
-`]);
+`,
+    ]);
     await expect(AudioEncoder.create(file, cfg)).rejects.toThrow(/input named "mel"/);
   });
 });
@@ -182,8 +200,10 @@ describe('wnw-ref encoder vs golden fixtures', () => {
   for (const clip of ['clip1', 'clip2']) {
     it(`${clip}: mel and embeddings match training's fixtures`, async (ctx) => {
       const fixture = join(MODEL, 'fixtures', `${clip}.safetensors`);
-      if (!existsSync(join(MODEL, 'encoder.onnx'))) ctx.skip('public/models/wnw-ref/encoder.onnx is absent: the trained model has not landed yet');
-      if (!existsSync(fixture)) ctx.skip(`public/models/wnw-ref/fixtures/${clip}.safetensors is absent: no golden fixture yet`);
+      if (!existsSync(join(MODEL, 'encoder.onnx')))
+        ctx.skip('public/models/wnw-ref/encoder.onnx is absent: the trained model has not landed yet');
+      if (!existsSync(fixture))
+        ctx.skip(`public/models/wnw-ref/fixtures/${clip}.safetensors is absent: no golden fixture yet`);
       const cfg = parseConfig(JSON.parse(readFileSync(join(MODEL, 'config.json'), 'utf8')));
       const buf = readFileSync(fixture);
       const st = new SafeTensors(buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength), fixture);

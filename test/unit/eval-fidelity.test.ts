@@ -25,12 +25,18 @@ describe('fidelity arithmetic', () => {
     expect(klDivergence(la, la)).toBe(0);
     expect(klDivergence(la, logSoftmax(b))).toBeCloseTo((2 * (Math.exp(2) - 1)) / (Math.exp(2) + 3), 14);
     // large logits do not overflow
-    expect(Number.isFinite(klDivergence(logSoftmax(Float32Array.from([1e4, 0])), logSoftmax(Float32Array.from([0, 1e4]))))).toBe(true);
+    expect(
+      Number.isFinite(klDivergence(logSoftmax(Float32Array.from([1e4, 0])), logSoftmax(Float32Array.from([0, 1e4])))),
+    ).toBe(true);
     const f = compareSteps([a, a], [a, b]);
     expect(f).toMatchObject({ steps: 2, agreeing: 1 });
     expect(fidelityMeans(f).agreement).toBe(0.5);
     expect(f.stopShiftSum).toBeNull();
-    expect(fidelityMeans({ steps: 0, agreeing: 0, klSum: 0, stopShiftSum: null })).toEqual({ agreement: null, klVsFull: null, stopShift: null });
+    expect(fidelityMeans({ steps: 0, agreeing: 0, klSum: 0, stopShiftSum: null })).toEqual({
+      agreement: null,
+      klVsFull: null,
+      stopShift: null,
+    });
     // the stop token's log-probability, policy minus full, averaged over steps
     const g = fidelityMeans(compareSteps([a, a], [a, b], 0));
     expect(g.stopShift).toBeCloseTo((logSoftmax(b)[0] - la[0]) / 2, 14);
@@ -46,7 +52,9 @@ class NoAudioPolicy implements KvPolicy {
     return { decodeHeads: [], prefillQueries: 1 };
   }
   prefill(obs: PrefillObservation) {
-    return { heads: Array.from({ length: obs.layout.numLayers * obs.layout.numKvHeads }, () => ({ gpu: NONE, cpu: NONE })) };
+    return {
+      heads: Array.from({ length: obs.layout.numLayers * obs.layout.numKvHeads }, () => ({ gpu: NONE, cpu: NONE })),
+    };
   }
   afterStep() {
     return EMPTY_PLAN;
@@ -65,9 +73,14 @@ class RecordingFull extends FullPolicy {
 describe('teacher-forced fidelity on the random reference model (CPU backend)', () => {
   const config = referenceConfig();
   const pieces = ['<pad>', '<s>', '</s>', '<t>', '<a>', '<b>'];
-  for (let i = pieces.length; i < config.vocabSize; i++) pieces.push(`${i % 3 === 0 ? '\u2581' : ''}${String.fromCharCode(97 + (i % 26))}${i}`);
+  for (let i = pieces.length; i < config.vocabSize; i++)
+    pieces.push(`${i % 3 === 0 ? '\u2581' : ''}${String.fromCharCode(97 + (i % 26))}${i}`);
   const model: LoadedModel = {
-    base: 'memory', config, weights: randomDecoderWeights(config, 3), encoderBytes: new Uint8Array(0), weightBytes: 0,
+    base: 'memory',
+    config,
+    weights: randomDecoderWeights(config, 3),
+    encoderBytes: new Uint8Array(0),
+    weightBytes: 0,
     tokenizer: Tokenizer.fromJSON({ type: 'sentencepiece', pieces, bos: 1, eos: 2, pad: 0, unk: 5 }),
   };
   const N = 60;
@@ -77,11 +90,24 @@ describe('teacher-forced fidelity on the random reference model (CPU backend)', 
   let fullText: string;
 
   /** One decode of the clip under `make()`'s policy: the transcriber's own loop (run.ts). */
-  const decoder = (make: () => KvPolicy, name: PolicyName, budget: number): Decode => (options) =>
-    runTranscription({
-      model, backend, policy: make(), policyName: name, budget, embeddings, audioLength: N, audioSeconds: N / 12.5, encodeMs: 0,
-      timingHeads: [], tidalHeads: [], options: { maxNewTokens: 24, reusePrefill: true, ...options }, progress: () => {},
-    });
+  const decoder =
+    (make: () => KvPolicy, name: PolicyName, budget: number): Decode =>
+    (options) =>
+      runTranscription({
+        model,
+        backend,
+        policy: make(),
+        policyName: name,
+        budget,
+        embeddings,
+        audioLength: N,
+        audioSeconds: N / 12.5,
+        encodeMs: 0,
+        timingHeads: [],
+        tidalHeads: [],
+        options: { maxNewTokens: 24, reusePrefill: true, ...options },
+        progress: () => {},
+      });
   const full = decoder(() => new FullPolicy(), 'full', 1);
 
   beforeAll(async () => {
@@ -103,13 +129,20 @@ describe('teacher-forced fidelity on the random reference model (CPU backend)', 
 
   it('runs the policy plan loop on the forced steps', async () => {
     const p = new RecordingFull();
-    const f = await teacherForced(decoder(() => p, 'full', 1), ref, {});
+    const f = await teacherForced(
+      decoder(() => p, 'full', 1),
+      ref,
+      {},
+    );
     expect(f.steps).toBe(ref.tokens.length);
     expect(p.steps).toEqual(ref.tokens.map((_, i) => i));
   });
 
   it('a policy that keeps everything: WER vs full 0, agreement 1, KL 0, no stop-token shift', async () => {
-    for (const [name, make] of [['full', () => new FullPolicy()], ['streaming', () => new StreamingPolicy({ budget: 1 })]] as const) {
+    for (const [name, make] of [
+      ['full', () => new FullPolicy()],
+      ['streaming', () => new StreamingPolicy({ budget: 1 })],
+    ] as const) {
       const decode = decoder(make, name, 1);
       const free = await decode({});
       expect(wer(ref.text, free.text)).toBe(0);
@@ -147,10 +180,22 @@ describe('teacher-forced fidelity on the random reference model (CPU backend)', 
     const all = (await teacherForced(full, withAttention, {})).coverage!;
     expect(all.steps).toBe(withAttention.tokens.length);
     for (const c of all.perHead) expect(c).toBeCloseTo(1, 12);
-    const none = (await teacherForced(decoder(() => new NoAudioPolicy(), 'full', 1), withAttention, {})).coverage!;
+    const none = (
+      await teacherForced(
+        decoder(() => new NoAudioPolicy(), 'full', 1),
+        withAttention,
+        {},
+      )
+    ).coverage!;
     expect(none.perHead.every((c) => c === 0)).toBe(true);
     // StreamingLLM keeps the first 4 and the last positions: its coverage is the full cache's mass there.
-    const streaming = (await teacherForced(decoder(() => new StreamingPolicy({ budget: 0.2 }), 'streaming', 0.2), withAttention, {})).coverage!;
+    const streaming = (
+      await teacherForced(
+        decoder(() => new StreamingPolicy({ budget: 0.2 }), 'streaming', 0.2),
+        withAttention,
+        {},
+      )
+    ).coverage!;
     expect(streaming.mean).toBeGreaterThan(0);
     expect(streaming.mean).toBeLessThan(1);
     // Without the attention record there is nothing to measure against.

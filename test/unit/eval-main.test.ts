@@ -23,20 +23,48 @@ function fakeLoad(calls: TranscribeOptions[], loads: LoadOptions[]) {
       dispose() {},
       async transcribe(input, call = {}): Promise<TranscriptionResult> {
         calls.push(call);
-        const words = new TextDecoder().decode(new Uint8Array((input as Float32Array).buffer)).trim().split(/\s+/);
+        const words = new TextDecoder()
+          .decode(new Uint8Array((input as Float32Array).buffer))
+          .trim()
+          .split(/\s+/);
         const policy = call.policy ?? 'full';
         if (policy === 'h2o') throw new ContextTooLongError(2e9, 1e9, 'the H2O window');
         const forced = call.forcedTokens;
-        forced?.forEach((_, t) => call.onLogits?.(t, Float32Array.from(policy !== 'full' && t === forced.length - 1 ? LAST_STEP_LOGITS : FULL_LOGITS)));
+        forced?.forEach((_, t) =>
+          call.onLogits?.(
+            t,
+            Float32Array.from(policy !== 'full' && t === forced.length - 1 ? LAST_STEP_LOGITS : FULL_LOGITS),
+          ),
+        );
         const text = (policy === 'full' ? words : words.slice(0, -1)).join(' ');
         call.onProgress?.({ phase: 'decode', fraction: 0.5 });
         return {
-          text, rawText: text, words: [], tokens: words.map((_, i) => 10 + i),
+          text,
+          rawText: text,
+          words: [],
+          tokens: words.map((_, i) => 10 + i),
           stats: {
-            policy, budget: call.budget ?? 1, backend: 'fake', audioSeconds: words.length, audioTokens: 0, decodeSteps: words.length,
-            rGpu: policy === 'full' ? 1 : call.budget!, rGpuPeak: 1, rGpuCpu: 1, mbPerStep: 0.1, mbPerStepMax: 0.1, recallsPerStep: 0,
-            releasesPerStep: 0, msPerToken: policy === 'full' ? 10 : 11, prefillMs: 0, encodeMs: 0, gpuKvBytes: 0, cpuKvBytes: 0, textKvPages: 0,
-            realTimeFactor: 0.1, stoppedBy: 'eos',
+            policy,
+            budget: call.budget ?? 1,
+            backend: 'fake',
+            audioSeconds: words.length,
+            audioTokens: 0,
+            decodeSteps: words.length,
+            rGpu: policy === 'full' ? 1 : call.budget!,
+            rGpuPeak: 1,
+            rGpuCpu: 1,
+            mbPerStep: 0.1,
+            mbPerStepMax: 0.1,
+            recallsPerStep: 0,
+            releasesPerStep: 0,
+            msPerToken: policy === 'full' ? 10 : 11,
+            prefillMs: 0,
+            encodeMs: 0,
+            gpuKvBytes: 0,
+            cpuKvBytes: 0,
+            textKvPages: 0,
+            realTimeFactor: 0.1,
+            stoppedBy: 'eos',
           },
         };
       },
@@ -45,12 +73,16 @@ function fakeLoad(calls: TranscribeOptions[], loads: LoadOptions[]) {
 }
 
 // Keeps the bytes intact through the Float32Array the eval hands to transcribe.
-const decode = async (b: Uint8Array) => new Float32Array(new Uint8Array([...b, 32, 32, 32, 32].slice(0, Math.ceil(b.length / 4) * 4)).buffer);
+const decode = async (b: Uint8Array) =>
+  new Float32Array(new Uint8Array([...b, 32, 32, 32, 32].slice(0, Math.ceil(b.length / 4) * 4)).buffer);
 
 function dataDir() {
   const dir = tempDir('wnw-eval-');
   // The fake reads the "audio" as text: the clip says exactly its reference.
-  for (const [id, ref] of [['b', 'five six seven eight nine ten'], ['a', 'one two three four']]) {
+  for (const [id, ref] of [
+    ['b', 'five six seven eight nine ten'],
+    ['a', 'one two three four'],
+  ]) {
     writeFileSync(join(dir, `${id}.wav`), ref);
     writeFileSync(join(dir, `${id}.txt`), `${ref}\n`);
   }
@@ -60,14 +92,38 @@ function dataDir() {
 
 describe('npm run eval', () => {
   it('parses its arguments', () => {
-    const a = parseEvalArgs(['--data', 'd', '--policies', 'full,wnw,snapkv', '--budgets', '0.2,0.4', '--out', 'o.json', '--limit', '3', '--readme'], '/w');
-    expect(a).toMatchObject({ data: ['/w/d'], out: '/w/o.json', policies: ['full', 'wnw', 'snapkv'], budgets: [0.2, 0.4], limit: 3, kv: 'f32' });
+    const a = parseEvalArgs(
+      [
+        '--data',
+        'd',
+        '--policies',
+        'full,wnw,snapkv',
+        '--budgets',
+        '0.2,0.4',
+        '--out',
+        'o.json',
+        '--limit',
+        '3',
+        '--readme',
+      ],
+      '/w',
+    );
+    expect(a).toMatchObject({
+      data: ['/w/d'],
+      out: '/w/o.json',
+      policies: ['full', 'wnw', 'snapkv'],
+      budgets: [0.2, 0.4],
+      limit: 3,
+      kv: 'f32',
+    });
     expect(parseEvalArgs(['--data', 'd', '--out', 'o.json', '--kv', 'f16'], '/w').kv).toBe('f16');
     expect(a.readme).toMatch(/README\.md$/);
     expect(parseEvalArgs(['--data', 'd', '--out', 'o', '--readme', 'R.md'], '/w').readme).toBe('/w/R.md');
     expect(parseEvalArgs(['--data', 'd', '--out', 'o'], '/w').readme).toBeNull();
     expect(parseEvalArgs(['--data', 'd', '--out', 'o'], '/w').block).toBe('eval');
-    expect(parseEvalArgs(['--data', 'd', '--out', 'o', '--readme', '--block', 'ablations'], '/w').block).toBe('ablations');
+    expect(parseEvalArgs(['--data', 'd', '--out', 'o', '--readme', '--block', 'ablations'], '/w').block).toBe(
+      'ablations',
+    );
     expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--block', 'Bad Name'])).toThrow(/--block/);
     expect(parseEvalArgs(['--data', 'a,b', '--out', 'o'], '/w').data).toEqual(['/w/a', '/w/b']);
     expect(() => parseEvalArgs(['--out', 'o'])).toThrow(/--data DIR is required/);
@@ -76,13 +132,22 @@ describe('npm run eval', () => {
   });
 
   it('runs the full cache once per clip, whatever the lists say', () => {
-    expect(plannedRuns(['wnw', 'full', 'snapkv'], [0.2, 0.4]).map((r) => `${r.policy}@${r.budget}`)).toEqual(['full@1', 'wnw@0.2', 'wnw@0.4', 'snapkv@0.2', 'snapkv@0.4']);
+    expect(plannedRuns(['wnw', 'full', 'snapkv'], [0.2, 0.4]).map((r) => `${r.policy}@${r.budget}`)).toEqual([
+      'full@1',
+      'wnw@0.2',
+      'wnw@0.4',
+      'snapkv@0.2',
+      'snapkv@0.4',
+    ]);
   });
 
   it('lists clips in name order and warns about a wav without a reference', async () => {
     const warnings: string[] = [];
     const clips = await listClips(dataDir(), (s) => warnings.push(s));
-    expect(clips.map((c) => [c.id, c.reference])).toEqual([['a', 'one two three four'], ['b', 'five six seven eight nine ten']]);
+    expect(clips.map((c) => [c.id, c.reference])).toEqual([
+      ['a', 'one two three four'],
+      ['b', 'five six seven eight nine ten'],
+    ]);
     expect(warnings).toEqual(['skipping orphan.wav: no orphan.txt reference next to it']);
   });
 
@@ -90,8 +155,25 @@ describe('npm run eval', () => {
     const calls: TranscribeOptions[] = [];
     const loads: LoadOptions[] = [];
     let log = '';
-    const args = parseEvalArgs(['--data', dataDir(), '--policies', 'wnw', '--budgets', '0.2,0.4', '--out', '/tmp/x.json', '--backend', 'cpu']);
-    const report = await runEval(args, { load: fakeLoad(calls, loads), readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: (s) => void (log += s), tty: false });
+    const args = parseEvalArgs([
+      '--data',
+      dataDir(),
+      '--policies',
+      'wnw',
+      '--budgets',
+      '0.2,0.4',
+      '--out',
+      '/tmp/x.json',
+      '--backend',
+      'cpu',
+    ]);
+    const report = await runEval(args, {
+      load: fakeLoad(calls, loads),
+      readFile: async (p) => new Uint8Array(await readFile(p)),
+      decode,
+      log: (s) => void (log += s),
+      tty: false,
+    });
 
     expect(loads).toHaveLength(1);
     expect(loads[0].backend).toBe('cpu');
@@ -99,32 +181,59 @@ describe('npm run eval', () => {
     expect(calls[0]).toMatchObject({ policy: 'full', maxNewTokens: WARMUP_TOKENS, reusePrefill: true });
     // each clip: the full cache, its tokens forced once more for its logits, then every policy free and teacher-forced
     const perClip = ['full@1', 'full@1 forced', 'wnw@0.2', 'wnw@0.2 forced', 'wnw@0.4', 'wnw@0.4 forced'];
-    expect(calls.slice(1).map((c) => `${c.policy}@${c.budget}${c.forcedTokens ? ' forced' : ''}`)).toEqual([...perClip, ...perClip]);
-    expect(calls.slice(1).map((c) => c.reusePrefill)).toEqual([true, true, true, true, true, false, true, true, true, true, true, false]);
+    expect(calls.slice(1).map((c) => `${c.policy}@${c.budget}${c.forcedTokens ? ' forced' : ''}`)).toEqual([
+      ...perClip,
+      ...perClip,
+    ]);
+    expect(calls.slice(1).map((c) => c.reusePrefill)).toEqual([
+      true,
+      true,
+      true,
+      true,
+      true,
+      false,
+      true,
+      true,
+      true,
+      true,
+      true,
+      false,
+    ]);
     expect(calls.slice(1).every((c) => c.maxNewTokens === undefined)).toBe(true);
     // the forced tokens are the full cache's, one per decode step
     expect(calls[2].forcedTokens).toEqual([10, 11, 12, 13]);
-    expect(calls.slice(1).filter((c) => c.forcedTokens).every((c) => c.onLogits)).toBe(true);
+    expect(
+      calls
+        .slice(1)
+        .filter((c) => c.forcedTokens)
+        .every((c) => c.onLogits),
+    ).toBe(true);
     expect(report.clips.map((c) => c.id)).toEqual(['a', 'b']);
     const a = report.clips[0];
     expect(a).toMatchObject({ id: 'a', reference: 'one two three four' });
     expect(a.audioSeconds).toBeCloseTo(20 / 4 / 16000, 10);
     expect(a.runs[1]).toMatchObject({ policy: 'wnw', budget: 0.2, text: 'one two three', rGpu: 0.2, decodeSteps: 4 });
     expect(a.runs[1].wer).toBeCloseTo(0.25, 10);
-    for (const k of ['policy', 'budget', 'text', 'wer', 'rGpu', 'rGpuCpu', 'mbPerStep', 'msPerToken', 'decodeSteps']) expect(a.runs[0]).toHaveProperty(k);
+    for (const k of ['policy', 'budget', 'text', 'wer', 'rGpu', 'rGpuCpu', 'mbPerStep', 'msPerToken', 'decodeSteps'])
+      expect(a.runs[0]).toHaveProperty(k);
     expect(a.runs[0]).not.toHaveProperty('werVsFull'); // the full cache is not measured against itself
     // fidelity: one word of four lost against the full transcript; 3 of 4 forced steps agree
-    const kl = 2 * (Math.exp(2) - 1) / (Math.exp(2) + 3); // KL(softmax[2,0,0,0] ‖ softmax[0,2,0,0])
+    const kl = (2 * (Math.exp(2) - 1)) / (Math.exp(2) + 3); // KL(softmax[2,0,0,0] ‖ softmax[0,2,0,0])
     expect(a.runs[1].werVsFull).toBeCloseTo(0.25, 10);
     expect(a.runs[1].agreement).toBeCloseTo(0.75, 10);
     expect(a.runs[1].klVsFull).toBeCloseTo(kl / 4, 10);
     expect(a.runs[1].forcedSteps).toBe(4);
 
-    expect(report.summary.map((r) => [r.policy, r.budget])).toEqual([['full', 1], ['wnw', 0.2], ['wnw', 0.4]]);
+    expect(report.summary.map((r) => [r.policy, r.budget])).toEqual([
+      ['full', 1],
+      ['wnw', 0.2],
+      ['wnw', 0.4],
+    ]);
     expect(report.summary[0].wer).toBe(0);
     expect(report.summary[1].wer).toBeCloseTo(2 / 10, 10);
     expect(report.summary[1].msPerTokenVsFull).toBeCloseTo(1.1, 10);
-    for (const k of ['policy', 'budget', 'wer', 'rGpu', 'rGpuCpu', 'mbPerStep', 'msPerToken', 'msPerTokenVsFull']) expect(report.summary[1]).toHaveProperty(k);
+    for (const k of ['policy', 'budget', 'wer', 'rGpu', 'rGpuCpu', 'mbPerStep', 'msPerToken', 'msPerTokenVsFull'])
+      expect(report.summary[1]).toHaveProperty(k);
     // pooled over the two clips: 2 of 10 full-transcript words lost, 8 of 10 steps agree, KL weighted by steps
     expect(report.summary[0]).toMatchObject({ werVsFull: null, agreement: null, klVsFull: null });
     expect(report.summary[1].werVsFull).toBeCloseTo(0.2, 10);
@@ -137,8 +246,23 @@ describe('npm run eval', () => {
   });
 
   it('records a run that throws and goes on with the next', async () => {
-    const args = parseEvalArgs(['--data', dataDir(), '--policies', 'h2o,wnw', '--budgets', '0.2', '--out', '/tmp/x.json']);
-    const report = await runEval(args, { load: fakeLoad([], []), readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: () => {}, tty: false });
+    const args = parseEvalArgs([
+      '--data',
+      dataDir(),
+      '--policies',
+      'h2o,wnw',
+      '--budgets',
+      '0.2',
+      '--out',
+      '/tmp/x.json',
+    ]);
+    const report = await runEval(args, {
+      load: fakeLoad([], []),
+      readFile: async (p) => new Uint8Array(await readFile(p)),
+      decode,
+      log: () => {},
+      tty: false,
+    });
     const h2o = report.clips[0].runs.find((r) => r.policy === 'h2o')!;
     expect(h2o).toMatchObject({ text: '', wer: 1, decodeSteps: 0, stoppedBy: 'error' });
     expect(h2o.error).toMatch(/needs .* MiB of KV memory/);
@@ -148,30 +272,85 @@ describe('npm run eval', () => {
 
   it('runs ablation variants of a policy as their own rows', async () => {
     const calls: TranscribeOptions[] = [];
-    const args = parseEvalArgs(['--data', dataDir(), '--policies', 'wnw,wnw:ranking=voice,wnw:selection=global:nVoice=8', '--budgets', '0.2', '--out', '/tmp/x.json']);
+    const args = parseEvalArgs([
+      '--data',
+      dataDir(),
+      '--policies',
+      'wnw,wnw:ranking=voice,wnw:selection=global:nVoice=8',
+      '--budgets',
+      '0.2',
+      '--out',
+      '/tmp/x.json',
+    ]);
     expect(args.policies).toEqual(['wnw', 'wnw:ranking=voice', 'wnw:selection=global:nVoice=8']);
-    const report = await runEval(args, { load: fakeLoad(calls, []), readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: () => {}, tty: false });
+    const report = await runEval(args, {
+      load: fakeLoad(calls, []),
+      readFile: async (p) => new Uint8Array(await readFile(p)),
+      decode,
+      log: () => {},
+      tty: false,
+    });
     // the policy factory gets the options, typed; the method's own run gets none
-    const expected = [['full', undefined], ['wnw', undefined], ['wnw', { ranking: 'voice' }], ['wnw', { selection: 'global', nVoice: 8 }]];
-    expect(calls.slice(1, 9).filter((c) => !c.forcedTokens).map((c) => [c.policy, c.policyOptions])).toEqual(expected);
+    const expected = [
+      ['full', undefined],
+      ['wnw', undefined],
+      ['wnw', { ranking: 'voice' }],
+      ['wnw', { selection: 'global', nVoice: 8 }],
+    ];
+    expect(
+      calls
+        .slice(1, 9)
+        .filter((c) => !c.forcedTokens)
+        .map((c) => [c.policy, c.policyOptions]),
+    ).toEqual(expected);
     // the teacher-forced decodes run the same variants (the full cache's, for its logits, none)
-    expect(calls.slice(1, 9).filter((c) => c.forcedTokens).map((c) => [c.policy, c.policyOptions])).toEqual(expected);
-    expect(report.clips[0].runs.map((r) => [r.policy, r.variant])).toEqual([['full', undefined], ['wnw', undefined], ['wnw', 'ranking=voice'], ['wnw', 'selection=global:nVoice=8']]);
+    expect(
+      calls
+        .slice(1, 9)
+        .filter((c) => c.forcedTokens)
+        .map((c) => [c.policy, c.policyOptions]),
+    ).toEqual(expected);
+    expect(report.clips[0].runs.map((r) => [r.policy, r.variant])).toEqual([
+      ['full', undefined],
+      ['wnw', undefined],
+      ['wnw', 'ranking=voice'],
+      ['wnw', 'selection=global:nVoice=8'],
+    ]);
     expect(report.summary.map((r) => [r.policy, r.variant, r.clips])).toEqual([
-      ['full', undefined, 2], ['wnw', undefined, 2], ['wnw', 'ranking=voice', 2], ['wnw', 'selection=global:nVoice=8', 2],
+      ['full', undefined, 2],
+      ['wnw', undefined, 2],
+      ['wnw', 'ranking=voice', 2],
+      ['wnw', 'selection=global:nVoice=8', 2],
     ]);
     const table = markdownTable(report.summary);
     expect(table).toMatch(/^\| wnw \(ranking=voice\) \| 0\.20 \|/m);
     expect(table).toMatch(/^\| wnw \(selection=global, nVoice=8\) \|/m);
     expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'wnw:ranking'])).toThrow(/not key=value/);
-    expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'full:ranking=voice'])).toThrow(/takes no options/);
-    expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'nope:ranking=voice'])).toThrow(/unknown policy "nope"/);
+    expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'full:ranking=voice'])).toThrow(
+      /takes no options/,
+    );
+    expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'nope:ranking=voice'])).toThrow(
+      /unknown policy "nope"/,
+    );
     // a misspelt option fails before any clip runs, instead of running the default under its label
-    expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'wnw:rankng=voice'])).toThrow(/policy "wnw" has no option "rankng"; its options are .*ranking/);
+    expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'wnw:rankng=voice'])).toThrow(
+      /policy "wnw" has no option "rankng"; its options are .*ranking/,
+    );
   });
 
   it('goes on when the full cache does not fit: the warm-up failing ends nothing, the full run records its error', async () => {
-    const args = parseEvalArgs(['--data', dataDir(), '--policies', 'wnw', '--budgets', '0.2', '--out', '/tmp/x.json', '--limit', '1']);
+    const args = parseEvalArgs([
+      '--data',
+      dataDir(),
+      '--policies',
+      'wnw',
+      '--budgets',
+      '0.2',
+      '--out',
+      '/tmp/x.json',
+      '--limit',
+      '1',
+    ]);
     const inner = fakeLoad([], []);
     const load = async (o: LoadOptions): Promise<Transcriber> => {
       const t = await inner(o);
@@ -183,35 +362,88 @@ describe('npm run eval', () => {
         },
       };
     };
-    const report = await runEval(args, { load, readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: () => {}, tty: false });
-    expect(report.clips[0].runs.map((r) => [r.policy, r.stoppedBy])).toEqual([['full', 'error'], ['wnw', 'eos']]);
+    const report = await runEval(args, {
+      load,
+      readFile: async (p) => new Uint8Array(await readFile(p)),
+      decode,
+      log: () => {},
+      tty: false,
+    });
+    expect(report.clips[0].runs.map((r) => [r.policy, r.stoppedBy])).toEqual([
+      ['full', 'error'],
+      ['wnw', 'eos'],
+    ]);
     // no full transcript: the fidelity measures are there, null, with the reason
-    expect(report.clips[0].runs[1]).toMatchObject({ werVsFull: null, agreement: null, klVsFull: null, fidelityError: "the full cache's run failed" });
+    expect(report.clips[0].runs[1]).toMatchObject({
+      werVsFull: null,
+      agreement: null,
+      klVsFull: null,
+      fidelityError: "the full cache's run failed",
+    });
     expect(report.summary[1]).toMatchObject({ werVsFull: null, agreement: null, klVsFull: null });
   });
 
   it('--no-full skips the full cache and the fidelity measures, and only then', async () => {
     expect(parseEvalArgs(['--data', 'd', '--out', 'o'], '/w').full).toBe(true);
-    const args = parseEvalArgs(['--data', dataDir(), '--policies', 'full,wnw', '--budgets', '0.2', '--out', '/tmp/x.json', '--no-full']);
+    const args = parseEvalArgs([
+      '--data',
+      dataDir(),
+      '--policies',
+      'full,wnw',
+      '--budgets',
+      '0.2',
+      '--out',
+      '/tmp/x.json',
+      '--no-full',
+    ]);
     expect(args.full).toBe(false);
     expect(plannedRuns(args.policies, args.budgets, false)).toEqual([{ policy: 'wnw', budget: 0.2 }]);
     const calls: TranscribeOptions[] = [];
-    const report = await runEval(args, { load: fakeLoad(calls, []), readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: () => {}, tty: false });
-    expect(calls.map((c) => `${c.policy}@${c.budget}${c.forcedTokens ? ' forced' : ''}`)).toEqual(['wnw@0.2', 'wnw@0.2', 'wnw@0.2']); // warm-up, then one run per clip
+    const report = await runEval(args, {
+      load: fakeLoad(calls, []),
+      readFile: async (p) => new Uint8Array(await readFile(p)),
+      decode,
+      log: () => {},
+      tty: false,
+    });
+    expect(calls.map((c) => `${c.policy}@${c.budget}${c.forcedTokens ? ' forced' : ''}`)).toEqual([
+      'wnw@0.2',
+      'wnw@0.2',
+      'wnw@0.2',
+    ]); // warm-up, then one run per clip
     expect(report.clips[0].runs[0]).not.toHaveProperty('werVsFull');
     expect(report.summary).toMatchObject([{ policy: 'wnw', werVsFull: null, agreement: null, msPerTokenVsFull: null }]);
-    expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'full', '--no-full'])).toThrow(/no policy to run/);
+    expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--policies', 'full', '--no-full'])).toThrow(
+      /no policy to run/,
+    );
   });
 
   it('records a teacher-forced decode that fails and goes on', async () => {
-    const args = parseEvalArgs(['--data', dataDir(), '--policies', 'wnw', '--budgets', '0.2', '--out', '/tmp/x.json', '--limit', '1']);
+    const args = parseEvalArgs([
+      '--data',
+      dataDir(),
+      '--policies',
+      'wnw',
+      '--budgets',
+      '0.2',
+      '--out',
+      '/tmp/x.json',
+      '--limit',
+      '1',
+    ]);
     const inner = fakeLoad([], []);
     const load = async (o: LoadOptions): Promise<Transcriber> => {
       const t = await inner(o);
       // a backend that returns no logits: the comparison cannot be made
       return { ...t, transcribe: (input, call = {}) => t.transcribe(input, { ...call, onLogits: undefined }) };
     };
-    const report = await runEval(args, { load, readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: () => {}, tty: false });
+    const report = await runEval(args, {
+      load,
+      readFile: async (p) => new Uint8Array(await readFile(p)),
+      decode,
+      log: () => {},
+      tty: false,
+    });
     const wnw = report.clips[0].runs[1];
     expect(wnw.werVsFull).toBeNull(); // without the full cache's logits there is no reference at all
     expect(wnw.fidelityError).toMatch(/logits for 0 of 4 steps/);
@@ -219,7 +451,13 @@ describe('npm run eval', () => {
 
   it('respects --limit', async () => {
     const args = parseEvalArgs(['--data', dataDir(), '--policies', 'full', '--out', '/tmp/x.json', '--limit', '1']);
-    const report = await runEval(args, { load: fakeLoad([], []), readFile: async (p) => new Uint8Array(await readFile(p)), decode, log: () => {}, tty: false });
+    const report = await runEval(args, {
+      load: fakeLoad([], []),
+      readFile: async (p) => new Uint8Array(await readFile(p)),
+      decode,
+      log: () => {},
+      tty: false,
+    });
     expect(report.clips.map((c) => c.id)).toEqual(['a']);
     expect(report.summary.map((r) => r.policy)).toEqual(['full']);
   });

@@ -11,7 +11,7 @@ describe('eval:margins', () => {
     expect(topMargin(logits(1, 1, 0))).toBe(0);
   });
 
-  it('counts steps under each cut and names each flip with the full cache\'s margin there', () => {
+  it("counts steps under each cut and names each flip with the full cache's margin there", () => {
     const full = [logits(0, 0.05), logits(0, 0.3), logits(0, 0.8), logits(0, 3)];
     const other = [logits(1, 0), logits(0, 1), logits(0, 1), logits(1, 0)];
     const r = marginReport(full, other);
@@ -19,7 +19,9 @@ describe('eval:margins', () => {
     expect(r.under).toEqual([0.25, 0.5, 0.75]);
     expect(r.flips.map((f) => f.step)).toEqual([0, 3]);
     expect(r.flips[0].margin).toBeCloseTo(0.05, 6);
-    expect(formatReport('c', r)).toMatch(/^c: 4 steps; margin under 0.1 \/ 0.5 \/ 1 nats: 25.0 % \/ 50.0 % \/ 75.0 %; 2 flips \(agreement 0.500\)/);
+    expect(formatReport('c', r)).toMatch(
+      /^c: 4 steps; margin under 0.1 \/ 0.5 \/ 1 nats: 25.0 % \/ 50.0 % \/ 75.0 %; 2 flips \(agreement 0.500\)/,
+    );
     expect(() => marginReport(full, other.slice(1))).toThrow(/4 steps/);
   });
 

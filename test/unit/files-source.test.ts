@@ -1,7 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { ModelLoadError } from '../../src/errors.js';
 import { exists, joinModelPath, openRanged, readBytes, readJson } from '../../src/model/files.js';
-import { filesToFolder, localFile, localFolderBytes, registerLocalFolder, releaseLocalFolder } from '../../src/model/local-folder.js';
+import {
+  filesToFolder,
+  localFile,
+  localFolderBytes,
+  registerLocalFolder,
+  releaseLocalFolder,
+} from '../../src/model/local-folder.js';
 
 /** A Blob that records every slice taken of it, to show a ranged read never reads the file whole. */
 class CountingBlob extends Blob {
@@ -35,7 +41,11 @@ describe('a picked folder serves the model-file calls', () => {
     expect(await f.read(10, 5)).toEqual(shardBytes.slice(10, 15));
     expect(await f.read(990, 10)).toEqual(shardBytes.slice(990, 1000));
     expect((await f.read(0, 0)).byteLength).toBe(0);
-    expect(shard.slices).toEqual([[10, 15], [990, 1000], [0, 0]]);
+    expect(shard.slices).toEqual([
+      [10, 15],
+      [990, 1000],
+      [0, 0],
+    ]);
     // The page's progress readout: the bytes served, against the folder's size.
     expect(localFolderBytes(base)).toEqual({ read: 15, total: 1000 + 28 + 2 });
     await f.close();
@@ -70,9 +80,12 @@ describe('a picked folder serves the model-file calls', () => {
     expect(localFile('/models/x/config.json')).toBeUndefined();
   });
 
-  it('a directory input\'s files lose the chosen folder\'s name', () => {
+  it("a directory input's files lose the chosen folder's name", () => {
     const withPath = (name: string, path: string) => Object.assign(new File(['x'], name), { webkitRelativePath: path });
-    const { name, files } = filesToFolder([withPath('config.json', 'qwen2_audio/config.json'), withPath('a.json', 'qwen2_audio/sub/a.json')]);
+    const { name, files } = filesToFolder([
+      withPath('config.json', 'qwen2_audio/config.json'),
+      withPath('a.json', 'qwen2_audio/sub/a.json'),
+    ]);
     expect(name).toBe('qwen2_audio');
     expect(files.map(([p]) => p)).toEqual(['config.json', 'sub/a.json']);
     expect(filesToFolder([new File(['x'], 'config.json')]).files[0][0]).toBe('config.json');

@@ -16,11 +16,15 @@ describe('CPU backend vs golden fixtures', () => {
   for (const clip of ['clip1', 'clip2']) {
     it(`${clip}: logits and greedy tokens of 32 steps`, async (ctx) => {
       const fixture = join(MODEL, 'fixtures', `${clip}.safetensors`);
-      if (!existsSync(join(MODEL, 'decoder.safetensors'))) ctx.skip('public/models/wnw-ref/decoder.safetensors is absent');
+      if (!existsSync(join(MODEL, 'decoder.safetensors')))
+        ctx.skip('public/models/wnw-ref/decoder.safetensors is absent');
       if (!existsSync(fixture)) ctx.skip(`${fixture} is absent`);
       const config = parseConfig(JSON.parse(readFileSync(join(MODEL, 'config.json'), 'utf8')));
       const wb = readFileSync(join(MODEL, 'decoder.safetensors'));
-      const weights = loadDecoderWeights(config, wb.buffer.slice(wb.byteOffset, wb.byteOffset + wb.byteLength) as ArrayBuffer);
+      const weights = loadDecoderWeights(
+        config,
+        wb.buffer.slice(wb.byteOffset, wb.byteOffset + wb.byteLength) as ArrayBuffer,
+      );
       const fb = readFileSync(fixture);
       const st = new SafeTensors(fb.buffer.slice(fb.byteOffset, fb.byteOffset + fb.byteLength) as ArrayBuffer, fixture);
       const emb = st.f32('embeddings');
@@ -31,10 +35,17 @@ describe('CPU backend vs golden fixtures', () => {
       const tokens = Array.from(st.i32('tokens'));
       const V = config.vocabSize;
       const be = new CpuBackend(config, weights);
-      be.begin({ audioLength: N, maxNewTokens: tokens.length + 1, request: { decodeHeads: [], prefillQueries: 1 }, returnLogits: true });
+      be.begin({
+        audioLength: N,
+        maxNewTokens: tokens.length + 1,
+        request: { decodeHeads: [], prefillQueries: 1 },
+        returnLogits: true,
+      });
       const pre = await be.prefill(emb);
       const all = Int32Array.from({ length: N }, (_, i) => i);
-      await be.applyPrefill({ heads: Array.from({ length: kvHeadCount(config) }, () => ({ gpu: all, cpu: new Int32Array(0) })) });
+      await be.applyPrefill({
+        heads: Array.from({ length: kvHeadCount(config) }, () => ({ gpu: all, cpu: new Int32Array(0) })),
+      });
       const got: number[] = [pre.token];
       const nmse: number[] = [];
       let out = pre.logits!;

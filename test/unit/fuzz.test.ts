@@ -27,7 +27,10 @@ describe.skipIf(!pythonHasOnnx())('fuzz: a fixed 100-case slice', () => {
     for (let i = 0; i < CASES; i++) {
       const seed = SEED + i;
       let timer: ReturnType<typeof setTimeout> | undefined;
-      const hang = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`hang: no verdict after ${HANG_MS / 1000} s`)), HANG_MS)));
+      const hang = new Promise<never>(
+        (_, reject) =>
+          (timer = setTimeout(() => reject(new Error(`hang: no verdict after ${HANG_MS / 1000} s`)), HANG_MS)),
+      );
       try {
         const v = await Promise.race([runCase(seed, bases), hang]);
         verdicts.push(v);
@@ -44,7 +47,8 @@ describe.skipIf(!pythonHasOnnx())('fuzz: a fixed 100-case slice', () => {
     expect(verdicts.length).toBe(CASES);
     // The slice reaches every kind of input, and both ends of the verdict.
     const kinds = new Set(verdicts.map((v) => v.kind));
-    for (const k of ['audio', 'file', 'hf-file', 'load-options', 'transcribe-options', 'cli']) expect(kinds).toContain(k);
+    for (const k of ['audio', 'file', 'hf-file', 'load-options', 'transcribe-options', 'cli'])
+      expect(kinds).toContain(k);
     expect(verdicts.some((v) => v.outcome === 'transcript')).toBe(true);
     expect(verdicts.some((v) => v.outcome === 'MODEL_LOAD')).toBe(true);
   }, 240_000);

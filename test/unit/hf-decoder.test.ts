@@ -45,7 +45,10 @@ async function runOurs(dir: string, tmp: string, family: MiniatureFamily): Promi
   await be.applyPrefill(fullPlan(kvHeadCount(c)));
   for (const t of suffix) ours.push((await be.step(t)).logits!);
   be.dispose();
-  writeFileSync(join(tmp, `${family}.json`), JSON.stringify({ prefix: c.prefix, audio: Array.from(audio), audio_rows: N, instruction: c.instruction, suffix }));
+  writeFileSync(
+    join(tmp, `${family}.json`),
+    JSON.stringify({ prefix: c.prefix, audio: Array.from(audio), audio_rows: N, instruction: c.instruction, suffix }),
+  );
   return { config: c, ours };
 }
 
@@ -57,12 +60,23 @@ beforeAll(async () => {
     const mine = new Map<MiniatureFamily, Omit<Run, 'ref'>>();
     for (const f of MINIATURE_FAMILIES) mine.set(f, await runOurs(join(root, f), tmp, f));
     // One interpreter for the three references (importing torch dominates their cost).
-    const jobs = MINIATURE_FAMILIES.map((f) => ({ model: join(root, f), inputs: join(tmp, `${f}.json`), out: join(tmp, `${f}.bin`) }));
+    const jobs = MINIATURE_FAMILIES.map((f) => ({
+      model: join(root, f),
+      inputs: join(tmp, `${f}.json`),
+      out: join(tmp, `${f}.bin`),
+    }));
     writeFileSync(join(tmp, 'jobs.json'), JSON.stringify(jobs));
-    const shapes = execFileSync(PY, ['training/hf/decoder_ref.py', '--batch', join(tmp, 'jobs.json')], { encoding: 'utf8' }).trim().split('\n');
+    const shapes = execFileSync(PY, ['training/hf/decoder_ref.py', '--batch', join(tmp, 'jobs.json')], {
+      encoding: 'utf8',
+    })
+      .trim()
+      .split('\n');
     MINIATURE_FAMILIES.forEach((f, i) => {
       const r = mine.get(f)!;
-      expect(JSON.parse(shapes[i])).toEqual({ positions: promptLength(r.config, N) + forced(r.config.vocabSize).length, vocab: r.config.vocabSize });
+      expect(JSON.parse(shapes[i])).toEqual({
+        positions: promptLength(r.config, N) + forced(r.config.vocabSize).length,
+        vocab: r.config.vocabSize,
+      });
       const b = readFileSync(jobs[i].out);
       runs.set(f, { ...r, ref: new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength)) });
     });
@@ -82,7 +96,10 @@ function relErr(a: Float32Array, b: Float32Array): number {
   return err / scale;
 }
 
-const EXPECT: Record<MiniatureFamily, { headDim: number; heads: number; kv: number; bias: boolean; theta: number; stop: number[] }> = {
+const EXPECT: Record<
+  MiniatureFamily,
+  { headDim: number; heads: number; kv: number; bias: boolean; theta: number; stop: number[] }
+> = {
   voxtral: { headDim: 32, heads: 16, kv: 4, bias: false, theta: 1e8, stop: [2] },
   qwen2_audio: { headDim: 16, heads: 4, kv: 4, bias: true, theta: 10000, stop: [151645, 151643] },
   qwen2_5_omni: { headDim: 8, heads: 16, kv: 2, bias: true, theta: 1e6, stop: [151645, 151643] },
@@ -93,13 +110,21 @@ describe('Hugging Face decoders: CPU backend vs the PyTorch reference', () => {
     it(`${family}: config as upstream reads it; prefill and 4 teacher-forced steps within 1e-4 relative`, () => {
       const { config: c, ours, ref } = runs.get(family)!;
       const e = EXPECT[family];
-      expect([c.headDim, c.numHeads, c.numKvHeads, c.attentionBias, c.ropeTheta]).toEqual([e.headDim, e.heads, e.kv, e.bias, e.theta]);
+      expect([c.headDim, c.numHeads, c.numKvHeads, c.attentionBias, c.ropeTheta]).toEqual([
+        e.headDim,
+        e.heads,
+        e.kv,
+        e.bias,
+        e.theta,
+      ]);
       expect(c.stopTokens).toEqual(e.stop);
       expect(c.prefix.length).toBeGreaterThan(0);
       const P = promptLength(c, N);
       const V = c.vocabSize;
       const errs = ours.map((logits, i) => relErr(logits, ref.subarray((P - 1 + i) * V, (P + i) * V)));
-      console.log(`${family}: prompt ${P} tokens, max |a-b|/max|b| per position ${errs.map((x) => x.toExponential(2)).join(' ')}`);
+      console.log(
+        `${family}: prompt ${P} tokens, max |a-b|/max|b| per position ${errs.map((x) => x.toExponential(2)).join(' ')}`,
+      );
       expect(errs).toHaveLength(5);
       for (const x of errs) expect(x).toBeLessThan(1e-4);
     });

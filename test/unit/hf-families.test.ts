@@ -34,67 +34,163 @@ const family = (t: string) => familyFor(t)!;
 describe('family configs', () => {
   it("Qwen2-Audio-7B-Instruct's sparse text_config gets Qwen2Config's defaults (MHA, 4096 wide)", () => {
     const real = {
-      model_type: 'qwen2_audio', audio_token_index: 151646, vocab_size: 156032,
+      model_type: 'qwen2_audio',
+      audio_token_index: 151646,
+      vocab_size: 156032,
       audio_config: { model_type: 'qwen2_audio_encoder', num_mel_bins: 128 },
       text_config: {
-        bos_token_id: 151643, eos_token_id: 151645, intermediate_size: 11008, max_position_embeddings: 8192, model_type: 'qwen2',
-        rms_norm_eps: 1e-5, rope_theta: 10000, sliding_window: 32768, torch_dtype: 'bfloat16', use_mrope: false, vocab_size: 156032,
+        bos_token_id: 151643,
+        eos_token_id: 151645,
+        intermediate_size: 11008,
+        max_position_embeddings: 8192,
+        model_type: 'qwen2',
+        rms_norm_eps: 1e-5,
+        rope_theta: 10000,
+        sliding_window: 32768,
+        torch_dtype: 'bfloat16',
+        use_mrope: false,
+        vocab_size: 156032,
       },
     };
     const { config: c, defaulted } = hfModelConfig(family('qwen2_audio'), real, 'config.json');
-    expect([c.hiddenSize, c.numLayers, c.numHeads, c.numKvHeads, c.headDim, c.intermediateSize]).toEqual([4096, 32, 32, 32, 128, 11008]);
-    expect([c.vocabSize, c.ropeTheta, c.rmsNormEps, c.maxPositions, c.attentionBias]).toEqual([156032, 10000, 1e-5, 8192, true]);
-    expect(defaulted).toEqual(expect.arrayContaining(['hidden_size', 'num_hidden_layers', 'num_attention_heads', 'num_key_value_heads', 'head_dim', 'hidden_act']));
+    expect([c.hiddenSize, c.numLayers, c.numHeads, c.numKvHeads, c.headDim, c.intermediateSize]).toEqual([
+      4096, 32, 32, 32, 128, 11008,
+    ]);
+    expect([c.vocabSize, c.ropeTheta, c.rmsNormEps, c.maxPositions, c.attentionBias]).toEqual([
+      156032,
+      10000,
+      1e-5,
+      8192,
+      true,
+    ]);
+    expect(defaulted).toEqual(
+      expect.arrayContaining([
+        'hidden_size',
+        'num_hidden_layers',
+        'num_attention_heads',
+        'num_key_value_heads',
+        'head_dim',
+        'hidden_act',
+      ]),
+    );
     expect(c.stopTokens).toEqual([151645, 151643]);
     expect(c.audio.tokensPerSecond).toBe(25);
   });
 
   it('Voxtral-Mini-3B: head_dim 128 while hidden/heads is 96; 12.5 audio tokens per second', () => {
     const real = {
-      model_type: 'voxtral', audio_token_id: 24, hidden_size: 3072, vocab_size: 131072,
+      model_type: 'voxtral',
+      audio_token_id: 24,
+      hidden_size: 3072,
+      vocab_size: 131072,
       audio_config: { model_type: 'voxtral_encoder', num_mel_bins: 128 },
-      text_config: { model_type: 'llama', head_dim: 128, hidden_size: 3072, num_attention_heads: 32, num_key_value_heads: 8, rope_theta: 1e8 },
+      text_config: {
+        model_type: 'llama',
+        head_dim: 128,
+        hidden_size: 3072,
+        num_attention_heads: 32,
+        num_key_value_heads: 8,
+        rope_theta: 1e8,
+      },
     };
     const { config: c } = hfModelConfig(family('voxtral'), real, 'config.json');
-    expect([c.hiddenSize, c.numLayers, c.numHeads, c.numKvHeads, c.headDim, c.intermediateSize]).toEqual([3072, 30, 32, 8, 128, 8192]);
+    expect([c.hiddenSize, c.numLayers, c.numHeads, c.numKvHeads, c.headDim, c.intermediateSize]).toEqual([
+      3072, 30, 32, 8, 128, 8192,
+    ]);
     expect([c.vocabSize, c.ropeTheta, c.rmsNormEps, c.attentionBias]).toEqual([131072, 1e8, 1e-5, false]);
     expect(c.stopTokens).toEqual([2]);
     expect([c.audio.tokensPerSecond, c.audio.framesPerToken, c.audio.encoderWindowFrames]).toEqual([12.5, 8, 3000]);
   });
 
   it("Voxtral's record states 30 min for transcription and 40 for understanding; a recording past them carries a warning", () => {
-    expect(voxtral.statedLimits).toEqual([{ minutes: 30, task: 'transcription' }, { minutes: 40, task: 'audio understanding' }]);
+    expect(voxtral.statedLimits).toEqual([
+      { minutes: 30, task: 'transcription' },
+      { minutes: 40, task: 'audio understanding' },
+    ]);
     expect(statedLimitWarnings(voxtral, 30 * 60)).toEqual([]);
     const [w31, ...rest] = statedLimitWarnings(voxtral, 31 * 60);
     expect(rest).toEqual([]);
-    expect(w31).toMatch(/^the recording \(31\.0 min\) is past the stated 30 min transcription limit of mistralai\/Voxtral-Mini-3B-2507/);
-    expect(statedLimitWarnings(voxtral, 45 * 60)[0]).toMatch(/past the stated 30 min transcription and 40 min audio understanding limits/);
+    expect(w31).toMatch(
+      /^the recording \(31\.0 min\) is past the stated 30 min transcription limit of mistralai\/Voxtral-Mini-3B-2507/,
+    );
+    expect(statedLimitWarnings(voxtral, 45 * 60)[0]).toMatch(
+      /past the stated 30 min transcription and 40 min audio understanding limits/,
+    );
     // A family that states no limit, and our own folders (no family), never warn.
     expect(statedLimitWarnings(qwen25Omni, 120 * 60)).toEqual([]);
     expect(statedLimitWarnings(undefined, 120 * 60)).toEqual([]);
   });
 
   it('Qwen2.5-Omni-3B: rope_parameters (v5) and rope_theta give the same theta; GQA 16:2; 2 s encoder windows', () => {
-    const text = { hidden_size: 2048, intermediate_size: 11008, num_hidden_layers: 36, num_attention_heads: 16, num_key_value_heads: 2, vocab_size: 151936 };
-    const cfg = (t: object) => ({ model_type: 'qwen2_5_omni', thinker_config: { audio_config: { n_window: 100 }, text_config: { ...text, ...t } } });
-    const v5 = hfModelConfig(family('qwen2_5_omni'), cfg({ rope_parameters: { rope_type: 'default', rope_theta: 1e6, mrope_section: [16, 24, 24] } }), 'config.json').config;
-    const v4 = hfModelConfig(family('qwen2_5_omni'), cfg({ rope_theta: 1e6, rope_scaling: { type: 'mrope', mrope_section: [16, 24, 24] } }), 'config.json').config;
+    const text = {
+      hidden_size: 2048,
+      intermediate_size: 11008,
+      num_hidden_layers: 36,
+      num_attention_heads: 16,
+      num_key_value_heads: 2,
+      vocab_size: 151936,
+    };
+    const cfg = (t: object) => ({
+      model_type: 'qwen2_5_omni',
+      thinker_config: { audio_config: { n_window: 100 }, text_config: { ...text, ...t } },
+    });
+    const v5 = hfModelConfig(
+      family('qwen2_5_omni'),
+      cfg({ rope_parameters: { rope_type: 'default', rope_theta: 1e6, mrope_section: [16, 24, 24] } }),
+      'config.json',
+    ).config;
+    const v4 = hfModelConfig(
+      family('qwen2_5_omni'),
+      cfg({ rope_theta: 1e6, rope_scaling: { type: 'mrope', mrope_section: [16, 24, 24] } }),
+      'config.json',
+    ).config;
     expect(v5).toEqual(v4);
-    expect([v5.ropeTheta, v5.headDim, v5.numHeads / v5.numKvHeads, v5.audio.encoderWindowFrames, v5.audio.tokensPerSecond]).toEqual([1e6, 128, 8, 200, 25]);
+    expect([
+      v5.ropeTheta,
+      v5.headDim,
+      v5.numHeads / v5.numKvHeads,
+      v5.audio.encoderWindowFrames,
+      v5.audio.tokensPerSecond,
+    ]).toEqual([1e6, 128, 8, 200, 25]);
   });
 
   it("Qwen2.5-Omni's bos/eos/pad and stop ids come from thinker_config.text_config, thinker_config, then generation_config", () => {
-    const text = { hidden_size: 64, intermediate_size: 128, num_hidden_layers: 1, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 400 };
-    const cfg = (t: object, th: object) => ({ model_type: 'qwen2_5_omni', thinker_config: { audio_token_index: 393, audio_config: { n_window: 100 }, text_config: { ...text, ...t }, ...th } });
+    const text = {
+      hidden_size: 64,
+      intermediate_size: 128,
+      num_hidden_layers: 1,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      vocab_size: 400,
+    };
+    const cfg = (t: object, th: object) => ({
+      model_type: 'qwen2_5_omni',
+      thinker_config: {
+        audio_token_index: 393,
+        audio_config: { n_window: 100 },
+        text_config: { ...text, ...t },
+        ...th,
+      },
+    });
     const omni = family('qwen2_5_omni');
     const thinkerOnly = hfModelConfig(omni, cfg({}, { eos_token_id: 391, pad_token_id: 390 }), 'config.json').config;
     expect([thinkerOnly.tokens, thinkerOnly.stopTokens]).toEqual([{ bos: 390, eos: 391, pad: 390 }, [391, 390]]);
-    const textFirst = hfModelConfig(omni, cfg({ bos_token_id: 389, eos_token_id: 392 }, { eos_token_id: 391, pad_token_id: 390 }), 'config.json').config;
+    const textFirst = hfModelConfig(
+      omni,
+      cfg({ bos_token_id: 389, eos_token_id: 392 }, { eos_token_id: 391, pad_token_id: 390 }),
+      'config.json',
+    ).config;
     expect(textFirst.tokens).toEqual({ bos: 389, eos: 392, pad: 390 });
-    const generation = hfModelConfig(omni, cfg({}, {}), 'config.json', { bos_token_id: 388, eos_token_id: [391, 390], pad_token_id: 390 }).config;
+    const generation = hfModelConfig(omni, cfg({}, {}), 'config.json', {
+      bos_token_id: 388,
+      eos_token_id: [391, 390],
+      pad_token_id: 390,
+    }).config;
     expect([generation.tokens, generation.stopTokens]).toEqual([{ bos: 388, eos: 391, pad: 390 }, [391, 390]]);
     // Only a folder that states none of them gets the released ids, which this vocabulary cannot hold.
-    expect(() => hfModelConfig(omni, cfg({}, {}), 'config.json')).toThrow(/token id 15164[35] is outside the vocabulary/);
+    expect(() => hfModelConfig(omni, cfg({}, {}), 'config.json')).toThrow(
+      /token id 15164[35] is outside the vocabulary/,
+    );
   });
 
   it('an Omni miniature whose special tokens sit at other ids loads and stops at its own <|im_end|>', async () => {
@@ -108,7 +204,9 @@ describe('family configs', () => {
       },
       'tokenizer_config.json': (j) => {
         const dec = j.added_tokens_decoder as Record<string, { content: string }>;
-        j.added_tokens_decoder = Object.fromEntries(Object.entries(dec).map(([id, t]) => [String(moved[t.content] ?? id), t]));
+        j.added_tokens_decoder = Object.fromEntries(
+          Object.entries(dec).map(([id, t]) => [String(moved[t.content] ?? id), t]),
+        );
       },
       'config.json': (j) => Object.assign(j.thinker_config, { eos_token_id: 151900, pad_token_id: 151901 }),
       'generation_config.json': (j) => Object.assign(j, { eos_token_id: [151900, 151901], pad_token_id: 151901 }),
@@ -129,7 +227,13 @@ describe('family configs', () => {
     const t = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'full' });
     try {
       const n = 25;
-      const enc = { embeddings: new Float32Array(n * t.model.config.hiddenSize), audioLength: n, audioSeconds: 1, encodeMs: 0, encoderBytes: 0 };
+      const enc = {
+        embeddings: new Float32Array(n * t.model.config.hiddenSize),
+        audioLength: n,
+        audioSeconds: 1,
+        encodeMs: 0,
+        encoderBytes: 0,
+      };
       // The run ends at the folder's <|im_end|>, not at the released id.
       const r = await t.decodeEncoded(enc, { forcedTokens: [40, 151645, 41, 151900, 42] });
       expect(r.tokens).toEqual([40, 151645, 41]);
@@ -153,7 +257,12 @@ describe('dtype widening', () => {
     const bf16 = new Uint16Array(new Uint32Array(f32.buffer).map((u) => u >>> 16));
     const out = new Float32Array(6);
     widenInto('BF16', new Uint8Array(bf16.buffer), out, 1);
-    expect(Array.from(out.subarray(1, 5))).toEqual(Array.from(f32).map((x) => new Float32Array(new Uint32Array([new Uint32Array(new Float32Array([x]).buffer)[0] & 0xffff0000]).buffer)[0]));
+    expect(Array.from(out.subarray(1, 5))).toEqual(
+      Array.from(f32).map(
+        (x) =>
+          new Float32Array(new Uint32Array([new Uint32Array(new Float32Array([x]).buffer)[0] & 0xffff0000]).buffer)[0],
+      ),
+    );
     // 1, -2, 0.5, 65504 (largest), 2^-24 (smallest subnormal), -inf
     const f16 = new Uint16Array([0x3c00, 0xc000, 0x3800, 0x7bff, 0x0001, 0xfc00]);
     widenInto('F16', new Uint8Array(f16.buffer), out, 0);
@@ -170,7 +279,15 @@ describe('checkpoint without an index', () => {
     const dir = mkdtempSync(join(tmpdir(), 'wnw-hfsingle-'));
     try {
       const a = Float32Array.from({ length: 12 }, (_, i) => i - 5.5);
-      writeFileSync(join(dir, 'model.safetensors'), new Uint8Array(encodeSafeTensors({ 'x.weight': { data: a, shape: [3, 4] }, 'y.bias': { data: new Float32Array([7]), shape: [1] } })));
+      writeFileSync(
+        join(dir, 'model.safetensors'),
+        new Uint8Array(
+          encodeSafeTensors({
+            'x.weight': { data: a, shape: [3, 4] },
+            'y.bias': { data: new Float32Array([7]), shape: [1] },
+          }),
+        ),
+      );
       const ck = await HfCheckpoint.open(dir);
       expect([...ck.tensors.keys()].sort()).toEqual(['x.weight', 'y.bias']);
       expect(ck.listing).toBe(join(dir, 'model.safetensors'));
@@ -188,14 +305,25 @@ describe('loading a Hugging Face folder', () => {
     const dir = join(root, 'voxtral');
     const m = await loadModel(dir);
     expect(m.family?.modelType).toBe('voxtral');
-    expect(m.encoder).toEqual({ kind: 'hf-audio-tower', base: dir, modelType: 'voxtral', prefixes: ['audio_tower.', 'multi_modal_projector.'] });
+    expect(m.encoder).toEqual({
+      kind: 'hf-audio-tower',
+      base: dir,
+      modelType: 'voxtral',
+      prefixes: ['audio_tower.', 'multi_modal_projector.'],
+    });
     expect(m.text?.format).toBe('tekken');
     // <s>[INST][BEGIN_AUDIO] | audio | [/INST][TRANSCRIBE], ids from tekken.json.
-    expect([m.config.prefix, m.config.instruction]).toEqual([[1, 3, 25], [4, 34]]);
+    expect([m.config.prefix, m.config.instruction]).toEqual([
+      [1, 3, 25],
+      [4, 34],
+    ]);
     // With a language: [/INST] lang:en [TRANSCRIBE], the text encoded by tekken.json.
     const en = await loadModel(dir, undefined, { language: 'en' });
     expect(m.text!.encode('lang:en').length).toBeGreaterThan(0);
-    expect([en.config.prefix, en.config.instruction]).toEqual([[1, 3, 25], [4, ...m.text!.encode('lang:en'), 34]]);
+    expect([en.config.prefix, en.config.instruction]).toEqual([
+      [1, 3, 25],
+      [4, ...m.text!.encode('lang:en'), 34],
+    ]);
     expect(() => m.encoderBytes).toThrow(ModelLoadError);
     expect(() => m.encoderBytes).toThrow(/audio tower/);
     // WnW needs calibrated heads: a folder without heads.json says so instead of falling back.
@@ -240,7 +368,7 @@ describe('ranged reads over HTTP', () => {
   let ignoreRange = false;
   beforeAll(async () => {
     server = createServer((req, res) => {
-      const file = join(root, decodeURIComponent(new URL(req.url!, "http://x").pathname));
+      const file = join(root, decodeURIComponent(new URL(req.url!, 'http://x').pathname));
       let size: number;
       try {
         size = statSync(file).size;
@@ -270,7 +398,8 @@ describe('ranged reads over HTTP', () => {
     const b = await loadModel(`${url}/voxtral`);
     expect(b.config).toEqual({ ...a.config, name: b.config.name });
     // Byte comparison: deep equality over millions of elements is too slow.
-    const same = (x: Float32Array, y: Float32Array) => Buffer.from(x.buffer, x.byteOffset, x.byteLength).equals(Buffer.from(y.buffer, y.byteOffset, y.byteLength));
+    const same = (x: Float32Array, y: Float32Array) =>
+      Buffer.from(x.buffer, x.byteOffset, x.byteLength).equals(Buffer.from(y.buffer, y.byteOffset, y.byteLength));
     expect(same(b.weights.layers[1].down, a.weights.layers[1].down)).toBe(true);
     expect(same(b.weights.lmHead, a.weights.lmHead)).toBe(true);
     expect(same(b.weights.lmHead, a.weights.embed)).toBe(false);

@@ -38,7 +38,12 @@ function editJson(dir: string, file: string, f: (j: Record<string, any>) => void
 }
 
 /** Rewrites one tensor's header entry in a shard, keeping the header's length (so offsets stay valid). */
-function editHeader(dir: string, shard: string, tensor: string, f: (t: { dtype: string; shape: number[] }) => void): void {
+function editHeader(
+  dir: string,
+  shard: string,
+  tensor: string,
+  f: (t: { dtype: string; shape: number[] }) => void,
+): void {
   const buf = readFileSync(join(dir, shard));
   const n = Number(buf.readBigUInt64LE(0));
   const header = JSON.parse(buf.subarray(8, 8 + n).toString('utf8'));
@@ -84,7 +89,9 @@ describe('Hugging Face folders: bad input is a typed MODEL_LOAD error naming fil
   });
 
   it('a shard cut inside its header', async () => {
-    const dir = variant('voxtral', (d) => rewrite(d, SHARD1, readFileSync(join(root, 'voxtral', SHARD1)).subarray(0, 100)));
+    const dir = variant('voxtral', (d) =>
+      rewrite(d, SHARD1, readFileSync(join(root, 'voxtral', SHARD1)).subarray(0, 100)),
+    );
     const e = await loadError(dir);
     expect(e.file).toBe(join(dir, SHARD1));
     expect(e.message).toMatch(/truncated/);
@@ -107,7 +114,9 @@ describe('Hugging Face folders: bad input is a typed MODEL_LOAD error naming fil
   });
 
   it('a config whose sizes disagree with the weights', async () => {
-    const dir = variant('qwen2_audio', (d) => editJson(d, 'config.json', (j) => (j.text_config.intermediate_size = 200)));
+    const dir = variant('qwen2_audio', (d) =>
+      editJson(d, 'config.json', (j) => (j.text_config.intermediate_size = 200)),
+    );
     const e = await loadError(dir);
     expect(e.tensor).toBe('language_model.model.layers.0.mlp.gate_proj.weight');
     expect(e.file).toBe(join(dir, SHARD1));
@@ -122,7 +131,9 @@ describe('Hugging Face folders: bad input is a typed MODEL_LOAD error naming fil
   });
 
   it('a config with more layers than the weights', async () => {
-    const dir = variant('qwen2_5_omni', (d) => editJson(d, 'config.json', (j) => (j.thinker_config.text_config.num_hidden_layers = 5)));
+    const dir = variant('qwen2_5_omni', (d) =>
+      editJson(d, 'config.json', (j) => (j.thinker_config.text_config.num_hidden_layers = 5)),
+    );
     const e = await loadError(dir);
     expect(e.file).toBe(join(dir, 'model.safetensors.index.json'));
     expect(e.tensor).toBe('thinker.model.layers.4.input_layernorm.weight');
@@ -137,7 +148,7 @@ describe('Hugging Face folders: bad input is a typed MODEL_LOAD error naming fil
     expect([e.file, e.tensor]).toEqual([join(dir, SHARD1), 'language_model.model.norm.weight']);
   });
 
-  it('a tokenizer whose audio placeholder is not the config\'s, and a folder without a tokenizer', async () => {
+  it("a tokenizer whose audio placeholder is not the config's, and a folder without a tokenizer", async () => {
     const other = variant('qwen2_audio', (d) => editJson(d, 'config.json', (j) => (j.audio_token_index = 151640)));
     const e = await loadError(other);
     expect(e.file).toBe(join(other, 'tokenizer.json'));
@@ -154,7 +165,9 @@ describe('Hugging Face folders: bad input is a typed MODEL_LOAD error naming fil
   });
 
   it('an unsupported RoPE scaling or activation', async () => {
-    const rope = variant('qwen2_5_omni', (d) => editJson(d, 'config.json', (j) => (j.thinker_config.text_config.rope_parameters.rope_type = 'yarn')));
+    const rope = variant('qwen2_5_omni', (d) =>
+      editJson(d, 'config.json', (j) => (j.thinker_config.text_config.rope_parameters.rope_type = 'yarn')),
+    );
     expect((await loadError(rope)).message).toMatch(/RoPE scaling "yarn" is not supported/);
     const act = variant('voxtral', (d) => editJson(d, 'config.json', (j) => (j.text_config.hidden_act = 'gelu')));
     expect((await loadError(act)).message).toMatch(/hidden_act "gelu" is not supported/);
@@ -162,7 +175,10 @@ describe('Hugging Face folders: bad input is a typed MODEL_LOAD error naming fil
 
   it("Mistral's native consolidated.safetensors + params.json: names the Hugging Face files to use", async () => {
     const dir = tempDir('wnw-hfbad-mistral-');
-    writeFileSync(join(dir, 'params.json'), JSON.stringify({ dim: 3072, n_layers: 30, head_dim: 128, n_heads: 32, n_kv_heads: 8 }));
+    writeFileSync(
+      join(dir, 'params.json'),
+      JSON.stringify({ dim: 3072, n_layers: 30, head_dim: 128, n_heads: 32, n_kv_heads: 8 }),
+    );
     copyFileSync(join(root, 'voxtral', SHARD2), join(dir, 'consolidated.safetensors'));
     const e = await loadError(dir);
     expect(e.file).toBe(join(dir, 'params.json'));

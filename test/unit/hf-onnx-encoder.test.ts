@@ -68,10 +68,16 @@ describe('the ONNX audio encoder of a Hugging Face folder', () => {
   }, 180_000);
   afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-  it('is the default route where the folder holds one; its embeddings are the audio tower\'s', async () => {
+  it("is the default route where the folder holds one; its embeddings are the audio tower's", async () => {
     const dir = folder('both', 'audio_encoder');
     const onnx = await embeddings(dir);
-    expect(onnx.model.encoder).toMatchObject({ kind: 'onnx', file: join(dir, 'onnx/audio_encoder.onnx'), input: 'audio_values', output: 'audio_features', modelType: 'voxtral' });
+    expect(onnx.model.encoder).toMatchObject({
+      kind: 'onnx',
+      file: join(dir, 'onnx/audio_encoder.onnx'),
+      input: 'audio_values',
+      output: 'audio_features',
+      modelType: 'voxtral',
+    });
     expect(onnx.route.kind).toBe('onnx');
     expect(onnx.route.label).toContain('ONNX audio encoder');
 

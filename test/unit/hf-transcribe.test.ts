@@ -11,7 +11,13 @@ import { join } from 'node:path';
 import { loadTranscriber, type WnwTranscriber } from '../../src/session/transcriber.js';
 import { toMono16k } from '../../src/audio/decode.js';
 import { WhisperLogMel, type WhisperPadding } from '../../src/audio/whisper-mel.js';
-import { asStored, lookupFromCheckpoint, parseWhisperEncoderConfig, WhisperEncoder, type WhisperFamilySpec } from '../../src/encoder/index.js';
+import {
+  asStored,
+  lookupFromCheckpoint,
+  parseWhisperEncoderConfig,
+  WhisperEncoder,
+  type WhisperFamilySpec,
+} from '../../src/encoder/index.js';
 import { voxtral } from '../../src/model/families/voxtral.js';
 import { qwen2Audio } from '../../src/model/families/qwen2-audio.js';
 import { qwen25Omni } from '../../src/model/families/qwen2-5-omni.js';
@@ -37,10 +43,18 @@ const FAMILY: Record<MiniatureFamily, { spec: WhisperFamilySpec; pad: WhisperPad
   qwen2_5_omni: { spec: qwen25Omni.encoder, pad: { padToLength: 300 * SR } },
 };
 
-async function referenceEmbeddings(dir: string, family: MiniatureFamily, samples: Float32Array, format: WeightFormat = 'f32'): Promise<Float32Array> {
+async function referenceEmbeddings(
+  dir: string,
+  family: MiniatureFamily,
+  samples: Float32Array,
+  format: WeightFormat = 'f32',
+): Promise<Float32Array> {
   const { spec, pad } = FAMILY[family];
   const cfg = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
-  const audio = (((cfg.thinker_config as Record<string, unknown> | undefined) ?? cfg).audio_config ?? {}) as Record<string, unknown>;
+  const audio = (((cfg.thinker_config as Record<string, unknown> | undefined) ?? cfg).audio_config ?? {}) as Record<
+    string,
+    unknown
+  >;
   const ckpt = await HfCheckpoint.open(dir);
   let enc: WhisperEncoder;
   try {
@@ -57,12 +71,17 @@ function withSeededHeads(src: string, dst: string, t: WnwTranscriber, audioLengt
   linkedCopy(src, dst);
   const c = t.model.config;
   let s = 12345;
-  const r = () => ((s = (s * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const r = () => (s = (s * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
   const n = kvHeadCount(c);
   const heads = buildHeadsFile({
-    model: c.name, numLayers: c.numLayers, numKvHeads: c.numKvHeads,
-    voiceScore: Array.from({ length: n }, () => r()), headSensitivity: Array.from({ length: n }, () => 0.1 + r()),
-    budgets: [0.2], clipLengths: [audioLength], segmentLength: segmentLength(c),
+    model: c.name,
+    numLayers: c.numLayers,
+    numKvHeads: c.numKvHeads,
+    voiceScore: Array.from({ length: n }, () => r()),
+    headSensitivity: Array.from({ length: n }, () => 0.1 + r()),
+    budgets: [0.2],
+    clipLengths: [audioLength],
+    segmentLength: segmentLength(c),
   });
   writeFileSync(join(dst, 'heads.json'), JSON.stringify(heads));
   return dst;
@@ -104,14 +123,22 @@ describe('transcribing from a Hugging Face folder', () => {
 
         // The prompt the decoder runs on is the family's, with the placeholder span filled by the audio.
         const tok = await loadTextTokenizer(dir);
-        const expected = promptIds(buildPrompt(familyFor(family)!.prompt, tok, { chatTemplate: await readChatTemplate(dir) }), enc.audioLength);
+        const expected = promptIds(
+          buildPrompt(familyFor(family)!.prompt, tok, { chatTemplate: await readChatTemplate(dir) }),
+          enc.audioLength,
+        );
         const c = t.model.config;
         let seen: number[] = [];
         const res = await t.decodeEncoded(enc, {
           maxNewTokens: MAX_NEW,
           onProgress: (e) => {
             onProgress(e);
-            if (e.phase === 'prefill') seen = [...c.prefix, ...new Array<number>(enc.audioLength).fill(expected[c.prefix.length]), ...c.instruction];
+            if (e.phase === 'prefill')
+              seen = [
+                ...c.prefix,
+                ...new Array<number>(enc.audioLength).fill(expected[c.prefix.length]),
+                ...c.instruction,
+              ];
           },
         });
         expect(res.error).toBeUndefined();
@@ -160,7 +187,11 @@ describe('transcribing from a Hugging Face folder', () => {
         begin(o);
       };
       let configDuring: number[] = [];
-      await t.decodeEncoded(enc, { maxNewTokens: 1, language: 'en', onProgress: (e) => void (e.phase === 'prefill' && (configDuring = [...c.instruction])) });
+      await t.decodeEncoded(enc, {
+        maxNewTokens: 1,
+        language: 'en',
+        onProgress: (e) => void (e.phase === 'prefill' && (configDuring = [...c.instruction])),
+      });
       expect(during).toEqual([4, ...tok.encode('lang:en'), 34]);
       expect(configDuring).toEqual([4, 34]);
       expect(c.instruction).toEqual([4, 34]); // the load-time prompt is back
@@ -179,11 +210,14 @@ describe('transcribing from a Hugging Face folder', () => {
   it('Qwen2-Audio audio longer than 30 s is encoded as consecutive 30 s clips, one span in the prompt', async () => {
     const dir = join(models, 'qwen2_audio');
     const long = new Float32Array(32 * SR);
-    for (let o = 0; o < long.length; o += samples.length) long.set(samples.subarray(0, Math.min(samples.length, long.length - o)), o);
+    for (let o = 0; o < long.length; o += samples.length)
+      long.set(samples.subarray(0, Math.min(samples.length, long.length - o)), o);
     const t = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'full' });
     try {
       const fractions: number[] = [];
-      const enc = await t.encode(long, { onProgress: (e) => void (e.phase === 'encode' && fractions.push(e.fraction)) });
+      const enc = await t.encode(long, {
+        onProgress: (e) => void (e.phase === 'encode' && fractions.push(e.fraction)),
+      });
       const a = await referenceEmbeddings(dir, 'qwen2_audio', long.subarray(0, 30 * SR));
       const b = await referenceEmbeddings(dir, 'qwen2_audio', long.subarray(30 * SR));
       const D = t.model.config.hiddenSize;
@@ -202,11 +236,19 @@ describe('transcribing from a Hugging Face folder', () => {
     const byDefault = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'full', weightFormat: 'q4' });
     try {
       expect(byDefault.audioRoute).toContain('f16 weights');
-      expect((await byDefault.encode(samples)).embeddings).toEqual(await referenceEmbeddings(dir, 'qwen2_5_omni', samples, 'f16'));
+      expect((await byDefault.encode(samples)).embeddings).toEqual(
+        await referenceEmbeddings(dir, 'qwen2_5_omni', samples, 'f16'),
+      );
     } finally {
       byDefault.dispose();
     }
-    const t = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'full', weightFormat: 'q4', audioWeightFormat: 'q4' });
+    const t = await loadTranscriber({
+      model: dir,
+      backend: 'cpu',
+      policy: 'full',
+      weightFormat: 'q4',
+      audioWeightFormat: 'q4',
+    });
     try {
       expect(t.audioRoute).toContain('q4 weights');
       const enc = await t.encode(samples);
@@ -238,9 +280,24 @@ describe('transcribing from a Hugging Face folder', () => {
 
   it('the CLI transcribes from a Hugging Face folder (--model DIR --backend cpu --json)', async () => {
     const dir = join(models, 'qwen2_5_omni');
-    const full = await runCliCaptured(['transcribe', wav, '--model', dir, '--backend', 'cpu', '--policy', 'full', '--language', 'en', '--json']);
+    const full = await runCliCaptured([
+      'transcribe',
+      wav,
+      '--model',
+      dir,
+      '--backend',
+      'cpu',
+      '--policy',
+      'full',
+      '--language',
+      'en',
+      '--json',
+    ]);
     expect(full.code, full.err).toBe(0);
-    const json = JSON.parse(full.out) as { text: string; stats: { policy: string; backend: string; encodeMs: number; encoderBytes: number; stoppedBy: string } };
+    const json = JSON.parse(full.out) as {
+      text: string;
+      stats: { policy: string; backend: string; encodeMs: number; encoderBytes: number; stoppedBy: string };
+    };
     expect(json.stats.policy).toBe('full');
     expect(json.stats.backend).toContain('CPU');
     expect(json.stats.encodeMs).toBeGreaterThan(0);

@@ -31,7 +31,9 @@ class MovingStorage implements PageStorage {
   grow(from: readonly PoolShard[], to: readonly PoolShard[]): void {
     const last = to[to.length - 1];
     const k = new Float32Array((last.firstPage + last.pages) * P * hd);
-    from.forEach((s, i) => k.set(this.k.subarray(s.firstPage * P * hd, (s.firstPage + s.pages) * P * hd), to[i].firstPage * P * hd));
+    from.forEach((s, i) =>
+      k.set(this.k.subarray(s.firstPage * P * hd, (s.firstPage + s.pages) * P * hd), to[i].firstPage * P * hd),
+    );
     this.k = k;
     this.grown++;
   }
@@ -49,14 +51,21 @@ function setup(maxPages?: number) {
   const A = 40;
   const numPages = 16;
   const storage = new MovingStorage(numPages * P);
-  const shards: PoolShard[] = [{ firstHead: 0, heads: 2, firstPage: 0, pages: 8 }, { firstHead: 2, heads: 2, firstPage: 8, pages: 8 }];
-  const r = new Residency({ heads, headDim: hd, pageSize: P, numPages, shards, audioStart: 1, audioLength: A, growPages: 2, maxPages }, storage);
+  const shards: PoolShard[] = [
+    { firstHead: 0, heads: 2, firstPage: 0, pages: 8 },
+    { firstHead: 2, heads: 2, firstPage: 8, pages: 8 },
+  ];
+  const r = new Residency(
+    { heads, headDim: hd, pageSize: P, numPages, shards, audioStart: 1, audioLength: A, growPages: 2, maxPages },
+    storage,
+  );
   const gpu = Int32Array.from({ length: 12 }, (_, i) => 3 * i);
   const cpu = Int32Array.from({ length: A }, (_, i) => i);
   const { gathers } = r.applyPrefill({ heads: Array.from({ length: heads }, () => ({ gpu, cpu })) }, [0], source);
   // The backend's part: the kept prefill rows into their slots.
   const row = new Float32Array(hd);
-  for (const g of gathers) g.slots.forEach((slot, i) => storage.writeRows(slot, 1, row.fill(key(g.head, g.seqPositions[i])), row));
+  for (const g of gathers)
+    g.slots.forEach((slot, i) => storage.writeRows(slot, 1, row.fill(key(g.head, g.seqPositions[i])), row));
   return { r, storage, heads, A };
 }
 
@@ -65,16 +74,21 @@ function check(r: Residency, storage: MovingStorage, heads: number, A: number, t
   const bad: string[] = [];
   for (let h = 0; h < heads; h++) {
     const shard = r.pool.shards[r.pool.shardIndexOf(h)];
-    for (const page of r.pageTable(h)) if (page < shard.firstPage || page >= shard.firstPage + shard.pages) bad.push(`head ${h}: page ${page} outside its shard`);
+    for (const page of r.pageTable(h))
+      if (page < shard.firstPage || page >= shard.firstPage + shard.pages)
+        bad.push(`head ${h}: page ${page} outside its shard`);
     const pages = new Set(r.pageTable(h));
     for (let p = 0; p < A; p++) {
       const slot = r.slotOf(h, p);
       if (slot === EMPTY) continue;
-      if (r.positions[slot] !== 1 + p || storage.k[slot * hd] !== key(h, 1 + p)) bad.push(`head ${h} audio ${p}: slot ${slot} holds ${r.positions[slot]} / ${storage.k[slot * hd]}`);
+      if (r.positions[slot] !== 1 + p || storage.k[slot * hd] !== key(h, 1 + p))
+        bad.push(`head ${h} audio ${p}: slot ${slot} holds ${r.positions[slot]} / ${storage.k[slot * hd]}`);
       if (!pages.has(Math.floor(slot / P))) bad.push(`head ${h} audio ${p}: page not in its table`);
     }
     for (const seq of text) {
-      const slots = [...pages].flatMap((pg) => Array.from({ length: P }, (_, i) => pg * P + i)).filter((s) => r.positions[s] === seq);
+      const slots = [...pages]
+        .flatMap((pg) => Array.from({ length: P }, (_, i) => pg * P + i))
+        .filter((s) => r.positions[s] === seq);
       if (slots.length !== 1) bad.push(`head ${h}: text ${seq} in ${slots.length} slots`);
     }
   }
@@ -90,11 +104,13 @@ describe('text KV on demand', () => {
     for (let t = 0; t < 30; t++) {
       const seq = 100 + t;
       r.appendText(seq, out);
-      for (let h = 0; h < heads; h++) storage.writeRows(out[h], 1, new Float32Array(hd).fill(-seq), new Float32Array(hd));
+      for (let h = 0; h < heads; h++)
+        storage.writeRows(out[h], 1, new Float32Array(hd).fill(-seq), new Float32Array(hd));
       text.push(seq);
       // A release and a recall of the same head between steps, as a policy's plans do.
       if (t % 7 === 3) r.apply({ release: [{ head: 1, positions: Int32Array.of(0, 3, 6, 9, 12) }], recall: [] });
-      if (t % 7 === 5) r.apply({ release: [], recall: [{ head: 1, positions: Int32Array.of(0, 1, 2, 3, 4, 5, 6, 9, 12) }] });
+      if (t % 7 === 5)
+        r.apply({ release: [], recall: [{ head: 1, positions: Int32Array.of(0, 1, 2, 3, 4, 5, 6, 9, 12) }] });
     }
     expect(r.growths).toBeGreaterThan(3);
     expect(storage.grown).toBe(r.growths);
@@ -115,7 +131,10 @@ describe('text KV on demand', () => {
     while (r.pool.freePages > 0 || (seq - 100) % P !== 4) r.appendText(seq++, out);
     const growths = r.growths;
     // Every head drops its first 5 kept positions: page 0 of each head's audio empties.
-    r.apply({ release: Array.from({ length: heads }, (_, head) => ({ head, positions: Int32Array.of(0, 3, 6, 9, 12) })), recall: [] });
+    r.apply({
+      release: Array.from({ length: heads }, (_, head) => ({ head, positions: Int32Array.of(0, 3, 6, 9, 12) })),
+      recall: [],
+    });
     expect(r.pool.freePages).toBe(heads);
     for (let i = 0; i < P; i++) r.appendText(seq++, out);
     expect(r.growths).toBe(growths);

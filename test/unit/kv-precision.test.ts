@@ -71,7 +71,10 @@ describe('CPU backend with an f16 pool', () => {
       logits.push(r.logits!);
       token = r.token;
       if (i === 3) {
-        const t = await be.apply({ recall: [{ head: 1, positions: all.filter((p) => p % 2 === 1 && p < 50) }], release: [] });
+        const t = await be.apply({
+          recall: [{ head: 1, positions: all.filter((p) => p % 2 === 1 && p < 50) }],
+          release: [],
+        });
         moved = t.bytesToGpu;
         recalled = t.recalledPositions;
       }
@@ -121,7 +124,9 @@ describe('CPU backend with an f16 pool', () => {
     expect(a.moved).toBe(25 * 8 * config.headDim);
     expect(b.moved).toBe(25 * 4 * config.headDim);
     const P = segmentLength(config);
-    expect(a.stats.gpuBytesInUse / (P * (8 * config.headDim + 4))).toBe(b.stats.gpuBytesInUse / (P * (4 * config.headDim + 4)));
+    expect(a.stats.gpuBytesInUse / (P * (8 * config.headDim + 4))).toBe(
+      b.stats.gpuBytesInUse / (P * (4 * config.headDim + 4)),
+    );
     // The CPU copies are f16 too.
     expect(b.stats.cpuBytes).toBe(a.stats.cpuBytes / 2);
   });

@@ -33,7 +33,8 @@ function checkSlots(r: Residency, storage: ArrayPageStorage, heads: number, audi
       if (r.positions[slot] !== 1 + p) bad.push(`head ${h} pos ${p}: slot holds ${r.positions[slot]}`);
       if (!pages.has(Math.floor(slot / r.pageSize))) bad.push(`head ${h} pos ${p}: page not in table`);
       for (let d = 0; d < hd; d++) {
-        if (storage.k[slot * hd + d] !== Math.fround(value(h, 1 + p, d, false))) bad.push(`head ${h} pos ${p}: wrong key`);
+        if (storage.k[slot * hd + d] !== Math.fround(value(h, 1 + p, d, false)))
+          bad.push(`head ${h} pos ${p}: wrong key`);
       }
     }
   }
@@ -95,7 +96,10 @@ describe('Residency', () => {
     for (let step = 0; step < 50; step++) {
       const h = Math.floor(rand() * heads);
       const pick = (a: Int32Array) => Int32Array.from(a.filter(() => rand() < 0.05));
-      r.apply({ release: [{ head: h, positions: pick(r.gpuPositions(h)) }], recall: [{ head: h, positions: pick(plan.heads[h].cpu) }] });
+      r.apply({
+        release: [{ head: h, positions: pick(r.gpuPositions(h)) }],
+        recall: [{ head: h, positions: pick(plan.heads[h].cpu) }],
+      });
       checkSlots(r, storage, heads, N);
       for (let hh = 0; hh < heads; hh++) {
         const live = r.stats().gpuPerHead[hh];
@@ -107,13 +111,25 @@ describe('Residency', () => {
   it('text slots are appended per head and never reused by recalls', () => {
     const { r } = make(2, 100, 40, 10);
     const all = Int32Array.from({ length: 100 }, (_, i) => i);
-    r.applyPrefill({ heads: [{ gpu: all, cpu: all }, { gpu: new Int32Array(0), cpu: all }] }, [0, 101], source);
+    r.applyPrefill(
+      {
+        heads: [
+          { gpu: all, cpu: all },
+          { gpu: new Int32Array(0), cpu: all },
+        ],
+      },
+      [0, 101],
+      source,
+    );
     const out = new Int32Array(2);
     const textSlots = new Set<number>();
     for (let i = 0; i < 15; i++) {
       r.appendText(102 + i, out);
       textSlots.add(out[0]).add(out[1]);
-      r.apply({ release: [{ head: 0, positions: all.filter((p) => p % 3 === i % 3) }], recall: [{ head: 1, positions: all.filter((p) => p % 7 === i % 7) }] });
+      r.apply({
+        release: [{ head: 0, positions: all.filter((p) => p % 3 === i % 3) }],
+        recall: [{ head: 1, positions: all.filter((p) => p % 7 === i % 7) }],
+      });
       r.apply({ release: [], recall: [{ head: 0, positions: all }] });
       for (const s of textSlots) expect(r.positions[s]).toBeGreaterThanOrEqual(101);
     }
@@ -121,7 +137,11 @@ describe('Residency', () => {
 
   it('rejects unsorted or out-of-range plan positions', () => {
     const { r } = make(1, 10, 10);
-    expect(() => r.applyPrefill({ heads: [{ gpu: Int32Array.from([3, 2]), cpu: new Int32Array(0) }] }, [0], source)).toThrow(/sorted/);
-    expect(() => r.applyPrefill({ heads: [{ gpu: Int32Array.from([10]), cpu: new Int32Array(0) }] }, [0], source)).toThrow(/within/);
+    expect(() =>
+      r.applyPrefill({ heads: [{ gpu: Int32Array.from([3, 2]), cpu: new Int32Array(0) }] }, [0], source),
+    ).toThrow(/sorted/);
+    expect(() =>
+      r.applyPrefill({ heads: [{ gpu: Int32Array.from([10]), cpu: new Int32Array(0) }] }, [0], source),
+    ).toThrow(/within/);
   });
 });

@@ -20,8 +20,14 @@ const noStorage: PageStorage = { writeRows() {}, syncPositions() {} };
 describe('KvPool shards', () => {
   it('gives each head pages of its own shard only, and names the shard that is full', () => {
     const pool = new KvPool({
-      heads: 4, pageSize: 10, numPages: 12, bytesPerPage: 100,
-      shards: [{ firstHead: 0, heads: 2, firstPage: 0, pages: 3 }, { firstHead: 2, heads: 2, firstPage: 6, pages: 6 }],
+      heads: 4,
+      pageSize: 10,
+      numPages: 12,
+      bytesPerPage: 100,
+      shards: [
+        { firstHead: 0, heads: 2, firstPage: 0, pages: 3 },
+        { firstHead: 2, heads: 2, firstPage: 6, pages: 6 },
+      ],
     });
     expect(pool.capacity).toBe(9);
     for (let i = 0; i < 3; i++) expect(pool.allocPage(i % 2)).toBeLessThan(3);
@@ -39,11 +45,21 @@ describe('KvPool shards', () => {
   });
 
   it('rejects shards that overlap, leave a head out or run past the pages', () => {
-    const make = (shards: { firstHead: number; heads: number; firstPage: number; pages: number }[]) =>
-      () => new KvPool({ heads: 4, pageSize: 10, numPages: 8, bytesPerPage: 100, shards });
-    expect(make([{ firstHead: 0, heads: 2, firstPage: 0, pages: 4 }, { firstHead: 2, heads: 2, firstPage: 3, pages: 4 }])).toThrow(/page 3/);
+    const make = (shards: { firstHead: number; heads: number; firstPage: number; pages: number }[]) => () =>
+      new KvPool({ heads: 4, pageSize: 10, numPages: 8, bytesPerPage: 100, shards });
+    expect(
+      make([
+        { firstHead: 0, heads: 2, firstPage: 0, pages: 4 },
+        { firstHead: 2, heads: 2, firstPage: 3, pages: 4 },
+      ]),
+    ).toThrow(/page 3/);
     expect(make([{ firstHead: 0, heads: 3, firstPage: 0, pages: 4 }])).toThrow(/head 3/);
-    expect(make([{ firstHead: 0, heads: 2, firstPage: 0, pages: 4 }, { firstHead: 1, heads: 3, firstPage: 4, pages: 4 }])).toThrow(/head 1/);
+    expect(
+      make([
+        { firstHead: 0, heads: 2, firstPage: 0, pages: 4 },
+        { firstHead: 1, heads: 3, firstPage: 4, pages: 4 },
+      ]),
+    ).toThrow(/head 1/);
     expect(make([{ firstHead: 0, heads: 4, firstPage: 2, pages: 7 }])).toThrow(/pages outside/);
   });
 });
@@ -72,15 +88,27 @@ describe('Residency on a sharded pool', () => {
     const perShard = [0, 1, 2, 3].map((s) => need.perHead[2 * s] + need.perHead[2 * s + 1]);
     const stride = Math.max(...perShard) + 7; // gaps between shards, as a GPU pool has
     const shards = perShard.map((pages, s) => ({ firstHead: 2 * s, heads: 2, firstPage: s * stride, pages }));
-    const sharded = new Residency({ heads, headDim: 4, pageSize: P, numPages: 3 * stride + perShard[3], shards, audioStart: 1, audioLength: N }, noStorage);
-    const plain = new Residency({ heads, headDim: 4, pageSize: P, numPages: need.total, audioStart: 1, audioLength: N }, noStorage);
-    const src = (_h: number, _s: number, k: Float32Array, ko: number, v: Float32Array, vo: number) => { k[ko] = 1; v[vo] = 1; };
+    const sharded = new Residency(
+      { heads, headDim: 4, pageSize: P, numPages: 3 * stride + perShard[3], shards, audioStart: 1, audioLength: N },
+      noStorage,
+    );
+    const plain = new Residency(
+      { heads, headDim: 4, pageSize: P, numPages: need.total, audioStart: 1, audioLength: N },
+      noStorage,
+    );
+    const src = (_h: number, _s: number, k: Float32Array, ko: number, v: Float32Array, vo: number) => {
+      k[ko] = 1;
+      v[vo] = 1;
+    };
     for (const r of [sharded, plain]) r.applyPrefill(plan, text, src);
     const out = new Int32Array(heads);
     for (let step = 0; step < 40; step++) {
       const h = step % heads;
       const pick = (a: Int32Array) => Int32Array.from(a.filter(() => rand() < 0.08));
-      const sp = { release: [{ head: h, positions: pick(plain.gpuPositions(h)) }], recall: [{ head: h, positions: pick(plan.heads[h].cpu) }] };
+      const sp = {
+        release: [{ head: h, positions: pick(plain.gpuPositions(h)) }],
+        recall: [{ head: h, positions: pick(plan.heads[h].cpu) }],
+      };
       for (const r of [sharded, plain]) {
         r.apply(sp);
         r.appendText(N + 2 + step, out);
@@ -95,7 +123,8 @@ describe('Residency on a sharded pool', () => {
       for (let hh = 0; hh < heads; hh++) {
         const s = shards[Math.floor(hh / 2)];
         for (const page of sharded.pageTable(hh)) {
-          if (page < s.firstPage || page >= s.firstPage + s.pages) bad.push(`head ${hh}: page ${page} outside its shard`);
+          if (page < s.firstPage || page >= s.firstPage + s.pages)
+            bad.push(`head ${hh}: page ${page} outside its shard`);
         }
         for (const p of sharded.gpuPositions(hh)) {
           if (sharded.positions[sharded.slotOf(hh, p)] !== 1 + p) bad.push(`head ${hh}: position ${p} misplaced`);
@@ -139,7 +168,8 @@ describe('GPU pool layout', () => {
         expect(sh.firstLayer).toBe(layer);
         expect(sh.firstPage).toBe(page);
         let pages = 0;
-        for (let h = sh.firstLayer * c.numKvHeads; h < (sh.firstLayer + sh.layers) * c.numKvHeads; h++) pages += need.perHead[h];
+        for (let h = sh.firstLayer * c.numKvHeads; h < (sh.firstLayer + sh.layers) * c.numKvHeads; h++)
+          pages += need.perHead[h];
         expect(sh.pages).toBe(pages);
         expect(sh.pages * pageKBytes).toBeLessThanOrEqual(limit);
         layer += sh.layers;
@@ -164,28 +194,53 @@ describe('GPU pool layout', () => {
     // 20 % of the audio pages, plus the recall headroom and the text pages of every head.
     expect(wnwLike.bytes / full.bytes).toBeLessThan(0.3);
     expect(wnwLike.bytes / full.bytes).toBeGreaterThan(0.2);
-    expect(sessionSizes(c, { audioLength: A, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 } }, limits(2 ** 30)).worstPoolPages)
-      .toBeGreaterThanOrEqual(poolNeed(planOf(A, 1, true), P, text).total);
+    expect(
+      sessionSizes(
+        c,
+        { audioLength: A, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 } },
+        limits(2 ** 30),
+      ).worstPoolPages,
+    ).toBeGreaterThanOrEqual(poolNeed(planOf(A, 1, true), P, text).total);
   });
 
   it("an hour of audio at full cache fits WebGPU's default 128 MiB binding limit", () => {
     const hour = 3600 * c.audio.tokensPerSecond;
     const limit = 128 * 2 ** 20;
-    const s = sessionSizes(c, { audioLength: hour, maxNewTokens: 400, request: { decodeHeads: [0, 9], prefillQueries: 6 } }, limits(limit));
+    const s = sessionSizes(
+      c,
+      { audioLength: hour, maxNewTokens: 400, request: { decodeHeads: [0, 9], prefillQueries: 6 } },
+      limits(limit),
+    );
     expect(s.largestBuffer).toBeLessThanOrEqual(limit);
     const need = poolNeed(planOf(hour, 1, false), P, text);
     expect(need.total * pageKBytes).toBeGreaterThan(limit); // one K buffer would not do
     const l = poolLayout(c, need.perHead, P, limit);
     expect(l.shards.length).toBeGreaterThan(1);
     // The prefill runs in row blocks: the widest buffers left are one layer's K/V and the hidden states.
-    expect(sessionSizes(c, { audioLength: hour, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 } }, limits(64 * 2 ** 20)).prefillChunk).toBeLessThan(hour);
+    expect(
+      sessionSizes(
+        c,
+        { audioLength: hour, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 } },
+        limits(64 * 2 ** 20),
+      ).prefillChunk,
+    ).toBeLessThan(hour);
     // Past them, the error names the buffer that does not fit.
-    expect(() => sessionSizes(c, { audioLength: hour, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 } }, limits(32 * 2 ** 20))).toThrow(/one layer's prefill K/);
+    expect(() =>
+      sessionSizes(
+        c,
+        { audioLength: hour, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 } },
+        limits(32 * 2 ** 20),
+      ),
+    ).toThrow(/one layer's prefill K/);
   });
 
   it('runs the prefill projections in row blocks that fit the binding', () => {
     const QKV = (c.numHeads + 2 * c.numKvHeads) * c.headDim;
-    const opts = (audioLength: number) => ({ audioLength, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 } });
+    const opts = (audioLength: number) => ({
+      audioLength,
+      maxNewTokens: 400,
+      request: { decodeHeads: [], prefillQueries: 6 },
+    });
     const big = sessionSizes(c, opts(20_000), limits(2 ** 30));
     expect(big.prefillChunk).toBe(PREFILL_CHUNK_ROWS);
     const limit = 3 * 2 ** 20;
@@ -223,11 +278,20 @@ describe('a pool grown layer by layer (per-layer prefill)', () => {
     };
     const text = [0, N + 1];
     const need = poolNeed(plan, P, text.length + 10);
-    const src = (h: number, s: number, k: Float32Array, ko: number, v: Float32Array, vo: number) => { k[ko] = h; v[vo] = s; };
-    const once = new Residency({ heads, headDim: 4, pageSize: P, numPages: need.total, audioStart: 1, audioLength: N }, noStorage);
+    const src = (h: number, s: number, k: Float32Array, ko: number, v: Float32Array, vo: number) => {
+      k[ko] = h;
+      v[vo] = s;
+    };
+    const once = new Residency(
+      { heads, headDim: 4, pageSize: P, numPages: need.total, audioStart: 1, audioLength: N },
+      noStorage,
+    );
     once.applyPrefill(plan, text, src);
     const synced: [number, number][] = [];
-    const grown = new Residency({ heads, headDim: 4, pageSize: P, numPages: 0, shards: [], audioStart: 1, audioLength: N }, noStorage);
+    const grown = new Residency(
+      { heads, headDim: 4, pageSize: P, numPages: 0, shards: [], audioStart: 1, audioLength: N },
+      noStorage,
+    );
     expect(() => grown.pool.allocPage(0)).toThrow(/no pool shard/);
     const shards = [];
     for (let l = 0; l < heads / perLayer; l++) {
@@ -244,7 +308,10 @@ describe('a pool grown layer by layer (per-layer prefill)', () => {
     for (let step = 0; step < 20; step++) {
       const h = step % heads;
       const pick = (a: Int32Array) => Int32Array.from(a.filter(() => rand() < 0.2));
-      const sp = { release: [{ head: h, positions: pick(once.gpuPositions(h)) }], recall: [{ head: h, positions: pick(plan.heads[h].cpu) }] };
+      const sp = {
+        release: [{ head: h, positions: pick(once.gpuPositions(h)) }],
+        recall: [{ head: h, positions: pick(plan.heads[h].cpu) }],
+      };
       for (const r of [grown, once]) {
         r.apply(sp);
         r.appendText(N + 2 + step, out);

@@ -13,7 +13,7 @@ const hd = 8;
 
 /** A deterministic pseudo-random row of `hd` in [-amp, amp). */
 function row(seed: number, amp: number): Float32Array {
-  let x = seed * 2654435761 >>> 0;
+  let x = (seed * 2654435761) >>> 0;
   return Float32Array.from({ length: hd }, () => {
     x = (x * 1664525 + 1013904223) >>> 0;
     return amp * (2 * (x / 2 ** 32) - 1);
@@ -80,18 +80,27 @@ describe('summarise', () => {
   it("'value' weighs the values as the query does and keeps the count", () => {
     const { s } = viaSummary('value');
     expect(s.count).toBe(c);
-    const scores = Array.from({ length: c }, (_, i) => k.subarray(i * hd, (i + 1) * hd).reduce((a, x, d) => a + x * q[d], 0) / Math.sqrt(hd));
+    const scores = Array.from(
+      { length: c },
+      (_, i) => k.subarray(i * hd, (i + 1) * hd).reduce((a, x, d) => a + x * q[d], 0) / Math.sqrt(hd),
+    );
     const max = Math.max(...scores);
     const w = scores.map((x) => Math.exp(x - max));
     const sum = w.reduce((a, b) => a + b, 0);
-    for (let d = 0; d < hd; d++) expect(s.value[d]).toBeCloseTo(w.reduce((a, wi, i) => a + (wi / sum) * v[i * hd + d], 0), 5);
+    for (let d = 0; d < hd; d++)
+      expect(s.value[d]).toBeCloseTo(
+        w.reduce((a, wi, i) => a + (wi / sum) * v[i * hd + d], 0),
+        5,
+      );
     expect(Array.from(s.key)).toEqual(Array.from(summarise(k, v, c, hd).key));
   });
 
   it('averages the gap over several queries, never below the group size, and is the mean without queries', () => {
     const qs = concat(row(7, 1.5), row(8, 1.5), row(13, 0.1));
     const s = summarise(k, v, c, hd, 'mass', qs);
-    const one = [row(7, 1.5), row(8, 1.5), row(13, 0.1)].map((x) => Math.log(summarise(k, v, c, hd, 'mass', x).count / c));
+    const one = [row(7, 1.5), row(8, 1.5), row(13, 0.1)].map((x) =>
+      Math.log(summarise(k, v, c, hd, 'mass', x).count / c),
+    );
     expect(Math.log(s.count / c)).toBeCloseTo(one.reduce((a, b) => a + b, 0) / 3, 1);
     const equal = rows(1, 3, 1);
     const same = concat(...Array.from({ length: 6 }, () => equal));
@@ -125,9 +134,17 @@ describe('summary placement', () => {
       vv.set(v.subarray((seq - 1) * hd, seq * hd), vo);
     };
     const store = new ArrayPageStorage(hd, 16 * 25);
-    const res = new Residency({ heads: 1, headDim: hd, pageSize: 25, numPages: 16, audioStart: 1, audioLength: A }, store);
+    const res = new Residency(
+      { heads: 1, headDim: hd, pageSize: 25, numPages: 16, audioStart: 1, audioLength: A },
+      store,
+    );
     const group = Int32Array.from({ length: 20 }, (_, i) => i + 5);
-    res.applyPrefill({ heads: [{ gpu: Int32Array.from([0]), cpu: new Int32Array(0), summaries: [group] }] }, [0], source, { fit: 'mass', queries: () => q });
+    res.applyPrefill(
+      { heads: [{ gpu: Int32Array.from([0]), cpu: new Int32Array(0), summaries: [group] }] },
+      [0],
+      source,
+      { fit: 'mass', queries: () => q },
+    );
     const want = summarise(k.slice(5 * hd, 25 * hd), v.slice(5 * hd, 25 * hd), 20, hd, 'mass', q);
     const slot = Array.from(res.positions).findIndex((e) => e < EMPTY_SLOT);
     expect(res.positions[slot]).toBe(summaryEntry(want.count));

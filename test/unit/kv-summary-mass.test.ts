@@ -12,7 +12,7 @@ import { referenceConfig } from '../../src/model/testing.js';
 const hd = 8;
 
 function rows(n: number, seed: number, amp: number): Float32Array {
-  let x = seed * 2654435761 >>> 0;
+  let x = (seed * 2654435761) >>> 0;
   return Float32Array.from({ length: n * hd }, () => {
     x = (x * 1664525 + 1013904223) >>> 0;
     return amp * (2 * (x / 2 ** 32) - 1);
@@ -55,9 +55,17 @@ describe('the placement under a mass scale', () => {
       vo.set(vv.subarray((seq - 1) * hd, seq * hd), voff);
     };
     const entryUnder = (massScale?: number) => {
-      const res = new Residency({ heads: 1, headDim: hd, pageSize: 25, numPages: 16, audioStart: 1, audioLength: A }, new ArrayPageStorage(hd, 16 * 25));
+      const res = new Residency(
+        { heads: 1, headDim: hd, pageSize: 25, numPages: 16, audioStart: 1, audioLength: A },
+        new ArrayPageStorage(hd, 16 * 25),
+      );
       const group = Int32Array.from({ length: 20 }, (_, i) => i + 5);
-      res.applyPrefill({ heads: [{ gpu: Int32Array.from([0]), cpu: new Int32Array(0), summaries: [group] }] }, [0], source, { fit: 'mass', massScale: massScale === undefined ? undefined : () => massScale, queries: () => q });
+      res.applyPrefill(
+        { heads: [{ gpu: Int32Array.from([0]), cpu: new Int32Array(0), summaries: [group] }] },
+        [0],
+        source,
+        { fit: 'mass', massScale: massScale === undefined ? undefined : () => massScale, queries: () => q },
+      );
       return Array.from(res.positions).find((e) => e < EMPTY_SLOT)!;
     };
     const want = summarise(kk.slice(5 * hd, 25 * hd), vv.slice(5 * hd, 25 * hd), 20, hd, 'mass', q, 0.5);
@@ -79,7 +87,8 @@ describe('the placement under a mass scale', () => {
 describe('WnW summaryMass, summaryMassLayer', () => {
   const layout = makeLayout(4, 8, 400);
   const heads = syntheticHeads(layout, 3);
-  const mass = (opts: Record<string, unknown>) => new WnwPolicy({ budget: 0.2, heads, ...opts }).request(layout).summaryMass;
+  const mass = (opts: Record<string, unknown>) =>
+    new WnwPolicy({ budget: 0.2, heads, ...opts }).request(layout).summaryMass;
   it('asks the backend for per-layer scales only where an option sets them', () => {
     expect(mass({ summaryMass: 0.5 })).toEqual([0.5, 0.5, 0.5, 0.5]);
     expect(mass({ summaryMassLayer: 3 })).toEqual([0, 0, 0, 1]);

@@ -25,9 +25,19 @@ const ints = (a: number[]) => Int32Array.from(a);
 const range = (a: number, b: number) => Array.from({ length: b - a }, (_, i) => a + i);
 
 /** One head: text at sequence 0, audio offsets 0..3 kept, 4..11 in CPU memory as two recallable groups, 12..23 dropped as one. */
-function placed(store: PageStorage & { k?: Float32Array }, extra: Partial<ConstructorParameters<typeof Residency>[0]> = {}) {
-  const res = new Residency({ heads: 1, headDim: hd, pageSize: 8, numPages: 16, audioStart: 1, audioLength: A, ...extra }, store);
-  const plan = { gpu: ints(range(0, 4)), cpu: ints(range(4, 12)), summaries: [ints(range(4, 8)), ints(range(8, 12)), ints(range(12, 24))] };
+function placed(
+  store: PageStorage & { k?: Float32Array },
+  extra: Partial<ConstructorParameters<typeof Residency>[0]> = {},
+) {
+  const res = new Residency(
+    { heads: 1, headDim: hd, pageSize: 8, numPages: 16, audioStart: 1, audioLength: A, ...extra },
+    store,
+  );
+  const plan = {
+    gpu: ints(range(0, 4)),
+    cpu: ints(range(4, 12)),
+    summaries: [ints(range(4, 8)), ints(range(8, 12)), ints(range(12, 24))],
+  };
   const { gathers } = res.applyPrefill({ heads: [plan] }, [0], source);
   return { res, gathers };
 }
@@ -57,39 +67,80 @@ describe('recallable summary slots in the residency', () => {
     const { res, gathers } = placed(store);
     const row = new Float32Array(hd);
     const vrow = new Float32Array(hd);
-    for (const g of gathers) g.slots.forEach((slot, i) => {
-      source(0, g.seqPositions[i], row, 0, vrow, 0);
-      store.writeRows(slot, 1, row, vrow);
-    });
+    for (const g of gathers)
+      g.slots.forEach((slot, i) => {
+        source(0, g.seqPositions[i], row, 0, vrow, 0);
+        store.writeRows(slot, 1, row, vrow);
+      });
     const q = Float32Array.from({ length: hd }, (_, d) => Math.cos(d));
     const attend = () => {
       const out = new Float32Array(hd);
       const pages = res.pageTable(0);
-      pagedAttention(q, 0, 1, hd, { pages: [...pages], pageCount: pages.length }, 8, store.k, store.v, res.positions, out, 0);
+      pagedAttention(
+        q,
+        0,
+        1,
+        hd,
+        { pages: [...pages], pageCount: pages.length },
+        8,
+        store.k,
+        store.v,
+        res.positions,
+        out,
+        0,
+      );
       return out;
     };
     // Everything off the GPU recalled: the two recallable summaries must weigh nothing, so
     // attention equals attention over the rows themselves plus the dropped group's summary.
     res.apply({ release: [], recall: [{ head: 0, positions: ints(range(4, 12)) }] });
     const recalled = attend();
-    const ref = new Residency({ heads: 1, headDim: hd, pageSize: 8, numPages: 16, audioStart: 1, audioLength: A }, new ArrayPageStorage(hd, 16 * 8));
+    const ref = new Residency(
+      { heads: 1, headDim: hd, pageSize: 8, numPages: 16, audioStart: 1, audioLength: A },
+      new ArrayPageStorage(hd, 16 * 8),
+    );
     const refStore = new ArrayPageStorage(hd, 16 * 8);
-    const ref2 = new Residency({ heads: 1, headDim: hd, pageSize: 8, numPages: 16, audioStart: 1, audioLength: A }, refStore);
+    const ref2 = new Residency(
+      { heads: 1, headDim: hd, pageSize: 8, numPages: 16, audioStart: 1, audioLength: A },
+      refStore,
+    );
     void ref;
-    const r2 = ref2.applyPrefill({ heads: [{ gpu: ints(range(0, 12)), cpu: ints([]), summaries: [ints(range(12, 24))] }] }, [0], source);
-    for (const g of r2.gathers) g.slots.forEach((slot, i) => {
-      source(0, g.seqPositions[i], row, 0, vrow, 0);
-      refStore.writeRows(slot, 1, row, vrow);
-    });
+    const r2 = ref2.applyPrefill(
+      { heads: [{ gpu: ints(range(0, 12)), cpu: ints([]), summaries: [ints(range(12, 24))] }] },
+      [0],
+      source,
+    );
+    for (const g of r2.gathers)
+      g.slots.forEach((slot, i) => {
+        source(0, g.seqPositions[i], row, 0, vrow, 0);
+        refStore.writeRows(slot, 1, row, vrow);
+      });
     const out = new Float32Array(hd);
     const pages = ref2.pageTable(0);
-    pagedAttention(q, 0, 1, hd, { pages: [...pages], pageCount: pages.length }, 8, refStore.k, refStore.v, ref2.positions, out, 0);
+    pagedAttention(
+      q,
+      0,
+      1,
+      hd,
+      { pages: [...pages], pageCount: pages.length },
+      8,
+      refStore.k,
+      refStore.v,
+      ref2.positions,
+      out,
+      0,
+    );
     for (let d = 0; d < hd; d++) expect(recalled[d]).toBeCloseTo(out[d], 5);
   });
 
   it('refuses a group that mixes recallable and dropped positions', () => {
-    const res = new Residency({ heads: 1, headDim: hd, pageSize: 8, numPages: 16, audioStart: 1, audioLength: A }, new ArrayPageStorage(hd, 16 * 8));
-    expect(() => res.applyPrefill({ heads: [{ gpu: ints([]), cpu: ints([4, 5]), summaries: [ints([4, 5, 6])] }] }, [0], source)).toThrow(/wholly dropped or wholly recallable/);
+    const res = new Residency(
+      { heads: 1, headDim: hd, pageSize: 8, numPages: 16, audioStart: 1, audioLength: A },
+      new ArrayPageStorage(hd, 16 * 8),
+    );
+    expect(() =>
+      res.applyPrefill({ heads: [{ gpu: ints([]), cpu: ints([4, 5]), summaries: [ints([4, 5, 6])] }] }, [0], source),
+    ).toThrow(/wholly dropped or wholly recallable/);
   });
 
   it('silences the right slot after the pool has grown and moved its pages', () => {
@@ -100,8 +151,14 @@ describe('recallable summary slots in the residency', () => {
       grow(_from: readonly PoolShard[], _to: readonly PoolShard[]): void {}
     }
     // Two heads in two shards: growth of shard 0 moves every page of shard 1 (head 1).
-    const shards: PoolShard[] = [{ firstHead: 0, heads: 1, firstPage: 0, pages: 6 }, { firstHead: 1, heads: 1, firstPage: 6, pages: 6 }];
-    const res = new Residency({ heads: 2, headDim: hd, pageSize: P, numPages: 12, shards, audioStart: 1, audioLength: A, growPages: 2 }, new Moving());
+    const shards: PoolShard[] = [
+      { firstHead: 0, heads: 1, firstPage: 0, pages: 6 },
+      { firstHead: 1, heads: 1, firstPage: 6, pages: 6 },
+    ];
+    const res = new Residency(
+      { heads: 2, headDim: hd, pageSize: P, numPages: 12, shards, audioStart: 1, audioLength: A, growPages: 2 },
+      new Moving(),
+    );
     const plan = { gpu: ints([0]), cpu: ints(range(1, A)), summaries: [ints(range(1, 4)), ints(range(4, A))] };
     res.applyPrefill({ heads: [plan, plan] }, [0], source);
     for (let t = 0; t < 40 && res.growths === 0; t++) res.appendText(100 + t, new Int32Array(2));
@@ -111,7 +168,10 @@ describe('recallable summary slots in the residency', () => {
     // Exactly one slot silenced, and the recalled row's slot holds its own position.
     expect(summarySlots(res).length).toBe(before - 1);
     expect(res.positions[res.slotOf(1, 2)]).toBe(1 + 2);
-    const silenced = res.pageTable(1).flatMap((pg) => range(pg * P, pg * P + P)).filter((s) => res.positions[s] === EMPTY);
+    const silenced = res
+      .pageTable(1)
+      .flatMap((pg) => range(pg * P, pg * P + P))
+      .filter((s) => res.positions[s] === EMPTY);
     expect(silenced.length).toBeGreaterThan(0);
   });
 });
@@ -153,7 +213,9 @@ describe('WnW tidalSummaries', () => {
       tracker.apply(p.afterStep(stepObservation(layout, req, tracker, t, (t * 13) % layout.audioLength, r)));
       expect(tracker.rGpu()).toBeLessThanOrEqual(0.2 + 1e-9);
     }
-    expect(() => new WnwPolicy({ budget: 0.2, heads, summaries: false, tidalSummaries: true })).toThrow(/needs summaries/);
+    expect(() => new WnwPolicy({ budget: 0.2, heads, summaries: false, tidalSummaries: true })).toThrow(
+      /needs summaries/,
+    );
     expect(() => new WnwPolicy({ budget: 0.2, heads, tidalSummaries: 'yes' })).toThrow(/tidalSummaries/);
   });
 });

@@ -87,11 +87,25 @@ describe('Residency with summaries', () => {
 
   it('writes each group mean into one GPU slot that r_GPU counts', () => {
     const store = new ArrayPageStorage(hd, 64 * 25);
-    const res = new Residency({ heads: 2, headDim: hd, pageSize: 25, numPages: 64, audioStart: 1, audioLength: A }, store);
+    const res = new Residency(
+      { heads: 2, headDim: hd, pageSize: 25, numPages: 64, audioStart: 1, audioLength: A },
+      store,
+    );
     const gpu = Int32Array.from([0, 30]);
     const summaries = [Int32Array.from([1, 2, 3]), Int32Array.from([31, 40])];
-    res.applyPrefill({ heads: [{ gpu, cpu: new Int32Array(0), summaries }, { gpu: new Int32Array(0), cpu: new Int32Array(0) }] }, [0], source);
-    const entries = Array.from(res.positions).filter((e) => e < -1).sort();
+    res.applyPrefill(
+      {
+        heads: [
+          { gpu, cpu: new Int32Array(0), summaries },
+          { gpu: new Int32Array(0), cpu: new Int32Array(0) },
+        ],
+      },
+      [0],
+      source,
+    );
+    const entries = Array.from(res.positions)
+      .filter((e) => e < -1)
+      .sort();
     expect(entries).toEqual([summaryEntry(3), summaryEntry(2)].sort());
     const slot = res.positions.indexOf(summaryEntry(3));
     // Audio offsets 1, 2, 3 are sequence positions 2, 3, 4: mean 3.
@@ -100,15 +114,46 @@ describe('Residency with summaries', () => {
     const st = res.stats();
     expect(st.gpuPerHead[0]).toBe(4);
     expect(st.rGpu).toBeCloseTo(4 / (2 * A), 12);
-    expect(prefillRGpu({ heads: [{ gpu, cpu: new Int32Array(0), summaries }, { gpu: new Int32Array(0), cpu: new Int32Array(0) }] }, A)).toBeCloseTo(4 / (2 * A), 12);
+    expect(
+      prefillRGpu(
+        {
+          heads: [
+            { gpu, cpu: new Int32Array(0), summaries },
+            { gpu: new Int32Array(0), cpu: new Int32Array(0) },
+          ],
+        },
+        A,
+      ),
+    ).toBeCloseTo(4 / (2 * A), 12);
   });
 
   it('refuses a summary over a kept, offloaded or twice-summarised position', () => {
-    const make = () => new Residency({ heads: 1, headDim: hd, pageSize: 25, numPages: 8, audioStart: 1, audioLength: A }, new ArrayPageStorage(hd, 64 * 25));
-    const plan = (gpu: number[], cpu: number[], groups: number[][]) => ({ heads: [{ gpu: Int32Array.from(gpu), cpu: Int32Array.from(cpu), summaries: groups.map((g) => Int32Array.from(g)) }] });
+    const make = () =>
+      new Residency(
+        { heads: 1, headDim: hd, pageSize: 25, numPages: 8, audioStart: 1, audioLength: A },
+        new ArrayPageStorage(hd, 64 * 25),
+      );
+    const plan = (gpu: number[], cpu: number[], groups: number[][]) => ({
+      heads: [
+        { gpu: Int32Array.from(gpu), cpu: Int32Array.from(cpu), summaries: groups.map((g) => Int32Array.from(g)) },
+      ],
+    });
     expect(() => make().applyPrefill(plan([5], [], [[5, 6]]), [0], source)).toThrow(/summary 0/);
     expect(() => make().applyPrefill(plan([], [7], [[6, 7]]), [0], source)).toThrow(/summary 0/);
-    expect(() => make().applyPrefill(plan([], [], [[1, 2], [2, 3]]), [0], source)).toThrow(/summary 1/);
+    expect(() =>
+      make().applyPrefill(
+        plan(
+          [],
+          [],
+          [
+            [1, 2],
+            [2, 3],
+          ],
+        ),
+        [0],
+        source,
+      ),
+    ).toThrow(/summary 1/);
     expect(() => make().applyPrefill(plan([], [], [[]]), [0], source)).toThrow(/empty/);
   });
 });
@@ -116,7 +161,11 @@ describe('Residency with summaries', () => {
 describe('WnW summaries', () => {
   it('groups what a head drops, per segment or per smaller group', () => {
     const kept = Int32Array.from([0, 4, 9]);
-    expect(segmentSummaries(kept, 12, 5).map((g) => Array.from(g))).toEqual([[1, 2, 3], [5, 6, 7, 8], [10, 11]]);
+    expect(segmentSummaries(kept, 12, 5).map((g) => Array.from(g))).toEqual([
+      [1, 2, 3],
+      [5, 6, 7, 8],
+      [10, 11],
+    ]);
     expect(segmentSummaries(kept, 12, 5, 2).map((g) => Array.from(g))).toEqual([[1], [2, 3], [5, 6], [7, 8], [10, 11]]);
     expect(segmentSummaries(Int32Array.from([0, 1, 2]), 3, 5)).toEqual([]);
     expect(summarySlots(12, 0.2, 5, 'segment')).toBe(3);
@@ -176,7 +225,10 @@ describe('WnW summaries', () => {
     // A head keeps ⌊retention · n_s⌋ of a segment and summarises the rest.
     const h = p.state!.roles.fixed[0];
     const ret = p.state!.retention[h];
-    expect(plan.heads[h].gpu.length).toBe(Math.ceil(layout.audioLength / layout.segmentLength - 1) * keepInSegment(ret, layout.segmentLength) + keepInSegment(ret, layout.audioLength % layout.segmentLength || layout.segmentLength));
+    expect(plan.heads[h].gpu.length).toBe(
+      Math.ceil(layout.audioLength / layout.segmentLength - 1) * keepInSegment(ret, layout.segmentLength) +
+        keepInSegment(ret, layout.audioLength % layout.segmentLength || layout.segmentLength),
+    );
   });
 });
 

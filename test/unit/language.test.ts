@@ -31,8 +31,15 @@ describe('the language option in a transcription', () => {
       begin(o);
     };
     const audioLength = 25;
-    const enc = { embeddings: new Float32Array(audioLength * c.hiddenSize), audioLength, audioSeconds: 1, encodeMs: 0, encoderBytes: 0 };
-    for (const language of [undefined, 'none', 'de']) await t.decodeEncoded(enc, { maxNewTokens: 1, ...(language ? { language } : {}) });
+    const enc = {
+      embeddings: new Float32Array(audioLength * c.hiddenSize),
+      audioLength,
+      audioSeconds: 1,
+      encodeMs: 0,
+      encoderBytes: 0,
+    };
+    for (const language of [undefined, 'none', 'de'])
+      await t.decodeEncoded(enc, { maxNewTokens: 1, ...(language ? { language } : {}) });
     // A translation from the load-time language, then the transcription again.
     await t.decodeEncoded(enc, { maxNewTokens: 1, task: 'translate', targetLanguage: 'fr' });
     await t.decodeEncoded(enc, { maxNewTokens: 1 });

@@ -33,11 +33,16 @@ function smallGpu(binding: number) {
 /** A copy of `from` without its weight files (safetensors shards; the index stays). */
 function withoutWeights(from: string): string {
   const to = tempDir('wnw-load-fit-');
-  for (const f of readdirSync(from)) if (!f.endsWith('.safetensors')) cpSync(join(from, f), join(to, f), { recursive: true });
+  for (const f of readdirSync(from))
+    if (!f.endsWith('.safetensors')) cpSync(join(from, f), join(to, f), { recursive: true });
   return to;
 }
 
-const load = (o: LoadOptions) => loadTranscriber({ policy: 'full', cache: false, ...o }).then((t) => (t.dispose(), 'loaded'), (e: unknown) => e);
+const load = (o: LoadOptions) =>
+  loadTranscriber({ policy: 'full', cache: false, ...o }).then(
+    (t) => (t.dispose(), 'loaded'),
+    (e: unknown) => e,
+  );
 
 describe('loadTranscriber judges the model against the device before reading a weight', () => {
   let voxtral: string;
@@ -57,9 +62,13 @@ describe('loadTranscriber judges the model against the device before reading a w
       expect(err).toBeInstanceOf(ModelTooBigError);
       expect((err as ModelTooBigError).code).toBe('MODEL_TOO_BIG');
       expect((err as ModelTooBigError).problems.map((p) => p.what)).toEqual([
-        'layers.*.qkv (f32, 768 × 64)', 'layers.*.o_proj (f32, 64 × 512)', 'layers.*.gate_up (f32, 320 × 64)',
+        'layers.*.qkv (f32, 768 × 64)',
+        'layers.*.o_proj (f32, 64 × 512)',
+        'layers.*.gate_up (f32, 320 × 64)',
       ]);
-      expect((err as Error).message).toMatch(/on WebGPU \(test 64 KiB bindings\): layers\.\*\.qkv .* over this device's maxStorageBufferBindingSize .*: store the decoder weights as q4 \(/);
+      expect((err as Error).message).toMatch(
+        /on WebGPU \(test 64 KiB bindings\): layers\.\*\.qkv .* over this device's maxStorageBufferBindingSize .*: store the decoder weights as q4 \(/,
+      );
     }
     expect(calls).toEqual({ adapter: 2, device: 0 });
   }, 60_000);
@@ -84,8 +93,12 @@ describe('loadTranscriber judges the model against the device before reading a w
     expect((err as Error).message).toMatch(new RegExp(`about ${minutes} minutes? of audio fit`));
     expect(calls).toEqual({ adapter: 1, device: 0 });
     // The minutes named pass the check (the load goes on to read the shards, which this folder lacks); one more does not.
-    expect(await load({ model: voxtral, backend: 'webgpu', weightFormat: 'q4', audioSeconds: 60 * minutes })).toBeInstanceOf(ModelLoadError);
-    expect(await load({ model: voxtral, backend: 'webgpu', weightFormat: 'q4', audioSeconds: 60 * (minutes + 1) })).toBeInstanceOf(ModelTooBigError);
+    expect(
+      await load({ model: voxtral, backend: 'webgpu', weightFormat: 'q4', audioSeconds: 60 * minutes }),
+    ).toBeInstanceOf(ModelLoadError);
+    expect(
+      await load({ model: voxtral, backend: 'webgpu', weightFormat: 'q4', audioSeconds: 60 * (minutes + 1) }),
+    ).toBeInstanceOf(ModelTooBigError);
   }, 60_000);
 
   it('our own folder: refused before decoder.safetensors is read', async () => {
@@ -110,4 +123,3 @@ describe('loadTranscriber judges the model against the device before reading a w
     expect(calls.adapter).toBe(0);
   }, 60_000);
 });
-

@@ -53,7 +53,12 @@ describe('load progress per phase', () => {
     expect(seq.slice(seq.indexOf('compile'))).toEqual(['compile']);
     expect(seq).not.toContain('upload');
     // Both count the same checkpoint bytes, and reach them.
-    expect(expectBytesCounting(events, 'convert')).toBe(expectBytesCounting(events.filter((e) => e.bytes), 'download'));
+    expect(expectBytesCounting(events, 'convert')).toBe(
+      expectBytesCounting(
+        events.filter((e) => e.bytes),
+        'download',
+      ),
+    );
     const lastConvert = events.filter((e) => e.phase === 'convert').at(-1)!;
     expect(lastConvert.detail).toBe('decoder weights to q4');
     expect(events.at(-1)).toMatchObject({ phase: 'compile', fraction: 1 });
@@ -64,7 +69,10 @@ describe('load progress per phase', () => {
     await convertFolder({ from: join(models, 'qwen2_5_omni'), to: out, format: 'q4' });
     const events = await load({ model: out, weightFormat: 'q4' });
     expect(sequence(events)).toEqual(['download', 'compile']);
-    expectBytesCounting(events.filter((e) => e.bytes), 'download');
+    expectBytesCounting(
+      events.filter((e) => e.bytes),
+      'download',
+    );
   }, 120_000);
 
   it('an unconverted folder in f32 has no convert phase', async () => {
@@ -74,7 +82,7 @@ describe('load progress per phase', () => {
     expect(seq.at(-1)).toBe('compile');
   }, 120_000);
 
-  it('our own folder in f16: download, then one convert of the decoder\'s bytes, then compile', async () => {
+  it("our own folder in f16: download, then one convert of the decoder's bytes, then compile", async () => {
     const events = await load({ model: defaultModelDir(), weightFormat: 'f16' });
     expect(sequence(events)).toEqual(['download', 'convert', 'compile']);
     const convert = events.filter((e) => e.phase === 'convert');

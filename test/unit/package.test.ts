@@ -11,7 +11,14 @@ describe('the ES module build', () => {
     expect(existsSync(pkg.main)).toBe(true);
     expect(existsSync(pkg.types)).toBe(true);
     const dts = readFileSync(pkg.types, 'utf8');
-    for (const name of ['loadTranscriber', 'TranscribeOptions', 'TranscriptionResult', 'loadTranscriberInWorker', 'WnwError']) expect(dts).toContain(name);
+    for (const name of [
+      'loadTranscriber',
+      'TranscribeOptions',
+      'TranscriptionResult',
+      'loadTranscriberInWorker',
+      'WnwError',
+    ])
+      expect(dts).toContain(name);
     expect(readFileSync(join('dist', 'lib', 'types.d.ts'), 'utf8')).toMatch(/policyOptions\?:/);
     for (const d of ['models', 'test-sets', 'samples']) expect(existsSync(join('dist', 'lib', d))).toBe(false);
     // onnxruntime-web stays external in the worker chunk too (inlined, its two bundles are ~150 MB)
@@ -19,6 +26,8 @@ describe('the ES module build', () => {
     const workers = readdirSync(assets).filter((f) => f.startsWith('worker-'));
     expect(workers.length).toBeGreaterThan(0);
     for (const f of readdirSync(assets)) expect(statSync(join(assets, f)).size, f).toBeLessThan(2 ** 20);
-    expect(workers.some((f) => /[`"']onnxruntime-web(\/webgpu)?[`"']/.test(readFileSync(join(assets, f), 'utf8')))).toBe(true);
+    expect(
+      workers.some((f) => /[`"']onnxruntime-web(\/webgpu)?[`"']/.test(readFileSync(join(assets, f), 'utf8'))),
+    ).toBe(true);
   });
 });

@@ -74,7 +74,10 @@ describe('prefill-only baselines', () => {
     const strong = Float32Array.from({ length: 200 }, (_, i) => 1 + i / 200);
     const weak = new Float32Array(200).fill(0.01);
     // Instruction ≥ w: the observation window holds no audio, so nothing is forced.
-    const plan = new AdaKVPolicy({ budget: 0.1 }).prefill({ layout: { ...layout, instructionLength: 40 }, scores: [strong, weak] });
+    const plan = new AdaKVPolicy({ budget: 0.1 }).prefill({
+      layout: { ...layout, instructionLength: 40 },
+      scores: [strong, weak],
+    });
     expect(plan.heads[0].gpu.length + plan.heads[1].gpu.length).toBe(40);
     expect(plan.heads[1].gpu.length).toBe(16); // floor: ⌊0.8 · 20⌋
     expect(plan.heads[0].gpu.length).toBe(24);
@@ -136,7 +139,11 @@ describe('query-aware paged baselines', () => {
     q[lay.headDim] = 1;
     const step = p.afterStep({ step: 0, weights: [], queries: [q] });
     const recalled = new Set(Array.from(step.recall[0]?.positions ?? [], (x) => Math.floor(x / 32)));
-    const chosenAfter = new Set([...pages].filter((pg) => !step.release[0]?.positions.some((x) => Math.floor(x / 32) === pg)).concat([...recalled]));
+    const chosenAfter = new Set(
+      [...pages]
+        .filter((pg) => !step.release[0]?.positions.some((x) => Math.floor(x / 32) === pg))
+        .concat([...recalled]),
+    );
     expect(chosenAfter.has(6)).toBe(true);
     expect(chosenAfter.size).toBe(5);
   });
@@ -156,7 +163,17 @@ describe('query-aware paged baselines', () => {
 
 describe('registry', () => {
   it('has a factory for every public policy name and rejects unknown ones', () => {
-    expect(Object.keys(POLICIES).sort()).toEqual(['adakv', 'arkvale', 'audiokv', 'full', 'h2o', 'quest', 'snapkv', 'streaming', 'wnw']);
+    expect(Object.keys(POLICIES).sort()).toEqual([
+      'adakv',
+      'arkvale',
+      'audiokv',
+      'full',
+      'h2o',
+      'quest',
+      'snapkv',
+      'streaming',
+      'wnw',
+    ]);
     expect(createPolicy('snapkv', { budget: 0.2 }).name).toBe('snapkv');
     expect(() => createPolicy('nope', { budget: 0.2 })).toThrow(/unknown policy/);
     expect(() => createPolicy('snapkv', { budget: 0 })).toThrow(/budget/);
@@ -164,7 +181,9 @@ describe('registry', () => {
   });
 
   it('rejects an option the policy does not read, naming the ones it does', () => {
-    expect(() => createPolicy('snapkv', { budget: 0.2, windw: 32 })).toThrow(/policy "snapkv" has no option "windw"; its options are window, kernel, pooling/);
+    expect(() => createPolicy('snapkv', { budget: 0.2, windw: 32 })).toThrow(
+      /policy "snapkv" has no option "windw"; its options are window, kernel, pooling/,
+    );
     expect(() => createPolicy('full', { budget: 1, window: 32 })).toThrow(/takes no options/);
     expect(createPolicy('snapkv', { budget: 0.2, window: 16 }).name).toBe('snapkv');
     for (const C of Object.values(POLICIES)) expect(Array.isArray(C.options)).toBe(true);

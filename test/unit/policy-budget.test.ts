@@ -13,9 +13,17 @@ import { makeLayout, prefillObservation, rng, stepObservation, syntheticHeads } 
 
 const LAYOUTS = [
   { name: '2x4 heads, 120 positions (short last segment)', layout: makeLayout(2, 4, 120), steps: 40 },
-  { name: '4x4 heads, 1000 positions, long instruction', layout: makeLayout(4, 4, 1000, { instructionLength: 40 }), steps: 60 },
+  {
+    name: '4x4 heads, 1000 positions, long instruction',
+    layout: makeLayout(4, 4, 1000, { instructionLength: 40 }),
+    steps: 60,
+  },
   { name: '8x4 heads, 4500 positions (6 min)', layout: makeLayout(8, 4, 4500, { instructionLength: 8 }), steps: 60 },
-  { name: '3x4 heads at 25 tokens/s (n_s = 50), 2600 positions', layout: makeLayout(3, 4, 2600, { tokensPerSecond: 25 }), steps: 30 },
+  {
+    name: '3x4 heads at 25 tokens/s (n_s = 50), 2600 positions',
+    layout: makeLayout(3, 4, 2600, { tokensPerSecond: 25 }),
+    steps: 30,
+  },
 ];
 const BUDGETS = [0.1, 0.2, 0.4, 0.8];
 
@@ -25,7 +33,8 @@ function checkPlanShape(plan: StepPlan, heads: number, T: number): void {
     if (!(Number.isInteger(m.head) && m.head >= 0 && m.head < heads)) throw new Error(`plan names head ${m.head}`);
     for (let i = 0; i < m.positions.length; i++) {
       const p = m.positions[i];
-      if (!(p >= 0 && p < T) || (i > 0 && p <= m.positions[i - 1])) throw new Error(`head ${m.head}: bad position ${p} at ${i}`);
+      if (!(p >= 0 && p < T) || (i > 0 && p <= m.positions[i - 1]))
+        throw new Error(`head ${m.head}: bad position ${p} at ${i}`);
     }
   }
 }
@@ -97,7 +106,11 @@ describe('WnW moves KV at decode', () => {
     const r = rng(9);
     for (let s = 0; s < 200; s++) {
       const focus = Math.min(layout.audioLength - 1, Math.floor((s / 200) * layout.audioLength));
-      acc.record(tracker.rGpu(), tracker.rGpuCpu(), tracker.apply(policy.afterStep(stepObservation(layout, req, tracker, s, focus, r))));
+      acc.record(
+        tracker.rGpu(),
+        tracker.rGpuCpu(),
+        tracker.apply(policy.afterStep(stepObservation(layout, req, tracker, s, focus, r))),
+      );
     }
     const sum = acc.summary();
     expect(sum.recallsPerStep).toBeGreaterThan(0);

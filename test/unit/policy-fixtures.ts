@@ -13,7 +13,12 @@ export function gauss(r: () => number): number {
   return Math.sqrt(-2 * Math.log(r() + 1e-12)) * Math.cos(2 * Math.PI * r());
 }
 
-export function makeLayout(numLayers: number, numKvHeads: number, audioLength: number, extra: Partial<PolicyLayout> = {}): PolicyLayout {
+export function makeLayout(
+  numLayers: number,
+  numKvHeads: number,
+  audioLength: number,
+  extra: Partial<PolicyLayout> = {},
+): PolicyLayout {
   const tokensPerSecond = extra.tokensPerSecond ?? 12.5;
   return {
     numLayers,
@@ -76,9 +81,13 @@ export function stepObservation(
     if (sum > 0) for (let p = 0; p < T; p++) w[p] *= (layout.groupSize * 0.8) / sum;
     return w;
   });
-  const queries = req.decodeQueries ? req.decodeHeads.map(() => Float32Array.from({ length: layout.groupSize * d }, () => gauss(r))) : undefined;
+  const queries = req.decodeQueries
+    ? req.decodeHeads.map(() => Float32Array.from({ length: layout.groupSize * d }, () => gauss(r)))
+    : undefined;
   const dc = req.decodeChunks;
-  const chunks = dc ? selectChunks(weights, { ...dc, audioLength: T, segmentLength: layout.segmentLength }).chunks : undefined;
+  const chunks = dc
+    ? selectChunks(weights, { ...dc, audioLength: T, segmentLength: layout.segmentLength }).chunks
+    : undefined;
   return { step, weights: req.decodeWeights === false ? [] : weights, queries, ...(chunks ? { chunks } : {}) };
 }
 

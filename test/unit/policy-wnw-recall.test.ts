@@ -25,9 +25,16 @@ describe('recall scaled with the clip', () => {
 
   it('keeps the paper chunks in paper mode and takes a fixed top-k when given one', () => {
     expect(chunkOptionsFor(recallOptions({ budget: 0.2 }, false), 120 * n, n)).toEqual({ ...PAPER_CHUNKS, lead: 0 });
-    expect(chunkOptionsFor(recallOptions({ budget: 0.2, topChunks: 5, chunkSegments: 2 }, true), 120 * n, n)).toEqual({ chunkSegments: 2, topChunks: 5, delta: 3, lead: 0 });
+    expect(chunkOptionsFor(recallOptions({ budget: 0.2, topChunks: 5, chunkSegments: 2 }, true), 120 * n, n)).toEqual({
+      chunkSegments: 2,
+      topChunks: 5,
+      delta: 3,
+      lead: 0,
+    });
     expect(chunkOptionsFor(recallOptions({ budget: 0.2, recallEvery: 4 }, true), 120 * n, n).topChunks).toBe(30);
-    expect(chunkOptionsFor(recallOptions({ budget: 0.2, topChunks: 'scaled' }, false), 120 * n, n).topChunks).toBe(Math.round(119 / 9));
+    expect(chunkOptionsFor(recallOptions({ budget: 0.2, topChunks: 'scaled' }, false), 120 * n, n).topChunks).toBe(
+      Math.round(119 / 9),
+    );
   });
 
   it('refuses recallEvery beside a fixed top-k, and a top-k that is not a number or "scaled"', () => {

@@ -17,14 +17,18 @@ function handHeads(): HeadsFile {
     numKvHeads: 4,
     voiceScore: [0.9, 0.8, 0.7, 0.1],
     headSensitivity: [1, 1, 1, 1],
-    roles: { '0.5': { anchors: [0], tidal: [1, 2], fixed: [3], retention: [1, 0.2, 0.4, 0.2], lambda: 1, measuredRGpu: 0.45 } },
+    roles: {
+      '0.5': { anchors: [0], tidal: [1, 2], fixed: [3], retention: [1, 0.2, 0.4, 0.2], lambda: 1, measuredRGpu: 0.45 },
+    },
   };
 }
 
 /** Anchor attention of 1 on every position of the given segments (the runtime's export for head 0). */
 function anchorStep(layout: PolicyLayout, step: number, segs: number[], mass = 1): StepObservation {
   const w = new Float32Array(layout.audioLength);
-  for (const s of segs) for (let p = s * layout.segmentLength; p < Math.min(layout.audioLength, (s + 1) * layout.segmentLength); p++) w[p] = mass;
+  for (const s of segs)
+    for (let p = s * layout.segmentLength; p < Math.min(layout.audioLength, (s + 1) * layout.segmentLength); p++)
+      w[p] = mass;
   return { step, weights: [w] };
 }
 
@@ -35,7 +39,12 @@ describe('WnW prefill', () => {
   it('asks for the anchors at decode and the instruction rows at prefill', () => {
     const p = new WnwPolicy({ budget: 0.5, heads: handHeads(), strictBudget: false });
     // The anchors' weights are reduced to the paper's chunk choice (4 s chunks, top 3) on the device.
-    expect(p.request(layout)).toEqual({ decodeHeads: [0], decodeWeights: false, decodeChunks: { heads: 1, chunkSegments: 2, topChunks: 3 }, prefillQueries: 12 });
+    expect(p.request(layout)).toEqual({
+      decodeHeads: [0],
+      decodeWeights: false,
+      decodeChunks: { heads: 1, chunkSegments: 2, topChunks: 3 },
+      prefillQueries: 12,
+    });
   });
 
   it('anchors keep all, tidal split GPU/CPU, fixed drop; every segment keeps ⌊retention · n_s⌋', () => {
@@ -64,7 +73,9 @@ describe('WnW prefill', () => {
     const seg = new WnwPolicy({ budget: 0.5, heads: handHeads(), strictBudget: false }).prefill(obs);
     const globalHeads = handHeads();
     globalHeads.roles['0.5'].selection = 'global'; // calibrated for global selection, same retention
-    const glob = new WnwPolicy({ budget: 0.5, heads: globalHeads, strictBudget: false, selection: 'global' }).prefill(obs);
+    const glob = new WnwPolicy({ budget: 0.5, heads: globalHeads, strictBudget: false, selection: 'global' }).prefill(
+      obs,
+    );
     const emptySegs = (gpu: Int32Array) => 10 - new Set(Array.from(gpu, (x) => Math.floor(x / 25))).size;
     expect(emptySegs(seg.heads[1].gpu)).toBe(0);
     // The synthetic prefill attention is front-loaded, as the paper measured: global top-k piles up early.
@@ -83,7 +94,11 @@ describe('WnW prefill', () => {
     strict.prefill(o);
     expect(strict.state!.prefillRGpu).toBeLessThan(paper.state!.prefillRGpu);
     expect(strict.state!.prefillRGpu).toBeGreaterThan(0.17);
-    expect(strict.state!.roles).toEqual({ anchors: heads.roles['0.2'].anchors, tidal: heads.roles['0.2'].tidal, fixed: heads.roles['0.2'].fixed });
+    expect(strict.state!.roles).toEqual({
+      anchors: heads.roles['0.2'].anchors,
+      tidal: heads.roles['0.2'].tidal,
+      fixed: heads.roles['0.2'].fixed,
+    });
   });
 
   it('ablation options re-derive roles from the stored VS and HS: ranking, number of voice heads', () => {
@@ -121,7 +136,8 @@ describe('WnW prefill', () => {
     expect(capped.lambda).toBeGreaterThan(plain.lambda);
     expect(capped.prefillRGpu).toBeLessThanOrEqual(0.4);
     // The fixed heads' share of what is kept grows (the best heads' share shrinks).
-    const share = (st: typeof plain) => st.roles.fixed.reduce((a, h) => a + st.retention[h], 0) / st.retention.reduce((a, r) => a + r, 0);
+    const share = (st: typeof plain) =>
+      st.roles.fixed.reduce((a, h) => a + st.retention[h], 0) / st.retention.reduce((a, r) => a + r, 0);
     expect(share(run({ scorePower: 0.5 }))).toBeGreaterThan(share(plain));
     for (const bad of [{ maxRetention: 0 }, { maxRetention: 1.5 }, { scorePower: -1 }, { scorePower: 'x' }]) {
       expect(() => new WnwPolicy({ budget: 0.4, heads, ...bad })).toThrow(/maxRetention|scorePower/);
@@ -131,7 +147,12 @@ describe('WnW prefill', () => {
   it('recalls, before the first step, the chunks the anchors attended to in the prompt (prefillRecall)', () => {
     const obs = prefillObservation(layout, 1);
     // The anchor (head 0) looks at segment 7 from the instruction rows.
-    const peaked = { ...obs, scores: obs.scores.map((s, h) => (h === 0 ? Float32Array.from(s, (_, p) => (Math.floor(p / 25) === 7 ? 5 : 0.01)) : s)) };
+    const peaked = {
+      ...obs,
+      scores: obs.scores.map((s, h) =>
+        h === 0 ? Float32Array.from(s, (_, p) => (Math.floor(p / 25) === 7 ? 5 : 0.01)) : s,
+      ),
+    };
     const p = new WnwPolicy({ budget: 0.5, heads: handHeads(), strictBudget: false });
     const plan = p.prefill(peaked);
     const initial = p.afterPrefill();
@@ -143,7 +164,9 @@ describe('WnW prefill', () => {
       const cpu = new Set(plan.heads[m.head].cpu);
       expect(Array.from(m.positions).every((x) => cpu.has(x))).toBe(true);
       // Segment 7's whole CPU complement comes back.
-      expect(Array.from(m.positions).filter((x) => Math.floor(x / 25) === 7)).toEqual(Array.from(plan.heads[m.head].cpu).filter((x) => Math.floor(x / 25) === 7));
+      expect(Array.from(m.positions).filter((x) => Math.floor(x / 25) === 7)).toEqual(
+        Array.from(plan.heads[m.head].cpu).filter((x) => Math.floor(x / 25) === 7),
+      );
     }
     // Once: the next call has nothing, and the option turns it off.
     expect(p.afterPrefill()).toEqual({ recall: [], release: [] });
@@ -206,28 +229,57 @@ describe('chunk scheduler', () => {
   });
 
   it('under a cap, releases the stalest unselected segment early, and defers what still does not fit', () => {
-    const sch = new ChunkScheduler(250, 25, { chunkSegments: 1, topChunks: 1, delta: 3 }, new Float64Array(10).fill(10), 20);
+    const sch = new ChunkScheduler(
+      250,
+      25,
+      { chunkSegments: 1, topChunks: 1, delta: 3 },
+      new Float64Array(10).fill(10),
+      20,
+    );
     const at = (seg: number) => Float64Array.from({ length: 250 }, (_, p) => (Math.floor(p / 25) === seg ? 1 : 0));
     expect(sch.step(at(1), 0).recall).toEqual([1]);
     expect(sch.step(at(2), 1).recall).toEqual([2]);
     const d = sch.step(at(3), 2); // room for two: segment 1 (stalest) goes before δ
     expect(d.release).toEqual([1]);
     expect(d.recall).toEqual([3]);
-    const tight = new ChunkScheduler(250, 25, { chunkSegments: 1, topChunks: 1, delta: 3 }, new Float64Array(10).fill(10), 5);
+    const tight = new ChunkScheduler(
+      250,
+      25,
+      { chunkSegments: 1, topChunks: 1, delta: 3 },
+      new Float64Array(10).fill(10),
+      5,
+    );
     expect(tight.step(at(1), 0).deferred).toEqual([1]);
   });
 
-  it('with a lead, selects the segments after the best chosen chunk too, ranked after every chunk\'s own', () => {
-    const at = (...segs: number[]) => Float64Array.from({ length: 250 }, (_, p) => (segs.includes(Math.floor(p / 25)) ? 1 + Math.floor(p / 25) : 0));
-    const lead = new ChunkScheduler(250, 25, { chunkSegments: 1, topChunks: 2, delta: 3, lead: 1 }, new Float64Array(10).fill(10));
+  it("with a lead, selects the segments after the best chosen chunk too, ranked after every chunk's own", () => {
+    const at = (...segs: number[]) =>
+      Float64Array.from({ length: 250 }, (_, p) => (segs.includes(Math.floor(p / 25)) ? 1 + Math.floor(p / 25) : 0));
+    const lead = new ChunkScheduler(
+      250,
+      25,
+      { chunkSegments: 1, topChunks: 2, delta: 3, lead: 1 },
+      new Float64Array(10).fill(10),
+    );
     expect(lead.step(at(3, 6), 0)).toMatchObject({ chunks: [6, 3], recall: [3, 6, 7] });
     // The last segment has nothing after it.
     expect(lead.step(at(9, 4), 1)).toMatchObject({ chunks: [9, 4], recall: [4, 9] });
     // Under a cap that holds two segments the chunks' own come first: the lead waits.
-    const capped = new ChunkScheduler(250, 25, { chunkSegments: 1, topChunks: 2, delta: 3, lead: 2 }, new Float64Array(10).fill(10), 20);
+    const capped = new ChunkScheduler(
+      250,
+      25,
+      { chunkSegments: 1, topChunks: 2, delta: 3, lead: 2 },
+      new Float64Array(10).fill(10),
+      20,
+    );
     expect(capped.step(at(3, 6), 0)).toMatchObject({ recall: [3, 6], deferred: [7, 8] });
     // A lead segment keeps being selected while its chunk is best, so δ does not release it.
-    const keep = new ChunkScheduler(250, 25, { chunkSegments: 1, topChunks: 1, delta: 1, lead: 1 }, new Float64Array(10).fill(10));
+    const keep = new ChunkScheduler(
+      250,
+      25,
+      { chunkSegments: 1, topChunks: 1, delta: 1, lead: 1 },
+      new Float64Array(10).fill(10),
+    );
     keep.step(at(2), 0);
     expect(keep.step(at(2), 1).release).toEqual([]);
     expect(keep.step(at(5), 2).release).toEqual([2, 3]);
@@ -266,7 +318,12 @@ describe('WnW decode on the real Residency', () => {
     for (const g of gathers) {
       for (let i = 0; i < g.slots.length; i++) {
         const s = g.seqPositions[i];
-        storage.writeRows(g.slots[i], 1, origK[g.head].subarray(s * hd, s * hd + hd), origV[g.head].subarray(s * hd, s * hd + hd));
+        storage.writeRows(
+          g.slots[i],
+          1,
+          origK[g.head].subarray(s * hd, s * hd + hd),
+          origV[g.head].subarray(s * hd, s * hd + hd),
+        );
       }
     }
     /** Every resident audio row of every head equals the original KV, bit for bit. */
@@ -303,7 +360,8 @@ describe('WnW decode on the real Residency', () => {
     }
     for (const h of [1, 2]) {
       for (const p of seg8) {
-        if (plan.heads[h].gpu.includes(p)) expect(res.slotOf(h, p)).not.toBe(EMPTY); // release drops only what was recalled
+        if (plan.heads[h].gpu.includes(p))
+          expect(res.slotOf(h, p)).not.toBe(EMPTY); // release drops only what was recalled
         else expect(res.offload.has(h, p)).toBe(true); // the CPU copy stays
       }
     }
@@ -313,7 +371,8 @@ describe('WnW decode on the real Residency', () => {
     const t = res.apply(back);
     // Chunks 7 and 8 (segments 7–9) and the tie-break chunk 0 (segments 0, 1, still resident).
     expect(policy.lastDecision!.recall).toEqual([7, 8, 9]);
-    const cpuIn = (h: number, lo: number, hi: number) => Array.from(plan.heads[h].cpu).filter((p) => p >= lo && p < hi).length;
+    const cpuIn = (h: number, lo: number, hi: number) =>
+      Array.from(plan.heads[h].cpu).filter((p) => p >= lo && p < hi).length;
     expect(t.recalledPositions).toBe(cpuIn(1, 175, 250) + cpuIn(2, 175, 250));
     for (const h of [1, 2]) expect(onGpu(h)).toBe(25);
     checkContents();
@@ -340,6 +399,7 @@ describe('WnW decode on the real Residency', () => {
       for (const m of [...p.recall, ...p.release]) expect(tidal.has(m.head)).toBe(true);
       tracker.apply(p);
     }
-    for (const h of policy.headRoles.tidal) for (const pos of plan.heads[h].gpu) expect(tracker.onGpu(h, pos)).toBe(true);
+    for (const h of policy.headRoles.tidal)
+      for (const pos of plan.heads[h].gpu) expect(tracker.onGpu(h, pos)).toBe(true);
   });
 });

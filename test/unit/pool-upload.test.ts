@@ -33,7 +33,9 @@ function fakeContext() {
     device: {
       queue: {
         writeBuffer: (b: unknown, off: number, data: ArrayBuffer | ArrayBufferView, dataOff = 0, size?: number) => {
-          const src = ArrayBuffer.isView(data) ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength) : new Uint8Array(data);
+          const src = ArrayBuffer.isView(data)
+            ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
+            : new Uint8Array(data);
           const n = size ?? src.byteLength - dataOff;
           mem.get(b)!.set(src.subarray(dataOff, dataOff + n), off);
           written += n;
@@ -68,7 +70,19 @@ function fullCacheSteps(minutes: number, steps: number) {
   const layout = poolLayout(c, poolNeed(plan, P, text.length).perHead, P, 2 ** 30, 4, 8);
   const f = fakeContext();
   const pool = new GpuPool(f.ctx, c, layout, new Uint32Array(heads).fill(0xffffffff));
-  const res = new Residency({ heads, headDim: c.headDim, pageSize: P, numPages: layout.capacityPages, shards: residencyShards(c, layout), audioStart: start, audioLength: A, growPages: 8 }, pool);
+  const res = new Residency(
+    {
+      heads,
+      headDim: c.headDim,
+      pageSize: P,
+      numPages: layout.capacityPages,
+      shards: residencyShards(c, layout),
+      audioStart: start,
+      audioLength: A,
+      growPages: 8,
+    },
+    pool,
+  );
   res.applyPrefill(plan, text, () => {});
   pool.flush(res);
   const slots = new Int32Array(heads);
@@ -83,13 +97,15 @@ function fullCacheSteps(minutes: number, steps: number) {
   return { perStep, growths: res.growths, pool, res, bytesOf: f.bytesOf };
 }
 
-describe('the pool\'s uploads per decode step', () => {
-  it('full cache: the same bytes a step at 1 and at 10 minutes, across text pages and the pool\'s growth', () => {
+describe("the pool's uploads per decode step", () => {
+  it("full cache: the same bytes a step at 1 and at 10 minutes, across text pages and the pool's growth", () => {
     const short = fullCacheSteps(1, 240);
     const long = fullCacheSteps(10, 240);
     expect(long.growths).toBeGreaterThan(0);
     const mean = (a: number[]) => a.reduce((x, y) => x + y, 0) / a.length;
-    console.log(`bytes/step: 1 min mean ${mean(short.perStep).toFixed(1)} max ${Math.max(...short.perStep)}; 10 min mean ${mean(long.perStep).toFixed(1)} max ${Math.max(...long.perStep)}`);
+    console.log(
+      `bytes/step: 1 min mean ${mean(short.perStep).toFixed(1)} max ${Math.max(...short.perStep)}; 10 min mean ${mean(long.perStep).toFixed(1)} max ${Math.max(...long.perStep)}`,
+    );
     expect(long.perStep).toEqual(short.perStep);
     // Most steps: each head's new text slot (4 bytes a head); a new text page adds its table entries.
     const heads = 2 * 8;
@@ -99,7 +115,7 @@ describe('the pool\'s uploads per decode step', () => {
     expect(Math.max(...long.perStep)).toBeLessThan(16 * 1024);
   });
 
-  it('what the GPU holds after the steps is the residency\'s tables and positions', () => {
+  it("what the GPU holds after the steps is the residency's tables and positions", () => {
     const { pool, res, bytesOf, growths } = fullCacheSteps(2, 120);
     expect(growths).toBeGreaterThan(0);
     const pos = new Int32Array(bytesOf(pool.positions).buffer.slice(0));
@@ -116,10 +132,16 @@ describe('page tables with room per head', () => {
   const lists = (n: number[][]) => ({ pageTable: (h: number) => n[h] });
   it('write every list once, then only what changed; a list outgrowing its room lays all out anew', () => {
     const t = new PageTables(2, 2 * 4 + 100 + 2 * TABLE_SLACK, [0xffffffff, 0]);
-    const l = [[0, 1, 2], [3, 4]];
+    const l = [
+      [0, 1, 2],
+      [3, 4],
+    ];
     expect(t.update(lists(l)).runs).toEqual([[0, 8 + 3 + TABLE_SLACK + 2 + TABLE_SLACK]]);
     l[0].push(5); // one page more for head 0: its count and the new entry
-    expect(t.update(lists(l)).runs).toEqual([[1, 2], [11, 12]]);
+    expect(t.update(lists(l)).runs).toEqual([
+      [1, 2],
+      [11, 12],
+    ]);
     expect(t.update(lists(l)).runs).toEqual([]);
     for (let p = 6; p < 7 + TABLE_SLACK; p++) l[1].push(p);
     const r = t.update(lists(l)).runs;

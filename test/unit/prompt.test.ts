@@ -29,7 +29,10 @@ function expectBadArgument(f: () => unknown, message: RegExp): void {
 const N = 3;
 /** The tokenizer.json tokenizer of one miniature folder (qwen2_5_omni, qwen2_audio or voxtral). */
 const hfTok = (flavour: string) =>
-  HfTokenizer.fromJSON(readJsonFile(join(DIR, flavour, 'tokenizer.json')), readJsonFile(join(DIR, flavour, 'tokenizer_config.json')));
+  HfTokenizer.fromJSON(
+    readJsonFile(join(DIR, flavour, 'tokenizer.json')),
+    readJsonFile(join(DIR, flavour, 'tokenizer_config.json')),
+  );
 
 // Special-token ids from the Qwen tokenizer's table.
 const IM_START = 151644;
@@ -40,7 +43,9 @@ const AUDIO_BOS = 151647;
 const AUDIO_EOS = 151648;
 
 describe('Voxtral transcription prompt', () => {
-  const tekkenJson = readJsonFile(join(DIR, 'voxtral', 'tekken.json')) as { vocab: { rank: number; token_str: string | null }[] };
+  const tekkenJson = readJsonFile(join(DIR, 'voxtral', 'tekken.json')) as {
+    vocab: { rank: number; token_str: string | null }[];
+  };
   const tekken = TekkenTokenizer.fromJSON(tekkenJson);
   const hf = hfTok('voxtral');
   // "lang:en" is l|an|g|:|en in this vocabulary (see tokenizer-tekken.test.ts): ids = rank + 1000.
@@ -64,7 +69,8 @@ describe('Voxtral transcription prompt', () => {
 
 describe('Qwen chat-template prompts', () => {
   /** Text segments encoded by the Python reference (special tokens are placed by id). */
-  const enc = (flavour: string, texts: string[]) => referenceIds('encode-qwen', join(DIR, flavour, 'tokenizer.json'), texts);
+  const enc = (flavour: string, texts: string[]) =>
+    referenceIds('encode-qwen', join(DIR, flavour, 'tokenizer.json'), texts);
 
   it('Qwen2.5-Omni: the ASR system turn and instruction around <|audio_bos|> | <|AUDIO|>×N | <|audio_eos|>', async () => {
     const tok = hfTok('qwen2_5_omni');
@@ -91,7 +97,9 @@ describe('Qwen chat-template prompts', () => {
     // Another language changes only the instruction text.
     const de = buildPrompt(qwen25Omni.prompt, tok, { language: 'de', chatTemplate: template });
     expect(de.prefix).toEqual(prefix);
-    expect(tok.decode(de.instruction)).toBe('Transcribe the German audio into text without any punctuation marks.\nassistant\n');
+    expect(tok.decode(de.instruction)).toBe(
+      'Transcribe the German audio into text without any punctuation marks.\nassistant\n',
+    );
   });
 
   it('Qwen2-Audio: the template in tokenizer_config.json, its default system turn and numbered audio line', async () => {
@@ -116,8 +124,16 @@ describe('Qwen chat-template prompts', () => {
 
   it('"none" is no language: each family\'s prompt without a language, never a language called "none"', async () => {
     const recipes = [
-      { recipe: qwen25Omni.prompt, tok: hfTok('qwen2_5_omni'), without: 'Transcribe the audio into text without any punctuation marks.' },
-      { recipe: qwen2Audio.prompt, tok: hfTok('qwen2_audio'), without: 'Detect the language and recognize the speech:' },
+      {
+        recipe: qwen25Omni.prompt,
+        tok: hfTok('qwen2_5_omni'),
+        without: 'Transcribe the audio into text without any punctuation marks.',
+      },
+      {
+        recipe: qwen2Audio.prompt,
+        tok: hfTok('qwen2_audio'),
+        without: 'Detect the language and recognize the speech:',
+      },
     ];
     for (const { recipe, tok, without } of recipes) {
       const omitted = buildPrompt(recipe, tok);
@@ -126,14 +142,23 @@ describe('Qwen chat-template prompts', () => {
       expect(tok.decode(none.instruction)).toContain(without);
       expect(tok.decode(none.instruction)).not.toMatch(/none/);
       // A code in capitals is the same code.
-      expect(buildPrompt(recipe, tok, { language: 'EN' }).instruction).toEqual(buildPrompt(recipe, tok, { language: 'en' }).instruction);
+      expect(buildPrompt(recipe, tok, { language: 'EN' }).instruction).toEqual(
+        buildPrompt(recipe, tok, { language: 'en' }).instruction,
+      );
     }
     const tekken = TekkenTokenizer.fromJSON(readJsonFile(join(DIR, 'voxtral', 'tekken.json')));
-    expect(promptIds(buildPrompt(voxtral.prompt, tekken, { language: 'none' }), N)).toEqual([1, 3, 25, 24, 24, 24, 4, 34]);
+    expect(promptIds(buildPrompt(voxtral.prompt, tekken, { language: 'none' }), N)).toEqual([
+      1, 3, 25, 24, 24, 24, 4, 34,
+    ]);
   });
 
   it('a language that is neither a code nor "none" is a BAD_ARGUMENT listing the accepted forms, wherever it is given', () => {
-    expect([languageCode(undefined), languageCode('none'), languageCode('de'), languageCode('YUE')]).toEqual([undefined, undefined, 'de', 'yue']);
+    expect([languageCode(undefined), languageCode('none'), languageCode('de'), languageCode('YUE')]).toEqual([
+      undefined,
+      undefined,
+      'de',
+      'yue',
+    ]);
     const tok = hfTok('qwen2_audio');
     for (const bad of ['English', 'en-US', '', 'e', 'auto1', 42, null]) {
       for (const f of [
@@ -155,18 +180,24 @@ describe('Qwen chat-template prompts', () => {
     expect(text).toContain('system\nYou are a speech translation model.');
     expect(text).toContain('Listen to the provided English speech and produce a translation in Chinese text.');
     expect(text).not.toContain('speech recognition');
-    expect(omni.decode(buildPrompt(qwen25Omni.prompt, omni, { task: 'translate', targetLanguage: 'de' }).instruction)).toContain('Listen to the provided speech and produce a translation in German text.');
+    expect(
+      omni.decode(buildPrompt(qwen25Omni.prompt, omni, { task: 'translate', targetLanguage: 'de' }).instruction),
+    ).toContain('Listen to the provided speech and produce a translation in German text.');
     const qa = hfTok('qwen2_audio');
-    expect(qa.decode(buildPrompt(qwen2Audio.prompt, qa, { task: 'translate', targetLanguage: 'de', language: 'en' }).instruction)).toBe(
-      '\nDetect the language and translate the speech into German: <|en|>\nassistant\n',
-    );
+    expect(
+      qa.decode(
+        buildPrompt(qwen2Audio.prompt, qa, { task: 'translate', targetLanguage: 'de', language: 'en' }).instruction,
+      ),
+    ).toBe('\nDetect the language and translate the speech into German: <|en|>\nassistant\n');
     // Voxtral asks in words, in mistral-common's chat request: <s>[INST][BEGIN_AUDIO] | [AUDIO]×N | text[/INST].
     const tekken = TekkenTokenizer.fromJSON(readJsonFile(join(DIR, 'voxtral', 'tekken.json')));
     const vx = buildPrompt(voxtral.prompt, tekken, { task: 'translate', targetLanguage: 'fr', language: 'en' });
     expect([vx.prefix, vx.instruction.at(-1)]).toEqual([[1, 3, 25], 4]);
     expect(tekken.decode(vx.instruction.slice(0, -1))).toBe('Translate this English audio into French.');
     // The transcription is the default task, and task "transcribe" is the same prompt.
-    expect(buildPrompt(qwen2Audio.prompt, qa, { task: 'transcribe', language: 'en' })).toEqual(buildPrompt(qwen2Audio.prompt, qa, { language: 'en' }));
+    expect(buildPrompt(qwen2Audio.prompt, qa, { task: 'transcribe', language: 'en' })).toEqual(
+      buildPrompt(qwen2Audio.prompt, qa, { language: 'en' }),
+    );
   });
 
   it('a translation without a target, a target without a translation, or a recipe without one is a BAD_ARGUMENT', () => {
@@ -174,11 +205,27 @@ describe('Qwen chat-template prompts', () => {
     const tekken = TekkenTokenizer.fromJSON(readJsonFile(join(DIR, 'voxtral', 'tekken.json')));
     const cases: [() => unknown, RegExp][] = [
       [() => buildPrompt(qwen2Audio.prompt, qa, { task: 'translate' }), /task "translate" needs targetLanguage/],
-      [() => buildPrompt(qwen2Audio.prompt, qa, { task: 'translate', targetLanguage: 'none' }), /task "translate" needs targetLanguage/],
+      [
+        () => buildPrompt(qwen2Audio.prompt, qa, { task: 'translate', targetLanguage: 'none' }),
+        /task "translate" needs targetLanguage/,
+      ],
       [() => buildPrompt(qwen2Audio.prompt, qa, { targetLanguage: 'de' }), /targetLanguage is for task "translate"/],
-      [() => buildPrompt(qwen2Audio.prompt, qa, { task: 'summarise' as 'translate', targetLanguage: 'de' }), /task must be one of "transcribe", "translate"/],
-      [() => buildPrompt(qwen2Audio.prompt, qa, { task: 'translate', targetLanguage: 'German' }), /targetLanguage must be a language code/],
-      [() => buildPrompt({ kind: 'mistral-transcription', stop: ['</s>'] }, tekken, { task: 'translate', targetLanguage: 'de' }), /not available for this model/],
+      [
+        () => buildPrompt(qwen2Audio.prompt, qa, { task: 'summarise' as 'translate', targetLanguage: 'de' }),
+        /task must be one of "transcribe", "translate"/,
+      ],
+      [
+        () => buildPrompt(qwen2Audio.prompt, qa, { task: 'translate', targetLanguage: 'German' }),
+        /targetLanguage must be a language code/,
+      ],
+      [
+        () =>
+          buildPrompt({ kind: 'mistral-transcription', stop: ['</s>'] }, tekken, {
+            task: 'translate',
+            targetLanguage: 'de',
+          }),
+        /not available for this model/,
+      ],
       [() => checkTranscribeOptions({ task: 'translate' }), /needs targetLanguage/],
       [() => checkTranscribeOptions({ targetLanguage: 'de' }), /is for task "translate"/],
     ];
@@ -188,9 +235,13 @@ describe('Qwen chat-template prompts', () => {
 
   it('says what is wrong with a template or tokenizer that cannot make the prompt', () => {
     const tok = hfTok('qwen2_5_omni');
-    expect(() => buildPrompt(qwen25Omni.prompt, tok, { chatTemplate: '{{ messages[0].content }}' })).toThrow(/audio placeholder <\|AUDIO\|> exactly once/);
+    expect(() => buildPrompt(qwen25Omni.prompt, tok, { chatTemplate: '{{ messages[0].content }}' })).toThrow(
+      /audio placeholder <\|AUDIO\|> exactly once/,
+    );
     expect(() => buildPrompt(qwen25Omni.prompt, tok, { chatTemplate: '<|AUDIO|>{% for %}' })).toThrow(ModelLoadError);
-    expect(() => buildPrompt(qwen25Omni.prompt, tok, { chatTemplate: 'x<|AUDIO|>y' })).toThrow(/between <\|audio_bos\|> and <\|audio_eos\|>/);
+    expect(() => buildPrompt(qwen25Omni.prompt, tok, { chatTemplate: 'x<|AUDIO|>y' })).toThrow(
+      /between <\|audio_bos\|> and <\|audio_eos\|>/,
+    );
     expect(() => buildPrompt(voxtral.prompt, tok)).toThrow(/no <s> token|none of the stop tokens/);
   });
 });
@@ -206,7 +257,12 @@ describe('prompt ids against the Python reference that follows the upstream proc
 
   /** Each case's prompt equals the reference: the ids with the audio span of n placeholders, and the stop ids with the eos first. */
   function expectReference(prompts: AudioPrompt[], family: string): void {
-    const refs = referencePrompts(join(DIR, family), family, n, CASES.map(([, args]) => args));
+    const refs = referencePrompts(
+      join(DIR, family),
+      family,
+      n,
+      CASES.map(([, args]) => args),
+    );
     prompts.forEach((p, i) => {
       const ids = promptIds(p, n);
       expect(ids).toEqual(refs[i].ids);
@@ -219,17 +275,31 @@ describe('prompt ids against the Python reference that follows the upstream proc
 
   it('Voxtral: the transcription request with lang:en / lang:fr, and the chat request asking for French', () => {
     const tekken = TekkenTokenizer.fromJSON(readJsonFile(join(DIR, 'voxtral', 'tekken.json')));
-    for (const tok of [tekken, hfTok('voxtral')]) expectReference(CASES.map(([o]) => buildPrompt(voxtral.prompt, tok, o)), 'voxtral');
+    for (const tok of [tekken, hfTok('voxtral')])
+      expectReference(
+        CASES.map(([o]) => buildPrompt(voxtral.prompt, tok, o)),
+        'voxtral',
+      );
   });
 
-  for (const [family, recipe] of [['qwen2_5_omni', qwen25Omni.prompt], ['qwen2_audio', qwen2Audio.prompt]] as const) {
+  for (const [family, recipe] of [
+    ['qwen2_5_omni', qwen25Omni.prompt],
+    ['qwen2_audio', qwen2Audio.prompt],
+  ] as const) {
     it(`${family}: the folder's chat template and the built-in one render the reference prompt`, async (ctx) => {
-      if (!hasJinja2()) ctx.skip('the reference renders chat templates with jinja2: install python3-jinja2 for /usr/bin/python3');
+      if (!hasJinja2())
+        ctx.skip('the reference renders chat templates with jinja2: install python3-jinja2 for /usr/bin/python3');
       const tok = hfTok(family);
       const chatTemplate = await readChatTemplate(join(DIR, family));
       expect(chatTemplate).toBeDefined();
-      expectReference(CASES.map(([o]) => buildPrompt(recipe, tok, { ...o, chatTemplate })), family);
-      expectReference(CASES.map(([o]) => buildPrompt(recipe, tok, o)), family);
+      expectReference(
+        CASES.map(([o]) => buildPrompt(recipe, tok, { ...o, chatTemplate })),
+        family,
+      );
+      expectReference(
+        CASES.map(([o]) => buildPrompt(recipe, tok, o)),
+        family,
+      );
     });
   }
 });

@@ -3,8 +3,24 @@ import { f16Bits, f16Value } from '../../src/model/f16.js';
 import { matvec } from '../../src/reference/ops.js';
 import { randomArray, rng } from '../../src/model/testing.js';
 import {
-  Q4_GROUP, dequantize, dequantizeQ4, dequantizeRow, pack, packF16, packF32, q4Code, q4Scale, quantizeQ4,
-  quantizeTensor, referenceMatmul, referenceMatvec, roundBf16, rowBytes, rowWords, sliceRows, splitRows,
+  Q4_GROUP,
+  dequantize,
+  dequantizeQ4,
+  dequantizeRow,
+  pack,
+  packF16,
+  packF32,
+  q4Code,
+  q4Scale,
+  quantizeQ4,
+  quantizeTensor,
+  referenceMatmul,
+  referenceMatvec,
+  roundBf16,
+  rowBytes,
+  rowWords,
+  sliceRows,
+  splitRows,
 } from '../../src/model/quant.js';
 import { ModelLoadError } from '../../src/errors.js';
 
@@ -34,7 +50,8 @@ describe('bf16 and f16', () => {
     expect(m.data[0] >>> 16).toBe(f16Bits(w[1]));
     const back = dequantize(m);
     for (let i = 0; i < w.length; i++) {
-      if (Math.abs(w[i]) >= 2 ** -14) expect(back[i]).toBe(w[i]); // f16 normals hold every bf16 value
+      if (Math.abs(w[i]) >= 2 ** -14)
+        expect(back[i]).toBe(w[i]); // f16 normals hold every bf16 value
       else expect(Math.abs(back[i] - w[i])).toBeLessThanOrEqual(2 ** -25);
     }
   });
@@ -81,7 +98,7 @@ describe('q4 layout', () => {
     for (const c of [32, 96, 160, 3072, 11008]) expect(rowWords('q4', c) % 4).toBe(0);
   });
 
-  it('rejects K that is not a multiple of the format\'s unit, and non-finite weights', () => {
+  it("rejects K that is not a multiple of the format's unit, and non-finite weights", () => {
     expect(() => quantizeQ4(new Float32Array(2 * 48), 2, 48)).toThrow(/multiple of 32/);
     expect(() => packF16(new Float32Array(2 * 12), 2, 12)).toThrow(/multiple of 8/);
     expect(() => packF32(new Float32Array(6), 1, 6)).toThrow(/multiple of 4/);
@@ -253,7 +270,9 @@ describe('quantizeTensor', () => {
 
   it('names the tensor and file in MODEL_LOAD errors', () => {
     const w = weights(4 * 64, 14);
-    expect(() => quantizeTensor('lm_head.weight', w, [4, 65], 'q4', 'model-00002-of-00002.safetensors')).toThrow(ModelLoadError);
+    expect(() => quantizeTensor('lm_head.weight', w, [4, 65], 'q4', 'model-00002-of-00002.safetensors')).toThrow(
+      ModelLoadError,
+    );
     w[7] = Infinity;
     let err: unknown;
     try {

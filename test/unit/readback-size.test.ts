@@ -73,7 +73,7 @@ describe('readback per step', () => {
     expect(decodeReads(full.request(policyLayout(c, A)), anchors, [], true).request.decodeWeights).toBe(true);
   });
 
-  it('timing heads that are not the export\'s first rows are summed on the CPU from their weights', () => {
+  it("timing heads that are not the export's first rows are summed on the CPU from their weights", () => {
     const r = decodeReads({ decodeHeads: [5, 9], prefillQueries: 1 }, [9, 12], [], false);
     expect(r.timingIdx).toEqual([1, 2]);
     expect(r.request.decodeFocus).toBeUndefined();

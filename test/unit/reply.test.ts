@@ -29,13 +29,13 @@ function stream(raw: string, cuts: number[]): { joined: string; pieces: string[]
 
 describe('answer wrappers', () => {
   it('a pattern matches case-insensitively, a space as any whitespace or none, and says when the text is too short to tell', () => {
-    expect(matchStart('is: \'', "IS:'x")).toBe(4);
-    expect(matchStart('is: \'', 'is:  \'x')).toBe(6);
-    expect(matchStart('is: \'', ' is')).toBe('partial');
-    expect(matchStart('is: \'', 'is: x')).toBeNull();
+    expect(matchStart("is: '", "IS:'x")).toBe(4);
+    expect(matchStart("is: '", "is:  'x")).toBe(6);
+    expect(matchStart("is: '", ' is')).toBe('partial');
+    expect(matchStart("is: '", 'is: x')).toBeNull();
   });
 
-  it('Qwen2-Audio\'s "The original content of this audio is: \'…\'" comes off, with or without the space and quotes', () => {
+  it("Qwen2-Audio's \"The original content of this audio is: '…'\" comes off, with or without the space and quotes", () => {
     expect(unwrapReply(W, `The original content of this audio is: '${INNER}'`)).toBe(INNER);
     expect(unwrapReply(W, `The original content of this audio is:'${INNER}'`)).toBe(INNER);
     expect(unwrapReply(W, `The original content of this audio is: "${INNER}"\n`)).toBe(INNER);
@@ -44,11 +44,18 @@ describe('answer wrappers', () => {
     expect(unwrapReply(W, 'The original plan failed.')).toBe('The original plan failed.');
     expect(unwrapReply(W, "The original content of this audio is: 'don't stop'")).toBe("don't stop");
     expect(unwrapReply(W, "don't stop'")).toBe("don't stop'");
-    expect(unwrapReply([], `The original content of this audio is: '${INNER}'`)).toBe(`The original content of this audio is: '${INNER}'`);
+    expect(unwrapReply([], `The original content of this audio is: '${INNER}'`)).toBe(
+      `The original content of this audio is: '${INNER}'`,
+    );
   });
 
   it('streamed pieces join to the final text wherever the answer is cut, and never show part of the wrapper', () => {
-    const raws = [`The original content of this audio is: '${INNER}'`, 'The original plan failed.', 'The', "it's 'quoted' '"];
+    const raws = [
+      `The original content of this audio is: '${INNER}'`,
+      'The original plan failed.',
+      'The',
+      "it's 'quoted' '",
+    ];
     for (const raw of raws) {
       const final = unwrapReply(W, raw);
       for (let a = 0; a <= raw.length; a++) {
@@ -59,7 +66,12 @@ describe('answer wrappers', () => {
         }
       }
       // One character at a time, as a byte-level tokenizer may release it.
-      expect(stream(raw, Array.from({ length: raw.length }, (_, i) => i)).joined).toBe(final);
+      expect(
+        stream(
+          raw,
+          Array.from({ length: raw.length }, (_, i) => i),
+        ).joined,
+      ).toBe(final);
     }
   });
 
@@ -88,10 +100,20 @@ describe("Qwen2-Audio's wrapper through the decoder's text path", () => {
     expect(tok.decode(ids)).toBe(wrapped);
     const D = t.model.config.hiddenSize;
     const audioLength = 25;
-    const enc = { embeddings: new Float32Array(audioLength * D).fill(0.01), audioLength, audioSeconds: 1, encodeMs: 0, encoderBytes: 0 };
+    const enc = {
+      embeddings: new Float32Array(audioLength * D).fill(0.01),
+      audioLength,
+      audioSeconds: 1,
+      encodeMs: 0,
+      encoderBytes: 0,
+    };
     const streamed: string[] = [];
     const shown: string[] = [];
-    const r = await t.decodeEncoded(enc, { forcedTokens: ids, onToken: (s) => void streamed.push(s), onStep: (s) => void shown.push(s.text) });
+    const r = await t.decodeEncoded(enc, {
+      forcedTokens: ids,
+      onToken: (s) => void streamed.push(s),
+      onStep: (s) => void shown.push(s.text),
+    });
     expect(r.error).toBeUndefined();
     expect(r.tokens).toEqual(ids);
     expect(r.rawText).toBe(wrapped);

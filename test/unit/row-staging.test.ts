@@ -17,9 +17,17 @@ function fakeDevice() {
   const ctx = {
     buffer: (label: string) => ({ label }),
     destroy: () => {},
-    device: { queue: { writeBuffer: (_b: unknown, _o: number, data: ArrayBuffer, off: number, size: number) => writes.push({ bytes: new Uint8Array(data, off, size).slice() }) } },
+    device: {
+      queue: {
+        writeBuffer: (_b: unknown, _o: number, data: ArrayBuffer, off: number, size: number) =>
+          writes.push({ bytes: new Uint8Array(data, off, size).slice() }),
+      },
+    },
   } as unknown as GpuContext;
-  const enc = { copyBufferToBuffer: (s: { label: string }, so: number, d: { label: string }, d0: number, size: number) => copies.push({ src: s.label, srcOffset: so, dst: d.label, dstOffset: d0, size }) } as unknown as GPUCommandEncoder;
+  const enc = {
+    copyBufferToBuffer: (s: { label: string }, so: number, d: { label: string }, d0: number, size: number) =>
+      copies.push({ src: s.label, srcOffset: so, dst: d.label, dstOffset: d0, size }),
+  } as unknown as GPUCommandEncoder;
   const buf = (label: string) => ({ label }) as unknown as GPUBuffer;
   return { ctx, enc, writes, copies, k: [buf('k0'), buf('k1')], v: [buf('v0'), buf('v1')] };
 }
@@ -58,6 +66,9 @@ describe('staged pool rows', () => {
     expect(s.add(0, 16, 8, 2, new Float32Array(8), new Float32Array(8))).toBe(false); // 16 + 32 > 40
     s.encode(d.enc, d.k, d.v);
     expect(Array.from(new Uint16Array(d.writes[0].bytes.buffer))).toEqual([...packF16(k, 4), ...packF16(v, 4)]);
-    expect(d.copies.map((c) => [c.dst, c.dstOffset, c.size])).toEqual([['k0', 8, 8], ['v0', 8, 8]]);
+    expect(d.copies.map((c) => [c.dst, c.dstOffset, c.size])).toEqual([
+      ['k0', 8, 8],
+      ['v0', 8, 8],
+    ]);
   });
 });

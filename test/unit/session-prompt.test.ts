@@ -21,11 +21,19 @@ const audio = randomEmbeddings(config, N, 4);
 const other: PromptIds = { prefix: [config.tokens.bos, 7], instruction: [3, 11, 12, 4] };
 
 async function decode(be: CpuBackend, c: ModelConfig, prompt: PromptIds | undefined, steps = 4) {
-  const opts: SessionOptions = { audioLength: N, maxNewTokens: steps + 1, request: { decodeHeads: [0], prefillQueries: 2 }, returnLogits: true, ...(prompt ? { prompt } : {}) };
+  const opts: SessionOptions = {
+    audioLength: N,
+    maxNewTokens: steps + 1,
+    request: { decodeHeads: [0], prefillQueries: 2 },
+    returnLogits: true,
+    ...(prompt ? { prompt } : {}),
+  };
   be.begin(opts);
   const pre = await be.prefill(audio);
   const all = Int32Array.from({ length: N }, (_, i) => i);
-  await be.applyPrefill({ heads: Array.from({ length: kvHeadCount(c) }, () => ({ gpu: all, cpu: new Int32Array(0) })) });
+  await be.applyPrefill({
+    heads: Array.from({ length: kvHeadCount(c) }, () => ({ gpu: all, cpu: new Int32Array(0) })),
+  });
   const logits = [Array.from(pre.logits!)];
   const weightsOut: number[][] = [];
   let token = pre.token;
@@ -58,10 +66,20 @@ describe('the prompt in the session options', () => {
   it('a kept prefill serves the next session on the same embeddings with the windows it scored, and only with the same prompt', async () => {
     const be = new CpuBackend(config, weights);
     const session = (prefillQueries: number, prompt?: PromptIds) => ({
-      audioLength: N, maxNewTokens: 2, reusePrefill: true, request: { decodeHeads: [], prefillQueries, alsoScore: [32, Infinity, 2] }, ...(prompt ? { prompt } : {}),
+      audioLength: N,
+      maxNewTokens: 2,
+      reusePrefill: true,
+      request: { decodeHeads: [], prefillQueries, alsoScore: [32, Infinity, 2] },
+      ...(prompt ? { prompt } : {}),
     });
     const reused: (boolean | undefined)[] = [];
-    for (const [window, prompt] of [[32, undefined], [2, undefined], [Infinity, undefined], [2, other], [2, other]] as const) {
+    for (const [window, prompt] of [
+      [32, undefined],
+      [2, undefined],
+      [Infinity, undefined],
+      [2, other],
+      [2, other],
+    ] as const) {
       be.begin(session(window, prompt));
       reused.push((await be.prefill(audio)).reused);
       be.end(true);
@@ -69,9 +87,13 @@ describe('the prompt in the session options', () => {
     expect(reused).toEqual([false, true, true, false, true]);
   });
 
-  it('the WebGPU sizes count the session\'s prompt', () => {
+  it("the WebGPU sizes count the session's prompt", () => {
     const limits = { maxStorageBufferBindingSize: 2 ** 30, maxBufferSize: 2 ** 30 };
-    const opts = { audioLength: N, maxNewTokens: 8, request: { decodeHeads: [], prefillQueries: 2, summaryFit: 'value' as const } };
+    const opts = {
+      audioLength: N,
+      maxNewTokens: 8,
+      request: { decodeHeads: [], prefillQueries: 2, summaryFit: 'value' as const },
+    };
     const own = sessionSizes(config, opts, limits);
     const s = sessionSizes(config, { ...opts, prompt: other }, limits);
     expect(s.promptLength).toBe(own.promptLength + 3);
@@ -79,7 +101,7 @@ describe('the prompt in the session options', () => {
     expect(s.instructionQueryRows).toBe(4);
   });
 
-  it('a run hands its prompt to the backend, and a kept prefill the other policies\' windows, without touching the config', async () => {
+  it("a run hands its prompt to the backend, and a kept prefill the other policies' windows, without touching the config", async () => {
     const before = JSON.stringify(config);
     const be = new CpuBackend(config, weights);
     const begun: SessionOptions[] = [];
@@ -89,11 +111,29 @@ describe('the prompt in the session options', () => {
       begin(o);
     };
     const seen: string[] = [];
-    const model = { config, tokenizer: { decoder: () => ({ push: () => '', flush: () => '' }), pieceText: () => '' } } as unknown as LoadedModel;
+    const model = {
+      config,
+      tokenizer: { decoder: () => ({ push: () => '', flush: () => '' }), pieceText: () => '' },
+    } as unknown as LoadedModel;
     const res = await runTranscription({
-      model, backend: be, prompt: other, policy: createPolicy('full', { budget: 1 }), policyName: 'full', budget: 1,
-      embeddings: audio, audioLength: N, audioSeconds: N / config.audio.tokensPerSecond, encodeMs: 0, timingHeads: [], tidalHeads: [],
-      options: { maxNewTokens: 3, forcedTokens: [5, 6, 7], reusePrefill: true, onStep: () => void seen.push(JSON.stringify(config)) },
+      model,
+      backend: be,
+      prompt: other,
+      policy: createPolicy('full', { budget: 1 }),
+      policyName: 'full',
+      budget: 1,
+      embeddings: audio,
+      audioLength: N,
+      audioSeconds: N / config.audio.tokensPerSecond,
+      encodeMs: 0,
+      timingHeads: [],
+      tidalHeads: [],
+      options: {
+        maxNewTokens: 3,
+        forcedTokens: [5, 6, 7],
+        reusePrefill: true,
+        onStep: () => void seen.push(JSON.stringify(config)),
+      },
       progress: () => {},
     });
     expect(res.error).toBeUndefined();

@@ -2,10 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { readdirSync, readFileSync } from 'node:fs';
 import { assembleShader, defaultShaderLoader, type ShaderLoader } from '../../src/gpu/shader-source.js';
 
-const fake = (files: Record<string, string>): ShaderLoader => async (f) => {
-  if (!(f in files)) throw new Error(`no ${f}`);
-  return files[f];
-};
+const fake =
+  (files: Record<string, string>): ShaderLoader =>
+  async (f) => {
+    if (!(f in files)) throw new Error(`no ${f}`);
+    return files[f];
+  };
 
 describe('shader includes', () => {
   it('replaces each //#include line by the file, nested includes alike, each file once', async () => {
@@ -28,8 +30,16 @@ describe('shader includes', () => {
     for (const f of files) {
       const code = await assembleShader(f, defaultShaderLoader);
       expect(code, f).not.toMatch(/^\s*\/\/#include/m);
-      expect(code.split('fn rowWords(').length - 1, f).toBe(f === 'weights.wgsl' || /\/\/#include (weights|weight_tiles|product)\.wgsl/.test(readFileSync(new URL(`../../shaders/${f}`, import.meta.url), 'utf8')) ? 1 : 0);
+      expect(code.split('fn rowWords(').length - 1, f).toBe(
+        f === 'weights.wgsl' ||
+          /\/\/#include (weights|weight_tiles|product)\.wgsl/.test(
+            readFileSync(new URL(`../../shaders/${f}`, import.meta.url), 'utf8'),
+          )
+          ? 1
+          : 0,
+      );
     }
-    for (const f of ['matmul.wgsl', 'matvec.wgsl', 'encoder_linear.wgsl']) expect(await assembleShader(f, defaultShaderLoader), f).toContain(readers.trim());
+    for (const f of ['matmul.wgsl', 'matvec.wgsl', 'encoder_linear.wgsl'])
+      expect(await assembleShader(f, defaultShaderLoader), f).toContain(readers.trim());
   });
 });

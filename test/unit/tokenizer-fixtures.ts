@@ -33,7 +33,10 @@ export const readJsonFile = (p: string): unknown => JSON.parse(readFileSync(p, '
 export function referenceIds(command: 'encode-tekken' | 'encode-qwen', file: string, texts: string[]): number[][] {
   const r = spawnSync(PYTHON, [SCRIPT, command, file, ...texts], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`tokenizers.py ${command} failed: ${r.stderr}`);
-  return r.stdout.trim().split('\n').map((l) => JSON.parse(l) as number[]);
+  return r.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as number[]);
 }
 
 /** A prompt as training/hf/prompts.py builds it from the upstream rules: all ids for N audio tokens, the stop ids and the tokenizer's eos. */
@@ -47,8 +50,18 @@ export interface ReferencePrompt {
 export const hasJinja2 = (): boolean => spawnSync(PYTHON, ['-c', 'import jinja2']).status === 0;
 
 /** The reference prompt for each [task, language or 'none', target or '-'] case of `family`, from the tokenizer folder `dir`. */
-export function referencePrompts(dir: string, family: string, n: number, cases: [string, string, string][]): ReferencePrompt[] {
-  const r = spawnSync(PYTHON, [resolve('training/hf/prompts.py'), 'ids', dir, family, String(n), ...cases.flat()], { encoding: 'utf8' });
+export function referencePrompts(
+  dir: string,
+  family: string,
+  n: number,
+  cases: [string, string, string][],
+): ReferencePrompt[] {
+  const r = spawnSync(PYTHON, [resolve('training/hf/prompts.py'), 'ids', dir, family, String(n), ...cases.flat()], {
+    encoding: 'utf8',
+  });
   if (r.status !== 0) throw new Error(`prompts.py ids failed: ${r.stderr}`);
-  return r.stdout.trim().split('\n').map((l) => JSON.parse(l) as ReferencePrompt);
+  return r.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as ReferencePrompt);
 }

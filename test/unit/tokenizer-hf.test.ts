@@ -30,11 +30,27 @@ const TEXTS = [
 ];
 
 describe('HfTokenizer: Qwen byte-level BPE tokenizer.json', () => {
-  const tok = HfTokenizer.fromJSON(readJsonFile(join(QWEN, 'tokenizer.json')), readJsonFile(join(QWEN, 'tokenizer_config.json')), 'tokenizer.json');
+  const tok = HfTokenizer.fromJSON(
+    readJsonFile(join(QWEN, 'tokenizer.json')),
+    readJsonFile(join(QWEN, 'tokenizer_config.json')),
+    'tokenizer.json',
+  );
 
   it('has the Qwen special tokens at their real ids and eos from tokenizer_config.json', () => {
-    const ids = Object.fromEntries(['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|AUDIO|>', '<|audio_bos|>', '<|audio_eos|>', '<|VIDEO|>'].map((s) => [s, tok.tokenId(s)]));
-    expect(ids).toEqual({ '<|endoftext|>': 151643, '<|im_start|>': 151644, '<|im_end|>': 151645, '<|AUDIO|>': 151646, '<|audio_bos|>': 151647, '<|audio_eos|>': 151648, '<|VIDEO|>': 151656 });
+    const ids = Object.fromEntries(
+      ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|AUDIO|>', '<|audio_bos|>', '<|audio_eos|>', '<|VIDEO|>'].map(
+        (s) => [s, tok.tokenId(s)],
+      ),
+    );
+    expect(ids).toEqual({
+      '<|endoftext|>': 151643,
+      '<|im_start|>': 151644,
+      '<|im_end|>': 151645,
+      '<|AUDIO|>': 151646,
+      '<|audio_bos|>': 151647,
+      '<|audio_eos|>': 151648,
+      '<|VIDEO|>': 151656,
+    });
     expect(tok.vocabSize).toBe(151657);
     expect(tok.eos).toBe(151645);
     expect(tok.bos).toBeUndefined();
@@ -80,7 +96,8 @@ describe('HfTokenizer: the converted Voxtral tokenizer.json', () => {
   it('gives the same ids as tekken.json, and the same text back', () => {
     expect(hf.warnings).toEqual([]);
     expect([hf.vocabSize, hf.bos, hf.eos]).toEqual([131072, 1, 2]);
-    for (const id of ['[INST]', '[AUDIO]', '[BEGIN_AUDIO]', '[TRANSCRIBE]', '<SPECIAL_500>']) expect(hf.tokenId(id)).toBe(tekken.tokenId(id));
+    for (const id of ['[INST]', '[AUDIO]', '[BEGIN_AUDIO]', '[TRANSCRIBE]', '<SPECIAL_500>'])
+      expect(hf.tokenId(id)).toBe(tekken.tokenId(id));
     for (const t of [...TEXTS, 'lang:en', 'tab\tand\r\nCRLF, a/b/c //x\n/y']) {
       const ids = tekken.encode(t);
       expect(hf.encode(t), JSON.stringify(t)).toEqual(ids);
@@ -117,7 +134,16 @@ describe('loadTextTokenizer', () => {
     expect((await loadTextTokenizer(VOX, { prefer: 'tokenizer.json' })).format).toBe('hf');
     const q = await loadTextTokenizer(QWEN);
     expect([q.format, q.eos]).toEqual(['hf', 151645]);
-    const sp = tokenizerFromFiles({ tokenizer: { type: 'sentencepiece', pieces: ['<pad>', '<s>', '</s>', '<unk>', '\u2581a'], bos: 1, eos: 2, pad: 0, unk: 3 } });
+    const sp = tokenizerFromFiles({
+      tokenizer: {
+        type: 'sentencepiece',
+        pieces: ['<pad>', '<s>', '</s>', '<unk>', '\u2581a'],
+        bos: 1,
+        eos: 2,
+        pad: 0,
+        unk: 3,
+      },
+    });
     expect([sp.format, sp.tokenId('</s>'), sp.pieceText(4)]).toEqual(['sentencepiece', 2, ' a']);
   });
 

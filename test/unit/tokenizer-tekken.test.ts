@@ -16,7 +16,13 @@ function tinyTekken(extra: Record<string, unknown> = {}) {
     ...merged.map((s, i) => ({ rank: 256 + i, token_bytes: b64(ascii(s)), token_str: s })),
   ];
   return {
-    config: { pattern: MISTRAL_PATTERN, num_vocab_tokens: vocab.length, default_vocab_size: 4 + 260, default_num_special_tokens: 4, version: 'v7' },
+    config: {
+      pattern: MISTRAL_PATTERN,
+      num_vocab_tokens: vocab.length,
+      default_vocab_size: 4 + 260,
+      default_num_special_tokens: 4,
+      version: 'v7',
+    },
     vocab,
     special_tokens: ['<unk>', '<s>', '</s>'].map((token_str, rank) => ({ rank, token_str, is_control: true })),
     ...extra,
@@ -48,12 +54,19 @@ describe('TekkenTokenizer on a hand-sized file', () => {
   it('rejects files that break the format, naming the file', () => {
     const short = tinyTekken();
     short.config.default_vocab_size = 4 + 262;
-    expect(() => TekkenTokenizer.fromJSON(short, 'x/tekken.json')).toThrow(/x\/tekken.json.*fewer than default_vocab_size/);
+    expect(() => TekkenTokenizer.fromJSON(short, 'x/tekken.json')).toThrow(
+      /x\/tekken.json.*fewer than default_vocab_size/,
+    );
     const swapped = tinyTekken();
     swapped.vocab[7] = { rank: 7, token_bytes: b64([8]), token_str: null };
     expect(() => TekkenTokenizer.fromJSON(swapped)).toThrow(ModelLoadError);
     expect(() => TekkenTokenizer.fromJSON({ vocab: [] })).toThrow(/missing "config"/);
-    const dup = tinyTekken({ special_tokens: [{ rank: 0, token_str: '<s>' }, { rank: 1, token_str: '<s>' }] });
+    const dup = tinyTekken({
+      special_tokens: [
+        { rank: 0, token_str: '<s>' },
+        { rank: 1, token_str: '<s>' },
+      ],
+    });
     expect(() => TekkenTokenizer.fromJSON(dup)).toThrow(/unique/);
   });
 });
@@ -67,8 +80,23 @@ describe('TekkenTokenizer on the Voxtral miniature tekken.json', () => {
   it('has the real layout: 131072 ids, 1000 specials, the Voxtral control tokens at their ranks', () => {
     expect(tok.vocabSize).toBe(131072);
     expect(tok.numSpecial).toBe(1000);
-    const ids = Object.fromEntries(['<unk>', '<s>', '</s>', '[INST]', '[/INST]', '<pad>', '[AUDIO]', '[BEGIN_AUDIO]', '[TRANSCRIBE]'].map((s) => [s, tok.tokenId(s)]));
-    expect(ids).toEqual({ '<unk>': 0, '<s>': 1, '</s>': 2, '[INST]': 3, '[/INST]': 4, '<pad>': 11, '[AUDIO]': 24, '[BEGIN_AUDIO]': 25, '[TRANSCRIBE]': 34 });
+    const ids = Object.fromEntries(
+      ['<unk>', '<s>', '</s>', '[INST]', '[/INST]', '<pad>', '[AUDIO]', '[BEGIN_AUDIO]', '[TRANSCRIBE]'].map((s) => [
+        s,
+        tok.tokenId(s),
+      ]),
+    );
+    expect(ids).toEqual({
+      '<unk>': 0,
+      '<s>': 1,
+      '</s>': 2,
+      '[INST]': 3,
+      '[/INST]': 4,
+      '<pad>': 11,
+      '[AUDIO]': 24,
+      '[BEGIN_AUDIO]': 25,
+      '[TRANSCRIBE]': 34,
+    });
     expect(tok.tokenId('<SPECIAL_999>')).toBe(999);
     expect(tok.isControl(999)).toBe(true);
     expect(tok.isControl(1000)).toBe(false);
@@ -79,7 +107,11 @@ describe('TekkenTokenizer on the Voxtral miniature tekken.json', () => {
     // and "an" ranks below "ng", so l|an|g, and neither "lan" nor "ang" is a rank; ":e" is no
     // rank, "en" is: :|en.
     const used = json.vocab.slice(0, 130072);
-    for (const s of ['la', 'lan', 'ang', ':e', 'lang', ':en']) expect(used.some((v) => v.token_str === s), s).toBe(false);
+    for (const s of ['la', 'lan', 'ang', ':e', 'lang', ':en'])
+      expect(
+        used.some((v) => v.token_str === s),
+        s,
+      ).toBe(false);
     expect(rankOf('an')).toBeLessThan(rankOf('ng'));
     expect(tok.encode('lang:en')).toEqual(['l', 'an', 'g', ':', 'en'].map((s) => rankOf(s) + 1000));
   });
@@ -99,7 +131,8 @@ describe('TekkenTokenizer on the Voxtral miniature tekken.json', () => {
   });
 
   it('round-trips text, skips special tokens, and streams multi-byte characters split across tokens', () => {
-    for (const s of ['Hello world, the café is naïve.', '€3.50 — 漢字 🙂 done\n']) expect(tok.decode(tok.encode(s))).toBe(s);
+    for (const s of ['Hello world, the café is naïve.', '€3.50 — 漢字 🙂 done\n'])
+      expect(tok.decode(tok.encode(s))).toBe(s);
     const ids = [1, 3, ...tok.encode('the café'), 4, 2];
     expect(tok.decode(ids)).toBe('the café');
     // "€" = E2 82 AC as three byte tokens (ranks 0..255 are the bytes).
@@ -108,7 +141,10 @@ describe('TekkenTokenizer on the Voxtral miniature tekken.json', () => {
     expect(parts).toEqual(['', '', '€', '!']);
     expect(d.flush()).toBe('');
     const d2 = tok.decoder();
-    const ok = tok.encode('ok').map((id) => d2.push(id)).join('');
+    const ok = tok
+      .encode('ok')
+      .map((id) => d2.push(id))
+      .join('');
     expect(ok + d2.push(0xc3 + 1000) + d2.push(2) + d2.flush()).toBe('ok\ufffd');
     expect(tok.decode([131071, 999999, -5])).toBe(tok.pieceText(131071));
   });

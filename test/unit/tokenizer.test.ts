@@ -7,7 +7,31 @@ import { tempDir } from '../helpers/temp.js';
 
 const W = '\u2581';
 const BYTES = Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);
-const PIECES = ['<pad>', '<s>', '</s>', '<unk>', '<|transcribe|>', `${W}the`, `${W}cat`, `${W}sat`, `${W}on`, `${W}`, 't', 'h', 'e', 'a', 's', 'c', 'o', 'n', `${W}th`, "'s", `${W}it`, '.', ...BYTES];
+const PIECES = [
+  '<pad>',
+  '<s>',
+  '</s>',
+  '<unk>',
+  '<|transcribe|>',
+  `${W}the`,
+  `${W}cat`,
+  `${W}sat`,
+  `${W}on`,
+  `${W}`,
+  't',
+  'h',
+  'e',
+  'a',
+  's',
+  'c',
+  'o',
+  'n',
+  `${W}th`,
+  "'s",
+  `${W}it`,
+  '.',
+  ...BYTES,
+];
 const JSON_TOK = { type: 'sentencepiece', model: 'unigram', pieces: PIECES, bos: 1, eos: 2, pad: 0, unk: 3 };
 
 describe('Tokenizer', () => {
@@ -15,7 +39,19 @@ describe('Tokenizer', () => {
   const id = (p: string) => PIECES.indexOf(p);
 
   it('decodes pieces with ▁ as word starts and skips control tokens', () => {
-    const ids = [1, id(`${W}the`), id(`${W}cat`), 4, id(`${W}sat`), id(`${W}on`), id(`${W}it`), id("'s"), id('.'), 2, 0];
+    const ids = [
+      1,
+      id(`${W}the`),
+      id(`${W}cat`),
+      4,
+      id(`${W}sat`),
+      id(`${W}on`),
+      id(`${W}it`),
+      id("'s"),
+      id('.'),
+      2,
+      0,
+    ];
     expect(tok.decode(ids)).toBe("the cat sat on it's.");
     expect(tok.decode([])).toBe('');
     expect(tok.decode([3, 99999, -1])).toBe('');
@@ -55,23 +91,45 @@ describe('Tokenizer', () => {
 
   it('looks pieces up by string and renders one piece on its own (the TextTokenizer surface)', () => {
     expect(tok.format).toBe('sentencepiece');
-    expect([tok.tokenId('</s>'), tok.tokenId('<|transcribe|>'), tok.tokenId(`${W}cat`), tok.tokenId('nope')]).toEqual([2, 4, id(`${W}cat`), undefined]);
-    expect([tok.pieceText(id(`${W}cat`)), tok.pieceText(id("'s")), tok.pieceText(2), tok.pieceText(22 + 0xc3)]).toEqual([' cat', "'s", '', '']);
+    expect([tok.tokenId('</s>'), tok.tokenId('<|transcribe|>'), tok.tokenId(`${W}cat`), tok.tokenId('nope')]).toEqual([
+      2,
+      4,
+      id(`${W}cat`),
+      undefined,
+    ]);
+    expect([tok.pieceText(id(`${W}cat`)), tok.pieceText(id("'s")), tok.pieceText(2), tok.pieceText(22 + 0xc3)]).toEqual(
+      [' cat', "'s", '', ''],
+    );
   });
 
   it('uses unk when no piece and no byte fallback covers a character', () => {
-    const small = Tokenizer.fromJSON({ type: 'sentencepiece', pieces: ['<pad>', '<s>', '</s>', '<unk>', `${W}a`], bos: 1, eos: 2, pad: 0, unk: 3 });
+    const small = Tokenizer.fromJSON({
+      type: 'sentencepiece',
+      pieces: ['<pad>', '<s>', '</s>', '<unk>', `${W}a`],
+      bos: 1,
+      eos: 2,
+      pad: 0,
+      unk: 3,
+    });
     expect(small.encode('a z')).toEqual([4, 3, 3]);
     expect(small.vocabSize).toBe(5);
   });
 
   it('accepts [piece, score] and {piece} entries', () => {
-    const t = Tokenizer.fromJSON({ pieces: [['<pad>', 0], ['<s>', 0], ['</s>', 0], { piece: '<unk>' }, [`${W}hi`, -1.5]], bos: 1, eos: 2, pad: 0, unk: 3 });
+    const t = Tokenizer.fromJSON({
+      pieces: [['<pad>', 0], ['<s>', 0], ['</s>', 0], { piece: '<unk>' }, [`${W}hi`, -1.5]],
+      bos: 1,
+      eos: 2,
+      pad: 0,
+      unk: 3,
+    });
     expect(t.decode([4, 4])).toBe('hi hi');
   });
 
   it('fails with ModelLoadError naming the file and field', () => {
-    expect(() => Tokenizer.fromJSON({ ...JSON_TOK, type: 'bpe' }, 'x/tokenizer.json')).toThrow(/x\/tokenizer.json.*sentencepiece/);
+    expect(() => Tokenizer.fromJSON({ ...JSON_TOK, type: 'bpe' }, 'x/tokenizer.json')).toThrow(
+      /x\/tokenizer.json.*sentencepiece/,
+    );
     expect(() => Tokenizer.fromJSON({ ...JSON_TOK, pieces: [] })).toThrow(ModelLoadError);
     expect(() => Tokenizer.fromJSON({ ...JSON_TOK, eos: 9999 })).toThrow(/"eos"/);
     expect(() => Tokenizer.fromJSON({ ...JSON_TOK, pieces: ['a', 7] })).toThrow(/piece 1/);

@@ -152,10 +152,15 @@ describe.skipIf(!pythonHasOnnx())('cancel at every in-process phase (CPU backend
       const after: ProgressEvent[] = [];
       let fired = false;
       const p = loadTranscriber({
-        model: dir, backend: 'cpu', policy: 'wnw', budget: 0.2, weightFormat: 'f16', signal: ac.signal,
+        model: dir,
+        backend: 'cpu',
+        policy: 'wnw',
+        budget: 0.2,
+        weightFormat: 'f16',
+        signal: ac.signal,
         onProgress: (e) => {
           if (fired) after.push(e);
-          else if (e.phase === phase) (fired = true, ac.abort());
+          else if (e.phase === phase) ((fired = true), ac.abort());
         },
       });
       await expect(p).rejects.toBeInstanceOf(CancelledError);
@@ -168,7 +173,12 @@ describe.skipIf(!pythonHasOnnx())('cancel at every in-process phase (CPU backend
 
   it('load: an already aborted signal refuses before anything is read', async () => {
     const events: ProgressEvent[] = [];
-    const p = loadTranscriber({ model: dir, backend: 'cpu', signal: AbortSignal.abort(), onProgress: (e) => void events.push(e) });
+    const p = loadTranscriber({
+      model: dir,
+      backend: 'cpu',
+      signal: AbortSignal.abort(),
+      onProgress: (e) => void events.push(e),
+    });
     await expect(p).rejects.toBeInstanceOf(CancelledError);
     expect(events).toEqual([]);
   });

@@ -20,7 +20,11 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
   it('transcribes under WnW at r_GPU 0.2: stats are measured, the budget holds, words are dated', async () => {
     const tokens: string[] = [];
     const steps: number[] = [];
-    const r = await asr.transcribe(toneWav(20), { maxNewTokens: 24, onToken: (t) => tokens.push(t), onStep: (s) => steps.push(s.rGpu) });
+    const r = await asr.transcribe(toneWav(20), {
+      maxNewTokens: 24,
+      onToken: (t) => tokens.push(t),
+      onStep: (s) => steps.push(s.rGpu),
+    });
     expect(r.error).toBeUndefined();
     expect(r.stats.policy).toBe('wnw');
     expect(r.stats.audioTokens).toBe(250);
@@ -39,7 +43,7 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     }
   });
 
-  it('words and the tide chart from the device\'s reductions (focus, segment sums) are those computed from the anchors\' weights', async () => {
+  it("words and the tide chart from the device's reductions (focus, segment sums) are those computed from the anchors' weights", async () => {
     const backend = (asr as unknown as { decoder: DecoderBackend }).decoder;
     const begin = backend.begin.bind(backend);
     const asked: AttentionRequest[] = [];
@@ -48,11 +52,26 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
         asked.push(o.request);
         const dc = o.request.decodeChunks;
         // The weights path: no device focus or segment sums, the anchors' weights read back instead.
-        begin(fromWeights ? { ...o, request: { ...o.request, decodeFocus: undefined, decodeWeights: true, ...(dc ? { decodeChunks: { ...dc, segmentSums: false } } : {}) } } : o);
+        begin(
+          fromWeights
+            ? {
+                ...o,
+                request: {
+                  ...o.request,
+                  decodeFocus: undefined,
+                  decodeWeights: true,
+                  ...(dc ? { decodeChunks: { ...dc, segmentSums: false } } : {}),
+                },
+              }
+            : o,
+        );
       };
       const tide: Float32Array[] = [];
       const focus: number[] = [];
-      const r = await asr.transcribe(toneWav(12), { maxNewTokens: 16, onStep: (st) => (tide.push(st.anchorAttention!), focus.push(st.focus)) });
+      const r = await asr.transcribe(toneWav(12), {
+        maxNewTokens: 16,
+        onStep: (st) => (tide.push(st.anchorAttention!), focus.push(st.focus)),
+      });
       return { r, tide, focus };
     };
     try {
@@ -85,12 +104,18 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     const a = await asr.transcribe(toneWav(8), { policy: 'full', maxNewTokens: 12 });
     const logits: Float32Array[] = [];
     const forced = [...a.tokens, a.stats.stopToken ?? 0];
-    const b = await asr.transcribe(toneWav(8), { policy: 'full', forcedTokens: forced, onLogits: (_, l) => logits.push(l) });
+    const b = await asr.transcribe(toneWav(8), {
+      policy: 'full',
+      forcedTokens: forced,
+      onLogits: (_, l) => logits.push(l),
+    });
     expect(a.tokens.length).toBeGreaterThan(1);
     expect(a.stats.decodeSteps).toBe(a.stats.stoppedBy === 'eos' ? a.tokens.length : a.tokens.length - 1);
     // Step i is fed token i and predicts token i + 1 (the stop token after the last).
     const predicted = logits.slice(0, a.stats.decodeSteps).map((l) => l.indexOf(Math.max(...l)));
-    expect(predicted).toEqual(a.stats.stoppedBy === 'eos' ? [...a.tokens.slice(1), a.stats.stopToken] : a.tokens.slice(1));
+    expect(predicted).toEqual(
+      a.stats.stoppedBy === 'eos' ? [...a.tokens.slice(1), a.stats.stopToken] : a.tokens.slice(1),
+    );
     expect(b.tokens.slice(0, a.tokens.length)).toEqual(a.tokens);
   });
 
@@ -99,7 +124,11 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     const free: Float32Array[] = [];
     const a = await asr.transcribe(toneWav(20), { ...opts, maxNewTokens: 24, onLogits: (_, l) => free.push(l) });
     const forced: Float32Array[] = [];
-    await asr.transcribe(toneWav(20), { ...opts, forcedTokens: [...a.tokens, a.stats.stopToken ?? 0], onLogits: (_, l) => forced.push(l) });
+    await asr.transcribe(toneWav(20), {
+      ...opts,
+      forcedTokens: [...a.tokens, a.stats.stopToken ?? 0],
+      onLogits: (_, l) => forced.push(l),
+    });
     expect(a.stats.recallsPerStep).toBeGreaterThan(0); // plans moved KV mid-decode
     // The same plans at the same steps: the same logits, to the bit, at every step.
     expect(free.length).toBe(a.stats.decodeSteps);
@@ -110,7 +139,10 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     const residentAtStep0 = async (prefillRecall: boolean) => {
       let n = -1;
       await asr.transcribe(toneWav(20), {
-        policy: 'wnw', budget: 0.2, maxNewTokens: 2, policyOptions: { prefillRecall },
+        policy: 'wnw',
+        budget: 0.2,
+        maxNewTokens: 2,
+        policyOptions: { prefillRecall },
         onResidency: (step, resident) => {
           if (step !== 0) return;
           n = 0;
@@ -128,13 +160,18 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
   it('policy options reach the policy (ablations): one voice head leaves no tidal head to offload', async () => {
     const tidalShares: number[] = [];
     const r = await asr.transcribe(toneWav(8), {
-      policy: 'wnw', budget: 0.2, maxNewTokens: 6, policyOptions: { nVoice: 1 },
+      policy: 'wnw',
+      budget: 0.2,
+      maxNewTokens: 6,
+      policyOptions: { nVoice: 1 },
       onStep: (s) => tidalShares.push(...(s.tidalSegments ?? [])),
     });
     expect(r.error).toBeUndefined();
     expect(r.stats.rGpuCpu).toBeCloseTo(r.stats.rGpu, 12); // nothing kept in CPU memory: no tidal heads
     expect(tidalShares.every((x) => x === 0)).toBe(true);
-    await expect(asr.transcribe(toneWav(8), { policy: 'wnw', budget: 0.2, maxNewTokens: 2, policyOptions: { ranking: 'nope' } })).rejects.toThrow(/option "ranking"/);
+    await expect(
+      asr.transcribe(toneWav(8), { policy: 'wnw', budget: 0.2, maxNewTokens: 2, policyOptions: { ranking: 'nope' } }),
+    ).rejects.toThrow(/option "ranking"/);
   });
 
   it('cancel returns the partial transcript with a CancelledError', async () => {
@@ -166,7 +203,9 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
 
   it('a budget below what the anchors alone keep is refused before the audio is encoded, in one prefix', async () => {
     const phases: string[] = [];
-    const err = await asr.transcribe(toneWav(2), { budget: 0.01, onProgress: (e) => phases.push(e.phase) }).catch((e) => e);
+    const err = await asr
+      .transcribe(toneWav(2), { budget: 0.01, onProgress: (e) => phases.push(e.phase) })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(WnwError);
     expect(err.code).toBe('BAD_ARGUMENT');
     expect(err.message).toMatch(/^policy "wnw": budget 0.01 is below what its \d+ anchor heads alone keep/);
@@ -179,18 +218,28 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     writeFileSync(join(small, 'config.json'), JSON.stringify({ ...cfg, max_positions: 1024 }));
     // Where the recording's length is known at load (the CLI), before any weight is read.
     const phases: string[] = [];
-    const atLoad = await loadTranscriber({ model: small, backend: 'cpu', policy: 'full', audioSeconds: 90, onProgress: (e) => phases.push(e.phase) }).catch((e) => e);
+    const atLoad = await loadTranscriber({
+      model: small,
+      backend: 'cpu',
+      policy: 'full',
+      audioSeconds: 90,
+      onProgress: (e) => phases.push(e.phase),
+    }).catch((e) => e);
     expect(atLoad).toBeInstanceOf(PositionsExceededError);
     expect(phases).toEqual([]);
     const t = await loadTranscriber({ model: small, backend: 'cpu', policy: 'full' });
     try {
       // 1,024 positions less the 3-token prompt hold 1,021 audio tokens: 81.68 s at 12.5 tokens/s.
-      const err = await t.transcribe(toneWav(90, 16000), { maxNewTokens: 2, onProgress: (e) => phases.push(e.phase) }).catch((e) => e);
+      const err = await t
+        .transcribe(toneWav(90, 16000), { maxNewTokens: 2, onProgress: (e) => phases.push(e.phase) })
+        .catch((e) => e);
       expect(err).toBeInstanceOf(PositionsExceededError);
       expect(err.code).toBe('CONTEXT_TOO_LONG');
       expect(err.neededPositions).toBe(1125 + 3);
       expect(err.minutesThatFit).toBeCloseTo(1021 / 12.5 / 60, 9);
-      expect(err.message).toMatch(/config\.json: a 1\.5 min recording \(1125 audio tokens\): the prompt needs 1128 positions, the model has 1024 .*At most 1\.4 min of audio fit/);
+      expect(err.message).toMatch(
+        /config\.json: a 1\.5 min recording \(1125 audio tokens\): the prompt needs 1128 positions, the model has 1024 .*At most 1\.4 min of audio fit/,
+      );
       expect(phases).not.toContain('encode');
       // Just inside the positions it runs, and the tiny model states no limit, so no warning.
       const ok = await t.transcribe(toneWav(81, 16000), { maxNewTokens: 2 });
@@ -204,14 +253,24 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
 
   it('options outside what they take are a BAD_ARGUMENT naming the option, before loading or encoding', async () => {
     const phases: string[] = [];
-    const err = await asr.transcribe(toneWav(2), { maxNewTokens: NaN, onProgress: (e) => phases.push(e.phase) }).catch((e) => e);
+    const err = await asr
+      .transcribe(toneWav(2), { maxNewTokens: NaN, onProgress: (e) => phases.push(e.phase) })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(WnwError);
     expect(err.message).toBe('option maxNewTokens must be a whole number of tokens, at least 1, got NaN');
     expect(phases).toEqual([]);
-    await expect(asr.transcribe(toneWav(2), { signal: {} as AbortSignal })).rejects.toThrow(/^option signal must be an AbortSignal, got an object$/);
-    await expect(loadTranscriber({ model: dir, backend: 'cpu', kvBudgetBytes: 0 })).rejects.toThrow(/^option kvBudgetBytes must be a whole number of bytes above 0, got 0$/);
-    await expect(loadTranscriber({ model: dir, backend: 'cpu', weightFormat: 'int4' as never })).rejects.toThrow(/^option weightFormat must be one of "f32", "f16", "q4", got "int4"$/);
-    await expect(loadTranscriber({ model: dir, backend: 'cpu', audioSeconds: NaN })).rejects.toThrow(/^option audioSeconds must be/);
+    await expect(asr.transcribe(toneWav(2), { signal: {} as AbortSignal })).rejects.toThrow(
+      /^option signal must be an AbortSignal, got an object$/,
+    );
+    await expect(loadTranscriber({ model: dir, backend: 'cpu', kvBudgetBytes: 0 })).rejects.toThrow(
+      /^option kvBudgetBytes must be a whole number of bytes above 0, got 0$/,
+    );
+    await expect(loadTranscriber({ model: dir, backend: 'cpu', weightFormat: 'int4' as never })).rejects.toThrow(
+      /^option weightFormat must be one of "f32", "f16", "q4", got "int4"$/,
+    );
+    await expect(loadTranscriber({ model: dir, backend: 'cpu', audioSeconds: NaN })).rejects.toThrow(
+      /^option audioSeconds must be/,
+    );
   });
 
   it('a decode never runs past the positions the prompt leaves, whatever maxNewTokens asks', async () => {
@@ -235,15 +294,25 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     const broken = writeTinyModel();
     const tryHeads = async (h: unknown) => {
       writeFileSync(join(broken, 'heads.json'), JSON.stringify(h));
-      return loadTranscriber({ model: broken, backend: 'cpu', policy: 'full' }).then((t) => (t.dispose(), null), (e) => e);
+      return loadTranscriber({ model: broken, backend: 'cpu', policy: 'full' }).then(
+        (t) => (t.dispose(), null),
+        (e) => e,
+      );
     };
-    const nullScore = await tryHeads({ ...good, voiceScore: good.voiceScore.map((x: number, i: number) => (i === 3 ? null : x)) });
+    const nullScore = await tryHeads({
+      ...good,
+      voiceScore: good.voiceScore.map((x: number, i: number) => (i === 3 ? null : x)),
+    });
     expect(nullScore).toBeInstanceOf(ModelLoadError);
-    expect(nullScore.message).toMatch(/heads\.json: "voiceScore" must hold 16 finite numbers, one per KV head; run npm run calibrate/);
+    expect(nullScore.message).toMatch(
+      /heads\.json: "voiceScore" must hold 16 finite numbers, one per KV head; run npm run calibrate/,
+    );
     const key = Object.keys(good.roles)[0];
     const roles = { ...good.roles[key], fixed: good.roles[key].fixed.slice(1) };
     const uncovered = await tryHeads({ ...good, roles: { ...good.roles, [key]: roles } });
-    expect(uncovered.message).toMatch(new RegExp(`heads\\.json: roles "${key}" must give each of the 16 KV heads exactly one role`));
+    expect(uncovered.message).toMatch(
+      new RegExp(`heads\\.json: roles "${key}" must give each of the 16 KV heads exactly one role`),
+    );
     expect(await tryHeads(good)).toBeNull();
   });
 

@@ -43,12 +43,22 @@ describe('demo error messages', () => {
 
   it('treats cancel as information, bad audio and unknown errors as errors', () => {
     expect(describeError(new CancelledError(), ctx).level).toBe('info');
-    expect(describeError(new AudioError('The audio file is empty.'), ctx)).toMatchObject({ code: 'BAD_AUDIO', body: 'The audio file is empty.' });
-    expect(describeError(new Error('boom'), ctx)).toMatchObject({ level: 'error', title: 'Something went wrong', body: 'boom' });
+    expect(describeError(new AudioError('The audio file is empty.'), ctx)).toMatchObject({
+      code: 'BAD_AUDIO',
+      body: 'The audio file is empty.',
+    });
+    expect(describeError(new Error('boom'), ctx)).toMatchObject({
+      level: 'error',
+      title: 'Something went wrong',
+      body: 'boom',
+    });
     // Errors from a worker arrive as plain objects.
     expect(describeError({ code: 'BAD_AUDIO', message: 'x' }, ctx).title).toBe('This audio cannot be transcribed');
     // Weights no binding holds: converting to q4 is the fix, named with the command.
-    expect(describeError({ code: 'MODEL_TOO_BIG', message: 'layers.*.gate_up needs 192.0 MiB' }, ctx)).toMatchObject({ code: 'MODEL_TOO_BIG', hint: expect.stringMatching(/--quant q4/) });
+    expect(describeError({ code: 'MODEL_TOO_BIG', message: 'layers.*.gate_up needs 192.0 MiB' }, ctx)).toMatchObject({
+      code: 'MODEL_TOO_BIG',
+      hint: expect.stringMatching(/--quant q4/),
+    });
   });
 });
 
@@ -56,7 +66,12 @@ describe('worker error round trip', () => {
   it('keeps code, message and the typed fields; CancelledError keeps its class', () => {
     const e = deserializeError(serializeError(new ContextTooLongError(10, 5, 'clip')));
     expect(e).toBeInstanceOf(WnwError);
-    expect(e).toMatchObject({ code: 'CONTEXT_TOO_LONG', name: 'ContextTooLongError', neededBytes: 10, availableBytes: 5 });
+    expect(e).toMatchObject({
+      code: 'CONTEXT_TOO_LONG',
+      name: 'ContextTooLongError',
+      neededBytes: 10,
+      availableBytes: 5,
+    });
     expect(deserializeError(serializeError(new CancelledError()))).toBeInstanceOf(CancelledError);
     const plain = deserializeError(serializeError(new TypeError('x is not a function')));
     expect(plain).not.toBeInstanceOf(WnwError);

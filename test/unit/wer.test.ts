@@ -1,21 +1,47 @@
 import { describe, expect, it } from 'vitest';
-import { alignWords, normalizeWords, pooledCounts, pooledWer, truncateHypothesis, wer, werCounts } from '../../src/eval/wer.js';
+import {
+  alignWords,
+  normalizeWords,
+  pooledCounts,
+  pooledWer,
+  truncateHypothesis,
+  wer,
+  werCounts,
+} from '../../src/eval/wer.js';
 
 /** Plain full-matrix Levenshtein, as a reference for the two-row implementation. */
 function levenshtein(a: string[], b: string[]): number {
-  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
-  for (let i = 1; i <= a.length; i++) for (let j = 1; j <= b.length; j++) d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+  const d = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
+  for (let i = 1; i <= a.length; i++)
+    for (let j = 1; j <= b.length; j++)
+      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
   return d[a.length][b.length];
 }
 
 describe('WER', () => {
   it('normalises: lower-case, punctuation removed except apostrophes and periods', () => {
-    expect(normalizeWords('Hello, World! It’s   "fine" -- Mr. Smith; well-known (yes)?')).toEqual(['hello', 'world', "it's", 'fine', 'mr.', 'smith', 'wellknown', 'yes']);
+    expect(normalizeWords('Hello, World! It’s   "fine" -- Mr. Smith; well-known (yes)?')).toEqual([
+      'hello',
+      'world',
+      "it's",
+      'fine',
+      'mr.',
+      'smith',
+      'wellknown',
+      'yes',
+    ]);
     expect(normalizeWords('  ')).toEqual([]);
   });
 
   it('counts substitutions, deletions and insertions', () => {
-    expect(alignWords(['a', 'b', 'c'], ['a', 'b', 'c'])).toMatchObject({ edits: 0, substitutions: 0, deletions: 0, insertions: 0 });
+    expect(alignWords(['a', 'b', 'c'], ['a', 'b', 'c'])).toMatchObject({
+      edits: 0,
+      substitutions: 0,
+      deletions: 0,
+      insertions: 0,
+    });
     expect(alignWords(['a', 'b', 'c'], ['a', 'x', 'c'])).toMatchObject({ edits: 1, substitutions: 1 });
     expect(alignWords(['a', 'b', 'c'], ['a', 'c'])).toMatchObject({ edits: 1, deletions: 1 });
     expect(alignWords(['a', 'b'], ['a', 'x', 'b'])).toMatchObject({ edits: 1, insertions: 1 });

@@ -4,7 +4,13 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ComplexFft, RealPowerFft } from '../../src/audio/mixed-fft.js';
-import { WhisperLogMel, slaneyFilterbank, whisperPaddedLength, WHISPER_MEL, type WhisperPadding } from '../../src/audio/whisper-mel.js';
+import {
+  WhisperLogMel,
+  slaneyFilterbank,
+  whisperPaddedLength,
+  WHISPER_MEL,
+  type WhisperPadding,
+} from '../../src/audio/whisper-mel.js';
 import { parseWav } from '../../src/audio/wav.js';
 import { downmix } from '../../src/audio/downmix.js';
 
@@ -71,8 +77,14 @@ describe('Whisper log-mel front-end', () => {
   it('pads and truncates like the processors', () => {
     expect(whisperPaddedLength(515_000, { padToMultipleOf: 480_000 })).toEqual({ kept: 515_000, padded: 960_000 });
     expect(whisperPaddedLength(960_000, { padToMultipleOf: 480_000 })).toEqual({ kept: 960_000, padded: 960_000 });
-    expect(whisperPaddedLength(700_000, { truncateTo: 480_000, padToLength: 480_000 })).toEqual({ kept: 480_000, padded: 480_000 });
-    expect(whisperPaddedLength(100_000, { truncateTo: 480_000, padToLength: 480_000 })).toEqual({ kept: 100_000, padded: 480_000 });
+    expect(whisperPaddedLength(700_000, { truncateTo: 480_000, padToLength: 480_000 })).toEqual({
+      kept: 480_000,
+      padded: 480_000,
+    });
+    expect(whisperPaddedLength(100_000, { truncateTo: 480_000, padToLength: 480_000 })).toEqual({
+      kept: 100_000,
+      padded: 480_000,
+    });
     expect(whisperPaddedLength(6_000_123, { padToLength: 4_800_000 })).toEqual({ kept: 6_000_123, padded: 6_000_123 });
   });
 
@@ -131,7 +143,12 @@ describe('Whisper log-mel front-end', () => {
       { name: 'voxtral 32 s -> 60 s', x: sample, pad: { padToMultipleOf: 480_000 }, mels: 128 },
       { name: 'voxtral 62 s -> 90 s', x: slt, pad: { padToMultipleOf: 480_000 }, mels: 128 },
       { name: 'qwen2-audio clip cut at 30 s', x: slt, pad: { truncateTo: 480_000, padToLength: 480_000 }, mels: 128 },
-      { name: 'qwen2-audio 7.3 s clip', x: slt.subarray(480_000, 480_000 + 116_789), pad: { truncateTo: 480_000, padToLength: 480_000 }, mels: 128 },
+      {
+        name: 'qwen2-audio 7.3 s clip',
+        x: slt.subarray(480_000, 480_000 + 116_789),
+        pad: { truncateTo: 480_000, padToLength: 480_000 },
+        mels: 128,
+      },
       { name: 'omni 91.7 s, no truncation', x: kal, pad: { padToLength: 480_000 }, mels: 128 },
       { name: '80 mel bins', x: sample.subarray(0, 200_000), pad: {}, mels: 80 },
     ];
@@ -152,7 +169,9 @@ describe('Whisper log-mel front-end', () => {
         expect(got.data.length, c.name).toBe(ref.length);
         let err = 0;
         for (let i = 0; i < ref.length; i++) err = Math.max(err, Math.abs(got.data[i] - ref[i]));
-        console.log(`whisper-mel vs numpy, ${c.name}: ${c.mels} x ${got.frames} frames, max abs error ${err.toExponential(2)}`);
+        console.log(
+          `whisper-mel vs numpy, ${c.name}: ${c.mels} x ${got.frames} frames, max abs error ${err.toExponential(2)}`,
+        );
         expect(err, c.name).toBeLessThanOrEqual(1e-5);
       }
     } finally {

@@ -13,7 +13,12 @@ describe('typed errors through the worker protocol', () => {
   it('a CancelledError keeps its class, partial text and phase', () => {
     const e = roundTrip(new CancelledError('the cat sat', 'decode'));
     expect(e).toBeInstanceOf(CancelledError);
-    expect(e).toMatchObject({ code: 'CANCELLED', text: 'the cat sat', phase: 'decode', message: 'Cancelled during decode.' });
+    expect(e).toMatchObject({
+      code: 'CANCELLED',
+      text: 'the cat sat',
+      phase: 'decode',
+      message: 'Cancelled during decode.',
+    });
   });
 
   it('a DeviceLostError keeps its class, reason and partial text', () => {

@@ -6,7 +6,15 @@
  */
 import { PrefillMemo } from './prefill-memo.js';
 import { ContextTooLongError } from '../../errors.js';
-import { audioStart, groupSize, kvHeadCount, promptLength, segmentLength, type ModelConfig, type PromptIds } from '../../model/config.js';
+import {
+  audioStart,
+  groupSize,
+  kvHeadCount,
+  promptLength,
+  segmentLength,
+  type ModelConfig,
+  type PromptIds,
+} from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
 import { unpackDecoderWeights, weightsInFormat, type PackedDecoderWeights } from '../../model/packed-weights.js';
 import type { WeightFormat } from '../../model/quant.js';
@@ -16,7 +24,16 @@ import { kvElementBytes, slotBytes, type KvPrecision } from '../../kv/precision.
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
 import type { DecoderBackend, LayeredPrefillResult, PrefillResult, SessionOptions, StepResult } from '../types.js';
-import { addBias, argmax, matvec, pagedAttention, rmsnorm, rope, ropeFrequencies, swiglu } from '../../reference/ops.js';
+import {
+  addBias,
+  argmax,
+  matvec,
+  pagedAttention,
+  rmsnorm,
+  rope,
+  ropeFrequencies,
+  swiglu,
+} from '../../reference/ops.js';
 import { audioKeys, prefillLayers, type PrefillOutput } from '../../reference/prefill.js';
 import { sessionPrompt, summaryPlacement, textPositions } from '../prompt.js';
 import { CpuPageStorage } from './storage.js';
@@ -76,10 +93,17 @@ export class CpuBackend implements DecoderBackend {
 
   private readonly weights: DecoderWeights;
 
-  constructor(readonly config: ModelConfig, weights: DecoderWeights | PackedDecoderWeights, private readonly options: CpuBackendOptions = {}) {
+  constructor(
+    readonly config: ModelConfig,
+    weights: DecoderWeights | PackedDecoderWeights,
+    private readonly options: CpuBackendOptions = {},
+  ) {
     const c = config;
     // Packed weights (a converted folder) keep their own format.
-    this.weights = 'format' in weights ? unpackDecoderWeights(c, weights) : weightsInFormat(c, weights, options.weightFormat ?? 'f32');
+    this.weights =
+      'format' in weights
+        ? unpackDecoderWeights(c, weights)
+        : weightsInFormat(c, weights, options.weightFormat ?? 'f32');
     this.freqs = ropeFrequencies(c.headDim, c.ropeTheta);
     this.x = new Float32Array(c.hiddenSize);
     this.xn = new Float32Array(c.hiddenSize);
@@ -102,7 +126,11 @@ export class CpuBackend implements DecoderBackend {
     // Prefill holds the whole prompt's KV once (one layer's at a time when layered); refuse what could never fit.
     const fullBytes = (opts.layered ? c.numKvHeads : kvHeadCount(c)) * (n + opts.maxNewTokens) * c.headDim * 8;
     if (this.options.kvBudgetBytes !== undefined && fullBytes > 4 * this.options.kvBudgetBytes) {
-      throw new ContextTooLongError(fullBytes, this.options.kvBudgetBytes, `prefill of ${opts.audioLength} audio tokens`);
+      throw new ContextTooLongError(
+        fullBytes,
+        this.options.kvBudgetBytes,
+        `prefill of ${opts.audioLength} audio tokens`,
+      );
     }
     this.session = { opts, prompt, promptLength: n, nextPos: n, steps: 0 };
     this.memo.begin();
@@ -120,7 +148,9 @@ export class CpuBackend implements DecoderBackend {
   private checkEmbeddings(audioEmbeddings: Float32Array): void {
     const N = this.s.opts.audioLength;
     if (audioEmbeddings.length !== N * this.config.hiddenSize) {
-      throw new RangeError(`audio embeddings hold ${audioEmbeddings.length} floats, expected ${N} x ${this.config.hiddenSize}`);
+      throw new RangeError(
+        `audio embeddings hold ${audioEmbeddings.length} floats, expected ${N} x ${this.config.hiddenSize}`,
+      );
     }
   }
 
@@ -139,7 +169,10 @@ export class CpuBackend implements DecoderBackend {
     const reused = r !== null;
     if (!r) {
       this.memo.drop(); // free the old one before allocating the new
-      r = prefillLayers(c, this.weights, this.freqs, audioEmbeddings, N, req, { prompt: s.prompt, kvF16: this.options.kvPrecision === 'f16' });
+      r = prefillLayers(c, this.weights, this.freqs, audioEmbeddings, N, req, {
+        prompt: s.prompt,
+        kvF16: this.options.kvPrecision === 'f16',
+      });
       this.memo.keep(audioEmbeddings, s.prompt, r);
     }
     s.prefillK = r.k;
@@ -175,7 +208,16 @@ export class CpuBackend implements DecoderBackend {
     const storage = new CpuPageStorage(c.headDim, elementBytes === 2, P, (b) => this.hold(b));
     this.hold(storage.addShard(0, c.numLayers, 0, need.total * P));
     const residency = new Residency(
-      { heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: need.total, kvElementBytes: elementBytes, audioStart: audioStart(s.prompt), audioLength: N, ...this.growth(bytesPerPage) },
+      {
+        heads: kvHeadCount(c),
+        headDim: c.headDim,
+        pageSize: P,
+        numPages: need.total,
+        kvElementBytes: elementBytes,
+        audioStart: audioStart(s.prompt),
+        audioLength: N,
+        ...this.growth(bytesPerPage),
+      },
       storage,
     );
     const kvd = c.numKvHeads * c.headDim;
@@ -185,12 +227,17 @@ export class CpuBackend implements DecoderBackend {
     const rowOf = (head: number, pos: number) => pos * kvd + (head % c.numKvHeads) * hd;
     const layerOf = (head: number) => Math.floor(head / c.numKvHeads);
     const pq = s.prefillQ!;
-    const { gathers, transfer } = residency.applyPrefill(plan, text, (head, pos, k, kOff, v, vOff) => {
-      const l = layerOf(head);
-      const o = rowOf(head, pos);
-      k.set(pk[l].subarray(o, o + hd), kOff);
-      v.set(pv[l].subarray(o, o + hd), vOff);
-    }, summaryPlacement(c, s.opts.request.summaryFit ?? 'mean', (l) => pq[l], s.opts.request.summaryMass));
+    const { gathers, transfer } = residency.applyPrefill(
+      plan,
+      text,
+      (head, pos, k, kOff, v, vOff) => {
+        const l = layerOf(head);
+        const o = rowOf(head, pos);
+        k.set(pk[l].subarray(o, o + hd), kOff);
+        v.set(pv[l].subarray(o, o + hd), vOff);
+      },
+      summaryPlacement(c, s.opts.request.summaryFit ?? 'mean', (l) => pq[l], s.opts.request.summaryMass),
+    );
     for (const g of gathers) {
       const l = layerOf(g.head);
       for (let i = 0; i < g.slots.length; i++) {
@@ -215,8 +262,13 @@ export class CpuBackend implements DecoderBackend {
     const placement = new LayerPlacement(c, N, run, {
       elementBytes: kvElementBytes(this.options.kvPrecision ?? 'f32'),
       growth: this.growth(segmentLength(c) * slotBytes(c.headDim, kvElementBytes(this.options.kvPrecision ?? 'f32'))),
-      prefillQueries: req.prefillQueries, prefillKeys: !!req.prefillKeys, summaryFit: req.summaryFit ?? 'mean', summaryMass: req.summaryMass, kvBudgetBytes: this.options.kvBudgetBytes,
-      hold: (bytes) => this.hold(bytes), prompt: s.prompt,
+      prefillQueries: req.prefillQueries,
+      prefillKeys: !!req.prefillKeys,
+      summaryFit: req.summaryFit ?? 'mean',
+      summaryMass: req.summaryMass,
+      kvBudgetBytes: this.options.kvBudgetBytes,
+      hold: (bytes) => this.hold(bytes),
+      prompt: s.prompt,
     });
     const place = placement.place.bind(placement);
     let hidden: Float32Array;
@@ -264,7 +316,8 @@ export class CpuBackend implements DecoderBackend {
     const c = this.config;
     s.residency = residency;
     s.storage = storage;
-    const maxSlots = Math.max(...Array.from({ length: kvHeadCount(c) }, (_, h) => residency.pageTable(h).length)) * residency.pageSize;
+    const maxSlots =
+      Math.max(...Array.from({ length: kvHeadCount(c) }, (_, h) => residency.pageTable(h).length)) * residency.pageSize;
     this.attScratch = { scores: new Float64Array(maxSlots + 4 * residency.pageSize), acc: new Float64Array(c.headDim) };
   }
 
@@ -282,7 +335,10 @@ export class CpuBackend implements DecoderBackend {
     const req = s.opts.request;
     const N = s.opts.audioLength;
     // The chunk choice and the focus read the weights even when they are not handed over.
-    const weights = req.decodeWeights === false && !req.decodeChunks && !req.decodeFocus ? [] : req.decodeHeads.map(() => new Float32Array(N));
+    const weights =
+      req.decodeWeights === false && !req.decodeChunks && !req.decodeFocus
+        ? []
+        : req.decodeHeads.map(() => new Float32Array(N));
     const queries = req.decodeQueries ? req.decodeHeads.map(() => new Float32Array(g * hd)) : undefined;
     const wantIndex = new Map(req.decodeHeads.map((h, i) => [h, i]));
     res.appendText(pos, this.slots);
@@ -302,13 +358,30 @@ export class CpuBackend implements DecoderBackend {
       const shard = st.ofLayer(l);
       for (let kh = 0; kh < c.numKvHeads; kh++) {
         const head = l * c.numKvHeads + kh;
-        st.writeRows(this.slots[head], 1, this.k.subarray(kh * hd, (kh + 1) * hd), this.v.subarray(kh * hd, (kh + 1) * hd));
+        st.writeRows(
+          this.slots[head],
+          1,
+          this.k.subarray(kh * hd, (kh + 1) * hd),
+          this.v.subarray(kh * hd, (kh + 1) * hd),
+        );
         const pages = res.pageTable(head);
         const wi = wantIndex.get(head);
         pagedAttention(
-          this.q, kh * g * hd, g, hd, { pages, pageCount: pages.length }, res.pageSize,
-          shard.k, shard.v, res.positions, this.att, kh * g * hd,
-          wi === undefined ? undefined : weights[wi], audioStart(s.prompt), this.attScratch, shard.firstSlot,
+          this.q,
+          kh * g * hd,
+          g,
+          hd,
+          { pages, pageCount: pages.length },
+          res.pageSize,
+          shard.k,
+          shard.v,
+          res.positions,
+          this.att,
+          kh * g * hd,
+          wi === undefined ? undefined : weights[wi],
+          audioStart(s.prompt),
+          this.attScratch,
+          shard.firstSlot,
         );
         if (queries && wi !== undefined) queries[wi].set(this.q.subarray(kh * g * hd, (kh + 1) * g * hd));
       }
@@ -324,8 +397,15 @@ export class CpuBackend implements DecoderBackend {
     const next = this.head(this.x);
     const step = s.steps++;
     // The chunks as the GPU's chunk_select chooses them: the same f32 sums, the same order.
-    const chunks = { ...chunkObservation(weights, req.decodeChunks, N, segmentLength(c)), ...focusObservation(weights, req.decodeFocus, N) };
-    return { token: next, logits: s.opts.returnLogits ? Float32Array.from(this.logits) : undefined, observation: { step, weights: req.decodeWeights === false ? [] : weights, queries, ...chunks } };
+    const chunks = {
+      ...chunkObservation(weights, req.decodeChunks, N, segmentLength(c)),
+      ...focusObservation(weights, req.decodeFocus, N),
+    };
+    return {
+      token: next,
+      logits: s.opts.returnLogits ? Float32Array.from(this.logits) : undefined,
+      observation: { step, weights: req.decodeWeights === false ? [] : weights, queries, ...chunks },
+    };
   }
 
   /** The pipelined step (backend/types.ts) over this synchronous one: the same tokens as step(). */

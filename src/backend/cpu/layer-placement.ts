@@ -41,28 +41,53 @@ export class LayerPlacement {
   private pages = 0;
   private readonly text: number[];
 
-  constructor(private readonly c: ModelConfig, private readonly N: number, private readonly run: LayerPrefill, private readonly o: LayerPlacementOptions) {
+  constructor(
+    private readonly c: ModelConfig,
+    private readonly N: number,
+    private readonly run: LayerPrefill,
+    private readonly o: LayerPlacementOptions,
+  ) {
     const hd = c.headDim;
     this.text = textPositions(o.prompt, N);
     this.layout = policyLayout(c, N, o.prompt);
     this.storage = new CpuPageStorage(hd, o.elementBytes === 2, segmentLength(c), o.hold);
     this.residency = new Residency(
-      { heads: kvHeadCount(c), headDim: hd, pageSize: segmentLength(c), numPages: 0, shards: [], kvElementBytes: o.elementBytes, audioStart: audioStart(o.prompt), audioLength: N, ...o.growth },
+      {
+        heads: kvHeadCount(c),
+        headDim: hd,
+        pageSize: segmentLength(c),
+        numPages: 0,
+        shards: [],
+        kvElementBytes: o.elementBytes,
+        audioStart: audioStart(o.prompt),
+        audioLength: N,
+        ...o.growth,
+      },
       this.storage,
     );
   }
 
   /** Layer `l`'s prompt K/V ([prompt, kvHeads × headDim]), its scores by query window and its instruction rows' queries. */
-  place(l: number, k: Float32Array, v: Float32Array, scores: Map<number, Float32Array[]>, instructionQueries: Float32Array): void {
+  place(
+    l: number,
+    k: Float32Array,
+    v: Float32Array,
+    scores: Map<number, Float32Array[]>,
+    instructionQueries: Float32Array,
+  ): void {
     const { c, N, o } = this;
     const H = c.numKvHeads;
     const hd = c.headDim;
     const kvd = H * hd;
     const P = segmentLength(c);
     const heads: HeadResidency[] = this.run.layer({
-      layout: this.layout, layer: l,
+      layout: this.layout,
+      layer: l,
       // Copies: a policy may keep or modify its scores, and the memo serves the next one.
-      scores: scores.get(o.prefillQueries)!.slice(l * H, (l + 1) * H).map((a) => Float32Array.from(a)),
+      scores: scores
+        .get(o.prefillQueries)!
+        .slice(l * H, (l + 1) * H)
+        .map((a) => Float32Array.from(a)),
       keys: o.prefillKeys ? layerAudioKeys(c, k, N, audioStart(o.prompt)) : undefined,
     });
     // The prompt's text only: generated tokens' pages come as they are generated.
@@ -73,11 +98,17 @@ export class LayerPlacement {
     const shard = this.residency.addShard(l * H, H, need.total);
     o.hold(this.storage.addShard(l, 1, shard.firstPage * P, need.total * P));
     const rowOf = (head: number, pos: number) => pos * kvd + (head % H) * hd;
-    const placed = this.residency.applyPrefillHeads(l * H, heads, this.text, (head, pos, kk, kOff, vv, vOff) => {
-      const r = rowOf(head, pos);
-      kk.set(k.subarray(r, r + hd), kOff);
-      vv.set(v.subarray(r, r + hd), vOff);
-    }, summaryPlacement(c, o.summaryFit, () => instructionQueries, o.summaryMass));
+    const placed = this.residency.applyPrefillHeads(
+      l * H,
+      heads,
+      this.text,
+      (head, pos, kk, kOff, vv, vOff) => {
+        const r = rowOf(head, pos);
+        kk.set(k.subarray(r, r + hd), kOff);
+        vv.set(v.subarray(r, r + hd), vOff);
+      },
+      summaryPlacement(c, o.summaryFit, () => instructionQueries, o.summaryMass),
+    );
     for (const g of placed.gathers) {
       for (let i = 0; i < g.slots.length; i++) {
         const r = rowOf(g.head, g.seqPositions[i]);

@@ -19,7 +19,12 @@ export class CpuPageStorage implements PageStorage {
   private readonly shards: CpuShard[] = [];
   private readonly shardOfLayer: CpuShard[] = [];
   /** `onGrow`: bytes the pool's growth adds (the backend's memory accounting). */
-  constructor(private readonly headDim: number, private readonly f16: boolean, private readonly pageSize: number, private readonly onGrow?: (bytes: number) => void) {}
+  constructor(
+    private readonly headDim: number,
+    private readonly f16: boolean,
+    private readonly pageSize: number,
+    private readonly onGrow?: (bytes: number) => void,
+  ) {}
 
   /** The pool grew: shard i (the residency's shard i) moves to its new first slot, its rows kept at the start. */
   grow(_from: readonly PoolShard[], to: readonly PoolShard[]): void {

@@ -13,7 +13,12 @@ import { chunkCounts, type ChunkSelectSpec } from '../../reference/chunk-select.
 import { focusCentre } from '../../session/timing.js';
 
 abstract class ModelOp extends Op {
-  constructor(ctx: GpuContext, pipeline: GPUComputePipeline, name: string, protected readonly c: ModelConfig) {
+  constructor(
+    ctx: GpuContext,
+    pipeline: GPUComputePipeline,
+    name: string,
+    protected readonly c: ModelConfig,
+  ) {
     super(ctx, pipeline, name);
   }
 
@@ -30,14 +35,34 @@ function layerUniform(u: UniformOf, layer: number, base: number): GPUBuffer {
 /** Decode: q, and the rotated key and the value written into the layer's pool slots. */
 export class QkvRopeAppend extends ModelOp {
   run(
-    b: { w: GpuMatrix; x: Binding; q: Binding; kPool: Binding; vPool: Binding; rope: Binding; step: Binding; bias: Binding },
-    p: { layer: number; base: number }, u: UniformOf,
+    b: {
+      w: GpuMatrix;
+      x: Binding;
+      q: Binding;
+      kPool: Binding;
+      vPool: Binding;
+      rope: Binding;
+      step: Binding;
+      bias: Binding;
+    },
+    p: { layer: number; base: number },
+    u: UniformOf,
   ): Dispatch {
     const c = this.c;
     this.need('x', b.x, 4 * c.hiddenSize);
     this.need('q', b.q, 4 * this.qd);
     return this.dispatch(
-      { 0: whole(b.w), 1: b.x, 2: b.q, 3: b.kPool, 4: b.vPool, 5: b.rope, 6: b.step, 7: layerUniform(u, p.layer, p.base), 9: b.bias },
+      {
+        0: whole(b.w),
+        1: b.x,
+        2: b.q,
+        3: b.kPool,
+        4: b.vPool,
+        5: b.rope,
+        6: b.step,
+        7: layerUniform(u, p.layer, p.base),
+        9: b.bias,
+      },
       c.numHeads + 2 * c.numKvHeads,
     );
   }
@@ -45,11 +70,18 @@ export class QkvRopeAppend extends ModelOp {
 
 /** Prefill: the rows of a QKV matmul output rotated into q and the layer's prefill K/V. */
 export class RopeSplit extends ModelOp {
-  run(b: { qkv: Binding; q: Binding; k: Binding; v: Binding; rope: Binding; bias: Binding }, p: { rows: number; pos0: number }, u: UniformOf): Dispatch {
+  run(
+    b: { qkv: Binding; q: Binding; k: Binding; v: Binding; rope: Binding; bias: Binding },
+    p: { rows: number; pos0: number },
+    u: UniformOf,
+  ): Dispatch {
     const kvd = this.c.numKvHeads * this.c.headDim;
     this.need('qkv', b.qkv, 4 * p.rows * (this.qd + 2 * kvd));
     this.need('q', b.q, 4 * p.rows * this.qd);
-    return this.dispatch({ 1: b.qkv, 2: b.q, 3: b.k, 4: b.v, 5: b.rope, 8: u('u.rope', [p.rows, p.pos0, 0, 0]), 9: b.bias }, p.rows);
+    return this.dispatch(
+      { 1: b.qkv, 2: b.q, 3: b.k, 4: b.v, 5: b.rope, 8: u('u.rope', [p.rows, p.pos0, 0, 0]), 9: b.bias },
+      p.rows,
+    );
   }
 }
 
@@ -61,20 +93,43 @@ interface PagedPool {
 
 /** Split-K paged attention of one layer: partials per (query head, split); y is the step's split count. */
 export class AttnSplit extends ModelOp {
-  run(b: PagedPool & { q: Binding; kPool: Binding; vPool: Binding; partials: Binding }, p: { layer: number; base: number }, u: UniformOf): Dispatch {
+  run(
+    b: PagedPool & { q: Binding; kPool: Binding; vPool: Binding; partials: Binding },
+    p: { layer: number; base: number },
+    u: UniformOf,
+  ): Dispatch {
     this.need('q', b.q, 4 * this.qd);
     return this.dispatch(
-      { 0: b.q, 1: b.kPool, 2: b.vPool, 3: b.positions, 4: b.tables, 5: b.scores, 6: b.partials, 7: layerUniform(u, p.layer, p.base) },
-      this.c.numKvHeads, 1, 1, true,
+      {
+        0: b.q,
+        1: b.kPool,
+        2: b.vPool,
+        3: b.positions,
+        4: b.tables,
+        5: b.scores,
+        6: b.partials,
+        7: layerUniform(u, p.layer, p.base),
+      },
+      this.c.numKvHeads,
+      1,
+      1,
+      true,
     );
   }
 }
 
 /** Merges a layer's partials into its attention output and keeps each head's (max, sum). */
 export class AttnReduce extends ModelOp {
-  run(b: { tables: Binding; partials: Binding; out: Binding; ml: Binding }, p: { layer: number; base: number }, u: UniformOf): Dispatch {
+  run(
+    b: { tables: Binding; partials: Binding; out: Binding; ml: Binding },
+    p: { layer: number; base: number },
+    u: UniformOf,
+  ): Dispatch {
     this.need('out', b.out, 4 * this.qd);
-    return this.dispatch({ 4: b.tables, 6: b.partials, 7: layerUniform(u, p.layer, p.base), 8: b.out, 9: b.ml }, this.c.numHeads);
+    return this.dispatch(
+      { 4: b.tables, 6: b.partials, 7: layerUniform(u, p.layer, p.base), 8: b.out, 9: b.ml },
+      this.c.numHeads,
+    );
   }
 }
 
@@ -83,10 +138,21 @@ export class AttnReduce extends ModelOp {
  * workgroup per exported head, which finds its head among all `heads` flat heads.
  */
 export class AttnExport extends ModelOp {
-  run(b: PagedPool & { weights: Binding; ml: Binding }, p: { exported: number; heads: number; audioStart: number; audioLength: number }, u: UniformOf): Dispatch {
+  run(
+    b: PagedPool & { weights: Binding; ml: Binding },
+    p: { exported: number; heads: number; audioStart: number; audioLength: number },
+    u: UniformOf,
+  ): Dispatch {
     this.need('weights', b.weights, 4 * p.exported * p.audioLength);
     return this.dispatch(
-      { 3: b.positions, 4: b.tables, 5: b.scores, 10: b.weights, 11: u('u.export', [p.heads, p.audioStart, p.audioLength, 0]), 12: b.ml },
+      {
+        3: b.positions,
+        4: b.tables,
+        5: b.scores,
+        10: b.weights,
+        11: u('u.export', [p.heads, p.audioStart, p.audioLength, 0]),
+        12: b.ml,
+      },
       p.exported,
     );
   }
@@ -96,7 +162,10 @@ export class AttnExport extends ModelOp {
  * The uniform prefill attention and its scores share: a block of rows [row0, n) of
  * `layer`, the audio span and the first query row whose weights are summed.
  */
-export function prefillAttentionUniform(u: UniformOf, p: { row0: number; n: number; audioStart: number; audioLength: number; firstQuery: number; layer: number }): GPUBuffer {
+export function prefillAttentionUniform(
+  u: UniformOf,
+  p: { row0: number; n: number; audioStart: number; audioLength: number; firstQuery: number; layer: number },
+): GPUBuffer {
   return u(`u.attn${p.layer}.${p.row0}`, [p.n, p.audioStart, p.audioLength, p.firstQuery, p.layer, 0, 0, p.row0]);
 }
 
@@ -112,7 +181,11 @@ export class CausalAttention extends ModelOp {
 /** Adds a block's share of the prefill scores: per KV head, the weight of each audio position. */
 export class PrefillScores extends ModelOp {
   run(b: { q: Binding; k: Binding; scores: Binding; ml: Binding; params: GPUBuffer }, audioLength: number): Dispatch {
-    return this.dispatch({ 0: b.q, 1: b.k, 5: b.params, 6: b.scores, 7: b.ml }, Math.ceil(audioLength / 64), this.c.numKvHeads);
+    return this.dispatch(
+      { 0: b.q, 1: b.k, 5: b.params, 6: b.scores, 7: b.ml },
+      Math.ceil(audioLength / 64),
+      this.c.numKvHeads,
+    );
   }
 }
 
@@ -122,7 +195,11 @@ export class PrefillScores extends ModelOp {
  * `scales` holds chunkScales(spec) (src/reference/chunk-select.ts), `scores` one f32 per chunk.
  */
 export class ChunkSelect extends Op {
-  run(b: { weights: Binding; scales: Binding; segSums: Binding; scores: Binding; chosen: Binding }, s: ChunkSelectSpec, u: UniformOf): Dispatch {
+  run(
+    b: { weights: Binding; scales: Binding; segSums: Binding; scores: Binding; chosen: Binding },
+    s: ChunkSelectSpec,
+    u: UniformOf,
+  ): Dispatch {
     const { segments, chunks } = chunkCounts(s);
     this.need('weights', b.weights, 4 * s.heads * s.audioLength);
     this.need('scales', b.scales, 4 * chunks);

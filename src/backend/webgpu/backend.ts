@@ -11,7 +11,14 @@ import { checkPoolBudget, GROWTH_PAGES_PER_HEAD, growthOptions, poolNeed } from 
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
 import { policyLayout, textPositions } from '../prompt.js';
-import type { DecoderBackend, LayeredPrefillResult, PrefillResult, SessionOptions, StepCounters, StepResult } from '../types.js';
+import type {
+  DecoderBackend,
+  LayeredPrefillResult,
+  PrefillResult,
+  SessionOptions,
+  StepCounters,
+  StepResult,
+} from '../types.js';
 import { GpuContext, type AcquireOptions } from '../../gpu/device.js';
 import { Kernels, modelConstants } from './kernels.js';
 import { PipelineCache } from '../../gpu/pipelines.js';
@@ -31,7 +38,12 @@ import { GpuWeights } from './weights.js';
 import { bindingLimit, bindingLimits } from './weight-formats.js';
 import { refuseUnfit } from './fit.js';
 import { loadWeightKernels } from './weight-kernels.js';
-import { packDecoderWeights, packedFormats, type PackedDecoderWeights, type WeightBytes } from '../../model/packed-weights.js';
+import {
+  packDecoderWeights,
+  packedFormats,
+  type PackedDecoderWeights,
+  type WeightBytes,
+} from '../../model/packed-weights.js';
 import type { WeightFormat } from '../../model/quant.js';
 import { cancellableUpload, settleCreation } from '../cancel.js';
 
@@ -85,7 +97,11 @@ export class WebGpuBackend implements DecoderBackend {
   }
 
   /** Acquires the device, compiles every pipeline and uploads the weights. */
-  static async create(config: ModelConfig, weights: DecoderWeights | PackedDecoderWeights, options: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {
+  static async create(
+    config: ModelConfig,
+    weights: DecoderWeights | PackedDecoderWeights,
+    options: WebGpuBackendOptions = {},
+  ): Promise<WebGpuBackend> {
     const ctx = options.context ?? (await GpuContext.acquire(options.acquire));
     if (options.requireHardware && ctx.info.software) {
       if (!options.context) ctx.device.destroy();
@@ -93,7 +109,13 @@ export class WebGpuBackend implements DecoderBackend {
     }
     // loadTranscriber judged the adapter before reading weights; this backstop serves callers that bring their own.
     try {
-      refuseUnfit(config, 'format' in weights ? weights.format : options.weightFormat ?? 'f32', false, { limits: bindingLimits(ctx, options.maxBindingBytes) }, `the decoder of ${config.name} on ${ctx.info.label}`);
+      refuseUnfit(
+        config,
+        'format' in weights ? weights.format : (options.weightFormat ?? 'f32'),
+        false,
+        { limits: bindingLimits(ctx, options.maxBindingBytes) },
+        `the decoder of ${config.name} on ${ctx.info.label}`,
+      );
     } catch (e) {
       if (!options.context) ctx.device.destroy();
       throw e;
@@ -104,12 +126,25 @@ export class WebGpuBackend implements DecoderBackend {
     const P = segmentLength(config);
     const loading = Kernels.load(cache, config, P, undefined, options.kvPrecision);
     // Every pipeline is asked for now, so the count the progress reports does not grow.
-    const weightKernels = loadWeightKernels(cache, config, modelConstants(config, P, options.kvPrecision), loading, packedFormats(packed));
+    const weightKernels = loadWeightKernels(
+      cache,
+      config,
+      modelConstants(config, P, options.kvPrecision),
+      loading,
+      packedFormats(packed),
+    );
     weightKernels.catch(() => {}); // awaited by the upload; a failed upload must not leave it unhandled
     options.onCompile?.(0, cache.size);
     const onUpload = cancellableUpload(options.signal, options.onUpload);
     // Matrices upload while the pipelines of their formats compile.
-    const upload = GpuWeights.upload(ctx, config, packed, bindingLimit(ctx, options.maxBindingBytes), weightKernels, onUpload);
+    const upload = GpuWeights.upload(
+      ctx,
+      config,
+      packed,
+      bindingLimit(ctx, options.maxBindingBytes),
+      weightKernels,
+      onUpload,
+    );
     const [kernels, gpuWeights] = await settleCreation(ctx, loading, upload, options.signal, !options.context);
     return new WebGpuBackend(config, ctx, kernels, gpuWeights, options, !options.context);
   }
@@ -120,12 +155,19 @@ export class WebGpuBackend implements DecoderBackend {
    * (`worstPoolBytes`); the pool a session allocates is its plan's (see poolInfo()).
    */
   plan(opts: SessionOptions) {
-    return { ...sessionSizes(this.config, opts, this.limits(), this.options.kvBudgetBytes, this.elementBytes), weightBytes: this.weights.bytes };
+    return {
+      ...sessionSizes(this.config, opts, this.limits(), this.options.kvBudgetBytes, this.elementBytes),
+      weightBytes: this.weights.bytes,
+    };
   }
 
   /** The decoder weights on the device: bytes in total, per storage format, embedding and head. */
   weightMemory(): WeightBytes & { embedParts: number; lmHeadParts: number } {
-    return { ...this.weights.memory, embedParts: this.weights.embed.parts.length, lmHeadParts: this.weights.lmHead.parts.length };
+    return {
+      ...this.weights.memory,
+      embedParts: this.weights.embed.parts.length,
+      lmHeadParts: this.weights.lmHead.parts.length,
+    };
   }
 
   /** The live session's KV pool: its pages, shards and bytes (null before applyPrefill). */
@@ -151,20 +193,42 @@ export class WebGpuBackend implements DecoderBackend {
     if (this.session) this.end();
     const sizes = this.plan(opts); // throws ContextTooLongError before any GPU work
     const c = this.config;
-    const { value: [buffers, prefill], failure: allocation } = this.scoped(() => {
-      const buffers = new SessionBuffers(this.ctx, c, opts, sizes);
-      try {
-        return [buffers, new PrefillBuffers(this.ctx, c, sizes)] as const;
-      } catch (e) {
-        buffers.destroy();
-        throw e;
-      }
-    }, `the prefill and decode buffers for ${opts.audioLength} audio tokens`, sizes.prefillBytes + sizes.decodeBytes);
+    const {
+      value: [buffers, prefill],
+      failure: allocation,
+    } = this.scoped(
+      () => {
+        const buffers = new SessionBuffers(this.ctx, c, opts, sizes);
+        try {
+          return [buffers, new PrefillBuffers(this.ctx, c, sizes)] as const;
+        } catch (e) {
+          buffers.destroy();
+          throw e;
+        }
+      },
+      `the prefill and decode buffers for ${opts.audioLength} audio tokens`,
+      sizes.prefillBytes + sizes.decodeBytes,
+    );
     const heads = kvHeadCount(c);
     this.session = {
-      opts, buffers, prefill, allocation, residency: null, pool: null, step: null, stepGeneration: 0,
-      nextPos: sizes.promptLength, steps: 0, ring: new StepRing(buffers.ring), submitted: 0, reader: null, pendingBytes: 0, poolSubmits: 0,
-      slots: new Int32Array(heads), stepState: new Uint32Array(4 + heads), tokenIn: new Int32Array(1),
+      opts,
+      buffers,
+      prefill,
+      allocation,
+      residency: null,
+      pool: null,
+      step: null,
+      stepGeneration: 0,
+      nextPos: sizes.promptLength,
+      steps: 0,
+      ring: new StepRing(buffers.ring),
+      submitted: 0,
+      reader: null,
+      pendingBytes: 0,
+      poolSubmits: 0,
+      slots: new Int32Array(heads),
+      stepState: new Uint32Array(4 + heads),
+      tokenIn: new Int32Array(1),
     };
   }
 
@@ -179,14 +243,35 @@ export class WebGpuBackend implements DecoderBackend {
     const failed = await s.allocation;
     if (failed) throw failed;
     if (!s.prefill) throw new Error('prefill() may run once per session');
-    if (s.buffers.sizes.prefillKvLayers !== c.numLayers) throw new Error('a session begun with { layered: true } prefills with prefillByLayer()');
+    if (s.buffers.sizes.prefillKvLayers !== c.numLayers)
+      throw new Error('a session begun with { layered: true } prefills with prefillByLayer()');
     if (audioEmbeddings.length !== s.opts.audioLength * c.hiddenSize) {
-      throw new RangeError(`audio embeddings hold ${audioEmbeddings.length} floats, expected ${s.opts.audioLength} x ${c.hiddenSize}`);
+      throw new RangeError(
+        `audio embeddings hold ${audioEmbeddings.length} floats, expected ${s.opts.audioLength} x ${c.hiddenSize}`,
+      );
     }
     this.ctx.check();
-    const r = await runPrefill(this.ctx, c, this.kernels, this.weights, s.buffers, s.prefill, audioEmbeddings, s.opts.request, !!s.opts.returnLogits);
+    const r = await runPrefill(
+      this.ctx,
+      c,
+      this.kernels,
+      this.weights,
+      s.buffers,
+      s.prefill,
+      audioEmbeddings,
+      s.opts.request,
+      !!s.opts.returnLogits,
+    );
     this.ctx.check();
-    return { token: r.token, logits: r.logits, observation: { layout: policyLayout(c, s.opts.audioLength, s.buffers.sizes.prompt), scores: r.scores, keys: r.keys } };
+    return {
+      token: r.token,
+      logits: r.logits,
+      observation: {
+        layout: policyLayout(c, s.opts.audioLength, s.buffers.sizes.prompt),
+        scores: r.scores,
+        keys: r.keys,
+      },
+    };
   }
 
   async applyPrefill(plan: PrefillPlan): Promise<TransferStats> {
@@ -207,8 +292,32 @@ export class WebGpuBackend implements DecoderBackend {
     const capText = Math.ceil((text.length + s.opts.maxNewTokens) / P) - Math.ceil(text.length / P);
     const layout = poolLayout(c, need.perHead, P, this.bindLimit, this.elementBytes, capText);
     const pool = await this.makePool(layout, `the KV pool of this plan (${need.total} pages)`);
-    const residency = new Residency({ heads: kvHeadCount(c), headDim: c.headDim, pageSize: P, numPages: layout.capacityPages, shards: residencyShards(c, layout), kvElementBytes: layout.elementBytes, audioStart: audioStart(sizes.prompt), audioLength: A, ...this.growth() }, pool);
-    const transfer = await placePlan(this.ctx, c, this.kernels, pool, p, sizes.promptLength, residency, plan, text, s.opts.request);
+    const residency = new Residency(
+      {
+        heads: kvHeadCount(c),
+        headDim: c.headDim,
+        pageSize: P,
+        numPages: layout.capacityPages,
+        shards: residencyShards(c, layout),
+        kvElementBytes: layout.elementBytes,
+        audioStart: audioStart(sizes.prompt),
+        audioLength: A,
+        ...this.growth(),
+      },
+      pool,
+    );
+    const transfer = await placePlan(
+      this.ctx,
+      c,
+      this.kernels,
+      pool,
+      p,
+      sizes.promptLength,
+      residency,
+      plan,
+      text,
+      s.opts.request,
+    );
     // Prefill buffers go as soon as the gather is queued (WebGPU defers the free).
     p.destroy();
     s.prefill = null;
@@ -225,7 +334,8 @@ export class WebGpuBackend implements DecoderBackend {
     const p = s.prefill;
     if (!p) throw new Error('prefillByLayer() may run once per session');
     const sizes = s.buffers.sizes;
-    if (sizes.prefillKvLayers !== 1 && c.numLayers > 1) throw new Error('prefillByLayer() needs begin({ layered: true })');
+    if (sizes.prefillKvLayers !== 1 && c.numLayers > 1)
+      throw new Error('prefillByLayer() needs begin({ layered: true })');
     const A = sizes.audioLength;
     if (audioEmbeddings.length !== A * c.hiddenSize) {
       throw new RangeError(`audio embeddings hold ${audioEmbeddings.length} floats, expected ${A} x ${c.hiddenSize}`);
@@ -234,14 +344,35 @@ export class WebGpuBackend implements DecoderBackend {
     const limit = this.bindLimit;
     const req = s.opts.request;
     const placer = new LayerPlacer({
-      ctx: this.ctx, config: c, kernels: this.kernels, prefill: p, sizes, request: req, run,
-      elementBytes: this.elementBytes, limit, budget: this.options.kvBudgetBytes, growth: this.growth(), scoped: (make, what, bytes) => this.scoped(make, what, bytes),
+      ctx: this.ctx,
+      config: c,
+      kernels: this.kernels,
+      prefill: p,
+      sizes,
+      request: req,
+      run,
+      elementBytes: this.elementBytes,
+      limit,
+      budget: this.options.kvBudgetBytes,
+      growth: this.growth(),
+      scoped: (make, what, bytes) => this.scoped(make, what, bytes),
     });
     let r: Awaited<ReturnType<typeof runPrefill>>;
     let plan: PrefillPlan;
     let pool: GpuPool;
     try {
-      r = await runPrefill(this.ctx, c, this.kernels, this.weights, s.buffers, p, audioEmbeddings, req, !!s.opts.returnLogits, (l) => placer.place(l));
+      r = await runPrefill(
+        this.ctx,
+        c,
+        this.kernels,
+        this.weights,
+        s.buffers,
+        p,
+        audioEmbeddings,
+        req,
+        !!s.opts.returnLogits,
+        (l) => placer.place(l),
+      );
       plan = run.finish();
       const layout = shardedLayout(c, placer.shards, sizes.pageSize, limit, this.elementBytes);
       pool = await this.makePool(layout, `the KV pool's tables for ${layout.capacityPages} pages`, placer.shardBuffers);
@@ -256,7 +387,12 @@ export class WebGpuBackend implements DecoderBackend {
     s.prefill = null;
     s.residency = residency;
     this.ctx.check();
-    return { token: r.token, logits: r.logits, plan, transfer: { bytesToGpu: 0, bytesToCpu: placer.bytesToCpu, recalledPositions: 0, releasedPositions: 0 } };
+    return {
+      token: r.token,
+      logits: r.logits,
+      plan,
+      transfer: { bytesToGpu: 0, bytesToCpu: placer.bytesToCpu, recalledPositions: 0, releasedPositions: 0 },
+    };
   }
 
   private get bindLimit(): number {
@@ -270,18 +406,29 @@ export class WebGpuBackend implements DecoderBackend {
   }
 
   /** The pool of `layout` (with shard buffers made already, or new ones) and the decode step over it, on the session. */
-  private async makePool(layout: PoolLayout, what: string, shardBuffers?: { k: GPUBuffer; v: GPUBuffer }[]): Promise<GpuPool> {
+  private async makePool(
+    layout: PoolLayout,
+    what: string,
+    shardBuffers?: { k: GPUBuffer; v: GPUBuffer }[],
+  ): Promise<GpuPool> {
     const s = this.s;
     const c = this.config;
-    const { value: [pool, step], failure } = this.scoped(() => {
-      const pool = new GpuPool(this.ctx, c, layout, s.buffers.exportIndex, shardBuffers, this.bindLimit);
-      try {
-        return [pool, this.decodeStep(pool)] as const;
-      } catch (e) {
-        pool.destroy();
-        throw e;
-      }
-    }, what, layout.bytes);
+    const {
+      value: [pool, step],
+      failure,
+    } = this.scoped(
+      () => {
+        const pool = new GpuPool(this.ctx, c, layout, s.buffers.exportIndex, shardBuffers, this.bindLimit);
+        try {
+          return [pool, this.decodeStep(pool)] as const;
+        } catch (e) {
+          pool.destroy();
+          throw e;
+        }
+      },
+      what,
+      layout.bytes,
+    );
     const failed = await failure;
     if (failed) {
       step.destroy();
@@ -298,7 +445,19 @@ export class WebGpuBackend implements DecoderBackend {
   private decodeStep(pool: GpuPool): DecodeStep {
     const s = this.s;
     const req = s.opts.request;
-    return new DecodeStep(this.ctx, this.config, this.kernels, this.weights, s.buffers, pool, req.decodeHeads, !!req.decodeQueries, !!s.opts.returnLogits, req.decodeWeights !== false, !!req.decodeChunks?.segmentSums);
+    return new DecodeStep(
+      this.ctx,
+      this.config,
+      this.kernels,
+      this.weights,
+      s.buffers,
+      pool,
+      req.decodeHeads,
+      !!req.decodeQueries,
+      !!s.opts.returnLogits,
+      req.decodeWeights !== false,
+      !!req.decodeChunks?.segmentSums,
+    );
   }
 
   async step(token: number): Promise<StepResult> {
@@ -353,7 +512,12 @@ export class WebGpuBackend implements DecoderBackend {
   }
 
   stepCounters() {
-    return { ...this.counters, buffers: this.ctx.liveBuffers, bindGroups: this.ctx.bindGroupsCreated, poolGrowths: this.session?.residency?.growths ?? 0 };
+    return {
+      ...this.counters,
+      buffers: this.ctx.liveBuffers,
+      bindGroups: this.ctx.bindGroupsCreated,
+      poolGrowths: this.session?.residency?.growths ?? 0,
+    };
   }
 
   end(): void {

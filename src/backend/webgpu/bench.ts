@@ -40,7 +40,12 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
-export async function benchWebGpu(config: ModelConfig, weights: DecoderWeights, audioLength: number, opts: BenchOptions = {}): Promise<WebGpuBench> {
+export async function benchWebGpu(
+  config: ModelConfig,
+  weights: DecoderWeights,
+  audioLength: number,
+  opts: BenchOptions = {},
+): Promise<WebGpuBench> {
   const steps = opts.steps ?? 32;
   const backend = opts.backend ?? (await WebGpuBackend.create(config, weights, opts));
   try {
@@ -53,7 +58,9 @@ export async function benchWebGpu(config: ModelConfig, weights: DecoderWeights, 
     const pre = await backend.prefill(audio);
     const prefillMs = performance.now() - t0;
     const all = Int32Array.from({ length: audioLength }, (_, i) => i);
-    const plan: PrefillPlan = { heads: Array.from({ length: kvHeadCount(config) }, () => ({ gpu: all, cpu: new Int32Array(0) })) };
+    const plan: PrefillPlan = {
+      heads: Array.from({ length: kvHeadCount(config) }, () => ({ gpu: all, cpu: new Int32Array(0) })),
+    };
     await backend.applyPrefill(plan);
     let token = pre.token;
     const times: number[] = [];

@@ -48,21 +48,35 @@ export function bindingLimitOf(limits: DeviceLimits): { bytes: number; limit: Fi
 function layerMatrices(c: ModelConfig): [string, number, number][] {
   const QD = c.numHeads * c.headDim;
   const KVD = c.numKvHeads * c.headDim;
-  return [['qkv', QD + 2 * KVD, c.hiddenSize], ['o_proj', c.hiddenSize, QD], ['gate_up', 2 * c.intermediateSize, c.hiddenSize], ['down_proj', c.hiddenSize, c.intermediateSize]];
+  return [
+    ['qkv', QD + 2 * KVD, c.hiddenSize],
+    ['o_proj', c.hiddenSize, QD],
+    ['gate_up', 2 * c.intermediateSize, c.hiddenSize],
+    ['down_proj', c.hiddenSize, c.intermediateSize],
+  ];
 }
 
 const SMALLER: Record<WeightFormat, WeightFormat[]> = { f32: ['f16', 'q4'], f16: ['q4'], q4: [] };
 
 /** The smaller formats in which every [rows, cols] matrix of `shapes` fits one binding. */
 function formatsThatFit(format: WeightFormat, shapes: [number, number][], bind: number): WeightFormat[] {
-  return SMALLER[format].filter((f) => shapes.every(([rows, cols]) => rows * rowBytes(matrixFormat(f, cols), cols) <= bind));
+  return SMALLER[format].filter((f) =>
+    shapes.every(([rows, cols]) => rows * rowBytes(matrixFormat(f, cols), cols) <= bind),
+  );
 }
 
 /**
  * A matrix read whole by its kernel that one binding cannot hold, or null; `fitsIn`: the
  * formats to suggest (default: those in which this matrix fits).
  */
-export function matrixBindingProblem(name: string, format: WeightFormat, rows: number, cols: number, limits: DeviceLimits, fitsIn?: WeightFormat[]): FitProblem | null {
+export function matrixBindingProblem(
+  name: string,
+  format: WeightFormat,
+  rows: number,
+  cols: number,
+  limits: DeviceLimits,
+  fitsIn?: WeightFormat[],
+): FitProblem | null {
   const bind = bindingLimitOf(limits);
   const bytes = rows * rowBytes(format, cols);
   if (bytes <= bind.bytes) return null;
@@ -70,7 +84,13 @@ export function matrixBindingProblem(name: string, format: WeightFormat, rows: n
   const advice = fitsIn.length
     ? `store the decoder weights as ${fitsIn.join(' or ')} (npx wnw convert HF_DIR OUT_DIR --quant ${fitsIn[fitsIn.length - 1]}, or weightFormat '${fitsIn[fitsIn.length - 1]}')`
     : 'no weight format makes it fit one binding on this device: use a device with a larger storage binding limit';
-  return problem({ limit: bind.limit, what: `${name} (${format}, ${rows} × ${cols})`, bytes, limitBytes: bind.bytes, advice });
+  return problem({
+    limit: bind.limit,
+    what: `${name} (${format}, ${rows} × ${cols})`,
+    bytes,
+    limitBytes: bind.bytes,
+    advice,
+  });
 }
 
 /**
@@ -80,7 +100,11 @@ export function matrixBindingProblem(name: string, format: WeightFormat, rows: n
  */
 export function weightBindingProblems(c: ModelConfig, format: WeightFormat, limits: DeviceLimits): FitProblem[] {
   const bind = bindingLimitOf(limits);
-  const fitsIn = formatsThatFit(format, layerMatrices(c).map(([, rows, cols]) => [rows, cols]), bind.bytes);
+  const fitsIn = formatsThatFit(
+    format,
+    layerMatrices(c).map(([, rows, cols]) => [rows, cols]),
+    bind.bytes,
+  );
   const problems: FitProblem[] = [];
   for (const [name, rows, cols] of layerMatrices(c)) {
     const p = matrixBindingProblem(`layers.*.${name}`, matrixFormat(format, cols), rows, cols, limits, fitsIn);
@@ -88,8 +112,15 @@ export function weightBindingProblems(c: ModelConfig, format: WeightFormat, limi
   }
   const embedRows = 64 * rowBytes(matrixFormat(format, c.hiddenSize), c.hiddenSize);
   if (embedRows > bind.bytes) {
-    problems.push(problem({ limit: bind.limit, what: 'embed_tokens / lm_head (64 rows)', bytes: embedRows, limitBytes: bind.bytes, advice: 'use a device with a larger storage binding limit' }));
+    problems.push(
+      problem({
+        limit: bind.limit,
+        what: 'embed_tokens / lm_head (64 rows)',
+        bytes: embedRows,
+        limitBytes: bind.bytes,
+        advice: 'use a device with a larger storage binding limit',
+      }),
+    );
   }
   return problems;
 }
-

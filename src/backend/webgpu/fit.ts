@@ -18,16 +18,33 @@ import { ContextTooLongError, ModelTooBigError } from '../../errors.js';
 import { kvHeadCount, promptLength, segmentLength, type ModelConfig, type PromptIds } from '../../model/config.js';
 import { decoderWeightBytes } from '../../model/packed-weights.js';
 import type { WeightFormat } from '../../model/quant.js';
-import { UNBOUNDED_LIMITS, bindingLimitOf, mib, problem, weightBindingProblems, type DeviceLimits, type FitProblem } from './fit-bindings.js';
+import {
+  UNBOUNDED_LIMITS,
+  bindingLimitOf,
+  mib,
+  problem,
+  weightBindingProblems,
+  type DeviceLimits,
+  type FitProblem,
+} from './fit-bindings.js';
 import { RECALL_PAGES_PER_HEAD, grownTextPages } from '../../kv/sizing.js';
 import { kvElementBytes, type KvPrecision } from '../../kv/precision.js';
 import { layerLayout } from './pool-layout.js';
 import { sessionSizes } from './session.js';
 import type { TowerBytes } from '../../encoder/sizing.js';
 
-export { UNBOUNDED_LIMITS, bindingLimitOf, matrixBindingProblem, weightBindingProblems, type DeviceLimits, type FitLimit, type FitProblem } from './fit-bindings.js';
+export {
+  UNBOUNDED_LIMITS,
+  bindingLimitOf,
+  matrixBindingProblem,
+  weightBindingProblems,
+  type DeviceLimits,
+  type FitLimit,
+  type FitProblem,
+} from './fit-bindings.js';
 
-const size = (b: number) => (b < 2 ** 20 ? `${(b / 2 ** 10).toFixed(0)} KiB` : b < 2 ** 30 ? mib(b) : `${(b / 2 ** 30).toFixed(2)} GiB`);
+const size = (b: number) =>
+  b < 2 ** 20 ? `${(b / 2 ** 10).toFixed(0)} KiB` : b < 2 ** 30 ? mib(b) : `${(b / 2 ** 30).toFixed(2)} GiB`;
 
 export interface MemoryRequest {
   weightFormat: WeightFormat;
@@ -113,12 +130,20 @@ export function maxAudioTokens(c: ModelConfig): number {
  * `budget` of the audio positions and a part-filled page, the recall headroom (every head
  * counted tidal), and `textPages`; never more than the full cache's.
  */
-function poolPages(c: ModelConfig, audioTokens: number, textPages: number, budget: number): { full: Int32Array; atBudget: Int32Array } {
+function poolPages(
+  c: ModelConfig,
+  audioTokens: number,
+  textPages: number,
+  budget: number,
+): { full: Int32Array; atBudget: Int32Array } {
   const P = segmentLength(c);
   const heads = kvHeadCount(c);
   const audio = Math.ceil(audioTokens / P);
   const kept = Math.min(audio, Math.ceil((budget * audioTokens) / P) + 1) + Math.min(audio, RECALL_PAGES_PER_HEAD);
-  return { full: new Int32Array(heads).fill(audio + textPages), atBudget: new Int32Array(heads).fill(Math.min(audio, kept) + textPages) };
+  return {
+    full: new Int32Array(heads).fill(audio + textPages),
+    atBudget: new Int32Array(heads).fill(Math.min(audio, kept) + textPages),
+  };
 }
 
 /** Text pages per head once `generated` tokens have been: the prompt's, and those the pool grew by. */
@@ -129,10 +154,20 @@ function textPagesOf(c: ModelConfig, generated: number, p: PromptIds = c): numbe
 }
 
 /** Pool bytes (pages plus the pool's positions, tables and decode scratch, as a per-layer prefill allocates them) of the full cache and `budget`'s bound, with `generated` tokens' text. */
-export function poolBytes(c: ModelConfig, audioTokens: number, generated: number, kvBytes: number, budget: number, limit: number): { full: number; atBudget: number } {
+export function poolBytes(
+  c: ModelConfig,
+  audioTokens: number,
+  generated: number,
+  kvBytes: number,
+  budget: number,
+  limit: number,
+): { full: number; atBudget: number } {
   const P = segmentLength(c);
   const pages = poolPages(c, audioTokens, textPagesOf(c, generated), budget);
-  return { full: layerLayout(c, pages.full, P, limit, kvBytes).bytes, atBudget: layerLayout(c, pages.atBudget, P, limit, kvBytes).bytes };
+  return {
+    full: layerLayout(c, pages.full, P, limit, kvBytes).bytes,
+    atBudget: layerLayout(c, pages.atBudget, P, limit, kvBytes).bytes,
+  };
 }
 
 /**
@@ -153,7 +188,19 @@ export function planMemory(c: ModelConfig, r: MemoryRequest, limits: DeviceLimit
   const textTokens = Math.min(maxNewTokens, Math.ceil((r.textPerSecond ?? TEXT_TOKENS_PER_SECOND) * seconds));
   const kvBytes = kvElementBytes(r.kvPrecision);
   const prompt = r.prompt ?? c;
-  const s = sessionSizes(c, { audioLength: A, maxNewTokens, request: { decodeHeads: [], prefillQueries: prompt.instruction.length }, prompt: r.prompt, layered: true }, limits, undefined, kvBytes);
+  const s = sessionSizes(
+    c,
+    {
+      audioLength: A,
+      maxNewTokens,
+      request: { decodeHeads: [], prefillQueries: prompt.instruction.length },
+      prompt: r.prompt,
+      layered: true,
+    },
+    limits,
+    undefined,
+    kvBytes,
+  );
   const P = segmentLength(c);
   const bind = bindingLimitOf(limits).bytes;
   const layout = (pages: Int32Array, strict: boolean) => {
@@ -168,7 +215,10 @@ export function planMemory(c: ModelConfig, r: MemoryRequest, limits: DeviceLimit
   const full = r.budget >= 1;
   const before = poolPages(c, A, textPagesOf(c, 0, prompt), r.budget);
   const after = poolPages(c, A, textPagesOf(c, textTokens, prompt), r.budget);
-  const pool = { prefill: layout(full ? before.full : before.atBudget, true), decode: layout(full ? after.full : after.atBudget, true) };
+  const pool = {
+    prefill: layout(full ? before.full : before.atBudget, true),
+    decode: layout(full ? after.full : after.atBudget, true),
+  };
   const poolFull = { prefill: layout(before.full, full), decode: layout(after.full, full) };
   const weightBytes = decoderWeightBytes(c, r.weightFormat, r.tied).total;
   const base = weightBytes + s.decodeBytes;
@@ -176,7 +226,11 @@ export function planMemory(c: ModelConfig, r: MemoryRequest, limits: DeviceLimit
   const layerKv = (pages: Int32Array) => 2 * c.numKvHeads * pages[0] * P * c.headDim * kvBytes;
   const stagedKv = 2 * kvBytes * s.promptLength * c.numKvHeads * c.headDim;
   const encode = weightBytes + (r.audioTower ? r.audioTower.weightBytes + r.audioTower.batchBytes : 0);
-  const phases = (p: { prefill: { bytes: number }; decode: { bytes: number } }, pages: Int32Array, staging: number): PhasePeaks => ({
+  const phases = (
+    p: { prefill: { bytes: number }; decode: { bytes: number } },
+    pages: Int32Array,
+    staging: number,
+  ): PhasePeaks => ({
     prefill: base + s.prefillBytes + p.prefill.bytes + staging,
     decode: base + p.decode.bytes + layerKv(pages),
     encode,
@@ -185,9 +239,19 @@ export function planMemory(c: ModelConfig, r: MemoryRequest, limits: DeviceLimit
   const at = phases(pool, full ? after.full : after.atBudget, full ? 0 : stagedKv);
   const ofFull = phases(poolFull, after.full, 0);
   return {
-    audioTokens: A, textTokens, weightBytes, prefillBytes: s.prefillBytes, decodeBytes: s.decodeBytes,
-    poolFull: poolFull.decode.bytes, poolBytes: pool.decode.bytes, prefillPoolFull: poolFull.prefill.bytes, prefillPoolBytes: pool.prefill.bytes,
-    phases: at, phasesFull: ofFull, peakBytes: peak(at), peakFull: peak(ofFull),
+    audioTokens: A,
+    textTokens,
+    weightBytes,
+    prefillBytes: s.prefillBytes,
+    decodeBytes: s.decodeBytes,
+    poolFull: poolFull.decode.bytes,
+    poolBytes: pool.decode.bytes,
+    prefillPoolFull: poolFull.prefill.bytes,
+    prefillPoolBytes: pool.prefill.bytes,
+    phases: at,
+    phasesFull: ofFull,
+    peakBytes: peak(at),
+    peakFull: peak(ofFull),
   };
 }
 
@@ -247,7 +311,14 @@ export function checkFit(c: ModelConfig, r: MemoryRequest, device: FitDevice): F
     // The error names the buffer and says what helps; the limit is named here.
     const bind = bindingLimitOf(device.limits);
     const what = e.limit === 'prompt-binding' ? "the recording's prompt buffers" : "one layer's KV pool pages";
-    problems.push({ limit: bind.limit, what, bytes: e.neededBytes, limitBytes: bind.bytes, advice: e.message, message: `${e.message} The limit is this device's ${bind.limit}.` });
+    problems.push({
+      limit: bind.limit,
+      what,
+      bytes: e.neededBytes,
+      limitBytes: bind.bytes,
+      advice: e.message,
+      message: `${e.message} The limit is this device's ${bind.limit}.`,
+    });
   }
   const memory = plan ? memoryVerdict(plan.peakBytes, device, 'weights, buffers and KV pool together') : null;
   if (memory?.problem) problems.push(memory.problem);
@@ -259,7 +330,12 @@ export function checkFit(c: ModelConfig, r: MemoryRequest, device: FitDevice): F
     const text = `Needs ${need}; does not fit. ${problems.map((p) => p.message).join(' ')}${wouldFit ? ` ${wouldFit.text}` : ''}`;
     return { fits: false, problems, plan, text, ...(wouldFit ? { wouldFit } : {}) };
   }
-  return { fits: memory?.fits ?? null, problems, plan, text: `Needs ${need}; ${memory?.text ?? 'this device does not say how much memory it has'}.` };
+  return {
+    fits: memory?.fits ?? null,
+    problems,
+    plan,
+    text: `Needs ${need}; ${memory?.text ?? 'this device does not say how much memory it has'}.`,
+  };
 }
 
 /** The memory the device surely has: the exact line where one is given, else the reported lower bound. */
@@ -303,22 +379,36 @@ function wouldFitOf(c: ModelConfig, r: MemoryRequest, device: FitDevice): WouldF
   const memory = sureMemoryBytes(device);
   const at = `At ${r.budget >= 1 ? 'the ' : ''}${budgetLabel(r.budget)} with ${r.kvPrecision} KV and ${r.weightFormat} weights`;
   const within = memory !== undefined ? `in ${size(memory)}` : "within this device's bindings";
-  const fit = minutes === 0 ? 'not even a minute of audio fits' : `about ${minutes} minute${minutes === 1 ? ' of audio fits' : 's of audio fit'}`;
+  const fit =
+    minutes === 0
+      ? 'not even a minute of audio fits'
+      : `about ${minutes} minute${minutes === 1 ? ' of audio fits' : 's of audio fit'}`;
   return { minutes, text: `${at}, ${fit} ${within}.` };
 }
 
-const MEMORY_FIX = 'convert the folder to 4-bit (npx wnw convert HF_DIR OUT_DIR --quant q4), use a shorter clip or WnW with a smaller budget, or a device with more memory';
+const MEMORY_FIX =
+  'convert the folder to 4-bit (npx wnw convert HF_DIR OUT_DIR --quant q4), use a shorter clip or WnW with a smaller budget, or a device with more memory';
 
-function memoryVerdict(needBytes: number, device: FitDevice, what: string, fix = MEMORY_FIX): { fits: boolean | null; text: string; problem?: FitProblem } {
+function memoryVerdict(
+  needBytes: number,
+  device: FitDevice,
+  what: string,
+  fix = MEMORY_FIX,
+): { fits: boolean | null; text: string; problem?: FitProblem } {
   const sure = sureMemoryBytes(device);
   if (sure === undefined) return { fits: null, text: 'this browser does not say how much memory the device has' };
-  const refuse = (advice: string) => ({ fits: false, text: '', problem: problem({ limit: 'deviceMemory', what, bytes: needBytes, limitBytes: sure, advice }) });
+  const refuse = (advice: string) => ({
+    fits: false,
+    text: '',
+    problem: problem({ limit: 'deviceMemory', what, bytes: needBytes, limitBytes: sure, advice }),
+  });
   if (device.memoryBytes !== undefined) {
     return needBytes <= sure ? { fits: true, text: `fits the ${size(sure)} limit` } : refuse(fix);
   }
   const gib = device.deviceMemoryGiB!;
   if (needBytes <= sure) return { fits: true, text: `fits the ${gib} GiB (or more) this device reports` };
-  if (gib < DEVICE_MEMORY_CAP_GIB && needBytes >= 2 * sure) return refuse(`the device reports ${gib} GiB, so it has less than ${2 * gib} GiB: ${fix}`);
+  if (gib < DEVICE_MEMORY_CAP_GIB && needBytes >= 2 * sure)
+    return refuse(`the device reports ${gib} GiB, so it has less than ${2 * gib} GiB: ${fix}`);
   return { fits: null, text: `the device reports at least ${gib} GiB, so it may not fit` };
 }
 
@@ -329,7 +419,10 @@ function memoryVerdict(needBytes: number, device: FitDevice, what: string, fix =
  */
 export function loadFitProblems(c: ModelConfig, format: WeightFormat, tied: boolean, device: FitDevice): FitProblem[] {
   const problems = device.limits ? weightBindingProblems(c, format, device.limits) : [];
-  const fix = format === 'q4' ? 'use a device with more memory' : "store the decoder weights as q4 (npx wnw convert HF_DIR OUT_DIR --quant q4, or weightFormat 'q4'), or use a device with more memory";
+  const fix =
+    format === 'q4'
+      ? 'use a device with more memory'
+      : "store the decoder weights as q4 (npx wnw convert HF_DIR OUT_DIR --quant q4, or weightFormat 'q4'), or use a device with more memory";
   const memory = memoryVerdict(decoderWeightBytes(c, format, tied).total, device, `the ${format} decoder`, fix);
   if (memory.problem) problems.push(memory.problem);
   return problems;
@@ -341,7 +434,12 @@ export function loadFitProblems(c: ModelConfig, format: WeightFormat, tied: bool
  * names the minutes that would.
  */
 export function refuseUnfit(
-  c: ModelConfig, format: WeightFormat, tied: boolean, device: FitDevice, where: string, recording?: Omit<MemoryRequest, 'weightFormat' | 'tied'>,
+  c: ModelConfig,
+  format: WeightFormat,
+  tied: boolean,
+  device: FitDevice,
+  where: string,
+  recording?: Omit<MemoryRequest, 'weightFormat' | 'tied'>,
 ): void {
   if (recording) {
     const v = checkFit(c, { ...recording, weightFormat: format, tied }, device);

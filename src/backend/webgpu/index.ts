@@ -15,7 +15,11 @@ export interface CreateWebGpuOptions extends Omit<WebGpuBackendOptions, 'require
   allowSoftware?: boolean;
 }
 
-export function createWebGpuBackend(config: ModelConfig, weights: DecoderWeights | PackedDecoderWeights, opts: CreateWebGpuOptions = {}): Promise<WebGpuBackend> {
+export function createWebGpuBackend(
+  config: ModelConfig,
+  weights: DecoderWeights | PackedDecoderWeights,
+  opts: CreateWebGpuOptions = {},
+): Promise<WebGpuBackend> {
   const { allowSoftware, ...rest } = opts;
   return WebGpuBackend.create(config, weights, { ...rest, requireHardware: !allowSoftware });
 }

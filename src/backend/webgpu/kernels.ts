@@ -8,7 +8,17 @@ import type { KvPrecision } from '../../kv/precision.js';
 import { groupSize, type ModelConfig } from '../../model/config.js';
 import type { Constants, PipelineCache } from '../../gpu/pipelines.js';
 import { Argmax, Embed, KvGather, RmsNorm, Swiglu } from './ops.js';
-import { AttnExport, AttnReduce, AttnSplit, CausalAttention, ChunkSelect, FocusTop, PrefillScores, QkvRopeAppend, RopeSplit } from './attention-ops.js';
+import {
+  AttnExport,
+  AttnReduce,
+  AttnSplit,
+  CausalAttention,
+  ChunkSelect,
+  FocusTop,
+  PrefillScores,
+  QkvRopeAppend,
+  RopeSplit,
+} from './attention-ops.js';
 import { loadProductOps, type ProductOps } from './product-ops.js';
 
 export { MAX_GROUPS, grid, matmulGroups, matvecGroups } from './groups.js';
@@ -79,16 +89,30 @@ export class Kernels {
     return this.constants.PPS as number;
   }
 
-  static async load(cache: PipelineCache, c: ModelConfig, pageSize: number, onCompile?: (fraction: number) => void, precision: KvPrecision = 'f32'): Promise<Kernels> {
+  static async load(
+    cache: PipelineCache,
+    c: ModelConfig,
+    pageSize: number,
+    onCompile?: (fraction: number) => void,
+    precision: KvPrecision = 'f32',
+  ): Promise<Kernels> {
     // The matmuls and attention read vec4 rows of every weight, activation and head.
-    for (const [name, v] of [['hidden_size', c.hiddenSize], ['intermediate_size', c.intermediateSize], ['num_heads * head_dim', c.numHeads * c.headDim], ['head_dim', c.headDim]] as const) {
+    for (const [name, v] of [
+      ['hidden_size', c.hiddenSize],
+      ['intermediate_size', c.intermediateSize],
+      ['num_heads * head_dim', c.numHeads * c.headDim],
+      ['head_dim', c.headDim],
+    ] as const) {
       if (v % 4 !== 0) throw new RangeError(`the WebGPU kernels need ${name} (${v}) to be a multiple of 4`);
     }
     const k = modelConstants(c, pageSize, precision);
     const ctx = cache.ctx;
     let done = 0;
     const counted = <T>(p: Promise<T>): Promise<T> => {
-      p.then(() => onCompile?.(++done / 19), () => {});
+      p.then(
+        () => onCompile?.(++done / 19),
+        () => {},
+      );
       return p;
     };
     const get = (file: string, entry: string) => counted(cache.get(file, entry, k));
@@ -96,17 +120,38 @@ export class Kernels {
     // The products are 5 of the 19 pipelines, in the f32 weight format of the reference model.
     const products = loadProductOps(cache, 'f32', k, counted);
     const [e, rn, sw, am, qkv, rs, ga, as, ar, ae, ca, ps, cs, fo] = await Promise.all([
-      get('embed.wgsl', 'embed'), get('rmsnorm.wgsl', 'rmsnorm'), get('swiglu.wgsl', 'swiglu'), get('argmax.wgsl', 'argmax'),
-      get('qkv_rope.wgsl', 'qkv_rope_append'), get('qkv_rope.wgsl', 'rope_split'), get('gather.wgsl', 'kv_gather'),
-      get('attention_decode.wgsl', 'attn_split'), get('attention_decode.wgsl', 'attn_reduce'), get('attention_decode.wgsl', 'attn_export'),
-      get('attention_prefill.wgsl', 'causal_attention'), get('attention_prefill.wgsl', 'prefill_scores'), get('chunk_select.wgsl', 'chunk_select'),
+      get('embed.wgsl', 'embed'),
+      get('rmsnorm.wgsl', 'rmsnorm'),
+      get('swiglu.wgsl', 'swiglu'),
+      get('argmax.wgsl', 'argmax'),
+      get('qkv_rope.wgsl', 'qkv_rope_append'),
+      get('qkv_rope.wgsl', 'rope_split'),
+      get('gather.wgsl', 'kv_gather'),
+      get('attention_decode.wgsl', 'attn_split'),
+      get('attention_decode.wgsl', 'attn_reduce'),
+      get('attention_decode.wgsl', 'attn_export'),
+      get('attention_prefill.wgsl', 'causal_attention'),
+      get('attention_prefill.wgsl', 'prefill_scores'),
+      get('chunk_select.wgsl', 'chunk_select'),
       get('focus.wgsl', 'focus_top'),
     ]);
     return new Kernels(
-      k, pageSize, new Embed(ctx, e, c), new RmsNorm(ctx, rn, c), await products, new Swiglu(ctx, sw, c), new Argmax(ctx, am, c),
-      new QkvRopeAppend(ctx, qkv, 'qkv_rope_append', c), new RopeSplit(ctx, rs, 'rope_split', c), new KvGather(ctx, ga, c),
-      new AttnSplit(ctx, as, 'attn_split', c), new AttnReduce(ctx, ar, 'attn_reduce', c), new AttnExport(ctx, ae, 'attn_export', c),
-      new CausalAttention(ctx, ca, 'causal_attention', c), new PrefillScores(ctx, ps, 'prefill_scores', c), new ChunkSelect(ctx, cs, 'chunk_select'),
+      k,
+      pageSize,
+      new Embed(ctx, e, c),
+      new RmsNorm(ctx, rn, c),
+      await products,
+      new Swiglu(ctx, sw, c),
+      new Argmax(ctx, am, c),
+      new QkvRopeAppend(ctx, qkv, 'qkv_rope_append', c),
+      new RopeSplit(ctx, rs, 'rope_split', c),
+      new KvGather(ctx, ga, c),
+      new AttnSplit(ctx, as, 'attn_split', c),
+      new AttnReduce(ctx, ar, 'attn_reduce', c),
+      new AttnExport(ctx, ae, 'attn_export', c),
+      new CausalAttention(ctx, ca, 'causal_attention', c),
+      new PrefillScores(ctx, ps, 'prefill_scores', c),
+      new ChunkSelect(ctx, cs, 'chunk_select'),
       new FocusTop(ctx, fo, 'focus_top'),
     );
   }

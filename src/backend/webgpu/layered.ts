@@ -45,11 +45,25 @@ class ShardStorage implements PageStorage {
   /** The shard being placed: its buffers and first pool-wide slot. */
   current?: { k: GPUBuffer; v: GPUBuffer; base: number };
   private half = new Uint16Array(0);
-  constructor(private readonly queue: GPUQueue, private readonly headDim: number, private readonly elementBytes: number) {}
+  constructor(
+    private readonly queue: GPUQueue,
+    private readonly headDim: number,
+    private readonly elementBytes: number,
+  ) {}
   writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
     const s = this.current;
     if (!s) throw new Error('KV rows written before a shard exists');
-    this.half = writeKvRows(this.queue, s, slot - s.base, count * this.headDim, this.headDim, this.elementBytes, k, v, this.half);
+    this.half = writeKvRows(
+      this.queue,
+      s,
+      slot - s.base,
+      count * this.headDim,
+      this.headDim,
+      this.elementBytes,
+      k,
+      v,
+      this.half,
+    );
   }
   syncPositions(): void {}
 }
@@ -65,10 +79,20 @@ export class LayerPlacer {
   constructor(private readonly d: LayerPlacerDeps) {
     const c = d.config;
     this.storage = new ShardStorage(d.ctx.device.queue, c.headDim, d.elementBytes);
-    this.residency = new Residency({
-      heads: kvHeadCount(c), headDim: c.headDim, pageSize: d.sizes.pageSize, numPages: 0, shards: [],
-      kvElementBytes: d.elementBytes, audioStart: audioStart(d.sizes.prompt), audioLength: d.sizes.audioLength, ...d.growth,
-    }, this.storage);
+    this.residency = new Residency(
+      {
+        heads: kvHeadCount(c),
+        headDim: c.headDim,
+        pageSize: d.sizes.pageSize,
+        numPages: 0,
+        shards: [],
+        kvElementBytes: d.elementBytes,
+        audioStart: audioStart(d.sizes.prompt),
+        audioLength: d.sizes.audioLength,
+        ...d.growth,
+      },
+      this.storage,
+    );
   }
 
   /** Places layer `l`; runs after the layer's commands were submitted and before the next layer's are. */
@@ -80,15 +104,31 @@ export class LayerPlacer {
     const H = c.numKvHeads;
     const hd = c.headDim;
     const got = await readLayerScores(ctx, c, p, l, A, n, !!this.d.request.prefillKeys, audioStart(sizes.prompt));
-    const heads = this.d.run.layer({ layout: policyLayout(c, A, sizes.prompt), layer: l, scores: got.scores, keys: got.keys });
+    const heads = this.d.run.layer({
+      layout: policyLayout(c, A, sizes.prompt),
+      layer: l,
+      scores: got.scores,
+      keys: got.keys,
+    });
     // The prompt's text only: generated tokens' pages come as they are generated.
-    const pages = layerShardPages(c, l, poolNeed({ heads }, P, sizes.textTokens).perHead, P, this.d.limit, this.d.elementBytes);
+    const pages = layerShardPages(
+      c,
+      l,
+      poolNeed({ heads }, P, sizes.textTokens).perHead,
+      P,
+      this.d.limit,
+      this.d.elementBytes,
+    );
     const total = (this.residency.pool.numPages + pages) * P * slotBytes(hd, this.d.elementBytes);
     checkPoolBudget(total, this.d.budget, `${A} audio tokens under this plan (at layer ${l})`);
     const shard = this.residency.addShard(l * H, H, pages);
     this.shards.push({ firstLayer: l, layers: 1, firstPage: shard.firstPage, pages });
     const bytes = Math.max(1, pages) * P * hd * this.d.elementBytes;
-    const { value: buf, failure } = this.d.scoped(() => ({ k: ctx.buffer(`kv.k.${l}`, bytes), v: ctx.buffer(`kv.v.${l}`, bytes) }), `layer ${l}'s KV pages (${pages} pages)`, 2 * bytes);
+    const { value: buf, failure } = this.d.scoped(
+      () => ({ k: ctx.buffer(`kv.k.${l}`, bytes), v: ctx.buffer(`kv.v.${l}`, bytes) }),
+      `layer ${l}'s KV pages (${pages} pages)`,
+      2 * bytes,
+    );
     this.shardBuffers.push(buf);
     const oom = await failure;
     if (oom) throw oom;
@@ -96,14 +136,27 @@ export class LayerPlacer {
     const kv = heads.some(readsRows) ? (await readPrefillKv(ctx, c, p, n, [l], p.instructionQueryRows)).get(l)! : null;
     const base = shard.firstPage * P;
     this.storage.current = { ...buf, base };
-    const placed = this.residency.applyPrefillHeads(l * H, heads, textPositions(sizes.prompt, A), (head, seqPos, k, kOff, v, vOff) => {
-      const o = seqPos * H * hd + (head % H) * hd;
-      k.set(kv!.k.subarray(o, o + hd), kOff);
-      v.set(kv!.v.subarray(o, o + hd), vOff);
-    }, summaryPlacement(c, this.d.request.summaryFit ?? 'mean', () => kv!.q, this.d.request.summaryMass));
+    const placed = this.residency.applyPrefillHeads(
+      l * H,
+      heads,
+      textPositions(sizes.prompt, A),
+      (head, seqPos, k, kOff, v, vOff) => {
+        const o = seqPos * H * hd + (head % H) * hd;
+        k.set(kv!.k.subarray(o, o + hd), kOff);
+        v.set(kv!.v.subarray(o, o + hd), vOff);
+      },
+      summaryPlacement(c, this.d.request.summaryFit ?? 'mean', () => kv!.q, this.d.request.summaryMass),
+    );
     this.bytesToCpu += placed.transfer.bytesToCpu;
     // Queued before the next layer, which then overwrites the prefill K/V this reads.
-    gatherIntoPool(ctx, c, this.d.kernels, { kOf: () => buf.k, vOf: () => buf.v, baseSlot: () => base }, p, placed.gathers);
+    gatherIntoPool(
+      ctx,
+      c,
+      this.d.kernels,
+      { kOf: () => buf.k, vOf: () => buf.v, baseSlot: () => base },
+      p,
+      placed.gathers,
+    );
   }
 
   /** Frees the shards made so far (a failed prefill; once a pool owns them, the pool frees them). */

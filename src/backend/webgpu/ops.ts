@@ -11,7 +11,11 @@ import type { GpuMatrix } from './weight-formats.js';
 
 /** embed.wgsl: the token rows of x from the table (audio rows, ids < 0, are left as they are). */
 export class Embed extends Op {
-  constructor(ctx: GpuContext, pipeline: GPUComputePipeline, private readonly c: ModelConfig) {
+  constructor(
+    ctx: GpuContext,
+    pipeline: GPUComputePipeline,
+    private readonly c: ModelConfig,
+  ) {
     super(ctx, pipeline, 'embed');
   }
 
@@ -21,17 +25,29 @@ export class Embed extends Op {
     this.need('x', b.x, 4 * rows * this.c.hiddenSize);
     const single = b.table.parts.length === 1;
     return b.table.parts.map((p) =>
-      this.dispatch([p.buffer, b.ids, b.x, u('u.embed', single ? [rows, 0, 0, 0] : [rows, p.row0, p.row0 + p.rows, 0])], ...grid(rows)));
+      this.dispatch(
+        [p.buffer, b.ids, b.x, u('u.embed', single ? [rows, 0, 0, 0] : [rows, p.row0, p.row0 + p.rows, 0])],
+        ...grid(rows),
+      ),
+    );
   }
 }
 
 /** rmsnorm.wgsl: y[outRow0 + r] = norm(x[inRow0 + r]) · w for r < rows. */
 export class RmsNorm extends Op {
-  constructor(ctx: GpuContext, pipeline: GPUComputePipeline, private readonly c: ModelConfig) {
+  constructor(
+    ctx: GpuContext,
+    pipeline: GPUComputePipeline,
+    private readonly c: ModelConfig,
+  ) {
     super(ctx, pipeline, 'rmsnorm');
   }
 
-  run(b: { x: Binding; w: Binding; y: Binding }, p: { rows: number; inRow0?: number; outRow0?: number }, u: UniformOf): Dispatch {
+  run(
+    b: { x: Binding; w: Binding; y: Binding },
+    p: { rows: number; inRow0?: number; outRow0?: number },
+    u: UniformOf,
+  ): Dispatch {
     const { rows, inRow0 = 0, outRow0 = 0 } = p;
     const row = 4 * this.c.hiddenSize;
     this.need('x', b.x, (inRow0 + rows) * row);
@@ -43,7 +59,11 @@ export class RmsNorm extends Op {
 
 /** swiglu.wgsl: act[n, I] = silu(gate) · up of gateUp [n, 2 I]. */
 export class Swiglu extends Op {
-  constructor(ctx: GpuContext, pipeline: GPUComputePipeline, private readonly c: ModelConfig) {
+  constructor(
+    ctx: GpuContext,
+    pipeline: GPUComputePipeline,
+    private readonly c: ModelConfig,
+  ) {
     super(ctx, pipeline, 'swiglu');
   }
 
@@ -57,7 +77,11 @@ export class Swiglu extends Op {
 
 /** argmax.wgsl: the index of the largest logit (the lowest of ties). */
 export class Argmax extends Op {
-  constructor(ctx: GpuContext, pipeline: GPUComputePipeline, private readonly c: ModelConfig) {
+  constructor(
+    ctx: GpuContext,
+    pipeline: GPUComputePipeline,
+    private readonly c: ModelConfig,
+  ) {
     super(ctx, pipeline, 'argmax');
   }
 
@@ -73,12 +97,23 @@ export class Argmax extends Op {
  * prefill K/V into the pool shard that starts at slot `base`.
  */
 export class KvGather extends Op {
-  constructor(ctx: GpuContext, pipeline: GPUComputePipeline, private readonly c: ModelConfig) {
+  constructor(
+    ctx: GpuContext,
+    pipeline: GPUComputePipeline,
+    private readonly c: ModelConfig,
+  ) {
     super(ctx, pipeline, 'kv_gather');
   }
 
-  run(b: { entries: Binding; srcK: Binding; srcV: Binding; kPool: Binding; vPool: Binding }, p: { first: number; count: number; base: number }, u: UniformOf): Dispatch {
+  run(
+    b: { entries: Binding; srcK: Binding; srcV: Binding; kPool: Binding; vPool: Binding },
+    p: { first: number; count: number; base: number },
+    u: UniformOf,
+  ): Dispatch {
     this.need('entries', b.entries, 12 * (p.first + p.count));
-    return this.dispatch([b.entries, b.srcK, b.srcV, b.kPool, b.vPool, u('u.gather', [p.first, p.count, p.base, 0])], ...grid(Math.ceil((p.count * this.c.headDim) / 64)));
+    return this.dispatch(
+      [b.entries, b.srcK, b.srcV, b.kPool, b.vPool, u('u.gather', [p.first, p.count, p.base, 0])],
+      ...grid(Math.ceil((p.count * this.c.headDim) / 64)),
+    );
   }
 }

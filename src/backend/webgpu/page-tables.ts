@@ -30,7 +30,11 @@ export class PageTables {
   private fresh = true;
   private end = 0;
 
-  constructor(private readonly heads: number, entries: number, private readonly exportIndex: ArrayLike<number>) {
+  constructor(
+    private readonly heads: number,
+    entries: number,
+    private readonly exportIndex: ArrayLike<number>,
+  ) {
     this.uploaded = new Uint32Array(entries);
     this.next = new Uint32Array(entries);
     this.offset = new Uint32Array(heads);
@@ -86,7 +90,8 @@ export class PageTables {
       this.room[h] = res.pageTable(h).length + TABLE_SLACK;
       off += this.room[h];
     }
-    if (off > this.next.length) throw new RangeError(`page tables need ${off} entries, the buffer holds ${this.next.length}`);
+    if (off > this.next.length)
+      throw new RangeError(`page tables need ${off} entries, the buffer holds ${this.next.length}`);
     this.end = off;
     this.fresh = true;
   }

@@ -42,7 +42,14 @@ export interface PoolLayout {
  * binding. Throws ContextTooLongError, naming the buffer, when one layer's pages or a
  * pool-wide buffer cannot fit a binding.
  */
-export function poolLayout(c: ModelConfig, perHead: ArrayLike<number>, pageSize: number, limit: number, elementBytes = 4, growth = 0): PoolLayout {
+export function poolLayout(
+  c: ModelConfig,
+  perHead: ArrayLike<number>,
+  pageSize: number,
+  limit: number,
+  elementBytes = 4,
+  growth = 0,
+): PoolLayout {
   const HKV = c.numKvHeads;
   const pageKBytes = pageSize * c.headDim * elementBytes;
   const shards: PoolShardLayout[] = [];
@@ -51,7 +58,12 @@ export function poolLayout(c: ModelConfig, perHead: ArrayLike<number>, pageSize:
     let pages = 0;
     for (let h = l * HKV; h < (l + 1) * HKV; h++) pages += perHead[h];
     if (pages * pageKBytes > limit) {
-      throw new ContextTooLongError(pages * pageKBytes, limit, `layer ${l} keeps ${pages} KV pages under this plan, whose ${(pages * pageKBytes / 2 ** 20).toFixed(1)} MiB of keys exceed this device's binding limit`, 'pool-binding');
+      throw new ContextTooLongError(
+        pages * pageKBytes,
+        limit,
+        `layer ${l} keeps ${pages} KV pages under this plan, whose ${((pages * pageKBytes) / 2 ** 20).toFixed(1)} MiB of keys exceed this device's binding limit`,
+        'pool-binding',
+      );
     }
     const grown = (cur.layers + 1) * HKV * growth;
     if (cur.layers > 0 && (cur.pages + pages + grown) * pageKBytes > limit) {
@@ -69,23 +81,48 @@ export function poolLayout(c: ModelConfig, perHead: ArrayLike<number>, pageSize:
  * The pages one layer needs, checked against one binding: a per-layer prefill makes
  * each layer's shard as soon as that layer's plan is known.
  */
-export function layerShardPages(c: ModelConfig, layer: number, perHead: ArrayLike<number>, pageSize: number, limit: number, elementBytes = 4): number {
+export function layerShardPages(
+  c: ModelConfig,
+  layer: number,
+  perHead: ArrayLike<number>,
+  pageSize: number,
+  limit: number,
+  elementBytes = 4,
+): number {
   let pages = 0;
   for (let i = 0; i < perHead.length; i++) pages += perHead[i];
   const bytes = pages * pageSize * c.headDim * elementBytes;
   if (bytes > limit) {
-    throw new ContextTooLongError(bytes, limit, `layer ${layer} keeps ${pages} KV pages under this plan, whose ${(bytes / 2 ** 20).toFixed(1)} MiB of keys exceed this device's binding limit`, 'pool-binding');
+    throw new ContextTooLongError(
+      bytes,
+      limit,
+      `layer ${layer} keeps ${pages} KV pages under this plan, whose ${(bytes / 2 ** 20).toFixed(1)} MiB of keys exceed this device's binding limit`,
+      'pool-binding',
+    );
   }
   return pages;
 }
 
 /** The layout a per-layer prefill makes (one shard per layer, LayerPlacer), each layer's pages checked against one binding. */
-export function layerLayout(c: ModelConfig, perHead: ArrayLike<number>, pageSize: number, limit: number, elementBytes = 4): PoolLayout {
+export function layerLayout(
+  c: ModelConfig,
+  perHead: ArrayLike<number>,
+  pageSize: number,
+  limit: number,
+  elementBytes = 4,
+): PoolLayout {
   const HKV = c.numKvHeads;
   const shards: PoolShardLayout[] = [];
   let first = 0;
   for (let l = 0; l < c.numLayers; l++) {
-    const pages = layerShardPages(c, l, Array.from(perHead).slice(l * HKV, (l + 1) * HKV), pageSize, limit, elementBytes);
+    const pages = layerShardPages(
+      c,
+      l,
+      Array.from(perHead).slice(l * HKV, (l + 1) * HKV),
+      pageSize,
+      limit,
+      elementBytes,
+    );
     shards.push({ firstLayer: l, layers: 1, firstPage: first, pages });
     first += pages;
   }
@@ -93,7 +130,13 @@ export function layerLayout(c: ModelConfig, perHead: ArrayLike<number>, pageSize
 }
 
 /** The layout of given shards (consecutive pages, whole layers): the pool-wide buffers sized and checked. */
-export function shardedLayout(c: ModelConfig, shards: PoolShardLayout[], pageSize: number, limit: number, elementBytes = 4): PoolLayout {
+export function shardedLayout(
+  c: ModelConfig,
+  shards: PoolShardLayout[],
+  pageSize: number,
+  limit: number,
+  elementBytes = 4,
+): PoolLayout {
   const HKV = c.numKvHeads;
   const last = shards[shards.length - 1];
   const capacityPages = last.firstPage + last.pages;
@@ -103,15 +146,38 @@ export function shardedLayout(c: ModelConfig, shards: PoolShardLayout[], pageSiz
   const scores = slots * groupSize(c) * 4;
   const tables = tableEntries(heads, capacityPages) * 4;
   const partials = maxSplits * c.numHeads * (c.headDim + 2) * 4;
-  for (const [what, bytes] of [['decode attention scores', scores], ['slot positions', slots * 4], ['page tables', tables], ['split-K partials', partials]] as const) {
-    if (bytes > limit) throw new ContextTooLongError(bytes, limit, `the KV pool's ${what} (${(bytes / 2 ** 20).toFixed(1)} MiB) exceed this device's binding limit`, 'pool-binding');
+  for (const [what, bytes] of [
+    ['decode attention scores', scores],
+    ['slot positions', slots * 4],
+    ['page tables', tables],
+    ['split-K partials', partials],
+  ] as const) {
+    if (bytes > limit)
+      throw new ContextTooLongError(
+        bytes,
+        limit,
+        `the KV pool's ${what} (${(bytes / 2 ** 20).toFixed(1)} MiB) exceed this device's binding limit`,
+        'pool-binding',
+      );
   }
-  return { pageSize, elementBytes, capacityPages, shards, maxSplits, bytes: slots * slotBytes(c.headDim, elementBytes) + scores + tables + partials };
+  return {
+    pageSize,
+    elementBytes,
+    capacityPages,
+    shards,
+    maxSplits,
+    bytes: slots * slotBytes(c.headDim, elementBytes) + scores + tables + partials,
+  };
 }
 
 /** The Residency's shards for a layout: layer ranges become flat-head ranges. */
 export function residencyShards(c: ModelConfig, layout: PoolLayout): PoolShard[] {
-  return layout.shards.map((s) => ({ firstHead: s.firstLayer * c.numKvHeads, heads: s.layers * c.numKvHeads, firstPage: s.firstPage, pages: s.pages }));
+  return layout.shards.map((s) => ({
+    firstHead: s.firstLayer * c.numKvHeads,
+    heads: s.layers * c.numKvHeads,
+    firstPage: s.firstPage,
+    pages: s.pages,
+  }));
 }
 
 /**

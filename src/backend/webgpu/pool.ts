@@ -28,7 +28,12 @@ const POSITION_GAP = 8;
  * The page-table buffer: meta[4h..4h+3] = (offset of head h's page list in this array,
  * page count, export index or NO_EXPORT, 0), then the lists back to back.
  */
-export function buildTables(res: { pageTable(h: number): readonly number[] }, heads: number, exportIndex: ArrayLike<number>, out?: Uint32Array): Uint32Array {
+export function buildTables(
+  res: { pageTable(h: number): readonly number[] },
+  heads: number,
+  exportIndex: ArrayLike<number>,
+  out?: Uint32Array,
+): Uint32Array {
   let total = heads * 4;
   for (let h = 0; h < heads; h++) total += res.pageTable(h).length;
   const t = out && out.length >= total ? out : new Uint32Array(total);
@@ -82,7 +87,14 @@ export class GpuPool implements PageStorage {
    * `shardBuffers`: the shards' K/V buffers when made already (a per-layer prefill filled
    * them); the pool owns them from here. `limit`: bytes one binding holds, which growth keeps to.
    */
-  constructor(private readonly ctx: GpuContext, private readonly c: ModelConfig, public layout: PoolLayout, private readonly exportIndex: Uint32Array, shardBuffers?: { k: GPUBuffer; v: GPUBuffer }[], private readonly limit = Infinity) {
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly c: ModelConfig,
+    public layout: PoolLayout,
+    private readonly exportIndex: Uint32Array,
+    shardBuffers?: { k: GPUBuffer; v: GPUBuffer }[],
+    private readonly limit = Infinity,
+  ) {
     const { pageSize, shards } = layout;
     this.pageSize = pageSize;
     this.heads = kvHeadCount(c);
@@ -135,10 +147,21 @@ export class GpuPool implements PageStorage {
   grow(_from: readonly PoolShard[], to: readonly PoolShard[]): boolean {
     const HKV = this.c.numKvHeads;
     const old = this.layout;
-    const shards = to.map((s) => ({ firstLayer: s.firstHead / HKV, layers: s.heads / HKV, firstPage: s.firstPage, pages: s.pages }));
+    const shards = to.map((s) => ({
+      firstLayer: s.firstHead / HKV,
+      layers: s.heads / HKV,
+      firstPage: s.firstPage,
+      pages: s.pages,
+    }));
     for (const [i, sh] of shards.entries()) {
       const bytes = this.shardBytes(sh.pages);
-      if (bytes > this.limit) throw new ContextTooLongError(bytes, this.limit, `the KV pool's shard ${i} grows to ${sh.pages} pages for the text, whose keys exceed this device's binding limit`, 'pool-binding');
+      if (bytes > this.limit)
+        throw new ContextTooLongError(
+          bytes,
+          this.limit,
+          `the KV pool's shard ${i} grows to ${sh.pages} pages for the text, whose keys exceed this device's binding limit`,
+          'pool-binding',
+        );
     }
     this.layout = shardedLayout(this.c, shards, this.pageSize, this.limit, old.elementBytes);
     const device = this.ctx.device;
@@ -172,7 +195,11 @@ export class GpuPool implements PageStorage {
       this.moveSlots(old, kept);
     } finally {
       const bytes = this.layout.bytes;
-      this.growthFailure = device.popErrorScope().then((e) => (e ? new OutOfMemoryError(`the KV pool grown for the text (${this.layout.capacityPages} pages)`, bytes) : null));
+      this.growthFailure = device
+        .popErrorScope()
+        .then((e) =>
+          e ? new OutOfMemoryError(`the KV pool grown for the text (${this.layout.capacityPages} pages)`, bytes) : null,
+        );
     }
     this.tableVersion = -1;
     this.generation++;
@@ -189,7 +216,15 @@ export class GpuPool implements PageStorage {
     const P = this.pageSize;
     const enc = this.ctx.device.createCommandEncoder({ label: 'kv slots growth' });
     enc.copyBufferToBuffer(from.tables, 0, this.tables, 0, from.tables.size);
-    old.shards.forEach((was, i) => enc.copyBufferToBuffer(from.positions, was.firstPage * P * 4, this.positions, this.layout.shards[i].firstPage * P * 4, was.pages * P * 4));
+    old.shards.forEach((was, i) =>
+      enc.copyBufferToBuffer(
+        from.positions,
+        was.firstPage * P * 4,
+        this.positions,
+        this.layout.shards[i].firstPage * P * 4,
+        was.pages * P * 4,
+      ),
+    );
     this.ctx.device.queue.submit([enc.finish()]);
     this.submits++;
     this.ctx.destroy(from.positions);
@@ -198,7 +233,11 @@ export class GpuPool implements PageStorage {
       const now = this.layout.shards[i];
       const added = (now.pages - was.pages) * P;
       if (added <= 0) return;
-      this.ctx.device.queue.writeBuffer(this.positions, (now.firstPage + was.pages) * P * 4, new Int32Array(added).fill(-1));
+      this.ctx.device.queue.writeBuffer(
+        this.positions,
+        (now.firstPage + was.pages) * P * 4,
+        new Int32Array(added).fill(-1),
+      );
       this.unflushed += added * 4;
     });
   }
@@ -240,7 +279,17 @@ export class GpuPool implements PageStorage {
       this.bytesWritten += 2 * eb * n;
       return;
     }
-    this.half = writeKvRows(this.ctx.device.queue, { k: this.k[s], v: this.v[s] }, slot - first, count * this.headDim, this.headDim, this.layout.elementBytes, k, v, this.half);
+    this.half = writeKvRows(
+      this.ctx.device.queue,
+      { k: this.k[s], v: this.v[s] },
+      slot - first,
+      count * this.headDim,
+      this.headDim,
+      this.layout.elementBytes,
+      k,
+      v,
+      this.half,
+    );
     this.bytesWritten += 2 * this.layout.elementBytes * count * this.headDim;
   }
 
@@ -297,7 +346,8 @@ export class GpuPool implements PageStorage {
   }
 
   destroy(): void {
-    for (const b of [...this.k, ...this.v, this.positions, this.tables, this.scores, this.partials]) this.ctx.destroy(b);
+    for (const b of [...this.k, ...this.v, this.positions, this.tables, this.scores, this.partials])
+      this.ctx.destroy(b);
     this.staging?.destroy();
   }
 }
@@ -306,7 +356,17 @@ export class GpuPool implements PageStorage {
  * Writes `n` key and value elements (f32) into a shard's K/V buffers from `slot` (shard
  * relative) on, in the pool's precision; returns the f16 scratch (grown if it had to be).
  */
-export function writeKvRows(q: GPUQueue, shard: { k: GPUBuffer; v: GPUBuffer }, slot: number, n: number, headDim: number, elementBytes: number, k: Float32Array, v: Float32Array, half: Uint16Array<ArrayBuffer>): Uint16Array<ArrayBuffer> {
+export function writeKvRows(
+  q: GPUQueue,
+  shard: { k: GPUBuffer; v: GPUBuffer },
+  slot: number,
+  n: number,
+  headDim: number,
+  elementBytes: number,
+  k: Float32Array,
+  v: Float32Array,
+  half: Uint16Array<ArrayBuffer>,
+): Uint16Array<ArrayBuffer> {
   const at = slot * headDim * elementBytes;
   if (elementBytes === 2) {
     // writeBuffer copies the data before returning: one scratch serves both rows.

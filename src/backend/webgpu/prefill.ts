@@ -59,8 +59,15 @@ async function readBack(ctx: GpuContext, parts: [GPUBuffer, number, number?][]):
 }
 
 export async function runPrefill(
-  ctx: GpuContext, c: ModelConfig, k: Kernels, w: GpuWeights, s: SessionBuffers, p: PrefillBuffers,
-  audio: Float32Array, request: AttentionRequest, returnLogits: boolean,
+  ctx: GpuContext,
+  c: ModelConfig,
+  k: Kernels,
+  w: GpuWeights,
+  s: SessionBuffers,
+  p: PrefillBuffers,
+  audio: Float32Array,
+  request: AttentionRequest,
+  returnLogits: boolean,
   /** Called once each layer has been submitted, before the next is encoded; its work is queued before the next layer's. */
   onLayer?: (layer: number) => Promise<void>,
 ): Promise<GpuPrefillOutput> {
@@ -89,7 +96,11 @@ export async function runPrefill(
   // sub-binding at a multiple of the 256-byte storage offset alignment.
   const C = s.sizes.prefillChunk;
   const blocks = Array.from({ length: Math.ceil(n / C) }, (_, b) => ({ r0: b * C, m: Math.min(C, n - b * C) }));
-  const rowsOf = (buffer: GPUBuffer, width: number, r0: number, m: number, bytes = 4): GPUBufferBinding => ({ buffer, offset: bytes * r0 * width, size: bytes * m * width });
+  const rowsOf = (buffer: GPUBuffer, width: number, r0: number, m: number, bytes = 4): GPUBufferBinding => ({
+    buffer,
+    offset: bytes * r0 * width,
+    size: bytes * m * width,
+  });
   const kvBytes = p.kvElementBytes;
   const run = (enc: GPUCommandEncoder, ...ds: Dispatch[]) => {
     for (const d of ds) {
@@ -108,23 +119,53 @@ export async function runPrefill(
     const { k: pk, v: pv } = p.kvOf(l);
     for (const { r0, m } of blocks) {
       const x = rowsOf(p.x, D, r0, m);
-      const attnU = prefillAttentionUniform(u, { row0: r0, n: r0 + m, audioStart: a0, audioLength: A, firstQuery, layer: l });
-      run(enc,
+      const attnU = prefillAttentionUniform(u, {
+        row0: r0,
+        n: r0 + m,
+        audioStart: a0,
+        audioLength: A,
+        firstQuery,
+        layer: l,
+      });
+      run(
+        enc,
         k.rmsnorm.run({ x, w: L.attnNorm, y: p.h }, { rows: m }, u),
         wk(L.qkv.format).matmul.run({ w: L.qkv, x: p.h, y: p.qkv }, m, u),
-        k.ropeSplit.run({ qkv: p.qkv, q: p.q, k: rowsOf(pk, KVD, r0, m, kvBytes), v: rowsOf(pv, KVD, r0, m, kvBytes), rope: s.rope, bias: w.qkvBias(l) }, { rows: m, pos0: r0 }, u),
-        k.causalAttention.run({ q: p.q, k: pk, v: pv, out: p.attn, ml: p.ml, params: attnU }, m));
+        k.ropeSplit.run(
+          {
+            qkv: p.qkv,
+            q: p.q,
+            k: rowsOf(pk, KVD, r0, m, kvBytes),
+            v: rowsOf(pv, KVD, r0, m, kvBytes),
+            rope: s.rope,
+            bias: w.qkvBias(l),
+          },
+          { rows: m, pos0: r0 },
+          u,
+        ),
+        k.causalAttention.run({ q: p.q, k: pk, v: pv, out: p.attn, ml: p.ml, params: attnU }, m),
+      );
       // The instruction rows' queries, kept for summary slots fitted to them (the block's are overwritten by the next).
       const q0 = Math.max(r0, iq0);
       const q1 = Math.min(r0 + m, iq0 + iqRows);
-      if (q1 > q0) enc.copyBufferToBuffer(p.q, 4 * (q0 - r0) * QD, p.instructionQ, 4 * (p.heldLayer(l) * iqRows + q0 - iq0) * QD, 4 * (q1 - q0) * QD);
-      if (A > 0 && r0 + m > firstQuery) run(enc, k.prefillScores.run({ q: p.q, k: pk, scores: p.scores, ml: p.ml, params: attnU }, A));
-      run(enc,
+      if (q1 > q0)
+        enc.copyBufferToBuffer(
+          p.q,
+          4 * (q0 - r0) * QD,
+          p.instructionQ,
+          4 * (p.heldLayer(l) * iqRows + q0 - iq0) * QD,
+          4 * (q1 - q0) * QD,
+        );
+      if (A > 0 && r0 + m > firstQuery)
+        run(enc, k.prefillScores.run({ q: p.q, k: pk, scores: p.scores, ml: p.ml, params: attnU }, A));
+      run(
+        enc,
         wk(L.o.format).matmulAdd.run({ w: L.o, x: p.attn, y: x }, m, u),
         k.rmsnorm.run({ x, w: L.mlpNorm, y: p.h }, { rows: m }, u),
         wk(L.gateUp.format).matmul.run({ w: L.gateUp, x: p.h, y: p.gateUp }, m, u),
         k.swiglu.run({ gateUp: p.gateUp, act: p.act }, m, u),
-        wk(L.down.format).matmulAdd.run({ w: L.down, x: p.act, y: x }, m, u));
+        wk(L.down.format).matmulAdd.run({ w: L.down, x: p.act, y: x }, m, u),
+      );
     }
     q.submit([enc.finish()]);
     if (onLayer) await onLayer(l);
@@ -132,21 +173,29 @@ export async function runPrefill(
   }
   // Only the last prompt row goes through the final norm and the LM head, whose matvec
   // runs one dispatch per row part, each writing its slice of the logits.
-  run(enc,
+  run(
+    enc,
     k.rmsnorm.run({ x: p.x, w: w.norm, y: s.h }, { rows: 1, inRow0: n - 1 }, u),
     ...wk(w.lmHead.format).matvec.run({ w: w.lmHead, x: s.h, y: s.logits }, u),
-    k.argmax.run({ logits: s.logits, token: s.tokenOut }));
+    k.argmax.run({ logits: s.logits, token: s.tokenOut }),
+  );
   q.submit([enc.finish()]);
   const heads = kvHeadCount(c);
   // A per-layer prefill has read each layer's scores and keys as it went.
   const wantKeys = request.prefillKeys && !onLayer;
-  const parts: [GPUBuffer, number][] = [[s.tokenOut, 4], [s.logits, returnLogits ? 4 * c.vocabSize : 0], [p.scores, onLayer ? 0 : 4 * heads * A]];
+  const parts: [GPUBuffer, number][] = [
+    [s.tokenOut, 4],
+    [s.logits, returnLogits ? 4 * c.vocabSize : 0],
+    [p.scores, onLayer ? 0 : 4 * heads * A],
+  ];
   if (wantKeys) for (let l = 0; l < c.numLayers; l++) parts.push([p.k[l], p.kvElementBytes * n * KVD]);
   const got = await readBack(ctx, parts);
   const token = new Uint32Array(got[0])[0];
   const allScores = new Float32Array(got[2]);
   const scores = Array.from({ length: heads }, (_, h) => allScores.slice(h * A, (h + 1) * A));
-  const keys = wantKeys ? Array.from({ length: c.numLayers }, (_, l) => layerKeys(c, kvValues(got[3 + l], p.kvElementBytes), A, a0)).flat() : undefined;
+  const keys = wantKeys
+    ? Array.from({ length: c.numLayers }, (_, l) => layerKeys(c, kvValues(got[3 + l], p.kvElementBytes), A, a0)).flat()
+    : undefined;
   return { token, logits: returnLogits ? new Float32Array(got[1]) : undefined, scores, keys };
 }
 
@@ -166,7 +215,16 @@ function layerKeys(c: ModelConfig, kl: Float32Array, A: number, a0: number): Flo
  * their audio keys when the policy asked, and the layer's whole K/V when some head of it
  * keeps CPU copies (asked for separately, once the plan says so).
  */
-export async function readLayerScores(ctx: GpuContext, c: ModelConfig, p: PrefillBuffers, layer: number, A: number, n: number, withKeys: boolean, a0: number): Promise<{ scores: Float32Array[]; keys?: Float32Array[] }> {
+export async function readLayerScores(
+  ctx: GpuContext,
+  c: ModelConfig,
+  p: PrefillBuffers,
+  layer: number,
+  A: number,
+  n: number,
+  withKeys: boolean,
+  a0: number,
+): Promise<{ scores: Float32Array[]; keys?: Float32Array[] }> {
   const H = c.numKvHeads;
   const parts: [GPUBuffer, number, number][] = [[p.scores, 4 * H * A, 4 * layer * H * A]];
   if (withKeys) parts.push([p.kvOf(layer).k, p.kvElementBytes * n * H * c.headDim, 0]);
@@ -188,14 +246,28 @@ export function readsRows(h: HeadResidency): boolean {
  * KVD] each as f32 (of f16 values for an f16 pool), and the instruction rows' queries
  * where the prefill kept them ([rows, QD]).
  */
-export async function readPrefillKv(ctx: GpuContext, c: ModelConfig, p: PrefillBuffers, n: number, layers: number[], queryRows = 0): Promise<Map<number, { k: Float32Array; v: Float32Array; q: Float32Array }>> {
+export async function readPrefillKv(
+  ctx: GpuContext,
+  c: ModelConfig,
+  p: PrefillBuffers,
+  n: number,
+  layers: number[],
+  queryRows = 0,
+): Promise<Map<number, { k: Float32Array; v: Float32Array; q: Float32Array }>> {
   const bytes = p.kvElementBytes * n * c.numKvHeads * c.headDim;
   const qBytes = 4 * queryRows * c.numHeads * c.headDim;
   const parts: [GPUBuffer, number, number?][] = [];
-  for (const l of layers) parts.push([p.kvOf(l).k, bytes], [p.kvOf(l).v, bytes], [p.instructionQ, qBytes, p.heldLayer(l) * qBytes]);
+  for (const l of layers)
+    parts.push([p.kvOf(l).k, bytes], [p.kvOf(l).v, bytes], [p.instructionQ, qBytes, p.heldLayer(l) * qBytes]);
   const got = parts.length ? await readBack(ctx, parts) : [];
   const out = new Map<number, { k: Float32Array; v: Float32Array; q: Float32Array }>();
-  layers.forEach((l, i) => out.set(l, { k: kvValues(got[3 * i], p.kvElementBytes), v: kvValues(got[3 * i + 1], p.kvElementBytes), q: new Float32Array(got[3 * i + 2]) }));
+  layers.forEach((l, i) =>
+    out.set(l, {
+      k: kvValues(got[3 * i], p.kvElementBytes),
+      v: kvValues(got[3 * i + 1], p.kvElementBytes),
+      q: new Float32Array(got[3 * i + 2]),
+    }),
+  );
   return out;
 }
 
@@ -203,7 +275,14 @@ export async function readPrefillKv(ctx: GpuContext, c: ModelConfig, p: PrefillB
 export type PoolTarget = Pick<GpuPool, 'kOf' | 'vOf' | 'baseSlot'>;
 
 /** Copies the prefill rows the residency placed on the GPU into their pool slots. */
-export function gatherIntoPool(ctx: GpuContext, c: ModelConfig, k: Kernels, pool: PoolTarget, p: PrefillBuffers, gathers: Gather[]): void {
+export function gatherIntoPool(
+  ctx: GpuContext,
+  c: ModelConfig,
+  k: Kernels,
+  pool: PoolTarget,
+  p: PrefillBuffers,
+  gathers: Gather[],
+): void {
   const perLayer: number[][] = Array.from({ length: c.numLayers }, () => []);
   for (const g of gathers) {
     const l = Math.floor(g.head / c.numKvHeads);
@@ -227,7 +306,14 @@ export function gatherIntoPool(ctx: GpuContext, c: ModelConfig, k: Kernels, pool
     const count = e.length / 3;
     if (count === 0) return;
     const { k: srcK, v: srcV } = p.kvOf(l);
-    record(pass, k.gather.run({ entries, srcK, srcV, kPool: pool.kOf(l), vPool: pool.vOf(l) }, { first: firsts[l], count, base: pool.baseSlot(l) }, u));
+    record(
+      pass,
+      k.gather.run(
+        { entries, srcK, srcV, kPool: pool.kOf(l), vPool: pool.vOf(l) },
+        { first: firsts[l], count, base: pool.baseSlot(l) },
+        u,
+      ),
+    );
   });
   pass.end();
   ctx.device.queue.submit([enc.finish()]);
@@ -237,18 +323,36 @@ export function gatherIntoPool(ctx: GpuContext, c: ModelConfig, k: Kernels, pool
  * A whole prefill plan into the pool: kept rows gathered on the GPU, CPU copies read back
  * once (only the layers that keep any) and handed to the residency, then the page tables flushed.
  */
-export async function placePlan(ctx: GpuContext, c: ModelConfig, k: Kernels, pool: GpuPool, p: PrefillBuffers, promptLength: number, residency: Residency, plan: PrefillPlan, text: number[], request: AttentionRequest): Promise<TransferStats> {
+export async function placePlan(
+  ctx: GpuContext,
+  c: ModelConfig,
+  k: Kernels,
+  pool: GpuPool,
+  p: PrefillBuffers,
+  promptLength: number,
+  residency: Residency,
+  plan: PrefillPlan,
+  text: number[],
+  request: AttentionRequest,
+): Promise<TransferStats> {
   const cpuLayers = new Set<number>();
-  plan.heads.forEach((h, i) => { if (readsRows(h)) cpuLayers.add(Math.floor(i / c.numKvHeads)); });
+  plan.heads.forEach((h, i) => {
+    if (readsRows(h)) cpuLayers.add(Math.floor(i / c.numKvHeads));
+  });
   const kv = await readPrefillKv(ctx, c, p, promptLength, [...cpuLayers], p.instructionQueryRows);
   const hd = c.headDim;
   const kvd = c.numKvHeads * hd;
-  const { gathers, transfer } = residency.applyPrefill(plan, text, (head, seqPos, kk, kOff, v, vOff) => {
-    const src = kv.get(Math.floor(head / c.numKvHeads))!;
-    const o = seqPos * kvd + (head % c.numKvHeads) * hd;
-    kk.set(src.k.subarray(o, o + hd), kOff);
-    v.set(src.v.subarray(o, o + hd), vOff);
-  }, summaryPlacement(c, request.summaryFit ?? 'mean', (l) => kv.get(l)!.q, request.summaryMass));
+  const { gathers, transfer } = residency.applyPrefill(
+    plan,
+    text,
+    (head, seqPos, kk, kOff, v, vOff) => {
+      const src = kv.get(Math.floor(head / c.numKvHeads))!;
+      const o = seqPos * kvd + (head % c.numKvHeads) * hd;
+      kk.set(src.k.subarray(o, o + hd), kOff);
+      v.set(src.v.subarray(o, o + hd), vOff);
+    },
+    summaryPlacement(c, request.summaryFit ?? 'mean', (l) => kv.get(l)!.q, request.summaryMass),
+  );
   gatherIntoPool(ctx, c, k, pool, p, gathers);
   pool.flush(residency);
   return transfer;

@@ -11,7 +11,8 @@ import { formatConstants, type GpuMatrix } from './weight-formats.js';
 
 /** The single buffer of a matrix its kernel reads whole (checked at upload). */
 export function whole(m: GpuMatrix): GPUBuffer {
-  if (m.parts.length !== 1) throw new RangeError(`${m.name} is split into ${m.parts.length} bindings; its kernel reads it whole`);
+  if (m.parts.length !== 1)
+    throw new RangeError(`${m.name} is split into ${m.parts.length} bindings; its kernel reads it whole`);
   return m.parts[0].buffer;
 }
 
@@ -68,10 +69,13 @@ export interface ProductOps {
  * models); `constants` go in besides the format's (the catalogue passes the model's).
  */
 export async function loadProductOps(
-  cache: PipelineCache, format: WeightFormat, constants: Constants = {},
+  cache: PipelineCache,
+  format: WeightFormat,
+  constants: Constants = {},
   counted: (p: Promise<GPUComputePipeline>) => Promise<GPUComputePipeline> = (p) => p,
 ): Promise<ProductOps> {
-  const get = (file: string, entry: string, acc: boolean) => counted(cache.get(file, entry, { ...constants, ...formatConstants(format, acc) }));
+  const get = (file: string, entry: string, acc: boolean) =>
+    counted(cache.get(file, entry, { ...constants, ...formatConstants(format, acc) }));
   const [matvec, matvecAdd, matvecSwiglu, matmul, matmulAdd] = await Promise.all([
     get('matvec.wgsl', 'matvec', false),
     get('matvec.wgsl', 'matvec', true),

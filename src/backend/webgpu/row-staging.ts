@@ -25,7 +25,10 @@ export class RowStaging {
   private readonly buffer: GPUBuffer;
   private half = new Uint16Array(0);
 
-  constructor(private readonly ctx: GpuContext, readonly capacity: number) {
+  constructor(
+    private readonly ctx: GpuContext,
+    readonly capacity: number,
+  ) {
     this.data = new Uint8Array(capacity);
     this.buffer = ctx.buffer('kv.staging', capacity, GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
   }

@@ -17,7 +17,14 @@ import { RING_SLOTS } from './step-ring.js';
 import { chunkCounts, chunkScales, type ChunkSelectSpec } from '../../reference/chunk-select.js';
 import type { AttentionRequest } from '../../kv/plan.js';
 import { ContextTooLongError } from '../../errors.js';
-import { groupSize, kvHeadCount, promptLength, segmentLength, type ModelConfig, type PromptIds } from '../../model/config.js';
+import {
+  groupSize,
+  kvHeadCount,
+  promptLength,
+  segmentLength,
+  type ModelConfig,
+  type PromptIds,
+} from '../../model/config.js';
 import { RECALL_PAGES_PER_HEAD } from '../../kv/sizing.js';
 import type { SessionOptions } from '../types.js';
 import { sessionPrompt } from '../prompt.js';
@@ -60,7 +67,13 @@ export interface SessionSizes {
   worstPoolBytes: number;
 }
 
-export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { maxStorageBufferBindingSize: number; maxBufferSize: number }, kvBudgetBytes?: number, kvElementBytes = 4): SessionSizes {
+export function sessionSizes(
+  c: ModelConfig,
+  opts: SessionOptions,
+  limits: { maxStorageBufferBindingSize: number; maxBufferSize: number },
+  kvBudgetBytes?: number,
+  kvElementBytes = 4,
+): SessionSizes {
   const A = opts.audioLength;
   const prompt = sessionPrompt(c, opts);
   const n = promptLength(prompt, A);
@@ -74,7 +87,12 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   const textTokens = prompt.prefix.length + prompt.instruction.length;
   // Upper bound of kv/sizing.ts poolNeed over all plans: per head, ceil(gpu/P) + ceil(cpuOnly/P)
   // <= ceil(A/P) + 1 (gpu and cpuOnly are disjoint), plus recall headroom <= min(ceil(A/P), cap).
-  const worstPoolPages = heads * (Math.ceil(A / P) + 1 + Math.min(Math.ceil(A / P), RECALL_PAGES_PER_HEAD) + Math.ceil((textTokens + opts.maxNewTokens) / P));
+  const worstPoolPages =
+    heads *
+    (Math.ceil(A / P) +
+      1 +
+      Math.min(Math.ceil(A / P), RECALL_PAGES_PER_HEAD) +
+      Math.ceil((textTokens + opts.maxNewTokens) / P));
   const bytesPerPage = P * slotBytes(c.headDim, kvElementBytes);
   const limit = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
   const exported = opts.request.decodeHeads.length;
@@ -82,9 +100,16 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   const m = Math.min(n, prefillChunk);
   // [what, floats] of every buffer whose size grows with the recording (PrefillBuffers, the ring).
   const prefill: [string, number][] = [
-    ['prompt hidden states', n * D], ['normed block', m * D], ['QKV block', m * (QD + 2 * KVD)],
-    ['query block', m * QD], ['attention output block', m * QD], ['gate/up block', m * 2 * I], ['SwiGLU block', m * I],
-    ['softmax statistics', n * c.numHeads * 2], ['prompt ids', n], ['prefill scores', heads * A],
+    ['prompt hidden states', n * D],
+    ['normed block', m * D],
+    ['QKV block', m * (QD + 2 * KVD)],
+    ['query block', m * QD],
+    ['attention output block', m * QD],
+    ['gate/up block', m * 2 * I],
+    ['SwiGLU block', m * I],
+    ['softmax statistics', n * c.numHeads * 2],
+    ['prompt ids', n],
+    ['prefill scores', heads * A],
   ];
   const perLayerKv = n * KVD;
   const prefillKvLayers = opts.layered ? 1 : c.numLayers;
@@ -93,20 +118,61 @@ export function sessionSizes(c: ModelConfig, opts: SessionOptions, limits: { max
   prefill.push(['instruction queries', prefillKvLayers * instructionQueryRows * QD]);
   const prefillBytes = 4 * prefill.reduce((a, [, f]) => a + f, 0) + 2 * kvElementBytes * prefillKvLayers * perLayerKv;
   const readbackBytes = readbackLayout(c, opts, A).end;
-  const grown: [string, number][] = [...prefill, ["one layer's prefill K", (perLayerKv * kvElementBytes) / 4], ['exported decode weights', exported * A], ['readback slot', readbackBytes / 4]];
+  const grown: [string, number][] = [
+    ...prefill,
+    ["one layer's prefill K", (perLayerKv * kvElementBytes) / 4],
+    ['exported decode weights', exported * A],
+    ['readback slot', readbackBytes / 4],
+  ];
   const [largestWhat, largestFloats] = grown.reduce((a, b) => (b[1] > a[1] ? b : a));
   const largestBuffer = 4 * largestFloats;
-  const decodeBytes = 4 * (2 * D + 2 * QD + I + c.vocabSize + c.numLayers * c.numHeads * 2 + exported * A + exported * G * c.headDim + (n + opts.maxNewTokens) * c.headDim) + RING_SLOTS * readbackBytes;
+  const decodeBytes =
+    4 *
+      (2 * D +
+        2 * QD +
+        I +
+        c.vocabSize +
+        c.numLayers * c.numHeads * 2 +
+        exported * A +
+        exported * G * c.headDim +
+        (n + opts.maxNewTokens) * c.headDim) +
+    RING_SLOTS * readbackBytes;
   const worstPoolBytes = worstPoolPages * bytesPerPage;
   const total = prefillBytes + decodeBytes;
   const minPages = heads * (Math.ceil(textTokens / P) + 1);
   if (kvBudgetBytes !== undefined && minPages * bytesPerPage > kvBudgetBytes) {
-    throw new ContextTooLongError(minPages * bytesPerPage, kvBudgetBytes, `the KV budget holds ${Math.floor(kvBudgetBytes / bytesPerPage)} pages, not even the text's ${minPages - heads} plus one audio page per head`);
+    throw new ContextTooLongError(
+      minPages * bytesPerPage,
+      kvBudgetBytes,
+      `the KV budget holds ${Math.floor(kvBudgetBytes / bytesPerPage)} pages, not even the text's ${minPages - heads} plus one audio page per head`,
+    );
   }
   if (largestBuffer > limit) {
-    throw new ContextTooLongError(total, limit, `${A} audio tokens need a ${(largestBuffer / 2 ** 20).toFixed(1)} MiB GPU buffer (${largestWhat}), over this device's binding limit`, 'prompt-binding');
+    throw new ContextTooLongError(
+      total,
+      limit,
+      `${A} audio tokens need a ${(largestBuffer / 2 ** 20).toFixed(1)} MiB GPU buffer (${largestWhat}), over this device's binding limit`,
+      'prompt-binding',
+    );
   }
-  return { audioLength: A, prompt, promptLength: n, textTokens, pageSize: P, exported, prefillChunk, prefillKvLayers, kvElementBytes, instructionQueryRows, prefillBytes, largestBuffer, decodeBytes, readbackBytes, worstPoolPages, worstPoolBytes };
+  return {
+    audioLength: A,
+    prompt,
+    promptLength: n,
+    textTokens,
+    pageSize: P,
+    exported,
+    prefillChunk,
+    prefillKvLayers,
+    kvElementBytes,
+    instructionQueryRows,
+    prefillBytes,
+    largestBuffer,
+    decodeBytes,
+    readbackBytes,
+    worstPoolPages,
+    worstPoolBytes,
+  };
 }
 
 /**
@@ -147,7 +213,11 @@ export interface ReadbackLayout {
 }
 
 /** What a step reads back: its token, and the logits, weights, queries and chunk choice the session asked for. */
-export function readbackLayout(c: ModelConfig, opts: Pick<SessionOptions, 'request' | 'returnLogits'>, A: number): ReadbackLayout {
+export function readbackLayout(
+  c: ModelConfig,
+  opts: Pick<SessionOptions, 'request' | 'returnLogits'>,
+  A: number,
+): ReadbackLayout {
   const req = opts.request;
   const R = req.decodeHeads.length;
   const weights = 16 + 4 * (opts.returnLogits ? c.vocabSize : 0);
@@ -157,12 +227,31 @@ export function readbackLayout(c: ModelConfig, opts: Pick<SessionOptions, 'reque
   const n = dc ? chunkCounts(chunkSpec(c, dc, A)) : { segments: 0, chunks: 0 };
   const segmentSums = chunks + 4 * Math.min(dc?.topChunks ?? 0, n.chunks);
   const focus = segmentSums + (dc?.segmentSums ? 4 * n.segments : 0);
-  return { token: 0, logits: 16, weights, queries, chunks, segmentSums, focus, end: focus + (req.decodeFocus ? 4 * FOCUS_ENTRIES : 0) };
+  return {
+    token: 0,
+    logits: 16,
+    weights,
+    queries,
+    chunks,
+    segmentSums,
+    focus,
+    end: focus + (req.decodeFocus ? 4 * FOCUS_ENTRIES : 0),
+  };
 }
 
 /** The chunk choice a request asks of a clip of A audio tokens (segments of one pool page). */
-export function chunkSpec(c: ModelConfig, dc: NonNullable<AttentionRequest['decodeChunks']>, A: number): ChunkSelectSpec {
-  return { heads: dc.heads, audioLength: A, segmentLength: segmentLength(c), chunkSegments: dc.chunkSegments, topChunks: dc.topChunks };
+export function chunkSpec(
+  c: ModelConfig,
+  dc: NonNullable<AttentionRequest['decodeChunks']>,
+  A: number,
+): ChunkSelectSpec {
+  return {
+    heads: dc.heads,
+    audioLength: A,
+    segmentLength: segmentLength(c),
+    chunkSegments: dc.chunkSegments,
+    topChunks: dc.topChunks,
+  };
 }
 
 /** Buffers of the decode step (but the pool's) and the readback ring: created once per session. */
@@ -182,13 +271,24 @@ export class SessionBuffers {
   readonly rope: GPUBuffer;
   readonly ring: GPUBuffer[];
   /** chunk_select's inputs and outputs, where the request asks for chunks: 1/length per chunk, segment sums, scores, the choice. */
-  readonly chunks: { spec: ChunkSelectSpec; scales: GPUBuffer; segSums: GPUBuffer; scores: GPUBuffer; chosen: GPUBuffer } | null = null;
+  readonly chunks: {
+    spec: ChunkSelectSpec;
+    scales: GPUBuffer;
+    segSums: GPUBuffer;
+    scores: GPUBuffer;
+    chosen: GPUBuffer;
+  } | null = null;
   /** focus.wgsl's output, where the request asks for word timing's focus: four positions and their weights. */
   readonly focus: { heads: number; top: GPUBuffer } | null = null;
   readonly exportIndex: Uint32Array;
   private readonly all: GPUBuffer[] = [];
 
-  constructor(private readonly ctx: GpuContext, c: ModelConfig, opts: SessionOptions, readonly sizes: SessionSizes) {
+  constructor(
+    private readonly ctx: GpuContext,
+    c: ModelConfig,
+    opts: SessionOptions,
+    readonly sizes: SessionSizes,
+  ) {
     const heads = kvHeadCount(c);
     const D = c.hiddenSize;
     const QD = c.numHeads * c.headDim;
@@ -222,16 +322,24 @@ export class SessionBuffers {
     this.all.push(this.rope);
     const dc = opts.request.decodeChunks;
     if (dc) {
-      if (dc.heads < 1 || dc.heads > R) throw new RangeError(`decodeChunks sums ${dc.heads} heads, the request exports ${R}`);
+      if (dc.heads < 1 || dc.heads > R)
+        throw new RangeError(`decodeChunks sums ${dc.heads} heads, the request exports ${R}`);
       const spec = chunkSpec(c, dc, A);
       const n = chunkCounts(spec);
       const scales = ctx.buffer('chunks.scales', 4 * n.chunks, undefined, chunkScales(spec));
       this.all.push(scales);
-      this.chunks = { spec, scales, segSums: b('chunks.segments', n.segments), scores: b('chunks.scores', n.chunks), chosen: b('chunks.chosen', Math.min(dc.topChunks, n.chunks)) };
+      this.chunks = {
+        spec,
+        scales,
+        segSums: b('chunks.segments', n.segments),
+        scores: b('chunks.scores', n.chunks),
+        chosen: b('chunks.chosen', Math.min(dc.topChunks, n.chunks)),
+      };
     }
     const df = opts.request.decodeFocus;
     if (df) {
-      if (df.heads < 1 || df.heads > R) throw new RangeError(`decodeFocus sums ${df.heads} heads, the request exports ${R}`);
+      if (df.heads < 1 || df.heads > R)
+        throw new RangeError(`decodeFocus sums ${df.heads} heads, the request exports ${R}`);
       this.focus = { heads: df.heads, top: b('focus.top', FOCUS_ENTRIES) };
     }
     // Staging buffers: one mapped while the next step, already queued, copies into another (step-ring.ts).
@@ -269,7 +377,11 @@ export class PrefillBuffers {
   readonly kvElementBytes: number;
   private readonly all: GPUBuffer[] = [];
 
-  constructor(private readonly ctx: GpuContext, c: ModelConfig, sizes: SessionSizes) {
+  constructor(
+    private readonly ctx: GpuContext,
+    c: ModelConfig,
+    sizes: SessionSizes,
+  ) {
     const n = sizes.promptLength;
     const A = sizes.audioLength;
     const QD = c.numHeads * c.headDim;

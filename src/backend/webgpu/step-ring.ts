@@ -28,7 +28,10 @@ export class StepRing {
   /** The slot the next submitted step copies into; refuses to overwrite one still queued. */
   nextSlot(): GPUBuffer {
     const slot = this.slots[this.next];
-    if (this.queue.some((q) => q.slot === slot)) throw new Error(`submitStep(): ${this.queue.length} steps queued and unread; the readback ring holds ${this.slots.length}`);
+    if (this.queue.some((q) => q.slot === slot))
+      throw new Error(
+        `submitStep(): ${this.queue.length} steps queued and unread; the readback ring holds ${this.slots.length}`,
+      );
     return slot;
   }
 

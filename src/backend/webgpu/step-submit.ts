@@ -13,12 +13,23 @@ import { stagingBytes } from './pool-layout.js';
 import type { Session } from './session-state.js';
 import type { DecodeStep } from './step.js';
 
-export function queueStep(ctx: GpuContext, c: ModelConfig, kernels: Kernels, s: Session, token: number | null, makeStep: (pool: GpuPool) => DecodeStep): void {
+export function queueStep(
+  ctx: GpuContext,
+  c: ModelConfig,
+  kernels: Kernels,
+  s: Session,
+  token: number | null,
+  makeStep: (pool: GpuPool) => DecodeStep,
+): void {
   const res = s.residency;
   const pool = s.pool;
   if (!res || !pool || !s.step) throw new Error('step() before applyPrefill()');
   if (token === null ? s.submitted === 0 : !Number.isInteger(token) || token < 0 || token >= c.vocabSize) {
-    throw new RangeError(token === null ? 'submitStep(null) before any step: the first token comes from the CPU' : `token ${token} outside vocabulary`);
+    throw new RangeError(
+      token === null
+        ? 'submitStep(null) before any step: the first token comes from the CPU'
+        : `token ${token} outside vocabulary`,
+    );
   }
   ctx.check();
   const slot = s.ring.nextSlot();
@@ -52,9 +63,17 @@ export function queueStep(ctx: GpuContext, c: ModelConfig, kernels: Kernels, s: 
   q.submit([step.encode(splits, slot, (enc) => pool.encodeStaged(enc))]);
   s.submitted++;
   s.ring.submitted({
-    slot, growth,
+    slot,
+    growth,
     // A growth of the pool (text pages, recalls) copies it in submits of its own since the last step's.
-    counters: { dispatches: step.dispatchCount, dispatchesPerLayer: step.layerDispatches, submits: 1, growthSubmits: pool.submits - s.poolSubmits, readbackBytes: step.readbackBytes, bytesToGpu: bytes },
+    counters: {
+      dispatches: step.dispatchCount,
+      dispatchesPerLayer: step.layerDispatches,
+      submits: 1,
+      growthSubmits: pool.submits - s.poolSubmits,
+      readbackBytes: step.readbackBytes,
+      bytesToGpu: bytes,
+    },
   });
   s.poolSubmits = pool.submits;
   s.reader = step;

@@ -15,7 +15,6 @@ import type { GpuWeights } from './weights.js';
 import type { StepObservation } from '../../kv/plan.js';
 import { focusOfReadback } from './attention-ops.js';
 
-
 export class DecodeStep {
   private readonly dispatches: Dispatch[][] = []; // per layer, then the head
   private readonly head: Dispatch[] = [];
@@ -62,7 +61,11 @@ export class DecodeStep {
       const paged = { positions: pool.positions, tables: pool.tables, scores: pool.scores };
       this.dispatches.push([
         k.rmsnorm.run({ x: b.x, w: L.attnNorm, y: b.h }, { rows: 1 }, u),
-        wk(L.qkv.format).qkvRopeAppend.run({ w: L.qkv, x: b.h, q: b.q, ...kv, rope: b.rope, step: b.step, bias: w.qkvBias(l) }, at, u),
+        wk(L.qkv.format).qkvRopeAppend.run(
+          { w: L.qkv, x: b.h, q: b.q, ...kv, rope: b.rope, step: b.step, bias: w.qkvBias(l) },
+          at,
+          u,
+        ),
         k.attnSplit.run({ q: b.q, ...kv, ...paged, partials: pool.partials }, at, u),
         k.attnReduce.run({ tables: pool.tables, partials: pool.partials, out: b.attn, ml: b.ml }, at, u),
         ...wk(L.o.format).matvecAdd.run({ w: L.o, x: b.attn, y: b.x }, u),
@@ -78,11 +81,14 @@ export class DecodeStep {
       k.argmax.run({ logits: b.logits, token: b.tokenOut }),
     );
     const R = decodeHeads.length;
-    this.exportDispatch = R > 0
-      ? k.attnExport.run(
-        { positions: pool.positions, tables: pool.tables, scores: pool.scores, weights: b.exportW, ml: b.ml },
-        { exported: R, heads: b.exportIndex.length, audioStart: audioStart(b.sizes.prompt), audioLength: A }, u)
-      : null;
+    this.exportDispatch =
+      R > 0
+        ? k.attnExport.run(
+            { positions: pool.positions, tables: pool.tables, scores: pool.scores, weights: b.exportW, ml: b.ml },
+            { exported: R, heads: b.exportIndex.length, audioStart: audioStart(b.sizes.prompt), audioLength: A },
+            u,
+          )
+        : null;
     if (decodeQueries) {
       decodeHeads.forEach((h, r) => {
         const layer = Math.floor(h / c.numKvHeads);
@@ -91,14 +97,34 @@ export class DecodeStep {
       });
     }
     const ch = b.chunks;
-    this.chunkDispatch = ch && this.exportDispatch
-      ? k.chunkSelect.run({ weights: b.exportW, scales: ch.scales, segSums: ch.segSums, scores: ch.scores, chosen: ch.chosen }, ch.spec, u)
-      : null;
+    this.chunkDispatch =
+      ch && this.exportDispatch
+        ? k.chunkSelect.run(
+            { weights: b.exportW, scales: ch.scales, segSums: ch.segSums, scores: ch.scores, chosen: ch.chosen },
+            ch.spec,
+            u,
+          )
+        : null;
     const fo = b.focus;
-    this.focusDispatch = fo && this.exportDispatch ? k.focusTop.run({ weights: b.exportW, top: fo.top }, { heads: fo.heads, audioLength: A }, u) : null;
-    this.layout = readbackLayout(c, {
-      request: { decodeHeads, decodeQueries, decodeWeights: copyWeights, decodeChunks: ch ? { ...ch.spec, segmentSums } : undefined, decodeFocus: fo ?? undefined, prefillQueries: 0 }, returnLogits,
-    }, A);
+    this.focusDispatch =
+      fo && this.exportDispatch
+        ? k.focusTop.run({ weights: b.exportW, top: fo.top }, { heads: fo.heads, audioLength: A }, u)
+        : null;
+    this.layout = readbackLayout(
+      c,
+      {
+        request: {
+          decodeHeads,
+          decodeQueries,
+          decodeWeights: copyWeights,
+          decodeChunks: ch ? { ...ch.spec, segmentSums } : undefined,
+          decodeFocus: fo ?? undefined,
+          prefillQueries: 0,
+        },
+        returnLogits,
+      },
+      A,
+    );
     this.copyWeights = R > 0 && copyWeights;
     this.shape = { R, A, gq: G * c.headDim };
     // The token (4 of the slot's 16 header bytes) and every part after the header.
@@ -112,11 +138,22 @@ export class DecodeStep {
     const { R, A, gq } = this.shape;
     const token = new Uint32Array(data, L.token, 1)[0];
     const logits = this.returnLogits ? new Float32Array(data.slice(L.logits, L.weights)) : undefined;
-    const weights = this.copyWeights ? Array.from({ length: R }, (_, i) => new Float32Array(data.slice(L.weights + 4 * i * A, L.weights + 4 * (i + 1) * A))) : [];
-    const queries = this.queryCopies.length ? Array.from({ length: R }, (_, i) => new Float32Array(data.slice(L.queries + 4 * i * gq, L.queries + 4 * (i + 1) * gq))) : undefined;
+    const weights = this.copyWeights
+      ? Array.from(
+          { length: R },
+          (_, i) => new Float32Array(data.slice(L.weights + 4 * i * A, L.weights + 4 * (i + 1) * A)),
+        )
+      : [];
+    const queries = this.queryCopies.length
+      ? Array.from(
+          { length: R },
+          (_, i) => new Float32Array(data.slice(L.queries + 4 * i * gq, L.queries + 4 * (i + 1) * gq)),
+        )
+      : undefined;
     const observation: Omit<StepObservation, 'step'> = { weights, queries };
     if (this.chunkDispatch) observation.chunks = new Int32Array(data.slice(L.chunks, L.segmentSums));
-    if (this.chunkDispatch && this.segmentSums) observation.segmentSums = new Float32Array(data.slice(L.segmentSums, L.focus));
+    if (this.chunkDispatch && this.segmentSums)
+      observation.segmentSums = new Float32Array(data.slice(L.segmentSums, L.focus));
     if (this.focusDispatch) observation.focus = focusOfReadback(data.slice(L.focus, L.end));
     return { token, logits, observation };
   }

@@ -25,14 +25,23 @@ function catalogue(k: Kernels): WeightKernels {
   return { ...k.products, embed: k.embed, qkvRopeAppend: k.qkvRopeAppend };
 }
 
-async function compile(cache: PipelineCache, c: ModelConfig, modelConstants: Constants, format: WeightFormat): Promise<WeightKernels> {
+async function compile(
+  cache: PipelineCache,
+  c: ModelConfig,
+  modelConstants: Constants,
+  format: WeightFormat,
+): Promise<WeightKernels> {
   const constants = { ...modelConstants, WEIGHT_FORMAT: WEIGHT_FORMAT_ID[format] };
   const [dense, embed, qkvRopeAppend] = await Promise.all([
     loadProductOps(cache, format),
     cache.get('embed.wgsl', 'embed', constants),
     cache.get('qkv_rope.wgsl', 'qkv_rope_append', constants),
   ]);
-  return { ...dense, embed: new Embed(cache.ctx, embed, c), qkvRopeAppend: new QkvRopeAppend(cache.ctx, qkvRopeAppend, `qkv_rope_append ${format}`, c) };
+  return {
+    ...dense,
+    embed: new Embed(cache.ctx, embed, c),
+    qkvRopeAppend: new QkvRopeAppend(cache.ctx, qkvRopeAppend, `qkv_rope_append ${format}`, c),
+  };
 }
 
 /**
@@ -40,12 +49,23 @@ async function compile(cache: PipelineCache, c: ModelConfig, modelConstants: Con
  * `modelConstants` are the catalogue's (kernels.ts modelConstants), so every pipeline is
  * asked for at once, with the catalogue's, and a count of them is known from the start.
  */
-export async function loadWeightKernels(cache: PipelineCache, c: ModelConfig, modelConstants: Constants, catalogueKernels: Promise<Kernels>, formats: Iterable<WeightFormat>): Promise<WeightKernelsOf> {
+export async function loadWeightKernels(
+  cache: PipelineCache,
+  c: ModelConfig,
+  modelConstants: Constants,
+  catalogueKernels: Promise<Kernels>,
+  formats: Iterable<WeightFormat>,
+): Promise<WeightKernelsOf> {
   const sets = new Map<WeightFormat, WeightKernels>();
-  await Promise.all([...new Set(formats)].map(async (f) => sets.set(f, f === 'f32' ? catalogue(await catalogueKernels) : await compile(cache, c, modelConstants, f))));
+  await Promise.all(
+    [...new Set(formats)].map(async (f) =>
+      sets.set(f, f === 'f32' ? catalogue(await catalogueKernels) : await compile(cache, c, modelConstants, f)),
+    ),
+  );
   return (format) => {
     const s = sets.get(format);
-    if (!s) throw new Error(`no ${format} weight pipelines were compiled (the weights use ${[...sets.keys()].join(', ')})`);
+    if (!s)
+      throw new Error(`no ${format} weight pipelines were compiled (the weights use ${[...sets.keys()].join(', ')})`);
     return s;
   };
 }

@@ -61,13 +61,23 @@ export class GpuWeights {
    * `kernels` has the pipelines of every format in packedFormats(w).
    */
   static async upload(
-    ctx: GpuContext, c: ModelConfig, w: PackedDecoderWeights, maxBindingBytes: number, kernels: WeightKernelsOf | Promise<WeightKernelsOf>,
+    ctx: GpuContext,
+    c: ModelConfig,
+    w: PackedDecoderWeights,
+    maxBindingBytes: number,
+    kernels: WeightKernelsOf | Promise<WeightKernelsOf>,
     onUpload?: (loaded: number, total: number) => void,
   ): Promise<GpuWeights> {
     const limits = { maxStorageBufferBindingSize: maxBindingBytes, maxBufferSize: maxBindingBytes };
     w.layers.forEach((l, i) => {
-      if (c.attentionBias && !l.qkvBias) throw new RangeError(`layer ${i}: the config says q/k/v biases but the weights have none`);
-      for (const [name, m] of [['qkv', l.qkv], ['o_proj', l.o], ['gate_up', l.gateUp], ['down_proj', l.down]] as const) {
+      if (c.attentionBias && !l.qkvBias)
+        throw new RangeError(`layer ${i}: the config says q/k/v biases but the weights have none`);
+      for (const [name, m] of [
+        ['qkv', l.qkv],
+        ['o_proj', l.o],
+        ['gate_up', l.gateUp],
+        ['down_proj', l.down],
+      ] as const) {
         const p = matrixBindingProblem(`layers.${i}.${name}`, m.format, m.rows, m.cols, limits);
         if (p) throw new ModelTooBigError([p], `the decoder of ${c.name}`);
       }

@@ -10,8 +10,19 @@ export const THIRTY_SECONDS = 480_000;
 
 /** English names for the instructions that name a language; a code without one is named by itself. */
 const LANGUAGE_NAMES: Record<string, string> = {
-  en: 'English', zh: 'Chinese', de: 'German', fr: 'French', es: 'Spanish', it: 'Italian', ja: 'Japanese',
-  ko: 'Korean', ru: 'Russian', pt: 'Portuguese', nl: 'Dutch', ar: 'Arabic', hi: 'Hindi',
+  en: 'English',
+  zh: 'Chinese',
+  de: 'German',
+  fr: 'French',
+  es: 'Spanish',
+  it: 'Italian',
+  ja: 'Japanese',
+  ko: 'Korean',
+  ru: 'Russian',
+  pt: 'Portuguese',
+  nl: 'Dutch',
+  ar: 'Arabic',
+  hi: 'Hindi',
 };
 
 export const languageName = (code: string): string => LANGUAGE_NAMES[code] ?? code;
@@ -21,7 +32,8 @@ export class ConfigFieldError extends Error {}
 
 export function obj(j: Json, key: string): Json {
   const v = j[key];
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ConfigFieldError(`field "${key}" must be an object`);
+  if (typeof v !== 'object' || v === null || Array.isArray(v))
+    throw new ConfigFieldError(`field "${key}" must be an object`);
   return v as Json;
 }
 

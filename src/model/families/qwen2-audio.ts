@@ -14,9 +14,17 @@ export const qwen2Audio: HfFamily = {
   textConfig: (j) => obj(j, 'text_config'),
   // Qwen2Config (num_key_value_heads defaults to 32, not to num_attention_heads).
   textDefaults: {
-    vocab_size: 151936, hidden_size: 4096, intermediate_size: 22016, num_hidden_layers: 32, num_attention_heads: 32,
-    num_key_value_heads: 32, hidden_act: 'silu', max_position_embeddings: 32768, rms_norm_eps: 1e-6,
-    tie_word_embeddings: false, rope_theta: 10000,
+    vocab_size: 151936,
+    hidden_size: 4096,
+    intermediate_size: 22016,
+    num_hidden_layers: 32,
+    num_attention_heads: 32,
+    num_key_value_heads: 32,
+    hidden_act: 'silu',
+    max_position_embeddings: 32768,
+    rms_norm_eps: 1e-6,
+    tie_word_embeddings: false,
+    rope_theta: 10000,
   },
   hiddenAct: 'silu',
   attentionBias: true,
@@ -54,7 +62,8 @@ export const qwen2Audio: HfFamily = {
   // audio span (the upstream template would give each clip its own bos/eos pair).
   processor: (x, n) => {
     const out: ProcessorExample[] = [];
-    for (let s = 0; s < x.length; s += n) out.push({ x: x.subarray(s, Math.min(x.length, s + n)), pad: { truncateTo: n, padToLength: n } });
+    for (let s = 0; s < x.length; s += n)
+      out.push({ x: x.subarray(s, Math.min(x.length, s + n)), pad: { truncateTo: n, padToLength: n } });
     return out;
   },
   prompt: {
@@ -73,7 +82,8 @@ export const qwen2Audio: HfFamily = {
     // Qwen2-Audio scripts write it ("… translate the speech into German: <|en|>").
     translation: {
       system: null,
-      instruction: (target, source) => `Detect the language and translate the speech into ${languageName(target)}:${source ? ` <|${source}|>` : ''}`,
+      instruction: (target, source) =>
+        `Detect the language and translate the speech into ${languageName(target)}:${source ? ` <|${source}|>` : ''}`,
     },
     ...QWEN_CHAT,
   },
@@ -87,9 +97,19 @@ export const qwen2Audio: HfFamily = {
   shapes: {
     // Multi-head attention with q/k/v biases at 25 audio tokens/s.
     miniature: {
-      name: 'qwen2-audio-shaped', vocabSize: 320, hiddenSize: 64, intermediateSize: 176, numLayers: 2,
-      numHeads: 4, numKvHeads: 4, headDim: 16, tokens: { bos: 310, eos: 311, pad: 310 },
-      prefix: [312, 20, 21, 313, 22, 314], instruction: [315, 23, 24, 311, 312, 25], stopTokens: [311, 310], attentionBias: true,
+      name: 'qwen2-audio-shaped',
+      vocabSize: 320,
+      hiddenSize: 64,
+      intermediateSize: 176,
+      numLayers: 2,
+      numHeads: 4,
+      numKvHeads: 4,
+      headDim: 16,
+      tokens: { bos: 310, eos: 311, pad: 310 },
+      prefix: [312, 20, 21, 313, 22, 314],
+      instruction: [315, 23, 24, 311, 312, 25],
+      stopTokens: [311, 310],
+      attentionBias: true,
     },
     encoderBench: { decoderWidth: 4096 },
   },

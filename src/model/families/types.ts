@@ -144,7 +144,11 @@ export interface HfFamily {
    * Token ids: the audio placeholder, bos/eos/pad and stop tokens (eos first), read from the
    * folder's config (`text` is textConfig(json); `generation` is generation_config.json).
    */
-  tokens(json: Json, text: Json, generation?: Json): { audio: number; bos: number; eos: number; pad: number; stop: number[] };
+  tokens(
+    json: Json,
+    text: Json,
+    generation?: Json,
+  ): { audio: number; bos: number; eos: number; pad: number; stop: number[] };
   /** The checkpoint's audio tower and projector. */
   encoder: WhisperFamilySpec;
   /**

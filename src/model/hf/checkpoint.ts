@@ -48,7 +48,10 @@ export class HfCheckpoint {
     } else {
       listing = joinModelPath(base, SINGLE_FILE);
       if (!(await exists(listing))) {
-        throw new ModelLoadError(indexPath, `not found, and no ${SINGLE_FILE} either: this folder holds no safetensors weights`);
+        throw new ModelLoadError(
+          indexPath,
+          `not found, and no ${SINGLE_FILE} either: this folder holds no safetensors weights`,
+        );
       }
       shardOf = new Map();
     }
@@ -61,13 +64,22 @@ export class HfCheckpoint {
       for (const [shard, names] of byShard) {
         const path = joinModelPath(base, shard);
         if (!(await exists(path))) {
-          throw new ModelLoadError(path, `is missing: ${listing} places ${names.length} tensors in it (e.g. ${names[0]}); download the folder again`, names[0]);
+          throw new ModelLoadError(
+            path,
+            `is missing: ${listing} places ${names.length} tensors in it (e.g. ${names[0]}); download the folder again`,
+            names[0],
+          );
         }
         const file = await openRanged(path);
         files.set(path, file);
         const header = await readHeader(file);
         for (const name of names) {
-          if (!header.has(name)) throw new ModelLoadError(path, `${listing} places this tensor in ${shard}, whose header does not list it`, name);
+          if (!header.has(name))
+            throw new ModelLoadError(
+              path,
+              `${listing} places this tensor in ${shard}, whose header does not list it`,
+              name,
+            );
         }
         for (const [name, t] of header) {
           if (shardOf.size === 0 || shardOf.get(name) === shard) tensors.set(name, t);
@@ -88,7 +100,8 @@ export class HfCheckpoint {
   check(name: string, shape: number[]): HfTensor {
     const t = this.tensors.get(name);
     if (!t) throw new ModelLoadError(this.listing, 'tensor is missing (does config.json match these weights?)', name);
-    if (!isWeightDtype(t.dtype)) throw new ModelLoadError(t.file, `dtype ${t.dtype} cannot be read as weights (BF16, F16 or F32)`, name);
+    if (!isWeightDtype(t.dtype))
+      throw new ModelLoadError(t.file, `dtype ${t.dtype} cannot be read as weights (BF16, F16 or F32)`, name);
     if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
       throw new ModelLoadError(t.file, `shape [${t.shape}] does not match config.json, which implies [${shape}]`, name);
     }
@@ -122,10 +135,12 @@ export class HfCheckpoint {
 
 function parseIndex(json: unknown, file: string): Map<string, string> {
   const map = (json as { weight_map?: unknown } | null)?.weight_map;
-  if (typeof map !== 'object' || map === null || Array.isArray(map)) throw new ModelLoadError(file, 'has no "weight_map" object');
+  if (typeof map !== 'object' || map === null || Array.isArray(map))
+    throw new ModelLoadError(file, 'has no "weight_map" object');
   const out = new Map<string, string>();
   for (const [name, shard] of Object.entries(map)) {
-    if (typeof shard !== 'string' || shard.includes('/') || shard.includes('\\')) throw new ModelLoadError(file, `weight_map entry is not a shard file name: ${JSON.stringify(shard)}`, name);
+    if (typeof shard !== 'string' || shard.includes('/') || shard.includes('\\'))
+      throw new ModelLoadError(file, `weight_map entry is not a shard file name: ${JSON.stringify(shard)}`, name);
     out.set(name, shard);
   }
   if (out.size === 0) throw new ModelLoadError(file, '"weight_map" is empty');
@@ -135,10 +150,14 @@ function parseIndex(json: unknown, file: string): Map<string, string> {
 /** Reads a shard's header: 8-byte little-endian length, then JSON; checks every range against the file size. */
 async function readHeader(file: RangedFile): Promise<Map<string, HfTensor>> {
   const path = file.source;
-  if (file.size < 8) throw new ModelLoadError(path, `is ${file.size} bytes, too short for a safetensors header: truncated`);
+  if (file.size < 8)
+    throw new ModelLoadError(path, `is ${file.size} bytes, too short for a safetensors header: truncated`);
   const n = Number(new DataView((await file.read(0, 8)).buffer).getBigUint64(0, true));
   if (n < 2 || n > MAX_HEADER || 8 + n > file.size) {
-    throw new ModelLoadError(path, `header length ${n} does not fit the file (${file.size} bytes): truncated or not safetensors`);
+    throw new ModelLoadError(
+      path,
+      `header length ${n} does not fit the file (${file.size} bytes): truncated or not safetensors`,
+    );
   }
   let header: Record<string, unknown>;
   try {
@@ -157,16 +176,36 @@ async function readHeader(file: RangedFile): Promise<Map<string, HfTensor>> {
     if (typeof t.dtype !== 'string' || !Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0)) {
       throw new ModelLoadError(path, 'header entry lacks a dtype or an integer shape', name);
     }
-    if (!(Number.isInteger(begin) && Number.isInteger(end) && begin >= 0 && end >= begin)) throw new ModelLoadError(path, 'bad data_offsets', name);
+    if (!(Number.isInteger(begin) && Number.isInteger(end) && begin >= 0 && end >= begin))
+      throw new ModelLoadError(path, 'bad data_offsets', name);
     if (end > dataBytes) {
-      throw new ModelLoadError(path, `data ends at byte ${end} of the data section but the file holds ${dataBytes}: the shard is truncated; download it again`, name);
+      throw new ModelLoadError(
+        path,
+        `data ends at byte ${end} of the data section but the file holds ${dataBytes}: the shard is truncated; download it again`,
+        name,
+      );
     }
     const size = DTYPE_BYTES[t.dtype];
     if (size === undefined) throw new ModelLoadError(path, `unknown dtype ${t.dtype}`, name);
     const count = (shape as number[]).reduce((a, b) => a * b, 1);
-    if (count * size !== end - begin) throw new ModelLoadError(path, `shape [${shape}] of ${t.dtype} needs ${count * size} bytes, its offsets span ${end - begin}`, name);
-    out.set(name, { name, file: path, dtype: t.dtype, shape: shape as number[], offset: dataStart + begin, byteLength: end - begin });
+    if (count * size !== end - begin)
+      throw new ModelLoadError(
+        path,
+        `shape [${shape}] of ${t.dtype} needs ${count * size} bytes, its offsets span ${end - begin}`,
+        name,
+      );
+    out.set(name, {
+      name,
+      file: path,
+      dtype: t.dtype,
+      shape: shape as number[],
+      offset: dataStart + begin,
+      byteLength: end - begin,
+    });
   }
-  refuseOverlaps(path, [...out.values()].map((t) => ({ name: t.name, begin: t.offset, end: t.offset + t.byteLength })));
+  refuseOverlaps(
+    path,
+    [...out.values()].map((t) => ({ name: t.name, begin: t.offset, end: t.offset + t.byteLength })),
+  );
   return out;
 }

@@ -17,11 +17,18 @@ export interface HfConfigInfo {
   tiedEmbeddings: boolean;
 }
 
-export function hfModelConfig(family: HfFamily, json: Json, file: string, generation?: Json, name = family.modelType): HfConfigInfo {
+export function hfModelConfig(
+  family: HfFamily,
+  json: Json,
+  file: string,
+  generation?: Json,
+  name = family.modelType,
+): HfConfigInfo {
   try {
     return build(family, json, generation, name);
   } catch (e) {
-    if (e instanceof ConfigFieldError) throw new ModelLoadError(file, `${e.message} (a ${family.modelType} config.json as ${family.example} has it)`);
+    if (e instanceof ConfigFieldError)
+      throw new ModelLoadError(file, `${e.message} (a ${family.modelType} config.json as ${family.example} has it)`);
     throw e;
   }
 }
@@ -36,11 +43,13 @@ function build(family: HfFamily, json: Json, generation: Json | undefined, name:
   };
   const int = (key: string): number => {
     const v = field(key);
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw new ConfigFieldError(`text config field "${key}" must be a positive integer, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1)
+      throw new ConfigFieldError(`text config field "${key}" must be a positive integer, got ${JSON.stringify(v)}`);
     return v;
   };
   const pos = (v: unknown, key: string): number => {
-    if (typeof v !== 'number' || !(v > 0)) throw new ConfigFieldError(`text config field "${key}" must be a positive number, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !(v > 0))
+      throw new ConfigFieldError(`text config field "${key}" must be a positive number, got ${JSON.stringify(v)}`);
     return v;
   };
   const hidden = int('hidden_size');
@@ -48,13 +57,22 @@ function build(family: HfFamily, json: Json, generation: Json | undefined, name:
   const kvHeads = int('num_key_value_heads');
   // Qwen2 derives head_dim as hidden/heads when the config has none; Voxtral's default is 128.
   const headDim = field('head_dim') !== undefined ? int('head_dim') : hidden / heads;
-  if (!Number.isInteger(headDim)) throw new ConfigFieldError(`hidden_size ${hidden} is not a multiple of num_attention_heads ${heads} and there is no head_dim`);
-  if (heads % kvHeads !== 0) throw new ConfigFieldError(`num_attention_heads (${heads}) must be a multiple of num_key_value_heads (${kvHeads})`);
+  if (!Number.isInteger(headDim))
+    throw new ConfigFieldError(
+      `hidden_size ${hidden} is not a multiple of num_attention_heads ${heads} and there is no head_dim`,
+    );
+  if (heads % kvHeads !== 0)
+    throw new ConfigFieldError(`num_attention_heads (${heads}) must be a multiple of num_key_value_heads (${kvHeads})`);
   if (headDim % 2 !== 0) throw new ConfigFieldError(`head_dim (${headDim}) must be even for RoPE`);
   const act = field('hidden_act');
-  if (act !== family.hiddenAct) throw new ConfigFieldError(`hidden_act ${JSON.stringify(act)} is not supported (the decoder implements ${family.hiddenAct})`);
+  if (act !== family.hiddenAct)
+    throw new ConfigFieldError(
+      `hidden_act ${JSON.stringify(act)} is not supported (the decoder implements ${family.hiddenAct})`,
+    );
   if (text['attention_bias'] !== undefined && text['attention_bias'] !== family.attentionBias) {
-    throw new ConfigFieldError(`attention_bias ${JSON.stringify(text['attention_bias'])} differs from the ${family.modelType} decoder (${family.attentionBias})`);
+    throw new ConfigFieldError(
+      `attention_bias ${JSON.stringify(text['attention_bias'])} differs from the ${family.modelType} decoder (${family.attentionBias})`,
+    );
   }
   const vocab = int('vocab_size');
   const tok = family.tokens(json, text, generation);
@@ -62,7 +80,8 @@ function build(family: HfFamily, json: Json, generation: Json | undefined, name:
   // generation_config.json may add stop ids (Qwen lists <|endoftext|> and <|im_end|>).
   for (const t of generation ? tokenIds(generation, 'eos_token_id') : []) if (!stop.includes(t)) stop.push(t);
   for (const t of [tok.bos, tok.eos, tok.pad, tok.audio, ...stop]) {
-    if (!(t >= 0 && t < vocab)) throw new ConfigFieldError(`token id ${t} is outside the vocabulary (vocab_size ${vocab})`);
+    if (!(t >= 0 && t < vocab))
+      throw new ConfigFieldError(`token id ${t} is outside the vocabulary (vocab_size ${vocab})`);
   }
   const tie = text['tie_word_embeddings'] ?? json['tie_word_embeddings'];
   if (typeof tie !== 'boolean') defaulted.push('tie_word_embeddings');
@@ -88,7 +107,12 @@ function build(family: HfFamily, json: Json, generation: Json | undefined, name:
   };
   const widths = kernelWidthFault(config);
   if (widths) throw new ConfigFieldError(widths);
-  return { config, audioTokenId: tok.audio, defaulted, tiedEmbeddings: typeof tie === 'boolean' ? tie : family.tiedByDefault };
+  return {
+    config,
+    audioTokenId: tok.audio,
+    defaulted,
+    tiedEmbeddings: typeof tie === 'boolean' ? tie : family.tiedByDefault,
+  };
 }
 
 /** `rope_parameters.rope_theta` (v5), `rope_theta`, then the default; only plain RoPE (M-RoPE is 1-D for audio and text). */
@@ -103,7 +127,8 @@ function ropeTheta(text: Json, family: HfFamily, defaulted: string[]): number {
   const theta = (params && typeof params === 'object' ? params['rope_theta'] : undefined) ?? text['rope_theta'];
   if (theta === undefined) defaulted.push('rope_theta');
   const v = theta ?? family.textDefaults['rope_theta'];
-  if (typeof v !== 'number' || !(v > 1)) throw new ConfigFieldError(`rope_theta must be a number > 1, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'number' || !(v > 1))
+    throw new ConfigFieldError(`rope_theta must be a number > 1, got ${JSON.stringify(v)}`);
   return v;
 }
 

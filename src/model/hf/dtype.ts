@@ -3,7 +3,19 @@
 export type WeightDtype = 'BF16' | 'F16' | 'F32';
 
 // U32: the packed decoder tensors of a converted folder (src/model/packed-folder.ts).
-export const DTYPE_BYTES: Record<string, number> = { BF16: 2, F16: 2, F32: 4, F64: 8, I64: 8, I32: 4, U32: 4, I16: 2, I8: 1, U8: 1, BOOL: 1 };
+export const DTYPE_BYTES: Record<string, number> = {
+  BF16: 2,
+  F16: 2,
+  F32: 4,
+  F64: 8,
+  I64: 8,
+  I32: 4,
+  U32: 4,
+  I16: 2,
+  I8: 1,
+  U8: 1,
+  BOOL: 1,
+};
 
 export function isWeightDtype(d: string): d is WeightDtype {
   return d === 'BF16' || d === 'F16' || d === 'F32';
@@ -19,7 +31,8 @@ function f16Table(): Float32Array {
     const s = h & 0x8000 ? -1 : 1;
     const e = (h >> 10) & 0x1f;
     const m = h & 0x3ff;
-    halfTable[h] = e === 0 ? s * m * 2 ** -24 : e === 31 ? (m ? NaN : s * Infinity) : s * (1 + m / 1024) * 2 ** (e - 15);
+    halfTable[h] =
+      e === 0 ? s * m * 2 ** -24 : e === 31 ? (m ? NaN : s * Infinity) : s * (1 + m / 1024) * 2 ** (e - 15);
   }
   return halfTable;
 }

@@ -39,7 +39,10 @@ export function hfFamily(json: Json, file: string): HfFamily {
   const type = json['model_type'];
   const family = typeof type === 'string' ? familyFor(type) : undefined;
   if (!family) {
-    throw new ModelLoadError(file, `model_type ${JSON.stringify(type)} is not supported; supported Hugging Face folders: ${FAMILIES.map((f) => `${f.modelType} (e.g. ${f.example})`).join(', ')}`);
+    throw new ModelLoadError(
+      file,
+      `model_type ${JSON.stringify(type)} is not supported; supported Hugging Face folders: ${FAMILIES.map((f) => `${f.modelType} (e.g. ${f.example})`).join(', ')}`,
+    );
   }
   return family;
 }
@@ -50,12 +53,23 @@ export async function readHfConfig(base: string, json: Json): Promise<HfModelInf
   const family = hfFamily(json, configFile);
   const genFile = joinModelPath(base, 'generation_config.json');
   const generation = (await exists(genFile)) ? ((await readJson(genFile)) as Json) : undefined;
-  const info = hfModelConfig(family, json, configFile, generation, `${family.modelType}:${base.replace(/\/+$/, '').split('/').pop()}`);
+  const info = hfModelConfig(
+    family,
+    json,
+    configFile,
+    generation,
+    `${family.modelType}:${base.replace(/\/+$/, '').split('/').pop()}`,
+  );
   return { family, ...info };
 }
 
 /** Share of the decoder's checkpoint bytes read (download) or packed (convert) so far, and the bytes themselves. */
-export type DecoderProgress = (fraction: number, detail: string, bytes: { loaded: number; total: number }, phase?: 'download' | 'convert') => void;
+export type DecoderProgress = (
+  fraction: number,
+  detail: string,
+  bytes: { loaded: number; total: number },
+  phase?: 'download' | 'convert',
+) => void;
 
 /** A checkpoint opened with its decoder plan checked: which stored tensor each internal name reads. */
 interface DecoderPlan {
@@ -81,12 +95,21 @@ async function openDecoderPlan(base: string, info: HfModelInfo): Promise<Decoder
     // means config.json and the weights disagree.
     for (const name of ckpt.tensors.keys()) {
       if (isDecoderTensor(family, name) && !expected.has(name)) {
-        throw new ModelLoadError(ckpt.info(name)!.file, `the weights hold this decoder tensor but config.json does not describe it (num_hidden_layers ${c.numLayers}?): config.json does not match the weights`, name);
+        throw new ModelLoadError(
+          ckpt.info(name)!.file,
+          `the weights hold this decoder tensor but config.json does not describe it (num_hidden_layers ${c.numLayers}?): config.json does not match the weights`,
+          name,
+        );
       }
     }
     const tiedHead = !ckpt.info(family.lmHead) && info.tiedEmbeddings;
-    const source = (internal: string) => (internal === 'lm_head.weight' && tiedHead ? upstreamTensorName(family, 'embed_tokens.weight') : upstreamTensorName(family, internal));
-    const plan = new Map([...shapes].map(([internal, shape]) => [source(internal), ckpt.check(source(internal), shape).byteLength]));
+    const source = (internal: string) =>
+      internal === 'lm_head.weight' && tiedHead
+        ? upstreamTensorName(family, 'embed_tokens.weight')
+        : upstreamTensorName(family, internal);
+    const plan = new Map(
+      [...shapes].map(([internal, shape]) => [source(internal), ckpt.check(source(internal), shape).byteLength]),
+    );
     const total = [...plan.values()].reduce((a, b) => a + b, 0);
     return { ckpt, shapes, source, tiedHead, total };
   } catch (e) {
@@ -104,7 +127,13 @@ export async function loadHfDecoder(base: string, info: HfModelInfo, onProgress?
     for (const [internal, shape] of shapes) {
       const name = source(internal);
       // A tied head reads the embedding once.
-      tensors.set(name, tensors.get(name) ?? (await ckpt.f32(name, shape, (n) => onProgress?.((done += n) / total, 'decoder weights', { loaded: done, total }))));
+      tensors.set(
+        name,
+        tensors.get(name) ??
+          (await ckpt.f32(name, shape, (n) =>
+            onProgress?.((done += n) / total, 'decoder weights', { loaded: done, total }),
+          )),
+      );
     }
     const weights = assembleWeights(info.config, (internal) => tensors.get(source(internal))!);
     return { weights, tiedHead, fileBytes: total };
@@ -126,7 +155,10 @@ export interface HfPackedDecoder {
  * its 1.5 GiB f32 embedding, instead of 15 GiB of f32 weights).
  */
 export async function loadHfDecoderPacked(
-  base: string, info: HfModelInfo, format: WeightFormat, onProgress?: DecoderProgress,
+  base: string,
+  info: HfModelInfo,
+  format: WeightFormat,
+  onProgress?: DecoderProgress,
 ): Promise<HfPackedDecoder> {
   const { ckpt, shapes, source, tiedHead, total } = await openDecoderPlan(base, info);
   try {
@@ -135,7 +167,9 @@ export async function loadHfDecoderPacked(
     const got = new Map<string, PackedMatrix>();
     // One tensor per call: its f32 values live only in this frame.
     const packOne = async (name: string, shape: number[]): Promise<PackedMatrix> => {
-      const values = await ckpt.f32(name, shape, (n) => onProgress?.((done += n) / total, 'decoder weights', { loaded: done, total }, 'download'));
+      const values = await ckpt.f32(name, shape, (n) =>
+        onProgress?.((done += n) / total, 'decoder weights', { loaded: done, total }, 'download'),
+      );
       const info = ckpt.info(name)!;
       const q = quantizeTensor(name, values, shape, format, info.file);
       converted += info.byteLength;
@@ -173,7 +207,7 @@ export async function refuseMistralNative(base: string): Promise<void> {
   if (!has) return;
   throw new ModelLoadError(
     has,
-    'is Mistral\'s native checkpoint layout (consolidated.safetensors + params.json), which this runtime does not read: its q/k ' +
+    "is Mistral's native checkpoint layout (consolidated.safetensors + params.json), which this runtime does not read: its q/k " +
       'projection rows are ordered for interleaved-pair RoPE, not the rotate-half RoPE of the Hugging Face files. Download the ' +
       'Hugging Face format files of mistralai/Voxtral-Mini-3B-2507 (config.json, model-0000N-of-0000M.safetensors, ' +
       'model.safetensors.index.json, tekken.json) into this folder instead.',

@@ -62,18 +62,37 @@ export async function readHfOnnxEncoder(
   const file = await findOnnxAudioEncoder(base);
   if (!file) {
     if (choice === 'onnx') {
-      throw new ModelLoadError(joinModelPath(base, 'onnx/audio_encoder.onnx'), `is missing (nor any of ${ONNX_DTYPE_SUFFIXES.filter(Boolean).map((s) => `audio_encoder${s}.onnx`).join(', ')}): the ONNX audio encoder was asked for; omit the option to run the checkpoint's audio tower`);
+      throw new ModelLoadError(
+        joinModelPath(base, 'onnx/audio_encoder.onnx'),
+        `is missing (nor any of ${ONNX_DTYPE_SUFFIXES.filter(Boolean)
+          .map((s) => `audio_encoder${s}.onnx`)
+          .join(', ')}): the ONNX audio encoder was asked for; omit the option to run the checkpoint's audio tower`,
+      );
     }
     return undefined;
   }
   const layout = family.onnx;
   if (!layout) {
     const known = FAMILIES.filter((f) => f.onnx).map((f) => f.modelType);
-    throw new ModelLoadError(file, `an ONNX audio encoder is only read for ${known.join(', ')} folders, not ${family.modelType}; remove it or load with the audio tower option`);
+    throw new ModelLoadError(
+      file,
+      `an ONNX audio encoder is only read for ${known.join(', ')} folders, not ${family.modelType}; remove it or load with the audio tower option`,
+    );
   }
   const bytes = new Uint8Array(await readBytes(file, (l, t) => onProgress?.(l / t, 'audio encoder')));
   const dataFile = `${file}_data`;
   const name = dataFile.split('/').pop()!;
-  const externalData = (await exists(dataFile)) ? { path: name, data: new Uint8Array(await readBytes(dataFile)) } : undefined;
-  return { kind: 'onnx', file, bytes, ...(externalData ? { externalData } : {}), input: layout.input, output: layout.output, modelType: family.modelType, layout };
+  const externalData = (await exists(dataFile))
+    ? { path: name, data: new Uint8Array(await readBytes(dataFile)) }
+    : undefined;
+  return {
+    kind: 'onnx',
+    file,
+    bytes,
+    ...(externalData ? { externalData } : {}),
+    input: layout.input,
+    output: layout.output,
+    modelType: family.modelType,
+    layout,
+  };
 }

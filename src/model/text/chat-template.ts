@@ -12,7 +12,12 @@ export interface ChatMessage {
 }
 
 /** Renders `template` for `messages` with the generation prompt appended. */
-export function renderChat(template: string, messages: ChatMessage[], extra: Record<string, unknown> = {}, file = 'chat_template'): string {
+export function renderChat(
+  template: string,
+  messages: ChatMessage[],
+  extra: Record<string, unknown> = {},
+  file = 'chat_template',
+): string {
   try {
     return new Template(template).render({ messages, add_generation_prompt: true, ...extra });
   } catch (e) {
@@ -21,10 +26,17 @@ export function renderChat(template: string, messages: ChatMessage[], extra: Rec
 }
 
 /** The text before and after the one `placeholder` in `rendered`. */
-export function splitAtPlaceholder(rendered: string, placeholder: string, file = 'chat_template'): { before: string; after: string } {
+export function splitAtPlaceholder(
+  rendered: string,
+  placeholder: string,
+  file = 'chat_template',
+): { before: string; after: string } {
   const at = rendered.indexOf(placeholder);
   if (at < 0 || rendered.indexOf(placeholder, at + 1) >= 0) {
-    throw new ModelLoadError(file, `the rendered prompt must contain the audio placeholder ${placeholder} exactly once`);
+    throw new ModelLoadError(
+      file,
+      `the rendered prompt must contain the audio placeholder ${placeholder} exactly once`,
+    );
   }
   return { before: rendered.slice(0, at), after: rendered.slice(at + placeholder.length) };
 }

@@ -61,7 +61,12 @@ export class HfTokenizer implements TextTokenizer {
    * Builds the tokenizer from tokenizer.json and tokenizer_config.json (both JSON-decoded;
    * the config may be `{}` when the folder has none). Throws ModelLoadError naming `file`.
    */
-  static fromJSON(json: unknown, config: unknown = {}, file = 'tokenizer.json', opts: HfTokenizerOptions = {}): HfTokenizer {
+  static fromJSON(
+    json: unknown,
+    config: unknown = {},
+    file = 'tokenizer.json',
+    opts: HfTokenizerOptions = {},
+  ): HfTokenizer {
     if (typeof json !== 'object' || json === null) throw new ModelLoadError(file, 'not a JSON object');
     const j = json as Json;
     const model = j['model'] as Json | undefined;
@@ -90,12 +95,17 @@ export class HfTokenizer implements TextTokenizer {
     const pre = j['pre_tokenizer'] as Json | null | undefined;
     const seq = pre && pre['type'] === 'Sequence' ? (pre['pretokenizers'] as Json[]) : null;
     const split = seq ? seq[0] : pre;
-    const current = split && split['type'] === 'Split' ? ((split['pattern'] as Json | undefined)?.['Regex'] as string | undefined) : undefined;
+    const current =
+      split && split['type'] === 'Split'
+        ? ((split['pattern'] as Json | undefined)?.['Regex'] as string | undefined)
+        : undefined;
     if (current === MISTRAL_PATTERN) return j;
     const fix = opts.fixMistralRegex ?? true;
     warnings.push(
       `${file}: the split pattern ${current === undefined ? 'is missing' : 'differs from the Tekken pattern'}; ` +
-        (fix ? 'using the Tekken pattern instead (as transformers does with fix_mistral_regex=True)' : 'kept as is, so tokenization will differ from tekken.json'),
+        (fix
+          ? 'using the Tekken pattern instead (as transformers does with fix_mistral_regex=True)'
+          : 'kept as is, so tokenization will differ from tekken.json'),
     );
     if (!fix) return j;
     const good = { type: 'Split', pattern: { Regex: MISTRAL_PATTERN }, behavior: 'Isolated', invert: false };

@@ -13,7 +13,8 @@ export const NO_LANGUAGE = 'none';
 export const LANGUAGE_FORMS = `a language code of 2 or 3 letters (ISO 639) such as "en" or "yue", or "${NO_LANGUAGE}" for no language (the model detects it)`;
 
 /** Whether the option takes `value` (omitted, "none" or a code). */
-export const isLanguageOption = (value: unknown): boolean => value === undefined || value === NO_LANGUAGE || (typeof value === 'string' && /^[a-z]{2,3}$/i.test(value));
+export const isLanguageOption = (value: unknown): boolean =>
+  value === undefined || value === NO_LANGUAGE || (typeof value === 'string' && /^[a-z]{2,3}$/i.test(value));
 
 /** `value` as the prompt takes it: a lower-case code, or undefined for no language (omitted or "none"). */
 export function languageCode(value: unknown, option = 'language'): string | undefined {

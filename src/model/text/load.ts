@@ -31,7 +31,8 @@ export function tokenizerFromFiles(files: TokenizerFiles, opts: LoadTokenizerOpt
   const useTekken = files.tekken !== undefined && (opts.prefer !== 'tokenizer.json' || files.tokenizer === undefined);
   if (useTekken) return TekkenTokenizer.fromJSON(files.tekken, path('tekken.json'));
   const j = files.tokenizer;
-  if (j === undefined) throw new ModelLoadError(path('tokenizer.json'), 'missing: the folder needs tokenizer.json or tekken.json');
+  if (j === undefined)
+    throw new ModelLoadError(path('tokenizer.json'), 'missing: the folder needs tokenizer.json or tekken.json');
   if (typeof j === 'object' && j !== null && ('pieces' in j || (j as { type?: unknown }).type === 'sentencepiece')) {
     return SentencePieceTokenizer.fromJSON(j, path('tokenizer.json'));
   }
@@ -59,7 +60,11 @@ export async function loadTextTokenizer(base: string, opts: LoadTokenizerOptions
  * `chat_template`, or tokenizer_config.json's `chat_template` (a string, or a list of
  * named templates of which "default" is used).
  */
-export function chatTemplateFrom(files: { jinja?: string; chatTemplateJson?: unknown; tokenizerConfig?: unknown }): string | undefined {
+export function chatTemplateFrom(files: {
+  jinja?: string;
+  chatTemplateJson?: unknown;
+  tokenizerConfig?: unknown;
+}): string | undefined {
   if (files.jinja !== undefined) return files.jinja;
   for (const j of [files.chatTemplateJson, files.tokenizerConfig]) {
     const t = typeof j === 'object' && j !== null ? (j as { chat_template?: unknown }).chat_template : undefined;
@@ -81,7 +86,10 @@ export async function readChatTemplate(base: string): Promise<string | undefined
 export async function findChatTemplate(base: string): Promise<{ template: string; file: string } | undefined> {
   const path = (n: string) => joinModelPath(base, n);
   if (await exists(path('chat_template.jinja'))) {
-    return { template: new TextDecoder().decode(await readBytes(path('chat_template.jinja'))), file: path('chat_template.jinja') };
+    return {
+      template: new TextDecoder().decode(await readBytes(path('chat_template.jinja'))),
+      file: path('chat_template.jinja'),
+    };
   }
   for (const name of ['chat_template.json', 'tokenizer_config.json']) {
     const json = (await exists(path(name))) ? await readJson(path(name)) : undefined;

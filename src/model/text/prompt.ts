@@ -91,9 +91,12 @@ export type PromptRecipe = MistralRecipe | ChatRecipe;
 /** The transcription prompt of `recipe` for tokenizer `tok`. Throws ModelLoadError when a token it needs is missing. */
 export function buildPrompt(recipe: PromptRecipe, tok: TextTokenizer, opts: PromptOptions = {}): AudioPrompt {
   const stopTokens = recipe.stop.map((s) => tok.tokenId(s)).filter((id): id is number => id !== undefined);
-  if (stopTokens.length === 0) throw new ModelLoadError(tokenizerFile(tok), `defines none of the stop tokens ${recipe.stop.join(', ')}`);
+  if (stopTokens.length === 0)
+    throw new ModelLoadError(tokenizerFile(tok), `defines none of the stop tokens ${recipe.stop.join(', ')}`);
   opts = { ...opts, language: languageCode(opts.language), targetLanguage: targetOf(recipe, opts) };
-  return recipe.kind === 'mistral-transcription' ? { ...mistralPrompt(recipe, tok, opts), stopTokens } : { ...chatPrompt(recipe, tok, opts), stopTokens };
+  return recipe.kind === 'mistral-transcription'
+    ? { ...mistralPrompt(recipe, tok, opts), stopTokens }
+    : { ...chatPrompt(recipe, tok, opts), stopTokens };
 }
 
 /** The whole prompt with the placeholder repeated for `n` audio tokens (what the upstream processor feeds the model). */
@@ -101,7 +104,11 @@ export function promptIds(p: AudioPrompt, n: number): number[] {
   return [...p.prefix, ...new Array<number>(n).fill(p.audioToken), ...p.instruction];
 }
 
-function mistralPrompt(recipe: MistralRecipe, tok: TextTokenizer, opts: PromptOptions): Omit<AudioPrompt, 'stopTokens'> {
+function mistralPrompt(
+  recipe: MistralRecipe,
+  tok: TextTokenizer,
+  opts: PromptOptions,
+): Omit<AudioPrompt, 'stopTokens'> {
   const id = (s: string) => special(tok, s);
   const lang = opts.language !== undefined ? tok.encode(`lang:${opts.language}`) : [];
   const translation = opts.targetLanguage !== undefined ? recipe.translation : undefined;
@@ -116,7 +123,8 @@ function mistralPrompt(recipe: MistralRecipe, tok: TextTokenizer, opts: PromptOp
 
 function chatPrompt(recipe: ChatRecipe, tok: TextTokenizer, opts: PromptOptions): Omit<AudioPrompt, 'stopTokens'> {
   const cfg = opts.tokenizerConfig ?? (tok as { config?: Record<string, unknown> }).config ?? {};
-  const name = (field: string, fallback: string) => (typeof cfg[field] === 'string' ? (cfg[field] as string) : fallback);
+  const name = (field: string, fallback: string) =>
+    typeof cfg[field] === 'string' ? (cfg[field] as string) : fallback;
   const audio = name('audio_token', recipe.audioTokens.audio);
   const bos = name('audio_bos_token', recipe.audioTokens.bos);
   const eos = name('audio_eos_token', recipe.audioTokens.eos);
@@ -128,20 +136,35 @@ function chatPrompt(recipe: ChatRecipe, tok: TextTokenizer, opts: PromptOptions)
     role: 'user',
     content: [
       { type: 'audio', audio_url: 'audio' },
-      { type: 'text', text: opts.instruction ?? (translation ? translation.instruction(opts.targetLanguage!, opts.language) : instructionText(recipe, opts.language)) },
+      {
+        type: 'text',
+        text:
+          opts.instruction ??
+          (translation
+            ? translation.instruction(opts.targetLanguage!, opts.language)
+            : instructionText(recipe, opts.language)),
+      },
     ],
   });
   const template = opts.chatTemplate ?? recipe.defaultTemplate;
-  const file = opts.chatTemplate !== undefined ? opts.chatTemplateFile ?? 'chat_template' : 'chat_template';
+  const file = opts.chatTemplate !== undefined ? (opts.chatTemplateFile ?? 'chat_template') : 'chat_template';
   const { before, after } = splitAtPlaceholder(renderChat(template, messages, {}, file), audio, file);
   const prefix = tok.encode(before);
   const instruction = tok.encode(after);
   const bosId = special(tok, bos);
   const eosId = special(tok, eos);
   if (prefix[prefix.length - 1] !== bosId || instruction[0] !== eosId) {
-    throw new ModelLoadError(file, `the audio placeholder ${audio} must sit between ${bos} and ${eos} in the rendered prompt`);
+    throw new ModelLoadError(
+      file,
+      `the audio placeholder ${audio} must sit between ${bos} and ${eos} in the rendered prompt`,
+    );
   }
-  return { prefix, instruction, audioToken: special(tok, audio), templateSource: opts.chatTemplate ? 'folder' : 'built-in' };
+  return {
+    prefix,
+    instruction,
+    audioToken: special(tok, audio),
+    templateSource: opts.chatTemplate ? 'folder' : 'built-in',
+  };
 }
 
 /**
@@ -150,13 +173,22 @@ function chatPrompt(recipe: ChatRecipe, tok: TextTokenizer, opts: PromptOptions)
  */
 export function taskTarget(task: unknown, targetLanguage: unknown): string | undefined {
   const t = task ?? 'transcribe';
-  if (!PROMPT_TASKS.includes(t as PromptTask)) throw new WnwError('BAD_ARGUMENT', `option task must be one of ${PROMPT_TASKS.map((x) => `"${x}"`).join(', ')}, got ${JSON.stringify(t)}`);
+  if (!PROMPT_TASKS.includes(t as PromptTask))
+    throw new WnwError(
+      'BAD_ARGUMENT',
+      `option task must be one of ${PROMPT_TASKS.map((x) => `"${x}"`).join(', ')}, got ${JSON.stringify(t)}`,
+    );
   const target = languageCode(targetLanguage, 'targetLanguage');
   if (t === 'transcribe') {
-    if (targetLanguage !== undefined) throw new WnwError('BAD_ARGUMENT', 'option targetLanguage is for task "translate"; a transcription keeps the language of the speech');
+    if (targetLanguage !== undefined)
+      throw new WnwError(
+        'BAD_ARGUMENT',
+        'option targetLanguage is for task "translate"; a transcription keeps the language of the speech',
+      );
     return undefined;
   }
-  if (target === undefined) throw new WnwError('BAD_ARGUMENT', 'task "translate" needs targetLanguage, a language code such as "en"');
+  if (target === undefined)
+    throw new WnwError('BAD_ARGUMENT', 'task "translate" needs targetLanguage, a language code such as "en"');
   return target;
 }
 
@@ -164,7 +196,11 @@ export function taskTarget(task: unknown, targetLanguage: unknown): string | und
 function targetOf(recipe: PromptRecipe, opts: PromptOptions): string | undefined {
   const target = taskTarget(opts.task, opts.targetLanguage);
   if (target === undefined) return undefined;
-  if (!recipe.translation) throw new WnwError('BAD_ARGUMENT', 'task "translate" is not available for this model: its prompt recipe has no translation; use task "transcribe"');
+  if (!recipe.translation)
+    throw new WnwError(
+      'BAD_ARGUMENT',
+      'task "translate" is not available for this model: its prompt recipe has no translation; use task "transcribe"',
+    );
   return target;
 }
 
@@ -174,7 +210,8 @@ function instructionText(recipe: ChatRecipe, code: string | undefined): string {
 
 function special(tok: TextTokenizer, s: string): number {
   const id = tok.tokenId(s);
-  if (id === undefined) throw new ModelLoadError(tokenizerFile(tok), `has no ${s} token, which the transcription prompt needs`);
+  if (id === undefined)
+    throw new ModelLoadError(tokenizerFile(tok), `has no ${s} token, which the transcription prompt needs`);
   return id;
 }
 

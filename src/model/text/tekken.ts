@@ -66,7 +66,8 @@ export class TekkenTokenizer implements TextTokenizer {
     if (typeof cfg !== 'object' || cfg === null) bad('missing "config" (is this a tekken.json?)');
     const int = (k: string): number => {
       const v = cfg![k];
-      if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0) bad(`config.${k} must be a positive integer, got ${JSON.stringify(v)}`);
+      if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0)
+        bad(`config.${k} must be a positive integer, got ${JSON.stringify(v)}`);
       return v as number;
     };
     const pattern = cfg!['pattern'];
@@ -78,7 +79,9 @@ export class TekkenTokenizer implements TextTokenizer {
     if (!Array.isArray(vocab)) bad('"vocab" must be an array');
     const inner = vocabSize - numSpecial;
     if ((vocab as unknown[]).length < inner) {
-      bad(`"vocab" has ${(vocab as unknown[]).length} entries, fewer than default_vocab_size - default_num_special_tokens = ${inner}`);
+      bad(
+        `"vocab" has ${(vocab as unknown[]).length} entries, fewer than default_vocab_size - default_num_special_tokens = ${inner}`,
+      );
     }
     const tokens: Uint8Array[] = [];
     const seen = new Set<string>();
@@ -93,7 +96,8 @@ export class TekkenTokenizer implements TextTokenizer {
       } catch {
         return bad(`vocab[${r}].token_bytes is not base64`);
       }
-      if (r < 256 && (b.length !== 1 || b[0] !== r)) bad(`vocab[${r}] must be the single byte ${r} (the first 256 ranks are the bytes)`);
+      if (r < 256 && (b.length !== 1 || b[0] !== r))
+        bad(`vocab[${r}] must be the single byte ${r} (the first 256 ranks are the bytes)`);
       const k = key(b);
       if (seen.has(k)) bad(`vocab[${r}] repeats the bytes of an earlier rank`);
       seen.add(k);
@@ -111,7 +115,28 @@ export class TekkenTokenizer implements TextTokenizer {
   /** Special token strings by rank; files before v7 may omit the list (then the v3 defaults apply). */
   private static specialTable(raw: unknown, numSpecial: number, bad: (m: string) => never): string[] {
     const out: string[] = [];
-    const defaults = ['<unk>', '<s>', '</s>', '[INST]', '[/INST]', '[AVAILABLE_TOOLS]', '[/AVAILABLE_TOOLS]', '[TOOL_RESULTS]', '[/TOOL_RESULTS]', '[TOOL_CALLS]', '[IMG]', '<pad>', '[IMG_BREAK]', '[IMG_END]', '[PREFIX]', '[MIDDLE]', '[SUFFIX]', '[SYSTEM_PROMPT]', '[/SYSTEM_PROMPT]', '[TOOL_CONTENT]'];
+    const defaults = [
+      '<unk>',
+      '<s>',
+      '</s>',
+      '[INST]',
+      '[/INST]',
+      '[AVAILABLE_TOOLS]',
+      '[/AVAILABLE_TOOLS]',
+      '[TOOL_RESULTS]',
+      '[/TOOL_RESULTS]',
+      '[TOOL_CALLS]',
+      '[IMG]',
+      '<pad>',
+      '[IMG_BREAK]',
+      '[IMG_END]',
+      '[PREFIX]',
+      '[MIDDLE]',
+      '[SUFFIX]',
+      '[SYSTEM_PROMPT]',
+      '[/SYSTEM_PROMPT]',
+      '[TOOL_CONTENT]',
+    ];
     const list = raw === undefined || raw === null ? defaults.map((token_str, rank) => ({ rank, token_str })) : raw;
     if (!Array.isArray(list)) bad('"special_tokens" must be an array');
     (list as Record<string, unknown>[]).forEach((s, i) => {
@@ -120,7 +145,8 @@ export class TekkenTokenizer implements TextTokenizer {
       }
       out.push(s['token_str'] as string);
     });
-    if (out.length > numSpecial) bad(`${out.length} special tokens listed, more than default_num_special_tokens = ${numSpecial}`);
+    if (out.length > numSpecial)
+      bad(`${out.length} special tokens listed, more than default_num_special_tokens = ${numSpecial}`);
     for (let r = out.length; r < numSpecial; r++) out.push(`<SPECIAL_${r}>`);
     if (new Set(out).size !== out.length) bad('special token strings must be unique');
     return out;

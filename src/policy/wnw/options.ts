@@ -17,9 +17,32 @@ export const DEFAULT_SUMMARY_FIT: SummaryFit = 'mass';
 
 /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
 export const WNW_OPTIONS: readonly string[] = [
-  'chunkSegments', 'topChunks', 'recallEvery', 'delta', 'lead', 'selection', 'strictBudget', 'reserveSegments', 'ranking', 'nVoice', 'anchors',
-  'segmentFloor', 'summaries', 'summaryLength', 'summaryFit', 'summaryMass', 'summaryMassLayer', 'tidalSummaries', 'anchorScope', 'normalize', 'scorePower', 'maxRetention',
-  'fullLayer', 'fullRole', 'planLag', 'prefillRecall',
+  'chunkSegments',
+  'topChunks',
+  'recallEvery',
+  'delta',
+  'lead',
+  'selection',
+  'strictBudget',
+  'reserveSegments',
+  'ranking',
+  'nVoice',
+  'anchors',
+  'segmentFloor',
+  'summaries',
+  'summaryLength',
+  'summaryFit',
+  'summaryMass',
+  'summaryMassLayer',
+  'tidalSummaries',
+  'anchorScope',
+  'normalize',
+  'scorePower',
+  'maxRetention',
+  'fullLayer',
+  'fullRole',
+  'planLag',
+  'prefillRecall',
 ];
 
 export interface WnwOptions {
@@ -68,20 +91,32 @@ export interface WnwOptions {
 
 function oneOf<T extends string | number>(opts: PolicyOptions, key: string, allowed: readonly T[], dflt: T): T {
   const v = opts[key] ?? dflt;
-  if (!allowed.includes(v as T)) throw new WnwError('BAD_ARGUMENT', `option "${key}" must be ${allowed.map((a) => (typeof a === 'string' ? `"${a}"` : String(a))).join(', ').replace(/, ([^,]*)$/, ' or $1')}, got ${String(v)}`);
+  if (!allowed.includes(v as T))
+    throw new WnwError(
+      'BAD_ARGUMENT',
+      `option "${key}" must be ${allowed
+        .map((a) => (typeof a === 'string' ? `"${a}"` : String(a)))
+        .join(', ')
+        .replace(/, ([^,]*)$/, ' or $1')}, got ${String(v)}`,
+    );
   return v as T;
 }
 
 function flag(opts: PolicyOptions, key: string, dflt: boolean): boolean {
   const v = opts[key] ?? dflt;
-  if (typeof v !== 'boolean') throw new WnwError('BAD_ARGUMENT', `option "${key}" must be true or false, got ${String(v)}`);
+  if (typeof v !== 'boolean')
+    throw new WnwError('BAD_ARGUMENT', `option "${key}" must be true or false, got ${String(v)}`);
   return v;
 }
 
 /** A number in (0, max], or the default. */
 function positive(opts: PolicyOptions, key: string, dflt: number, max: number): number {
   const v = opts[key] ?? dflt;
-  if (typeof v !== 'number' || !(v > 0 && v <= max)) throw new WnwError('BAD_ARGUMENT', `option "${key}" must be a number above 0${Number.isFinite(max) ? ` and at most ${max}` : ''}, got ${String(v)}`);
+  if (typeof v !== 'number' || !(v > 0 && v <= max))
+    throw new WnwError(
+      'BAD_ARGUMENT',
+      `option "${key}" must be a number above 0${Number.isFinite(max) ? ` and at most ${max}` : ''}, got ${String(v)}`,
+    );
   return v;
 }
 
@@ -91,19 +126,31 @@ export function parseWnwOptions(opts: PolicyOptions, heads: Pick<HeadsFile, 'num
   // Paper mode (strictBudget false) runs the method as written: summaries only when asked.
   const summaries = flag(opts, 'summaries', strict);
   const tidalSummaries = flag(opts, 'tidalSummaries', false);
-  if (tidalSummaries && !summaries) throw new WnwError('BAD_ARGUMENT', 'option "tidalSummaries" needs summaries (summaries=true)');
+  if (tidalSummaries && !summaries)
+    throw new WnwError('BAD_ARGUMENT', 'option "tidalSummaries" needs summaries (summaries=true)');
   const summaryFit = oneOf<SummaryFit>(opts, 'summaryFit', ['mean', 'value', 'mass'], DEFAULT_SUMMARY_FIT);
   for (const key of ['summaryMass', 'summaryMassLayer']) {
-    if (opts[key] !== undefined && summaryFit !== 'mass') throw new WnwError('BAD_ARGUMENT', `option "${key}" shapes the count of summaryFit "mass", not "${summaryFit}"`);
+    if (opts[key] !== undefined && summaryFit !== 'mass')
+      throw new WnwError('BAD_ARGUMENT', `option "${key}" shapes the count of summaryFit "mass", not "${summaryFit}"`);
   }
   let summaryMassLayer: number | undefined;
   if (opts['summaryMassLayer'] !== undefined) {
     summaryMassLayer = numOpt(opts, 'summaryMassLayer', 0, 0);
-    if (!Number.isInteger(summaryMassLayer) || summaryMassLayer >= heads.numLayers) throw new WnwError('BAD_ARGUMENT', `option "summaryMassLayer" must be a layer index below ${heads.numLayers}, got ${summaryMassLayer}`);
+    if (!Number.isInteger(summaryMassLayer) || summaryMassLayer >= heads.numLayers)
+      throw new WnwError(
+        'BAD_ARGUMENT',
+        `option "summaryMassLayer" must be a layer index below ${heads.numLayers}, got ${summaryMassLayer}`,
+      );
   }
   const anchorScope = oneOf<AnchorScope>(opts, 'anchorScope', ['all', 'layer'], 'all');
-  const fullRole = opts['fullRole'] === undefined ? undefined : oneOf(opts, 'fullRole', ['anchor', 'tidal', 'fixed'] as const, 'anchor');
-  const ranking = opts['ranking'] === undefined ? undefined : oneOf(opts, 'ranking', ['product', 'voice', 'sensitivity'] as const, 'product');
+  const fullRole =
+    opts['fullRole'] === undefined
+      ? undefined
+      : oneOf(opts, 'fullRole', ['anchor', 'tidal', 'fixed'] as const, 'anchor');
+  const ranking =
+    opts['ranking'] === undefined
+      ? undefined
+      : oneOf(opts, 'ranking', ['product', 'voice', 'sensitivity'] as const, 'product');
   return {
     recall,
     selection: oneOf<Selection>(opts, 'selection', ['segment', 'global'], 'segment'),

@@ -54,7 +54,17 @@
  *   whole, outside the budget (docs/wnw-fidelity.md).
  */
 import { WnwError } from '../../errors.js';
-import type { AttentionRequest, HeadResidency, LayerPrefill, Move, PolicyLayout, PrefillObservation, PrefillPlan, StepObservation, StepPlan } from '../../kv/plan.js';
+import type {
+  AttentionRequest,
+  HeadResidency,
+  LayerPrefill,
+  Move,
+  PolicyLayout,
+  PrefillObservation,
+  PrefillPlan,
+  StepObservation,
+  StepPlan,
+} from '../../kv/plan.js';
 import { EMPTY_PLAN } from '../../kv/plan.js';
 import type { HeadRoles, HeadsFile } from '../../model/heads.js';
 import type { KvPolicy, PlanLag, PolicyOptions } from '../types.js';
@@ -65,7 +75,16 @@ import { chunkOptionsFor, recallReserve } from './recall.js';
 import { recallGroups, shareRoom, type RecallGroup } from './recall-groups.js';
 import { segmentSummaries, summarySlots } from './summaries.js';
 import { parseWnwOptions, WNW_OPTIONS, type WnwOptions } from './options.js';
-import { assignRoles, budgetKey, fitLambda, headsScore, normalizedScores, rankingScore, segmentFloor, type Roles } from './triage.js';
+import {
+  assignRoles,
+  budgetKey,
+  fitLambda,
+  headsScore,
+  normalizedScores,
+  rankingScore,
+  segmentFloor,
+  type Roles,
+} from './triage.js';
 
 export { DEFAULT_SUMMARY_FIT } from './options.js';
 
@@ -111,7 +130,8 @@ export class WnwPolicy implements KvPolicy {
 
   constructor(opts: PolicyOptions) {
     this.budget = checkBudget(this.name, opts.budget);
-    if (!opts.heads) throw new WnwError('BAD_ARGUMENT', 'policy "wnw" needs the heads file (heads.json, from npm run calibrate)');
+    if (!opts.heads)
+      throw new WnwError('BAD_ARGUMENT', 'policy "wnw" needs the heads file (heads.json, from npm run calibrate)');
     this.heads = opts.heads;
     this.o = parseWnwOptions(opts, this.heads);
     const { ranking, roles: roleOpts } = this.o;
@@ -119,17 +139,36 @@ export class WnwPolicy implements KvPolicy {
     // Calibrated roles are used unless an ablation option asks for something they were not made with.
     const stored = this.heads.roles[budgetKey(this.budget)];
     const sameRanking = ranking === undefined || ranking === (this.heads.ranking ?? 'product');
-    const calibrated = stored && sameRanking && roleOpts.nVoice === undefined && roleOpts.anchors === undefined && this.o.anchorScope === 'all' && (stored.selection ?? 'segment') === this.o.selection && opts['segmentFloor'] === undefined && this.o.normalize === 'global' && this.o.scorePower === 1 && this.o.maxRetention === 1;
-    this.score = sameRanking ? headsScore(this.heads) : rankingScore(this.heads.voiceScore, this.heads.headSensitivity, ranking);
+    const calibrated =
+      stored &&
+      sameRanking &&
+      roleOpts.nVoice === undefined &&
+      roleOpts.anchors === undefined &&
+      this.o.anchorScope === 'all' &&
+      (stored.selection ?? 'segment') === this.o.selection &&
+      opts['segmentFloor'] === undefined &&
+      this.o.normalize === 'global' &&
+      this.o.scorePower === 1 &&
+      this.o.maxRetention === 1;
+    this.score = sameRanking
+      ? headsScore(this.heads)
+      : rankingScore(this.heads.voiceScore, this.heads.headSensitivity, ranking);
     this.calibrated = calibrated ? stored : undefined;
-    this.roles = calibrated ? { anchors: [...stored.anchors], tidal: [...stored.tidal], fixed: [...stored.fixed] } : assignRoles(this.score, this.budget, roleOpts);
+    this.roles = calibrated
+      ? { anchors: [...stored.anchors], tidal: [...stored.tidal], fixed: [...stored.fixed] }
+      : assignRoles(this.score, this.budget, roleOpts);
     if (roleOpts.anchors !== undefined && this.roles.anchors.length < roleOpts.anchors) {
       // assignRoles caps anchors at half the budget and half the voice heads: say so rather than run fewer.
-      throw new WnwError('BAD_ARGUMENT', `policy "wnw": ${roleOpts.anchors} anchors do not fit: at budget ${this.budget} with ${this.roles.anchors.length + this.roles.tidal.length} voice heads at most ${this.roles.anchors.length} can be anchors (half the budget's heads and half the voice heads); ask for fewer anchors, more voice heads (nVoice) or a larger budget`);
+      throw new WnwError(
+        'BAD_ARGUMENT',
+        `policy "wnw": ${roleOpts.anchors} anchors do not fit: at budget ${this.budget} with ${this.roles.anchors.length + this.roles.tidal.length} voice heads at most ${this.roles.anchors.length} can be anchors (half the budget's heads and half the voice heads); ask for fewer anchors, more voice heads (nVoice) or a larger budget`,
+      );
     }
-    if (this.roles.anchors.length + this.roles.tidal.length + this.roles.fixed.length !== N) throw new WnwError('BAD_ARGUMENT', 'heads file roles do not cover every head');
+    if (this.roles.anchors.length + this.roles.tidal.length + this.roles.fixed.length !== N)
+      throw new WnwError('BAD_ARGUMENT', 'heads file roles do not cover every head');
     // Anchors keep all their audio whatever the clip's length: a budget below their share fails on every clip, so say so now.
-    if (this.o.strict && this.roles.anchors.length > this.budget * N + 1e-9) throw this.anchorsOverBudget(this.roles.anchors.length / N);
+    if (this.o.strict && this.roles.anchors.length > this.budget * N + 1e-9)
+      throw this.anchorsOverBudget(this.roles.anchors.length / N);
   }
 
   /**
@@ -148,8 +187,18 @@ export class WnwPolicy implements KvPolicy {
     const oneGroup = recallGroups(this.roles, layout.numKvHeads, this.o.anchorScope).length === 1;
     return {
       decodeHeads: [...this.roles.anchors],
-      ...(oneGroup ? { decodeWeights: false, decodeChunks: { heads: this.roles.anchors.length, chunkSegments: chunks.chunkSegments, topChunks: chunks.topChunks } } : {}),
-      prefillQueries: Math.max(1, layout.instructionLength), ...(this.o.summaries ? { summaryFit: this.o.summaryFit, ...this.layerMass() } : {}),
+      ...(oneGroup
+        ? {
+            decodeWeights: false,
+            decodeChunks: {
+              heads: this.roles.anchors.length,
+              chunkSegments: chunks.chunkSegments,
+              topChunks: chunks.topChunks,
+            },
+          }
+        : {}),
+      prefillQueries: Math.max(1, layout.instructionLength),
+      ...(this.o.summaries ? { summaryFit: this.o.summaryFit, ...this.layerMass() } : {}),
     };
   }
 
@@ -157,7 +206,11 @@ export class WnwPolicy implements KvPolicy {
   private layerMass(): { summaryMass?: number[] } {
     if (this.o.summaryMass === undefined && this.o.summaryMassLayer === undefined) return {};
     const alpha = this.o.summaryMass ?? 1;
-    return { summaryMass: Array.from({ length: this.heads.numLayers }, (_, l) => (this.o.summaryMassLayer === undefined || l === this.o.summaryMassLayer ? alpha : 0)) };
+    return {
+      summaryMass: Array.from({ length: this.heads.numLayers }, (_, l) =>
+        this.o.summaryMassLayer === undefined || l === this.o.summaryMassLayer ? alpha : 0,
+      ),
+    };
   }
 
   /** Roles, retention and λ in use (after prefill). */
@@ -185,7 +238,11 @@ export class WnwPolicy implements KvPolicy {
    */
   prefillByLayer(layout: PolicyLayout): LayerPrefill {
     const N = layout.numLayers * layout.numKvHeads;
-    if (N !== this.heads.numLayers * this.heads.numKvHeads) throw new WnwError('BAD_ARGUMENT', `heads file is for ${this.heads.numLayers}×${this.heads.numKvHeads} KV heads, the model has ${layout.numLayers}×${layout.numKvHeads}`);
+    if (N !== this.heads.numLayers * this.heads.numKvHeads)
+      throw new WnwError(
+        'BAD_ARGUMENT',
+        `heads file is for ${this.heads.numLayers}×${this.heads.numKvHeads} KV heads, the model has ${layout.numLayers}×${layout.numKvHeads}`,
+      );
     this.layout = layout;
     const T = layout.audioLength;
     const n = layout.segmentLength;
@@ -199,12 +256,20 @@ export class WnwPolicy implements KvPolicy {
     const full = this.fullHeads(layout);
     this.anchorPrefill = [];
     const select = (s: Float32Array, h: number): HeadResidency => {
-      if (isAnchor.has(h) && this.o.prefillRecall) this.anchorPrefill[this.roles.anchors.indexOf(h)] = Float32Array.from(s);
+      if (isAnchor.has(h) && this.o.prefillRecall)
+        this.anchorPrefill[this.roles.anchors.indexOf(h)] = Float32Array.from(s);
       if (isAnchor.has(h) || full.has(h)) return { gpu: selectByRetention(s, 1, n), cpu: NONE };
       const gpu = selectByRetention(s, retention[h], n, this.o.selection);
       const summarised = summaryLength > 0 && (!isTidal.has(h) || this.o.tidalSummaries);
-      if (isTidal.has(h)) return { gpu, cpu: complement(gpu, T), ...(summarised ? { summaries: segmentSummaries(gpu, T, n, summaryLength) } : {}) };
-      return summarised ? { gpu, cpu: NONE, summaries: segmentSummaries(gpu, T, n, summaryLength) } : { gpu, cpu: NONE };
+      if (isTidal.has(h))
+        return {
+          gpu,
+          cpu: complement(gpu, T),
+          ...(summarised ? { summaries: segmentSummaries(gpu, T, n, summaryLength) } : {}),
+        };
+      return summarised
+        ? { gpu, cpu: NONE, summaries: segmentSummaries(gpu, T, n, summaryLength) }
+        : { gpu, cpu: NONE };
     };
     return layerwise(
       layout,
@@ -242,22 +307,37 @@ export class WnwPolicy implements KvPolicy {
     // Heads kept whole for a diagnosis are counted at what their retention would keep, so the others' room is unchanged.
     const full = this.fullHeads(layout);
     let used = 0;
-    heads.forEach((r, h) => (used += full.has(h) && !this.roles.anchors.includes(h) ? retainedCount(T, retention[h], n, this.o.selection) : r.gpu.length + (r.summaries?.length ?? 0)));
+    heads.forEach(
+      (r, h) =>
+        (used +=
+          full.has(h) && !this.roles.anchors.includes(h)
+            ? retainedCount(T, retention[h], n, this.o.selection)
+            : r.gpu.length + (r.summaries?.length ?? 0)),
+    );
     const room = this.o.strict ? cap - used : Infinity;
     if (this.o.strict && room < 0) {
       throw this.anchorsOverBudget(used / (N * T));
     }
-    const rooms = shareRoom(room, costs.map((c) => c.reduce((a, b) => a + b, 0)));
+    const rooms = shareRoom(
+      room,
+      costs.map((c) => c.reduce((a, b) => a + b, 0)),
+    );
     const chunkOpts = this.chunkOptions(T, n);
-    this.groups = groups.map((group, i) => ({ group, scheduler: new ChunkScheduler(T, n, chunkOpts, costs[i], rooms[i]) }));
+    this.groups = groups.map((group, i) => ({
+      group,
+      scheduler: new ChunkScheduler(T, n, chunkOpts, costs[i], rooms[i]),
+    }));
     this.stateInfo = { roles: this.roles, retention, lambda, summaryLength, prefillRGpu: used / (N * T || 1) };
     this.lastDecision = undefined;
     // The prompt's last rows asked for the first token: where the anchors looked then is
     // where the first step looks. Recalled now, it is there at step 0, where a plan from
     // step 0's own attention would reach step 1 or 2 (step −1 for δ: released by step 2 unless chosen again).
-    this.initial = this.o.prefillRecall && this.roles.tidal.length > 0
-      ? this.plan((group, scheduler) => scheduler.step(this.anchorSum(group.anchors.map((a) => this.anchorPrefill[a])), -1))
-      : EMPTY_PLAN;
+    this.initial =
+      this.o.prefillRecall && this.roles.tidal.length > 0
+        ? this.plan((group, scheduler) =>
+            scheduler.step(this.anchorSum(group.anchors.map((a) => this.anchorPrefill[a])), -1),
+          )
+        : EMPTY_PLAN;
   }
 
   afterPrefill(): StepPlan {
@@ -267,7 +347,10 @@ export class WnwPolicy implements KvPolicy {
   }
 
   private anchorsOverBudget(rGpu: number): WnwError {
-    return new WnwError('BAD_ARGUMENT', `policy "wnw": budget ${this.budget} is below what its ${this.roles.anchors.length} anchor heads alone keep (r_GPU ${rGpu.toFixed(3)}); use a larger budget or fewer anchors (option anchors)`);
+    return new WnwError(
+      'BAD_ARGUMENT',
+      `policy "wnw": budget ${this.budget} is below what its ${this.roles.anchors.length} anchor heads alone keep (r_GPU ${rGpu.toFixed(3)}); use a larger budget or fewer anchors (option anchors)`,
+    );
   }
 
   /** Positions per summary group: `summaryLength`, within one segment. */
@@ -280,18 +363,33 @@ export class WnwPolicy implements KvPolicy {
     const out = new Set<number>();
     const H = layout.numKvHeads;
     if (this.o.fullLayer !== undefined) for (let k = 0; k < H; k++) out.add(this.o.fullLayer * H + k);
-    const role = this.o.fullRole === 'anchor' ? this.roles.anchors : this.o.fullRole === 'tidal' ? this.roles.tidal : this.o.fullRole === 'fixed' ? this.roles.fixed : [];
+    const role =
+      this.o.fullRole === 'anchor'
+        ? this.roles.anchors
+        : this.o.fullRole === 'tidal'
+          ? this.roles.tidal
+          : this.o.fullRole === 'fixed'
+            ? this.roles.fixed
+            : [];
     for (const h of role) out.add(h);
     return out;
   }
 
   afterStep(obs: StepObservation): StepPlan {
     if (!this.layout || !this.stateInfo) throw new Error('wnw: afterStep before prefill');
-    if (!obs.chunks && obs.weights.length !== this.roles.anchors.length) throw new Error(`wnw: step ${obs.step} exported ${obs.weights.length} heads and no chunks, expected the ${this.roles.anchors.length} anchors`);
+    if (!obs.chunks && obs.weights.length !== this.roles.anchors.length)
+      throw new Error(
+        `wnw: step ${obs.step} exported ${obs.weights.length} heads and no chunks, expected the ${this.roles.anchors.length} anchors`,
+      );
     if (this.roles.tidal.length === 0) return EMPTY_PLAN;
-    if (obs.chunks && this.groups.length !== 1) throw new Error(`wnw: step ${obs.step} brought one chunk choice for ${this.groups.length} recall groups`);
+    if (obs.chunks && this.groups.length !== 1)
+      throw new Error(`wnw: step ${obs.step} brought one chunk choice for ${this.groups.length} recall groups`);
     // The device's chunk choice (one group: every anchor), or A_τ summed over the group's anchors.
-    return this.plan((group, scheduler) => (obs.chunks ? scheduler.stepChunks(obs.chunks, obs.step, obs.segmentSums) : scheduler.step(this.anchorSum(group.anchors.map((a) => obs.weights[a])), obs.step)));
+    return this.plan((group, scheduler) =>
+      obs.chunks
+        ? scheduler.stepChunks(obs.chunks, obs.step, obs.segmentSums)
+        : scheduler.step(this.anchorSum(group.anchors.map((a) => obs.weights[a])), obs.step),
+    );
   }
 
   /** Every recall group's decision, as the tidal heads' moves. */
@@ -359,22 +457,38 @@ export class WnwPolicy implements KvPolicy {
    * this clip without reserve only when no calibrated roles apply (missing budget, or an
    * ablation option such as ranking, nVoice, anchors or selection).
    */
-  private retention(T: number, n: number, lead = this.lead): { retention: number[]; lambda: number; summaryLength: number; whole: boolean } {
+  private retention(
+    T: number,
+    n: number,
+    lead = this.lead,
+  ): { retention: number[]; lambda: number; summaryLength: number; whole: boolean } {
     if (!this.o.strict && this.calibrated) {
-      return { retention: [...this.calibrated.retention], lambda: this.calibrated.lambda, summaryLength: this.o.summaries ? this.groupLength(n) : 0, whole: true };
+      return {
+        retention: [...this.calibrated.retention],
+        lambda: this.calibrated.lambda,
+        summaryLength: this.o.summaries ? this.groupLength(n) : 0,
+        whole: true,
+      };
     }
-    const sNorm = normalizedScores(this.score, this.roles.anchors, this.o.normalize === 'layer' ? this.heads.numKvHeads : undefined).map((s) => s ** this.o.scorePower);
+    const sNorm = normalizedScores(
+      this.score,
+      this.roles.anchors,
+      this.o.normalize === 'layer' ? this.heads.numKvHeads : undefined,
+    ).map((s) => s ** this.o.scorePower);
     const R0 = this.o.strict ? this.fullReserve(T, n, lead) : 0;
     const tidal = this.roles.tidal;
     // The heads that keep summary slots: the fixed ones, and the tidal ones when asked.
     const summarised = this.o.tidalSummaries ? [...this.roles.fixed, ...tidal] : this.roles.fixed;
     const reserve = (R: number, ret: number[], len: number) => recallReserve(tidal, ret, R, len, n, this.o.selection);
-    const fit = ([g, R]: [number, number]) => fitLambda(sNorm, this.roles.anchors, [T], this.budget, n, {
-      selection: this.o.selection,
-      extra: (ret, len) => reserve(R, ret, len) + (g > 0 ? summarised.reduce((a, h) => a + summarySlots(len, ret[h], n, this.o.selection, g), 0) : 0),
-      floor: segmentFloor(n, this.o.floorPositions),
-      cap: this.o.maxRetention,
-    });
+    const fit = ([g, R]: [number, number]) =>
+      fitLambda(sNorm, this.roles.anchors, [T], this.budget, n, {
+        selection: this.o.selection,
+        extra: (ret, len) =>
+          reserve(R, ret, len) +
+          (g > 0 ? summarised.reduce((a, h) => a + summarySlots(len, ret[h], n, this.o.selection, g), 0) : 0),
+        floor: segmentFloor(n, this.o.floorPositions),
+        cap: this.o.maxRetention,
+      });
     // Where the budget cannot hold the summaries even at λ = 0, the tidal heads' recall
     // reserve shrinks first (to one segment: a fixed head that sees nothing of a segment
     // costs more than a tidal head recalling fewer at once), then the groups grow (twice
@@ -383,14 +497,16 @@ export class WnwPolicy implements KvPolicy {
     const g0 = this.o.summaries ? this.groupLength(n) : 0;
     if (g0 > 0 && this.o.strict) {
       for (let R = R0; R >= Math.min(1, R0); R--) tries.push([g0, R]);
-      for (let g = Math.min(n, 2 * g0); g > g0 && tries.length < 64; g = g >= n ? 0 : Math.min(n, 2 * g)) tries.push([g, Math.min(1, R0)]);
+      for (let g = Math.min(n, 2 * g0); g > g0 && tries.length < 64; g = g >= n ? 0 : Math.min(n, 2 * g))
+        tries.push([g, Math.min(1, R0)]);
     }
     tries.push([this.o.strict ? 0 : g0, R0]);
     for (const t of tries) {
       const f = fit(t);
       const fits = f.rGpu <= this.budget + 1e-12;
       // whole: the budget holds the whole reserve beside the summary slots asked for (the segment floor may still give way).
-      if (fits || t === tries[tries.length - 1]) return { retention: f.retention, lambda: f.lambda, summaryLength: t[0], whole: fits && t === tries[0] };
+      if (fits || t === tries[tries.length - 1])
+        return { retention: f.retention, lambda: f.lambda, summaryLength: t[0], whole: fits && t === tries[0] };
     }
     throw new Error('unreachable');
   }

@@ -27,15 +27,26 @@ export interface RecallOptions {
 }
 
 /** Chosen on the calibration recordings (docs/wnw-fidelity.md section 8). */
-export const SCALED_RECALL: RecallOptions = { chunkSegments: 1, topChunks: 'scaled', recallEvery: 9, delta: PAPER_CHUNKS.delta, lead: 0 };
+export const SCALED_RECALL: RecallOptions = {
+  chunkSegments: 1,
+  topChunks: 'scaled',
+  recallEvery: 9,
+  delta: PAPER_CHUNKS.delta,
+  lead: 0,
+};
 
 /** The recall options a policy was given, with the defaults of its mode. */
 export function recallOptions(opts: PolicyOptions, strict: boolean): RecallOptions {
-  const base: RecallOptions = strict ? SCALED_RECALL : { ...PAPER_CHUNKS, recallEvery: SCALED_RECALL.recallEvery, lead: 0 };
+  const base: RecallOptions = strict
+    ? SCALED_RECALL
+    : { ...PAPER_CHUNKS, recallEvery: SCALED_RECALL.recallEvery, lead: 0 };
   const top = opts['topChunks'];
   const topChunks = top === 'scaled' ? 'scaled' : top === undefined ? base.topChunks : numOpt(opts, 'topChunks', 0, 1);
   if (opts['recallEvery'] !== undefined && topChunks !== 'scaled') {
-    throw new WnwError('BAD_ARGUMENT', 'option "recallEvery" scales topChunks with the clip: it needs topChunks=scaled (the default under strictBudget), not a fixed topChunks');
+    throw new WnwError(
+      'BAD_ARGUMENT',
+      'option "recallEvery" scales topChunks with the clip: it needs topChunks=scaled (the default under strictBudget), not a fixed topChunks',
+    );
   }
   return {
     chunkSegments: numOpt(opts, 'chunkSegments', base.chunkSegments, 1),
@@ -50,7 +61,8 @@ export function recallOptions(opts: PolicyOptions, strict: boolean): RecallOptio
 export function chunkOptionsFor(r: RecallOptions, T: number, n: number): ChunkOptions {
   const segments = Math.ceil(T / n);
   const chunks = Math.max(1, segments - r.chunkSegments + 1);
-  const topChunks = r.topChunks === 'scaled' ? Math.max(PAPER_CHUNKS.topChunks, Math.round(chunks / r.recallEvery)) : r.topChunks;
+  const topChunks =
+    r.topChunks === 'scaled' ? Math.max(PAPER_CHUNKS.topChunks, Math.round(chunks / r.recallEvery)) : r.topChunks;
   return { chunkSegments: r.chunkSegments, topChunks, delta: r.delta, lead: r.lead };
 }
 
@@ -59,13 +71,20 @@ export function chunkOptionsFor(r: RecallOptions, T: number, n: number): ChunkOp
  * CPU complement of `R` full segments at its retention (all but the kept where the clip has
  * fewer full segments), or of R · n positions under global selection.
  */
-export function recallReserve(tidal: readonly number[], retention: readonly number[], R: number, len: number, n: number, selection: 'segment' | 'global'): number {
+export function recallReserve(
+  tidal: readonly number[],
+  retention: readonly number[],
+  R: number,
+  len: number,
+  n: number,
+  selection: 'segment' | 'global',
+): number {
   const fullSegs = Math.floor(len / n);
   let extra = 0;
   for (const h of tidal) {
     if (selection === 'segment') {
       extra += Math.min(R, fullSegs) * (n - Math.floor(retention[h] * n + 1e-9));
-      if (R > fullSegs && len % n) extra += len % n - Math.floor(retention[h] * (len % n) + 1e-9);
+      if (R > fullSegs && len % n) extra += (len % n) - Math.floor(retention[h] * (len % n) + 1e-9);
     } else {
       extra += Math.min(R * n, len - Math.floor(retention[h] * len + 1e-9));
     }

@@ -48,15 +48,27 @@ export function voiceHeadCount(budget: number, numHeads: number): number {
  * ⌊0.5 · budget · heads⌋, and at half the voice heads (the paper's anchors are at most a
  * sixth of its voice heads); at least 1.
  */
-export function anchorCount(budget: number, numHeads: number, nVoice: number, anchors = 5, maxAnchorShare = 0.5): number {
+export function anchorCount(
+  budget: number,
+  numHeads: number,
+  nVoice: number,
+  anchors = 5,
+  maxAnchorShare = 0.5,
+): number {
   const cap = Math.floor(maxAnchorShare * budget * numHeads + 1e-9);
   return Math.max(1, Math.min(anchors, Math.floor(nVoice / 2), cap));
 }
 
 /** The ranking score per head: VS × HS, or one factor alone for the ablation. */
-export function rankingScore(voiceScore: number[], headSensitivity: number[], ranking: HeadRanking = 'product'): number[] {
+export function rankingScore(
+  voiceScore: number[],
+  headSensitivity: number[],
+  ranking: HeadRanking = 'product',
+): number[] {
   if (voiceScore.length !== headSensitivity.length) throw new Error('voiceScore and headSensitivity differ in length');
-  return voiceScore.map((vs, i) => (ranking === 'voice' ? vs : ranking === 'sensitivity' ? headSensitivity[i] : vs * headSensitivity[i]));
+  return voiceScore.map((vs, i) =>
+    ranking === 'voice' ? vs : ranking === 'sensitivity' ? headSensitivity[i] : vs * headSensitivity[i],
+  );
 }
 
 /** Head indices by score, best first; ties to the lower index. */
@@ -90,7 +102,9 @@ export function assignRoles(score: number[], budget: number, opts: RoleOptions =
   const nAnchors = anchorCount(budget, N, nVoice, opts.anchors ?? 5, opts.maxAnchorShare ?? 0.5);
   const order = rankHeads(score);
   const voice = order.slice(0, nVoice);
-  const anchors = opts.anchorsPerLayer ? spreadAnchors(voice, nAnchors, opts.anchorsPerLayer) : voice.slice(0, nAnchors);
+  const anchors = opts.anchorsPerLayer
+    ? spreadAnchors(voice, nAnchors, opts.anchorsPerLayer)
+    : voice.slice(0, nAnchors);
   const isAnchor = new Set(anchors);
   const asc = (a: number[]) => a.sort((x, y) => x - y);
   return {
@@ -103,8 +117,11 @@ export function assignRoles(score: number[], budget: number, opts: RoleOptions =
 /** `nAnchors` of the voice heads (best first): each layer's best where the layer has two or more, then by rank. */
 function spreadAnchors(voice: number[], nAnchors: number, layerSize: number): number[] {
   const perLayer = new Map<number, number[]>();
-  for (const h of voice) perLayer.set(Math.floor(h / layerSize), [...(perLayer.get(Math.floor(h / layerSize)) ?? []), h]);
-  const firsts = voice.filter((h) => perLayer.get(Math.floor(h / layerSize))![0] === h && perLayer.get(Math.floor(h / layerSize))!.length >= 2);
+  for (const h of voice)
+    perLayer.set(Math.floor(h / layerSize), [...(perLayer.get(Math.floor(h / layerSize)) ?? []), h]);
+  const firsts = voice.filter(
+    (h) => perLayer.get(Math.floor(h / layerSize))![0] === h && perLayer.get(Math.floor(h / layerSize))!.length >= 2,
+  );
   const picked = firsts.slice(0, nAnchors);
   for (const h of voice) if (picked.length < nAnchors && !picked.includes(h)) picked.push(h);
   return picked;
@@ -154,7 +171,12 @@ export function segmentFloor(segmentLength: number, positions = 1): number {
 }
 
 /** Audio positions kept on the GPU at prefill over all heads, for one clip of T positions. */
-export function prefillGpuCount(retention: number[], T: number, segmentLength: number, selection: Selection = 'segment'): number {
+export function prefillGpuCount(
+  retention: number[],
+  T: number,
+  segmentLength: number,
+  selection: Selection = 'segment',
+): number {
   let n = 0;
   for (const r of retention) n += retainedCount(T, r, segmentLength, selection);
   return n;
@@ -251,11 +273,15 @@ export function parseHeadsFile(json: unknown, numLayers?: number, numKvHeads?: n
     bad(`written for ${h.numLayers}×${h.numKvHeads} KV heads, the model has ${numLayers}×${numKvHeads}`);
   }
   const N = h.numLayers * h.numKvHeads;
-  const isNums = (a: unknown) => Array.isArray(a) && a.length === N && a.every((x) => typeof x === 'number' && Number.isFinite(x));
-  if (!isNums(h.voiceScore) || !isNums(h.headSensitivity)) bad(`voiceScore and headSensitivity must be ${N} finite numbers`);
+  const isNums = (a: unknown) =>
+    Array.isArray(a) && a.length === N && a.every((x) => typeof x === 'number' && Number.isFinite(x));
+  if (!isNums(h.voiceScore) || !isNums(h.headSensitivity))
+    bad(`voiceScore and headSensitivity must be ${N} finite numbers`);
   if (h.score !== undefined && !isNums(h.score)) bad(`score must be ${N} finite numbers`);
-  if (h.ranking !== undefined && !['product', 'voice', 'sensitivity'].includes(h.ranking)) bad(`unknown ranking "${String(h.ranking)}"`);
-  if (h.sensitivityEstimator !== undefined && !SENSITIVITY_ESTIMATORS.includes(h.sensitivityEstimator)) bad(`unknown sensitivityEstimator "${String(h.sensitivityEstimator)}"`);
+  if (h.ranking !== undefined && !['product', 'voice', 'sensitivity'].includes(h.ranking))
+    bad(`unknown ranking "${String(h.ranking)}"`);
+  if (h.sensitivityEstimator !== undefined && !SENSITIVITY_ESTIMATORS.includes(h.sensitivityEstimator))
+    bad(`unknown sensitivityEstimator "${String(h.sensitivityEstimator)}"`);
   if (typeof h.roles !== 'object' || h.roles === null) bad('roles missing');
   for (const [key, r] of Object.entries(h.roles)) checkRoles(r, N, (m) => bad(`roles["${key}"]: ${m}`));
   return h;
@@ -271,5 +297,6 @@ function checkRoles(r: HeadRoles, N: number, bad: (m: string) => never): void {
     }
   }
   if (seen.some((x) => x === 0)) bad('every head needs exactly one role');
-  if (!Array.isArray(r.retention) || r.retention.length !== N || r.retention.some((x) => !(x >= 0 && x <= 1))) bad(`retention must be ${N} numbers in [0, 1]`);
+  if (!Array.isArray(r.retention) || r.retention.length !== N || r.retention.some((x) => !(x >= 0 && x <= 1)))
+    bad(`retention must be ${N} numbers in [0, 1]`);
 }
