@@ -1,10 +1,11 @@
 /**
- * `npm run eval -- --data DIR[,DIR...] --policies full,wnw --budgets 0.2,0.4 --out FILE.json [--limit N] [--no-full] [--readme]`
+ * `npm run eval -- --data DIR[,DIR...] --policies full,wnw --budgets 0.2,0.4 --out FILE.json [--limit N] [--no-full] [--doc [FILE]]`
  *
  * Runs every clip of DIR (`*.wav` with a same-named `*.txt` reference) through each
  * (policy, budget), then writes the JSON report, prints the markdown table and, with
- * --readme, rewrites the README's eval block. One transcriber is loaded and each run
- * overrides the policy, so every method uses the same weights and the same device.
+ * --doc, rewrites the eval block of docs/evaluation.md (or of the FILE given). One
+ * transcriber is loaded and each run overrides the policy, so every method uses the same
+ * weights and the same device.
  * Every policy is also measured against the full cache (WER vs its transcript, and
  * teacher-forced agreement and KL: teacher-forced.ts) unless --no-full drops the full run.
  * A policy may carry ablation options, `wnw:ranking=voice:nVoice=8`: they go to its
@@ -27,7 +28,7 @@ import {
   rejectUnknown,
   splitArgs,
 } from '../cli/args.js';
-import { FULL_BUDGET, type ClipRecord, type EvalReport, type RunRecord, markdownTable, readmeBlock, replaceReadmeBlock, summarise } from './report.js';
+import { FULL_BUDGET, type ClipRecord, type EvalReport, type RunRecord, DEFAULT_DOC, markdownTable, docBlock, replaceDocBlock, summarise } from './report.js';
 import { wer } from './wer.js';
 import { bleu } from './bleu.js';
 import { type DataFormat, type EvalClip, clipAudio, parseFormat, readClips } from './datasets/index.js';
@@ -46,9 +47,9 @@ export interface EvalArgs {
   model: string;
   backend: BackendChoice;
   kv: KvPrecision;
-  /** README path to rewrite, or null. */
-  readme: string | null;
-  /** Which README block --readme rewrites: 'eval' (default) or another name, e.g. 'ablations'. */
+  /** The doc whose block --doc rewrites (docs/evaluation.md unless a path is given), or null. */
+  doc: string | null;
+  /** Which block --doc rewrites: 'eval' (default) or another name, e.g. 'ablations'. */
   block: string;
   /** Run the full cache and measure every policy against it (false with --no-full). */
   full: boolean;
@@ -63,15 +64,15 @@ export interface EvalArgs {
 
 export const EVAL_USAGE =
   'usage: npm run eval -- --data DIR[,DIR...] --out FILE.json [--policies full,wnw,wnw:ranking=voice] [--budgets 0.2,0.4] [--limit N] ' +
-  '[--model DIR] [--backend auto|webgpu|cpu] [--kv f32|f16] [--no-full] [--readme [README.md]] [--block eval|NAME] [--plot FILE.svg] ' +
+  '[--model DIR] [--backend auto|webgpu|cpu] [--kv f32|f16] [--no-full] [--doc [FILE]] [--block eval|NAME] [--plot FILE.svg] ' +
   '[--format wav-txt|librispeech-long|longspeech|primock57] [--task transcribe|translate --target LANG]';
 
 export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
-  // --readme takes an optional path: a following non-flag argument is its value.
-  const i = argv.indexOf('--readme');
+  // --doc takes an optional path: a following non-flag argument is its value.
+  const i = argv.indexOf('--doc');
   const hasPath = i >= 0 && argv[i + 1] !== undefined && !argv[i + 1].startsWith('--');
-  const { flags, positional } = splitArgs(hasPath ? argv : argv.map((a) => (a === '--readme' ? '--readme=' : a)), ['no-full']);
-  rejectUnknown(flags, ['data', 'policies', 'budgets', 'out', 'limit', 'model', 'backend', 'kv', 'readme', 'block', 'no-full', 'plot', 'format', 'task', 'target']);
+  const { flags, positional } = splitArgs(hasPath ? argv : argv.map((a) => (a === '--doc' ? '--doc=' : a)), ['no-full']);
+  rejectUnknown(flags, ['data', 'policies', 'budgets', 'out', 'limit', 'model', 'backend', 'kv', 'doc', 'block', 'no-full', 'plot', 'format', 'task', 'target']);
   if (positional.length) throw new UsageError(`unexpected argument "${positional[0]}"`);
   const data = flags.get('data');
   const out = flags.get('out');
@@ -92,7 +93,7 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
   if (task !== 'transcribe' && task !== 'translate') throw new UsageError(`--task must be transcribe or translate, got "${task}"`);
   const target = flags.get('target') || null;
   if (task === 'translate' && !target) throw new UsageError('--task translate needs --target LANG (the language to translate into)');
-  const readme = flags.has('readme') ? resolve(cwd, flags.get('readme') || join(packageRoot(), 'README.md')) : null;
+  const doc = flags.has('doc') ? resolve(cwd, flags.get('doc') || join(packageRoot(), DEFAULT_DOC)) : null;
   return {
     data: data.split(',').filter(Boolean).map((d) => resolve(cwd, d)),
     policies,
@@ -102,7 +103,7 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
     model: flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir(),
     backend: parseBackend(flags.get('backend') ?? 'auto'),
     kv: parseKvPrecision(flags.get('kv') ?? 'f32'),
-    readme,
+    doc,
     block: parseBlockName(flags.get('block') ?? 'eval'),
     full,
     plot: flags.get('plot') ? resolve(cwd, flags.get('plot')!) : null,
@@ -323,7 +324,7 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
     if (io.tty && shown) io.log('\r\x1b[2K');
   }
   return {
-    // Paths relative to the package, so the README and committed reports carry no machine's home folder.
+    // Paths relative to the package, so the docs and committed reports carry no machine's home folder.
     meta: { model: shortPath(args.model), backend: asr.backend, kv: args.kv, date: new Date().toISOString(), data: args.data.map(shortPath).join(', ') },
     clips: records,
     summary: summarise(records),
@@ -362,9 +363,9 @@ export async function main(argv = process.argv.slice(2)): Promise<number> {
       await writeFile(args.plot, fidelityPlot([{ title: args.data.map((d) => basename(d)).join(', '), summary: report.summary }]));
       process.stderr.write(`eval: wrote ${args.plot}\n`);
     }
-    if (args.readme) {
-      await writeFile(args.readme, replaceReadmeBlock(await readFile(args.readme, 'utf8'), readmeBlock(report, command), args.block));
-      process.stderr.write(`eval: updated the ${args.block} table in ${args.readme}\n`);
+    if (args.doc) {
+      await writeFile(args.doc, replaceDocBlock(await readFile(args.doc, 'utf8'), docBlock(report, command), args.block));
+      process.stderr.write(`eval: updated the ${args.block} table in ${args.doc}\n`);
     }
     return 0;
   } catch (e) {

@@ -1,9 +1,9 @@
 /**
- * `npm run eval:merge -- BASE.json UPDATE.json --out FILE.json [--readme [README.md]] [--block NAME] [--plot FILE.svg] [--base-command "npm run eval -- …"]`
+ * `npm run eval:merge -- BASE.json UPDATE.json --out FILE.json [--doc [FILE]] [--block NAME] [--plot FILE.svg] [--base-command "npm run eval -- …"]`
  *
  * Puts UPDATE's runs (a re-run of some policies on the same clips) in place of BASE's for
  * the same policy, variant and budget, recomputes the summary, and writes the report, the
- * README block and the plot as `npm run eval` would. The table's caption names BASE's
+ * doc block (docs/evaluation.md unless --doc names another file) and the plot as `npm run eval` would. The table's caption names BASE's
  * command (from its meta, or --base-command for a report written before commands were
  * recorded) and says which rows were re-run, when and by what command.
  */
@@ -11,17 +11,17 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { UsageError, packageRoot, rejectUnknown, splitArgs } from '../cli/args.js';
-import { type EvalReport, markdownTable, mergeReports, readmeBlock, replaceReadmeBlock } from './report.js';
+import { DEFAULT_DOC, type EvalReport, docBlock, markdownTable, mergeReports, replaceDocBlock } from './report.js';
 import { fidelityPlot } from './plot.js';
 
-export const MERGE_USAGE = 'usage: npm run eval:merge -- BASE.json UPDATE.json --out FILE.json [--readme [README.md]] [--block eval|NAME] [--plot FILE.svg] [--base-command "npm run eval -- …"]';
+export const MERGE_USAGE = 'usage: npm run eval:merge -- BASE.json UPDATE.json --out FILE.json [--doc [FILE]] [--block eval|NAME] [--plot FILE.svg] [--base-command "npm run eval -- …"]';
 
 export async function main(argv = process.argv.slice(2), cwd = process.cwd()): Promise<number> {
   try {
-    const i = argv.indexOf('--readme');
+    const i = argv.indexOf('--doc');
     const hasPath = i >= 0 && argv[i + 1] !== undefined && !argv[i + 1].startsWith('--') && !argv[i + 1].endsWith('.json');
-    const { flags, positional } = splitArgs(hasPath ? argv : argv.map((a) => (a === '--readme' ? '--readme=' : a)), []);
-    rejectUnknown(flags, ['out', 'readme', 'block', 'plot', 'base-command']);
+    const { flags, positional } = splitArgs(hasPath ? argv : argv.map((a) => (a === '--doc' ? '--doc=' : a)), []);
+    rejectUnknown(flags, ['out', 'doc', 'block', 'plot', 'base-command']);
     if (positional.length !== 2) throw new UsageError('give the base report and the update, in that order');
     const out = flags.get('out');
     if (!out) throw new UsageError('--out FILE.json is required');
@@ -32,10 +32,10 @@ export async function main(argv = process.argv.slice(2), cwd = process.cwd()): P
     await writeFile(resolve(cwd, out), `${JSON.stringify(merged, null, 2)}\n`);
     process.stdout.write(`${markdownTable(merged.summary)}\n`);
     if (flags.get('plot')) await writeFile(resolve(cwd, flags.get('plot')!), fidelityPlot([{ title: merged.meta?.data ?? basename(out), summary: merged.summary }]));
-    if (flags.has('readme')) {
+    if (flags.has('doc')) {
       if (!command) throw new UsageError(`${positional[0]} records no command: say what wrote it with --base-command`);
-      const readme = resolve(cwd, flags.get('readme') || join(packageRoot(), 'README.md'));
-      await writeFile(readme, replaceReadmeBlock(await readFile(readme, 'utf8'), readmeBlock(merged, command), flags.get('block') ?? 'eval'));
+      const doc = resolve(cwd, flags.get('doc') || join(packageRoot(), DEFAULT_DOC));
+      await writeFile(doc, replaceDocBlock(await readFile(doc, 'utf8'), docBlock(merged, command), flags.get('block') ?? 'eval'));
     }
     return 0;
   } catch (e) {

@@ -1,5 +1,5 @@
 /**
- * The eval report: the JSON shape other tools (and the README table) read, the pooled
+ * The eval report: the JSON shape other tools (and the tables in docs/evaluation.md) read, the pooled
  * summary, and the markdown table. Pure functions, so they are tested without a model.
  * The field names are a contract: add fields, never rename them.
  */
@@ -194,7 +194,7 @@ function mean(xs: number[]): number {
 const fmt = (x: number | null, digits: number) => (x === null || !Number.isFinite(x) ? '–' : x.toFixed(digits));
 const signed = (x: number | null) => (x === null || !Number.isFinite(x) ? '–' : `${x >= 0 ? '+' : ''}${x.toFixed(2)}`);
 
-/** The table printed by `npm run eval` and pasted into the README. */
+/** The table printed by `npm run eval` and written into a doc's block (docs/evaluation.md). */
 export function markdownTable(summary: SummaryRow[]): string {
   const lines = [
     '| policy | budget | WER % | WER vs full % | agreement | KL vs full | stop shift | steps vs full | attn covered | r_GPU | r_GPU peak | r_GPU+CPU | CPU→GPU MB/step | ms/token | vs full | clips |',
@@ -210,30 +210,33 @@ export function markdownTable(summary: SummaryRow[]): string {
   return lines.join('\n');
 }
 
-export const README_BEGIN = '<!-- eval:begin -->';
-export const README_END = '<!-- eval:end -->';
+/** The doc `--doc` rewrites when given no path, relative to the package root. */
+export const DEFAULT_DOC = 'docs/evaluation.md';
 
-/** The markers of a named README block: 'eval' (the policy table) or another, e.g. 'ablations'. */
-export function readmeMarkers(name = 'eval'): [string, string] {
+export const DOC_BEGIN = '<!-- eval:begin -->';
+export const DOC_END = '<!-- eval:end -->';
+
+/** The markers of a named doc block: 'eval' (the policy table) or another, e.g. 'ablations'. */
+export function docMarkers(name = 'eval'): [string, string] {
   return [`<!-- ${name}:begin -->`, `<!-- ${name}:end -->`];
 }
 
 /**
  * Replaces what lies between a block's markers, keeping the markers. Throws when they are
- * missing, because silently appending would leave a second, stale table in the README.
+ * missing, because silently appending would leave a second, stale table in the doc.
  */
-export function replaceReadmeBlock(readme: string, block: string, name = 'eval'): string {
-  const [begin, end] = readmeMarkers(name);
-  const a = readme.indexOf(begin);
-  const b = readme.indexOf(end);
+export function replaceDocBlock(doc: string, block: string, name = 'eval'): string {
+  const [begin, end] = docMarkers(name);
+  const a = doc.indexOf(begin);
+  const b = doc.indexOf(end);
   if (a < 0 || b < 0 || b < a) {
-    throw new Error(`README has no "${begin}" ... "${end}" block to rewrite`);
+    throw new Error(`the doc has no "${begin}" ... "${end}" block to rewrite`);
   }
-  return `${readme.slice(0, a + begin.length)}\n${block.trim()}\n${readme.slice(b)}`;
+  return `${doc.slice(0, a + begin.length)}\n${block.trim()}\n${doc.slice(b)}`;
 }
 
-/** The README block: the table plus where it came from, so a stale table is recognisable. */
-export function readmeBlock(report: EvalReport, command: string): string {
+/** The doc block: the table plus where it came from, so a stale table is recognisable. */
+export function docBlock(report: EvalReport, command: string): string {
   const m = report.meta;
   const source = m ? `${report.clips.length} clips from \`${m.data}\`, model \`${m.model}\`, backend ${m.backend}${m.kv && m.kv !== 'f32' ? `, ${m.kv} KV` : ''}, ${m.date}` : '';
   const updates = (m?.updates ?? []).map((u) => ` The rows of ${u.rows.join(', ')} were re-run on ${u.date}${u.command ? ` by \`${u.command}\`` : ''}, clip by clip in place of the first run's (each row's "vs full" is measured in its own run).`).join('');

@@ -104,7 +104,7 @@ describe('npm run eval', () => {
         'o.json',
         '--limit',
         '3',
-        '--readme',
+        '--doc',
       ],
       '/w',
     );
@@ -117,13 +117,11 @@ describe('npm run eval', () => {
       kv: 'f32',
     });
     expect(parseEvalArgs(['--data', 'd', '--out', 'o.json', '--kv', 'f16'], '/w').kv).toBe('f16');
-    expect(a.readme).toMatch(/README\.md$/);
-    expect(parseEvalArgs(['--data', 'd', '--out', 'o', '--readme', 'R.md'], '/w').readme).toBe('/w/R.md');
-    expect(parseEvalArgs(['--data', 'd', '--out', 'o'], '/w').readme).toBeNull();
+    expect(a.doc).toMatch(/docs\/evaluation\.md$/);
+    expect(parseEvalArgs(['--data', 'd', '--out', 'o', '--doc', 'R.md'], '/w').doc).toBe('/w/R.md');
+    expect(parseEvalArgs(['--data', 'd', '--out', 'o'], '/w').doc).toBeNull();
     expect(parseEvalArgs(['--data', 'd', '--out', 'o'], '/w').block).toBe('eval');
-    expect(parseEvalArgs(['--data', 'd', '--out', 'o', '--readme', '--block', 'ablations'], '/w').block).toBe(
-      'ablations',
-    );
+    expect(parseEvalArgs(['--data', 'd', '--out', 'o', '--doc', '--block', 'ablations'], '/w').block).toBe('ablations');
     expect(() => parseEvalArgs(['--data', 'd', '--out', 'o', '--block', 'Bad Name'])).toThrow(/--block/);
     expect(parseEvalArgs(['--data', 'a,b', '--out', 'o'], '/w').data).toEqual(['/w/a', '/w/b']);
     expect(() => parseEvalArgs(['--out', 'o'])).toThrow(/--data DIR is required/);

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import {
+  docBlock,
   markdownTable,
   mergeReports,
-  readmeBlock,
-  replaceReadmeBlock,
+  replaceDocBlock,
   summarise,
   type ClipRecord,
   type EvalReport,
@@ -144,12 +144,12 @@ describe('eval summary', () => {
   });
 });
 
-describe('README block', () => {
-  const readme = '# wnw\n\nintro\n\n<!-- eval:begin -->\nold table\n<!-- eval:end -->\n\nmore\n';
+describe('doc block', () => {
+  const doc = '# wnw\n\nintro\n\n<!-- eval:begin -->\nold table\n<!-- eval:end -->\n\nmore\n';
 
   it('replaces only what lies between the markers, and is idempotent', () => {
-    const block = readmeBlock({ clips, summary: summarise(clips) }, 'npm run eval -- --data x');
-    const once = replaceReadmeBlock(readme, block);
+    const block = docBlock({ clips, summary: summarise(clips) }, 'npm run eval -- --data x');
+    const once = replaceDocBlock(doc, block);
     expect(once).not.toMatch(/old table/);
     expect(once.startsWith('# wnw\n\nintro\n\n<!-- eval:begin -->\n| policy |')).toBe(true);
     expect(once.endsWith('<!-- eval:end -->\n\nmore\n')).toBe(true);
@@ -159,19 +159,19 @@ describe('README block', () => {
       /WER % is against the reference text: it answers how well the model and the policy together transcribe/,
     );
     expect(once).toMatch(/WER vs full %, agreement and KL vs full answer what the policy loses against the full cache/);
-    expect(replaceReadmeBlock(once, block)).toBe(once);
+    expect(replaceDocBlock(once, block)).toBe(once);
   });
 
   it('rewrites a named block and leaves the others', () => {
-    const two = `${readme}\n<!-- ablations:begin -->\nold ablations\n<!-- ablations:end -->\n`;
-    const out = replaceReadmeBlock(two, 'new ablations', 'ablations');
+    const two = `${doc}\n<!-- ablations:begin -->\nold ablations\n<!-- ablations:end -->\n`;
+    const out = replaceDocBlock(two, 'new ablations', 'ablations');
     expect(out).toMatch(/old table/);
     expect(out).toMatch(/<!-- ablations:begin -->\nnew ablations\n<!-- ablations:end -->/);
-    expect(() => replaceReadmeBlock(readme, 'x', 'ablations')).toThrow(/ablations:begin/);
+    expect(() => replaceDocBlock(doc, 'x', 'ablations')).toThrow(/ablations:begin/);
   });
 
-  it('refuses a README without the markers', () => {
-    expect(() => replaceReadmeBlock('# no markers\n', 'x')).toThrow(/eval:begin/);
+  it('refuses a doc without the markers', () => {
+    expect(() => replaceDocBlock('# no markers\n', 'x')).toThrow(/eval:begin/);
   });
 });
 
@@ -221,7 +221,7 @@ describe('merging a re-run into a report', () => {
     expect(m.meta!.updates).toEqual([
       { date: '2026-02-02T00:00:00.000Z', command: update.meta!.command, rows: ['full', 'wnw'] },
     ]);
-    expect(readmeBlock(m, meta.command)).toMatch(
+    expect(docBlock(m, meta.command)).toMatch(
       /The rows of full, wnw were re-run on 2026-02-02T00:00:00.000Z by `npm run eval -- --data set --policies full,wnw`/,
     );
     // The base is untouched.
