@@ -136,20 +136,20 @@ async function contextTooLong(): Promise<CheckResult> {
   let err: unknown = null;
   try {
     // 90 minutes of audio: refused before any buffer is made.
-    b.begin({ audioLength: 70_000, maxNewTokens: 10, request });
+    b.open({ audioLength: 70_000, maxNewTokens: 10, request });
   } catch (e) {
     err = e;
   }
   const tooLong = err instanceof ContextTooLongError && err.neededBytes > 0 && err.limit === 'prompt-binding';
   const created = ctx.liveBuffers - before;
-  // Over the budget at applyPrefill: a full plan for 300 tokens in 32 heads needs ~2.7 MiB.
+  // Over the budget at the placement: a full plan for 300 tokens in 32 heads needs ~2.7 MiB.
   let err2: unknown = null;
   const A = 300;
-  b.begin({ audioLength: A, maxNewTokens: 4, request });
+  const stage = b.open({ audioLength: A, maxNewTokens: 4, request });
   try {
     const all = Int32Array.from({ length: A }, (_, i) => i);
-    await b.prefill(randomEmbeddings(config, A, 4));
-    await b.applyPrefill({
+    const pre = await stage.prefill(randomEmbeddings(config, A, 4));
+    await pre.place({
       heads: Array.from({ length: kvHeadCount(config) }, () => ({ gpu: all, cpu: new Int32Array(0) })),
     });
   } catch (e) {
@@ -158,7 +158,7 @@ async function contextTooLong(): Promise<CheckResult> {
   b.dispose();
   const budget = err2 instanceof ContextTooLongError;
   const pass = tooLong && created === 0 && budget;
-  const detail = `begin(70k tokens): ${tooLong ? 'ContextTooLongError' : String(err)} (${(err as Error)?.message ?? ''}); buffers created before the error: ${created}; full plan over a 1 MiB budget: ${budget ? 'ContextTooLongError' : String(err2)} (${(err2 as Error)?.message ?? ''})`;
+  const detail = `open(70k tokens): ${tooLong ? 'ContextTooLongError' : String(err)} (${(err as Error)?.message ?? ''}); buffers created before the error: ${created}; full plan over a 1 MiB budget: ${budget ? 'ContextTooLongError' : String(err2)} (${(err2 as Error)?.message ?? ''})`;
   return { name: 'context_too_long', pass, detail, ms: performance.now() - t0 };
 }
 

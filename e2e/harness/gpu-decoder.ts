@@ -9,7 +9,15 @@
  */
 import { kvHeadCount, promptLength, segmentLength, type ModelConfig, type PromptIds } from '../../src/model/config.js';
 import type { DecoderWeights } from '../../src/model/weights.js';
-import type { DecoderBackend, SessionOptions } from '../../src/backend/types.js';
+import type {
+  DecodeSession,
+  DecoderBackend,
+  SessionOptions,
+  StepCounters,
+  StepResult,
+} from '../../src/backend/types.js';
+import type { Readouts } from '../../src/backend/readouts.js';
+import { WebGpuDecodeSession } from '../../src/backend/webgpu/decode-session.js';
 import type {
   AttentionRequest,
   LayerPrefill,
@@ -67,7 +75,7 @@ export interface ParityCase {
   layered?: boolean;
   /** Times the GPU's KV pool must at least have grown for the text during the steps (text KV on demand). */
   minGrowths?: number;
-  /** A session prompt other than the config's (another language's), handed to both backends at begin(). */
+  /** A session prompt other than the config's (another language's), handed to both backends at open(). */
   prompt?: PromptIds;
   /**
    * The GPU decodes pipelined: step t + 1 queued (fed the token step t wrote on the GPU)
@@ -131,7 +139,7 @@ interface Trace {
   /** r_GPU after the prefill plan and after every step plan. */
   rGpu: number[];
   prefillScores: Float32Array[];
-  counters: ReturnType<DecoderBackend['stepCounters']>[];
+  counters: StepCounters[];
   ms: { prefill: number; decode: number };
   /** WebGPU: the pool the plan made (shards, pages, bytes). */
   pool?: { shards: number; pages: number; bytes: number };
@@ -198,30 +206,30 @@ function syntheticHeads(c: ModelConfig, A: number, budget: number): HeadsFile {
 }
 
 /** Prefill and placement, whole-prompt or per layer: the first token, its logits, the plan and the scores the policy saw. */
-async function prefillRun(
-  b: DecoderBackend,
+async function prefillRun<S extends DecodeSession>(
+  b: DecoderBackend<S>,
   pc: ParityCase,
   opts: SessionOptions,
   driver: Driver,
-): Promise<{ token: number; logits?: Float32Array; plan: PrefillPlan; scores: Float32Array[] }> {
-  if (!opts.layered) {
-    const pre = await b.prefill(pc.audio);
+): Promise<{ token: number; logits?: Float32Array; plan: PrefillPlan; scores: Float32Array[]; session: S }> {
+  if (!pc.layered) {
+    const pre = await b.open(opts).prefill(pc.audio);
     const plan = driver.prefill(pre.observation);
-    await b.applyPrefill(plan);
-    return { token: pre.token, logits: pre.logits, plan, scores: pre.observation.scores };
+    const session = await pre.place(plan);
+    return { token: pre.token, logits: pre.logits, plan, scores: pre.observation.scores, session };
   }
   if (!driver.byLayer) throw new Error(`${pc.name}: no per-layer prefill in ${pc.mode} mode`);
   const inner = driver.byLayer(policyLayout(pc.config, opts.audioLength, pc.prompt));
   const scores: Float32Array[] = [];
-  const r = await b.prefillByLayer(pc.audio, {
+  const r = await b.openByLayer(opts).prefill(pc.audio, {
     layer: (obs) => (scores.push(...obs.scores), inner.layer(obs)),
     finish: () => inner.finish(),
   });
-  return { token: r.token, logits: r.logits, plan: r.plan, scores };
+  return { token: r.token, logits: r.logits, plan: r.plan, scores, session: r.session };
 }
 
-async function trace(
-  b: DecoderBackend,
+async function trace<S extends DecodeSession>(
+  b: DecoderBackend<S>,
   pc: ParityCase,
   opts: SessionOptions,
   driver: Driver,
@@ -230,12 +238,12 @@ async function trace(
   const ctx = b instanceof WebGpuBackend ? b.ctx : null;
   ctx?.resetPeak();
   const baseline = ctx?.liveBytes ?? 0;
-  b.begin(opts);
   let t = performance.now();
   const pre = await prefillRun(b, pc, opts, driver);
   const prefillMs = performance.now() - t;
+  const session: DecodeSession = pre.session;
   const plans: Plans = { prefill: pre.plan, steps: new Map() };
-  const info = b instanceof WebGpuBackend ? b.poolInfo() : null;
+  const info = session instanceof WebGpuDecodeSession ? session.poolLayout() : null;
   const tr: Trace = {
     tokens: [pre.token],
     logits: [pre.logits!],
@@ -244,7 +252,7 @@ async function trace(
     chunks: [],
     focus: [],
     residency: [],
-    rGpu: [b.residency().rGpu],
+    rGpu: [session.residency().rGpu],
     prefillScores: pre.scores,
     counters: [],
     ms: { prefill: prefillMs, decode: 0 },
@@ -256,12 +264,12 @@ async function trace(
     const plan = driver.before(s);
     if (plan) {
       plans.steps.set(s, plan);
-      await b.apply(plan);
-      tr.residency.push(Array.from(b.residency().gpuPerHead).join(','));
-      tr.rGpu.push(b.residency().rGpu);
+      await session.apply(plan);
+      tr.residency.push(Array.from(session.residency().gpuPerHead).join(','));
+      tr.rGpu.push(session.residency().rGpu);
     }
   };
-  const record = (s: number, r: Awaited<ReturnType<DecoderBackend['step']>>) => {
+  const record = (s: number, r: StepResult) => {
     driver.after?.(s, r.observation);
     tr.tokens.push(r.token);
     tr.logits.push(r.logits!);
@@ -269,23 +277,23 @@ async function trace(
     tr.queries.push(r.observation.queries ?? []);
     tr.chunks.push(Array.from(r.observation.chunks ?? []).join(','));
     tr.focus.push(r.observation.focus ?? NaN);
-    tr.counters.push(b.stepCounters());
+    tr.counters.push(session.counters());
   };
-  if (pipelined && b.submitStep && b.readStep) {
+  if (pipelined) {
     // Step s is queued before step s - 1 is read: only the first token comes from the CPU.
     for (let s = 0; s <= pc.steps; s++) {
       if (s < pc.steps) await before(s);
-      b.submitStep(s === 0 ? tr.tokens[0] : null);
-      if (s > 0) record(s - 1, await b.readStep());
+      session.submit(s === 0 ? tr.tokens[0] : null);
+      if (s > 0) record(s - 1, await session.read());
     }
   } else {
     for (let s = 0; s < pc.steps; s++) {
       await before(s);
-      record(s, await b.step(tr.tokens[tr.tokens.length - 1]));
+      record(s, await session.step(tr.tokens[tr.tokens.length - 1]));
     }
   }
   tr.ms.decode = performance.now() - t;
-  b.end();
+  session.close();
   return { ...tr, plans };
 }
 
@@ -311,6 +319,7 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
     prefillQueries: c.instruction.length,
   };
   let driver = synthetic(pc, A);
+  let readouts: Readouts = {};
   if (pc.mode === 'wnw') {
     // The policy decides on the CPU run's observations; it asks for its anchors' weights.
     const policy = createPolicy('wnw', {
@@ -319,13 +328,10 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
       heads: syntheticHeads(c, A, pc.budget ?? 0.2),
     });
     // Its weights too (it reads only the chunks chosen from them), to compare them across backends.
-    // Word timing's focus of the anchors, as a transcription with words asks for it (session/decode-reads.ts).
+    // Word timing's focus of the anchors, as a transcription with words asks for it (session/run.ts).
     const own = policy.request(policyLayout(c, A, pc.prompt));
-    request = {
-      ...own,
-      decodeFocus: { heads: own.decodeHeads.length },
-      ...(pc.chunksOnly ? {} : { decodeQueries: true, decodeWeights: true }),
-    };
+    request = { ...own, ...(pc.chunksOnly ? {} : { decodeQueries: true, decodeWeights: true }) };
+    readouts = { focus: own.decodeHeads };
     const next = new Map<number, StepPlan>();
     // The plan from step s applies at step s + planLag (KvPolicy.planLag), on both backends.
     const lag = planLagOf(policy);
@@ -341,8 +347,8 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
     audioLength: A,
     maxNewTokens: pc.steps + 2,
     request,
+    readouts,
     returnLogits: true,
-    layered: pc.layered,
     ...(pc.prompt ? { prompt: pc.prompt } : {}),
   };
   // The CPU reference stores K/V at the same precision as the GPU pool.
@@ -355,7 +361,7 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   });
   const ref = await trace(cpu, pc, opts, driver);
   const gpuBackend = await WebGpuBackend.create(c, weights, { ...pc.backend, context: ctx });
-  const sizes = gpuBackend.plan(opts);
+  const sizes = gpuBackend.memoryNeed(opts, !!pc.layered);
   const blocks = Math.ceil(sizes.promptLength / sizes.prefillChunk);
   // The GPU sizes its session for the session's prompt, not the config's.
   const promptOk = sizes.promptLength === promptLength(pc.prompt ?? c, A);
@@ -371,7 +377,7 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   let peak = '';
   let peakOk = true;
   if (pc.layered) {
-    const whole = gpuBackend.plan({ ...opts, layered: false });
+    const whole = gpuBackend.memoryNeed(opts, false);
     // One layer's prompt K and V, in the pool's precision as the prefill holds them.
     const layerKv = 2 * sizes.kvElementBytes * sizes.promptLength * c.numKvHeads * c.headDim;
     // Per layer held, besides its K/V: the instruction rows' queries (summary slots fitted to them).

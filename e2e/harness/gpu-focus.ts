@@ -1,11 +1,11 @@
 /**
- * focus.wgsl against word timing's focusOf (src/session/timing.ts) at shipped scale: 30
+ * focus.wgsl against word timing's focusOf (src/reference/focus.ts) at shipped scale: 30
  * minutes of Voxtral's token rate (22,500 positions) with five anchors summed among seven
  * exported rows, exact ties (every value equal: the lowest positions win), fewer than four
  * positions with mass (the `weights[i] <= 0` skip) and none at all (-1). The four positions
  * and their summed weights must be those focusOf keeps, bit for bit, so the focus is equal.
  */
-import { anchorSum, focusOf } from '../../src/session/timing.js';
+import { anchorSum, focusOf } from '../../src/reference/focus.js';
 import { FOCUS_ENTRIES, focusOfReadback } from '../../src/backend/webgpu/attention-ops.js';
 import { sharedUniforms } from '../../src/gpu/op.js';
 import { rng } from '../../src/model/testing.js';

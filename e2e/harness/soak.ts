@@ -29,7 +29,7 @@ export interface SoakPlan {
   /**
    * Each (model, precision) transcriber runs once at each clip length before run 1: the ONNX
    * runtime keeps GPU buffers sized for the longest input it has seen, made at its first run
-   * at a length (measured: see the README's soak paragraph).
+   * at a length (measured: see docs/evaluation.md's soak paragraph).
    */
   warmup: boolean;
 }

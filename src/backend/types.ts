@@ -4,14 +4,8 @@
  * TypeScript, the numerical reference) and `webgpu` (WGSL kernels).
  */
 import type { ModelConfig, PromptIds } from '../model/config.js';
-import type {
-  AttentionRequest,
-  LayerPrefill,
-  PrefillObservation,
-  PrefillPlan,
-  StepObservation,
-  StepPlan,
-} from '../kv/plan.js';
+import type { AttentionRequest, LayerPrefill, PrefillObservation, PrefillPlan, StepPlan } from '../kv/plan.js';
+import type { Readouts, StepReadings } from './readouts.js';
 import type { ResidencyStats, TransferStats } from '../kv/types.js';
 
 export type BackendKind = 'cpu' | 'webgpu';
@@ -21,7 +15,10 @@ export interface SessionOptions {
   audioLength: number;
   /** Upper bound on generated tokens (sizes the text pages). */
   maxNewTokens: number;
+  /** What the policy asks of the prefill and of every decode step. */
   request: AttentionRequest;
+  /** What each decode step also reads back for the session's other readers, each under its own name. */
+  readouts?: Readouts;
   /**
    * The prompt's token ids around the audio (a transcription in another language than the
    * model was loaded with); default: the config's own prompt.
@@ -30,94 +27,118 @@ export interface SessionOptions {
   /** Also return logits (tests, fixtures); otherwise only the greedy token is produced. */
   returnLogits?: boolean;
   /**
-   * The prefill will be `prefillByLayer`: the prompt's K/V is held one layer at a time
-   * (the WebGPU backend sizes its prefill buffers for one layer at begin()).
-   */
-  layered?: boolean;
-  /**
-   * The session will end with `end(true)` and another policy will run on the same
+   * The session will close with `close(true)` and another policy will run on the same
    * embeddings: a backend may keep the un-planned prefill for it (the CPU backend does).
    */
   reusePrefill?: boolean;
-}
-
-export interface PrefillResult {
-  /** Greedy token after the last prompt position. */
-  token: number;
-  logits?: Float32Array;
-  observation: PrefillObservation;
-  /** True when the backend served the prefill it kept from the last session on the same embeddings (`end(true)`): no prefill ran. */
-  reused?: boolean;
-}
-
-export interface LayeredPrefillResult {
-  /** Greedy token after the last prompt position. */
-  token: number;
-  logits?: Float32Array;
-  /** The whole plan the layers answered (already applied). */
-  plan: PrefillPlan;
-  transfer: TransferStats;
 }
 
 export interface StepResult {
   /** Greedy next token. */
   token: number;
   logits?: Float32Array;
-  observation: StepObservation;
+  observation: StepReadings;
 }
 
-export interface DecoderBackend {
+/**
+ * A decoder backend keeps what lives as long as the model: the device, the kernels, the
+ * weights. Each transcription opens its own session, whose stages are types: `open` (or
+ * `openByLayer`) sizes it and returns the prefill stage; the prefill returns what the
+ * placement needs; the placement returns the `DecodeSession`. Nothing can step before the
+ * KV is placed, and a whole-prompt session cannot prefill layer by layer. A backend runs
+ * one session at a time: opening another closes the one before.
+ */
+export interface DecoderBackend<S extends DecodeSession = DecodeSession> {
   readonly kind: BackendKind;
   /** Human-readable, e.g. "WebGPU (SwiftShader, a CPU rasteriser)" or "CPU (TypeScript)". */
   readonly label: string;
   readonly config: ModelConfig;
   /**
-   * Sizes the session. Throws ContextTooLongError before any GPU work when the
-   * full prompt (for prefill) or the pool cannot hold it.
+   * A session whose prefill runs the whole prompt, then places the KV. Throws
+   * ContextTooLongError before any GPU work when the prompt or the pool cannot hold it.
    */
-  begin(options: SessionOptions): void;
-  /** Runs [prefix][audio][instruction] with full attention; audioEmbeddings is [audioLength, hiddenSize]. */
-  prefill(audioEmbeddings: Float32Array): Promise<PrefillResult>;
-  /** Moves the prefill KV into the pool as the plan says (GPU pages, CPU copies, dropped). */
-  applyPrefill(plan: PrefillPlan): Promise<TransferStats>;
+  open(options: SessionOptions): WholePrefill<S>;
   /**
-   * prefill + applyPrefill, one layer at a time: as soon as a layer's rows have run,
-   * `run` answers that layer's heads and their KV goes into the pool (kept audio), the
-   * CPU store (recallable copies) or nowhere (dropped), and the layer's prompt K/V
-   * buffers serve the next layer. The peak is then one layer's prompt KV plus the pool,
-   * not every layer's prompt KV plus the pool. Needs `begin({ layered: true })`.
+   * A session whose prefill places each layer's KV as soon as that layer has run
+   * (`LayerPrefill`): the peak is one layer's prompt KV plus the pool.
    */
-  prefillByLayer(audioEmbeddings: Float32Array, run: LayerPrefill): Promise<LayeredPrefillResult>;
-  /** Feeds `token` at the next position, appends its KV, returns the next greedy token. */
-  step(token: number): Promise<StepResult>;
-  /**
-   * The pipelined form of `step`: queues a step fed `token`, or with null the greedy token
-   * of the step queued before it, which then never leaves the device. `readStep` returns the
-   * oldest queued step's result; a loop that queues step t + 1 before reading step t keeps
-   * the device busy while the CPU reads and schedules (plans then apply one step later:
-   * KvPolicy.planLag). `step(t)` is `submitStep(t)` then `readStep()`.
-   */
-  submitStep?(token: number | null): void;
-  readStep?(): Promise<StepResult>;
-  /** Applies recalls and releases before the next step. */
-  apply(plan: StepPlan): Promise<TransferStats>;
-  residency(): ResidencyStats;
-  /** Which slot holds each head's audio positions (tide chart, tests); undefined before applyPrefill. */
-  residencyState?(): { slotOf(head: number, audioPos: number): number } | undefined;
-  /** Counters for benchmarks: dispatches and queue submits of the last step (0 on CPU). */
-  /** Per-step work and resources; `poolGrowths`: times the KV pool grew for text or recalls (bind groups are remade then). */
-  stepCounters(): StepCounters;
-  /**
-   * Ends the session: frees per-session state, keeps the weights. `keepPrefill` keeps
-   * the prefill for a next session on the same embeddings array (evaluation of many
-   * policies on one clip); a backend may ignore it.
-   */
-  end(keepPrefill?: boolean): void;
+  openByLayer(options: SessionOptions): LayeredPrefill<S>;
   /** Frees everything (weights and GPU buffers). */
   dispose(): void;
 }
 
-/** Per-step work of the last step read (stepCounters). */
+/** A session before its prefill: sized, nothing run. */
+export interface WholePrefill<S extends DecodeSession = DecodeSession> {
+  /** Runs [prefix][audio][instruction] with full attention; audioEmbeddings is [audioLength, hiddenSize]. */
+  prefill(audioEmbeddings: Float32Array): Promise<Prefilled<S>>;
+  close(): void;
+}
+
+/** The prefill run: its first token and what the policy places the KV from. */
+export interface Prefilled<S extends DecodeSession = DecodeSession> {
+  /** Greedy token after the last prompt position. */
+  readonly token: number;
+  readonly logits?: Float32Array;
+  readonly observation: PrefillObservation;
+  /** True when the backend served the prefill it kept from the last session on the same embeddings: no prefill ran. */
+  readonly reused?: boolean;
+  /** Moves the prefill KV into the pool as the plan says (GPU pages, CPU copies, dropped): the decode session. */
+  place(plan: PrefillPlan): Promise<S>;
+  close(): void;
+}
+
+/** A session whose prefill runs and places one layer at a time. */
+export interface LayeredPrefill<S extends DecodeSession = DecodeSession> {
+  /**
+   * As soon as a layer's rows have run, `run` answers that layer's heads and their KV goes
+   * into the pool (kept audio), the CPU store (recallable copies) or nowhere (dropped).
+   */
+  prefill(audioEmbeddings: Float32Array, run: LayerPrefill): Promise<LayeredPrefillResult<S>>;
+  close(): void;
+}
+
+export interface LayeredPrefillResult<S extends DecodeSession = DecodeSession> {
+  /** Greedy token after the last prompt position. */
+  token: number;
+  logits?: Float32Array;
+  /** The whole plan the layers answered (already applied). */
+  plan: PrefillPlan;
+  session: S;
+}
+
+/**
+ * One transcription's decode: its KV placed, its steps queued and read, its policy's plans
+ * applied. All its state is its own; `close` frees it and keeps the backend's weights.
+ */
+export interface DecodeSession {
+  /** What the placement moved (bytes to the device and to CPU memory). */
+  readonly placed: TransferStats;
+  /** Feeds `token` at the next position, appends its KV, returns the next greedy token. */
+  step(token: number): Promise<StepResult>;
+  /**
+   * The pipelined form of `step`: queues a step fed `token`, or with null the greedy token
+   * of the step before it (the prefill's for the first), which then never leaves the device.
+   * `read` returns the oldest queued step's result; a loop that queues step t + 1 before
+   * reading step t keeps the device busy while the CPU reads and schedules (plans then
+   * apply one step later: KvPolicy.planLag). `step(t)` is `submit(t)` then `read()`.
+   */
+  submit(token: number | null): void;
+  read(): Promise<StepResult>;
+  /** Applies recalls and releases before the next step. */
+  apply(plan: StepPlan): Promise<TransferStats>;
+  residency(): ResidencyStats;
+  /** Which slot holds each head's audio positions (tide chart, tests). */
+  residencyState(): { slotOf(head: number, audioPos: number): number };
+  /** Counters for benchmarks: the work and resources of the last step read. */
+  counters(): StepCounters;
+  /**
+   * Frees the session's state. `keepPrefill` keeps the prefill for a next session on the
+   * same embeddings array (evaluation of many policies on one clip); a backend may ignore it.
+   */
+  close(keepPrefill?: boolean): void;
+}
+
+/** Per-step work of the last step read (DecodeSession.counters). */
 export interface StepCounters {
   /** Compute dispatches and queue submits of the step (0 on the CPU). */
   dispatches: number;

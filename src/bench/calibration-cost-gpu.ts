@@ -52,12 +52,12 @@ export async function measureGpuForward(req: GpuForwardRequest): Promise<GpuForw
   const times: number[] = [];
   try {
     for (let r = 0; r <= req.reps; r++) {
-      backend.begin({ audioLength: A, maxNewTokens: 2, request });
+      const stage = backend.open({ audioLength: A, maxNewTokens: 2, request });
       const t0 = performance.now();
       // Prefill ends with the first token read back: the device has finished the layers.
-      await backend.prefill(emb);
+      await stage.prefill(emb);
       times.push(performance.now() - t0);
-      backend.end();
+      stage.close();
     }
   } finally {
     backend.dispose();

@@ -12,7 +12,6 @@ import { buildHeadsFile } from '../calibrate/heads-file.js';
 import { createPolicy, sharedPrefillWindows } from '../policy/registry.js';
 import type { HeadsFile } from '../model/heads.js';
 import type { PolicyName } from '../types.js';
-import { decodeReads } from '../session/decode-reads.js';
 import { wordTimingHeads } from '../policy/timing-heads.js';
 
 export interface PolicyTiming {
@@ -68,22 +67,23 @@ export async function timePolicy(
 ): Promise<PolicyTiming> {
   const policy = createPolicy(policyName, { ...t.policyOptions, budget, heads });
   const layout = policyLayout(config, audioLength);
-  // What a transcription with words asks (session/decode-reads.ts): the policy's reads and the
-  // anchors' focus. The policies timed on one clip share its prefill (end(true) below).
-  const own = policy.request(layout);
-  const req = {
-    ...decodeReads(own, wordTimingHeads(policy, heads, budget), [], false).request,
-    alsoScore: sharedPrefillWindows(layout),
-  };
-  const n = own.decodeHeads.length;
+  // What a transcription with words asks (session/run.ts): the policy's reads and the
+  // anchors' focus. The policies timed on one clip share its prefill (close(true) below).
+  const request = { ...policy.request(layout), alsoScore: sharedPrefillWindows(layout) };
+  const timing = wordTimingHeads(policy, heads, budget);
   // After the request: a policy may decide its lag for the clip (WnW's planLag 'auto').
-  const pipelined = t.pipeline !== false && planLagOf(policy) >= 2 && !!backend.submitStep && !!backend.readStep;
-  backend.begin({ audioLength, maxNewTokens: steps + 3, request: req });
+  const pipelined = t.pipeline !== false && planLagOf(policy) >= 2;
+  const stage = backend.open({
+    audioLength,
+    maxNewTokens: steps + 3,
+    request,
+    readouts: timing.length ? { focus: timing } : {},
+  });
   const t0 = now();
-  const pre = await backend.prefill(embeddings);
-  await backend.applyPrefill(policy.prefill(pre.observation));
+  const pre = await stage.prefill(embeddings);
+  const session = await pre.place(policy.prefill(pre.observation));
   // The recall a policy makes from the prefill before the first step (session/run.ts does the same).
-  const initial = policy.afterPrefill ? await backend.apply(policy.afterPrefill()) : undefined;
+  const initial = policy.afterPrefill ? await session.apply(policy.afterPrefill()) : undefined;
   const prefillMs = now() - t0;
   const times: number[] = [];
   let bytes = initial?.bytesToGpu ?? 0;
@@ -92,30 +92,27 @@ export async function timePolicy(
   let token = pre.token;
   const counters: StepCounters[] = [];
   // Pipelined: the token stays on the device (a stop token is fed on: timing does not depend on it).
-  if (pipelined) backend.submitStep!(token);
+  if (pipelined) session.submit(token);
   for (let i = 0; i < steps; i++) {
     const ts = now();
     let r;
     if (pipelined) {
-      backend.submitStep!(null);
-      r = await backend.readStep!();
-    } else r = await backend.step(token);
-    const o = r.observation;
-    const moved = await backend.apply(
-      policy.afterStep({ ...o, weights: o.weights.slice(0, n), queries: o.queries?.slice(0, n) }),
-    );
+      session.submit(null);
+      r = await session.read();
+    } else r = await session.step(token);
+    const moved = await session.apply(policy.afterStep(r.observation));
     times.push(now() - ts);
     bytes += moved.bytesToGpu;
     bytesMax = Math.max(bytesMax, moved.bytesToGpu);
-    rGpu += backend.residency().rGpu;
-    counters.push(backend.stepCounters());
+    rGpu += session.residency().rGpu;
+    counters.push(session.counters());
     // Timing does not depend on which token is fed; a stop token would only end a real run.
     if (!isStop(config, r.token)) token = r.token;
   }
-  const gpuKvMiB = backend.residency().gpuBytesInUse / 2 ** 20;
+  const gpuKvMiB = session.residency().gpuBytesInUse / 2 ** 20;
   // Skip the first steps: they include lazy allocations and JIT warm-up.
   const warm = Math.min(4, steps - 1);
-  backend.end(true);
+  session.close(true);
   return {
     policy: policyName,
     budget,

@@ -123,17 +123,16 @@ export async function measureMemory(req: MeasureRequest): Promise<MeasuredRow[]>
     const policy = createPolicy('full', { budget: 1 });
     const layout = policyLayout(c, A);
     hook.resetPeak();
-    backend.begin({
+    const stage = backend.openByLayer({
       audioLength: A,
       maxNewTokens,
       request: { ...policy.request(layout), decodeHeads: [] },
-      layered: true,
     });
-    const pre = await backend.prefillByLayer(randomEmbeddings(c, A, 5), policy.prefillByLayer!(layout));
+    const pre = await stage.prefill(randomEmbeddings(c, A, 5), policy.prefillByLayer!(layout));
     const prefill = hook.peak;
     hook.resetPeak();
     let token = pre.token;
-    for (let s = 0; s < req.steps; s++) token = (await backend.step(token)).token;
+    for (let s = 0; s < req.steps; s++) token = (await pre.session.step(token)).token;
     const decode = hook.peak;
     backend.dispose();
     hook.stop();

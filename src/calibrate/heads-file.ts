@@ -17,7 +17,7 @@ import {
   type Selection,
 } from '../policy/wnw/triage.js';
 
-/** The paper's budgets, plus 0.1 (the README's tables report WnW there too). */
+/** The paper's budgets, plus 0.1 (docs/evaluation.md's tables report WnW there too). */
 export const DEFAULT_BUDGETS = [0.1, 0.2, 0.4, 0.6, 0.8];
 
 export interface CalibrationInput extends Pick<

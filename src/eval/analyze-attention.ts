@@ -70,22 +70,26 @@ async function main(): Promise<void> {
     const N = Math.floor(mel.frames / c.audio.framesPerToken);
     const emb = await encoder.encode(mel.data, mel.frames);
     const maxNew = Math.ceil((6 * samples.length) / c.audio.sampleRate);
-    backend.begin({ audioLength: N, maxNewTokens: maxNew + 1, request: { decodeHeads: all, prefillQueries: 1 } });
-    const pre = await backend.prefill(emb);
+    const stage = backend.open({
+      audioLength: N,
+      maxNewTokens: maxNew + 1,
+      request: { decodeHeads: all, prefillQueries: 1 },
+    });
+    const pre = await stage.prefill(emb);
     const full = Int32Array.from({ length: N }, (_, i) => i);
-    await backend.applyPrefill({ heads: all.map(() => ({ gpu: full, cpu: new Int32Array(0) })) });
+    const session = await pre.place({ heads: all.map(() => ({ gpu: full, cpu: new Int32Array(0) })) });
     const cum = all.map(() => new Float32Array(N));
     let token = pre.token;
     let steps = 0;
     while (!isStop(c, token) && steps < maxNew) {
-      const r = await backend.step(token);
+      const r = await session.step(token);
       r.observation.weights.forEach((w, h) => {
         for (let p = 0; p < N; p++) cum[h][p] += w[p];
       });
       token = r.token;
       steps++;
     }
-    backend.end();
+    session.close();
     for (let h = 0; h < heads; h++) {
       pre10.push(headShareOfFirst(pre.observation.scores[h]));
       dec10.push(headShareOfFirst(cum[h]));

@@ -2,7 +2,7 @@
  * Where each policy stands, at a glance: top-1 agreement with the full cache and WER
  * against the full cache's transcript, each against the measured r_GPU, one line per
  * policy through its budgets, one pair of panels per eval set. Plain SVG text from the
- * report's summary rows, so a README shows it and a test reads it.
+ * report's summary rows, so the docs show it and a test reads it.
  *
  *   npm run eval -- ... --plot FILE.svg
  *   npm run plot -- eval/espeak-heldout.json [eval/long-4min.json ...] --out FILE.svg

@@ -35,16 +35,10 @@ export interface AttentionRequest {
    * Reduce the first `heads` of `decodeHeads` to a chunk choice each step, on the device
    * (src/reference/chunk-select.ts): their weights summed per segment (`segmentLength`
    * positions), chunks of `chunkSegments` segments (stride one) ranked by mean, the top
-   * `topChunks` kept. The observation's `chunks` (and `segmentSums` when asked) carry it,
-   * a few indices to read back where the weights are T floats a head.
+   * `topChunks` kept. The observation's `chunks` carry it, a few indices to read back where
+   * the weights are T floats a head.
    */
-  decodeChunks?: { heads: number; chunkSegments: number; topChunks: number; segmentSums?: boolean };
-  /**
-   * Reduce the first `heads` of `decodeHeads` (their weights summed per position) to word
-   * timing's focus each step, on the device (session/timing.ts focusOf): the observation's
-   * `focus`, 32 bytes to read back where the weights are T floats a head.
-   */
-  decodeFocus?: { heads: number };
+  decodeChunks?: { heads: number; chunkSegments: number; topChunks: number };
   /**
    * Prefill scores are the softmax weights on audio positions summed over the head's
    * query heads and over the last `prefillQueries` prompt positions
@@ -136,10 +130,8 @@ export interface StepObservation {
   queries?: Float32Array[];
   /** With `decodeChunks`: the chosen chunks, best first. */
   chunks?: Int32Array;
-  /** With `decodeChunks.segmentSums`: the summed heads' weights per segment. */
+  /** The chunk heads' weights per segment, where the session reads them for the tide chart. */
   segmentSums?: Float32Array;
-  /** With `decodeFocus`: focusOf of the summed heads' weights (an audio position, -1 without mass). */
-  focus?: number;
 }
 
 /** Positions of one head to move. Recall: CPU -> GPU (each needs a CPU copy). Release: leave the GPU. */

@@ -4,21 +4,15 @@
  * (cancel, error), the tokens decoded so far come back with the stats.
  */
 import { CancelledError, DeviceLostError, WnwError } from '../errors.js';
-import type { DecoderBackend, StepResult } from '../backend/types.js';
+import type { DecodeSession, DecoderBackend, StepResult } from '../backend/types.js';
+import type { Readouts } from '../backend/readouts.js';
 import { policyLayout } from '../backend/prompt.js';
 import { sharedPrefillWindows } from '../policy/registry.js';
 import type { LoadedModel } from '../model/loader.js';
 import { planLagOf, type KvPolicy } from '../policy/types.js';
-import {
-  EMPTY_PLAN,
-  type AttentionRequest,
-  type LayerPrefill,
-  type StepObservation,
-  type StepPlan,
-} from '../kv/plan.js';
+import { EMPTY_PLAN, type AttentionRequest, type LayerPrefill, type StepPlan } from '../kv/plan.js';
 import type { ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult, TranscriptionStats } from '../types.js';
-import { anchorSum, focusOf, wordsFromFocus, wordsWithin } from './timing.js';
-import { decodeReads } from './decode-reads.js';
+import { wordsFromFocus, wordsWithin } from './timing.js';
 import { ReplyUnwrapper } from './reply.js';
 import { isStop, promptLength, segmentLength, type PromptIds } from '../model/config.js';
 import { defaultMaxNewTokens } from '../backend/webgpu/fit.js';
@@ -63,19 +57,53 @@ const yieldToEventLoop = (): Promise<void> =>
     } else setTimeout(resolve, 0);
   });
 
-/** Prefill and KV placement: layer by layer when the policy answers per layer, else after the whole prompt. */
-async function prefillAndPlace(
+/**
+ * Opens the backend's session, runs the prefill and places the KV (layer by layer where the
+ * policy answers per layer): the first token and the decode session. `onOpen` gets the
+ * session's close as soon as it is open, so a failure anywhere after frees it.
+ */
+async function openSession(
   r: RunInput,
-  embeddings: Float32Array,
-  byLayer: LayerPrefill | undefined,
-): Promise<{ token: number }> {
+  h: DecodeSetup,
+  onOpen: (close: (keepPrefill?: boolean) => void) => void,
+): Promise<{ first: number; session: DecodeSession }> {
   const { backend, policy, options: o } = r;
-  if (byLayer)
-    return backend.prefillByLayer(embeddings, layerByLayer(byLayer, r.model.config.numLayers, o.signal, r.progress));
-  const pre = await backend.prefill(embeddings);
+  // A policy that answers per layer lets the backend hold one layer's prompt KV at a time.
+  const byLayer = policy.prefillByLayer?.(h.layout);
+  // A prefill kept for the next policy on the clip scores the windows the others read too.
+  const alsoScore = o.reusePrefill ? { alsoScore: sharedPrefillWindows(h.layout) } : {};
+  const opts = {
+    audioLength: r.audioLength,
+    // The pipelined loop queues one step past the last it reads: one more position.
+    maxNewTokens: h.maxNew + (h.lag === 2 ? 2 : 1),
+    request: { ...h.request, ...alsoScore },
+    readouts: h.readouts,
+    returnLogits: Boolean(o.onLogits),
+    reusePrefill: o.reusePrefill,
+    ...(r.prompt ? { prompt: r.prompt } : {}),
+  };
+  const progressed = async () => {
+    r.progress({ phase: 'prefill', fraction: 0 });
+    await yieldToEventLoop();
+    if (o.signal?.aborted) throw new CancelledError();
+  };
+  if (byLayer) {
+    const stage = backend.openByLayer(opts);
+    onOpen(() => stage.close());
+    await progressed();
+    const run = layerByLayer(byLayer, r.model.config.numLayers, o.signal, r.progress);
+    const done = await stage.prefill(r.embeddings, run);
+    onOpen((keep) => done.session.close(keep));
+    return { first: done.token, session: done.session };
+  }
+  const stage = backend.open(opts);
+  onOpen(() => stage.close());
+  await progressed();
+  const pre = await stage.prefill(r.embeddings);
   if (o.signal?.aborted) throw new CancelledError();
-  await backend.applyPrefill(policy.prefill(pre.observation));
-  return pre;
+  const session = await pre.place(policy.prefill(pre.observation));
+  onOpen((keep) => session.close(keep));
+  return { first: pre.token, session };
 }
 
 /**
@@ -102,19 +130,19 @@ function layerByLayer(
   };
 }
 
-/** Which heads' decode attention the backend returns, and where each reader finds its own. */
-interface HeadPlan {
+/** What the decode asks of the backend each step, and how its loop runs. */
+interface DecodeSetup {
   maxNew: number;
   layout: ReturnType<typeof policyLayout>;
-  request: ReturnType<KvPolicy['request']>;
-  /** The policy's own heads come first in `decodeHeads`: this many. */
-  own: number;
-  /** The session's request: the policy's, with word timing's and evaluation's reads (decode-reads.ts). */
-  reads: AttentionRequest;
-  timingIdx: number[];
-  attentionIdx: number[];
-  /** Queue each step before reading the last (KvPolicy.planLag 2, a backend with submitStep). */
-  pipelined: boolean;
+  /** The policy's request, and the readouts word timing, the tide chart and evaluation read beside it. */
+  request: AttentionRequest;
+  readouts: Readouts;
+  /**
+   * 2: step t + 1 is queued before step t is read (KvPolicy.planLag 2); its token never
+   * leaves the device and the policy's plan applies a step later. 1: each step is read
+   * before the next is queued.
+   */
+  lag: 1 | 2;
   /**
    * A policy at planLag 2 run in the waiting loop (teacher forcing): the plan held back a
    * step, so its plans apply two steps after the step they read, as in the pipelined loop.
@@ -122,7 +150,7 @@ interface HeadPlan {
   heldPlan: { plan: StepPlan } | null;
 }
 
-function planHeads(r: RunInput): HeadPlan {
+function setUpDecode(r: RunInput): DecodeSetup {
   const { model, policy, options: o } = r;
   const c = model.config;
   const N = r.audioLength;
@@ -136,46 +164,24 @@ function planHeads(r: RunInput): HeadPlan {
     : Math.min(positionsLeft, o.maxNewTokens ?? defaultMaxNewTokens(r.audioSeconds));
   const layout = policyLayout(c, N, prompt);
   const request = policy.request(layout);
-  // Evaluation may ask for every head's attention: the policy still sees only its own heads.
-  const allHeads = o.onAttention ? Array.from({ length: layout.numLayers * layout.numKvHeads }, (_, h) => h) : [];
-  const reads = decodeReads(request, r.timingHeads, allHeads, Boolean(o.onStep));
+  const timing = r.timingHeads.length ? { focus: r.timingHeads } : {};
+  const readouts: Readouts = {
+    ...timing,
+    // The tide chart reads the anchors' attention per segment.
+    ...(o.onStep && r.timingHeads.length ? { segmentSums: r.timingHeads } : {}),
+    // Evaluation may ask for every head's attention: the policy still sees only its own heads.
+    ...(o.onAttention ? { attention: Array.from({ length: layout.numLayers * layout.numKvHeads }, (_, h) => h) } : {}),
+  };
   // The pipelined loop applies a plan two steps after the step it read: only where the policy allows it.
-  const pipelined = !forced && planLagOf(policy) >= 2 && !!r.backend.submitStep && !!r.backend.readStep;
+  const lag = !forced && planLagOf(policy) >= 2 ? 2 : 1;
   return {
     maxNew,
     layout,
     request,
-    own: request.decodeHeads.length,
-    reads: reads.request,
-    pipelined,
-    heldPlan: !pipelined && planLagOf(policy) >= 2 ? { plan: EMPTY_PLAN } : null,
-    timingIdx: reads.timingIdx,
-    attentionIdx: reads.attentionIdx,
+    readouts,
+    lag,
+    heldPlan: lag === 1 && planLagOf(policy) >= 2 ? { plan: EMPTY_PLAN } : null,
   };
-}
-
-/** Starts the backend's session and runs the prefill and KV placement: the first token. */
-async function beginAndPrefill(r: RunInput, h: HeadPlan): Promise<number> {
-  const { backend, policy, options: o } = r;
-  // A policy that answers per layer lets the backend hold one layer's prompt KV at a time.
-  const byLayer = policy.prefillByLayer?.(h.layout);
-  // A prefill kept for the next policy on the clip scores the windows the others read too.
-  const alsoScore = o.reusePrefill ? { alsoScore: sharedPrefillWindows(h.layout) } : {};
-  backend.begin({
-    // The pipelined loop queues one step past the last it reads: one more position.
-    audioLength: r.audioLength,
-    maxNewTokens: h.maxNew + (h.pipelined ? 2 : 1),
-    request: { ...h.reads, ...alsoScore },
-    returnLogits: Boolean(o.onLogits),
-    layered: Boolean(byLayer),
-    reusePrefill: o.reusePrefill,
-    ...(r.prompt ? { prompt: r.prompt } : {}),
-  });
-  r.progress({ phase: 'prefill', fraction: 0 });
-  await yieldToEventLoop();
-  if (o.signal?.aborted) throw new CancelledError();
-  const pre = await prefillAndPlace(r, r.embeddings, byLayer);
-  return pre.token;
 }
 
 /** Running sums over the decode steps, for the stats. */
@@ -191,58 +197,35 @@ interface StepTotals {
 }
 
 /**
- * One decode step fed `token`, the policy's plan for it applied, its observers told:
- * the token the step predicts and the anchors' focus that dates it (-1 without anchors).
+ * A step read back (fed `token`, started at `ts`): its observers told, the policy's plan
+ * applied. Returns the token it predicts and the anchors' focus that dates it (-1 without anchors).
  */
-async function decodeStep(
-  r: RunInput,
-  h: HeadPlan,
-  token: number,
-  text: string,
-  acc: StepTotals,
-): Promise<{ next: number; focus: number }> {
-  const ts = now();
-  return observeStep(r, h, token, await r.backend.step(token), text, acc, ts);
-}
-
-/** A step read back (fed `token`, started at `ts`): its observers told, the policy's plan applied. */
 async function observeStep(
   r: RunInput,
-  h: HeadPlan,
+  h: DecodeSetup,
+  session: DecodeSession,
   token: number,
   res: StepResult,
   text: string,
   acc: StepTotals,
   ts: number,
 ): Promise<{ next: number; focus: number }> {
-  const { backend, policy, options: o } = r;
+  const { policy, options: o } = r;
   const N = r.audioLength;
-  if (res.logits) o.onLogits?.(res.observation.step, res.logits);
-  o.onAttention?.(
-    res.observation.step,
-    h.attentionIdx.map((i) => res.observation.weights[i]),
-  );
-  if (o.onResidency) residencyHook(backend, res.observation.step, o.onResidency);
-  const { step, weights, queries, chunks, segmentSums } = res.observation;
-  // The device's chunk choice, where the policy asked for it, whatever else was read back.
-  const obs: StepObservation = {
-    step,
-    weights: weights.slice(0, h.own),
-    queries: queries?.slice(0, h.own),
-    ...(chunks ? { chunks, segmentSums } : {}),
-  };
+  const obs = res.observation;
+  if (res.logits) o.onLogits?.(obs.step, res.logits);
+  if (obs.attention) o.onAttention?.(obs.step, obs.attention);
+  if (o.onResidency) residencyHook(session, obs.step, o.onResidency);
   let stepPlan = policy.afterStep(obs);
   if (h.heldPlan) {
     // A two-step lag in the waiting loop (teacher forcing): this plan waits one step, as it would pipelined.
     [stepPlan, h.heldPlan.plan] = [h.heldPlan.plan, stepPlan];
   }
-  const moved = await backend.apply(stepPlan);
+  const moved = await session.apply(stepPlan);
   const ms = now() - ts;
-  // This step's attention predicts res.token, so its anchor focus dates that token (the
-  // device's where it reduced the anchors, else from their weights).
-  const anchor = res.observation.weights.length ? anchorSum(res.observation.weights, h.timingIdx, N) : null;
-  const f = res.observation.focus ?? (anchor ? focusOf(anchor) : -1);
-  const st = backend.residency();
+  // This step's attention predicts res.token, so its anchor focus dates that token.
+  const f = obs.focus ?? -1;
+  const st = session.residency();
   acc.steps++;
   acc.rGpu += st.rGpu;
   acc.rGpuPeak = Math.max(acc.rGpuPeak, st.rGpu);
@@ -262,7 +245,8 @@ async function observeStep(
       gpuKvBytes: st.gpuBytesInUse,
       textKvPages: st.textPages,
       focus: Math.round(f),
-      ...segmentView(res.observation.segmentSums, anchor, backend, r.tidalHeads, segmentLength(r.model.config), N),
+      anchorAttention: obs.segmentSums,
+      tidalSegments: tidalSegments(session, r.tidalHeads, segmentLength(r.model.config), N),
     });
   }
   r.progress({ phase: 'decode', fraction: f >= 0 ? Math.min(1, f / N) : Math.min(1, acc.steps / h.maxNew) });
@@ -270,10 +254,10 @@ async function observeStep(
 }
 
 export async function runTranscription(r: RunInput): Promise<TranscriptionResult> {
-  const { model, backend, options: o } = r;
+  const { model, options: o } = r;
   const c = model.config;
   const forced = o.forcedTokens;
-  const h = planHeads(r);
+  const h = setUpDecode(r);
   const tokens: number[] = [];
   const focus: number[] = [];
   // The reference model's SentencePiece tokenizer, or a Hugging Face folder's (tokenizer.json, tekken.json).
@@ -298,23 +282,24 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     out += shown;
     if (shown) o.onToken?.(shown, token);
   };
+  let close: (keepPrefill?: boolean) => void = () => {};
+  let session: DecodeSession | undefined;
   try {
-    const first = await beginAndPrefill(r, h);
+    const opened = await openSession(r, h, (c) => (close = c));
+    session = opened.session;
     const initial = r.policy.afterPrefill?.();
     if (initial && (initial.recall.length || initial.release.length)) {
       // Counted with the decode steps' traffic: it is a recall, made before the first of them.
-      const moved = await backend.apply(initial);
+      const moved = await session.apply(initial);
       acc.bytes += moved.bytesToGpu;
       acc.recalls += moved.recalledPositions;
       acc.releases += moved.releasedPositions;
     }
     prefillMs = now() - t0;
     r.progress({ phase: 'prefill', fraction: 1 });
-    let token = forced ? (forced[0] ?? c.tokens.eos) : first;
+    let token = forced ? (forced[0] ?? c.tokens.eos) : opened.first;
     if (!isStop(c, token)) emit(token, -1);
     let lastYield = now();
-    // Step t + 1 is queued before step t is read: its token never leaves the GPU, and the
-    // CPU learns it (and sees a stop) one step late; the step queued past a stop is discarded.
     // Before each step: let the page breathe, honour a cancel, stop at the length guard.
     const mayStep = async (): Promise<boolean> => {
       if (now() - lastYield > 16) {
@@ -326,18 +311,16 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
       stoppedBy = 'length-guard';
       return false;
     };
-    let queued = false;
-    while (h.pipelined && !isStop(c, token) && (await mayStep())) {
+    // At lag 2 step t + 1 is queued before step t is read: its token never leaves the GPU, and
+    // the CPU learns it (and sees a stop) one step late; the step queued past a stop is discarded.
+    // At lag 1 each step is fed from the CPU and read before the next.
+    let ahead = false;
+    while (!isStop(c, token) && (await mayStep())) {
       const ts = now();
-      if (!queued) backend.submitStep!(token);
-      backend.submitStep!(null);
-      queued = true;
-      const step = await observeStep(r, h, token, await backend.readStep!(), out, acc, ts);
-      token = step.next;
-      if (!isStop(c, token)) emit(token, step.focus);
-    }
-    while (!h.pipelined && !isStop(c, token) && (await mayStep())) {
-      const step = await decodeStep(r, h, token, out, acc);
+      if (!ahead) session.submit(token);
+      if (h.lag === 2) session.submit(null);
+      ahead = h.lag === 2;
+      const step = await observeStep(r, h, session, token, await session.read(), out, acc, ts);
       token = forced ? (forced[acc.steps] ?? c.tokens.eos) : step.next;
       if (!isStop(c, token)) emit(token, step.focus);
     }
@@ -357,8 +340,8 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   // A cancel or a lost device carries the transcript so far, and where the run stopped.
   if (error instanceof CancelledError) error = new CancelledError(out.trim(), prefillMs > 0 ? 'decode' : 'prefill');
   else if (error instanceof DeviceLostError) error = error.withText(out.trim());
-  const final = safeResidency(backend);
-  backend.end(o.reusePrefill);
+  const final = session ? safeResidency(session) : undefined;
+  close(o.reusePrefill);
   const stats = transcriptionStats(r, acc, prefillMs, final, stoppedBy, stopToken);
   const words = wordsWithin(
     wordsFromFocus(tokens, focus, tok, c.audio.tokensPerSecond, r.audioSeconds),
@@ -405,50 +388,40 @@ function transcriptionStats(
   };
 }
 
-function residencyHook(b: DecoderBackend, step: number, hook: NonNullable<TranscribeOptions['onResidency']>): void {
-  const state = b.residencyState?.();
-  if (!state)
-    throw new WnwError('BAD_ARGUMENT', `onResidency needs a backend that exposes its residency (${b.label} does not)`);
+function residencyHook(
+  session: DecodeSession,
+  step: number,
+  hook: NonNullable<TranscribeOptions['onResidency']>,
+): void {
+  const state = session.residencyState();
   hook(step, (head, pos) => state.slotOf(head, pos) !== -1);
 }
 
-function safeResidency(b: DecoderBackend) {
+function safeResidency(session: DecodeSession) {
   try {
-    return b.residency();
+    return session.residency();
   } catch {
     return undefined;
   }
 }
 
-/**
- * Per 2 s segment: the anchors' attention (`sums` as the device summed it, else from their
- * weights per position), and the share of tidal heads holding it whole on the GPU (the tide chart).
- */
-function segmentView(
-  sums: Float32Array | undefined,
-  anchor: Float32Array | null,
-  backend: DecoderBackend,
+/** Per 2 s segment: the share of tidal heads holding it whole on the GPU (the tide chart). */
+function tidalSegments(
+  session: DecodeSession,
   tidal: readonly number[],
   seg: number,
   N: number,
-): Pick<StepStats, 'anchorAttention' | 'tidalSegments'> {
+): Float32Array | undefined {
+  if (tidal.length === 0) return undefined;
+  const res = session.residencyState();
   const segments = Math.ceil(N / seg);
-  let anchorAttention = sums;
-  if (anchor && !anchorAttention) {
-    anchorAttention = new Float32Array(segments);
-    for (let p = 0; p < N; p++) anchorAttention[Math.floor(p / seg)] += anchor[p];
-  }
-  let tidalSegments: Float32Array | undefined;
-  const res = backend.residencyState?.();
-  if (res && tidal.length > 0) {
-    tidalSegments = new Float32Array(segments);
-    for (const h of tidal) {
-      for (let s = 0; s < segments; s++) {
-        let full = true;
-        for (let p = s * seg; p < Math.min(N, (s + 1) * seg) && full; p++) full = res.slotOf(h, p) >= 0;
-        if (full) tidalSegments[s] += 1 / tidal.length;
-      }
+  const out = new Float32Array(segments);
+  for (const h of tidal) {
+    for (let s = 0; s < segments; s++) {
+      let full = true;
+      for (let p = s * seg; p < Math.min(N, (s + 1) * seg) && full; p++) full = res.slotOf(h, p) >= 0;
+      if (full) out[s] += 1 / tidal.length;
     }
   }
-  return { anchorAttention, tidalSegments };
+  return out;
 }

@@ -22,15 +22,14 @@ describe('CPU backend', () => {
   it('paged decode over the pool equals dense causal recomputation of the whole sequence', async () => {
     const audio = randomEmbeddings(config, N, 3);
     const be = new CpuBackend(config, weights);
-    be.begin({ audioLength: N, maxNewTokens: 8, request, returnLogits: true });
-    const pre = await be.prefill(audio);
-    await be.applyPrefill(fullPlan(kvHeadCount(config)));
+    const pre = await be.open({ audioLength: N, maxNewTokens: 8, request, returnLogits: true }).prefill(audio);
+    const s = await pre.place(fullPlan(kvHeadCount(config)));
     const generated: number[] = [];
     let token = pre.token;
     expect(argmax(denseLogits([], audio))).toBe(pre.token);
     for (let i = 0; i < 6; i++) {
       generated.push(token);
-      const r = await be.step(token);
+      const r = await s.step(token);
       const ref = denseLogits(generated, audio);
       let err = 0;
       let norm = 0;
@@ -51,8 +50,7 @@ describe('CPU backend', () => {
   it('prefill scores sum the last queries softmax mass on audio', async () => {
     const audio = randomEmbeddings(config, N, 4);
     const be = new CpuBackend(config, weights);
-    be.begin({ audioLength: N, maxNewTokens: 4, request });
-    const pre = await be.prefill(audio);
+    const pre = await be.open({ audioLength: N, maxNewTokens: 4, request }).prefill(audio);
     expect(pre.observation.scores).toHaveLength(kvHeadCount(config));
     for (const s of pre.observation.scores) {
       const total = s.reduce((a, b) => a + b, 0);
@@ -69,9 +67,9 @@ describe('CPU backend', () => {
     const plan: PrefillPlan = { heads: Array.from({ length: heads }, () => ({ gpu: all, cpu: all })) };
     const run = async (churn: boolean) => {
       const be = new CpuBackend(config, weights);
-      be.begin({ audioLength: N, maxNewTokens: 8, request, returnLogits: true });
-      let t = (await be.prefill(audio)).token;
-      await be.applyPrefill(plan);
+      const pre = await be.open({ audioLength: N, maxNewTokens: 8, request, returnLogits: true }).prefill(audio);
+      let t = pre.token;
+      const s = await pre.place(plan);
       const out: Float32Array[] = [];
       const rand = rng(9);
       for (let i = 0; i < 5; i++) {
@@ -80,12 +78,12 @@ describe('CPU backend', () => {
             head: h,
             positions: Int32Array.from(all.filter(() => rand() < 0.5)),
           }));
-          await be.apply({ recall: [], release: moves });
-          expect(be.residency().rGpu).toBeLessThan(0.75);
-          await be.apply({ recall: moves, release: [] });
-          expect(be.residency().rGpu).toBe(1);
+          await s.apply({ recall: [], release: moves });
+          expect(s.residency().rGpu).toBeLessThan(0.75);
+          await s.apply({ recall: moves, release: [] });
+          expect(s.residency().rGpu).toBe(1);
         }
-        const r = await be.step(t);
+        const r = await s.step(t);
         out.push(r.logits!);
         t = r.token;
       }

@@ -6,7 +6,6 @@
  */
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
-import { StepQueue } from '../../src/backend/step-queue.js';
 import { kvHeadCount } from '../../src/model/config.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
 import { argmax } from '../../src/reference/ops.js';
@@ -14,6 +13,7 @@ import { createPolicy } from '../../src/policy/registry.js';
 import { planLagOf } from '../../src/policy/types.js';
 import type { PrefillPlan } from '../../src/kv/plan.js';
 import type { StepResult } from '../../src/backend/types.js';
+import type { CpuDecodeSession } from '../../src/backend/cpu/decode-session.js';
 import { syntheticHeads } from '../../src/bench/decode.js';
 import { readFileSync } from 'node:fs';
 import { parseConfig } from '../../src/model/config.js';
@@ -29,12 +29,12 @@ function fullPlan(): PrefillPlan {
   return { heads: Array.from({ length: kvHeadCount(config) }, () => ({ gpu: all, cpu: new Int32Array(0) })) };
 }
 
-async function session(): Promise<{ be: CpuBackend; first: number }> {
-  const be = new CpuBackend(config, weights);
-  be.begin({ audioLength: N, maxNewTokens: 16, request, returnLogits: true });
-  const pre = await be.prefill(randomEmbeddings(config, N, 3));
-  await be.applyPrefill(fullPlan());
-  return { be, first: pre.token };
+async function session(be = new CpuBackend(config, weights)): Promise<{ be: CpuBackend; s: CpuDecodeSession; first: number }> {
+  const pre = await be
+    .open({ audioLength: N, maxNewTokens: 16, request, returnLogits: true })
+    .prefill(randomEmbeddings(config, N, 3));
+  const s = await pre.place(fullPlan());
+  return { be, s, first: pre.token };
 }
 
 describe('pipelined decode on the CPU backend', () => {
@@ -43,18 +43,18 @@ describe('pipelined decode on the CPU backend', () => {
     const waited: StepResult[] = [];
     let token = a.first;
     for (let i = 0; i < 8; i++) {
-      const r = await a.be.step(token);
+      const r = await a.s.step(token);
       waited.push(r);
       token = r.token;
     }
     const b = await session();
     const piped: StepResult[] = [];
-    b.be.submitStep(b.first);
+    b.s.submit(b.first);
     for (let i = 0; i < 8; i++) {
-      b.be.submitStep(null);
-      piped.push(await b.be.readStep());
+      b.s.submit(null);
+      piped.push(await b.s.read());
     }
-    b.be.end(); // the ninth step, queued and never read, is discarded
+    b.s.close(); // the ninth step, queued and never read, is discarded
     expect(piped.map((r) => r.token)).toEqual(waited.map((r) => r.token));
     expect(new Set(waited.map((r) => r.token)).size).toBeGreaterThan(1); // not a constant stream
     piped.forEach((r, i) => {
@@ -65,36 +65,53 @@ describe('pipelined decode on the CPU backend', () => {
     });
   });
 
-  it('a token from the CPU replaces the predicted one (teacher forcing), and null needs a step before it', async () => {
+  it("a token from the CPU replaces the predicted one (teacher forcing), and a first null is fed the prefill's token", async () => {
     const a = await session();
-    expect(() => a.be.submitStep(null)).toThrow(/no step queued/);
-    a.be.submitStep(a.first);
-    a.be.submitStep(3);
-    const r0 = await a.be.readStep();
-    const r1 = await a.be.readStep();
+    a.s.submit(a.first);
+    a.s.submit(3);
+    const r0 = await a.s.read();
+    const r1 = await a.s.read();
     const b = await session();
-    await b.be.step(b.first);
-    const ref = await b.be.step(3);
+    const first = await b.s.step(b.first);
+    const ref = await b.s.step(3);
     expect(r1.token).toBe(ref.token);
     expect(r0.observation.step).toBe(0);
-    await expect(async () => a.be.readStep()).rejects.toThrow(/no step queued/);
+    await expect(async () => a.s.read()).rejects.toThrow(/no step queued/);
+    // A first submit(null) is the step submit(prefill token) queues: same token and logits.
+    const c = await session();
+    c.s.submit(null);
+    const rn = await c.s.read();
+    expect(rn.token).toBe(first.token);
+    expect(Array.from(rn.logits!)).toEqual(Array.from(first.logits!));
   });
 
   it('a step queued when its session ends never runs in the next one', async () => {
-    const q = new StepQueue();
-    const ran: number[] = [];
-    const step = async (t: number): Promise<StepResult> => (
-      ran.push(t),
-      { token: t + 1, observation: { step: t, weights: [] } }
-    );
-    q.submit(1, step);
-    q.clear();
-    q.submit(10, step);
-    q.submit(null, step);
-    const [a, b] = [await q.read(), await q.read()];
+    const fresh = await session();
+    const want = [await fresh.s.step(fresh.first)];
+    want.push(await fresh.s.step(want[0].token));
+
+    const be = new CpuBackend(config, weights);
+    // Count the decoder's steps on this backend, whichever session runs them.
+    const inner = be as unknown as { decode: (...args: unknown[]) => unknown };
+    const decode = inner.decode.bind(be);
+    let ran = 0;
+    inner.decode = (...args: unknown[]) => (ran++, decode(...args));
+    const a = await session(be);
+    a.s.submit(a.first);
+    a.s.submit(null);
+    a.s.close();
+    const b = await session(be);
+    b.s.submit(b.first);
+    b.s.submit(null);
+    const got = [await b.s.read(), await b.s.read()];
     await new Promise((r) => setTimeout(r, 0));
-    expect(ran).toEqual([1, 10, 11]);
-    expect([a.token, b.token]).toEqual([11, 12]);
+    expect(ran).toBe(2); // B's two steps only
+    expect(got.map((r) => r.token)).toEqual(want.map((r) => r.token));
+    got.forEach((r, i) => {
+      expect(r.observation.step).toBe(i);
+      expect(Array.from(r.logits!)).toEqual(Array.from(want[i].logits!));
+    });
+    await expect(async () => a.s.read()).rejects.toThrow(/was closed/);
   });
 });
 

@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
+import type { CpuDecodeSession } from '../../src/backend/cpu/decode-session.js';
 import { policyLayout, textPositions } from '../../src/backend/prompt.js';
 import { kvHeadCount, promptLength, segmentLength } from '../../src/model/config.js';
 import { poolNeed, RECALL_PAGES_PER_HEAD } from '../../src/kv/sizing.js';
@@ -42,31 +43,33 @@ async function decode(
   const layout = policyLayout(config, N);
   // A prefill kept for the next policy scores the others' windows too, as a run asks for it.
   const req = { ...policy.request(layout), ...(reusePrefill ? { alsoScore: sharedPrefillWindows(layout) } : {}) };
-  be.begin({ audioLength: N, maxNewTokens: steps + 1, request: req, returnLogits: true, layered, reusePrefill });
+  const opts = { audioLength: N, maxNewTokens: steps + 1, request: req, returnLogits: true, reusePrefill };
   let token: number;
+  let s: CpuDecodeSession;
   const logits: Float32Array[] = [];
   if (layered) {
-    const r = await be.prefillByLayer(audio, policy.prefillByLayer!(policyLayout(config, N)));
+    const r = await be.openByLayer(opts).prefill(audio, policy.prefillByLayer!(policyLayout(config, N)));
     token = r.token;
     logits.push(r.logits!);
+    s = r.session;
   } else {
-    const pre = await be.prefill(audio);
-    await be.applyPrefill(policy.prefill(pre.observation));
+    const pre = await be.open(opts).prefill(audio);
+    s = await pre.place(policy.prefill(pre.observation));
     token = pre.token;
     logits.push(pre.logits!);
   }
   const tokens = [token];
   for (let i = 0; i < steps; i++) {
-    const r = await be.step(token);
-    await be.apply(policy.afterStep(r.observation));
+    const r = await s.step(token);
+    await s.apply(policy.afterStep(r.observation));
     logits.push(r.logits!);
     token = r.token;
     tokens.push(token);
   }
-  const res = be.residencyState()!;
+  const res = s.residencyState()!;
   const gpu = Array.from({ length: kvHeadCount(config) }, (_, h) => Array.from(res.gpuPositions(h)));
   const memory = be.kvMemory();
-  be.end(reusePrefill);
+  s.close(reusePrefill);
   return { tokens, logits, gpu, stats: be, memory };
 }
 
@@ -124,14 +127,14 @@ describe('per-layer prefill', () => {
     await decode(be, createPolicy('snapkv', { budget: 0.2 }), audio, N, true, 4, true);
     // The un-planned prompt K/V of every layer outlives the session for the next policy.
     const layerKv = 8 * promptLength(config, N) * config.numKvHeads * config.headDim;
-    be.begin({ audioLength: N, maxNewTokens: 1, request: { decodeHeads: [], prefillQueries: 1 } });
+    be.open({ audioLength: N, maxNewTokens: 1, request: { decodeHeads: [], prefillQueries: 1 } });
     expect(be.kvMemory().liveBytes).toBe(config.numLayers * layerKv);
     const memoised = await decode(be, createPolicy('wnw', { budget: 0.2, heads }), audio, N, true, 4, true);
     expect(memoised.tokens).toEqual(fresh.tokens);
     expect(memoised.gpu).toEqual(fresh.gpu);
     // Without reuse the next session starts with no prompt K/V held.
     await decode(be, createPolicy('wnw', { budget: 0.2, heads }), audio, N, true, 1, false);
-    be.begin({ audioLength: N, maxNewTokens: 1, request: { decodeHeads: [], prefillQueries: 1 } });
+    be.open({ audioLength: N, maxNewTokens: 1, request: { decodeHeads: [], prefillQueries: 1 } });
     expect(be.kvMemory().liveBytes).toBe(0);
   });
 });
@@ -173,10 +176,10 @@ describe('peak KV memory on a long recording', () => {
     expect(byLayer.memory.peakBytes).toBe(layerKv + fullPool);
   });
 
-  it("WebGPU sizes (plan()): a per-layer session's prefill buffers hold one layer's prompt K/V, not every layer's", () => {
+  it("WebGPU sizes (memoryNeed()): a per-layer session's prefill buffers hold one layer's prompt K/V, not every layer's", () => {
     const opts = { audioLength: N, maxNewTokens: steps + 1, request: { decodeHeads: [], prefillQueries: 3 } };
     const limits = { maxStorageBufferBindingSize: 2 ** 30, maxBufferSize: 2 ** 30 };
-    const whole = sessionSizes(config, opts, limits);
+    const whole = sessionSizes(config, { ...opts, layered: false }, limits);
     const layered = sessionSizes(config, { ...opts, layered: true }, limits);
     expect(layered.prefillKvLayers).toBe(1);
     expect(whole.prefillBytes - layered.prefillBytes).toBe((config.numLayers - 1) * layerKv);
@@ -199,8 +202,9 @@ describe('peak KV memory on a long recording', () => {
     const policy = createPolicy('wnw', { budget: 0.2, heads });
     const be = new CpuBackend(config, weights);
     const layout = policyLayout(config, N);
-    be.begin({ audioLength: N, maxNewTokens: steps + 1, request: policy.request(layout), layered: true });
-    const r = await be.prefillByLayer(audio, policy.prefillByLayer!(layout));
+    const r = await be
+      .openByLayer({ audioLength: N, maxNewTokens: steps + 1, request: policy.request(layout) })
+      .prefill(audio, policy.prefillByLayer!(layout));
     const pool = poolNeed(r.plan, P, textTokens).total * pageBytes;
     expect(be.kvMemory().peakBytes).toBe(layerKv + pool);
     // The pool from the shapes alone: the strict budget keeps at most 0.2 · H · N audio

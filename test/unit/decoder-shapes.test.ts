@@ -171,25 +171,24 @@ describe.each(SHAPES)('CPU backend on %s-shaped decoders', (shape) => {
 
   it('prefill and decode logits, prefill scores and decode weights equal the dense forward (full cache)', async () => {
     const be = new CpuBackend(c, w);
-    be.begin({ audioLength: N, maxNewTokens: STEPS + 1, request, returnLogits: true });
-    const pre = await be.prefill(audio);
+    const pre = await be.open({ audioLength: N, maxNewTokens: STEPS + 1, request, returnLogits: true }).prefill(audio);
     const ids = promptIds(c);
     const n = promptLength(c, N);
     expect(ids).toHaveLength(n);
     const ref = denseForward(c, w, audio, ids, n - c.instruction.length);
     expect(nmse(ref.logits, pre.logits!)).toBeLessThan(1e-10);
     for (let h = 0; h < heads; h++) expect(nmse(ref.audioMass[h], pre.observation.scores[h])).toBeLessThan(1e-10);
-    await be.applyPrefill(plan(c, true));
+    const session = await pre.place(plan(c, true));
     let token = pre.token;
     for (let s = 0; s < STEPS; s++) {
-      const r = await be.step(token);
+      const r = await session.step(token);
       ids.push(token);
       const d = denseForward(c, w, audio, ids, ids.length - 1);
       expect(nmse(d.logits, r.logits!)).toBeLessThan(1e-10);
       decodeHeads.forEach((h, i) => expect(nmse(d.audioMass[h], r.observation.weights[i])).toBeLessThan(1e-10));
       token = r.token;
     }
-    be.end();
+    session.close();
   });
 
   it("teacher-forced calibration attention is the dense forward's, on audio positions after the prefix", () => {
@@ -212,19 +211,18 @@ describe.each(SHAPES)('CPU backend on %s-shaped decoders', (shape) => {
 
   it('after a plan that drops all audio, decode attends to the prefix, instruction and generated tokens', async () => {
     const be = new CpuBackend(c, w);
-    be.begin({ audioLength: N, maxNewTokens: STEPS + 1, request, returnLogits: true });
-    const pre = await be.prefill(audio);
-    await be.applyPrefill(plan(c, false));
-    expect(be.residency().rGpu).toBe(0);
+    const pre = await be.open({ audioLength: N, maxNewTokens: STEPS + 1, request, returnLogits: true }).prefill(audio);
+    const session = await pre.place(plan(c, false));
+    expect(session.residency().rGpu).toBe(0);
     const ids = promptIds(c);
     const n = ids.length;
     let token = pre.token;
     for (let s = 0; s < 3; s++) {
-      const r = await be.step(token);
+      const r = await session.step(token);
       ids.push(token);
       expect(nmse(denseForward(c, w, audio, ids, ids.length - 1, n).logits, r.logits!)).toBeLessThan(1e-10);
       token = r.token;
     }
-    be.end();
+    session.close();
   });
 });

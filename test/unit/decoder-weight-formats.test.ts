@@ -45,25 +45,26 @@ function nmse(ref: Float32Array, got: Float32Array): number {
 async function decode(c: ModelConfig, w: DecoderWeights, format: WeightFormat, steps: number) {
   const A = 40;
   const be = new CpuBackend(c, w, { weightFormat: format });
-  be.begin({
-    audioLength: A,
-    maxNewTokens: steps + 1,
-    request: { decodeHeads: [], prefillQueries: c.instruction.length },
-    returnLogits: true,
-  });
-  const pre = await be.prefill(randomEmbeddings(c, A, 5));
+  const pre = await be
+    .open({
+      audioLength: A,
+      maxNewTokens: steps + 1,
+      request: { decodeHeads: [], prefillQueries: c.instruction.length },
+      returnLogits: true,
+    })
+    .prefill(randomEmbeddings(c, A, 5));
   const all = Int32Array.from({ length: A }, (_, i) => i);
-  await be.applyPrefill({
+  const session = await pre.place({
     heads: Array.from({ length: kvHeadCount(c) }, () => ({ gpu: all, cpu: new Int32Array(0) })),
   });
   const tokens = [pre.token];
   const logits = [pre.logits!];
   for (let s = 0; s < steps; s++) {
-    const r = await be.step(tokens[tokens.length - 1]);
+    const r = await session.step(tokens[tokens.length - 1]);
     tokens.push(r.token);
     logits.push(r.logits!);
   }
-  be.end();
+  session.close();
   return { tokens, logits };
 }
 

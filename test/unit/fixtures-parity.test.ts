@@ -35,15 +35,16 @@ describe('CPU backend vs golden fixtures', () => {
       const tokens = Array.from(st.i32('tokens'));
       const V = config.vocabSize;
       const be = new CpuBackend(config, weights);
-      be.begin({
-        audioLength: N,
-        maxNewTokens: tokens.length + 1,
-        request: { decodeHeads: [], prefillQueries: 1 },
-        returnLogits: true,
-      });
-      const pre = await be.prefill(emb);
+      const pre = await be
+        .open({
+          audioLength: N,
+          maxNewTokens: tokens.length + 1,
+          request: { decodeHeads: [], prefillQueries: 1 },
+          returnLogits: true,
+        })
+        .prefill(emb);
       const all = Int32Array.from({ length: N }, (_, i) => i);
-      await be.applyPrefill({
+      const session = await pre.place({
         heads: Array.from({ length: kvHeadCount(config) }, () => ({ gpu: all, cpu: new Int32Array(0) })),
       });
       const got: number[] = [pre.token];
@@ -58,7 +59,7 @@ describe('CPU backend vs golden fixtures', () => {
         }
         nmse.push(num / den);
         if (s + 1 < tokens.length) {
-          const r = await be.step(tokens[s]); // teacher-forced with the golden tokens
+          const r = await session.step(tokens[s]); // teacher-forced with the golden tokens
           out = r.logits!;
           got.push(r.token);
         }

@@ -40,10 +40,12 @@ async function runOurs(dir: string, tmp: string, family: MiniatureFamily): Promi
   const audio = randomEmbeddings(c, N, 11);
   const suffix = forced(c.vocabSize);
   const be = new CpuBackend(c, m.weights);
-  be.begin({ audioLength: N, maxNewTokens: 8, request: { decodeHeads: [0], prefillQueries: 1 }, returnLogits: true });
-  const ours: Float32Array[] = [(await be.prefill(audio)).logits!];
-  await be.applyPrefill(fullPlan(kvHeadCount(c)));
-  for (const t of suffix) ours.push((await be.step(t)).logits!);
+  const pre = await be
+    .open({ audioLength: N, maxNewTokens: 8, request: { decodeHeads: [0], prefillQueries: 1 }, returnLogits: true })
+    .prefill(audio);
+  const ours: Float32Array[] = [pre.logits!];
+  const session = await pre.place(fullPlan(kvHeadCount(c)));
+  for (const t of suffix) ours.push((await session.step(t)).logits!);
   be.dispose();
   writeFileSync(
     join(tmp, `${family}.json`),

@@ -181,10 +181,15 @@ describe('transcribing from a Hugging Face folder', () => {
       let during: number[] = [];
       // The prompt goes to the backend with the session; the shared config stays the load-time one meanwhile.
       const decoder = (t as unknown as { decoder: DecoderBackend }).decoder;
-      const begin = decoder.begin.bind(decoder);
-      decoder.begin = (o) => {
+      const open = decoder.open.bind(decoder);
+      const openByLayer = decoder.openByLayer.bind(decoder);
+      decoder.open = (o) => {
         during = [...(o.prompt ?? c).instruction];
-        begin(o);
+        return open(o);
+      };
+      decoder.openByLayer = (o) => {
+        during = [...(o.prompt ?? c).instruction];
+        return openByLayer(o);
       };
       let configDuring: number[] = [];
       await t.decodeEncoded(enc, {

@@ -7,6 +7,7 @@ import { EMPTY, Residency, type PageStorage } from '../../src/kv/residency.js';
 import type { PoolShard } from '../../src/kv/pool.js';
 import { ContextTooLongError } from '../../src/errors.js';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
+import type { CpuDecodeSession } from '../../src/backend/cpu/decode-session.js';
 import { createPolicy } from '../../src/policy/registry.js';
 import { policyLayout } from '../../src/backend/prompt.js';
 import { kvHeadCount } from '../../src/model/config.js';
@@ -164,43 +165,49 @@ describe('CPU backend with text on demand', () => {
     const policy = createPolicy('snapkv', { budget: 0.3 });
     const layout = policyLayout(config, N);
     const request = { ...policy.request(layout), decodeHeads: [0, kvHeadCount(config) - 1] };
-    be.begin({ audioLength: N, maxNewTokens: 80, request, returnLogits: true, layered });
+    const opts = { audioLength: N, maxNewTokens: 80, request, returnLogits: true };
     let token: number;
+    let session: CpuDecodeSession;
     if (layered) {
       const byLayer: LayerPrefill = policy.prefillByLayer!(layout);
-      token = (await be.prefillByLayer(audio, byLayer)).token;
+      const r = await be.openByLayer(opts).prefill(audio, byLayer);
+      token = r.token;
+      session = r.session;
     } else {
-      const pre = await be.prefill(audio);
-      await be.applyPrefill(policy.prefill(pre.observation));
+      const pre = await be.open(opts).prefill(audio);
+      session = await pre.place(policy.prefill(pre.observation));
       token = pre.token;
     }
     const tokens = [token];
     const logits: number[] = [];
     for (let s = 0; s < 70; s++) {
-      const r = await be.step(tokens[tokens.length - 1]);
+      const r = await session.step(tokens[tokens.length - 1]);
       tokens.push(r.token);
       logits.push(r.logits![r.token], r.logits![0]);
     }
-    const growths = be.stepCounters().poolGrowths;
-    be.end();
+    const growths = session.counters().poolGrowths;
+    session.close();
     return { tokens, logits, growths };
   }
 
   it('a full cache prefilled per layer and grown every page decodes as dense causal recomputation does', async () => {
     const be = new CpuBackend(config, weights, { kvGrowPages: 1 });
     const request = { decodeHeads: [0], prefillQueries: 3 };
-    be.begin({ audioLength: N, maxNewTokens: 64, request, returnLogits: true, layered: true });
     const layout = policyLayout(config, N);
-    let token = (await be.prefillByLayer(audio, createPolicy('full', { budget: 1 }).prefillByLayer!(layout))).token;
+    const r0 = await be
+      .openByLayer({ audioLength: N, maxNewTokens: 64, request, returnLogits: true })
+      .prefill(audio, createPolicy('full', { budget: 1 }).prefillByLayer!(layout));
+    const session = r0.session;
+    let token = r0.token;
     const generated: number[] = [];
     let logits: Float32Array = new Float32Array(0);
     for (let s = 0; s < 60; s++) {
       generated.push(token);
-      const r = await be.step(token);
+      const r = await session.step(token);
       logits = r.logits!;
       token = r.token;
     }
-    expect(be.stepCounters().poolGrowths).toBeGreaterThan(1);
+    expect(session.counters().poolGrowths).toBeGreaterThan(1);
     const ref = denseLogits(config, weights, audio, N, request, generated);
     let err = 0;
     let norm = 0;

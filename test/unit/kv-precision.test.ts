@@ -59,19 +59,20 @@ describe('CPU backend with an f16 pool', () => {
 
   async function run(kvPrecision: 'f32' | 'f16') {
     const be = new CpuBackend(config, weights, { kvPrecision });
-    be.begin({ audioLength: N, maxNewTokens: 10, request, returnLogits: true });
-    const pre = await be.prefill(randomEmbeddings(config, N, 3));
-    await be.applyPrefill({ heads: Array.from({ length: heads }, () => ({ gpu: half, cpu: all })) });
+    const pre = await be
+      .open({ audioLength: N, maxNewTokens: 10, request, returnLogits: true })
+      .prefill(randomEmbeddings(config, N, 3));
+    const session = await pre.place({ heads: Array.from({ length: heads }, () => ({ gpu: half, cpu: all })) });
     const logits: Float32Array[] = [];
     let token = pre.token;
     let moved = 0;
     let recalled = 0;
     for (let i = 0; i < 8; i++) {
-      const r = await be.step(token);
+      const r = await session.step(token);
       logits.push(r.logits!);
       token = r.token;
       if (i === 3) {
-        const t = await be.apply({
+        const t = await session.apply({
           recall: [{ head: 1, positions: all.filter((p) => p % 2 === 1 && p < 50) }],
           release: [],
         });
@@ -79,17 +80,18 @@ describe('CPU backend with an f16 pool', () => {
         recalled = t.recalledPositions;
       }
     }
-    const stats = be.residency();
-    be.end();
+    const stats = session.residency();
+    session.close();
     return { logits, moved, recalled, stats };
   }
 
   it("attends in the prefill to K/V rounded as the pool holds them: the first layer's keys are the f32 prefill's, rounded", async () => {
     const keysOf = async (kvPrecision: 'f32' | 'f16') => {
       const be = new CpuBackend(config, weights, { kvPrecision });
-      be.begin({ audioLength: N, maxNewTokens: 4, request: { ...request, prefillKeys: true } });
-      const pre = await be.prefill(randomEmbeddings(config, N, 3));
-      be.end();
+      const pre = await be
+        .open({ audioLength: N, maxNewTokens: 4, request: { ...request, prefillKeys: true } })
+        .prefill(randomEmbeddings(config, N, 3));
+      pre.close();
       return pre.observation.keys!;
     };
     const [a, b] = [await keysOf('f32'), await keysOf('f16')];

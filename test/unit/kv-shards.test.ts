@@ -197,7 +197,7 @@ describe('GPU pool layout', () => {
     expect(
       sessionSizes(
         c,
-        { audioLength: A, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 } },
+        { audioLength: A, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 }, layered: false },
         limits(2 ** 30),
       ).worstPoolPages,
     ).toBeGreaterThanOrEqual(poolNeed(planOf(A, 1, true), P, text).total);
@@ -208,7 +208,7 @@ describe('GPU pool layout', () => {
     const limit = 128 * 2 ** 20;
     const s = sessionSizes(
       c,
-      { audioLength: hour, maxNewTokens: 400, request: { decodeHeads: [0, 9], prefillQueries: 6 } },
+      { audioLength: hour, maxNewTokens: 400, request: { decodeHeads: [0, 9], prefillQueries: 6 }, layered: false },
       limits(limit),
     );
     expect(s.largestBuffer).toBeLessThanOrEqual(limit);
@@ -220,7 +220,7 @@ describe('GPU pool layout', () => {
     expect(
       sessionSizes(
         c,
-        { audioLength: hour, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 } },
+        { audioLength: hour, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 }, layered: false },
         limits(64 * 2 ** 20),
       ).prefillChunk,
     ).toBeLessThan(hour);
@@ -228,7 +228,7 @@ describe('GPU pool layout', () => {
     expect(() =>
       sessionSizes(
         c,
-        { audioLength: hour, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 } },
+        { audioLength: hour, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 }, layered: false },
         limits(32 * 2 ** 20),
       ),
     ).toThrow(/one layer's prefill K/);
@@ -240,6 +240,7 @@ describe('GPU pool layout', () => {
       audioLength,
       maxNewTokens: 400,
       request: { decodeHeads: [], prefillQueries: 6 },
+      layered: false,
     });
     const big = sessionSizes(c, opts(20_000), limits(2 ** 30));
     expect(big.prefillChunk).toBe(PREFILL_CHUNK_ROWS);
@@ -251,7 +252,7 @@ describe('GPU pool layout', () => {
   });
 
   it('a KV budget too small for the text fails before any GPU work', () => {
-    const opts = { audioLength: 1000, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 } };
+    const opts = { audioLength: 1000, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 }, layered: false };
     expect(() => sessionSizes(c, opts, limits(2 ** 30), heads * P * slotBytes(c.headDim))).toThrow(ContextTooLongError);
     expect(() => sessionSizes(c, opts, limits(2 ** 30), 100 * heads * P * slotBytes(c.headDim))).not.toThrow();
   });

@@ -24,11 +24,16 @@ describe('the language option in a transcription', () => {
   it('a call\'s "none" gives the prompt without a language; omitted, the load-time one holds', async () => {
     const c = t.model.config;
     const decoder = (t as unknown as { decoder: DecoderBackend }).decoder;
-    const begin = decoder.begin.bind(decoder);
+    const open = decoder.open.bind(decoder);
+    const openByLayer = decoder.openByLayer.bind(decoder);
     const seen: string[] = [];
-    decoder.begin = (o) => {
+    decoder.open = (o) => {
       seen.push(tok.decode((o.prompt ?? c).instruction));
-      begin(o);
+      return open(o);
+    };
+    decoder.openByLayer = (o) => {
+      seen.push(tok.decode((o.prompt ?? c).instruction));
+      return openByLayer(o);
     };
     const audioLength = 25;
     const enc = {

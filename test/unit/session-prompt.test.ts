@@ -28,22 +28,21 @@ async function decode(be: CpuBackend, c: ModelConfig, prompt: PromptIds | undefi
     returnLogits: true,
     ...(prompt ? { prompt } : {}),
   };
-  be.begin(opts);
-  const pre = await be.prefill(audio);
+  const pre = await be.open(opts).prefill(audio);
   const all = Int32Array.from({ length: N }, (_, i) => i);
-  await be.applyPrefill({
+  const session = await pre.place({
     heads: Array.from({ length: kvHeadCount(c) }, () => ({ gpu: all, cpu: new Int32Array(0) })),
   });
   const logits = [Array.from(pre.logits!)];
   const weightsOut: number[][] = [];
   let token = pre.token;
   for (let i = 0; i < steps; i++) {
-    const r = await be.step(token);
+    const r = await session.step(token);
     logits.push(Array.from(r.logits!));
     weightsOut.push(Array.from(r.observation.weights[0]));
     token = r.token;
   }
-  be.end(true);
+  session.close(true);
   return { logits, weights: weightsOut, layout: pre.observation.layout };
 }
 
@@ -80,9 +79,8 @@ describe('the prompt in the session options', () => {
       [2, other],
       [2, other],
     ] as const) {
-      be.begin(session(window, prompt));
-      reused.push((await be.prefill(audio)).reused);
-      be.end(true);
+      // Left open: the next open closes it and keeps its prefill (what end(true) did).
+      reused.push((await be.open(session(window, prompt)).prefill(audio)).reused);
     }
     expect(reused).toEqual([false, true, true, false, true]);
   });
@@ -93,6 +91,7 @@ describe('the prompt in the session options', () => {
       audioLength: N,
       maxNewTokens: 8,
       request: { decodeHeads: [], prefillQueries: 2, summaryFit: 'value' as const },
+      layered: false,
     };
     const own = sessionSizes(config, opts, limits);
     const s = sessionSizes(config, { ...opts, prompt: other }, limits);
@@ -105,10 +104,15 @@ describe('the prompt in the session options', () => {
     const before = JSON.stringify(config);
     const be = new CpuBackend(config, weights);
     const begun: SessionOptions[] = [];
-    const begin = be.begin.bind(be);
-    be.begin = (o) => {
+    const open = be.open.bind(be);
+    const openByLayer = be.openByLayer.bind(be);
+    be.open = (o) => {
       begun.push(o);
-      begin(o);
+      return open(o);
+    };
+    be.openByLayer = (o) => {
+      begun.push(o);
+      return openByLayer(o);
     };
     const seen: string[] = [];
     const model = {

@@ -3,8 +3,10 @@ import { loadTranscriber, type WnwTranscriber } from '../../src/session/transcri
 import { AudioError, CancelledError, ModelLoadError, PositionsExceededError, WnwError } from '../../src/errors.js';
 import { pythonHasOnnx, toneWav, writeTinyModel } from '../helpers/tiny-model.js';
 import { readFileSync, writeFileSync } from 'node:fs';
-import type { DecoderBackend } from '../../src/backend/types.js';
-import type { AttentionRequest } from '../../src/kv/plan.js';
+import type { DecodeSession, DecoderBackend, SessionOptions, StepResult } from '../../src/backend/types.js';
+import { CompiledReadouts } from '../../src/backend/readouts.js';
+import { anchorSum, focusOf } from '../../src/reference/focus.js';
+import { segmentLength } from '../../src/model/config.js';
 import { join } from 'node:path';
 
 const hasOnnx = pythonHasOnnx();
@@ -45,26 +47,71 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
 
   it("words and the tide chart from the device's reductions (focus, segment sums) are those computed from the anchors' weights", async () => {
     const backend = (asr as unknown as { decoder: DecoderBackend }).decoder;
-    const begin = backend.begin.bind(backend);
-    const asked: AttentionRequest[] = [];
+    const open = backend.open.bind(backend);
+    const openByLayer = backend.openByLayer.bind(backend);
+    // What the device is asked to export and reduce for a session's options.
+    const exported = (o: SessionOptions) =>
+      new CompiledReadouts(o.request, o.readouts ?? {}, o.audioLength, segmentLength(backend.config)).request;
+    const asked: SessionOptions[] = [];
+    const sent: SessionOptions[] = [];
+    /**
+     * The weights path: no device focus or segment sums, the anchors' weights read back instead
+     * (an `attention` readout) and reduced on the CPU, summed in the anchors' order as the device sums them.
+     */
+    const fromAnchorWeights = (s: DecodeSession, o: SessionOptions, anchors: readonly number[]): DecodeSession => {
+      const N = o.audioLength;
+      const P = segmentLength(backend.config);
+      const fill = ({ observation, ...r }: StepResult): StepResult => {
+        const { attention, ...obs } = observation;
+        const sum = anchorSum(attention!, anchors.map((_, i) => i), N)!;
+        const segmentSums = new Float32Array(Math.ceil(N / P));
+        for (let p = 0; p < N; p++) segmentSums[Math.floor(p / P)] += sum[p];
+        return { ...r, observation: { ...obs, focus: focusOf(sum), segmentSums } };
+      };
+      return {
+        get placed() {
+          return s.placed;
+        },
+        step: async (t) => fill(await s.step(t)),
+        submit: (t) => s.submit(t),
+        read: async () => fill(await s.read()),
+        apply: (plan) => s.apply(plan),
+        residency: () => s.residency(),
+        residencyState: () => s.residencyState(),
+        counters: () => s.counters(),
+        close: (keep) => s.close(keep),
+      };
+    };
     const run = async (fromWeights: boolean) => {
-      backend.begin = (o) => {
-        asked.push(o.request);
-        const dc = o.request.decodeChunks;
-        // The weights path: no device focus or segment sums, the anchors' weights read back instead.
-        begin(
-          fromWeights
-            ? {
-                ...o,
-                request: {
-                  ...o.request,
-                  decodeFocus: undefined,
-                  decodeWeights: true,
-                  ...(dc ? { decodeChunks: { ...dc, segmentSums: false } } : {}),
-                },
-              }
-            : o,
-        );
+      const spy = (o: SessionOptions) => {
+        asked.push(o);
+        const { focus, segmentSums, ...rest } = o.readouts ?? {};
+        const s = fromWeights && focus ? { ...o, readouts: { ...rest, attention: focus } } : o;
+        sent.push(s);
+        const wrap = (session: DecodeSession) => (s === o ? session : fromAnchorWeights(session, o, focus!));
+        return { s, wrap };
+      };
+      backend.open = (o) => {
+        const { s, wrap } = spy(o);
+        const stage = open(s);
+        return {
+          prefill: async (audio) => {
+            const pre = await stage.prefill(audio);
+            return { ...pre, place: async (plan) => wrap(await pre.place(plan)), close: () => pre.close() };
+          },
+          close: () => stage.close(),
+        };
+      };
+      backend.openByLayer = (o) => {
+        const { s, wrap } = spy(o);
+        const stage = openByLayer(s);
+        return {
+          prefill: async (audio, layers) => {
+            const r = await stage.prefill(audio, layers);
+            return { ...r, session: wrap(r.session) };
+          },
+          close: () => stage.close(),
+        };
       };
       const tide: Float32Array[] = [];
       const focus: number[] = [];
@@ -77,9 +124,17 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     try {
       const device = await run(false);
       const weights = await run(true);
-      expect(asked[0].decodeWeights).toBe(false);
-      expect(asked[0].decodeFocus?.heads).toBe(asked[0].decodeHeads.length);
-      expect(asked[0].decodeChunks?.segmentSums).toBe(true);
+      const anchors = asr.model.heads!.roles['0.2'].anchors;
+      expect(exported(asked[0]).decodeWeights).toBe(false);
+      // Word timing's focus is asked over the anchors, and the device reduces it.
+      expect(asked[0].readouts?.focus).toEqual(anchors);
+      expect(exported(asked[0]).decodeFocus?.heads).toBe(anchors.length);
+      expect(exported(asked[0]).decodeChunks?.segmentSums).toBe(true);
+      // The weights path is one: no device reduction, the anchors' weights read back.
+      expect(sent[1].readouts?.attention).toEqual(anchors);
+      expect(exported(sent[1]).decodeFocus).toBeUndefined();
+      expect(exported(sent[1]).decodeChunks?.segmentSums).toBeFalsy();
+      expect(exported(sent[1]).decodeWeights).toBe(true);
       expect(device.r.words.length).toBeGreaterThan(0);
       expect(device.r.tokens).toEqual(weights.r.tokens);
       expect(device.r.words).toEqual(weights.r.words);
@@ -87,9 +142,11 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
       expect(device.tide).toEqual(weights.tide);
       // Without an onStep consumer, no segment sums are read back.
       await asr.transcribe(toneWav(12), { maxNewTokens: 2 });
-      expect(asked[2].decodeChunks?.segmentSums).toBeUndefined();
+      expect(asked[2].readouts?.segmentSums).toBeUndefined();
+      expect(exported(asked[2]).decodeChunks?.segmentSums).toBeFalsy();
     } finally {
-      delete (backend as { begin?: unknown }).begin;
+      delete (backend as { open?: unknown }).open;
+      delete (backend as { openByLayer?: unknown }).openByLayer;
     }
   });
 

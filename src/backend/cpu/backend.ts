@@ -18,12 +18,12 @@ import {
 import type { DecoderWeights } from '../../model/weights.js';
 import { unpackDecoderWeights, weightsInFormat, type PackedDecoderWeights } from '../../model/packed-weights.js';
 import type { WeightFormat } from '../../model/quant.js';
-import { Residency, liveResidency } from '../../kv/residency.js';
+import { Residency } from '../../kv/residency.js';
 import { checkPoolBudget, GROWTH_PAGES_PER_HEAD, growthOptions, poolNeed } from '../../kv/sizing.js';
 import { kvElementBytes, slotBytes, type KvPrecision } from '../../kv/precision.js';
-import type { ResidencyStats, TransferStats } from '../../kv/types.js';
-import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
-import type { DecoderBackend, LayeredPrefillResult, PrefillResult, SessionOptions, StepResult } from '../types.js';
+import type { TransferStats } from '../../kv/types.js';
+import type { LayerPrefill, PrefillPlan } from '../../kv/plan.js';
+import type { DecoderBackend, LayeredPrefill, LayeredPrefillResult, SessionOptions, WholePrefill } from '../types.js';
 import {
   addBias,
   argmax,
@@ -38,9 +38,10 @@ import { audioKeys, prefillLayers, type PrefillOutput } from '../../reference/pr
 import { sessionPrompt, summaryPlacement, textPositions } from '../prompt.js';
 import { CpuPageStorage } from './storage.js';
 import { LayerPlacement } from './layer-placement.js';
-import { StepQueue } from '../step-queue.js';
-import { chunkObservation } from '../../reference/chunk-select.js';
-import { focusObservation } from '../../session/timing.js';
+import { layeredPrefill, wholePrefill } from '../session.js';
+import { deviceReductions, type CompiledReadouts } from '../readouts.js';
+import { shapeSession, type SessionShape } from '../session.js';
+import { CpuDecodeSession, type DecodeState } from './decode-session.js';
 
 export interface CpuBackendOptions {
   /** Cap on KV pool bytes; default: whatever the session needs. */
@@ -56,24 +57,25 @@ export interface CpuBackendOptions {
   kvGrowPages?: number;
 }
 
-interface Session {
-  opts: SessionOptions;
+/** A session from open until its KV is placed: its shape, and the prefill's K/V until then. */
+interface Pending {
+  shape: SessionShape;
+  readouts: CompiledReadouts;
   prompt: PromptIds;
   promptLength: number;
-  nextPos: number;
-  steps: number;
   prefillK?: Float32Array[];
   prefillV?: Float32Array[];
   prefillQ?: Float32Array[];
-  residency?: Residency;
-  storage?: CpuPageStorage;
+  prefillToken: number;
+  /** The decode session, once the KV is placed. */
+  decode?: CpuDecodeSession;
 }
 
-export class CpuBackend implements DecoderBackend {
+export class CpuBackend implements DecoderBackend<CpuDecodeSession> {
   readonly kind = 'cpu' as const;
   readonly label = 'CPU (TypeScript reference decoder)';
-  private session: Session | null = null;
-  private readonly queue = new StepQueue();
+  /** The open session: opening another closes it (keeping the memo for it). */
+  private live: Pending | null = null;
   private readonly freqs: Float64Array;
   // Per-step scratch, sized from the config once.
   private readonly x: Float32Array;
@@ -118,13 +120,31 @@ export class CpuBackend implements DecoderBackend {
     this.slots = new Int32Array(kvHeadCount(c));
   }
 
-  begin(opts: SessionOptions): void {
-    this.queue.clear();
+  open(opts: SessionOptions): WholePrefill<CpuDecodeSession> {
+    const p = this.start(opts, false);
+    return wholePrefill({
+      prefill: (audio) => this.prefill(p, audio),
+      place: (plan) => this.place(p, plan),
+      close: () => this.closeSession(p),
+    });
+  }
+
+  openByLayer(opts: SessionOptions): LayeredPrefill<CpuDecodeSession> {
+    const p = this.start(opts, true);
+    return layeredPrefill({
+      prefill: (audio, run) => this.prefillByLayer(p, audio, run),
+      close: () => this.closeSession(p),
+    });
+  }
+
+  private start(opts: SessionOptions, layered: boolean): Pending {
+    if (this.live) this.closeSession(this.live, true);
     const c = this.config;
+    const { shape, readouts } = shapeSession(c, opts, layered);
     const prompt = sessionPrompt(c, opts);
     const n = promptLength(prompt, opts.audioLength);
     // Prefill holds the whole prompt's KV once (one layer's at a time when layered); refuse what could never fit.
-    const fullBytes = (opts.layered ? c.numKvHeads : kvHeadCount(c)) * (n + opts.maxNewTokens) * c.headDim * 8;
+    const fullBytes = (layered ? c.numKvHeads : kvHeadCount(c)) * (n + opts.maxNewTokens) * c.headDim * 8;
     if (this.options.kvBudgetBytes !== undefined && fullBytes > 4 * this.options.kvBudgetBytes) {
       throw new ContextTooLongError(
         fullBytes,
@@ -132,8 +152,19 @@ export class CpuBackend implements DecoderBackend {
         `prefill of ${opts.audioLength} audio tokens`,
       );
     }
-    this.session = { opts, prompt, promptLength: n, nextPos: n, steps: 0 };
     this.memo.begin();
+    const p: Pending = { shape, readouts, prompt, promptLength: n, prefillToken: -1 };
+    this.live = p;
+    return p;
+  }
+
+  /** Frees a session's prefill K/V; the memo stays only for a close with `keepPrefill`. */
+  private closeSession(p: Pending, keepPrefill = false): void {
+    p.prefillK = p.prefillV = p.prefillQ = undefined;
+    p.decode?.release();
+    if (this.live !== p) return;
+    if (!keepPrefill) this.memo.drop();
+    this.live = null;
   }
 
   /** The KV bytes this session has held, now and at the peak (prefill-memo.ts). */
@@ -145,8 +176,8 @@ export class CpuBackend implements DecoderBackend {
     this.memo.hold(bytes);
   }
 
-  private checkEmbeddings(audioEmbeddings: Float32Array): void {
-    const N = this.s.opts.audioLength;
+  private checkEmbeddings(p: Pending, audioEmbeddings: Float32Array): void {
+    const N = p.shape.audioLength;
     if (audioEmbeddings.length !== N * this.config.hiddenSize) {
       throw new RangeError(
         `audio embeddings hold ${audioEmbeddings.length} floats, expected ${N} x ${this.config.hiddenSize}`,
@@ -154,17 +185,11 @@ export class CpuBackend implements DecoderBackend {
     }
   }
 
-  private get s(): Session {
-    if (!this.session) throw new Error('no session: call begin() first');
-    return this.session;
-  }
-
-  async prefill(audioEmbeddings: Float32Array): Promise<PrefillResult> {
-    const s = this.s;
+  private async prefill(s: Pending, audioEmbeddings: Float32Array) {
     const c = this.config;
-    const N = s.opts.audioLength;
-    this.checkEmbeddings(audioEmbeddings);
-    const req = s.opts.request;
+    const N = s.shape.audioLength;
+    this.checkEmbeddings(s, audioEmbeddings);
+    const req = s.shape.request;
     let r = this.memo.find(audioEmbeddings, s.prompt, req.prefillQueries);
     const reused = r !== null;
     if (!r) {
@@ -180,9 +205,10 @@ export class CpuBackend implements DecoderBackend {
     s.prefillV = r.v;
     const last = r.hidden.subarray((s.promptLength - 1) * c.hiddenSize, s.promptLength * c.hiddenSize);
     const token = this.head(last);
+    s.prefillToken = token;
     return {
       token,
-      logits: s.opts.returnLogits ? Float32Array.from(this.logits) : undefined,
+      logits: s.shape.returnLogits ? Float32Array.from(this.logits) : undefined,
       observation: {
         layout: r.layout,
         // Copies: a policy may keep or modify its scores, and the memo serves the next one.
@@ -193,11 +219,9 @@ export class CpuBackend implements DecoderBackend {
     };
   }
 
-  async applyPrefill(plan: PrefillPlan): Promise<TransferStats> {
-    const s = this.s;
+  private async place(s: Pending, plan: PrefillPlan): Promise<CpuDecodeSession> {
     const c = this.config;
-    const N = s.opts.audioLength;
-    if (!s.prefillK || !s.prefillV) throw new Error('applyPrefill() before prefill()');
+    const N = s.shape.audioLength;
     const P = segmentLength(c);
     const text = textPositions(s.prompt, N);
     // Generated tokens' pages come as they are generated (Residency grows the pool).
@@ -222,8 +246,8 @@ export class CpuBackend implements DecoderBackend {
     );
     const kvd = c.numKvHeads * c.headDim;
     const hd = c.headDim;
-    const pk = s.prefillK;
-    const pv = s.prefillV;
+    const pk = s.prefillK!;
+    const pv = s.prefillV!;
     const rowOf = (head: number, pos: number) => pos * kvd + (head % c.numKvHeads) * hd;
     const layerOf = (head: number) => Math.floor(head / c.numKvHeads);
     const pq = s.prefillQ!;
@@ -236,7 +260,7 @@ export class CpuBackend implements DecoderBackend {
         k.set(pk[l].subarray(o, o + hd), kOff);
         v.set(pv[l].subarray(o, o + hd), vOff);
       },
-      summaryPlacement(c, s.opts.request.summaryFit ?? 'mean', (l) => pq[l], s.opts.request.summaryMass),
+      summaryPlacement(c, s.shape.request.summaryFit ?? 'mean', (l) => pq[l], s.shape.request.summaryMass),
     );
     for (const g of gathers) {
       const l = layerOf(g.head);
@@ -248,16 +272,18 @@ export class CpuBackend implements DecoderBackend {
     s.prefillK = undefined;
     s.prefillV = undefined;
     s.prefillQ = undefined;
-    this.startDecode(residency, storage);
-    return transfer;
+    return this.startDecode(s, residency, storage, transfer, s.prefillToken);
   }
 
-  async prefillByLayer(audioEmbeddings: Float32Array, run: LayerPrefill): Promise<LayeredPrefillResult> {
-    const s = this.s;
+  private async prefillByLayer(
+    s: Pending,
+    audioEmbeddings: Float32Array,
+    run: LayerPrefill,
+  ): Promise<LayeredPrefillResult<CpuDecodeSession>> {
     const c = this.config;
-    const N = s.opts.audioLength;
-    this.checkEmbeddings(audioEmbeddings);
-    const req = s.opts.request;
+    const N = s.shape.audioLength;
+    this.checkEmbeddings(s, audioEmbeddings);
+    const req = s.shape.request;
     const kvd = c.numKvHeads * c.headDim;
     const placement = new LayerPlacement(c, N, run, {
       elementBytes: kvElementBytes(this.options.kvPrecision ?? 'f32'),
@@ -279,7 +305,7 @@ export class CpuBackend implements DecoderBackend {
     } else {
       this.memo.drop();
       // Keep every layer's prompt K/V only for a next policy on the same clip (the eval's shared prefill).
-      const keep = !!s.opts.reusePrefill;
+      const keep = !!s.shape.reusePrefill;
       const layerBytes = 8 * s.promptLength * kvd;
       if (!keep) this.hold(layerBytes);
       const out = prefillLayers(c, this.weights, this.freqs, audioEmbeddings, N, req, {
@@ -296,14 +322,11 @@ export class CpuBackend implements DecoderBackend {
       hidden = out.hidden;
     }
     const plan = run.finish();
-    this.startDecode(placement.residency, placement.storage);
     const token = this.head(hidden.subarray((s.promptLength - 1) * c.hiddenSize, s.promptLength * c.hiddenSize));
-    return {
-      token,
-      logits: s.opts.returnLogits ? Float32Array.from(this.logits) : undefined,
-      plan,
-      transfer: { bytesToGpu: 0, bytesToCpu: placement.bytesToCpu, recalledPositions: 0, releasedPositions: 0 },
-    };
+    const logits = s.shape.returnLogits ? Float32Array.from(this.logits) : undefined;
+    const transfer = { bytesToGpu: 0, bytesToCpu: placement.bytesToCpu, recalledPositions: 0, releasedPositions: 0 };
+    const session = this.startDecode(s, placement.residency, placement.storage, transfer, token);
+    return { token, logits, plan, session };
   }
 
   /** How the pool grows for text on demand: pages per head at once, and the KV budget in pages. */
@@ -311,29 +334,52 @@ export class CpuBackend implements DecoderBackend {
     return growthOptions(this.options.kvGrowPages ?? GROWTH_PAGES_PER_HEAD, this.options.kvBudgetBytes, bytesPerPage);
   }
 
-  private startDecode(residency: Residency, storage: CpuPageStorage): void {
-    const s = this.s;
+  private startDecode(
+    p: Pending,
+    residency: Residency,
+    storage: CpuPageStorage,
+    placed: TransferStats,
+    first: number,
+  ): CpuDecodeSession {
     const c = this.config;
-    s.residency = residency;
-    s.storage = storage;
     const maxSlots =
       Math.max(...Array.from({ length: kvHeadCount(c) }, (_, h) => residency.pageTable(h).length)) * residency.pageSize;
     this.attScratch = { scores: new Float64Array(maxSlots + 4 * residency.pageSize), acc: new Float64Array(c.headDim) };
+    const state: DecodeState = {
+      residency,
+      storage,
+      request: p.shape.request,
+      audioStart: audioStart(p.prompt),
+      audioLength: p.shape.audioLength,
+      nextPos: p.promptLength,
+      returnLogits: !!p.shape.returnLogits,
+    };
+    p.decode = new CpuDecodeSession(
+      (token) => this.decode(state, token),
+      state,
+      p.readouts,
+      placed,
+      first,
+      (keep) => this.closeSession(p, keep),
+    );
+    return p.decode;
   }
 
-  async step(token: number): Promise<StepResult> {
-    const s = this.s;
+  /**
+   * One decode step of a session: feeds `token` at its next position, appends its KV, and
+   * returns the greedy next token with the raw readings its request exports.
+   */
+  private decode(s: DecodeState, token: number) {
     const c = this.config;
     const res = s.residency;
     const st = s.storage;
-    if (!res || !st) throw new Error('step() before applyPrefill()');
     if (token < 0 || token >= c.vocabSize) throw new RangeError(`token ${token} outside vocabulary`);
     const pos = s.nextPos++;
     const D = c.hiddenSize;
     const hd = c.headDim;
     const g = groupSize(c);
-    const req = s.opts.request;
-    const N = s.opts.audioLength;
+    const req = s.request;
+    const N = s.audioLength;
     // The chunk choice and the focus read the weights even when they are not handed over.
     const weights =
       req.decodeWeights === false && !req.decodeChunks && !req.decodeFocus
@@ -379,7 +425,7 @@ export class CpuBackend implements DecoderBackend {
           this.att,
           kh * g * hd,
           wi === undefined ? undefined : weights[wi],
-          audioStart(s.prompt),
+          s.audioStart,
           this.attScratch,
           shard.firstSlot,
         );
@@ -395,48 +441,17 @@ export class CpuBackend implements DecoderBackend {
       for (let i = 0; i < D; i++) this.x[i] += this.tmp[i];
     }
     const next = this.head(this.x);
-    const step = s.steps++;
-    // The chunks as the GPU's chunk_select chooses them: the same f32 sums, the same order.
-    const chunks = {
-      ...chunkObservation(weights, req.decodeChunks, N, segmentLength(c)),
-      ...focusObservation(weights, req.decodeFocus, N),
-    };
+    // The chunks and focus as the GPU's kernels choose them: the same f32 sums, the same order.
+    const reduced = deviceReductions(weights, req, N, segmentLength(c));
     return {
       token: next,
-      logits: s.opts.returnLogits ? Float32Array.from(this.logits) : undefined,
-      observation: { step, weights: req.decodeWeights === false ? [] : weights, queries, ...chunks },
+      logits: s.returnLogits ? Float32Array.from(this.logits) : undefined,
+      readings: { weights: req.decodeWeights === false ? [] : weights, queries, ...reduced },
     };
-  }
-
-  /** The pipelined step (backend/types.ts) over this synchronous one: the same tokens as step(). */
-  submitStep = (token: number | null): void => this.queue.submit(token, (t) => this.step(t));
-  readStep = (): Promise<StepResult> => this.queue.read();
-
-  async apply(plan: StepPlan): Promise<TransferStats> {
-    return liveResidency(this.s.residency, 'apply').apply(plan);
-  }
-
-  residency(): ResidencyStats {
-    return liveResidency(this.s.residency, 'residency').stats();
-  }
-
-  /** The live residency (tests and the tide chart read page tables through it). */
-  residencyState(): Residency | undefined {
-    return this.session?.residency;
-  }
-
-  stepCounters() {
-    return { dispatches: 0, submits: 0, buffers: 0, bindGroups: 0, poolGrowths: this.session?.residency?.growths ?? 0 };
-  }
-
-  end(keepPrefill = false): void {
-    this.session = null;
-    this.queue.clear();
-    if (!keepPrefill) this.memo.drop();
   }
 
   dispose(): void {
-    this.session = null;
+    this.live = null;
     this.memo.clear();
   }
 

@@ -10,7 +10,7 @@ import { Op, type Binding, type Dispatch, type UniformOf } from '../../gpu/op.js
 import type { GpuMatrix } from './weight-formats.js';
 import { whole } from './product-ops.js';
 import { chunkCounts, type ChunkSelectSpec } from '../../reference/chunk-select.js';
-import { focusCentre } from '../../session/timing.js';
+import { focusCentre } from '../../reference/focus.js';
 
 abstract class ModelOp extends Op {
   constructor(

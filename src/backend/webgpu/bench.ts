@@ -48,28 +48,30 @@ export async function benchWebGpu(
 ): Promise<WebGpuBench> {
   const steps = opts.steps ?? 32;
   const backend = opts.backend ?? (await WebGpuBackend.create(config, weights, opts));
+  const request = { decodeHeads: [], prefillQueries: config.instruction.length };
+  const session = { audioLength, maxNewTokens: steps + 1, request };
+  let stage: { close(): void } | undefined;
   try {
-    const request = { decodeHeads: [], prefillQueries: config.instruction.length };
-    const session = { audioLength, maxNewTokens: steps + 1, request };
-    const sizes = backend.plan(session);
-    backend.begin(session);
+    const sizes = backend.memoryNeed(session);
+    const opened = backend.open(session);
+    stage = opened;
     const audio = opts.audio ?? randomEmbeddings(config, audioLength, 7);
     const t0 = performance.now();
-    const pre = await backend.prefill(audio);
+    const pre = await opened.prefill(audio);
     const prefillMs = performance.now() - t0;
     const all = Int32Array.from({ length: audioLength }, (_, i) => i);
     const plan: PrefillPlan = {
       heads: Array.from({ length: kvHeadCount(config) }, () => ({ gpu: all, cpu: new Int32Array(0) })),
     };
-    await backend.applyPrefill(plan);
+    const decode = await pre.place(plan);
     let token = pre.token;
     const times: number[] = [];
-    let counters = backend.stepCounters();
+    let counters = decode.counters();
     for (let i = 0; i < steps; i++) {
       const t = performance.now();
-      token = (await backend.step(token)).token;
+      token = (await decode.step(token)).token;
       times.push(performance.now() - t);
-      counters = backend.stepCounters();
+      counters = decode.counters();
     }
     const promptLength = sizes.promptLength;
     return {
@@ -83,10 +85,10 @@ export async function benchWebGpu(
       decodeSteps: steps,
       dispatchesPerStep: counters.dispatches,
       submitsPerStep: counters.submits,
-      sessionBytes: sizes.prefillBytes + (backend.poolInfo()?.bytes ?? 0) + sizes.decodeBytes,
+      sessionBytes: sizes.prefillBytes + decode.poolLayout().bytes + sizes.decodeBytes,
     };
   } finally {
-    backend.end();
+    stage?.close();
     if (!opts.backend) backend.dispose();
   }
 }

@@ -10,7 +10,8 @@ import { audioStart, kvHeadCount, type ModelConfig } from '../../model/config.js
 import { Residency, type PageStorage } from '../../kv/residency.js';
 import { checkPoolBudget, poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
-import type { AttentionRequest, LayerPrefill } from '../../kv/plan.js';
+import type { LayerPrefill } from '../../kv/plan.js';
+import type { BackendRequest } from '../readouts.js';
 import { policyLayout, summaryPlacement, textPositions } from '../prompt.js';
 import type { GpuContext } from '../../gpu/device.js';
 import type { Kernels } from './kernels.js';
@@ -25,7 +26,7 @@ export interface LayerPlacerDeps {
   kernels: Kernels;
   prefill: PrefillBuffers;
   sizes: SessionSizes;
-  request: AttentionRequest;
+  request: BackendRequest;
   run: LayerPrefill;
   elementBytes: number;
   /** Bytes one binding may hold; the KV budget, if any. */

@@ -1,5 +1,5 @@
 /**
- * The shape of a session's KV pool on the GPU, decided at applyPrefill from the plan's
+ * The shape of a session's KV pool on the GPU, decided at placement from the plan's
  * pages (kv/sizing.ts poolNeed), so a policy that keeps a fifth of the audio allocates
  * about a fifth of the full cache's pool, not the worst case.
  *

@@ -13,7 +13,8 @@
  * long the recording. Prefill scores add up block by block.
  */
 import { audioStart, kvHeadCount, type ModelConfig } from '../../model/config.js';
-import type { AttentionRequest, HeadResidency, PrefillPlan } from '../../kv/plan.js';
+import type { HeadResidency, PrefillPlan } from '../../kv/plan.js';
+import type { BackendRequest } from '../readouts.js';
 import type { Gather, Residency } from '../../kv/residency.js';
 import type { TransferStats } from '../../kv/types.js';
 import type { GpuContext } from '../../gpu/device.js';
@@ -66,7 +67,7 @@ export async function runPrefill(
   s: SessionBuffers,
   p: PrefillBuffers,
   audio: Float32Array,
-  request: AttentionRequest,
+  request: BackendRequest,
   returnLogits: boolean,
   /** Called once each layer has been submitted, before the next is encoded; its work is queued before the next layer's. */
   onLayer?: (layer: number) => Promise<void>,
@@ -333,7 +334,7 @@ export async function placePlan(
   residency: Residency,
   plan: PrefillPlan,
   text: number[],
-  request: AttentionRequest,
+  request: BackendRequest,
 ): Promise<TransferStats> {
   const cpuLayers = new Set<number>();
   plan.heads.forEach((h, i) => {

@@ -1,7 +1,7 @@
 /**
  * Per-session GPU memory: the decode step's buffers, the readback ring, and the prefill
  * buffers that live only until the pool has been filled: every layer's prompt K/V for
- * prefill + applyPrefill, one layer's (reused by the next) for prefillByLayer. The KV
+ * a whole-prompt prefill and its placement, one layer's (reused by the next) for a layered one. The KV
  * pool is sized later, from the policy's plan (pool-layout.ts), and grows as text is
  * generated. `sessionSizes` computes every size from the config and the session options
  * alone, so an impossible context fails with ContextTooLongError before any GPU work.
@@ -15,7 +15,8 @@
  */
 import { RING_SLOTS } from './step-ring.js';
 import { chunkCounts, chunkScales, type ChunkSelectSpec } from '../../reference/chunk-select.js';
-import type { AttentionRequest } from '../../kv/plan.js';
+import type { ExportRequest } from '../readouts.js';
+import type { SessionShape } from '../session.js';
 import { ContextTooLongError } from '../../errors.js';
 import {
   groupSize,
@@ -26,7 +27,7 @@ import {
   type PromptIds,
 } from '../../model/config.js';
 import { RECALL_PAGES_PER_HEAD } from '../../kv/sizing.js';
-import type { SessionOptions } from '../types.js';
+
 import { sessionPrompt } from '../prompt.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { NO_EXPORT } from './pool.js';
@@ -61,7 +62,7 @@ export interface SessionSizes {
    * Pages (and their bytes) of the worst plan: every audio position of every head on the
    * GPU, with recall headroom, and text up to the cap (maxNewTokens). An upper bound for
    * "will it fit?" questions; a session allocates only the pages its plan needs, at
-   * applyPrefill, and text pages as tokens are generated.
+   * its placement, and text pages as tokens are generated.
    */
   worstPoolPages: number;
   worstPoolBytes: number;
@@ -69,7 +70,7 @@ export interface SessionSizes {
 
 export function sessionSizes(
   c: ModelConfig,
-  opts: SessionOptions,
+  opts: SessionShape,
   limits: { maxStorageBufferBindingSize: number; maxBufferSize: number },
   kvBudgetBytes?: number,
   kvElementBytes = 4,
@@ -215,7 +216,7 @@ export interface ReadbackLayout {
 /** What a step reads back: its token, and the logits, weights, queries and chunk choice the session asked for. */
 export function readbackLayout(
   c: ModelConfig,
-  opts: Pick<SessionOptions, 'request' | 'returnLogits'>,
+  opts: Pick<SessionShape, 'request' | 'returnLogits'>,
   A: number,
 ): ReadbackLayout {
   const req = opts.request;
@@ -240,11 +241,7 @@ export function readbackLayout(
 }
 
 /** The chunk choice a request asks of a clip of A audio tokens (segments of one pool page). */
-export function chunkSpec(
-  c: ModelConfig,
-  dc: NonNullable<AttentionRequest['decodeChunks']>,
-  A: number,
-): ChunkSelectSpec {
+export function chunkSpec(c: ModelConfig, dc: NonNullable<ExportRequest['decodeChunks']>, A: number): ChunkSelectSpec {
   return {
     heads: dc.heads,
     audioLength: A,
@@ -286,7 +283,7 @@ export class SessionBuffers {
   constructor(
     private readonly ctx: GpuContext,
     c: ModelConfig,
-    opts: SessionOptions,
+    opts: SessionShape,
     readonly sizes: SessionSizes,
   ) {
     const heads = kvHeadCount(c);
@@ -348,6 +345,17 @@ export class SessionBuffers {
       this.all.push(r);
       return r;
     });
+  }
+
+  /** One more readback slot, for a loop that runs further ahead of its reads than the ring holds. */
+  moreReadback(): GPUBuffer {
+    const r = this.ctx.buffer(
+      `readback.${this.ring.length}`,
+      this.sizes.readbackBytes,
+      GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    );
+    this.all.push(r);
+    return r;
   }
 
   destroy(): void {

@@ -2,10 +2,11 @@
  * The readback ring of the decode loop: each submitted step copies its results (token,
  * optionally logits, the exported attention or chunk choice) into its own slot, and the
  * slot is mapped when the step is read. A loop that submits step t + 1 before it reads
- * step t keeps the GPU busy while the CPU maps, schedules and encodes; with the ring of
- * RING_SLOTS it may run up to RING_SLOTS - 1 steps ahead of the reads.
+ * step t keeps the GPU busy while the CPU maps, schedules and encodes. The ring starts with
+ * RING_SLOTS slots and takes one more where a loop runs further ahead of its reads.
  */
 import type { StepCounters } from '../types.js';
+import { StepFifo } from '../step-fifo.js';
 
 /** Enough for one step read while one is queued, and one more being encoded. */
 export const RING_SLOTS = 3;
@@ -20,19 +21,21 @@ export interface Submitted {
 }
 
 export class StepRing {
-  private readonly queue: Submitted[] = [];
+  private readonly queue = new StepFifo<Submitted>();
   private next = 0;
 
-  constructor(private readonly slots: GPUBuffer[]) {}
+  /** `slots`: the ring's first slots; `more` makes another where every slot is still queued. */
+  constructor(
+    private readonly slots: GPUBuffer[],
+    private readonly more: () => GPUBuffer,
+  ) {}
 
-  /** The slot the next submitted step copies into; refuses to overwrite one still queued. */
+  /** The slot the next submitted step copies into: never one still queued. */
   nextSlot(): GPUBuffer {
     const slot = this.slots[this.next];
-    if (this.queue.some((q) => q.slot === slot))
-      throw new Error(
-        `submitStep(): ${this.queue.length} steps queued and unread; the readback ring holds ${this.slots.length}`,
-      );
-    return slot;
+    if (!this.queue.some((q) => q.slot === slot)) return slot;
+    this.slots.splice(this.next, 0, this.more());
+    return this.slots[this.next];
   }
 
   /** Records a submitted step; its slot is mapped as soon as the GPU is done with it. */
@@ -54,7 +57,6 @@ export class StepRing {
    */
   async oldest(): Promise<{ step: Submitted; waited: number }> {
     const step = this.queue.shift();
-    if (!step) throw new Error('readStep(): no step queued');
     const waited = this.queue.length === 0 ? 1 : 0;
     const failed = await step.growth;
     if (failed) throw failed;
@@ -64,7 +66,7 @@ export class StepRing {
 
   /** Forgets queued steps (end of a session: their buffers are destroyed with it). */
   clear(): void {
-    this.queue.length = 0;
+    this.queue.clear();
     this.next = 0;
   }
 }

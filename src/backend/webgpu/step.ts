@@ -1,6 +1,6 @@
 /**
  * The decode step encoder: every bind group of a step is created once per session (at
- * applyPrefill, when the plan has sized the pool), and
+ * its placement, when the plan has sized the pool), and
  * each step is recorded into one command encoder (one compute pass, plus copies into
  * the readback ring) and submitted once. Only the split-K grid size changes between
  * steps (it follows the longest page table); buffers and bind groups never do.
@@ -12,7 +12,7 @@ import type { GpuPool } from './pool.js';
 import type { Kernels } from './kernels.js';
 import { readbackLayout, type ReadbackLayout, type SessionBuffers } from './session.js';
 import type { GpuWeights } from './weights.js';
-import type { StepObservation } from '../../kv/plan.js';
+import type { RawReadings } from '../readouts.js';
 import { focusOfReadback } from './attention-ops.js';
 
 export class DecodeStep {
@@ -133,7 +133,7 @@ export class DecodeStep {
   }
 
   /** A mapped readback slot of this step: the token, and the logits, weights, queries, chunks and focus the session asked for. */
-  read(data: ArrayBuffer): { token: number; logits?: Float32Array; observation: Omit<StepObservation, 'step'> } {
+  read(data: ArrayBuffer): { token: number; logits?: Float32Array; observation: Omit<RawReadings, 'step'> } {
     const L = this.layout;
     const { R, A, gq } = this.shape;
     const token = new Uint32Array(data, L.token, 1)[0];
@@ -150,7 +150,7 @@ export class DecodeStep {
           (_, i) => new Float32Array(data.slice(L.queries + 4 * i * gq, L.queries + 4 * (i + 1) * gq)),
         )
       : undefined;
-    const observation: Omit<StepObservation, 'step'> = { weights, queries };
+    const observation: Omit<RawReadings, 'step'> = { weights, queries };
     if (this.chunkDispatch) observation.chunks = new Int32Array(data.slice(L.chunks, L.segmentSums));
     if (this.chunkDispatch && this.segmentSums)
       observation.segmentSums = new Float32Array(data.slice(L.segmentSums, L.focus));
