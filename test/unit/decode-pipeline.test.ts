@@ -29,7 +29,9 @@ function fullPlan(): PrefillPlan {
   return { heads: Array.from({ length: kvHeadCount(config) }, () => ({ gpu: all, cpu: new Int32Array(0) })) };
 }
 
-async function session(be = new CpuBackend(config, weights)): Promise<{ be: CpuBackend; s: CpuDecodeSession; first: number }> {
+async function session(
+  be = new CpuBackend(config, weights),
+): Promise<{ be: CpuBackend; s: CpuDecodeSession; first: number }> {
   const pre = await be
     .open({ audioLength: N, maxNewTokens: 16, request, returnLogits: true })
     .prefill(randomEmbeddings(config, N, 3));

@@ -252,7 +252,12 @@ describe('GPU pool layout', () => {
   });
 
   it('a KV budget too small for the text fails before any GPU work', () => {
-    const opts = { audioLength: 1000, maxNewTokens: 400, request: { decodeHeads: [], prefillQueries: 6 }, layered: false };
+    const opts = {
+      audioLength: 1000,
+      maxNewTokens: 400,
+      request: { decodeHeads: [], prefillQueries: 6 },
+      layered: false,
+    };
     expect(() => sessionSizes(c, opts, limits(2 ** 30), heads * P * slotBytes(c.headDim))).toThrow(ContextTooLongError);
     expect(() => sessionSizes(c, opts, limits(2 ** 30), 100 * heads * P * slotBytes(c.headDim))).not.toThrow();
   });

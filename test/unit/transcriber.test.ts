@@ -63,7 +63,11 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
       const P = segmentLength(backend.config);
       const fill = ({ observation, ...r }: StepResult): StepResult => {
         const { attention, ...obs } = observation;
-        const sum = anchorSum(attention!, anchors.map((_, i) => i), N)!;
+        const sum = anchorSum(
+          attention!,
+          anchors.map((_, i) => i),
+          N,
+        )!;
         const segmentSums = new Float32Array(Math.ceil(N / P));
         for (let p = 0; p < N; p++) segmentSums[Math.floor(p / P)] += sum[p];
         return { ...r, observation: { ...obs, focus: focusOf(sum), segmentSums } };
