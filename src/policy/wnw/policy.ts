@@ -67,14 +67,31 @@ import type {
 } from '../../kv/plan.js';
 import { EMPTY_PLAN } from '../../kv/plan.js';
 import type { HeadRoles, HeadsFile } from '../../model/heads.js';
-import type { KvPolicy, PlanLag, PolicyOptions } from '../types.js';
-import { checkBudget, complement, concatSorted, NONE, retainedCount, selectByRetention } from '../select.js';
+import { EVALUATION_OPTIONS, type KvPolicy, type PlanLag, type PolicyOptions } from '../types.js';
+import {
+  checkBudget,
+  complement,
+  evaluationOnly,
+  concatSorted,
+  NONE,
+  retainedCount,
+  selectByRetention,
+} from '../select.js';
 import { layerwise, prefillAllLayers } from '../layered.js';
 import { ChunkScheduler, type ChunkDecision, type ChunkOptions } from './chunks.js';
 import { chunkOptionsFor, recallReserve } from './recall.js';
 import { recallGroups, shareRoom, type RecallGroup } from './recall-groups.js';
 import { segmentSummaries, summarySlots } from './summaries.js';
 import { parseWnwOptions, WNW_OPTIONS, type WnwOptions } from './options.js';
+import {
+  calibrationChangedBy,
+  DEFAULT_SEGMENT_FLOOR,
+  ownRanking,
+  parseWnwAblations,
+  WNW_ABLATIONS,
+  WNW_DIAGNOSES,
+  type WnwAblations,
+} from './ablations.js';
 import {
   assignRoles,
   budgetKey,
@@ -103,13 +120,17 @@ export interface WnwState {
 
 export class WnwPolicy implements KvPolicy {
   static readonly needsHeads = true;
-  /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
+  /** The method's options: a transcriber's policyOptions may set these. */
   static readonly options = WNW_OPTIONS;
+  /** Ablations and diagnoses: an evaluation's policy spec only (ablations.ts). */
+  static readonly evaluationOptions = [...WNW_ABLATIONS, ...WNW_DIAGNOSES];
   readonly name = 'wnw';
   private readonly budget: number;
   private readonly heads: HeadsFile;
-  /** Every option, read and checked (options.ts). */
+  /** The method's options, read and checked (options.ts). */
   private readonly o: WnwOptions;
+  /** The ablations and diagnoses an evaluation asked for (ablations.ts); none: the method. */
+  private readonly a: WnwAblations;
   private readonly score: number[];
   private readonly calibrated?: HeadRoles;
   private layout?: PolicyLayout;
@@ -133,29 +154,23 @@ export class WnwPolicy implements KvPolicy {
     if (!opts.heads)
       throw new WnwError('BAD_ARGUMENT', 'policy "wnw" needs the heads file (heads.json, from npm run calibrate)');
     this.heads = opts.heads;
-    this.o = parseWnwOptions(opts, this.heads);
-    const { ranking, roles: roleOpts } = this.o;
+    // The registry refuses these too; a policy made directly must not run an ablation under the method's name.
+    const plain = WnwPolicy.evaluationOptions.find((k) => opts[k] !== undefined);
+    if (plain !== undefined) throw evaluationOnly(this.name, plain, WNW_OPTIONS);
+    this.o = parseWnwOptions(opts);
+    this.a = parseWnwAblations(opts[EVALUATION_OPTIONS] ?? {}, this.o, this.heads);
+    const roleOpts = this.a.roles;
     const N = this.heads.numLayers * this.heads.numKvHeads;
-    // Calibrated roles are used unless an ablation option asks for something they were not made with.
     const stored = this.heads.roles[budgetKey(this.budget)];
-    const sameRanking = ranking === undefined || ranking === (this.heads.ranking ?? 'product');
-    const calibrated =
-      stored &&
-      sameRanking &&
-      roleOpts.nVoice === undefined &&
-      roleOpts.anchors === undefined &&
-      this.o.anchorScope === 'all' &&
-      (stored.selection ?? 'segment') === this.o.selection &&
-      opts['segmentFloor'] === undefined &&
-      this.o.normalize === 'global' &&
-      this.o.scorePower === 1 &&
-      this.o.maxRetention === 1;
-    this.score = sameRanking
-      ? headsScore(this.heads)
-      : rankingScore(this.heads.voiceScore, this.heads.headSensitivity, ranking);
-    this.calibrated = calibrated ? stored : undefined;
-    this.roles = calibrated
-      ? { anchors: [...stored.anchors], tidal: [...stored.tidal], fixed: [...stored.fixed] }
+    const ranking = ownRanking(this.a, this.heads);
+    this.score =
+      ranking === undefined
+        ? headsScore(this.heads)
+        : rankingScore(this.heads.voiceScore, this.heads.headSensitivity, ranking);
+    this.calibrated =
+      stored && calibrationChangedBy(stored, this.heads, this.o, this.a) === undefined ? stored : undefined;
+    this.roles = this.calibrated
+      ? { anchors: [...this.calibrated.anchors], tidal: [...this.calibrated.tidal], fixed: [...this.calibrated.fixed] }
       : assignRoles(this.score, this.budget, roleOpts);
     if (roleOpts.anchors !== undefined && this.roles.anchors.length < roleOpts.anchors) {
       // assignRoles caps anchors at half the budget and half the voice heads: say so rather than run fewer.
@@ -184,7 +199,7 @@ export class WnwPolicy implements KvPolicy {
     // One recall group needs the anchors' chunk choice, not their weights: the device reduces them.
     // Groups per layer (anchorScope 'layer') each sum their own anchors: their weights come back.
     const chunks = this.chunkOptions(layout.audioLength, layout.segmentLength);
-    const oneGroup = recallGroups(this.roles, layout.numKvHeads, this.o.anchorScope).length === 1;
+    const oneGroup = recallGroups(this.roles, layout.numKvHeads, this.a.anchorScope).length === 1;
     return {
       decodeHeads: [...this.roles.anchors],
       ...(oneGroup
@@ -204,11 +219,11 @@ export class WnwPolicy implements KvPolicy {
 
   /** The request's per-layer mass scales, where an option sets them (absent: the whole gap everywhere). */
   private layerMass(): { summaryMass?: number[] } {
-    if (this.o.summaryMass === undefined && this.o.summaryMassLayer === undefined) return {};
-    const alpha = this.o.summaryMass ?? 1;
+    if (this.a.summaryMass === undefined && this.a.summaryMassLayer === undefined) return {};
+    const alpha = this.a.summaryMass ?? 1;
     return {
       summaryMass: Array.from({ length: this.heads.numLayers }, (_, l) =>
-        this.o.summaryMassLayer === undefined || l === this.o.summaryMassLayer ? alpha : 0,
+        this.a.summaryMassLayer === undefined || l === this.a.summaryMassLayer ? alpha : 0,
       ),
     };
   }
@@ -260,7 +275,7 @@ export class WnwPolicy implements KvPolicy {
         this.anchorPrefill[this.roles.anchors.indexOf(h)] = Float32Array.from(s);
       if (isAnchor.has(h) || full.has(h)) return { gpu: selectByRetention(s, 1, n), cpu: NONE };
       const gpu = selectByRetention(s, retention[h], n, this.o.selection);
-      const summarised = summaryLength > 0 && (!isTidal.has(h) || this.o.tidalSummaries);
+      const summarised = summaryLength > 0 && (!isTidal.has(h) || this.a.tidalSummaries);
       if (isTidal.has(h))
         return {
           gpu,
@@ -298,7 +313,7 @@ export class WnwPolicy implements KvPolicy {
       }
       return perSeg;
     });
-    const groups = recallGroups(this.roles, layout.numKvHeads, this.o.anchorScope);
+    const groups = recallGroups(this.roles, layout.numKvHeads, this.a.anchorScope);
     const costs = groups.map((g) => {
       const cost = new Float64Array(segments);
       for (const t of g.tidal) this.complements[t].forEach((c, s) => (cost[s] += c.length));
@@ -358,20 +373,12 @@ export class WnwPolicy implements KvPolicy {
     return this.o.summaryLength > 0 ? Math.min(n, Math.round(this.o.summaryLength)) : n;
   }
 
-  /** The heads a diagnosis option keeps whole (`fullLayer`, `fullRole`); none by default. */
+  /** The heads a diagnosis keeps whole (`fullLayer`, `fullRole`); none by default. */
   private fullHeads(layout: PolicyLayout): Set<number> {
-    const out = new Set<number>();
+    const { fullLayer, fullRole } = this.a.diagnosis;
     const H = layout.numKvHeads;
-    if (this.o.fullLayer !== undefined) for (let k = 0; k < H; k++) out.add(this.o.fullLayer * H + k);
-    const role =
-      this.o.fullRole === 'anchor'
-        ? this.roles.anchors
-        : this.o.fullRole === 'tidal'
-          ? this.roles.tidal
-          : this.o.fullRole === 'fixed'
-            ? this.roles.fixed
-            : [];
-    for (const h of role) out.add(h);
+    const out = new Set<number>(fullRole === undefined ? [] : this.roles[fullRole === 'anchor' ? 'anchors' : fullRole]);
+    if (fullLayer !== undefined) for (let k = 0; k < H; k++) out.add(fullLayer * H + k);
     return out;
   }
 
@@ -424,7 +431,7 @@ export class WnwPolicy implements KvPolicy {
   /** The recall reserve in segments one selection and its lead name (or `reserveSegments`), within the clip. */
   private fullReserve(T: number, n: number, lead: number): number {
     const c = chunkOptionsFor({ ...this.o.recall, lead }, T, n);
-    return Math.min(this.o.reserveSegments ?? c.topChunks * c.chunkSegments + lead, Math.ceil(T / n));
+    return Math.min(this.a.reserveSegments ?? c.topChunks * c.chunkSegments + lead, Math.ceil(T / n));
   }
 
   /**
@@ -455,7 +462,7 @@ export class WnwPolicy implements KvPolicy {
    * Retention for this clip. Strict: re-fit λ on this clip's length so prefill plus the
    * recall reserve is within budget. Otherwise the calibrated retention, re-fitted on
    * this clip without reserve only when no calibrated roles apply (missing budget, or an
-   * ablation option such as ranking, nVoice, anchors or selection).
+   * ablation changes what they were made with: ablations.ts `calibrationChangedBy`).
    */
   private retention(
     T: number,
@@ -473,12 +480,12 @@ export class WnwPolicy implements KvPolicy {
     const sNorm = normalizedScores(
       this.score,
       this.roles.anchors,
-      this.o.normalize === 'layer' ? this.heads.numKvHeads : undefined,
-    ).map((s) => s ** this.o.scorePower);
+      this.a.normalize === 'layer' ? this.heads.numKvHeads : undefined,
+    ).map((s) => s ** this.a.scorePower);
     const R0 = this.o.strict ? this.fullReserve(T, n, lead) : 0;
     const tidal = this.roles.tidal;
     // The heads that keep summary slots: the fixed ones, and the tidal ones when asked.
-    const summarised = this.o.tidalSummaries ? [...this.roles.fixed, ...tidal] : this.roles.fixed;
+    const summarised = this.a.tidalSummaries ? [...this.roles.fixed, ...tidal] : this.roles.fixed;
     const reserve = (R: number, ret: number[], len: number) => recallReserve(tidal, ret, R, len, n, this.o.selection);
     const fit = ([g, R]: [number, number]) =>
       fitLambda(sNorm, this.roles.anchors, [T], this.budget, n, {
@@ -486,8 +493,8 @@ export class WnwPolicy implements KvPolicy {
         extra: (ret, len) =>
           reserve(R, ret, len) +
           (g > 0 ? summarised.reduce((a, h) => a + summarySlots(len, ret[h], n, this.o.selection, g), 0) : 0),
-        floor: segmentFloor(n, this.o.floorPositions),
-        cap: this.o.maxRetention,
+        floor: segmentFloor(n, this.a.segmentFloor ?? DEFAULT_SEGMENT_FLOOR),
+        cap: this.a.maxRetention,
       });
     // Where the budget cannot hold the summaries even at λ = 0, the tidal heads' recall
     // reserve shrinks first (to one segment: a fixed head that sees nothing of a segment
