@@ -1,57 +1,11 @@
 /**
- * WnW: waxing-and-waning KV cache (Yao et al. 2026).
- *
- * Prefill: anchors keep all their audio; every other head keeps, inside every 2 s
- * segment, its top ⌊retention · n_s⌋ positions by text-to-audio attention (the prompt's
- * instruction rows, the g query heads combined by sum — the observation's convention).
- * Tidal heads move the rest to the CPU (recallable); fixed heads drop it.
- * Decode: after each step, A_τ = Σ of the anchor query heads' softmax weights (reset each
- * step); the chunk scheduler (chunks.ts) picks the top chunks and every tidal head
- * recalls the selected segments it lacks and releases those unselected for δ = 3 steps.
- * The plan takes effect at the next step (the paper's one-step lag), or, where the clip's
- * budget holds one more segment after the best chosen chunk (the lead), two steps later, so
- * the runtime queues each step before it reads the last (`decideLag`). The paper's chunks
- * are three of 4 s; under strictBudget they are 2 s and their number grows with the clip
- * (recall.ts).
- *
- * Open points, decided here:
- * - Recall brings only a segment's CPU complement (its prefill-selected positions never
- *   left), and release drops only what was recalled: a tidal head never falls below its
- *   prefill selection, and no position is moved twice.
- * - Budget (`strictBudget`, default true): r_GPU stays ≤ the target at every step. At
- *   prefill λ is re-fitted for this clip so that prefill plus a recall reserve fits —
- *   the reserve is the complement of `reserveSegments` (default topChunks · chunkSegments
- *   for the clip, what one selection can name) full segments per tidal head — and the scheduler's cap
- *   releases stale recalled segments early when a recall would exceed the budget. With
- *   `strictBudget: false` the calibrated retention is used as is and recalls are not
- *   capped, as in the paper (whose measured r_GPU was 22.3 % at a 0.2 target).
- * - Segment floor (`segmentFloor`, default 1 position): every non-anchor head keeps at
- *   least that many positions per segment, or as many as the budget holds, so
- *   ⌊retention · n_s⌋ cannot round a low-scored head down to no audio at all (triage.ts
- *   `segmentFloor`, `fitLambda`); 0 is the formula as written.
- * - Summaries (`summaries`, default true under strictBudget): a fixed head keeps, per segment, one summary
- *   slot for what it drops — the mean key and value, attended with a ln(count) bias
- *   (kv/summary.ts, summaries.ts) — so the softmax still sees the dropped mass instead
- *   of handing it to the few positions kept, which is what pulled the model to stop early.
- *   They are paid for out of the budget; where it cannot hold them, the tidal heads'
- *   recall reserve shrinks first (to one segment), then the groups coarsen
- *   (`summaryLength` finer than a segment), and failing all there are none.
- *   `summaryFit` says how a slot is made from its group: the plain mean ('mean'), or
- *   fitted to the instruction's queries, the same rows the prefill scores come from —
- *   the value weighted as those queries weigh the rows ('value'), and the count raised
- *   to the mass they gave the group ('mass'), which the mean key under-counts;
- *   `summaryMass` scales the exponent δ of that correction (0 is 'value', 1 the whole gap),
- *   and `summaryMassLayer` applies it in one layer only (the one the stop token reads),
- *   the others' slots as 'value'.
- * - Recall before the first step (`prefillRecall`, default on): the chunks the anchors'
- *   prefill scores (the instruction rows, the last of which asked for the first token)
- *   point at are recalled once the prefill is placed (`afterPrefill`), so the first decode
- *   step, which no plan reaches, does not run on the prefill selection alone.
- * - Retention cap and score power (`maxRetention`, `scorePower`; 1 and 1, the method's):
- *   ablations of how λ shares the budget (docs/wnw-long-audio.md section 7).
- * - Normalisation of the ranking score (`normalize`): over all heads (default) or per
- *   layer. Diagnosis only: `fullLayer` / `fullRole` keep one layer's or one role's heads
- *   whole, outside the budget (docs/wnw-fidelity.md).
+ * WnW: waxing-and-waning KV cache (Yao et al. 2026), as this code implements it.
+ * Prefill: anchors keep all their audio; every other head keeps its top positions inside
+ * every 2 s segment; tidal heads move the rest to CPU memory, fixed heads drop it (with a
+ * summary slot per segment under strictBudget). Decode: the anchors' attention picks the top
+ * chunks each step; tidal heads recall the segments they lack and release those unselected
+ * for δ steps, the plan taking effect one or two steps later (`decideLag`). The open points
+ * decided here, the budget, the options, ablations and diagnoses: docs/wnw-method.md.
  */
 import { WnwError } from '../../errors.js';
 import type {
