@@ -17,6 +17,7 @@ import { SafeTensors } from '../../src/model/safetensors.js';
 import { WebGpuBackend } from '../../src/backend/webgpu/backend.js';
 import type { WeightFormat } from '../../src/model/quant.js';
 import { benchWebGpu } from '../../src/backend/webgpu/bench.js';
+import { forEvaluation } from '../../src/policy/registry.js';
 import { runParity, type ParityCase } from './gpu-decoder.js';
 import { gpu, type CheckResult } from './gpu-util.js';
 
@@ -220,7 +221,7 @@ export const decoderTests: Record<string, () => Promise<CheckResult>> = {
       ...shapeCase('voxtral', 'wnw'),
       name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, per-layer prefill, summaryMass 0.5',
       layered: true,
-      policyOptions: { summaryMass: 0.5 },
+      policyOptions: forEvaluation('wnw', { summaryMass: 0.5 }),
     }),
   parity_voxtral_shape_wnw_layered_f16: () =>
     runParity({

@@ -115,10 +115,10 @@ export function parsePolicy(s: string): PolicyName {
   return s as PolicyName;
 }
 
-/** A policy with ablation options, as written on a command line: `wnw:ranking=voice:nVoice=8`. */
+/** A policy with method, ablation or diagnosis options, as written on a command line: `wnw:ranking=voice:nVoice=8`. */
 export interface PolicySpec {
   policy: PolicyName;
-  /** Passed to the policy's factory; numbers and true/false are converted. */
+  /** For the policy's factory (as a transcriber's policyOptions: registry.forEvaluation); numbers and true/false are converted. */
   options: Record<string, string | number | boolean>;
   /** The options as written (`ranking=voice:nVoice=8`), '' for none: labels runs and table rows. */
   variant: string;
@@ -137,7 +137,7 @@ export function parsePolicySpec(s: string): PolicySpec {
   }
   if (policy === 'full' && parts.length) throw new UsageError('the full cache takes no options');
   try {
-    checkPolicyOptions(policy, options);
+    checkPolicyOptions(policy, options, 'evaluation');
   } catch (e) {
     throw new UsageError(`${(e as Error).message} (in "${s}")`);
   }

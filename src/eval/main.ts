@@ -35,6 +35,7 @@ import { type DataFormat, type EvalClip, clipAudio, parseFormat, readClips } fro
 import { fidelityPlot } from './plot.js';
 import { fidelityMeans } from './fidelity.js';
 import { fullReference, teacherForced, type FullReference } from './teacher-forced.js';
+import { forEvaluation } from '../policy/registry.js';
 
 export interface EvalArgs {
   /** Clip folders; with more than one, clip ids are prefixed by the folder name. */
@@ -170,7 +171,7 @@ const message = (e: unknown) => (e instanceof Error ? e.message.replace(/\s*\n\s
 function specOptions(spec: string, budget: number) {
   const { policy, options: policyOptions, variant } = parsePolicySpec(spec);
   return {
-    call: { policy, budget, ...(variant ? { policyOptions } : {}) } satisfies TranscribeOptions,
+    call: { policy, budget, ...(variant ? { policyOptions: forEvaluation(policy, policyOptions) } : {}) } satisfies TranscribeOptions,
     named: { policy, ...(variant ? { variant } : {}), budget },
   };
 }

@@ -17,6 +17,7 @@ import { argmax } from '../backend/argmax.js';
 import { forcedLogits } from './teacher-forced.js';
 import { clipAudio, readClips } from './datasets/index.js';
 import type { TranscribeOptions } from '../types.js';
+import { forEvaluation } from '../policy/registry.js';
 
 export const MARGINS_USAGE = 'usage: npm run eval:margins -- --data DIR --against SPEC [--budget 0.2] [--against-kv f32|f16] [--kv f32|f16] [--model DIR] [--limit N]';
 
@@ -85,7 +86,7 @@ export async function main(argv = process.argv.slice(2), cwd = process.cwd()): P
     const alt = otherKv === kv ? ref : await loadTranscriber({ model, policy: 'full', backend: 'cpu', kvPrecision: otherKv });
     const io = { readFile: (p: string) => readFile(p), decode: async (b: Uint8Array) => toMono16k(b) };
     const clips = (await readClips(resolve(cwd, data), 'wav-txt', (s) => process.stderr.write(`eval:margins: ${s}\n`))).slice(0, limit);
-    const otherOptions: TranscribeOptions = spec.policy === 'full' ? { policy: 'full', budget: 1 } : { policy: spec.policy, budget, ...(spec.variant ? { policyOptions: spec.options } : {}) };
+    const otherOptions: TranscribeOptions = spec.policy === 'full' ? { policy: 'full', budget: 1 } : { policy: spec.policy, budget, ...(spec.variant ? { policyOptions: forEvaluation(spec.policy, spec.options) } : {}) };
     try {
       for (const clip of clips) {
         const audio = await clipAudio(clip, io);

@@ -4,8 +4,9 @@
  * one file and one line here.
  */
 import { WnwError } from '../errors.js';
-import type { KvPolicy, PolicyOptions } from './types.js';
+import { EVALUATION_OPTIONS, type KvPolicy, type PolicyOptions } from './types.js';
 import type { PolicyLayout } from '../kv/plan.js';
+import { evaluationOnly } from './select.js';
 import { FullPolicy } from './full.js';
 import { WnwPolicy } from './wnw/policy.js';
 import { OBSERVATION_WINDOW, SnapKVPolicy } from './snapkv.js';
@@ -22,6 +23,8 @@ export type PolicyFactory = (opts: PolicyOptions) => KvPolicy;
 interface PolicyClass {
   new (opts: PolicyOptions): KvPolicy;
   readonly options: readonly string[];
+  /** Ablation and diagnosis options: an evaluation's policy spec reaches them (forEvaluation), a transcriber's policyOptions do not. */
+  readonly evaluationOptions?: readonly string[];
   /** The budget it runs at whatever is asked (the full cache: 1). */
   readonly fixedBudget?: number;
   /** It triages heads from the calibrated heads.json, so it cannot run without one. */
@@ -57,12 +60,22 @@ function policyClass(name: string): PolicyClass {
 
 /**
  * A typed error for an option the policy does not read (a typo such as `rankng` would
- * otherwise run the default and label the run with the misspelt option).
+ * otherwise run the default and label the run with the misspelt option). Scope 'user'
+ * (a transcriber's policyOptions) takes the method's options only: an ablation there would
+ * run something other than the method under its name. Scope 'evaluation' (a policy spec
+ * such as `wnw:ranking=voice`) takes the ablations and diagnoses too.
  */
-export function checkPolicyOptions(name: string, opts: Record<string, unknown>): void {
-  const known = policyClass(name).options;
+export function checkPolicyOptions(
+  name: string,
+  opts: Record<string, unknown>,
+  scope: 'user' | 'evaluation' = 'user',
+): void {
+  const c = policyClass(name);
+  const evaluation = c.evaluationOptions ?? [];
+  const known = scope === 'evaluation' ? [...c.options, ...evaluation] : c.options;
   for (const key of Object.keys(opts)) {
     if (COMMON_OPTIONS.has(key) || known.includes(key)) continue;
+    if (evaluation.includes(key)) throw evaluationOnly(name, key, c.options);
     throw new WnwError(
       'BAD_ARGUMENT',
       known.length
@@ -70,6 +83,22 @@ export function checkPolicyOptions(name: string, opts: Record<string, unknown>):
         : `policy "${name}" takes no options (got "${key}")`,
     );
   }
+}
+
+/**
+ * A policy spec's options as a transcriber's policyOptions: the method's as they are, the
+ * ablations and diagnoses under EVALUATION_OPTIONS, where a plain object cannot put them.
+ */
+export function forEvaluation(
+  name: string,
+  opts: Record<string, string | number | boolean>,
+): Record<string, string | number | boolean> {
+  checkPolicyOptions(name, opts, 'evaluation');
+  const evaluation = policyClass(name).evaluationOptions ?? [];
+  const method: Record<string, string | number | boolean> = {};
+  const variant: Record<string, string | number | boolean> = {};
+  for (const [k, v] of Object.entries(opts)) (evaluation.includes(k) ? variant : method)[k] = v;
+  return Object.keys(variant).length ? Object.assign(method, { [EVALUATION_OPTIONS]: variant }) : method;
 }
 
 /** The budget `name` runs at when `budget` is asked: its own where it has a fixed one (the full cache keeps everything). */
@@ -100,5 +129,15 @@ export function sharedPrefillWindows(layout: PolicyLayout): number[] {
 export function createPolicy(name: string, opts: PolicyOptions): KvPolicy {
   const C = policyClass(name);
   checkPolicyOptions(name, opts);
+  const variant = opts[EVALUATION_OPTIONS];
+  if (variant) {
+    const evaluation = C.evaluationOptions ?? [];
+    const key = Object.keys(variant).find((k) => !evaluation.includes(k));
+    if (key !== undefined)
+      throw new WnwError(
+        'BAD_ARGUMENT',
+        `policy "${name}" has no ablation or diagnosis "${key}"${evaluation.length ? `; its ablations and diagnoses are ${evaluation.join(', ')}` : ''}`,
+      );
+  }
   return new C(opts);
 }

@@ -17,6 +17,17 @@ export function checkBudget(policy: string, budget: unknown): number {
   return budget;
 }
 
+/**
+ * The error for an ablation or diagnosis given where only the method's options go (a
+ * transcriber's policyOptions): run under the policy's name, it would not be the method.
+ */
+export function evaluationOnly(policy: string, key: string, methodOptions: readonly string[]): WnwError {
+  return new WnwError(
+    'BAD_ARGUMENT',
+    `policy "${policy}": option "${key}" is an ablation or diagnosis, for evaluation only (npm run eval -- --policies ${policy}:${key}=VALUE); policyOptions take the method's options: ${methodOptions.join(', ')}`,
+  );
+}
+
 /** Reads an optional numeric option with a default, rejecting non-numbers so typos fail loudly. */
 export function numOpt(opts: Record<string, unknown>, key: string, dflt: number, min = -Infinity): number {
   const v = opts[key];

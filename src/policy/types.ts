@@ -60,10 +60,19 @@ export function planLagOf(p: Pick<KvPolicy, 'planLag'>): PlanLag {
   return p.planLag ?? 1;
 }
 
+/**
+ * Where an evaluation puts a policy's ablation and diagnosis options: a key no plain
+ * object (a page's `policyOptions`, JSON, a worker message) can hold, so those runs stay
+ * the method's. `registry.forEvaluation` builds it from a policy spec.
+ */
+export const EVALUATION_OPTIONS: unique symbol = Symbol('evaluation options');
+
 /** Options every policy factory accepts. `budget` is the target r_GPU (audio fraction kept on GPU). */
 export interface PolicyOptions {
   budget: number;
   /** Head roles and scores from calibration (needed by wnw, audiokv). */
   heads?: HeadsFile;
+  /** Ablations and diagnoses, from an evaluation only (the policy's `evaluationOptions`). */
+  [EVALUATION_OPTIONS]?: Readonly<Record<string, unknown>>;
   [key: string]: unknown;
 }

@@ -15,7 +15,7 @@ import {
   voiceHeadCount,
 } from '../../src/policy/wnw/triage.js';
 import { WnwPolicy } from '../../src/policy/wnw/policy.js';
-import { makeLayout, prefillObservation, rng } from './policy-fixtures.js';
+import { ablate, makeLayout, prefillObservation, rng } from './policy-fixtures.js';
 import { tempDir } from '../helpers/temp.js';
 
 describe('voice and anchor head counts', () => {
@@ -269,6 +269,6 @@ describe('segment floor', () => {
     };
     expect(emptied({})).toBe(0);
     expect(emptied({ strictBudget: false })).toBe(0);
-    expect(emptied({ segmentFloor: 0 })).toBeGreaterThan(0);
+    expect(emptied(ablate({ segmentFloor: 0 }))).toBeGreaterThan(0);
   });
 });

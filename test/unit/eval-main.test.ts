@@ -7,6 +7,7 @@ import { markdownTable } from '../../src/eval/report.js';
 import { ContextTooLongError } from '../../src/errors.js';
 import type { LoadOptions, TranscribeOptions, Transcriber, TranscriptionResult } from '../../src/types.js';
 import { tempDir } from '../helpers/temp.js';
+import { forEvaluation } from '../../src/policy/registry.js';
 
 // A stand-in for loadTranscriber, local to this test. It "transcribes" by echoing the
 // reference stored in the file, dropping the last word for any policy but 'full', so
@@ -288,12 +289,12 @@ describe('npm run eval', () => {
       log: () => {},
       tty: false,
     });
-    // the policy factory gets the options, typed; the method's own run gets none
+    // the policy factory gets the options, typed (the ablations where only an evaluation puts them); the method's own run gets none
     const expected = [
       ['full', undefined],
       ['wnw', undefined],
-      ['wnw', { ranking: 'voice' }],
-      ['wnw', { selection: 'global', nVoice: 8 }],
+      ['wnw', forEvaluation('wnw', { ranking: 'voice' })],
+      ['wnw', forEvaluation('wnw', { selection: 'global', nVoice: 8 })],
     ];
     expect(
       calls

@@ -6,7 +6,8 @@ import { Residency } from '../../src/kv/residency.js';
 import { ArrayPageStorage } from '../helpers/page-store.js';
 import { summaryPlacement } from '../../src/backend/prompt.js';
 import { WnwPolicy } from '../../src/policy/wnw/policy.js';
-import { makeLayout, syntheticHeads } from './policy-fixtures.js';
+import { WNW_OPTIONS } from '../../src/policy/wnw/options.js';
+import { ablate, makeLayout, syntheticHeads } from './policy-fixtures.js';
 import { referenceConfig } from '../../src/model/testing.js';
 
 const hd = 8;
@@ -87,8 +88,13 @@ describe('the placement under a mass scale', () => {
 describe('WnW summaryMass, summaryMassLayer', () => {
   const layout = makeLayout(4, 8, 400);
   const heads = syntheticHeads(layout, 3);
-  const mass = (opts: Record<string, unknown>) =>
-    new WnwPolicy({ budget: 0.2, heads, ...opts }).request(layout).summaryMass;
+  // The method's options as plain keys, the mass scales as an evaluation passes them.
+  const mass = (opts: Record<string, unknown>) => {
+    const entries = Object.entries(opts);
+    const method = Object.fromEntries(entries.filter(([k]) => WNW_OPTIONS.includes(k)));
+    const variant = Object.fromEntries(entries.filter(([k]) => !WNW_OPTIONS.includes(k)));
+    return new WnwPolicy({ budget: 0.2, heads, ...method, ...ablate(variant) }).request(layout).summaryMass;
+  };
   it('asks the backend for per-layer scales only where an option sets them', () => {
     expect(mass({ summaryMass: 0.5 })).toEqual([0.5, 0.5, 0.5, 0.5]);
     expect(mass({ summaryMassLayer: 3 })).toEqual([0, 0, 0, 1]);

@@ -11,7 +11,7 @@ import { summaryEntry } from '../../src/kv/summary.js';
 import { WnwPolicy } from '../../src/policy/wnw/policy.js';
 import { prefillRGpu, ResidencyTracker } from '../../src/policy/accounting.js';
 import { ArrayPageStorage } from '../helpers/page-store.js';
-import { makeLayout, prefillObservation, rng, stepObservation, syntheticHeads } from './policy-fixtures.js';
+import { ablate, makeLayout, prefillObservation, rng, stepObservation, syntheticHeads } from './policy-fixtures.js';
 
 const hd = 4;
 const A = 24;
@@ -183,7 +183,7 @@ describe('WnW tidalSummaries', () => {
 
   it('gives each tidal head a summary per segment of its CPU part, within the budget', () => {
     for (const budget of [0.2, 0.4]) {
-      const p = new WnwPolicy({ budget, heads, tidalSummaries: true });
+      const p = new WnwPolicy({ budget, heads, ...ablate({ tidalSummaries: true }) });
       const plan = p.prefill(obs);
       expect(prefillRGpu(plan, layout.audioLength)).toBeLessThanOrEqual(budget + 1e-12);
       const roles = p.state!.roles;
@@ -204,7 +204,7 @@ describe('WnW tidalSummaries', () => {
   });
 
   it('keeps r_GPU within budget through recalls, and refuses the option without summaries', () => {
-    const p = new WnwPolicy({ budget: 0.2, heads, tidalSummaries: true });
+    const p = new WnwPolicy({ budget: 0.2, heads, ...ablate({ tidalSummaries: true }) });
     const plan = p.prefill(obs);
     const tracker = new ResidencyTracker(layout, plan);
     const req = p.request(layout);
@@ -213,9 +213,9 @@ describe('WnW tidalSummaries', () => {
       tracker.apply(p.afterStep(stepObservation(layout, req, tracker, t, (t * 13) % layout.audioLength, r)));
       expect(tracker.rGpu()).toBeLessThanOrEqual(0.2 + 1e-9);
     }
-    expect(() => new WnwPolicy({ budget: 0.2, heads, summaries: false, tidalSummaries: true })).toThrow(
+    expect(() => new WnwPolicy({ budget: 0.2, heads, summaries: false, ...ablate({ tidalSummaries: true }) })).toThrow(
       /needs summaries/,
     );
-    expect(() => new WnwPolicy({ budget: 0.2, heads, tidalSummaries: 'yes' })).toThrow(/tidalSummaries/);
+    expect(() => new WnwPolicy({ budget: 0.2, heads, ...ablate({ tidalSummaries: 'yes' }) })).toThrow(/tidalSummaries/);
   });
 });

@@ -8,7 +8,7 @@ import { WnwPolicy } from '../../src/policy/wnw/policy.js';
 import { segmentSummaries, summarySlots } from '../../src/policy/wnw/summaries.js';
 import { prefillRGpu } from '../../src/policy/accounting.js';
 import { keepInSegment } from '../../src/policy/select.js';
-import { makeLayout, prefillObservation, syntheticHeads } from './policy-fixtures.js';
+import { ablate, makeLayout, prefillObservation, syntheticHeads } from './policy-fixtures.js';
 
 const hd = 8;
 
@@ -236,7 +236,9 @@ describe('WnW anchors option', () => {
   const layout = makeLayout(4, 8, 400);
   const heads = syntheticHeads(layout, 3);
   it('refuses an anchor count the budget cannot hold instead of capping it', () => {
-    expect(() => new WnwPolicy({ budget: 0.2, heads, anchors: 8 })).toThrow(/8 anchors do not fit: .* at most 3/);
-    expect(new WnwPolicy({ budget: 0.2, heads, anchors: 2 }).headRoles.anchors).toHaveLength(2);
+    expect(() => new WnwPolicy({ budget: 0.2, heads, ...ablate({ anchors: 8 }) })).toThrow(
+      /8 anchors do not fit: .* at most 3/,
+    );
+    expect(new WnwPolicy({ budget: 0.2, heads, ...ablate({ anchors: 2 }) }).headRoles.anchors).toHaveLength(2);
   });
 });

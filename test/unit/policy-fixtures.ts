@@ -3,11 +3,17 @@ import type { HeadsFile } from '../../src/model/heads.js';
 import type { PolicyLayout, PrefillObservation, StepObservation, AttentionRequest } from '../../src/kv/plan.js';
 import type { ResidencyTracker } from '../../src/policy/accounting.js';
 import { buildHeadsFile } from '../../src/calibrate/heads-file.js';
+import { EVALUATION_OPTIONS } from '../../src/policy/types.js';
 
 /** Deterministic PRNG (mulberry32) so failures reproduce. */
 import { rng } from '../../src/model/testing.js';
 import { selectChunks } from '../../src/reference/chunk-select.js';
 export { rng };
+
+/** Ablation or diagnosis options as an evaluation passes them (a plain key is the method's, or refused). */
+export function ablate(opts: Record<string, unknown>): { [EVALUATION_OPTIONS]: Record<string, unknown> } {
+  return { [EVALUATION_OPTIONS]: opts };
+}
 
 export function gauss(r: () => number): number {
   return Math.sqrt(-2 * Math.log(r() + 1e-12)) * Math.cos(2 * Math.PI * r());

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { POLICIES, createPolicy, hasFixedBudget, needsHeads, policyBudget } from '../../src/policy/registry.js';
 import { wordTimingHeads } from '../../src/policy/timing-heads.js';
-import { makeLayout, syntheticHeads } from './policy-fixtures.js';
+import { ablate, makeLayout, syntheticHeads } from './policy-fixtures.js';
 
 describe('policy registry', () => {
   it('the full cache runs at budget 1 whatever is asked; every other policy at the budget asked', () => {
@@ -22,7 +22,7 @@ describe('policy registry', () => {
   it("words are dated by a triaging policy's own anchors, else by the calibrated ones", () => {
     const layout = makeLayout(4, 8, 400);
     const heads = syntheticHeads(layout, 3);
-    const wnw = createPolicy('wnw', { budget: 0.2, heads, anchors: 1 });
+    const wnw = createPolicy('wnw', { budget: 0.2, heads, ...ablate({ anchors: 1 }) });
     expect(wordTimingHeads(wnw, heads, 0.2)).toEqual([...wnw.headRoles!.anchors]);
     expect(wnw.headRoles!.anchors).toHaveLength(1);
     const calibrated = wordTimingHeads(createPolicy('quest', { budget: 0.2 }), heads, 0.2);

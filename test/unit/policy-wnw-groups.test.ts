@@ -6,7 +6,7 @@ import { assignRoles } from '../../src/policy/wnw/triage.js';
 import type { HeadsFile } from '../../src/model/heads.js';
 import type { PolicyLayout, StepObservation } from '../../src/kv/plan.js';
 import { WnwError } from '../../src/errors.js';
-import { makeLayout, prefillObservation } from './policy-fixtures.js';
+import { ablate, makeLayout, prefillObservation } from './policy-fixtures.js';
 
 /** 2 layers × 4 KV heads: head 0 anchors layer 0, head 4 layer 1; 1, 2 and 5, 6 tidal; 3 and 7 fixed. */
 function twoLayerHeads(): HeadsFile {
@@ -67,9 +67,7 @@ describe('WnW recall groups', () => {
         heads: twoLayerHeads(),
         strictBudget: false,
         topChunks: 1,
-        nVoice: 6,
-        anchors: 2,
-        anchorScope: scope,
+        ...ablate({ nVoice: 6, anchors: 2, anchorScope: scope }),
       });
       expect(p.headRoles).toMatchObject({ anchors: [0, 4], tidal: [1, 2, 5, 6] });
       p.prefill(obs);
@@ -103,17 +101,20 @@ describe('WnW recall groups', () => {
 
   it("asks the device for the chunk choice with one recall group, for the anchors' weights with one per layer", () => {
     const layout = makeLayout(2, 4, 250);
-    const opts = { budget: 0.5, heads: twoLayerHeads(), strictBudget: false, nVoice: 6, anchors: 2 };
-    expect(new WnwPolicy({ ...opts, anchorScope: 'all' }).request(layout)).toMatchObject({
+    const opts = { budget: 0.5, heads: twoLayerHeads(), strictBudget: false };
+    const variant = { nVoice: 6, anchors: 2 };
+    expect(new WnwPolicy({ ...opts, ...ablate({ ...variant, anchorScope: 'all' }) }).request(layout)).toMatchObject({
       decodeWeights: false,
       decodeChunks: { heads: 2 },
     });
-    const perLayer = new WnwPolicy({ ...opts, anchorScope: 'layer' }).request(layout);
+    const perLayer = new WnwPolicy({ ...opts, ...ablate({ ...variant, anchorScope: 'layer' }) }).request(layout);
     expect(perLayer.decodeChunks).toBeUndefined();
     expect(perLayer.decodeWeights).not.toBe(false);
   });
 
   it('refuses an unknown scope', () => {
-    expect(() => new WnwPolicy({ budget: 0.5, heads: twoLayerHeads(), anchorScope: 'head' })).toThrow(WnwError);
+    expect(() => new WnwPolicy({ budget: 0.5, heads: twoLayerHeads(), ...ablate({ anchorScope: 'head' }) })).toThrow(
+      WnwError,
+    );
   });
 });

@@ -7,7 +7,7 @@ import { Residency, EMPTY, type PageStorage } from '../../src/kv/residency.js';
 import type { HeadsFile } from '../../src/model/heads.js';
 import type { PolicyLayout, StepObservation } from '../../src/kv/plan.js';
 import { keepInSegment } from '../../src/policy/select.js';
-import { makeLayout, prefillObservation, rng, stepObservation, syntheticHeads } from './policy-fixtures.js';
+import { ablate, makeLayout, prefillObservation, rng, stepObservation, syntheticHeads } from './policy-fixtures.js';
 
 /** 1 layer × 4 KV heads: head 0 anchor, 1 and 2 tidal, 3 fixed. */
 function handHeads(): HeadsFile {
@@ -111,12 +111,12 @@ describe('WnW prefill', () => {
       return p.state!.roles;
     };
     const product = roles({});
-    expect(roles({ ranking: 'product' })).toEqual(product);
-    expect(roles({ ranking: 'voice' })).not.toEqual(product);
-    expect(roles({ ranking: 'sensitivity' })).not.toEqual(product);
-    const wide = roles({ nVoice: 20 });
+    expect(roles(ablate({ ranking: 'product' }))).toEqual(product);
+    expect(roles(ablate({ ranking: 'voice' }))).not.toEqual(product);
+    expect(roles(ablate({ ranking: 'sensitivity' }))).not.toEqual(product);
+    const wide = roles(ablate({ nVoice: 20 }));
     expect(wide.anchors.length + wide.tidal.length).toBe(20);
-    expect(() => new WnwPolicy({ budget: 0.2, heads, ranking: 'vs' })).toThrow(/ranking/);
+    expect(() => new WnwPolicy({ budget: 0.2, heads, ...ablate({ ranking: 'vs' }) })).toThrow(/ranking/);
   });
 
   it('maxRetention caps every non-anchor head; scorePower below 1 moves budget to the low-scored heads', () => {
@@ -129,7 +129,7 @@ describe('WnW prefill', () => {
       return p.state!;
     };
     const plain = run({});
-    const capped = run({ maxRetention: 0.5 });
+    const capped = run(ablate({ maxRetention: 0.5 }));
     const isAnchor = new Set(capped.roles.anchors);
     expect(plain.retention.some((r, h) => !isAnchor.has(h) && r > 0.5)).toBe(true);
     expect(capped.retention.every((r, h) => isAnchor.has(h) || r <= 0.5)).toBe(true);
@@ -138,9 +138,9 @@ describe('WnW prefill', () => {
     // The fixed heads' share of what is kept grows (the best heads' share shrinks).
     const share = (st: typeof plain) =>
       st.roles.fixed.reduce((a, h) => a + st.retention[h], 0) / st.retention.reduce((a, r) => a + r, 0);
-    expect(share(run({ scorePower: 0.5 }))).toBeGreaterThan(share(plain));
+    expect(share(run(ablate({ scorePower: 0.5 })))).toBeGreaterThan(share(plain));
     for (const bad of [{ maxRetention: 0 }, { maxRetention: 1.5 }, { scorePower: -1 }, { scorePower: 'x' }]) {
-      expect(() => new WnwPolicy({ budget: 0.4, heads, ...bad })).toThrow(/maxRetention|scorePower/);
+      expect(() => new WnwPolicy({ budget: 0.4, heads, ...ablate(bad) })).toThrow(/maxRetention|scorePower/);
     }
   });
 

@@ -8,6 +8,7 @@ import { CompiledReadouts } from '../../src/backend/readouts.js';
 import { anchorSum, focusOf } from '../../src/reference/focus.js';
 import { segmentLength } from '../../src/model/config.js';
 import { join } from 'node:path';
+import { forEvaluation } from '../../src/policy/registry.js';
 
 const hasOnnx = pythonHasOnnx();
 
@@ -224,15 +225,40 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
       policy: 'wnw',
       budget: 0.2,
       maxNewTokens: 6,
-      policyOptions: { nVoice: 1 },
+      policyOptions: forEvaluation('wnw', { nVoice: 1 }),
       onStep: (s) => tidalShares.push(...(s.tidalSegments ?? [])),
     });
     expect(r.error).toBeUndefined();
     expect(r.stats.rGpuCpu).toBeCloseTo(r.stats.rGpu, 12); // nothing kept in CPU memory: no tidal heads
     expect(tidalShares.every((x) => x === 0)).toBe(true);
     await expect(
-      asr.transcribe(toneWav(8), { policy: 'wnw', budget: 0.2, maxNewTokens: 2, policyOptions: { ranking: 'nope' } }),
+      asr.transcribe(toneWav(8), {
+        policy: 'wnw',
+        budget: 0.2,
+        maxNewTokens: 2,
+        policyOptions: forEvaluation('wnw', { ranking: 'nope' }),
+      }),
     ).rejects.toThrow(/option "ranking"/);
+  });
+
+  it("a caller's policyOptions take the method's options only: an ablation or diagnosis there is a BAD_ARGUMENT", async () => {
+    for (const policyOptions of [{ nVoice: 1 }, { ranking: 'voice' }, { fullRole: 'tidal' }] as Record<
+      string,
+      string | number
+    >[]) {
+      const key = Object.keys(policyOptions)[0];
+      const run = asr.transcribe(toneWav(8), { policy: 'wnw', budget: 0.2, maxNewTokens: 2, policyOptions });
+      await expect(run).rejects.toBeInstanceOf(WnwError);
+      await expect(run).rejects.toMatchObject({
+        code: 'BAD_ARGUMENT',
+        message: expect.stringMatching(
+          new RegExp(`option "${key}" is an ablation or diagnosis, for evaluation only .*wnw:${key}=VALUE`),
+        ),
+      });
+    }
+    // A JSON copy (a worker message, a config file) cannot carry one either: the run is the method's.
+    const viaJson = JSON.parse(JSON.stringify(forEvaluation('wnw', { nVoice: 1, planLag: 1 })));
+    expect(viaJson).toEqual({ planLag: 1 });
   });
 
   it('cancel returns the partial transcript with a CancelledError', async () => {

@@ -1,57 +1,11 @@
 /**
- * WnW: waxing-and-waning KV cache (Yao et al. 2026).
- *
- * Prefill: anchors keep all their audio; every other head keeps, inside every 2 s
- * segment, its top ⌊retention · n_s⌋ positions by text-to-audio attention (the prompt's
- * instruction rows, the g query heads combined by sum — the observation's convention).
- * Tidal heads move the rest to the CPU (recallable); fixed heads drop it.
- * Decode: after each step, A_τ = Σ of the anchor query heads' softmax weights (reset each
- * step); the chunk scheduler (chunks.ts) picks the top chunks and every tidal head
- * recalls the selected segments it lacks and releases those unselected for δ = 3 steps.
- * The plan takes effect at the next step (the paper's one-step lag), or, where the clip's
- * budget holds one more segment after the best chosen chunk (the lead), two steps later, so
- * the runtime queues each step before it reads the last (`decideLag`). The paper's chunks
- * are three of 4 s; under strictBudget they are 2 s and their number grows with the clip
- * (recall.ts).
- *
- * Open points, decided here:
- * - Recall brings only a segment's CPU complement (its prefill-selected positions never
- *   left), and release drops only what was recalled: a tidal head never falls below its
- *   prefill selection, and no position is moved twice.
- * - Budget (`strictBudget`, default true): r_GPU stays ≤ the target at every step. At
- *   prefill λ is re-fitted for this clip so that prefill plus a recall reserve fits —
- *   the reserve is the complement of `reserveSegments` (default topChunks · chunkSegments
- *   for the clip, what one selection can name) full segments per tidal head — and the scheduler's cap
- *   releases stale recalled segments early when a recall would exceed the budget. With
- *   `strictBudget: false` the calibrated retention is used as is and recalls are not
- *   capped, as in the paper (whose measured r_GPU was 22.3 % at a 0.2 target).
- * - Segment floor (`segmentFloor`, default 1 position): every non-anchor head keeps at
- *   least that many positions per segment, or as many as the budget holds, so
- *   ⌊retention · n_s⌋ cannot round a low-scored head down to no audio at all (triage.ts
- *   `segmentFloor`, `fitLambda`); 0 is the formula as written.
- * - Summaries (`summaries`, default true under strictBudget): a fixed head keeps, per segment, one summary
- *   slot for what it drops — the mean key and value, attended with a ln(count) bias
- *   (kv/summary.ts, summaries.ts) — so the softmax still sees the dropped mass instead
- *   of handing it to the few positions kept, which is what pulled the model to stop early.
- *   They are paid for out of the budget; where it cannot hold them, the tidal heads'
- *   recall reserve shrinks first (to one segment), then the groups coarsen
- *   (`summaryLength` finer than a segment), and failing all there are none.
- *   `summaryFit` says how a slot is made from its group: the plain mean ('mean'), or
- *   fitted to the instruction's queries, the same rows the prefill scores come from —
- *   the value weighted as those queries weigh the rows ('value'), and the count raised
- *   to the mass they gave the group ('mass'), which the mean key under-counts;
- *   `summaryMass` scales the exponent δ of that correction (0 is 'value', 1 the whole gap),
- *   and `summaryMassLayer` applies it in one layer only (the one the stop token reads),
- *   the others' slots as 'value'.
- * - Recall before the first step (`prefillRecall`, default on): the chunks the anchors'
- *   prefill scores (the instruction rows, the last of which asked for the first token)
- *   point at are recalled once the prefill is placed (`afterPrefill`), so the first decode
- *   step, which no plan reaches, does not run on the prefill selection alone.
- * - Retention cap and score power (`maxRetention`, `scorePower`; 1 and 1, the method's):
- *   ablations of how λ shares the budget (docs/wnw-long-audio.md section 7).
- * - Normalisation of the ranking score (`normalize`): over all heads (default) or per
- *   layer. Diagnosis only: `fullLayer` / `fullRole` keep one layer's or one role's heads
- *   whole, outside the budget (docs/wnw-fidelity.md).
+ * WnW: waxing-and-waning KV cache (Yao et al. 2026), as this code implements it.
+ * Prefill: anchors keep all their audio; every other head keeps its top positions inside
+ * every 2 s segment; tidal heads move the rest to CPU memory, fixed heads drop it (with a
+ * summary slot per segment under strictBudget). Decode: the anchors' attention picks the top
+ * chunks each step; tidal heads recall the segments they lack and release those unselected
+ * for δ steps, the plan taking effect one or two steps later (`decideLag`). The open points
+ * decided here, the budget, the options, ablations and diagnoses: docs/wnw-method.md.
  */
 import { WnwError } from '../../errors.js';
 import type {
@@ -67,14 +21,31 @@ import type {
 } from '../../kv/plan.js';
 import { EMPTY_PLAN } from '../../kv/plan.js';
 import type { HeadRoles, HeadsFile } from '../../model/heads.js';
-import type { KvPolicy, PlanLag, PolicyOptions } from '../types.js';
-import { checkBudget, complement, concatSorted, NONE, retainedCount, selectByRetention } from '../select.js';
+import { EVALUATION_OPTIONS, type KvPolicy, type PlanLag, type PolicyOptions } from '../types.js';
+import {
+  checkBudget,
+  complement,
+  evaluationOnly,
+  concatSorted,
+  NONE,
+  retainedCount,
+  selectByRetention,
+} from '../select.js';
 import { layerwise, prefillAllLayers } from '../layered.js';
 import { ChunkScheduler, type ChunkDecision, type ChunkOptions } from './chunks.js';
 import { chunkOptionsFor, recallReserve } from './recall.js';
 import { recallGroups, shareRoom, type RecallGroup } from './recall-groups.js';
 import { segmentSummaries, summarySlots } from './summaries.js';
 import { parseWnwOptions, WNW_OPTIONS, type WnwOptions } from './options.js';
+import {
+  calibrationChangedBy,
+  DEFAULT_SEGMENT_FLOOR,
+  ownRanking,
+  parseWnwAblations,
+  WNW_ABLATIONS,
+  WNW_DIAGNOSES,
+  type WnwAblations,
+} from './ablations.js';
 import {
   assignRoles,
   budgetKey,
@@ -103,13 +74,17 @@ export interface WnwState {
 
 export class WnwPolicy implements KvPolicy {
   static readonly needsHeads = true;
-  /** The options this policy reads (anything else is a typo: BAD_ARGUMENT). */
+  /** The method's options: a transcriber's policyOptions may set these. */
   static readonly options = WNW_OPTIONS;
+  /** Ablations and diagnoses: an evaluation's policy spec only (ablations.ts). */
+  static readonly evaluationOptions = [...WNW_ABLATIONS, ...WNW_DIAGNOSES];
   readonly name = 'wnw';
   private readonly budget: number;
   private readonly heads: HeadsFile;
-  /** Every option, read and checked (options.ts). */
+  /** The method's options, read and checked (options.ts). */
   private readonly o: WnwOptions;
+  /** The ablations and diagnoses an evaluation asked for (ablations.ts); none: the method. */
+  private readonly a: WnwAblations;
   private readonly score: number[];
   private readonly calibrated?: HeadRoles;
   private layout?: PolicyLayout;
@@ -133,29 +108,23 @@ export class WnwPolicy implements KvPolicy {
     if (!opts.heads)
       throw new WnwError('BAD_ARGUMENT', 'policy "wnw" needs the heads file (heads.json, from npm run calibrate)');
     this.heads = opts.heads;
-    this.o = parseWnwOptions(opts, this.heads);
-    const { ranking, roles: roleOpts } = this.o;
+    // The registry refuses these too; a policy made directly must not run an ablation under the method's name.
+    const plain = WnwPolicy.evaluationOptions.find((k) => opts[k] !== undefined);
+    if (plain !== undefined) throw evaluationOnly(this.name, plain, WNW_OPTIONS);
+    this.o = parseWnwOptions(opts);
+    this.a = parseWnwAblations(opts[EVALUATION_OPTIONS] ?? {}, this.o, this.heads);
+    const roleOpts = this.a.roles;
     const N = this.heads.numLayers * this.heads.numKvHeads;
-    // Calibrated roles are used unless an ablation option asks for something they were not made with.
     const stored = this.heads.roles[budgetKey(this.budget)];
-    const sameRanking = ranking === undefined || ranking === (this.heads.ranking ?? 'product');
-    const calibrated =
-      stored &&
-      sameRanking &&
-      roleOpts.nVoice === undefined &&
-      roleOpts.anchors === undefined &&
-      this.o.anchorScope === 'all' &&
-      (stored.selection ?? 'segment') === this.o.selection &&
-      opts['segmentFloor'] === undefined &&
-      this.o.normalize === 'global' &&
-      this.o.scorePower === 1 &&
-      this.o.maxRetention === 1;
-    this.score = sameRanking
-      ? headsScore(this.heads)
-      : rankingScore(this.heads.voiceScore, this.heads.headSensitivity, ranking);
-    this.calibrated = calibrated ? stored : undefined;
-    this.roles = calibrated
-      ? { anchors: [...stored.anchors], tidal: [...stored.tidal], fixed: [...stored.fixed] }
+    const ranking = ownRanking(this.a, this.heads);
+    this.score =
+      ranking === undefined
+        ? headsScore(this.heads)
+        : rankingScore(this.heads.voiceScore, this.heads.headSensitivity, ranking);
+    this.calibrated =
+      stored && calibrationChangedBy(stored, this.heads, this.o, this.a) === undefined ? stored : undefined;
+    this.roles = this.calibrated
+      ? { anchors: [...this.calibrated.anchors], tidal: [...this.calibrated.tidal], fixed: [...this.calibrated.fixed] }
       : assignRoles(this.score, this.budget, roleOpts);
     if (roleOpts.anchors !== undefined && this.roles.anchors.length < roleOpts.anchors) {
       // assignRoles caps anchors at half the budget and half the voice heads: say so rather than run fewer.
@@ -184,7 +153,7 @@ export class WnwPolicy implements KvPolicy {
     // One recall group needs the anchors' chunk choice, not their weights: the device reduces them.
     // Groups per layer (anchorScope 'layer') each sum their own anchors: their weights come back.
     const chunks = this.chunkOptions(layout.audioLength, layout.segmentLength);
-    const oneGroup = recallGroups(this.roles, layout.numKvHeads, this.o.anchorScope).length === 1;
+    const oneGroup = recallGroups(this.roles, layout.numKvHeads, this.a.anchorScope).length === 1;
     return {
       decodeHeads: [...this.roles.anchors],
       ...(oneGroup
@@ -204,11 +173,11 @@ export class WnwPolicy implements KvPolicy {
 
   /** The request's per-layer mass scales, where an option sets them (absent: the whole gap everywhere). */
   private layerMass(): { summaryMass?: number[] } {
-    if (this.o.summaryMass === undefined && this.o.summaryMassLayer === undefined) return {};
-    const alpha = this.o.summaryMass ?? 1;
+    if (this.a.summaryMass === undefined && this.a.summaryMassLayer === undefined) return {};
+    const alpha = this.a.summaryMass ?? 1;
     return {
       summaryMass: Array.from({ length: this.heads.numLayers }, (_, l) =>
-        this.o.summaryMassLayer === undefined || l === this.o.summaryMassLayer ? alpha : 0,
+        this.a.summaryMassLayer === undefined || l === this.a.summaryMassLayer ? alpha : 0,
       ),
     };
   }
@@ -260,7 +229,7 @@ export class WnwPolicy implements KvPolicy {
         this.anchorPrefill[this.roles.anchors.indexOf(h)] = Float32Array.from(s);
       if (isAnchor.has(h) || full.has(h)) return { gpu: selectByRetention(s, 1, n), cpu: NONE };
       const gpu = selectByRetention(s, retention[h], n, this.o.selection);
-      const summarised = summaryLength > 0 && (!isTidal.has(h) || this.o.tidalSummaries);
+      const summarised = summaryLength > 0 && (!isTidal.has(h) || this.a.tidalSummaries);
       if (isTidal.has(h))
         return {
           gpu,
@@ -298,7 +267,7 @@ export class WnwPolicy implements KvPolicy {
       }
       return perSeg;
     });
-    const groups = recallGroups(this.roles, layout.numKvHeads, this.o.anchorScope);
+    const groups = recallGroups(this.roles, layout.numKvHeads, this.a.anchorScope);
     const costs = groups.map((g) => {
       const cost = new Float64Array(segments);
       for (const t of g.tidal) this.complements[t].forEach((c, s) => (cost[s] += c.length));
@@ -358,20 +327,12 @@ export class WnwPolicy implements KvPolicy {
     return this.o.summaryLength > 0 ? Math.min(n, Math.round(this.o.summaryLength)) : n;
   }
 
-  /** The heads a diagnosis option keeps whole (`fullLayer`, `fullRole`); none by default. */
+  /** The heads a diagnosis keeps whole (`fullLayer`, `fullRole`); none by default. */
   private fullHeads(layout: PolicyLayout): Set<number> {
-    const out = new Set<number>();
+    const { fullLayer, fullRole } = this.a.diagnosis;
     const H = layout.numKvHeads;
-    if (this.o.fullLayer !== undefined) for (let k = 0; k < H; k++) out.add(this.o.fullLayer * H + k);
-    const role =
-      this.o.fullRole === 'anchor'
-        ? this.roles.anchors
-        : this.o.fullRole === 'tidal'
-          ? this.roles.tidal
-          : this.o.fullRole === 'fixed'
-            ? this.roles.fixed
-            : [];
-    for (const h of role) out.add(h);
+    const out = new Set<number>(fullRole === undefined ? [] : this.roles[fullRole === 'anchor' ? 'anchors' : fullRole]);
+    if (fullLayer !== undefined) for (let k = 0; k < H; k++) out.add(fullLayer * H + k);
     return out;
   }
 
@@ -424,7 +385,7 @@ export class WnwPolicy implements KvPolicy {
   /** The recall reserve in segments one selection and its lead name (or `reserveSegments`), within the clip. */
   private fullReserve(T: number, n: number, lead: number): number {
     const c = chunkOptionsFor({ ...this.o.recall, lead }, T, n);
-    return Math.min(this.o.reserveSegments ?? c.topChunks * c.chunkSegments + lead, Math.ceil(T / n));
+    return Math.min(this.a.reserveSegments ?? c.topChunks * c.chunkSegments + lead, Math.ceil(T / n));
   }
 
   /**
@@ -455,7 +416,7 @@ export class WnwPolicy implements KvPolicy {
    * Retention for this clip. Strict: re-fit λ on this clip's length so prefill plus the
    * recall reserve is within budget. Otherwise the calibrated retention, re-fitted on
    * this clip without reserve only when no calibrated roles apply (missing budget, or an
-   * ablation option such as ranking, nVoice, anchors or selection).
+   * ablation changes what they were made with: ablations.ts `calibrationChangedBy`).
    */
   private retention(
     T: number,
@@ -473,12 +434,12 @@ export class WnwPolicy implements KvPolicy {
     const sNorm = normalizedScores(
       this.score,
       this.roles.anchors,
-      this.o.normalize === 'layer' ? this.heads.numKvHeads : undefined,
-    ).map((s) => s ** this.o.scorePower);
+      this.a.normalize === 'layer' ? this.heads.numKvHeads : undefined,
+    ).map((s) => s ** this.a.scorePower);
     const R0 = this.o.strict ? this.fullReserve(T, n, lead) : 0;
     const tidal = this.roles.tidal;
     // The heads that keep summary slots: the fixed ones, and the tidal ones when asked.
-    const summarised = this.o.tidalSummaries ? [...this.roles.fixed, ...tidal] : this.roles.fixed;
+    const summarised = this.a.tidalSummaries ? [...this.roles.fixed, ...tidal] : this.roles.fixed;
     const reserve = (R: number, ret: number[], len: number) => recallReserve(tidal, ret, R, len, n, this.o.selection);
     const fit = ([g, R]: [number, number]) =>
       fitLambda(sNorm, this.roles.anchors, [T], this.budget, n, {
@@ -486,8 +447,8 @@ export class WnwPolicy implements KvPolicy {
         extra: (ret, len) =>
           reserve(R, ret, len) +
           (g > 0 ? summarised.reduce((a, h) => a + summarySlots(len, ret[h], n, this.o.selection, g), 0) : 0),
-        floor: segmentFloor(n, this.o.floorPositions),
-        cap: this.o.maxRetention,
+        floor: segmentFloor(n, this.a.segmentFloor ?? DEFAULT_SEGMENT_FLOOR),
+        cap: this.a.maxRetention,
       });
     // Where the budget cannot hold the summaries even at λ = 0, the tidal heads' recall
     // reserve shrinks first (to one segment: a fixed head that sees nothing of a segment
