@@ -39,13 +39,13 @@ export type { HeadsFile } from './model/heads.js';
 export { decoderWeightBytes, type WeightBytes } from './model/packed-weights.js';
 export {
   checkFit,
-  planMemory,
+  memoryNeed,
   weightBindingProblems,
   type DeviceLimits,
   type FitProblem,
   type FitVerdict,
-  type MemoryPlan,
-  type MemoryRequest,
+  type MemoryNeed,
+  type MemoryNeedRequest,
 } from './backend/webgpu/fit.js';
 export { clearWeightCache } from './model/weight-cache.js';
 export type { WeightFormat } from './model/quant.js';
