@@ -20,7 +20,8 @@ import { WebGpuWhisperEncoder } from '../encoder/webgpu.js';
 import { PipelineCache } from '../gpu/pipelines.js';
 import { FAMILIES } from '../model/families/registry.js';
 import { ENCODER_SHAPES, randomEncoderTensors } from './encoder.js';
-import { memoryNeed, type MemoryNeed } from '../backend/webgpu/fit.js';
+// From its module, not the entry: this runs on a test page that loads only the parts it measures.
+import { memoryNeed } from '../backend/webgpu/fit.js';
 import { bindingLimits } from '../backend/webgpu/weight-formats.js';
 import { GpuContext } from '../gpu/device.js';
 import { createPolicy } from '../policy/registry.js';
@@ -28,6 +29,7 @@ import { policyLayout } from '../backend/prompt.js';
 import { randomEmbeddings } from '../model/testing.js';
 import { countLiveBytes } from './live-bytes.js';
 import { randomPackedWeights, shapeConfig } from './shapes.js';
+import type { MemoryNeed } from '../index.js';
 
 export interface MeasureRequest {
   layers: number[];

@@ -29,16 +29,11 @@ import { FAMILIES } from '../model/families/registry.js';
 import { pastStated } from '../model/families/limits.js';
 import { hfModelConfig } from '../model/hf/config.js';
 import { isWeightFormat } from '../model/packed-weights.js';
-import type { WeightFormat } from '../model/quant.js';
 import { parseWhisperEncoderConfig } from '../encoder/whisper-config.js';
 import { towerBytes } from '../encoder/sizing.js';
-import {
-  TEXT_TOKENS_PER_SECOND,
-  defaultMaxNewTokens,
-  maxAudioTokens,
-  memoryNeed,
-  poolBytes,
-} from '../backend/webgpu/fit.js';
+import { TEXT_TOKENS_PER_SECOND, defaultMaxNewTokens, maxAudioTokens, poolBytes } from '../backend/webgpu/fit.js';
+import { memoryNeed } from '../index.js';
+import type { WeightFormat } from '../research.js';
 
 interface RowBase {
   model: string;
