@@ -16,7 +16,14 @@ import {
   type StepObservation,
   type StepPlan,
 } from '../kv/plan.js';
-import type { ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult, TranscriptionStats } from '../types.js';
+import type {
+  Probe,
+  ProgressEvent,
+  StepStats,
+  TranscribeOptions,
+  TranscriptionResult,
+  TranscriptionStats,
+} from '../types.js';
 import { anchorSum, focusOf, wordsFromFocus, wordsWithin } from './timing.js';
 import { decodeReads } from './decode-reads.js';
 import { ReplyUnwrapper } from './reply.js';
@@ -126,7 +133,7 @@ function planHeads(r: RunInput): HeadPlan {
   const { model, policy, options: o } = r;
   const c = model.config;
   const N = r.audioLength;
-  const forced = o.forcedTokens;
+  const forced = o.probe?.forcedTokens;
   // Teacher forcing runs exactly one step per forced token, so the length guard never cuts it.
   // Never past the model's positions: what is left of them after the prompt caps any request.
   const prompt = r.prompt ?? c;
@@ -137,7 +144,9 @@ function planHeads(r: RunInput): HeadPlan {
   const layout = policyLayout(c, N, prompt);
   const request = policy.request(layout);
   // Evaluation may ask for every head's attention: the policy still sees only its own heads.
-  const allHeads = o.onAttention ? Array.from({ length: layout.numLayers * layout.numKvHeads }, (_, h) => h) : [];
+  const allHeads = o.probe?.onAttention
+    ? Array.from({ length: layout.numLayers * layout.numKvHeads }, (_, h) => h)
+    : [];
   const reads = decodeReads(request, r.timingHeads, allHeads, Boolean(o.onStep));
   // The pipelined loop applies a plan two steps after the step it read: only where the policy allows it.
   const pipelined = !forced && planLagOf(policy) >= 2 && !!r.backend.submitStep && !!r.backend.readStep;
@@ -160,15 +169,15 @@ async function beginAndPrefill(r: RunInput, h: HeadPlan): Promise<number> {
   // A policy that answers per layer lets the backend hold one layer's prompt KV at a time.
   const byLayer = policy.prefillByLayer?.(h.layout);
   // A prefill kept for the next policy on the clip scores the windows the others read too.
-  const alsoScore = o.reusePrefill ? { alsoScore: sharedPrefillWindows(h.layout) } : {};
+  const alsoScore = o.probe?.reusePrefill ? { alsoScore: sharedPrefillWindows(h.layout) } : {};
   backend.begin({
     // The pipelined loop queues one step past the last it reads: one more position.
     audioLength: r.audioLength,
     maxNewTokens: h.maxNew + (h.pipelined ? 2 : 1),
     request: { ...h.reads, ...alsoScore },
-    returnLogits: Boolean(o.onLogits),
+    returnLogits: Boolean(o.probe?.onLogits),
     layered: Boolean(byLayer),
-    reusePrefill: o.reusePrefill,
+    reusePrefill: o.probe?.reusePrefill,
     ...(r.prompt ? { prompt: r.prompt } : {}),
   });
   r.progress({ phase: 'prefill', fraction: 0 });
@@ -217,12 +226,13 @@ async function observeStep(
 ): Promise<{ next: number; focus: number }> {
   const { backend, policy, options: o } = r;
   const N = r.audioLength;
-  if (res.logits) o.onLogits?.(res.observation.step, res.logits);
-  o.onAttention?.(
+  const probe = o.probe;
+  if (res.logits) probe?.onLogits?.(res.observation.step, res.logits);
+  probe?.onAttention?.(
     res.observation.step,
     h.attentionIdx.map((i) => res.observation.weights[i]),
   );
-  if (o.onResidency) residencyHook(backend, res.observation.step, o.onResidency);
+  if (probe?.onResidency) residencyHook(backend, res.observation.step, probe.onResidency);
   const { step, weights, queries, chunks, segmentSums } = res.observation;
   // The device's chunk choice, where the policy asked for it, whatever else was read back.
   const obs: StepObservation = {
@@ -272,7 +282,7 @@ async function observeStep(
 export async function runTranscription(r: RunInput): Promise<TranscriptionResult> {
   const { model, backend, options: o } = r;
   const c = model.config;
-  const forced = o.forcedTokens;
+  const forced = o.probe?.forcedTokens;
   const h = planHeads(r);
   const tokens: number[] = [];
   const focus: number[] = [];
@@ -358,7 +368,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   if (error instanceof CancelledError) error = new CancelledError(out.trim(), prefillMs > 0 ? 'decode' : 'prefill');
   else if (error instanceof DeviceLostError) error = error.withText(out.trim());
   const final = safeResidency(backend);
-  backend.end(o.reusePrefill);
+  backend.end(o.probe?.reusePrefill);
   const stats = transcriptionStats(r, acc, prefillMs, final, stoppedBy, stopToken);
   const words = wordsWithin(
     wordsFromFocus(tokens, focus, tok, c.audio.tokensPerSecond, r.audioSeconds),
@@ -385,27 +395,33 @@ function transcriptionStats(
     audioSeconds: r.audioSeconds,
     audioTokens: r.audioLength,
     decodeSteps: acc.steps,
-    rGpu: acc.steps ? acc.rGpu / acc.steps : (final?.rGpu ?? 0),
-    rGpuPeak: acc.rGpuPeak,
-    rGpuCpu: final?.rGpuCpu ?? 0,
-    mbPerStep: acc.bytes / steps / 1e6,
-    mbPerStepMax: acc.bytesMax / 1e6,
-    recallsPerStep: acc.recalls / steps,
-    releasesPerStep: acc.releases / steps,
-    planLag: planLagOf(r.policy),
-    msPerToken: decodeMs / steps,
-    prefillMs,
-    encodeMs: r.encodeMs,
-    gpuKvBytes: final?.gpuBytesInUse ?? 0,
-    cpuKvBytes: final?.cpuBytes ?? 0,
-    textKvPages: final?.textPages ?? 0,
-    realTimeFactor: (r.encodeMs + prefillMs + decodeMs) / 1000 / Math.max(1e-9, r.audioSeconds),
     stoppedBy,
     ...(stopToken !== undefined ? { stopToken } : {}),
+    planLag: planLagOf(r.policy),
+    kv: {
+      rGpu: acc.steps ? acc.rGpu / acc.steps : (final?.rGpu ?? 0),
+      rGpuPeak: acc.rGpuPeak,
+      rGpuCpu: final?.rGpuCpu ?? 0,
+      gpuKvBytes: final?.gpuBytesInUse ?? 0,
+      cpuKvBytes: final?.cpuBytes ?? 0,
+      textKvPages: final?.textPages ?? 0,
+    },
+    traffic: {
+      mbPerStep: acc.bytes / steps / 1e6,
+      mbPerStepMax: acc.bytesMax / 1e6,
+      recallsPerStep: acc.recalls / steps,
+      releasesPerStep: acc.releases / steps,
+    },
+    timing: {
+      msPerToken: decodeMs / steps,
+      prefillMs,
+      encodeMs: r.encodeMs,
+      realTimeFactor: (r.encodeMs + prefillMs + decodeMs) / 1000 / Math.max(1e-9, r.audioSeconds),
+    },
   };
 }
 
-function residencyHook(b: DecoderBackend, step: number, hook: NonNullable<TranscribeOptions['onResidency']>): void {
+function residencyHook(b: DecoderBackend, step: number, hook: NonNullable<Probe['onResidency']>): void {
   const state = b.residencyState?.();
   if (!state)
     throw new WnwError('BAD_ARGUMENT', `onResidency needs a backend that exposes its residency (${b.label} does not)`);
