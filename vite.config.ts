@@ -16,7 +16,7 @@ const LIB_EXTERNAL = ['onnxruntime-web', 'onnxruntime-web/webgpu', 'webgpu', /^n
 const DEMO_EXTERNAL = [/\/src\/audio\/node-decode\.ts$/];
 
 // `vite` serves the demo page, the example page and the e2e harness pages;
-// `vite build` builds the demo; `vite build --mode lib` builds the ES module.
+// `vite build` builds the demo; `vite build --mode lib` builds the ES modules (wnw and wnw/research).
 export default defineConfig(({ mode }) => ({
   // /samples.json: the shipped clips the demo offers (see src/ui/samples-plugin.ts).
   plugins: [samplesPlugin()],
@@ -42,7 +42,15 @@ export default defineConfig(({ mode }) => ({
     mode === 'lib'
       ? {
           outDir: 'dist/lib',
-          lib: { entry: resolve(import.meta.dirname, 'src/index.ts'), formats: ['es'], fileName: () => 'wnw.js' },
+          // Two entries (package.json's "." and "./research"): the code they share goes into chunks both import.
+          lib: {
+            entry: {
+              wnw: resolve(import.meta.dirname, 'src/index.ts'),
+              research: resolve(import.meta.dirname, 'src/research.ts'),
+            },
+            formats: ['es'],
+            fileName: (_format, name) => `${name}.js`,
+          },
           rollupOptions: { external: LIB_EXTERNAL },
         }
       : {

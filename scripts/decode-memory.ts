@@ -9,8 +9,8 @@
  */
 import { execFileSync } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import { toMono16k } from '../src/audio/decode.js';
 import { runCli } from '../src/cli/main.js';
+import { toMono16k } from '../src/index.js';
 
 const CLIP = 'public/models/wnw-ref/fixtures/clip1.wav';
 const CLIP_SECONDS = 145035 / 16000;

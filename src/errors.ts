@@ -62,7 +62,7 @@ export class ContextTooLongError extends WnwError {
     const advice = {
       pool:
         `: needs ${mib(neededBytes)} of KV memory, the pool holds ${mib(availableBytes)}. ` +
-        'Use a lower GPU budget (e.g. policy "wnw" with budget 0.2), kvPrecision "f16", a shorter clip, or a larger kvBudgetBytes.',
+        'Use a lower GPU budget (e.g. policy "wnw" with budget 0.2), kvPrecision "f16", a shorter clip, or a larger kvMaxBytes.',
       'pool-binding':
         ` (${mib(availableBytes)} is the most this device binds as one buffer). ` +
         'Use a lower GPU budget, kvPrecision "f16", or a shorter clip.',

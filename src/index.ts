@@ -1,14 +1,20 @@
 /**
- * wnw: long-form speech transcription in the browser (and Node) with a
- * waxing-and-waning KV cache. Start with `loadTranscriber`.
+ * wnw: long-form speech transcription in the browser (and Node) with a waxing-and-waning
+ * KV cache. Start with `loadTranscriber` (or `loadTranscriberInWorker`, which keeps the
+ * decoding off the page's thread) and call `transcribe` on what it returns.
+ *
+ * This entry holds what a page needs: loading, transcribing, the typed errors, the "will
+ * it fit?" check before a load, `toMono16k` and the user-facing types. Writing a KV policy,
+ * the policy registry, the transcriber class and the evaluation hooks live in `wnw/research`
+ * (src/research.ts), so this surface stays small (test/unit/package.test.ts holds it to 30 names).
  */
-export { loadTranscriber, WnwTranscriber } from './session/transcriber.js';
+export { loadTranscriber } from './session/transcriber.js';
+export { loadTranscriberInWorker } from './worker/client.js';
 export type {
   AudioInput,
   LoadOptions,
   PolicyName,
   ProgressEvent,
-  ProgressPhase,
   StepStats,
   TranscribeOptions,
   Transcriber,
@@ -29,23 +35,13 @@ export {
   CancelledError,
   type WnwErrorCode,
 } from './errors.js';
-export { POLICIES, hasFixedBudget, needsHeads, policyBudget } from './policy/registry.js';
 export { toMono16k } from './audio/decode.js';
-export { loadTranscriberInWorker } from './worker/client.js';
-export type { KvPolicy } from './policy/types.js';
-export type { PolicyLayout, PrefillPlan, StepPlan } from './kv/plan.js';
-export type { HeadsFile } from './model/heads.js';
-// "Will it fit?" before loading: the decoder's weight bytes per format from a config.
-export { decoderWeightBytes, type WeightBytes } from './model/packed-weights.js';
+// "Will it fit?" before loading, from the model's config and the adapter's limits.
 export {
   checkFit,
-  planMemory,
-  weightBindingProblems,
-  type DeviceLimits,
-  type FitProblem,
+  memoryNeed,
   type FitVerdict,
-  type MemoryPlan,
-  type MemoryRequest,
+  type MemoryNeed,
+  type MemoryNeedRequest,
 } from './backend/webgpu/fit.js';
 export { clearWeightCache } from './model/weight-cache.js';
-export type { WeightFormat } from './model/quant.js';

@@ -58,8 +58,8 @@ export interface LoadOptions {
    * 'auto' too: another weight format helps there, a CPU fallback would not.
    */
   backend?: 'auto' | BackendKind;
-  /** Byte cap of the GPU KV pool; default: what the device allows. */
-  kvBudgetBytes?: number;
+  /** Byte cap of the KV pool (a size, not an r_GPU `budget`); default: what the device allows. */
+  kvMaxBytes?: number;
   /**
    * Seconds of the longest recording this transcriber is loaded for, when known (the CLI
    * knows its file): on WebGPU a recording whose weights, buffers and KV pool the device
@@ -126,40 +126,50 @@ export interface StepStats {
   anchorAttention?: Float32Array;
 }
 
-export interface TranscriptionStats {
-  policy: PolicyName;
-  budget: number;
-  backend: string;
-  audioSeconds: number;
-  audioTokens: number;
-  decodeSteps: number;
+/** The KV cache: the share of the audio KV the GPU held over the run, and the memory it took at the end. */
+export interface KvStats {
   /** Mean and peak r_GPU over decode steps. */
   rGpu: number;
   rGpuPeak: number;
+  /** Share of the audio KV held on the GPU or in CPU memory at the end. */
   rGpuCpu: number;
-  /** CPU -> GPU MB per decode step: mean and max. */
-  mbPerStep: number;
-  mbPerStepMax: number;
-  recallsPerStep: number;
-  releasesPerStep: number;
-  /**
-   * Steps from the step a plan was made from to the step it took effect at (the policy's
-   * planLag for this clip): 2 where each step was queued before the last was read. Absent
-   * where the page did not learn it (a worker lost mid-run).
-   */
-  planLag?: 1 | 2;
-  msPerToken: number;
-  prefillMs: number;
-  /** Audio → embeddings: front-end, encoder and projector. */
-  encodeMs: number;
-  /** Bytes of the audio encoder's weights while loaded (ONNX: the graph's size). */
-  encoderBytes?: number;
   /** GPU KV memory in use at the end, bytes; and CPU offload bytes. */
   gpuKvBytes: number;
   cpuKvBytes: number;
   /** Text KV pages in use at the end, all heads (prompt and generated tokens). */
   textKvPages: number;
+}
+
+/** What the policy's plans moved between CPU and GPU, per decode step (the recall before the first step counted). */
+export interface TrafficStats {
+  /** CPU -> GPU MB per decode step: mean and max. */
+  mbPerStep: number;
+  mbPerStepMax: number;
+  recallsPerStep: number;
+  releasesPerStep: number;
+}
+
+export interface TimingStats {
+  msPerToken: number;
+  prefillMs: number;
+  /** Audio → embeddings: front-end, encoder and projector. */
+  encodeMs: number;
+  /** Encode, prefill and decode time over the audio's duration. */
   realTimeFactor: number;
+}
+
+export interface TranscriptionStats {
+  policy: PolicyName;
+  budget: number;
+  backend: string;
+  /**
+   * Bytes of the audio encoder's weights while loaded (ONNX: the graph's size): the loaded
+   * model's, like `backend`, not the run's KV, so it is not under `kv`.
+   */
+  encoderBytes?: number;
+  audioSeconds: number;
+  audioTokens: number;
+  decodeSteps: number;
   stoppedBy: 'eos' | 'length-guard' | 'cancelled' | 'error';
   /** The stop token the model chose when `stoppedBy` is 'eos' (a model may have several). */
   stopToken?: number;
@@ -168,6 +178,15 @@ export interface TranscriptionStats {
    * an audio length the model card states (Voxtral: 30 min for transcription). Absent when none.
    */
   warnings?: string[];
+  /**
+   * Steps from the step a plan was made from to the step it took effect at (the policy's
+   * planLag for this clip): 2 where each step was queued before the last was read. Absent
+   * where the page did not learn it (a worker lost mid-run).
+   */
+  planLag?: 1 | 2;
+  kv: KvStats;
+  traffic: TrafficStats;
+  timing: TimingStats;
 }
 
 export interface TranscribeOptions {
@@ -192,26 +211,38 @@ export interface TranscribeOptions {
   policyOptions?: Record<string, string | number | boolean>;
   /** Cap on generated tokens; default 6 per audio second. */
   maxNewTokens?: number;
+  /**
+   * Evaluation only (research entry): teacher forcing, prefill reuse and per-step hooks. A
+   * worker transcriber forwards the data fields and refuses the hooks (functions cannot be posted).
+   */
+  probe?: Probe;
+}
+
+/**
+ * What an evaluation asks of a run beyond the transcript. `forcedTokens` and
+ * `reusePrefill` are data; the `on*` hooks are called on the transcriber's thread, so
+ * only an in-thread transcriber (`loadTranscriber`) takes them.
+ */
+export interface Probe {
   /** Keep the prefill for the next call on the same encoding (evaluation runs many policies per clip). */
   reusePrefill?: boolean;
   /**
-   * Teacher forcing (evaluation): decode step i feeds forcedTokens[i] instead of the
-   * previous greedy token, and the run ends after the last one; the policy's recalls and
-   * releases run as in free decoding. maxNewTokens is then ignored.
+   * Teacher forcing: decode step i feeds forcedTokens[i] instead of the previous greedy
+   * token, and the run ends after the last one; the policy's recalls and releases run as
+   * in free decoding. maxNewTokens is then ignored.
    */
   forcedTokens?: readonly number[];
-  /** Each decode step's logits over the vocabulary (the backend is asked to return them); in-process transcribers only, the worker client does not forward it. */
+  /** Each decode step's logits over the vocabulary (the backend is asked to return them). */
   onLogits?: (step: number, logits: Float32Array) => void;
   /**
-   * Evaluation: every KV head's audio attention at each decode step (per head, softmax
-   * weights summed over its query heads, 0 where a position is not on the GPU); the
-   * backend is asked to export all heads. In-process transcribers only.
+   * Every KV head's audio attention at each decode step (per head, softmax weights summed
+   * over its query heads, 0 where a position is not on the GPU); the backend is asked to
+   * export all heads.
    */
   onAttention?: (step: number, weights: readonly Float32Array[]) => void;
   /**
-   * Evaluation: at each decode step, which audio positions of which head the step's
-   * attention could read (the residency in force for it, before the step's plan applies).
-   * In-process transcribers only.
+   * At each decode step, which audio positions of which head the step's attention could
+   * read (the residency in force for it, before the step's plan applies).
    */
   onResidency?: (step: number, resident: (head: number, audioPos: number) => boolean) => void;
 }

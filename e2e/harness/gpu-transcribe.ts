@@ -84,7 +84,7 @@ async function transcribeBoth(family: string, weightFormat: WeightFormat): Promi
     const cross = await gpu.decodeEncoded(ce, { maxNewTokens: STEPS });
     const detail =
       `${gpu.audioRoute} vs ${cpu.audioRoute}: ${ge.audioLength} audio tokens, embeddings NMSE ${err.toExponential(2)}, ` +
-      `encode ${g.stats.encodeMs.toFixed(0)} / ${c.stats.encodeMs.toFixed(0)} ms; tokens ${g.tokens.length} (${g.stats.stoppedBy}) / ${c.tokens.length} (${c.stats.stoppedBy})` +
+      `encode ${g.stats.timing.encodeMs.toFixed(0)} / ${c.stats.timing.encodeMs.toFixed(0)} ms; tokens ${g.tokens.length} (${g.stats.stoppedBy}) / ${c.tokens.length} (${c.stats.stoppedBy})` +
       (same(g.tokens, c.tokens) ? '' : `; WebGPU [${g.tokens}] vs CPU [${c.tokens}]`) +
       (same(cross.tokens, c.tokens) ? '' : `; WebGPU decoder on CPU embeddings [${cross.tokens}]`);
     const pass = err <= 1e-6 && c.tokens.length > 0 && same(g.tokens, c.tokens) && same(cross.tokens, c.tokens);

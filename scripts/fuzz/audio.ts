@@ -5,8 +5,8 @@
  * raw Float32Arrays holding non-finite samples.
  */
 import { encodeWav } from '../../src/audio/wav.js';
-import type { AudioInput } from '../../src/types.js';
 import { flipBytes, type Dice } from './random.js';
+import type { AudioInput } from '../../src/index.js';
 
 const ENCODINGS = ['pcm8', 'pcm16', 'pcm24', 'pcm32', 'float32'] as const;
 

@@ -10,14 +10,18 @@ import { basename, join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { runCli } from '../../src/cli/main.js';
 import { encodeWav } from '../../src/audio/wav.js';
-import { toMono16k } from '../../src/audio/index.js';
-import { WnwError } from '../../src/errors.js';
-import { loadTranscriber } from '../../src/index.js';
-import type { LoadOptions, TranscribeOptions, Transcriber } from '../../src/types.js';
 import { fuzzAudio } from './audio.js';
 import { mutateJson, mutateSafetensors } from './files.js';
 import { fuzzCliArgs, fuzzLoadOptions, fuzzTranscribeOptions } from './options.js';
 import { Dice } from './random.js';
+import {
+  WnwError,
+  loadTranscriber,
+  toMono16k,
+  type LoadOptions,
+  type TranscribeOptions,
+  type Transcriber,
+} from '../../src/index.js';
 
 /** The valid folders the cases break: our own format and the Hugging Face miniatures present. */
 export interface Bases {

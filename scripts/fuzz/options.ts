@@ -28,7 +28,7 @@ export function fuzzLoadOptions(d: Dice): Record<string, unknown> {
     ['budget', () => oneOf(d, [0.2, 0.05, 0.5, 1, 1e-9, 1.0000001, NaN, Infinity, -0.2])],
     ['kvPrecision', () => oneOf(d, ['f32', 'f16', 'f8', 'bf16'])],
     ['weightFormat', () => oneOf(d, ['f32', 'f16', 'q4', 'q8', 'int4'])],
-    ['kvBudgetBytes', () => oneOf(d, [0, 1, 1024, 2 ** 20, 2 ** 40, NaN, -1, Infinity])],
+    ['kvMaxBytes', () => oneOf(d, [0, 1, 1024, 2 ** 20, 2 ** 40, NaN, -1, Infinity])],
     ['audioSeconds', () => oneOf(d, [0, 1, 60, 1e6, NaN, -5, Infinity])],
     ['language', () => oneOf(d, ['en', 'fr', 'klingon'])],
     ['audioEncoder', () => oneOf(d, ['onnx', 'audio-tower', 'whisper'])],
@@ -71,6 +71,14 @@ export function fuzzTranscribeOptions(d: Dice): Record<string, unknown> {
     ['signal', () => (d.chance(0.5) ? AbortSignal.abort() : d.pick(HOSTILE))],
   ];
   for (const [k, v] of keys) if (d.chance(0.3)) o[k] = v();
+  // The evaluation fields are drawn as before (the same cases per seed) and sent where they live.
+  const probe: Record<string, unknown> = {};
+  for (const k of ['forcedTokens', 'reusePrefill'])
+    if (k in o) {
+      probe[k] = o[k];
+      delete o[k];
+    }
+  if (Object.keys(probe).length) o.probe = probe;
   return o;
 }
 

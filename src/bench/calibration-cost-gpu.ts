@@ -11,10 +11,10 @@ import { WebGpuBackend } from '../backend/webgpu/backend.js';
 import { policyLayout } from '../backend/prompt.js';
 import { GpuContext } from '../gpu/device.js';
 import { promptLength } from '../model/config.js';
-import type { WeightFormat } from '../model/quant.js';
 import { randomEmbeddings } from '../model/testing.js';
 import { createPolicy } from '../policy/registry.js';
 import { randomPackedWeights, shapeConfig } from './shapes.js';
+import type { WeightFormat } from '../research.js';
 
 export interface GpuForwardRequest {
   shape: string;

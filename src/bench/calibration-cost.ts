@@ -21,7 +21,6 @@
  */
 import { promptLength, type ModelConfig } from '../model/config.js';
 import type { DecoderWeights } from '../model/weights.js';
-import type { WeightFormat } from '../model/quant.js';
 import { isWeightFormat } from '../model/packed-weights.js';
 import { randomDecoderWeights, randomEmbeddings } from '../model/testing.js';
 import { prefillLayers } from '../reference/prefill.js';
@@ -30,6 +29,7 @@ import { answerCe } from '../calibrate/sensitivity.js';
 import { forwardsPerClip } from '../calibrate/cost.js';
 import { DECODER_SHAPES, shapeConfig } from './shapes.js';
 import type { GpuForwardRequest, GpuForwardRow } from './calibration-cost-gpu.js';
+import type { WeightFormat } from '../research.js';
 
 export interface CostOptions {
   shape: string;

@@ -10,9 +10,9 @@ import { isStop, kvHeadCount, segmentLength, type ModelConfig } from '../model/c
 import { rng } from '../model/testing.js';
 import { buildHeadsFile } from '../calibrate/heads-file.js';
 import { createPolicy, sharedPrefillWindows } from '../policy/registry.js';
-import type { HeadsFile } from '../model/heads.js';
-import type { PolicyName } from '../types.js';
 import { wordTimingHeads } from '../policy/timing-heads.js';
+import type { PolicyName } from '../index.js';
+import type { HeadsFile } from '../research.js';
 
 export interface PolicyTiming {
   policy: PolicyName;

@@ -12,10 +12,10 @@ import type { ModelConfig } from '../model/config.js';
 import type { DecoderWeights } from '../model/weights.js';
 import type { PackedDecoderWeights } from '../model/packed-weights.js';
 import { packedWeightBytes } from '../model/packed-weights.js';
-import type { HeadsFile } from '../model/heads.js';
 import { randomEmbeddings } from '../model/testing.js';
 import { syntheticHeads, timeFullAndWnw, type PolicyTiming } from './decode.js';
 import { DECODER_SHAPES, randomPackedWeights, shapeConfig } from './shapes.js';
+import type { HeadsFile } from '../research.js';
 
 export const GPU_BENCH_SHAPE = 'voxtral-mini-3b';
 

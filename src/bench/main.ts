@@ -22,12 +22,12 @@ import { loadModel } from '../model/loader.js';
 import type { ModelConfig } from '../model/config.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../model/testing.js';
 import type { DecoderWeights } from '../model/weights.js';
-import type { HeadsFile } from '../model/heads.js';
 import { syntheticHeads, timeFullAndWnw, type PolicyTiming } from './decode.js';
 import { benchWebGpu } from './webgpu.js';
 import { encoderBenchMain } from './encoder.js';
 import { shapeBenchMain } from './shape.js';
 import { runMemory } from './memory.js';
+import type { HeadsFile } from '../research.js';
 
 interface Row extends PolicyTiming {
   backend: string;

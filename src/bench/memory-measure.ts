@@ -5,7 +5,7 @@
  * at Whisper-large-v3 width in f16 encodes one 30 s window, then a full-cache run prefills
  * per layer and decodes, and a
  * createBuffer/destroy hook counts the live GPU bytes: the peak of encoding, of the prefill
- * (up to the pool's placement) and of decoding are set against planMemory's three phases
+ * (up to the pool's placement) and of decoding are set against memoryNeed's three phases
  * for the same recording and text. The tower runs without its layers (convolutions, positions,
  * projector and the batch buffers, which are what its phase adds beyond weights): a layer's
  * weights are per-layer arithmetic (counted upload by upload in encoder-sizing.test.ts), and
@@ -20,7 +20,8 @@ import { WebGpuWhisperEncoder } from '../encoder/webgpu.js';
 import { PipelineCache } from '../gpu/pipelines.js';
 import { FAMILIES } from '../model/families/registry.js';
 import { ENCODER_SHAPES, randomEncoderTensors } from './encoder.js';
-import { planMemory, type MemoryPlan } from '../backend/webgpu/fit.js';
+// From its module, not the entry: this runs on a test page that loads only the parts it measures.
+import { memoryNeed } from '../backend/webgpu/fit.js';
 import { bindingLimits } from '../backend/webgpu/weight-formats.js';
 import { GpuContext } from '../gpu/device.js';
 import { createPolicy } from '../policy/registry.js';
@@ -28,6 +29,7 @@ import { policyLayout } from '../backend/prompt.js';
 import { randomEmbeddings } from '../model/testing.js';
 import { countLiveBytes } from './live-bytes.js';
 import { randomPackedWeights, shapeConfig } from './shapes.js';
+import type { MemoryNeed } from '../index.js';
 
 export interface MeasureRequest {
   layers: number[];
@@ -94,7 +96,7 @@ export async function measureMemory(req: MeasureRequest): Promise<MeasuredRow[]>
       'f16',
       ctx.limits.maxStorageBufferBindingSize,
     );
-    const plan: MemoryPlan = planMemory(
+    const plan: MemoryNeed = memoryNeed(
       c,
       {
         weightFormat: 'q4',
@@ -165,7 +167,7 @@ export function measuredMarkdown(rows: MeasuredRow[]): string {
   }
   lines.push(
     '',
-    `Live GPU bytes counted by a createBuffer/destroy hook on ${rows[0]?.adapter ?? 'the device'}, Voxtral-Mini-3B's per-layer shapes, random q4 weights, f16 pool, full cache, per-layer prefill, the audio tower at Whisper-large-v3 width in f16 without its layers, one 30 s window; modelled: planMemory for the same run.`,
+    `Live GPU bytes counted by a createBuffer/destroy hook on ${rows[0]?.adapter ?? 'the device'}, Voxtral-Mini-3B's per-layer shapes, random q4 weights, f16 pool, full cache, per-layer prefill, the audio tower at Whisper-large-v3 width in f16 without its layers, one 30 s window; modelled: memoryNeed for the same run.`,
   );
   return lines.join('\n');
 }

@@ -8,7 +8,7 @@
  * the loader use too). The configs are the released config.json files'
  * values, read through the same family mapping as a downloaded folder.
  *
- * Peak = the larger of two phases (fit.ts planMemory): the prefill (decoder weights, the
+ * Peak = the larger of two phases (fit.ts memoryNeed): the prefill (decoder weights, the
  * decode step's buffers, the per-layer prefill's buffers: one layer's prompt K/V, the
  * hidden states, row blocks, and the pool as the layers placed it, with one layer's K/V
  * staged for CPU copies) and decoding (weights, decode buffers, the pool grown for the
@@ -29,16 +29,11 @@ import { FAMILIES } from '../model/families/registry.js';
 import { pastStated } from '../model/families/limits.js';
 import { hfModelConfig } from '../model/hf/config.js';
 import { isWeightFormat } from '../model/packed-weights.js';
-import type { WeightFormat } from '../model/quant.js';
 import { parseWhisperEncoderConfig } from '../encoder/whisper-config.js';
 import { towerBytes } from '../encoder/sizing.js';
-import {
-  TEXT_TOKENS_PER_SECOND,
-  defaultMaxNewTokens,
-  maxAudioTokens,
-  planMemory,
-  poolBytes,
-} from '../backend/webgpu/fit.js';
+import { TEXT_TOKENS_PER_SECOND, defaultMaxNewTokens, maxAudioTokens, poolBytes } from '../backend/webgpu/fit.js';
+import { memoryNeed } from '../index.js';
+import type { WeightFormat } from '../research.js';
 
 interface RowBase {
   model: string;
@@ -116,8 +111,8 @@ export function memoryTable(
         maxNewTokens: defaultMaxNewTokens(60 * m),
         textPerSecond,
       };
-      const p = planMemory(c, request);
-      const encode = (f: WeightFormat) => planMemory(c, { ...request, audioTower: tower(f) }).phases.encode;
+      const p = memoryNeed(c, request);
+      const encode = (f: WeightFormat) => memoryNeed(c, { ...request, audioTower: tower(f) }).phases.encode;
       const note = pastStated(family.statedLimits ?? [], m);
       const phase = (x: { prefill: number; decode: number }) =>
         x.prefill > x.decode ? ('prefill' as const) : ('decode' as const);

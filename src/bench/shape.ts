@@ -12,15 +12,14 @@
  */
 import { createBackend } from '../backend/create.js';
 import { parseKvPrecision } from '../cli/args.js';
-import type { KvPrecision } from '../kv/precision.js';
 import type { ModelConfig } from '../model/config.js';
 import { isWeightFormat, packedWeightBytes } from '../model/packed-weights.js';
-import type { WeightFormat } from '../model/quant.js';
 import { randomEmbeddings } from '../model/testing.js';
 import { DECODER_SHAPES, randomPackedWeights, shapeConfig } from './shapes.js';
 
 export { DECODER_SHAPES, randomPackedWeights, shapeConfig };
 import { syntheticHeads, timeFullAndWnw, type PolicyTiming } from './decode.js';
+import type { KvPrecision, WeightFormat } from '../research.js';
 
 export interface ShapeBenchOptions {
   shape: string;

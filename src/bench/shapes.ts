@@ -6,8 +6,9 @@ import type { ModelConfig } from '../model/config.js';
 import { decoderTensorShapes } from '../model/config.js';
 import { FAMILIES } from '../model/families/registry.js';
 import { matrixFormat, packedDecoderFrom, concatRows, type PackedDecoderWeights } from '../model/packed-weights.js';
-import { pack, type PackedMatrix, type WeightFormat } from '../model/quant.js';
+import { pack, type PackedMatrix } from '../model/quant.js';
 import { randomArray, referenceConfig, rng } from '../model/testing.js';
+import type { WeightFormat } from '../research.js';
 
 /** Text-decoder shapes of the released checkpoints (docs: real-backbones.md), from the family records. */
 export const DECODER_SHAPES: Record<string, Partial<ModelConfig> & { totalLayers: number }> = Object.fromEntries(

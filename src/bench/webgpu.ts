@@ -2,10 +2,9 @@
  * WebGPU rows of the benchmark: in Node through Dawn when it finds a real GPU, else in
  * headless Chromium on SwiftShader (CPU numbers, labelled so) through a harness page.
  */
-import type { HeadsFile } from '../model/heads.js';
-import type { KvPrecision } from '../kv/precision.js';
 import type { PolicyTiming } from './decode.js';
 import { timeFullAndWnw, type TimingOptions } from './decode.js';
+import type { HeadsFile, KvPrecision } from '../research.js';
 
 export type GpuRow = PolicyTiming & { backend: string; minutes: number; audioTokens: number; msPerTokenVsFull: number };
 

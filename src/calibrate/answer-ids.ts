@@ -7,11 +7,11 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ModelLoadError } from '../errors.js';
 import { readJson } from '../model/files.js';
 import { readHfConfig } from '../model/hf/load.js';
 import { loadHfText } from '../model/hf/text.js';
 import { listCalibrationClips } from './clips.js';
+import { ModelLoadError } from '../index.js';
 
 export interface AnswerIds {
   model_type: string;

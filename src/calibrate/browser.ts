@@ -4,15 +4,16 @@
  * user's own WAV + JSON pairs), whether a folder already has heads, and a run that reports
  * progress and can be stopped. Nothing here computes: the worker does.
  */
+// From its module, not the entry: the page's bundle carries no engine (main.ts loads it lazily).
 import { WnwError } from '../errors.js';
 import { exists, joinModelPath } from '../model/files.js';
-import type { HeadsFile } from '../model/heads.js';
 import { readStoredHeads } from '../model/heads-store.js';
 import { localFolderFiles } from '../model/local-folder.js';
 import { deserializeError } from '../worker/client.js';
 import type { CalibrateRequest, FromCalibrateWorker, WireClip } from './protocol.js';
 import { forwardsPerClip } from './cost.js';
 import type { CalibrationProgress } from './runtime.js';
+import type { HeadsFile } from '../research.js';
 
 export type { CalibrationProgress, WireClip };
 export { forwardsPerClip };

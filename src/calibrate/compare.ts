@@ -3,8 +3,8 @@
  * heads (Spearman) and how many heads change role when VS × HS is ranked with either
  * sensitivity (the same Voice Score for both, so only the sensitivity differs).
  */
-import type { HeadsFile } from '../model/heads.js';
 import { assignRoles, rankingScore } from '../policy/wnw/triage.js';
+import type { HeadsFile } from '../research.js';
 
 /** Ranks from 0, ties sharing their mean rank. */
 function ranks(a: readonly number[]): number[] {

@@ -4,7 +4,7 @@
  * calibration clips' prefill meets the target. The calibration CLI runs the model and
  * feeds these functions; nothing here touches a model.
  */
-import type { HeadRanking, HeadRoles, HeadsFile } from '../model/heads.js';
+import type { HeadRanking } from '../model/heads.js';
 import { selectByRetention } from '../policy/select.js';
 import {
   assignRoles,
@@ -16,6 +16,7 @@ import {
   type RoleOptions,
   type Selection,
 } from '../policy/wnw/triage.js';
+import type { HeadRoles, HeadsFile } from '../research.js';
 
 /** The paper's budgets, plus 0.1 (docs/evaluation.md's tables report WnW there too). */
 export const DEFAULT_BUDGETS = [0.1, 0.2, 0.4, 0.6, 0.8];

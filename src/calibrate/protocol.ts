@@ -1,8 +1,8 @@
 /** Messages between the page (browser.ts) and the calibration worker (worker.ts). */
-import type { HeadsFile } from '../model/heads.js';
 import type { SerializedError } from '../worker/protocol.js';
 import type { CalibrationProgress } from './runtime.js';
 import type { WordSpan } from './voice-score.js';
+import type { HeadsFile } from '../research.js';
 
 /** A clip as it crosses: its transcript and word spans, its audio as a URL or a File. */
 export interface WireClip {

@@ -6,7 +6,6 @@
  */
 import { readFileSync, renameSync, rmSync, writeFileSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import type { HeadsFile } from '../model/heads.js';
 import type { LoadedModel } from '../model/loader.js';
 import { listCalibrationClips, type CalibrationClip } from './clips.js';
 import {
@@ -19,6 +18,7 @@ import {
   type PartialStore,
   type SensitivitySettings,
 } from './runtime.js';
+import type { HeadsFile } from '../research.js';
 
 export type { ClipResult, EncodeAudio };
 

@@ -6,9 +6,9 @@
  * the site's calibration set or reads the user's files and keeps them in the browser's
  * storage (src/calibrate/browser-store.ts). Both resume a stopped run from what was kept.
  */
+// From its module, not the entry: this runs in the calibration worker, which must not carry the engine.
 import { toMono16k } from '../audio/decode.js';
 import { kvHeadCount, promptLength, segmentLength, type ModelConfig } from '../model/config.js';
-import type { HeadsFile } from '../model/heads.js';
 import type { LoadedModel } from '../model/loader.js';
 import { answerAttention, tokenWordIndex } from './attention.js';
 import type { WordSpan } from './voice-score.js';
@@ -16,6 +16,7 @@ import { buildHeadsFile } from './heads-file.js';
 import { forwardsPerClip } from './cost.js';
 import { clipSensitivity, type ClipSensitivity } from './sensitivity.js';
 import { VoiceScoreAccumulator, type ClipVoice } from './voice-score.js';
+import type { HeadsFile } from '../research.js';
 
 /** Turns a clip's 16 kHz samples into the decoder's audio embeddings. */
 export type EncodeAudio = (samples: Float32Array) => Promise<{ embeddings: Float32Array; audioLength: number }>;

@@ -3,18 +3,18 @@
  * the grammar is tiny and a dependency would be the only one the CLI pulls in.
  * Every mistake becomes a UsageError whose message is one line a person can act on.
  */
-import { KV_PRECISIONS, type KvPrecision } from '../kv/precision.js';
+import { KV_PRECISIONS } from '../kv/precision.js';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { PolicyName } from '../types.js';
-import type { WeightFormat } from '../model/quant.js';
 import { WEIGHT_FORMATS, isWeightFormat } from '../model/packed-weights.js';
 import { PACKED_MARKER } from '../model/packed-folder.js';
 import { checkPolicyOptions } from '../policy/registry.js';
 import { AUDIO_ENCODERS, type AudioEncoderChoice } from '../model/hf/onnx-audio.js';
 import { isLanguageOption, LANGUAGE_FORMS } from '../model/text/language.js';
 import { PROMPT_TASKS, type PromptTask } from '../model/text/prompt.js';
+import type { PolicyName } from '../index.js';
+import type { KvPrecision, WeightFormat } from '../research.js';
 
 export const POLICIES = [
   'full',

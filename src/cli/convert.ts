@@ -6,7 +6,6 @@
  */
 import { copyFile, mkdir, open, readdir, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { ModelLoadError } from '../errors.js';
 import { f16Bits } from '../model/f16.js';
 import { decoderTensorShapes } from '../model/config.js';
 import { isDecoderTensor, upstreamTensorName } from '../model/families/common.js';
@@ -17,8 +16,10 @@ import { readJson } from '../model/files.js';
 import type { Json } from '../model/families/types.js';
 import { matrixFormat } from '../model/packed-weights.js';
 import { PACKED_MARKER, PACKED_VERSION, type PackedEntry } from '../model/packed-folder.js';
-import { Q4_GROUP, quantizeTensor, rowWords, type WeightFormat } from '../model/quant.js';
+import { Q4_GROUP, quantizeTensor, rowWords } from '../model/quant.js';
 import { UsageError, parseWeightFormat, rejectUnknown, splitArgs } from './args.js';
+import { ModelLoadError } from '../index.js';
+import type { WeightFormat } from '../research.js';
 
 export const CONVERT_USAGE = 'usage: wnw convert HF_DIR OUT_DIR [--quant q4|f16|f32] (default q4)';
 

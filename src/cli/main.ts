@@ -5,10 +5,10 @@
  * transcriber and no model.
  */
 import { readFile } from 'node:fs/promises';
-import type { LoadOptions, ProgressEvent, Transcriber, TranscriptionResult } from '../types.js';
 import { progressNote } from '../session/progress-note.js';
-import { hasFixedBudget, policyBudget } from '../index.js';
+import { hasFixedBudget, policyBudget } from '../research.js';
 import { TRANSCRIBE_USAGE, UsageError, parseTranscribeArgs, type TranscribeArgs } from './args.js';
+import type { LoadOptions, ProgressEvent, Transcriber, TranscriptionResult } from '../index.js';
 
 export interface CliIo {
   load: (options: LoadOptions) => Promise<Transcriber>;
@@ -48,16 +48,16 @@ export function jsonOutput(r: TranscriptionResult, budget: number) {
     stats: {
       policy: s.policy,
       budget: policyBudget(s.policy, budget),
-      rGpu: s.rGpu,
-      rGpuCpu: s.rGpuCpu,
-      mbPerStep: s.mbPerStep,
-      msPerToken: s.msPerToken,
-      encodeMs: s.encodeMs,
+      rGpu: s.kv.rGpu,
+      rGpuCpu: s.kv.rGpuCpu,
+      mbPerStep: s.traffic.mbPerStep,
+      msPerToken: s.timing.msPerToken,
+      encodeMs: s.timing.encodeMs,
       ...(s.encoderBytes !== undefined ? { encoderBytes: s.encoderBytes } : {}),
       decodeSteps: s.decodeSteps,
       audioSeconds: s.audioSeconds,
       backend: s.backend,
-      realTimeFactor: s.realTimeFactor,
+      realTimeFactor: s.timing.realTimeFactor,
       stoppedBy: s.stoppedBy,
       ...(s.warnings?.length ? { warnings: s.warnings } : {}),
     },
@@ -218,8 +218,8 @@ async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> 
     else io.stdout(`${result.text}\n`);
     const s = result.stats;
     io.stderr(
-      `wnw: ${s.audioSeconds.toFixed(1)} s of audio, ${s.decodeSteps} tokens, ${s.msPerToken.toFixed(1)} ms/token, ` +
-        `r_GPU ${s.rGpu.toFixed(3)}, ${s.mbPerStep.toFixed(3)} MB/step CPU->GPU, stopped by ${s.stoppedBy}\n`,
+      `wnw: ${s.audioSeconds.toFixed(1)} s of audio, ${s.decodeSteps} tokens, ${s.timing.msPerToken.toFixed(1)} ms/token, ` +
+        `r_GPU ${s.kv.rGpu.toFixed(3)}, ${s.traffic.mbPerStep.toFixed(3)} MB/step CPU->GPU, stopped by ${s.stoppedBy}\n`,
     );
     for (const w of s.warnings ?? []) io.stderr(`wnw: warning: ${w}\n`);
     if (result.error) {

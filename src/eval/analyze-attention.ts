@@ -10,12 +10,12 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createBackend } from '../backend/create.js';
-import { toMono16k } from '../audio/decode.js';
 import { logMel } from '../audio/mel.js';
 import { isStop, kvHeadCount } from '../model/config.js';
 import { AudioEncoder } from '../model/encoder.js';
 import { loadModel } from '../model/loader.js';
 import { topK } from '../policy/select.js';
+import { toMono16k } from '../index.js';
 
 function arg(name: string, dflt: string): string {
   const i = process.argv.indexOf(`--${name}`);

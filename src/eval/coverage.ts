@@ -8,7 +8,7 @@
  * The full cache's weights are kept for a sample of steps (every `stride`-th), so that a
  * long clip's record stays within a bound: heads × audio positions floats per kept step.
  */
-import type { TranscribeOptions } from '../types.js';
+import type { Probe } from '../research.js';
 
 /** The full cache's per-head audio attention at the sampled decode steps. */
 export interface AttentionSample {
@@ -25,7 +25,7 @@ export function sampleStride(steps: number, heads: number, audioLength: number, 
 }
 
 /** An onAttention hook for a decode of `steps` steps: it records every stride-th step, the stride set by the first step's shape. */
-export function recordAttention(steps: number): { sample: AttentionSample; onAttention: NonNullable<TranscribeOptions['onAttention']> } {
+export function recordAttention(steps: number): { sample: AttentionSample; onAttention: NonNullable<Probe['onAttention']> } {
   const sample: AttentionSample = { stride: 0, weights: new Map() };
   return {
     sample,
@@ -46,7 +46,7 @@ export interface Coverage {
 }
 
 /** An onResidency hook measuring the policy's residency against the full cache's sampled attention. */
-export function measureCoverage(sample: AttentionSample): { onResidency: NonNullable<TranscribeOptions['onResidency']>; result(): Coverage | null } {
+export function measureCoverage(sample: AttentionSample): { onResidency: NonNullable<Probe['onResidency']>; result(): Coverage | null } {
   let sums: Float64Array | null = null;
   let counts: Int32Array | null = null;
   let steps = 0;

@@ -14,8 +14,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { LoadOptions, TranscribeOptions, Transcriber, TranscriptionResult } from '../types.js';
-import type { KvPrecision } from '../kv/precision.js';
+import type { LoadOptions, TranscribeOptions, Transcriber, TranscriptionResult } from '../index.js';
 import {
   type BackendChoice,
   UsageError,
@@ -36,6 +35,7 @@ import { fidelityPlot } from './plot.js';
 import { fidelityMeans } from './fidelity.js';
 import { fullReference, teacherForced, type FullReference } from './teacher-forced.js';
 import { forEvaluation } from '../policy/registry.js';
+import type { KvPrecision } from '../research.js';
 
 export interface EvalArgs {
   /** Clip folders; with more than one, clip ids are prefixed by the folder name. */
@@ -195,7 +195,8 @@ async function runOnce(
     const s = r.stats;
     const run: RunRecord = {
       ...named, text: r.text, wer: wer(reference, r.text),
-      rGpu: s.rGpu, rGpuPeak: s.rGpuPeak, rGpuCpu: s.rGpuCpu, mbPerStep: s.mbPerStep, msPerToken: s.msPerToken, decodeSteps: s.decodeSteps, planLag: s.planLag,
+      // The report's own (flat) names, so committed reports still read.
+      rGpu: s.kv.rGpu, rGpuPeak: s.kv.rGpuPeak, rGpuCpu: s.kv.rGpuCpu, mbPerStep: s.traffic.mbPerStep, msPerToken: s.timing.msPerToken, decodeSteps: s.decodeSteps, planLag: s.planLag,
       stoppedBy: s.stoppedBy,
       ...(r.error ? { error: r.error.message } : {}),
     };
@@ -282,7 +283,7 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
         // clip's encoding and prefill. A full cache that does not fit (a long clip) must not
         // end the evaluation: its own run records that error below.
         const warm = specOptions(args.full ? 'full' : runs[0].policy, runs[0].budget).call;
-        await asr.transcribe(audio, { ...task, ...warm, maxNewTokens: WARMUP_TOKENS, reusePrefill: true, signal: io.signal }).catch((e: unknown) => {
+        await asr.transcribe(audio, { ...task, ...warm, maxNewTokens: WARMUP_TOKENS, probe: { reusePrefill: true }, signal: io.signal }).catch((e: unknown) => {
           if (io.signal?.aborted) throw e;
         });
       }
@@ -299,19 +300,19 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
         const { run, result } = await runOnce(asr, audio, target, policy, budget, {
           ...task,
           signal: io.signal,
-          reusePrefill: !last || forced,
+          probe: { reusePrefill: !last || forced },
           onProgress: (e) => {
             if (e.phase === 'decode' && io.tty) show(`${label} decode ${Math.round(e.fraction * 100)}%`);
           },
         });
         if (policy === 'full' && fidelity) {
           show(`${label} full-cache logits ...`);
-          ref = await reference(asr, audio, result, { ...task, signal: io.signal, reusePrefill: true });
+          ref = await reference(asr, audio, result, { ...task, signal: io.signal, probe: { reusePrefill: true } });
           if (typeof ref === 'string') warn(`${clip.id}: no fidelity measures (${ref})`);
         }
         if (forced) {
           show(`${label} teacher-forced ...`);
-          await measureFidelity(asr, audio, ref, run, policy, { ...task, signal: io.signal, reusePrefill: !last });
+          await measureFidelity(asr, audio, ref, run, policy, { ...task, signal: io.signal, probe: { reusePrefill: !last } });
         }
         record.runs.push(run);
         done++;

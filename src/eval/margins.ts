@@ -16,7 +16,7 @@ import { UsageError, defaultModelDir, parseBudget, parseKvPrecision, parsePolicy
 import { argmax } from '../backend/argmax.js';
 import { forcedLogits } from './teacher-forced.js';
 import { clipAudio, readClips } from './datasets/index.js';
-import type { TranscribeOptions } from '../types.js';
+import type { TranscribeOptions } from '../index.js';
 import { forEvaluation } from '../policy/registry.js';
 
 export const MARGINS_USAGE = 'usage: npm run eval:margins -- --data DIR --against SPEC [--budget 0.2] [--against-kv f32|f16] [--kv f32|f16] [--model DIR] [--limit N]';
@@ -90,11 +90,11 @@ export async function main(argv = process.argv.slice(2), cwd = process.cwd()): P
     try {
       for (const clip of clips) {
         const audio = await clipAudio(clip, io);
-        const free = await ref.transcribe(audio, { policy: 'full', budget: 1, reusePrefill: true });
+        const free = await ref.transcribe(audio, { policy: 'full', budget: 1, probe: { reusePrefill: true } });
         if (free.error) throw free.error;
         const tokens = free.tokens.slice(0, free.stats.decodeSteps);
         // One encoding and prefill for the clip's runs on one transcriber; its last run lets it go.
-        const full = await forcedLogits((o) => ref.transcribe(audio, o), tokens, { policy: 'full', budget: 1, reusePrefill: alt === ref });
+        const full = await forcedLogits((o) => ref.transcribe(audio, o), tokens, { policy: 'full', budget: 1, probe: { reusePrefill: alt === ref } });
         const other = await forcedLogits((o) => alt.transcribe(audio, o), tokens, otherOptions);
         process.stdout.write(`${formatReport(clip.id, marginReport(full, other))}\n`);
       }

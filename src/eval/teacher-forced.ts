@@ -6,9 +6,9 @@
  * cache; forcing the same context at every step measures what the cache itself loses.
  * It needs no reference transcript, so it runs on any audio.
  *
- * The decode loop is the transcriber's own (run.ts, with `forcedTokens` and `onLogits`).
+ * The decode loop is the transcriber's own (run.ts, with the probe's `forcedTokens` and `onLogits`).
  */
-import type { TranscribeOptions, TranscriptionResult } from '../types.js';
+import type { TranscribeOptions, TranscriptionResult } from '../index.js';
 import { compareSteps, type StepFidelity } from './fidelity.js';
 import { measureCoverage, recordAttention, type AttentionSample, type Coverage } from './coverage.js';
 
@@ -31,7 +31,7 @@ export interface FullReference {
 /** Decodes `tokens` under the options' policy and returns each step's logits. */
 export async function forcedLogits(decode: Decode, tokens: readonly number[], options: TranscribeOptions): Promise<Float32Array[]> {
   const logits: Float32Array[] = [];
-  const r = await decode({ ...options, forcedTokens: tokens, onLogits: (_step, l) => logits.push(l) });
+  const r = await decode({ ...options, probe: { ...options.probe, forcedTokens: tokens, onLogits: (_step, l) => logits.push(l) } });
   if (r.error) throw r.error;
   if (logits.length !== tokens.length) {
     throw new Error(`teacher forcing gave logits for ${logits.length} of ${tokens.length} steps (does this backend return logits?)`);
@@ -47,13 +47,13 @@ export async function fullReference(decode: Decode, free: TranscriptionResult, o
   if (free.error) throw new Error(`the full cache's run failed (${free.error.message}), so there is nothing to compare with`);
   const tokens = free.tokens.slice(0, free.stats.decodeSteps);
   const rec = attention ? recordAttention(tokens.length) : null;
-  const logits = await forcedLogits(decode, tokens, { ...options, policy: 'full', budget: 1, policyOptions: undefined, ...(rec ? { onAttention: rec.onAttention } : {}) });
+  const logits = await forcedLogits(decode, tokens, { ...options, policy: 'full', budget: 1, policyOptions: undefined, ...(rec ? { probe: { ...options.probe, onAttention: rec.onAttention } } : {}) });
   return { text: free.text, tokens, logits, stopToken: free.stats.stopToken ?? null, ...(rec ? { attention: rec.sample } : {}) };
 }
 
 /** The policy's cache on the full cache's tokens: top-1 agreement, KL(full ‖ policy) and the stop token's shift, summed over steps. */
 export async function teacherForced(decode: Decode, ref: FullReference, options: TranscribeOptions): Promise<StepFidelity & { coverage: Coverage | null }> {
   const cov = ref.attention ? measureCoverage(ref.attention) : null;
-  const logits = await forcedLogits(decode, ref.tokens, cov ? { ...options, onResidency: cov.onResidency } : options);
+  const logits = await forcedLogits(decode, ref.tokens, cov ? { ...options, probe: { ...options.probe, onResidency: cov.onResidency } } : options);
   return { ...compareSteps(ref.logits, logits, ref.stopToken), coverage: cov?.result() ?? null };
 }

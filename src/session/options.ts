@@ -10,7 +10,7 @@ import { AUDIO_ENCODERS } from '../model/hf/onnx-audio.js';
 import { WEIGHT_FORMATS } from '../model/packed-weights.js';
 import { languageCode } from '../model/text/language.js';
 import { taskTarget } from '../model/text/prompt.js';
-import type { LoadOptions, TranscribeOptions } from '../types.js';
+import type { LoadOptions, Probe, TranscribeOptions } from '../types.js';
 
 /** A value as a message shows it: strings quoted, objects named rather than printed. */
 export const show = (v: unknown): string =>
@@ -56,8 +56,8 @@ export function checkLoadOptions(o: LoadOptions): void {
   oneOf('weightFormat', o.weightFormat, WEIGHT_FORMATS);
   oneOf('audioWeightFormat', o.audioWeightFormat, WEIGHT_FORMATS);
   oneOf('audioEncoder', o.audioEncoder, AUDIO_ENCODERS);
-  if (o.kvBudgetBytes !== undefined && !(isPositive(o.kvBudgetBytes) && Number.isInteger(o.kvBudgetBytes)))
-    bad('kvBudgetBytes', o.kvBudgetBytes, 'a whole number of bytes above 0');
+  if (o.kvMaxBytes !== undefined && !(isPositive(o.kvMaxBytes) && Number.isInteger(o.kvMaxBytes)))
+    bad('kvMaxBytes', o.kvMaxBytes, 'a whole number of bytes above 0');
   if (o.audioSeconds !== undefined && !isPositive(o.audioSeconds))
     bad('audioSeconds', o.audioSeconds, "the recording's length in seconds, above 0");
   languageCode(o.language);
@@ -67,12 +67,6 @@ export function checkLoadOptions(o: LoadOptions): void {
 export function checkTranscribeOptions(o: TranscribeOptions): void {
   if (o.maxNewTokens !== undefined && !(Number.isInteger(o.maxNewTokens) && o.maxNewTokens >= 1))
     bad('maxNewTokens', o.maxNewTokens, 'a whole number of tokens, at least 1');
-  if (
-    o.forcedTokens !== undefined &&
-    !(Array.isArray(o.forcedTokens) && o.forcedTokens.every((t) => Number.isInteger(t) && t >= 0))
-  ) {
-    bad('forcedTokens', o.forcedTokens, 'an array of token ids (whole numbers from 0)');
-  }
   checkSignal(o.signal);
   if (
     o.policyOptions !== undefined &&
@@ -82,6 +76,21 @@ export function checkTranscribeOptions(o: TranscribeOptions): void {
   }
   languageCode(o.language);
   taskTarget(o.task, o.targetLanguage);
-  if (o.reusePrefill !== undefined && typeof o.reusePrefill !== 'boolean')
-    bad('reusePrefill', o.reusePrefill, 'true or false');
+  if (o.probe !== undefined) checkProbe(o.probe);
+}
+
+const PROBE_HOOKS = ['onLogits', 'onAttention', 'onResidency'] as const;
+
+function checkProbe(p: Probe): void {
+  if (typeof p !== 'object' || p === null || Array.isArray(p)) bad('probe', p, 'an object');
+  if (
+    p.forcedTokens !== undefined &&
+    !(Array.isArray(p.forcedTokens) && p.forcedTokens.every((t) => Number.isInteger(t) && t >= 0))
+  ) {
+    bad('probe.forcedTokens', p.forcedTokens, 'an array of token ids (whole numbers from 0)');
+  }
+  if (p.reusePrefill !== undefined && typeof p.reusePrefill !== 'boolean')
+    bad('probe.reusePrefill', p.reusePrefill, 'true or false');
+  for (const k of PROBE_HOOKS)
+    if (p[k] !== undefined && typeof p[k] !== 'function') bad(`probe.${k}`, p[k], 'a function');
 }

@@ -11,7 +11,14 @@ import { sharedPrefillWindows } from '../policy/registry.js';
 import type { LoadedModel } from '../model/loader.js';
 import { planLagOf, type KvPolicy } from '../policy/types.js';
 import { EMPTY_PLAN, type AttentionRequest, type LayerPrefill, type StepPlan } from '../kv/plan.js';
-import type { ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult, TranscriptionStats } from '../types.js';
+import type {
+  Probe,
+  ProgressEvent,
+  StepStats,
+  TranscribeOptions,
+  TranscriptionResult,
+  TranscriptionStats,
+} from '../types.js';
 import { wordsFromFocus, wordsWithin } from './timing.js';
 import { ReplyUnwrapper } from './reply.js';
 import { isStop, promptLength, segmentLength, type PromptIds } from '../model/config.js';
@@ -71,15 +78,15 @@ async function openSession(
   // A policy that answers per layer lets the backend hold one layer's prompt KV at a time.
   const byLayer = policy.prefillByLayer?.(h.layout);
   // A prefill kept for the next policy on the clip scores the windows the others read too.
-  const alsoScore = o.reusePrefill ? { alsoScore: sharedPrefillWindows(h.layout) } : {};
+  const alsoScore = o.probe?.reusePrefill ? { alsoScore: sharedPrefillWindows(h.layout) } : {};
   const opts = {
     audioLength: r.audioLength,
     // The pipelined loop queues one step past the last it reads: one more position.
     maxNewTokens: h.maxNew + (h.lag === 2 ? 2 : 1),
     request: { ...h.request, ...alsoScore },
     readouts: h.readouts,
-    returnLogits: Boolean(o.onLogits),
-    reusePrefill: o.reusePrefill,
+    returnLogits: Boolean(o.probe?.onLogits),
+    reusePrefill: o.probe?.reusePrefill,
     ...(r.prompt ? { prompt: r.prompt } : {}),
   };
   const progressed = async () => {
@@ -154,7 +161,7 @@ function setUpDecode(r: RunInput): DecodeSetup {
   const { model, policy, options: o } = r;
   const c = model.config;
   const N = r.audioLength;
-  const forced = o.forcedTokens;
+  const forced = o.probe?.forcedTokens;
   // Teacher forcing runs exactly one step per forced token, so the length guard never cuts it.
   // Never past the model's positions: what is left of them after the prompt caps any request.
   const prompt = r.prompt ?? c;
@@ -170,7 +177,9 @@ function setUpDecode(r: RunInput): DecodeSetup {
     // The tide chart reads the anchors' attention per segment.
     ...(o.onStep && r.timingHeads.length ? { segmentSums: r.timingHeads } : {}),
     // Evaluation may ask for every head's attention: the policy still sees only its own heads.
-    ...(o.onAttention ? { attention: Array.from({ length: layout.numLayers * layout.numKvHeads }, (_, h) => h) } : {}),
+    ...(o.probe?.onAttention
+      ? { attention: Array.from({ length: layout.numLayers * layout.numKvHeads }, (_, h) => h) }
+      : {}),
   };
   // The pipelined loop applies a plan two steps after the step it read: only where the policy allows it.
   const lag = !forced && planLagOf(policy) >= 2 ? 2 : 1;
@@ -213,9 +222,10 @@ async function observeStep(
   const { policy, options: o } = r;
   const N = r.audioLength;
   const obs = res.observation;
-  if (res.logits) o.onLogits?.(obs.step, res.logits);
-  if (obs.attention) o.onAttention?.(obs.step, obs.attention);
-  if (o.onResidency) residencyHook(session, obs.step, o.onResidency);
+  const probe = o.probe;
+  if (res.logits) probe?.onLogits?.(obs.step, res.logits);
+  if (obs.attention) probe?.onAttention?.(obs.step, obs.attention);
+  if (probe?.onResidency) residencyHook(session, obs.step, probe.onResidency);
   let stepPlan = policy.afterStep(obs);
   if (h.heldPlan) {
     // A two-step lag in the waiting loop (teacher forcing): this plan waits one step, as it would pipelined.
@@ -256,7 +266,7 @@ async function observeStep(
 export async function runTranscription(r: RunInput): Promise<TranscriptionResult> {
   const { model, options: o } = r;
   const c = model.config;
-  const forced = o.forcedTokens;
+  const forced = o.probe?.forcedTokens;
   const h = setUpDecode(r);
   const tokens: number[] = [];
   const focus: number[] = [];
@@ -341,7 +351,7 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   if (error instanceof CancelledError) error = new CancelledError(out.trim(), prefillMs > 0 ? 'decode' : 'prefill');
   else if (error instanceof DeviceLostError) error = error.withText(out.trim());
   const final = session ? safeResidency(session) : undefined;
-  close(o.reusePrefill);
+  close(o.probe?.reusePrefill);
   const stats = transcriptionStats(r, acc, prefillMs, final, stoppedBy, stopToken);
   const words = wordsWithin(
     wordsFromFocus(tokens, focus, tok, c.audio.tokensPerSecond, r.audioSeconds),
@@ -368,31 +378,33 @@ function transcriptionStats(
     audioSeconds: r.audioSeconds,
     audioTokens: r.audioLength,
     decodeSteps: acc.steps,
-    rGpu: acc.steps ? acc.rGpu / acc.steps : (final?.rGpu ?? 0),
-    rGpuPeak: acc.rGpuPeak,
-    rGpuCpu: final?.rGpuCpu ?? 0,
-    mbPerStep: acc.bytes / steps / 1e6,
-    mbPerStepMax: acc.bytesMax / 1e6,
-    recallsPerStep: acc.recalls / steps,
-    releasesPerStep: acc.releases / steps,
-    planLag: planLagOf(r.policy),
-    msPerToken: decodeMs / steps,
-    prefillMs,
-    encodeMs: r.encodeMs,
-    gpuKvBytes: final?.gpuBytesInUse ?? 0,
-    cpuKvBytes: final?.cpuBytes ?? 0,
-    textKvPages: final?.textPages ?? 0,
-    realTimeFactor: (r.encodeMs + prefillMs + decodeMs) / 1000 / Math.max(1e-9, r.audioSeconds),
     stoppedBy,
     ...(stopToken !== undefined ? { stopToken } : {}),
+    planLag: planLagOf(r.policy),
+    kv: {
+      rGpu: acc.steps ? acc.rGpu / acc.steps : (final?.rGpu ?? 0),
+      rGpuPeak: acc.rGpuPeak,
+      rGpuCpu: final?.rGpuCpu ?? 0,
+      gpuKvBytes: final?.gpuBytesInUse ?? 0,
+      cpuKvBytes: final?.cpuBytes ?? 0,
+      textKvPages: final?.textPages ?? 0,
+    },
+    traffic: {
+      mbPerStep: acc.bytes / steps / 1e6,
+      mbPerStepMax: acc.bytesMax / 1e6,
+      recallsPerStep: acc.recalls / steps,
+      releasesPerStep: acc.releases / steps,
+    },
+    timing: {
+      msPerToken: decodeMs / steps,
+      prefillMs,
+      encodeMs: r.encodeMs,
+      realTimeFactor: (r.encodeMs + prefillMs + decodeMs) / 1000 / Math.max(1e-9, r.audioSeconds),
+    },
   };
 }
 
-function residencyHook(
-  session: DecodeSession,
-  step: number,
-  hook: NonNullable<TranscribeOptions['onResidency']>,
-): void {
+function residencyHook(session: DecodeSession, step: number, hook: NonNullable<Probe['onResidency']>): void {
   const state = session.residencyState();
   hook(step, (head, pos) => state.slotOf(head, pos) !== -1);
 }

@@ -205,9 +205,10 @@ export class WnwTranscriber implements Transcriber {
     this.policyFor(options);
     if (this.lost) await this.rebuild();
     try {
-      const reuse = options.reusePrefill && this.lastEncoding?.input === input ? this.lastEncoding.enc : null;
+      const reusePrefill = options.probe?.reusePrefill;
+      const reuse = reusePrefill && this.lastEncoding?.input === input ? this.lastEncoding.enc : null;
       const enc = reuse ?? (await this.encode(input, options));
-      this.lastEncoding = options.reusePrefill ? { input, enc } : null;
+      this.lastEncoding = reusePrefill ? { input, enc } : null;
       const r = await this.decodeEncoded(enc, options);
       if (r.error && !(r.error instanceof CancelledError)) {
         const lost = await this.deviceLost(r.error);
@@ -454,7 +455,8 @@ async function buildEngine(
     weights,
     {
       backend: options.backend,
-      kvBudgetBytes: options.kvBudgetBytes,
+      // The public name says bytes; the backends' option keeps its own name.
+      kvBudgetBytes: options.kvMaxBytes,
       kvPrecision: options.kvPrecision,
       weightFormat: options.weightFormat,
       onCompile: (compiled, total) =>

@@ -4,9 +4,7 @@
  * turns every failure into a notice with a way forward. The transcriber comes from
  * `deps.load`, so the same page runs the engine in a worker or on the main thread.
  */
-import type { KvPrecision } from '../kv/precision.js';
-import type { LoadOptions, PolicyName, Transcriber, TranscriptionResult } from '../types.js';
-import { hasFixedBudget, policyBudget } from '../index.js';
+import { hasFixedBudget, policyBudget, type KvPrecision } from '../research.js';
 import { wireFileInput, wireRecorder, wireSamples, type Clip } from './audio-input.js';
 import { WEBGPU_HELP, describeError, webGpuMissing, type UiMessage } from './messages.js';
 import { localFolderBytes } from '../model/local-folder.js';
@@ -14,6 +12,7 @@ import { ModelSource, type ChosenModel } from './model-source.js';
 import { CalibratePanel } from './calibrate-panel.js';
 import { Pane, ProgressView, StatsView, formatBytes, formatSeconds } from './readouts.js';
 import { TideChart } from './tide-chart.js';
+import type { LoadOptions, PolicyName, Transcriber, TranscriptionResult } from '../index.js';
 
 export interface AppDeps {
   /** `inPage`: a folder picked from disk, whose Files live in this page (see model-source.ts). */
@@ -35,12 +34,13 @@ export interface AppDeps {
 function compareLine(full: TranscriptionResult, other: TranscriptionResult, wer: AppDeps['wer']): string {
   const a = full.stats;
   const b = other.stats;
-  const saved = a.gpuKvBytes > 0 ? Math.round((1 - b.gpuKvBytes / a.gpuKvBytes) * 100) : 0;
-  const time = a.msPerToken > 0 ? `${(b.msPerToken / a.msPerToken).toFixed(2)}× the time per token` : '';
+  const saved = a.kv.gpuKvBytes > 0 ? Math.round((1 - b.kv.gpuKvBytes / a.kv.gpuKvBytes) * 100) : 0;
+  const time =
+    a.timing.msPerToken > 0 ? `${(b.timing.msPerToken / a.timing.msPerToken).toFixed(2)}× the time per token` : '';
   const vsFull = full.text
     ? `; WER vs the full cache's transcript ${(wer(full.text, other.text) * 100).toFixed(1)} %`
     : '';
-  return `Compared: GPU KV memory ${formatBytes(a.gpuKvBytes)} (full) vs ${formatBytes(b.gpuKvBytes)} (${b.policy}), ${saved} % less; ${time}${vsFull}.`;
+  return `Compared: GPU KV memory ${formatBytes(a.kv.gpuKvBytes)} (full) vs ${formatBytes(b.kv.gpuKvBytes)} (${b.policy}), ${saved} % less; ${time}${vsFull}.`;
 }
 
 /** Why 'auto' chose the CPU. A software adapter (SwiftShader) is a deliberate choice, not a browser problem. */
@@ -408,7 +408,7 @@ export class App {
         budget: run.budget,
         signal,
         // Compare mode: the second policy starts from the same encoding and prefill.
-        reusePrefill,
+        probe: { reusePrefill },
         onProgress: (e) => {
           this.progress.update(e);
           if (e.phase === 'decode') this.stats.covered(e.fraction);

@@ -6,13 +6,13 @@
  * registered in this page's realm (src/model/local-folder.ts), which a worker does not share.
  */
 import './style.css';
-import type { LoadOptions, Transcriber } from '../types.js';
 import { wer } from '../eval/wer.js';
 // The decoder alone, not index.ts: the engine loads in the worker, and the page's own bundle should not carry it.
 import { toMono16k } from '../audio/index.js';
 import { loadTranscriberInWorker } from '../worker/client.js';
 import { App } from './app.js';
 import { siteUrl } from './audio-input.js';
+import type { LoadOptions, Transcriber } from '../index.js';
 
 const params = new URLSearchParams(location.search);
 let useWorker = params.get('worker') !== '0' && typeof Worker !== 'undefined';

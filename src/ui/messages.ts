@@ -4,7 +4,7 @@
  * Errors may arrive from a worker as plain objects, so this branches on `code`, never on
  * `instanceof`.
  */
-import { hasFixedBudget } from '../index.js';
+import { hasFixedBudget } from '../research.js';
 
 export interface UiAction {
   label: string;

@@ -5,14 +5,9 @@
  * src/backend/webgpu/fit.ts, which the loader uses too).
  */
 import { parseConfig, type ModelConfig } from '../model/config.js';
-import {
-  audioTokensOf,
-  checkFit,
-  sureMemoryBytes,
-  type DeviceLimits,
-  type FitDevice,
-  type FitVerdict,
-} from '../backend/webgpu/fit.js';
+// checkFit and ModelLoadError from their modules, not the entry: a value import of index.ts would put the
+// engine, which main.ts loads lazily, into the page's bundle.
+import { audioTokensOf, checkFit, sureMemoryBytes, type FitDevice } from '../backend/webgpu/fit.js';
 import { defaultTowerFormat, towerBytes, type TowerBytes } from '../encoder/sizing.js';
 import { parseWhisperEncoderConfig, type WhisperEncoderConfig } from '../encoder/whisper-config.js';
 import { ModelLoadError } from '../errors.js';
@@ -22,9 +17,8 @@ import type { Json } from '../model/families/types.js';
 import { readHfConfig } from '../model/hf/load.js';
 import { configLayout, decoderFormat } from '../model/loader.js';
 import { readPackedMarker } from '../model/packed-folder.js';
-import { decoderWeightBytes } from '../model/packed-weights.js';
-import type { WeightFormat } from '../model/quant.js';
-import type { KvPrecision } from '../kv/precision.js';
+import type { FitVerdict } from '../index.js';
+import { decoderWeightBytes, type DeviceLimits, type KvPrecision, type WeightFormat } from '../research.js';
 
 export type { FitVerdict };
 

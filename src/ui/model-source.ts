@@ -5,18 +5,11 @@
  * range by range as the loader asks, so nothing is uploaded and no shard is read whole.
  * Before any weight is read the panel shows what the folder holds and whether it fits.
  */
-import type { KvPrecision } from '../kv/precision.js';
 import { filesToFolder, registerLocalFolder, releaseLocalFolder } from '../model/local-folder.js';
-import {
-  adapterLimits,
-  clipFit,
-  summarizeModel,
-  type ClipContext,
-  type FitVerdict,
-  type ModelSummary,
-} from './model-fit.js';
-import type { DeviceLimits } from '../backend/webgpu/fit.js';
+import { adapterLimits, clipFit, summarizeModel, type ClipContext, type ModelSummary } from './model-fit.js';
 import { formatBytes, formatSeconds } from './readouts.js';
+import type { FitVerdict } from '../index.js';
+import type { DeviceLimits, KvPrecision } from '../research.js';
 
 export interface ChosenModel {
   /** What LoadOptions.model gets: a URL or a `wnw-files://` address. */

@@ -2,8 +2,9 @@
  * The page's live numbers: a progress bar per phase, the statistics strip, and the
  * transcript panes (one, or two in compare mode). Plain DOM; each piece owns its nodes.
  */
-import type { ProgressEvent, ProgressPhase, StepStats, TranscriptionResult } from '../types.js';
+import type { ProgressPhase } from '../types.js';
 import { formatBytes, progressNote } from '../session/progress-note.js';
+import type { ProgressEvent, StepStats, TranscriptionResult } from '../index.js';
 
 export { formatBytes, progressNote };
 
@@ -135,14 +136,14 @@ export class StatsView {
   }
 
   final(r: TranscriptionResult): void {
-    const s = r.stats;
-    this.set('gpuKv', formatBytes(s.gpuKvBytes));
-    this.set('textPages', String(s.textKvPages));
-    this.set('rGpu', s.rGpu.toFixed(3));
-    this.set('mb', s.mbPerStep.toFixed(3));
-    this.set('ms', s.msPerToken.toFixed(1));
-    if (s.msPerToken > 0) this.set('tps', (1000 / s.msPerToken).toFixed(1));
-    this.set('rtf', `${s.realTimeFactor.toFixed(2)}×`);
+    const { kv, traffic, timing } = r.stats;
+    this.set('gpuKv', formatBytes(kv.gpuKvBytes));
+    this.set('textPages', String(kv.textKvPages));
+    this.set('rGpu', kv.rGpu.toFixed(3));
+    this.set('mb', traffic.mbPerStep.toFixed(3));
+    this.set('ms', timing.msPerToken.toFixed(1));
+    if (timing.msPerToken > 0) this.set('tps', (1000 / timing.msPerToken).toFixed(1));
+    this.set('rtf', `${timing.realTimeFactor.toFixed(2)}×`);
   }
 }
 
@@ -177,11 +178,11 @@ export class Pane {
     this.text.classList.toggle('partial', Boolean(r.error));
     const s = r.stats;
     const parts = [
-      `GPU KV <b>${formatBytes(s.gpuKvBytes)}</b>`,
-      `CPU KV <b>${formatBytes(s.cpuKvBytes)}</b>`,
-      `r_GPU <b>${s.rGpu.toFixed(3)}</b>`,
-      `<b>${s.mbPerStep.toFixed(3)}</b> MB/step`,
-      `<b>${s.msPerToken.toFixed(1)}</b> ms/token`,
+      `GPU KV <b>${formatBytes(s.kv.gpuKvBytes)}</b>`,
+      `CPU KV <b>${formatBytes(s.kv.cpuKvBytes)}</b>`,
+      `r_GPU <b>${s.kv.rGpu.toFixed(3)}</b>`,
+      `<b>${s.traffic.mbPerStep.toFixed(3)}</b> MB/step`,
+      `<b>${s.timing.msPerToken.toFixed(1)}</b> ms/token`,
       `<span data-tokens="${s.decodeSteps}">${s.decodeSteps}</span> tokens`,
     ];
     if (werValue !== null) parts.unshift(`WER <b data-wer="${werValue}">${(werValue * 100).toFixed(1)} %</b>`);

@@ -5,7 +5,7 @@
  * tidal head); amber marks where the anchor heads attend, so one can watch the GPU
  * window follow the transcript through the audio.
  */
-import type { StepStats } from '../types.js';
+import type { StepStats } from '../index.js';
 
 const ROW = 3; // px per decode step at devicePixelRatio 1
 const AXIS = 18; // px for the time axis under the plot

@@ -14,7 +14,15 @@ import type {
   Transcriber,
   TranscriptionResult,
 } from '../types.js';
-import type { FromWorker, SerializedError, ToWorker, WorkerAudio, WorkerLoadOptions } from './protocol.js';
+import type {
+  FromWorker,
+  SerializedError,
+  ToWorker,
+  WorkerAudio,
+  WorkerLoadOptions,
+  WorkerProbe,
+  WorkerTranscribeOptions,
+} from './protocol.js';
 
 /** Rebuilds a typed error: `code` and the extra fields survive; CancelledError and DeviceLostError keep their class (and text) for instanceof checks. */
 export function deserializeError(s: SerializedError): Error {
@@ -35,6 +43,25 @@ function toWorkerAudio(input: AudioInput): WorkerAudio {
     'BAD_ARGUMENT',
     'In a worker, pass a File/Blob, ArrayBuffer or a 16 kHz mono Float32Array; decode AudioBuffers on the page first.',
   );
+}
+
+/**
+ * A probe's data (forcedTokens, reusePrefill) crosses to the worker; a hook would be called
+ * on the worker's thread, where the page's function cannot go, so it is refused rather than
+ * left uncalled.
+ */
+function workerProbe(probe: TranscribeOptions['probe']): WorkerProbe | undefined {
+  // Not an object: the worker's option check names it.
+  if (typeof probe !== 'object' || probe === null) return probe;
+  const hooks = Object.entries(probe)
+    .filter(([, v]) => typeof v === 'function')
+    .map(([k]) => `probe.${k}`);
+  if (hooks.length)
+    throw new WnwError(
+      'BAD_ARGUMENT',
+      `${hooks.join(', ')} cannot run in a worker (a function cannot be posted to it); use the in-thread transcriber (loadTranscriber) for evaluation hooks`,
+    );
+  return probe;
 }
 
 export function defaultWorker(): Worker {
@@ -140,21 +167,22 @@ function partialResult(
       audioSeconds,
       audioTokens: 0,
       decodeSteps: seen.tokens.length,
-      rGpu: mean((s) => s.rGpu),
-      rGpuPeak: Math.max(0, ...seen.steps.map((s) => s.rGpu)),
-      rGpuCpu: 0,
-      mbPerStep: mean((s) => s.bytesToGpu) / 1e6,
-      mbPerStepMax: Math.max(0, ...seen.steps.map((s) => s.bytesToGpu)) / 1e6,
-      recallsPerStep: 0,
-      releasesPerStep: 0,
-      msPerToken: mean((s) => s.msPerToken),
-      prefillMs: 0,
-      encodeMs: 0,
-      gpuKvBytes: 0,
-      cpuKvBytes: 0,
-      textKvPages: seen.steps.at(-1)?.textKvPages ?? 0,
-      realTimeFactor: 0,
       stoppedBy: 'cancelled',
+      kv: {
+        rGpu: mean((s) => s.rGpu),
+        rGpuPeak: Math.max(0, ...seen.steps.map((s) => s.rGpu)),
+        rGpuCpu: 0,
+        gpuKvBytes: 0,
+        cpuKvBytes: 0,
+        textKvPages: seen.steps.at(-1)?.textKvPages ?? 0,
+      },
+      traffic: {
+        mbPerStep: mean((s) => s.bytesToGpu) / 1e6,
+        mbPerStepMax: Math.max(0, ...seen.steps.map((s) => s.bytesToGpu)) / 1e6,
+        recallsPerStep: 0,
+        releasesPerStep: 0,
+      },
+      timing: { msPerToken: mean((s) => s.msPerToken), prefillMs: 0, encodeMs: 0, realTimeFactor: 0 },
     },
   };
 }
@@ -180,10 +208,12 @@ export async function loadTranscriberInWorker(
   return {
     backend,
     async transcribe(input: AudioInput, opts: TranscribeOptions = {}): Promise<TranscriptionResult> {
+      const probe = workerProbe(opts.probe);
       if (session.crashed) throw session.crashed;
       const s = session;
       await s.ready;
-      const { signal, onToken, onStep, onProgress: onCallProgress, onLogits: _inProcessOnly, ...callOptions } = opts;
+      const { signal, onToken, onStep, onProgress: onCallProgress, probe: _hooks, ...data } = opts;
+      const callOptions: WorkerTranscribeOptions = { ...data, ...(probe ? { probe } : {}) };
       const seen: Seen = { text: '', tokens: [], steps: [] };
       return new Promise<TranscriptionResult>((resolve, reject) => {
         let kill: ReturnType<typeof setTimeout> | undefined;

@@ -3,15 +3,19 @@
  * becomes a message tagged with the request id; errors cross as plain objects carrying
  * the WnwError `code` and are rebuilt on the page side.
  */
-import type { LoadOptions, ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult } from '../types.js';
+import type { LoadOptions, Probe, ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult } from '../types.js';
 
 /** Functions and AbortSignals do not cross postMessage: the load's signal becomes a cancel message. */
 export type WorkerLoadOptions = Omit<LoadOptions, 'onProgress' | 'signal'>;
-/** Functions do not cross postMessage: onLogits stays in-process only. */
+/** A probe's data; its hooks are functions, which do not cross postMessage (the client refuses them). */
+export type WorkerProbe = Pick<Probe, 'forcedTokens' | 'reusePrefill'>;
+/** The page's callbacks become messages; the signal becomes a cancel message. */
 export type WorkerTranscribeOptions = Omit<
   TranscribeOptions,
-  'signal' | 'onToken' | 'onStep' | 'onProgress' | 'onLogits'
->;
+  'signal' | 'onToken' | 'onStep' | 'onProgress' | 'probe'
+> & {
+  probe?: WorkerProbe;
+};
 /** What the worker can receive: bytes, a Blob, or 16 kHz mono samples (AudioBuffers do not transfer). */
 export type WorkerAudio = ArrayBuffer | Uint8Array | Blob | Float32Array;
 

@@ -11,7 +11,7 @@ import {
   towerBytes,
 } from '../../src/encoder/sizing.js';
 import { ENCODER_SHAPES, randomEncoderTensors } from '../../src/bench/encoder.js';
-import { planMemory } from '../../src/backend/webgpu/fit.js';
+import { memoryNeed } from '../../src/backend/webgpu/fit.js';
 import { memoryMarkdown, memoryTable, isSized } from '../../src/bench/memory.js';
 import { voxtral } from '../../src/model/families/voxtral.js';
 import { qwen25Omni } from '../../src/model/families/qwen2-5-omni.js';
@@ -104,10 +104,10 @@ describe('audio tower sizing', () => {
       kvPrecision: 'f16' as const,
       budget: 0.2,
     };
-    const without = planMemory(c, request);
+    const without = memoryNeed(c, request);
     expect(without.phases.encode).toBe(without.weightBytes);
     const tower = towerBytes(LARGE, voxtral.encoder, c.hiddenSize, 'f16');
-    const withTower = planMemory(c, { ...request, audioTower: tower });
+    const withTower = memoryNeed(c, { ...request, audioTower: tower });
     expect(withTower.phases.encode).toBe(without.weightBytes + tower.weightBytes + tower.batchBytes);
     expect(withTower.phases.prefill).toBe(without.phases.prefill);
     expect(withTower.peakBytes).toBe(Math.max(withTower.phases.encode, without.peakBytes));

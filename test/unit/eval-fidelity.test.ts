@@ -105,7 +105,7 @@ describe('teacher-forced fidelity on the random reference model (CPU backend)', 
         encodeMs: 0,
         timingHeads: [],
         tidalHeads: [],
-        options: { maxNewTokens: 24, reusePrefill: true, ...options },
+        options: { maxNewTokens: 24, ...options, probe: { reusePrefill: true, ...options.probe } },
         progress: () => {},
       });
   const full = decoder(() => new FullPolicy(), 'full', 1);

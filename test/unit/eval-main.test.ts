@@ -30,9 +30,9 @@ function fakeLoad(calls: TranscribeOptions[], loads: LoadOptions[]) {
           .split(/\s+/);
         const policy = call.policy ?? 'full';
         if (policy === 'h2o') throw new ContextTooLongError(2e9, 1e9, 'the H2O window');
-        const forced = call.forcedTokens;
+        const forced = call.probe?.forcedTokens;
         forced?.forEach((_, t) =>
-          call.onLogits?.(
+          call.probe?.onLogits?.(
             t,
             Float32Array.from(policy !== 'full' && t === forced.length - 1 ? LAST_STEP_LOGITS : FULL_LOGITS),
           ),
@@ -51,20 +51,26 @@ function fakeLoad(calls: TranscribeOptions[], loads: LoadOptions[]) {
             audioSeconds: words.length,
             audioTokens: 0,
             decodeSteps: words.length,
-            rGpu: policy === 'full' ? 1 : call.budget!,
-            rGpuPeak: 1,
-            rGpuCpu: 1,
-            mbPerStep: 0.1,
-            mbPerStepMax: 0.1,
-            recallsPerStep: 0,
-            releasesPerStep: 0,
-            msPerToken: policy === 'full' ? 10 : 11,
-            prefillMs: 0,
-            encodeMs: 0,
-            gpuKvBytes: 0,
-            cpuKvBytes: 0,
-            textKvPages: 0,
-            realTimeFactor: 0.1,
+            kv: {
+              rGpu: policy === 'full' ? 1 : call.budget!,
+              rGpuPeak: 1,
+              rGpuCpu: 1,
+              gpuKvBytes: 0,
+              cpuKvBytes: 0,
+              textKvPages: 0,
+            },
+            traffic: {
+              mbPerStep: 0.1,
+              mbPerStepMax: 0.1,
+              recallsPerStep: 0,
+              releasesPerStep: 0,
+            },
+            timing: {
+              msPerToken: policy === 'full' ? 10 : 11,
+              prefillMs: 0,
+              encodeMs: 0,
+              realTimeFactor: 0.1,
+            },
             stoppedBy: 'eos',
           },
         };
@@ -177,14 +183,14 @@ describe('npm run eval', () => {
     expect(loads).toHaveLength(1);
     expect(loads[0].backend).toBe('cpu');
     // an untimed warm-up of the full cache first (its time would otherwise land in the full row)
-    expect(calls[0]).toMatchObject({ policy: 'full', maxNewTokens: WARMUP_TOKENS, reusePrefill: true });
+    expect(calls[0]).toMatchObject({ policy: 'full', maxNewTokens: WARMUP_TOKENS, probe: { reusePrefill: true } });
     // each clip: the full cache, its tokens forced once more for its logits, then every policy free and teacher-forced
     const perClip = ['full@1', 'full@1 forced', 'wnw@0.2', 'wnw@0.2 forced', 'wnw@0.4', 'wnw@0.4 forced'];
-    expect(calls.slice(1).map((c) => `${c.policy}@${c.budget}${c.forcedTokens ? ' forced' : ''}`)).toEqual([
+    expect(calls.slice(1).map((c) => `${c.policy}@${c.budget}${c.probe?.forcedTokens ? ' forced' : ''}`)).toEqual([
       ...perClip,
       ...perClip,
     ]);
-    expect(calls.slice(1).map((c) => c.reusePrefill)).toEqual([
+    expect(calls.slice(1).map((c) => c.probe?.reusePrefill)).toEqual([
       true,
       true,
       true,
@@ -200,12 +206,12 @@ describe('npm run eval', () => {
     ]);
     expect(calls.slice(1).every((c) => c.maxNewTokens === undefined)).toBe(true);
     // the forced tokens are the full cache's, one per decode step
-    expect(calls[2].forcedTokens).toEqual([10, 11, 12, 13]);
+    expect(calls[2].probe?.forcedTokens).toEqual([10, 11, 12, 13]);
     expect(
       calls
         .slice(1)
-        .filter((c) => c.forcedTokens)
-        .every((c) => c.onLogits),
+        .filter((c) => c.probe?.forcedTokens)
+        .every((c) => c.probe?.onLogits),
     ).toBe(true);
     expect(report.clips.map((c) => c.id)).toEqual(['a', 'b']);
     const a = report.clips[0];
@@ -299,14 +305,14 @@ describe('npm run eval', () => {
     expect(
       calls
         .slice(1, 9)
-        .filter((c) => !c.forcedTokens)
+        .filter((c) => !c.probe?.forcedTokens)
         .map((c) => [c.policy, c.policyOptions]),
     ).toEqual(expected);
     // the teacher-forced decodes run the same variants (the full cache's, for its logits, none)
     expect(
       calls
         .slice(1, 9)
-        .filter((c) => c.forcedTokens)
+        .filter((c) => c.probe?.forcedTokens)
         .map((c) => [c.policy, c.policyOptions]),
     ).toEqual(expected);
     expect(report.clips[0].runs.map((r) => [r.policy, r.variant])).toEqual([
@@ -405,7 +411,7 @@ describe('npm run eval', () => {
       log: () => {},
       tty: false,
     });
-    expect(calls.map((c) => `${c.policy}@${c.budget}${c.forcedTokens ? ' forced' : ''}`)).toEqual([
+    expect(calls.map((c) => `${c.policy}@${c.budget}${c.probe?.forcedTokens ? ' forced' : ''}`)).toEqual([
       'wnw@0.2',
       'wnw@0.2',
       'wnw@0.2',
@@ -434,7 +440,11 @@ describe('npm run eval', () => {
     const load = async (o: LoadOptions): Promise<Transcriber> => {
       const t = await inner(o);
       // a backend that returns no logits: the comparison cannot be made
-      return { ...t, transcribe: (input, call = {}) => t.transcribe(input, { ...call, onLogits: undefined }) };
+      return {
+        ...t,
+        transcribe: (input, call = {}) =>
+          t.transcribe(input, { ...call, probe: { ...call.probe, onLogits: undefined } }),
+      };
     };
     const report = await runEval(args, {
       load,

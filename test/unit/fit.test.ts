@@ -4,11 +4,11 @@ import { join } from 'node:path';
 import {
   checkFit,
   minutesThatFit,
-  planMemory,
+  memoryNeed,
   refuseUnfit,
   weightBindingProblems,
   type DeviceLimits,
-  type MemoryRequest,
+  type MemoryNeedRequest,
 } from '../../src/backend/webgpu/fit.js';
 import { ContextTooLongError, ModelTooBigError } from '../../src/errors.js';
 import { familyFor } from '../../src/model/families/registry.js';
@@ -33,7 +33,7 @@ const voxtral = hfModelConfig(familyFor('voxtral')!, VOXTRAL_JSON, 'config.json'
 // WebGPU's default limits, which every adapter offers.
 const DEFAULTS: DeviceLimits = { maxStorageBufferBindingSize: 128 * MiB, maxBufferSize: 256 * MiB };
 const BIG: DeviceLimits = { maxStorageBufferBindingSize: 4 * GiB, maxBufferSize: 4 * GiB };
-const minutes = (m: number, r: Partial<MemoryRequest> = {}): MemoryRequest => ({
+const minutes = (m: number, r: Partial<MemoryNeedRequest> = {}): MemoryNeedRequest => ({
   weightFormat: 'q4',
   tied: false,
   audioTokens: Math.ceil(60 * m * voxtral.audio.tokensPerSecond),
@@ -79,7 +79,7 @@ describe('will it fit: weight tensors against one binding', () => {
 
 describe('will it fit: weights + the KV plan for the recording', () => {
   it("is the memory bench's plan: the larger of the prefill and decoding, each with the pool as it stands then", () => {
-    const p = planMemory(voxtral, minutes(30));
+    const p = memoryNeed(voxtral, minutes(30));
     expect(p.weightBytes).toBe(decoderWeightBytes(voxtral, 'q4').total);
     expect(p.peakBytes).toBe(Math.max(p.phases.prefill, p.phases.decode));
     // Prefill: its buffers beside the pool without generated text, and one layer's K/V staged for CPU copies, f16 as the prefill holds them.
@@ -91,16 +91,16 @@ describe('will it fit: weights + the KV plan for the recording', () => {
     expect(copy).toBeGreaterThan(0);
     expect(copy).toBeLessThan(p.poolBytes / voxtral.numLayers);
     // Text KV is on demand: no generated text, no text pages beyond the prompt's; a faster transcript, more.
-    const silent = planMemory(voxtral, minutes(30, { textPerSecond: 0 }));
+    const silent = memoryNeed(voxtral, minutes(30, { textPerSecond: 0 }));
     expect(silent.poolBytes).toBe(silent.prefillPoolBytes);
-    expect(planMemory(voxtral, minutes(30, { textPerSecond: 6 })).poolBytes).toBeGreaterThan(p.poolBytes);
+    expect(memoryNeed(voxtral, minutes(30, { textPerSecond: 6 })).poolBytes).toBeGreaterThan(p.poolBytes);
     expect(p.poolBytes).toBeLessThan(p.poolFull / 2);
-    const full = planMemory(voxtral, minutes(30, { budget: 1 }));
+    const full = memoryNeed(voxtral, minutes(30, { budget: 1 }));
     expect(full.poolBytes).toBe(full.poolFull);
     expect(full.poolFull).toBe(p.poolFull);
     // f16 KV halves the pool's keys and values (not its positions and tables).
     expect(
-      planMemory(voxtral, minutes(30, { kvPrecision: 'f32', budget: 1 })).poolBytes / full.poolBytes,
+      memoryNeed(voxtral, minutes(30, { kvPrecision: 'f32', budget: 1 })).poolBytes / full.poolBytes,
     ).toBeGreaterThan(1.75);
   });
 
@@ -134,11 +134,11 @@ describe('will it fit: weights + the KV plan for the recording', () => {
       /prompt hidden states.*over this device's binding limit.*shorter clip.* The limit is this device's maxStorageBufferBindingSize\.$/,
     );
     // Without WebGPU (the CPU backend) there is no binding to pass: the plan itself cannot be made past 2 GiB.
-    expect(() => planMemory(voxtral, minutes(960))).toThrow(ContextTooLongError);
+    expect(() => memoryNeed(voxtral, minutes(960))).toThrow(ContextTooLongError);
     // The minutes offered are the longest whose buffers bind.
     const m = v.wouldFit!.minutes;
-    expect(() => planMemory(voxtral, minutes(m), DEFAULTS)).not.toThrow();
-    expect(() => planMemory(voxtral, minutes(m + 1), DEFAULTS)).toThrow(ContextTooLongError);
+    expect(() => memoryNeed(voxtral, minutes(m), DEFAULTS)).not.toThrow();
+    expect(() => memoryNeed(voxtral, minutes(m + 1), DEFAULTS)).toThrow(ContextTooLongError);
     expect(v.text).toMatch(
       new RegExp(
         `At r_GPU 0\\.2 with f16 KV and q4 weights, about ${m} minutes of audio fit within this device's bindings\\.$`,
@@ -151,7 +151,7 @@ describe('will it fit: weights + the KV plan for the recording', () => {
     // (8,012 rows of 256 bytes), the full cache's keys of one layer (audio + 2,000 text slots) do not, WnW's do.
     const c = decoderShapeConfig('qwen2_audio');
     const limits = { maxStorageBufferBindingSize: 2 * MiB, maxBufferSize: 2 * MiB };
-    const r: MemoryRequest = {
+    const r: MemoryNeedRequest = {
       weightFormat: 'f32',
       tied: false,
       audioTokens: 8000,
@@ -168,7 +168,7 @@ describe('will it fit: weights + the KV plan for the recording', () => {
 
   it('judges the total against navigator.deviceMemory, and leaves it open where that cannot tell', () => {
     const r = minutes(60, { weightFormat: 'f16', budget: 1 });
-    const peak = planMemory(voxtral, r).peakBytes;
+    const peak = memoryNeed(voxtral, r).peakBytes;
     // Twice the 4 GiB report below: a peak the device surely lacks.
     expect(peak).toBeGreaterThan(2 * 4 * GiB);
     // Reports are rounded down: 4 GiB means less than 8 GiB, far below the peak.
@@ -197,8 +197,8 @@ describe('a recording too long for the device names the minutes that fit', () =>
     const m = v.wouldFit!.minutes;
     expect(m).toBe(minutesThatFit(voxtral, full40, GB4));
     expect(m).toBeGreaterThan(0);
-    expect(planMemory(voxtral, minutes(m, { budget: 1 })).peakBytes).toBeLessThanOrEqual(4 * GiB);
-    expect(planMemory(voxtral, minutes(m + 1, { budget: 1 })).peakBytes).toBeGreaterThan(4 * GiB);
+    expect(memoryNeed(voxtral, minutes(m, { budget: 1 })).peakBytes).toBeLessThanOrEqual(4 * GiB);
+    expect(memoryNeed(voxtral, minutes(m + 1, { budget: 1 })).peakBytes).toBeGreaterThan(4 * GiB);
     expect(v.text).toContain(
       `At the full cache with f16 KV and q4 weights, about ${m} minutes of audio fit in 4.00 GiB.`,
     );

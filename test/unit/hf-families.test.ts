@@ -235,7 +235,7 @@ describe('family configs', () => {
         encoderBytes: 0,
       };
       // The run ends at the folder's <|im_end|>, not at the released id.
-      const r = await t.decodeEncoded(enc, { forcedTokens: [40, 151645, 41, 151900, 42] });
+      const r = await t.decodeEncoded(enc, { probe: { forcedTokens: [40, 151645, 41, 151900, 42] } });
       expect(r.tokens).toEqual([40, 151645, 41]);
     } finally {
       t.dispose();

@@ -145,7 +145,7 @@ describe('transcribing from a Hugging Face folder', () => {
         expect(seen).toEqual(expected);
         expect(phases).toEqual(['encode', 'prefill', 'decode']);
         expect(res.stats.audioTokens).toBe(enc.audioLength);
-        expect(res.stats.encodeMs).toBeGreaterThan(0);
+        expect(res.stats.timing.encodeMs).toBeGreaterThan(0);
         expect(res.stats.encoderBytes).toBe(enc.encoderBytes);
         // It stops at a stop token or the cap, and the text is the tokenizer's.
         if (res.stats.stoppedBy === 'length-guard') expect(res.tokens.length).toBe(MAX_NEW);

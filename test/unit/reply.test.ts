@@ -110,7 +110,7 @@ describe("Qwen2-Audio's wrapper through the decoder's text path", () => {
     const streamed: string[] = [];
     const shown: string[] = [];
     const r = await t.decodeEncoded(enc, {
-      forcedTokens: ids,
+      probe: { forcedTokens: ids },
       onToken: (s) => void streamed.push(s),
       onStep: (s) => void shown.push(s.text),
     });

@@ -134,8 +134,7 @@ describe('the prompt in the session options', () => {
       tidalHeads: [],
       options: {
         maxNewTokens: 3,
-        forcedTokens: [5, 6, 7],
-        reusePrefill: true,
+        probe: { forcedTokens: [5, 6, 7], reusePrefill: true },
         onStep: () => void seen.push(JSON.stringify(config)),
       },
       progress: () => {},

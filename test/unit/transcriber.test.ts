@@ -33,9 +33,9 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     expect(r.stats.audioTokens).toBe(250);
     expect(r.stats.decodeSteps).toBeGreaterThan(0);
     expect(r.tokens.length).toBeLessThanOrEqual(24);
-    expect(r.stats.rGpuPeak).toBeLessThanOrEqual(0.2 + 1e-9);
-    expect(r.stats.rGpu).toBeGreaterThan(0.05);
-    expect(r.stats.rGpuCpu).toBeGreaterThan(r.stats.rGpu);
+    expect(r.stats.kv.rGpuPeak).toBeLessThanOrEqual(0.2 + 1e-9);
+    expect(r.stats.kv.rGpu).toBeGreaterThan(0.05);
+    expect(r.stats.kv.rGpuCpu).toBeGreaterThan(r.stats.kv.rGpu);
     expect(steps.every((x) => x <= 0.2 + 1e-9)).toBe(true);
     expect(tokens.join('').trim()).toBe(r.text);
     expect(r.words.length).toBeGreaterThan(0);
@@ -158,7 +158,7 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
   it('the full cache keeps everything on the GPU and decodes the same first token', async () => {
     const a = await asr.transcribe(toneWav(8), { policy: 'full', maxNewTokens: 6 });
     const b = await asr.transcribe(toneWav(8), { policy: 'wnw', budget: 0.2, maxNewTokens: 6 });
-    expect(a.stats.rGpu).toBe(1);
+    expect(a.stats.kv.rGpu).toBe(1);
     expect(a.tokens[0]).toBe(b.tokens[0]); // both come from the same full-attention prefill
   });
 
@@ -168,8 +168,7 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     const forced = [...a.tokens, a.stats.stopToken ?? 0];
     const b = await asr.transcribe(toneWav(8), {
       policy: 'full',
-      forcedTokens: forced,
-      onLogits: (_, l) => logits.push(l),
+      probe: { forcedTokens: forced, onLogits: (_, l) => logits.push(l) },
     });
     expect(a.tokens.length).toBeGreaterThan(1);
     expect(a.stats.decodeSteps).toBe(a.stats.stoppedBy === 'eos' ? a.tokens.length : a.tokens.length - 1);
@@ -184,14 +183,17 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
   it('WnW at planLag 2 decodes pipelined, and its teacher-forced (waiting) run holds each plan a step: the same logits', async () => {
     const opts = { policy: 'wnw' as const, budget: 0.2, policyOptions: { planLag: 2 } };
     const free: Float32Array[] = [];
-    const a = await asr.transcribe(toneWav(20), { ...opts, maxNewTokens: 24, onLogits: (_, l) => free.push(l) });
+    const a = await asr.transcribe(toneWav(20), {
+      ...opts,
+      maxNewTokens: 24,
+      probe: { onLogits: (_, l) => free.push(l) },
+    });
     const forced: Float32Array[] = [];
     await asr.transcribe(toneWav(20), {
       ...opts,
-      forcedTokens: [...a.tokens, a.stats.stopToken ?? 0],
-      onLogits: (_, l) => forced.push(l),
+      probe: { forcedTokens: [...a.tokens, a.stats.stopToken ?? 0], onLogits: (_, l) => forced.push(l) },
     });
-    expect(a.stats.recallsPerStep).toBeGreaterThan(0); // plans moved KV mid-decode
+    expect(a.stats.traffic.recallsPerStep).toBeGreaterThan(0); // plans moved KV mid-decode
     // The same plans at the same steps: the same logits, to the bit, at every step.
     expect(free.length).toBe(a.stats.decodeSteps);
     expect(forced.slice(0, free.length).map((l) => Array.from(l))).toEqual(free.map((l) => Array.from(l)));
@@ -205,11 +207,13 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
         budget: 0.2,
         maxNewTokens: 2,
         policyOptions: { prefillRecall },
-        onResidency: (step, resident) => {
-          if (step !== 0) return;
-          n = 0;
-          // 2 layers × 8 KV heads; 20 s at 12.5 tokens a second is 250 positions.
-          for (let h = 0; h < 16; h++) for (let p = 0; p < 250; p++) if (resident(h, p)) n++;
+        probe: {
+          onResidency: (step, resident) => {
+            if (step !== 0) return;
+            n = 0;
+            // 2 layers × 8 KV heads; 20 s at 12.5 tokens a second is 250 positions.
+            for (let h = 0; h < 16; h++) for (let p = 0; p < 250; p++) if (resident(h, p)) n++;
+          },
         },
       });
       return n;
@@ -229,7 +233,7 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
       onStep: (s) => tidalShares.push(...(s.tidalSegments ?? [])),
     });
     expect(r.error).toBeUndefined();
-    expect(r.stats.rGpuCpu).toBeCloseTo(r.stats.rGpu, 12); // nothing kept in CPU memory: no tidal heads
+    expect(r.stats.kv.rGpuCpu).toBeCloseTo(r.stats.kv.rGpu, 12); // nothing kept in CPU memory: no tidal heads
     expect(tidalShares.every((x) => x === 0)).toBe(true);
     await expect(
       asr.transcribe(toneWav(8), {
@@ -349,8 +353,14 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
     await expect(asr.transcribe(toneWav(2), { signal: {} as AbortSignal })).rejects.toThrow(
       /^option signal must be an AbortSignal, got an object$/,
     );
-    await expect(loadTranscriber({ model: dir, backend: 'cpu', kvBudgetBytes: 0 })).rejects.toThrow(
-      /^option kvBudgetBytes must be a whole number of bytes above 0, got 0$/,
+    await expect(asr.transcribe(toneWav(2), { probe: { forcedTokens: [1, -2] } })).rejects.toThrow(
+      /^option probe\.forcedTokens must be an array of token ids \(whole numbers from 0\), got \[1, -2\]$/,
+    );
+    await expect(asr.transcribe(toneWav(2), { probe: { onLogits: 'log' as never } })).rejects.toThrow(
+      /^option probe\.onLogits must be a function, got "log"$/,
+    );
+    await expect(loadTranscriber({ model: dir, backend: 'cpu', kvMaxBytes: 0 })).rejects.toThrow(
+      /^option kvMaxBytes must be a whole number of bytes above 0, got 0$/,
     );
     await expect(loadTranscriber({ model: dir, backend: 'cpu', weightFormat: 'int4' as never })).rejects.toThrow(
       /^option weightFormat must be one of "f32", "f16", "q4", got "int4"$/,

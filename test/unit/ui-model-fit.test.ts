@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { planMemory } from '../../src/backend/webgpu/fit.js';
+import { memoryNeed } from '../../src/backend/webgpu/fit.js';
 import { decoderWeightBytes } from '../../src/model/packed-weights.js';
 import { referenceConfig } from '../../src/model/testing.js';
 import { clipFit, summarizeModel, type ModelSummary } from '../../src/ui/model-fit.js';
@@ -26,7 +26,7 @@ describe("the model panel's fit verdict", () => {
   it("is the loader's plan for the clip's audio tokens: weights + buffers + the run's KV pool, per phase", () => {
     const s = summary();
     const v = clipFit(s, { seconds: 60, kvPrecision: 'f16', budget: 1 }, { limits: null, deviceMemoryGiB: 4 });
-    const plan = planMemory(s.config, {
+    const plan = memoryNeed(s.config, {
       weightFormat: 'f32',
       tied: false,
       audioTokens: Math.ceil(60 * s.config.audio.tokensPerSecond),

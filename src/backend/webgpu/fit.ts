@@ -46,7 +46,7 @@ export {
 const size = (b: number) =>
   b < 2 ** 20 ? `${(b / 2 ** 10).toFixed(0)} KiB` : b < 2 ** 30 ? mib(b) : `${(b / 2 ** 30).toFixed(2)} GiB`;
 
-export interface MemoryRequest {
+export interface MemoryNeedRequest {
   weightFormat: WeightFormat;
   /** The lm_head is the embedding's table. */
   tied: boolean;
@@ -81,7 +81,7 @@ export interface PhasePeaks {
   encode: number;
 }
 
-export interface MemoryPlan {
+export interface MemoryNeed {
   audioTokens: number;
   /** Generated tokens the decode phase is sized for (textPerSecond × the audio's seconds). */
   textTokens: number;
@@ -181,7 +181,7 @@ export function poolBytes(
  * copied into a larger buffer. Throws ContextTooLongError, naming the buffer, where one
  * of the session's buffers or one layer's pool pages under the budget's plan passes a binding.
  */
-export function planMemory(c: ModelConfig, r: MemoryRequest, limits: DeviceLimits = UNBOUNDED_LIMITS): MemoryPlan {
+export function memoryNeed(c: ModelConfig, r: MemoryNeedRequest, limits: DeviceLimits = UNBOUNDED_LIMITS): MemoryNeed {
   const A = r.audioTokens;
   const seconds = A / c.audio.tokensPerSecond;
   const maxNewTokens = r.maxNewTokens ?? defaultMaxNewTokens(seconds);
@@ -286,7 +286,7 @@ export interface FitVerdict {
   fits: boolean | null;
   problems: FitProblem[];
   /** Null when a buffer of the recording passes a binding (then the sizes cannot be planned). */
-  plan: MemoryPlan | null;
+  plan: MemoryNeed | null;
   text: string;
   /** Set when it does not fit and a shorter recording would (absent where the weights alone fail). */
   wouldFit?: WouldFit;
@@ -299,13 +299,13 @@ const budgetLabel = (budget: number) => (budget >= 1 ? 'full cache' : `r_GPU ${b
  * every weight tensor and session buffer within one binding, and weights + buffers + the
  * plan's KV pool within the memory the device reports. Pure: no adapter is asked here.
  */
-export function checkFit(c: ModelConfig, r: MemoryRequest, device: FitDevice): FitVerdict {
+export function checkFit(c: ModelConfig, r: MemoryNeedRequest, device: FitDevice): FitVerdict {
   const problems: FitProblem[] = device.limits ? weightBindingProblems(c, r.weightFormat, device.limits) : [];
   // A layer matrix no binding holds fails at every length: a shorter recording is no answer then.
   const weightsBind = problems.length === 0;
-  let plan: MemoryPlan | null = null;
+  let plan: MemoryNeed | null = null;
   try {
-    plan = planMemory(c, r, device.limits ?? UNBOUNDED_LIMITS);
+    plan = memoryNeed(c, r, device.limits ?? UNBOUNDED_LIMITS);
   } catch (e) {
     if (!(e instanceof ContextTooLongError) || !device.limits) throw e;
     // The error names the buffer and says what helps; the limit is named here.
@@ -349,14 +349,14 @@ export function sureMemoryBytes(device: FitDevice): number | undefined {
  * The whole minutes of audio that fit `device` with `r`'s weights, budget, precision and
  * text cap: the longest recording whose plan binds and whose peak is within the memory the
  * device surely has, at most what the model's positions hold. A binary search over
- * `planMemory`, the sizing the verdict itself uses: the peak only grows with the audio.
+ * `memoryNeed`, the sizing the verdict itself uses: the peak only grows with the audio.
  */
-export function minutesThatFit(c: ModelConfig, r: MemoryRequest, device: FitDevice): number {
+export function minutesThatFit(c: ModelConfig, r: MemoryNeedRequest, device: FitDevice): number {
   const memory = sureMemoryBytes(device);
   const limits = device.limits ?? UNBOUNDED_LIMITS;
   const fits = (minutes: number) => {
     try {
-      const p = planMemory(c, { ...r, audioTokens: audioTokensOf(c, 60 * minutes) }, limits);
+      const p = memoryNeed(c, { ...r, audioTokens: audioTokensOf(c, 60 * minutes) }, limits);
       return memory === undefined || p.peakBytes <= memory;
     } catch (e) {
       if (e instanceof ContextTooLongError) return false;
@@ -374,7 +374,7 @@ export function minutesThatFit(c: ModelConfig, r: MemoryRequest, device: FitDevi
   return lo;
 }
 
-function wouldFitOf(c: ModelConfig, r: MemoryRequest, device: FitDevice): WouldFit {
+function wouldFitOf(c: ModelConfig, r: MemoryNeedRequest, device: FitDevice): WouldFit {
   const minutes = minutesThatFit(c, r, device);
   const memory = sureMemoryBytes(device);
   const at = `At ${r.budget >= 1 ? 'the ' : ''}${budgetLabel(r.budget)} with ${r.kvPrecision} KV and ${r.weightFormat} weights`;
@@ -439,7 +439,7 @@ export function refuseUnfit(
   tied: boolean,
   device: FitDevice,
   where: string,
-  recording?: Omit<MemoryRequest, 'weightFormat' | 'tied'>,
+  recording?: Omit<MemoryNeedRequest, 'weightFormat' | 'tied'>,
 ): void {
   if (recording) {
     const v = checkFit(c, { ...recording, weightFormat: format, tied }, device);

@@ -1,0 +1,29 @@
+/**
+ * wnw/research: what evaluating the runtime or writing a KV policy needs beyond the page's
+ * entry (src/index.ts). The transcriber class (its `encode` / `decodeEncoded` run many
+ * policies over one encoding), the contract a policy implements and the plans it answers
+ * with, the policy registry, the evaluation hooks (`TranscribeOptions.probe`), and the
+ * sizing helpers behind the fit check. The page's names are imported from `wnw` itself.
+ */
+export { WnwTranscriber } from './session/transcriber.js';
+export type { Probe } from './types.js';
+export type { KvPolicy, PlanLag, PolicyOptions } from './policy/types.js';
+export type {
+  AttentionRequest,
+  HeadResidency,
+  LayerObservation,
+  LayerPrefill,
+  Move,
+  PolicyLayout,
+  PrefillObservation,
+  PrefillPlan,
+  StepObservation,
+  StepPlan,
+} from './kv/plan.js';
+export type { HeadRoles, HeadsFile } from './model/heads.js';
+export { POLICIES, hasFixedBudget, needsHeads, policyBudget } from './policy/registry.js';
+// The fit check's parts: the decoder's weight bytes per format, and which tensors a binding cannot hold.
+export { decoderWeightBytes, type WeightBytes } from './model/packed-weights.js';
+export { weightBindingProblems, type DeviceLimits, type FitProblem } from './backend/webgpu/fit.js';
+export type { WeightFormat } from './model/quant.js';
+export type { KvPrecision } from './kv/precision.js';
