@@ -229,7 +229,9 @@ export function runTime(
 export function formatCostReport(r: CostReport): string {
   const tf = (x: number) => `${(x / 1e12).toFixed(2)} TFLOP`;
   const lines = [
-    `Calibration forward of ${r.shape} (${r.totalLayers} layers × ${r.numKvHeads} KV heads) over ${r.positions} rows (${r.answer} answer rows): ${tf(r.flopsPerLayer)} per layer, ${tf(r.flopsCe)} CE, ${tf(r.flopsPerForward)} per forward.`,
+    `Calibration forward of ${r.shape} (${r.totalLayers} layers × ${r.numKvHeads} KV heads) ` +
+      `over ${r.positions} rows (${r.answer} answer rows): ` +
+      `${tf(r.flopsPerLayer)} per layer, ${tf(r.flopsCe)} CE, ${tf(r.flopsPerForward)} per forward.`,
     '',
     '| measured on | layers timed | ms per layer | GFLOP/s | ms per full forward | forwards per clip M=1 / 2 / 4 | 8 clips, M = 2 | 50 clips, M = 4 |',
     '|---|---|---|---|---|---|---|---|',
@@ -239,13 +241,16 @@ export function formatCostReport(r: CostReport): string {
     .join(' / ');
   const row = (name: string, x: { layers: number; msPerLayer: number; gflops: number; msPerForward: number }) =>
     lines.push(
-      `| ${name} | ${x.layers} | ${x.msPerLayer.toFixed(0)} | ${x.gflops.toFixed(1)} | ${x.msPerForward.toFixed(0)} | ${F} | ${hours(runTime(r, x.msPerForward, 8, 2))} | ${hours(runTime(r, x.msPerForward, 50, 4))} |`,
+      `| ${name} | ${x.layers} | ${x.msPerLayer.toFixed(0)} | ${x.gflops.toFixed(1)} | ${x.msPerForward.toFixed(0)} | ${F} | ` +
+        `${hours(runTime(r, x.msPerForward, 8, 2))} | ${hours(runTime(r, x.msPerForward, 50, 4))} |`,
     );
   if (r.cpu) row('CPU reference decoder (f32, TypeScript)', r.cpu);
   if (r.webgpu) row(`WebGPU prefill, ${r.webgpu.weights} weights, ${r.webgpu.adapter}`, r.webgpu);
   lines.push(
     '',
-    "Measured: the layer times (CPU: one HS forward; WebGPU: the median of the timed prefills after a warm-up). The rest is arithmetic: a full forward is the layers × the model's count plus the CE rows, a clip costs forwardsPerClip forwards.",
+    'Measured: the layer times (CPU: one HS forward; WebGPU: the median of the timed prefills after a warm-up). ' +
+      "The rest is arithmetic: a full forward is the layers × the model's count plus the CE rows, " +
+      'a clip costs forwardsPerClip forwards.',
   );
   return lines.join('\n');
 }

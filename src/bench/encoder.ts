@@ -264,17 +264,23 @@ export async function runEncoderBench(
 
 export function formatEncoderReport(r: EncoderBenchReport): string {
   const lines = [
-    `Encoder ${r.shape} (${r.family} projector), ${r.layers} of ${r.totalLayers} layers, random ${r.weights} weights, on ${r.device}${r.cpuFigures ? ': CPU figures' : ''}.`,
-    `Weights ${r.weightMiB.toFixed(1)} MiB (${r.layers} layer${r.layers === 1 ? '' : 's'}); the ${r.totalLayers}-layer encoder: ${r.fullEncoderWeightMiB.toFixed(1)} MiB.`,
+    `Encoder ${r.shape} (${r.family} projector), ${r.layers} of ${r.totalLayers} layers, ` +
+      `random ${r.weights} weights, on ${r.device}${r.cpuFigures ? ': CPU figures' : ''}.`,
+    `Weights ${r.weightMiB.toFixed(1)} MiB (${r.layers} layer${r.layers === 1 ? '' : 's'}); ` +
+      `the ${r.totalLayers}-layer encoder: ${r.fullEncoderWeightMiB.toFixed(1)} MiB.`,
     `"scaled": the length's time is the measured windows' scaled to all its windows (the encoder attends within 30 s windows only).`,
-    `The ${r.totalLayers}-layer column is an estimate: the time without layers (convolutions, positions, projector) plus ${r.totalLayers} × the measured per-layer time.`,
+    `The ${r.totalLayers}-layer column is an estimate: the time without layers (convolutions, positions, projector) ` +
+      `plus ${r.totalLayers} × the measured per-layer time.`,
     '',
-    `| audio | windows (measured) | s per audio min (${r.layers} layer${r.layers === 1 ? '' : 's'}) | of which without layers | est. s per audio min (${r.totalLayers} layers) | tokens | output MiB | peak MiB (measured run) |`,
+    `| audio | windows (measured) | s per audio min (${r.layers} layer${r.layers === 1 ? '' : 's'}) | ` +
+      `of which without layers | est. s per audio min (${r.totalLayers} layers) | tokens | output MiB | peak MiB (measured run) |`,
     '|---|---|---|---|---|---|---|---|',
   ];
   for (const x of r.rows) {
     lines.push(
-      `| ${x.minutes} min | ${x.windows} (${x.measuredWindows}${x.scaled ? ', scaled' : ''}) | ${x.secondsPerAudioMinute.toFixed(2)} | ${x.fixedSecondsPerAudioMinute.toFixed(2)} | ${x.fullEncoderSecondsPerAudioMinute.toFixed(1)} | ${Math.round(x.tokens)} | ${x.outputMiB.toFixed(1)} | ${x.peakMiB.toFixed(1)} |`,
+      `| ${x.minutes} min | ${x.windows} (${x.measuredWindows}${x.scaled ? ', scaled' : ''}) | ` +
+        `${x.secondsPerAudioMinute.toFixed(2)} | ${x.fixedSecondsPerAudioMinute.toFixed(2)} | ` +
+        `${x.fullEncoderSecondsPerAudioMinute.toFixed(1)} | ${Math.round(x.tokens)} | ${x.outputMiB.toFixed(1)} | ${x.peakMiB.toFixed(1)} |`,
     );
   }
   return lines.join('\n');

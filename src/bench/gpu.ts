@@ -94,20 +94,28 @@ async function nodeHardware(
 export function formatGpuReport(r: GpuBenchReport): string {
   const lines = [
     `Adapter: ${r.adapter}${r.cpuFigures ? ' — CPU FIGURES (software adapter): compare ratios only, these are not GPU timings' : ''}.`,
-    `Decode ms/token: median of ${r.steps} steps; ${r.pipeline ? 'pipelined where the policy allows' : 'waiting loop (--no-pipeline)'}. ${r.shape}: ${r.layerWeightMB.toFixed(1)} MB of q4 weights a layer, ${r.fullModelWeightMBPerStep.toFixed(0)} MB a step for all ${r.totalLayers} layers.`,
+    `Decode ms/token: median of ${r.steps} steps; ` +
+      `${r.pipeline ? 'pipelined where the policy allows' : 'waiting loop (--no-pipeline)'}. ` +
+      `${r.shape}: ${r.layerWeightMB.toFixed(1)} MB of q4 weights a layer, ` +
+      `${r.fullModelWeightMBPerStep.toFixed(0)} MB a step for all ${r.totalLayers} layers.`,
     '',
     '| model | K | audio | policy | loop | ms/token | vs full | CPU waits/step | readback B/step | CPU→GPU B/step | submits/step |',
     '|---|---|---|---|---|---|---|---|---|---|---|',
     ...r.rows.map(
       (x) =>
-        `| ${x.model} | ${x.layers} | ${x.minutes} min | ${x.policy}${x.policy === 'full' ? '' : ` @${x.budget}`}${x.variant ? ` ${x.variant}` : ''} | ${x.pipelined ? 'pipelined' : 'waiting'} | ${x.msPerToken.toFixed(2)} | ${x.msPerTokenVsFull.toFixed(3)} | ${x.cpuWaitsPerStep.toFixed(2)} | ${x.readbackBytesPerStep.toFixed(0)} | ${x.bytesToGpuPerStep.toFixed(0)} | ${x.submitsPerStep.toFixed(2)} |`,
+        `| ${x.model} | ${x.layers} | ${x.minutes} min | ` +
+        `${x.policy}${x.policy === 'full' ? '' : ` @${x.budget}`}${x.variant ? ` ${x.variant}` : ''} | ` +
+        `${x.pipelined ? 'pipelined' : 'waiting'} | ${x.msPerToken.toFixed(2)} | ${x.msPerTokenVsFull.toFixed(3)} | ` +
+        `${x.cpuWaitsPerStep.toFixed(2)} | ${x.readbackBytesPerStep.toFixed(0)} | ${x.bytesToGpuPerStep.toFixed(0)} | ` +
+        `${x.submitsPerStep.toFixed(2)} |`,
     ),
     '',
     '| audio | policy | ms per layer (K=2 − K=1) | whole decoder ms/token (extrapolated) | layer floor ms | whole decoder floor ms |',
     '|---|---|---|---|---|---|',
     ...r.layerCosts.map(
       (x) =>
-        `| ${x.minutes} min | ${x.policy} | ${x.marginalMsPerLayer.toFixed(3)} | ${x.fullModelMsPerToken.toFixed(2)} | ${x.layerFloorMs?.toFixed(3) ?? 'bandwidth not given'} | ${x.fullModelFloorMs?.toFixed(3) ?? 'bandwidth not given'} |`,
+        `| ${x.minutes} min | ${x.policy} | ${x.marginalMsPerLayer.toFixed(3)} | ${x.fullModelMsPerToken.toFixed(2)} | ` +
+        `${x.layerFloorMs?.toFixed(3) ?? 'bandwidth not given'} | ${x.fullModelFloorMs?.toFixed(3) ?? 'bandwidth not given'} |`,
     ),
   ];
   if (r.skipped.length) lines.push('', `Not run: ${r.skipped.join('; ')}.`);

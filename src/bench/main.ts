@@ -116,16 +116,24 @@ async function main(): Promise<void> {
     return;
   }
   console.log(
-    `Model: ${modelLabel}; ${kv} KV pool; decode ms/token is the median of ${steps} steps; ${pipeline ? 'pipelined where the policy allows' : 'waiting loop (--no-pipeline)'}.\n`,
+    `Model: ${modelLabel}; ${kv} KV pool; decode ms/token is the median of ${steps} steps; ` +
+      `${pipeline ? 'pipelined where the policy allows' : 'waiting loop (--no-pipeline)'}.\n`,
   );
   console.log(
-    '| backend | audio | tokens | policy | loop | prefill tok/s | decode ms/token | vs full | r_GPU | recalled MB/step (max) | GPU KV MiB | dispatches/step (/layer) | submits/step | CPU waits/step | readback B/step | CPU→GPU B/step |',
+    '| backend | audio | tokens | policy | loop | prefill tok/s | decode ms/token | vs full | r_GPU | ' +
+      'recalled MB/step (max) | GPU KV MiB | dispatches/step (/layer) | submits/step | CPU waits/step | ' +
+      'readback B/step | CPU→GPU B/step |',
   );
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
     const policy = `${r.policy}${r.policy === 'full' ? '' : ` @${r.budget}`}${r.variant ? ` ${r.variant}` : ''}`;
     console.log(
-      `| ${r.backend} | ${r.minutes} min | ${r.audioTokens} | ${policy} | ${r.pipelined ? 'pipelined' : 'waiting'} | ${Number.isNaN(r.prefillTokensPerSecond) ? 'same as full' : r.prefillTokensPerSecond.toFixed(0)} | ${r.msPerToken.toFixed(2)} | ${r.msPerTokenVsFull.toFixed(3)} | ${r.rGpu.toFixed(3)} | ${r.mbPerStep.toFixed(3)} (${r.mbPerStepMax.toFixed(3)}) | ${r.gpuKvMiB.toFixed(1)} | ${r.dispatchesPerStep.toFixed(0)} (${r.dispatchesPerLayer.toFixed(0)}) | ${r.submitsPerStep.toFixed(2)} | ${r.cpuWaitsPerStep.toFixed(2)} | ${r.readbackBytesPerStep.toFixed(0)} | ${r.bytesToGpuPerStep.toFixed(0)} |`,
+      `| ${r.backend} | ${r.minutes} min | ${r.audioTokens} | ${policy} | ${r.pipelined ? 'pipelined' : 'waiting'} | ` +
+        `${Number.isNaN(r.prefillTokensPerSecond) ? 'same as full' : r.prefillTokensPerSecond.toFixed(0)} | ` +
+        `${r.msPerToken.toFixed(2)} | ${r.msPerTokenVsFull.toFixed(3)} | ${r.rGpu.toFixed(3)} | ` +
+        `${r.mbPerStep.toFixed(3)} (${r.mbPerStepMax.toFixed(3)}) | ${r.gpuKvMiB.toFixed(1)} | ` +
+        `${r.dispatchesPerStep.toFixed(0)} (${r.dispatchesPerLayer.toFixed(0)}) | ${r.submitsPerStep.toFixed(2)} | ` +
+        `${r.cpuWaitsPerStep.toFixed(2)} | ${r.readbackBytesPerStep.toFixed(0)} | ${r.bytesToGpuPerStep.toFixed(0)} |`,
     );
   }
 }

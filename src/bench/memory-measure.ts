@@ -156,18 +156,24 @@ const mb = (b: number) => (b / 1e6).toFixed(1);
 
 export function measuredMarkdown(rows: MeasuredRow[]): string {
   const lines = [
-    '| layers | audio tokens | steps | encode peak: measured / modelled MB | prefill peak: measured / modelled MB | decode peak: measured / modelled MB | peak deviation |',
+    '| layers | audio tokens | steps | encode peak: measured / modelled MB | prefill peak: measured / modelled MB | ' +
+      'decode peak: measured / modelled MB | peak deviation |',
     '|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const r of rows) {
     const d = deviation(r);
     lines.push(
-      `| ${r.layers} | ${r.audioTokens} | ${r.steps} | ${mb(r.measured.encode)} / ${mb(r.modelled.encode)} | ${mb(r.measured.prefill)} / ${mb(r.modelled.prefill)} | ${mb(r.measured.decode)} / ${mb(r.modelled.decode)} | ${(100 * d.peak).toFixed(2)} % |`,
+      `| ${r.layers} | ${r.audioTokens} | ${r.steps} | ${mb(r.measured.encode)} / ${mb(r.modelled.encode)} | ` +
+        `${mb(r.measured.prefill)} / ${mb(r.modelled.prefill)} | ${mb(r.measured.decode)} / ${mb(r.modelled.decode)} | ` +
+        `${(100 * d.peak).toFixed(2)} % |`,
     );
   }
   lines.push(
     '',
-    `Live GPU bytes counted by a createBuffer/destroy hook on ${rows[0]?.adapter ?? 'the device'}, Voxtral-Mini-3B's per-layer shapes, random q4 weights, f16 pool, full cache, per-layer prefill, the audio tower at Whisper-large-v3 width in f16 without its layers, one 30 s window; modelled: memoryNeed for the same run.`,
+    `Live GPU bytes counted by a createBuffer/destroy hook on ${rows[0]?.adapter ?? 'the device'}, ` +
+      "Voxtral-Mini-3B's per-layer shapes, random q4 weights, f16 pool, full cache, per-layer prefill, " +
+      'the audio tower at Whisper-large-v3 width in f16 without its layers, one 30 s window; ' +
+      'modelled: memoryNeed for the same run.',
   );
   return lines.join('\n');
 }

@@ -148,7 +148,8 @@ export function memoryMarkdown(
   textPerSecond = TEXT_TOKENS_PER_SECOND,
 ): string {
   const lines = [
-    `| model | audio | decoder weights (${weights}) | prefill + decode buffers | KV pool with the text: full / WnW 0.2 | peak prefilling or decoding: full / WnW 0.2 | peak encoding: f16 / q4 audio tower |`,
+    `| model | audio | decoder weights (${weights}) | prefill + decode buffers | KV pool with the text: full / WnW 0.2 | ` +
+      'peak prefilling or decoding: full / WnW 0.2 | peak encoding: f16 / q4 audio tower |',
     '|---|---:|---:|---:|---:|---:|---:|',
   ];
   const at = (phase: 'prefill' | 'decode') => (phase === 'prefill' ? ' (p)' : '');
@@ -159,14 +160,19 @@ export function memoryMarkdown(
       continue;
     }
     lines.push(
-      `| ${r.model} | ${audio} | ${gb(r.weightBytes)} | ${gb(r.prefillBytes + r.decodeBytes)} | ${gb(r.poolFull)} / ≤ ${gb(r.poolWnw)} | ${gb(r.peakFull)}${at(r.peakPhaseFull)} / ≤ ${gb(r.peakWnw)}${at(r.peakPhaseWnw)} | ${gb(r.encodeF16)} / ${gb(r.encodeQ4)} |`,
+      `| ${r.model} | ${audio} | ${gb(r.weightBytes)} | ${gb(r.prefillBytes + r.decodeBytes)} | ` +
+        `${gb(r.poolFull)} / ≤ ${gb(r.poolWnw)} | ${gb(r.peakFull)}${at(r.peakPhaseFull)} / ≤ ${gb(r.peakWnw)}${at(r.peakPhaseWnw)} | ` +
+        `${gb(r.encodeF16)} / ${gb(r.encodeQ4)} |`,
     );
   }
   const flag = textPerSecond === TEXT_TOKENS_PER_SECOND ? '' : ` --text-rate ${textPerSecond}`;
   lines.push(
     '',
     `GB (10⁹ bytes); ${kv} KV pool; text at ${textPerSecond} generated tokens per second of audio, its KV taken as it is generated; ` +
-      `peak = the larger of the prefill (marked (p)) and decoding; encoding comes before both (the decoder's weights, the audio tower's and one batch), and the run's peak is the largest of the three; from \`npm run bench -- --memory --weights ${weights} --kv ${kv}${flag}\`.`,
+      'peak = the larger of the prefill (marked (p)) and decoding; ' +
+      "encoding comes before both (the decoder's weights, the audio tower's and one batch), " +
+      "and the run's peak is the largest of the three; " +
+      `from \`npm run bench -- --memory --weights ${weights} --kv ${kv}${flag}\`.`,
   );
   return lines.join('\n');
 }

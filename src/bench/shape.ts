@@ -160,15 +160,21 @@ export async function runShapeBench(
 
 export function formatShapeReport(r: ShapeBenchReport): string {
   const lines = [
-    `Decoder ${r.shape}, ${r.layers} of ${r.totalLayers} layers, random ${r.weights} weights (${r.weightMiB.toFixed(0)} MiB with embedding and lm_head), ${r.kv} KV, on ${r.backend}${r.cpuFigures ? ': CPU figures' : ''}.`,
-    'Full cache and WnW @0.2 measured in one run; compare the "vs full" ratio. KV MB is what is resident on the device at the end (what attention reads per step).',
+    `Decoder ${r.shape}, ${r.layers} of ${r.totalLayers} layers, ` +
+      `random ${r.weights} weights (${r.weightMiB.toFixed(0)} MiB with embedding and lm_head), ` +
+      `${r.kv} KV, on ${r.backend}${r.cpuFigures ? ': CPU figures' : ''}.`,
+    'Full cache and WnW @0.2 measured in one run; compare the "vs full" ratio. ' +
+      'KV MB is what is resident on the device at the end (what attention reads per step).',
     '',
     '| audio | tokens | policy | decode ms/token | vs full | weight MB/step | KV MB/step | floor ms | dispatches/step | submits/step |',
     '|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const x of r.rows) {
     lines.push(
-      `| ${x.minutes} min | ${x.audioTokens} | ${x.policy}${x.policy === 'full' ? '' : ` @${x.budget}`} | ${x.msPerToken.toFixed(2)} | ${x.msPerTokenVsFull.toFixed(3)} | ${x.weightMBPerStep.toFixed(1)} | ${x.kvMBPerStep.toFixed(1)} | ${x.floorMs === null ? 'bandwidth unknown' : x.floorMs.toFixed(3)} | ${x.dispatchesPerStep} | ${x.submitsPerStep} |`,
+      `| ${x.minutes} min | ${x.audioTokens} | ${x.policy}${x.policy === 'full' ? '' : ` @${x.budget}`} | ` +
+        `${x.msPerToken.toFixed(2)} | ${x.msPerTokenVsFull.toFixed(3)} | ${x.weightMBPerStep.toFixed(1)} | ` +
+        `${x.kvMBPerStep.toFixed(1)} | ${x.floorMs === null ? 'bandwidth unknown' : x.floorMs.toFixed(3)} | ` +
+        `${x.dispatchesPerStep} | ${x.submitsPerStep} |`,
     );
   }
   return lines.join('\n');

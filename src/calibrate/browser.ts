@@ -87,7 +87,8 @@ export async function clipsFromFiles(files: File[]): Promise<WireClip[]> {
   if (!clips.length)
     throw new WnwError(
       'BAD_ARGUMENT',
-      'no calibration clips among the chosen files: each clip is NAME.wav (16 kHz mono) with NAME.json ({ "text", "words": [{ "word", "start", "end" }] }) beside it',
+      'no calibration clips among the chosen files: each clip is NAME.wav (16 kHz mono) ' +
+        'with NAME.json ({ "text", "words": [{ "word", "start", "end" }] }) beside it',
     );
   return clips;
 }

@@ -198,7 +198,9 @@ export function defaultWeightFormat(model: string): WeightFormat {
 
 export const TRANSCRIBE_USAGE =
   'usage: wnw transcribe FILE [--policy full|wnw|snapkv|adakv|audiokv|arkvale|h2o|streaming|quest] ' +
-  '[--budget 0.2] [--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--audio-weights f32|f16|q4] [--model DIR] [--language en|none] [--task transcribe|translate --target-language de] [--audio-encoder onnx|audio-tower] [--json]';
+  '[--budget 0.2] [--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--audio-weights f32|f16|q4] ' +
+  '[--model DIR] [--language en|none] [--task transcribe|translate --target-language de] ' +
+  '[--audio-encoder onnx|audio-tower] [--json]';
 
 export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): TranscribeArgs {
   const { flags, positional } = splitArgs(argv, ['json']);

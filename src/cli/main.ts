@@ -24,17 +24,23 @@ export interface CliIo {
 }
 
 export const USAGE =
-  `${TRANSCRIBE_USAGE}\n\nTranscribes an audio file: WAV (PCM or float; any rate; any channels), MP3, FLAC, Ogg Vorbis, Ogg Opus, or M4A/AAC (this one through an ffmpeg on the PATH), told apart by their first bytes. --model takes our own model folder or a ` +
+  `${TRANSCRIBE_USAGE}\n\n` +
+  'Transcribes an audio file: WAV (PCM or float; any rate; any channels), MP3, FLAC, Ogg Vorbis, Ogg Opus, ' +
+  'or M4A/AAC (this one through an ffmpeg on the PATH), told apart by their first bytes. --model takes our own model folder or a ' +
   'Hugging Face folder of Voxtral, Qwen2-Audio or Qwen2.5-Omni; the policies wnw and audiokv need its heads.json (npm run calibrate -- --model DIR). ' +
-  "A Hugging Face folder with an ONNX audio encoder (onnx/audio_encoder*.onnx) runs it by default; --audio-encoder audio-tower runs the checkpoint's audio tower " +
-  "instead, --audio-encoder onnx makes a missing graph an error. --weights defaults to q4 for a Hugging Face folder (in f32 Voxtral-Mini-3B's decoder alone is " +
+  'A Hugging Face folder with an ONNX audio encoder (onnx/audio_encoder*.onnx) runs it by default; ' +
+  "--audio-encoder audio-tower runs the checkpoint's audio tower " +
+  'instead, --audio-encoder onnx makes a missing graph an error. ' +
+  "--weights defaults to q4 for a Hugging Face folder (in f32 Voxtral-Mini-3B's decoder alone is " +
   '14.95 GiB, against 2.10 GiB in q4), to the format a folder converted by wnw convert was packed in, and to f32 for our own model folder. ' +
   '--language takes a 2- or 3-letter code, or none to let the model detect it; --task translate --target-language de asks a Hugging Face model whose ' +
   'prompt recipe has a translation for the speech in that language. ' +
   "--audio-weights (a Hugging Face audio tower's Linears) defaults to f16 beside a q4 decoder, else to the decoder's format.\n\n" +
-  "usage: wnw convert HF_DIR OUT_DIR [--quant q4|f16|f32]\n\nPacks a Hugging Face folder's decoder weights once (default q4), so it loads without conversion.\n\n" +
+  'usage: wnw convert HF_DIR OUT_DIR [--quant q4|f16|f32]\n\n' +
+  "Packs a Hugging Face folder's decoder weights once (default q4), so it loads without conversion.\n\n" +
   'usage: wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--directions M] [--block N] [--language CODE] [--compare HEADS.json]\n\n' +
-  'Writes heads.json (WnW head roles) computed by the runtime alone: Voice Score from teacher-forced attention, Head Sensitivity estimated from forward passes ' +
+  'Writes heads.json (WnW head roles) computed by the runtime alone: Voice Score from teacher-forced attention, ' +
+  'Head Sensitivity estimated from forward passes ' +
   '(docs/calibrate-real-model.md). Resumes from OUT.partial.json after a stop.\n';
 
 /** What --json prints. The names are read by other tools: keep them. */
@@ -133,7 +139,8 @@ async function convertCommand(argv: string[], io: CliIo): Promise<number> {
     const r = await convertFolder(args, (line) => io.stderr(`${line}\n`));
     const mb = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
     io.stdout(
-      `converted ${r.tensors} tensors (${r.dropped} not used by the runtime left out) into ${r.shards} shards: ${mb(r.bytesIn)} -> ${mb(r.bytesOut)}; decoder ${args.format}: ` +
+      `converted ${r.tensors} tensors (${r.dropped} not used by the runtime left out) into ${r.shards} shards: ` +
+        `${mb(r.bytesIn)} -> ${mb(r.bytesOut)}; decoder ${args.format}: ` +
         `${Object.entries(r.byFormat)
           .filter(([, b]) => b > 0)
           .map(([f, b]) => `${f} ${mb(b)}`)
@@ -205,7 +212,8 @@ async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> 
     clearProgress();
     // Said every time, not only for auto: a CPU fallback is 10-100x slower and people should know why.
     io.stderr(
-      `wnw: backend ${asr.backend}${args.backend === 'auto' ? ' (auto)' : ''}; policy ${args.policy}${hasFixedBudget(args.policy) ? '' : ` at budget ${args.budget}`}\n`,
+      `wnw: backend ${asr.backend}${args.backend === 'auto' ? ' (auto)' : ''}; ` +
+        `policy ${args.policy}${hasFixedBudget(args.policy) ? '' : ` at budget ${args.budget}`}\n`,
     );
     const result = await asr.transcribe(audio, {
       signal: io.signal,

@@ -75,7 +75,8 @@ export function parseWhisperEncoderConfig(
     // 100 mel frames per second (10 ms hop).
     throw new ModelLoadError(
       file,
-      `audio_config.${halfKey} is ${JSON.stringify(cfg[halfKey])}; this encoder runs ${spec.windowFrames / 100} s windows (${halfKey} ${spec.windowFrames / 2})`,
+      `audio_config.${halfKey} is ${JSON.stringify(cfg[halfKey])}; ` +
+        `this encoder runs ${spec.windowFrames / 100} s windows (${halfKey} ${spec.windowFrames / 2})`,
     );
   }
   if (spec && spec.windows === 'exact' && spec.windowFrames !== 2 * maxSourcePositions) {

@@ -119,10 +119,16 @@ async function main(): Promise<void> {
     console.log('|---|---|---|');
     console.log(`| prefill attention (first answer token) on the first 10 % of audio | ${pct(result.prefillShareFirst10pct)} | 47.9 % |`);
     console.log(`| decode attention (summed over steps) on the first 10 % of audio | ${pct(result.decodeShareFirst10pct)} | 9.8 % |`);
-    console.log(`| top-100 Jaccard, prefill vs decode ranking (random ≈ ${result.jaccardTop100Random.toFixed(3)}) | ${result.jaccardTop100.toFixed(3)} | 0.187 |`);
+    console.log(
+      `| top-100 Jaccard, prefill vs decode ranking (random ≈ ${result.jaccardTop100Random.toFixed(3)}) | ` +
+        `${result.jaccardTop100.toFixed(3)} | 0.187 |`,
+    );
     console.log(`| top-500 Jaccard | ${result.jaccardTop500.toFixed(3)} | 0.240 |`);
     const q = result.perHeadJaccardTop100;
-    console.log(`| per-head top-100 Jaccard: min / p25 / median / p75 / max | ${[q.min, q.p25, q.median, q.p75, q.max].map((x) => x.toFixed(2)).join(' / ')} | |`);
+    console.log(
+      '| per-head top-100 Jaccard: min / p25 / median / p75 / max | ' +
+        `${[q.min, q.p25, q.median, q.p75, q.max].map((x) => x.toFixed(2)).join(' / ')} | |`,
+    );
   }
   await encoder.dispose();
 }

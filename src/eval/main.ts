@@ -73,7 +73,10 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
   const i = argv.indexOf('--doc');
   const hasPath = i >= 0 && argv[i + 1] !== undefined && !argv[i + 1].startsWith('--');
   const { flags, positional } = splitArgs(hasPath ? argv : argv.map((a) => (a === '--doc' ? '--doc=' : a)), ['no-full']);
-  rejectUnknown(flags, ['data', 'policies', 'budgets', 'out', 'limit', 'model', 'backend', 'kv', 'doc', 'block', 'no-full', 'plot', 'format', 'task', 'target']);
+  rejectUnknown(flags, [
+    'data', 'policies', 'budgets', 'out', 'limit', 'model', 'backend', 'kv',
+    'doc', 'block', 'no-full', 'plot', 'format', 'task', 'target',
+  ]);
   if (positional.length) throw new UsageError(`unexpected argument "${positional[0]}"`);
   const data = flags.get('data');
   const out = flags.get('out');
@@ -137,7 +140,10 @@ export function translationBleu(records: ClipRecord[]): NonNullable<EvalReport['
   return [...groups.values()].map(({ hyps, refs, ...row }) => ({ ...row, bleu: Number(bleu(hyps, [refs]).score.toFixed(2)) }));
 }
 
-/** The runs each clip gets: the full cache once (the reference for fidelity and msPerTokenVsFull; not with --no-full), then every other policy at every budget. */
+/**
+ * The runs each clip gets: the full cache once (the reference for fidelity and msPerTokenVsFull; not with
+ * --no-full), then every other policy at every budget.
+ */
 export function plannedRuns(policies: string[], budgets: number[], full = true): { policy: string; budget: number }[] {
   const runs: { policy: string; budget: number }[] = full ? [{ policy: 'full', budget: FULL_BUDGET }] : [];
   for (const policy of policies) if (policy !== 'full') for (const budget of budgets) runs.push({ policy, budget });
@@ -196,14 +202,20 @@ async function runOnce(
     const run: RunRecord = {
       ...named, text: r.text, wer: wer(reference, r.text),
       // The report's own (flat) names, so committed reports still read.
-      rGpu: s.kv.rGpu, rGpuPeak: s.kv.rGpuPeak, rGpuCpu: s.kv.rGpuCpu, mbPerStep: s.traffic.mbPerStep, msPerToken: s.timing.msPerToken, decodeSteps: s.decodeSteps, planLag: s.planLag,
+      rGpu: s.kv.rGpu, rGpuPeak: s.kv.rGpuPeak, rGpuCpu: s.kv.rGpuCpu, mbPerStep: s.traffic.mbPerStep,
+      msPerToken: s.timing.msPerToken, decodeSteps: s.decodeSteps, planLag: s.planLag,
       stoppedBy: s.stoppedBy,
       ...(r.error ? { error: r.error.message } : {}),
     };
     return { run, result: r };
   } catch (e) {
     if (options.signal?.aborted) throw e;
-    return { run: { ...named, text: '', wer: wer(reference, ''), rGpu: 0, rGpuCpu: 0, mbPerStep: 0, msPerToken: 0, decodeSteps: 0, stoppedBy: 'error', error: message(e) } };
+    return {
+      run: {
+        ...named, text: '', wer: wer(reference, ''),
+        rGpu: 0, rGpuCpu: 0, mbPerStep: 0, msPerToken: 0, decodeSteps: 0, stoppedBy: 'error', error: message(e),
+      },
+    };
   }
 }
 
@@ -212,7 +224,14 @@ async function runOnce(
  * the teacher-forced agreement and KL. Without a reference (the full run failed) or when
  * the forced decode fails, the measures are null and the reason is recorded.
  */
-async function measureFidelity(asr: Transcriber, audio: Float32Array, ref: FullReference | string, run: RunRecord, spec: string, options: TranscribeOptions): Promise<void> {
+async function measureFidelity(
+  asr: Transcriber,
+  audio: Float32Array,
+  ref: FullReference | string,
+  run: RunRecord,
+  spec: string,
+  options: TranscribeOptions,
+): Promise<void> {
   const none = { werVsFull: null, agreement: null, klVsFull: null, stopShift: null };
   if (typeof ref === 'string') {
     Object.assign(run, none, { fidelityError: ref });
@@ -230,7 +249,12 @@ async function measureFidelity(asr: Transcriber, audio: Float32Array, ref: FullR
 }
 
 /** The full cache's reference for the clip's fidelity measures, or why there is none. */
-async function reference(asr: Transcriber, audio: Float32Array, free: TranscriptionResult | undefined, options: TranscribeOptions): Promise<FullReference | string> {
+async function reference(
+  asr: Transcriber,
+  audio: Float32Array,
+  free: TranscriptionResult | undefined,
+  options: TranscribeOptions,
+): Promise<FullReference | string> {
   if (!free) return "the full cache's run failed";
   try {
     return await fullReference((o) => asr.transcribe(audio, o), free, options, { attention: true });
@@ -269,7 +293,10 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
   };
 
   const asr = await io.load({ model: args.model, policy: 'full', backend: args.backend, kvPrecision: args.kv });
-  io.log(`eval: backend ${asr.backend}; ${clips.length} clips x ${runs.length} runs${fidelity ? ', each but the full cache also teacher-forced on its tokens' : ''}\n`);
+  io.log(
+    `eval: backend ${asr.backend}; ${clips.length} clips x ${runs.length} runs` +
+      `${fidelity ? ', each but the full cache also teacher-forced on its tokens' : ''}\n`,
+  );
   const records: ClipRecord[] = [];
   try {
     for (const [c, clip] of clips.entries()) {
@@ -287,7 +314,13 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
           if (io.signal?.aborted) throw e;
         });
       }
-      const record: ClipRecord = { id: clip.id, audioSeconds: audio.length / SAMPLE_RATE, reference: clip.reference, ...(translate ? { translation: target } : {}), runs: [] };
+      const record: ClipRecord = {
+        id: clip.id,
+        audioSeconds: audio.length / SAMPLE_RATE,
+        reference: clip.reference,
+        ...(translate ? { translation: target } : {}),
+        runs: [],
+      };
       records.push(record);
       let ref: FullReference | string = '';
       for (const [i, { policy, budget }] of runs.entries()) {
@@ -359,7 +392,10 @@ export async function main(argv = process.argv.slice(2)): Promise<number> {
     await mkdir(dirname(args.out), { recursive: true });
     await writeFile(args.out, `${JSON.stringify(report, null, 2)}\n`);
     process.stdout.write(`${markdownTable(report.summary)}\n`);
-    for (const b of report.bleu ?? []) process.stdout.write(`BLEU ${b.policy}${b.variant ? ` (${b.variant})` : ''}${b.policy === 'full' ? '' : `@${b.budget}`}: ${b.bleu.toFixed(2)}\n`);
+    for (const b of report.bleu ?? [])
+      process.stdout.write(
+        `BLEU ${b.policy}${b.variant ? ` (${b.variant})` : ''}${b.policy === 'full' ? '' : `@${b.budget}`}: ${b.bleu.toFixed(2)}\n`,
+      );
     process.stderr.write(`eval: wrote ${args.out}\n`);
     if (args.plot) {
       await writeFile(args.plot, fidelityPlot([{ title: args.data.map((d) => basename(d)).join(', '), summary: report.summary }]));

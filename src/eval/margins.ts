@@ -19,7 +19,9 @@ import { clipAudio, readClips } from './datasets/index.js';
 import type { TranscribeOptions } from '../index.js';
 import { forEvaluation } from '../policy/registry.js';
 
-export const MARGINS_USAGE = 'usage: npm run eval:margins -- --data DIR --against SPEC [--budget 0.2] [--against-kv f32|f16] [--kv f32|f16] [--model DIR] [--limit N]';
+export const MARGINS_USAGE =
+  'usage: npm run eval:margins -- --data DIR --against SPEC [--budget 0.2] [--against-kv f32|f16] [--kv f32|f16] ' +
+  '[--model DIR] [--limit N]';
 
 /** The margin thresholds reported, in nats. */
 export const MARGIN_CUTS = [0.1, 0.5, 1] as const;
@@ -60,7 +62,8 @@ export function formatReport(id: string, r: MarginReport): string {
   const median = r.flips.length ? [...r.flips].sort((a, b) => a.margin - b.margin)[Math.floor(r.flips.length / 2)].margin.toFixed(2) : '–';
   const first = r.flips.slice(0, 10).map((f) => `${f.step} (${f.margin.toFixed(2)})`).join(', ');
   return `${id}: ${r.steps} steps; margin under ${MARGIN_CUTS.join(' / ')} nats: ${r.under.map(pct).join(' / ')}; ` +
-    `${r.flips.length} ${r.flips.length === 1 ? 'flip' : 'flips'} (agreement ${(1 - r.flips.length / Math.max(1, r.steps)).toFixed(3)}), median margin ${median}${first ? `; first: ${first}` : ''}`;
+    `${r.flips.length} ${r.flips.length === 1 ? 'flip' : 'flips'} ` +
+    `(agreement ${(1 - r.flips.length / Math.max(1, r.steps)).toFixed(3)}), median margin ${median}${first ? `; first: ${first}` : ''}`;
 }
 
 export async function main(argv = process.argv.slice(2), cwd = process.cwd()): Promise<number> {
@@ -76,7 +79,8 @@ export async function main(argv = process.argv.slice(2), cwd = process.cwd()): P
     const budget = parseBudget(flags.get('budget') ?? '0.2');
     const kv = parseKvPrecision(flags.get('kv') ?? 'f32');
     const otherKv = parseKvPrecision(flags.get('against-kv') ?? kv);
-    if (spec.policy === 'full' && otherKv === kv) throw new UsageError('--against full compares with the full cache itself: give --against-kv another precision');
+    if (spec.policy === 'full' && otherKv === kv)
+      throw new UsageError('--against full compares with the full cache itself: give --against-kv another precision');
     const limitStr = flags.get('limit');
     const limit = limitStr === undefined ? Infinity : Number(limitStr);
     if (!(Number.isInteger(limit) || limit === Infinity) || limit < 1) throw new UsageError(`--limit must be a positive integer, got "${limitStr}"`);
@@ -86,7 +90,10 @@ export async function main(argv = process.argv.slice(2), cwd = process.cwd()): P
     const alt = otherKv === kv ? ref : await loadTranscriber({ model, policy: 'full', backend: 'cpu', kvPrecision: otherKv });
     const io = { readFile: (p: string) => readFile(p), decode: async (b: Uint8Array) => toMono16k(b) };
     const clips = (await readClips(resolve(cwd, data), 'wav-txt', (s) => process.stderr.write(`eval:margins: ${s}\n`))).slice(0, limit);
-    const otherOptions: TranscribeOptions = spec.policy === 'full' ? { policy: 'full', budget: 1 } : { policy: spec.policy, budget, ...(spec.variant ? { policyOptions: forEvaluation(spec.policy, spec.options) } : {}) };
+    const otherOptions: TranscribeOptions =
+      spec.policy === 'full'
+        ? { policy: 'full', budget: 1 }
+        : { policy: spec.policy, budget, ...(spec.variant ? { policyOptions: forEvaluation(spec.policy, spec.options) } : {}) };
     try {
       for (const clip of clips) {
         const audio = await clipAudio(clip, io);

@@ -14,7 +14,9 @@ import { UsageError, packageRoot, rejectUnknown, splitArgs } from '../cli/args.j
 import { DEFAULT_DOC, type EvalReport, docBlock, markdownTable, mergeReports, replaceDocBlock } from './report.js';
 import { fidelityPlot } from './plot.js';
 
-export const MERGE_USAGE = 'usage: npm run eval:merge -- BASE.json UPDATE.json --out FILE.json [--doc [FILE]] [--block eval|NAME] [--plot FILE.svg] [--base-command "npm run eval -- …"]';
+export const MERGE_USAGE =
+  'usage: npm run eval:merge -- BASE.json UPDATE.json --out FILE.json [--doc [FILE]] [--block eval|NAME] ' +
+  '[--plot FILE.svg] [--base-command "npm run eval -- …"]';
 
 export async function main(argv = process.argv.slice(2), cwd = process.cwd()): Promise<number> {
   try {
@@ -31,7 +33,11 @@ export async function main(argv = process.argv.slice(2), cwd = process.cwd()): P
     if (merged.meta && command) merged.meta.command = command;
     await writeFile(resolve(cwd, out), `${JSON.stringify(merged, null, 2)}\n`);
     process.stdout.write(`${markdownTable(merged.summary)}\n`);
-    if (flags.get('plot')) await writeFile(resolve(cwd, flags.get('plot')!), fidelityPlot([{ title: merged.meta?.data ?? basename(out), summary: merged.summary }]));
+    if (flags.get('plot'))
+      await writeFile(
+        resolve(cwd, flags.get('plot')!),
+        fidelityPlot([{ title: merged.meta?.data ?? basename(out), summary: merged.summary }]),
+      );
     if (flags.has('doc')) {
       if (!command) throw new UsageError(`${positional[0]} records no command: say what wrote it with --base-command`);
       const doc = resolve(cwd, flags.get('doc') || join(packageRoot(), DEFAULT_DOC));

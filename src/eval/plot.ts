@@ -54,7 +54,10 @@ function panel(x0: number, y0: number, p: Panel, rows: SummaryRow[]): string {
     out.push(`<text x="${x0 + M.left - 4}" y="${sy(v) + 3}" font-size="10" text-anchor="end">${p.yMax > 1 ? v.toFixed(0) : v.toFixed(2)}</text>`);
   }
   out.push(`<text x="${x0 + M.left + pw / 2}" y="${y0 + H - 6}" font-size="10" text-anchor="middle">measured r_GPU</text>`);
-  out.push(`<text x="${x0 + 11}" y="${y0 + M.top + ph / 2}" font-size="10" text-anchor="middle" transform="rotate(-90 ${x0 + 11} ${y0 + M.top + ph / 2})">${esc(p.yLabel)}</text>`);
+  out.push(
+    `<text x="${x0 + 11}" y="${y0 + M.top + ph / 2}" font-size="10" text-anchor="middle" ` +
+      `transform="rotate(-90 ${x0 + 11} ${y0 + M.top + ph / 2})">${esc(p.yLabel)}</text>`,
+  );
   const byPolicy = new Map<string, SummaryRow[]>();
   for (const r of rows) {
     if (r.policy === 'full' || r.variant || p.y(r) === null) continue;
@@ -65,7 +68,11 @@ function panel(x0: number, y0: number, p: Panel, rows: SummaryRow[]): string {
     const pts = rs.sort((a, b) => a.rGpu - b.rGpu).map((r) => [sx(r.rGpu), sy(p.y(r)!)] as const);
     const wide = policy === 'wnw' ? 2.5 : 1.2;
     out.push(`<polyline points="${pts.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(' ')}" fill="none" stroke="${c}" stroke-width="${wide}"/>`);
-    for (const [x, y] of pts) out.push(`<circle cx="${x.toFixed(1)}" cy="${y.toFixed(1)}" r="${policy === 'wnw' ? 3.5 : 2.5}" fill="${c}"><title>${esc(policy)}</title></circle>`);
+    for (const [x, y] of pts)
+      out.push(
+        `<circle cx="${x.toFixed(1)}" cy="${y.toFixed(1)}" r="${policy === 'wnw' ? 3.5 : 2.5}" fill="${c}">` +
+          `<title>${esc(policy)}</title></circle>`,
+      );
   }
   return out.join('\n');
 }
@@ -79,7 +86,14 @@ export function fidelityPlot(sets: PlotSet[]): string {
   sets.forEach((s, i) => {
     const y0 = legendH + i * H;
     parts.push(panel(0, y0, { title: `${s.title}: agreement`, yLabel: 'top-1 agreement', y: (r) => r.agreement, yMax: 1 }, s.summary));
-    parts.push(panel(W, y0, { title: `${s.title}: WER vs full`, yLabel: 'WER vs full %', y: (r) => (r.werVsFull === null ? null : r.werVsFull * 100), yMax: 120 }, s.summary));
+    parts.push(
+      panel(
+        W,
+        y0,
+        { title: `${s.title}: WER vs full`, yLabel: 'WER vs full %', y: (r) => (r.werVsFull === null ? null : r.werVsFull * 100), yMax: 120 },
+        s.summary,
+      ),
+    );
   });
   const drawn = Object.keys(COLOURS).filter((p) => sets.some((s) => s.summary.some((r) => r.policy === p && !r.variant)));
   drawn.forEach((p, i) => {

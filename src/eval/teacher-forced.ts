@@ -43,11 +43,22 @@ export async function forcedLogits(decode: Decode, tokens: readonly number[], op
  * The reference from a free full-cache run: its tokens are forced once more, under the
  * full cache, to record the logits (the timed free run itself does not pay for them).
  */
-export async function fullReference(decode: Decode, free: TranscriptionResult, options: TranscribeOptions = {}, { attention = false } = {}): Promise<FullReference> {
+export async function fullReference(
+  decode: Decode,
+  free: TranscriptionResult,
+  options: TranscribeOptions = {},
+  { attention = false } = {},
+): Promise<FullReference> {
   if (free.error) throw new Error(`the full cache's run failed (${free.error.message}), so there is nothing to compare with`);
   const tokens = free.tokens.slice(0, free.stats.decodeSteps);
   const rec = attention ? recordAttention(tokens.length) : null;
-  const logits = await forcedLogits(decode, tokens, { ...options, policy: 'full', budget: 1, policyOptions: undefined, ...(rec ? { probe: { ...options.probe, onAttention: rec.onAttention } } : {}) });
+  const logits = await forcedLogits(decode, tokens, {
+    ...options,
+    policy: 'full',
+    budget: 1,
+    policyOptions: undefined,
+    ...(rec ? { probe: { ...options.probe, onAttention: rec.onAttention } } : {}),
+  });
   return { text: free.text, tokens, logits, stopToken: free.stats.stopToken ?? null, ...(rec ? { attention: rec.sample } : {}) };
 }
 

@@ -31,7 +31,8 @@ export function checkSummaries(
       if (taken[p]) throw new Error(`head ${head} summary ${i}: position ${p} is on the GPU or in another summary`);
       if ((inCpu[p] === 1) !== recallable)
         throw new Error(
-          `head ${head} summary ${i}: position ${p} ${recallable ? 'has no' : 'has a'} CPU copy where position ${g[0]} ${recallable ? 'has one' : 'has none'}; a group is wholly dropped or wholly recallable`,
+          `head ${head} summary ${i}: position ${p} ${recallable ? 'has no' : 'has a'} CPU copy ` +
+            `where position ${g[0]} ${recallable ? 'has one' : 'has none'}; a group is wholly dropped or wholly recallable`,
         );
       taken[p] = 1;
     }

@@ -33,7 +33,10 @@ export type EncoderSource =
   | { kind: 'onnx'; file: string; bytes: Uint8Array; input: string; output: string }
   /** A Hugging Face folder's ONNX audio encoder (onnx/audio_encoder*.onnx), unless the audio tower is asked for. */
   | HfOnnxEncoder
-  /** A Hugging Face folder: the audio tower (and projector) tensors under these prefixes; `modelType` names the family in readouts (the route takes the record from LoadedModel.family). */
+  /**
+   * A Hugging Face folder: the audio tower (and projector) tensors under these prefixes; `modelType` names
+   * the family in readouts (the route takes the record from LoadedModel.family).
+   */
   | { kind: 'hf-audio-tower'; base: string; modelType: string; prefixes: string[] };
 
 export interface LoadedModel {
@@ -240,7 +243,9 @@ async function loadHfModel(
         if (encoder.kind === 'onnx') return encoder.bytes;
         throw new ModelLoadError(
           base,
-          `the audio encoder of a ${family.modelType} folder is its audio tower (${family.encoderPrefixes.join(', ')}), not an ONNX graph: it runs through the audio route (src/route/audio-route.ts), which reads its tensors from the folder`,
+          `the audio encoder of a ${family.modelType} folder is its audio tower (${family.encoderPrefixes.join(', ')}), ` +
+            'not an ONNX graph: it runs through the audio route (src/route/audio-route.ts), ' +
+            'which reads its tensors from the folder',
         );
       },
     },

@@ -37,7 +37,8 @@ export async function readPackedMarker(base: string): Promise<PackedMarker | nul
   if (!j || !isWeightFormat(j.format) || j.version !== PACKED_VERSION) {
     throw new ModelLoadError(
       file,
-      `is not a version ${PACKED_VERSION} packed-weights marker ({"format": "f32"|"f16"|"q4", "version": ${PACKED_VERSION}}); convert the folder again with npx wnw convert`,
+      `is not a version ${PACKED_VERSION} packed-weights marker ({"format": "f32"|"f16"|"q4", "version": ${PACKED_VERSION}}); ` +
+        'convert the folder again with npx wnw convert',
     );
   }
   return { format: j.format, version: j.version, groupSize: j.groupSize ?? 32 };

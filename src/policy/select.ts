@@ -24,7 +24,9 @@ export function checkBudget(policy: string, budget: unknown): number {
 export function evaluationOnly(policy: string, key: string, methodOptions: readonly string[]): WnwError {
   return new WnwError(
     'BAD_ARGUMENT',
-    `policy "${policy}": option "${key}" is an ablation or diagnosis, for evaluation only (npm run eval -- --policies ${policy}:${key}=VALUE); policyOptions take the method's options: ${methodOptions.join(', ')}`,
+    `policy "${policy}": option "${key}" is an ablation or diagnosis, ` +
+      `for evaluation only (npm run eval -- --policies ${policy}:${key}=VALUE); ` +
+      `policyOptions take the method's options: ${methodOptions.join(', ')}`,
   );
 }
 

@@ -125,7 +125,10 @@ class WhisperRoute implements AudioRoute {
   }
 
   get label(): string {
-    return `${this.family.modelType} Whisper encoder (${this.gpu ? 'WebGPU' : 'CPU'}, ${this.weightFormat} weights${this.formatNote ? `: ${this.formatNote}` : ''})`;
+    return (
+      `${this.family.modelType} Whisper encoder ` +
+      `(${this.gpu ? 'WebGPU' : 'CPU'}, ${this.weightFormat} weights${this.formatNote ? `: ${this.formatNote}` : ''})`
+    );
   }
 
   static async load(model: LoadedModel, family: HfFamily, base: string, opts: RouteLoadOptions): Promise<WhisperRoute> {
@@ -163,7 +166,8 @@ class WhisperRoute implements AudioRoute {
     if (encoder.outputWidth !== model.config.hiddenSize) {
       throw new ModelLoadError(
         configFile,
-        `the audio projector outputs ${encoder.outputWidth} values per token, the decoder's hidden size is ${model.config.hiddenSize}: config.json does not match the weights`,
+        `the audio projector outputs ${encoder.outputWidth} values per token, ` +
+          `the decoder's hidden size is ${model.config.hiddenSize}: config.json does not match the weights`,
       );
     }
     return new WhisperRoute(

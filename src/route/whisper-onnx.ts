@@ -109,7 +109,8 @@ export class WhisperOnnxRoute implements AudioRoute {
       if (!ok) {
         throw new ModelLoadError(
           file,
-          `output "${output}" is ${y.type} [${d.join(', ')}] for one ${layout.chunkSamples / WHISPER_MEL.sampleRate} s chunk, expected float32 [1, ${R}, ${H}] or [${R}, ${H}] (hidden_size ${H})`,
+          `output "${output}" is ${y.type} [${d.join(', ')}] for one ${layout.chunkSamples / WHISPER_MEL.sampleRate} s chunk, ` +
+            `expected float32 [1, ${R}, ${H}] or [${R}, ${H}] (hidden_size ${H})`,
           output,
         );
       }
@@ -134,7 +135,8 @@ function checkSignature(session: Ort.InferenceSession, src: HfOnnxEncoder, hidde
   if (!inputNames.includes(src.input)) {
     throw new ModelLoadError(
       src.file,
-      `expected an input named "${src.input}" (float32 [chunks, ${nMels}, ${chunkFrames}]), found ${JSON.stringify(inputNames)}: not an onnx-community audio encoder export`,
+      `expected an input named "${src.input}" (float32 [chunks, ${nMels}, ${chunkFrames}]), ` +
+        `found ${JSON.stringify(inputNames)}: not an onnx-community audio encoder export`,
       src.input,
     );
   }

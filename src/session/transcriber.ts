@@ -286,7 +286,10 @@ function gpuContextOf(decoder: DecoderBackend): GpuContext | undefined {
 
 /** A policy that triages heads without the calibrated heads.json: what to run instead. */
 function missingHeads(policy: string, model: string): string {
-  return `policy "${policy}" needs the calibrated heads.json in ${model}, which is missing: run \`npm run calibrate -- --model ${model}\` to write it, or use policy "full"`;
+  return (
+    `policy "${policy}" needs the calibrated heads.json in ${model}, which is missing: ` +
+    `run \`npm run calibrate -- --model ${model}\` to write it, or use policy "full"`
+  );
 }
 
 /**

@@ -49,7 +49,9 @@ function fallbackNotice(detail: string): UiMessage {
     return {
       level: 'info',
       title: 'Running on the CPU backend',
-      body: 'This browser offers only a software WebGPU adapter (no GPU driver in use), which is slower than the CPU backend, so the CPU backend runs. Choose "WebGPU" under Backend to use it anyway.',
+      body:
+        'This browser offers only a software WebGPU adapter (no GPU driver in use), which is slower than the CPU backend, ' +
+        'so the CPU backend runs. Choose "WebGPU" under Backend to use it anyway.',
     };
   }
   return { level: 'info', title: 'Running on the CPU backend', body: detail, hint: WEBGPU_HELP };
@@ -241,7 +243,9 @@ export class App {
           code: 'BAD_AUDIO',
         });
       this.audio = audio;
-      this.ui.clipName.textContent = `${clip.name} — ${formatSeconds(audio.length / this.deps.sampleRate)}${clip.reference ? ' (has a reference transcript: WER is shown)' : ''}`;
+      this.ui.clipName.textContent =
+        `${clip.name} — ${formatSeconds(audio.length / this.deps.sampleRate)}` +
+        `${clip.reference ? ' (has a reference transcript: WER is shown)' : ''}`;
       this.ui.start.disabled = false;
       this.ui.status.textContent = 'Ready.';
       this.modelSource.refit();

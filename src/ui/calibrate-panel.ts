@@ -111,7 +111,9 @@ export class CalibratePanel {
         ? 'The folder has its heads.json: WnW runs with it.'
         : state === 'stored'
           ? 'Calibrated for WnW in this browser: the heads stored with the cached weights are used (no calibration needed).'
-          : 'This folder has no heads.json, which WnW needs (which heads are anchors, tidal or fixed). Calibrate it here: the runtime ranks the heads itself from a few clips, and the result is stored in this browser for this folder. Until then, use the full cache.';
+          : 'This folder has no heads.json, which WnW needs (which heads are anchors, tidal or fixed). ' +
+            'Calibrate it here: the runtime ranks the heads itself from a few clips, ' +
+            'and the result is stored in this browser for this folder. Until then, use the full cache.';
     this.showExpectation();
   }
 
@@ -131,7 +133,8 @@ export class CalibratePanel {
       this.source() === 'site' ? Number(this.ui.count.value) : ownClipCount(Array.from(this.ui.files.files ?? []));
     const per = forwardsPerClip(c, M);
     this.ui.expect.textContent =
-      `Each clip costs ${per.toFixed(0)} forwards of the decoder (${c.numLayers} layers × ${c.numKvHeads} KV heads, ${M} direction${M === 1 ? '' : 's'} each), ` +
+      `Each clip costs ${per.toFixed(0)} forwards of the decoder ` +
+      `(${c.numLayers} layers × ${c.numKvHeads} KV heads, ${M} direction${M === 1 ? '' : 's'} each), ` +
       `${clips ? `${(per * clips).toFixed(0)} for ${clips} clip${clips === 1 ? '' : 's'}` : 'times the clips'}, on this computer's CPU (in the background). ` +
       'The time they take is measured on the first clip and shown as the run goes; a stopped run resumes from its finished clips.';
   }
@@ -167,7 +170,8 @@ export class CalibratePanel {
       this.ui.offer.hidden = r.stored;
       this.ui.state.textContent = r.stored
         ? `Calibrated for WnW in ${formatSeconds(r.seconds)}: the heads are stored in this browser with the cached weights, and WnW uses them from now on.`
-        : `Calibrated in ${formatSeconds(r.seconds)}, but this browser cannot store the result (no private storage, or a folder it cannot identify): save heads.json into the folder.`;
+        : `Calibrated in ${formatSeconds(r.seconds)}, but this browser cannot store the result ` +
+          '(no private storage, or a folder it cannot identify): save heads.json into the folder.';
       if (this.ui.download.href) URL.revokeObjectURL(this.ui.download.href);
       this.ui.download.href = URL.createObjectURL(
         new Blob([JSON.stringify(r.heads, null, 1) + '\n'], { type: 'application/json' }),

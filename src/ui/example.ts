@@ -33,7 +33,9 @@ async function main(): Promise<void> {
   const result = await asr.transcribe(audio, { onToken: (t) => (out.textContent += t) });
   out.textContent = result.text;
   const s = result.stats;
-  status.textContent = `Done: ${s.audioSeconds.toFixed(1)} s of audio, ${s.decodeSteps} tokens, ${s.timing.msPerToken.toFixed(1)} ms/token, r_GPU ${s.kv.rGpu.toFixed(2)}, on ${s.backend}.`;
+  status.textContent =
+    `Done: ${s.audioSeconds.toFixed(1)} s of audio, ${s.decodeSteps} tokens, ` +
+    `${s.timing.msPerToken.toFixed(1)} ms/token, r_GPU ${s.kv.rGpu.toFixed(2)}, on ${s.backend}.`;
   document.body.dataset.state = 'done';
   asr.dispose();
 }

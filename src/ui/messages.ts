@@ -111,7 +111,9 @@ function describe(e: unknown, ctx: { policy: string; budget: number; backend: st
         level: 'error',
         title: 'The GPU stopped responding',
         body,
-        hint: 'The transcript so far is kept below. Transcribing again sets the model up on a new GPU device by itself; reloading is only needed if that fails too.',
+        hint:
+          'The transcript so far is kept below. ' +
+          'Transcribing again sets the model up on a new GPU device by itself; reloading is only needed if that fails too.',
         action: { kind: 'reload-model', label: 'Reload the model' },
       };
     case 'CANCELLED':

@@ -82,7 +82,8 @@ export function matrixBindingProblem(
   if (bytes <= bind.bytes) return null;
   fitsIn ??= formatsThatFit(format, [[rows, cols]], bind.bytes);
   const advice = fitsIn.length
-    ? `store the decoder weights as ${fitsIn.join(' or ')} (npx wnw convert HF_DIR OUT_DIR --quant ${fitsIn[fitsIn.length - 1]}, or weightFormat '${fitsIn[fitsIn.length - 1]}')`
+    ? `store the decoder weights as ${fitsIn.join(' or ')} ` +
+      `(npx wnw convert HF_DIR OUT_DIR --quant ${fitsIn[fitsIn.length - 1]}, or weightFormat '${fitsIn[fitsIn.length - 1]}')`
     : 'no weight format makes it fit one binding on this device: use a device with a larger storage binding limit';
   return problem({
     limit: bind.limit,

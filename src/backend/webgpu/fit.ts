@@ -153,7 +153,10 @@ function textPagesOf(c: ModelConfig, generated: number, p: PromptIds = c): numbe
   return Math.ceil(prompt / P) + grownTextPages(prompt, generated, P);
 }
 
-/** Pool bytes (pages plus the pool's positions, tables and decode scratch, as a per-layer prefill allocates them) of the full cache and `budget`'s bound, with `generated` tokens' text. */
+/**
+ * Pool bytes (pages plus the pool's positions, tables and decode scratch, as a per-layer prefill allocates
+ * them) of the full cache and `budget`'s bound, with `generated` tokens' text.
+ */
 export function poolBytes(
   c: ModelConfig,
   audioTokens: number,
@@ -222,7 +225,8 @@ export function memoryNeed(c: ModelConfig, r: MemoryNeedRequest, limits: DeviceL
   const poolFull = { prefill: layout(before.full, full), decode: layout(after.full, full) };
   const weightBytes = decoderWeightBytes(c, r.weightFormat, r.tied).total;
   const base = weightBytes + s.decodeBytes;
-  // One layer's pages (K and V) at their final size: what a growth copies, and what a CPU copy's readback stages (in the pool's precision, as the prefill holds them).
+  // One layer's pages (K and V) at their final size: what a growth copies, and what a CPU copy's readback
+  // stages (in the pool's precision, as the prefill holds them).
   const layerKv = (pages: Int32Array) => 2 * c.numKvHeads * pages[0] * P * c.headDim * kvBytes;
   const stagedKv = 2 * kvBytes * s.promptLength * c.numKvHeads * c.headDim;
   const encode = weightBytes + (r.audioTower ? r.audioTower.weightBytes + r.audioTower.batchBytes : 0);
@@ -323,7 +327,14 @@ export function checkFit(c: ModelConfig, r: MemoryNeedRequest, device: FitDevice
   const memory = plan ? memoryVerdict(plan.peakBytes, device, 'weights, buffers and KV pool together') : null;
   if (memory?.problem) problems.push(memory.problem);
   const need = plan
-    ? `${size(plan.weightBytes)} of ${r.weightFormat} weights + ${size(plan.phases.prefill - plan.weightBytes)} while prefilling (buffers and the KV pool so far) or ${size(plan.phases.decode - plan.weightBytes)} while decoding (the KV pool (${budgetLabel(r.budget)}) with ${plan.textTokens.toLocaleString('en-US')} tokens of text)${r.audioTower ? ` or ${size(plan.phases.encode - plan.weightBytes)} while encoding (the ${r.audioTower.format} audio tower)` : ''} = ${size(plan.peakBytes)} at the peak`
+    ? `${size(plan.weightBytes)} of ${r.weightFormat} weights + ` +
+      `${size(plan.phases.prefill - plan.weightBytes)} while prefilling (buffers and the KV pool so far) or ` +
+      `${size(plan.phases.decode - plan.weightBytes)} while decoding ` +
+      `(the KV pool (${budgetLabel(r.budget)}) with ${plan.textTokens.toLocaleString('en-US')} tokens of text)` +
+      (r.audioTower
+        ? ` or ${size(plan.phases.encode - plan.weightBytes)} while encoding (the ${r.audioTower.format} audio tower)`
+        : '') +
+      ` = ${size(plan.peakBytes)} at the peak`
     : `${size(decoderWeightBytes(c, r.weightFormat, r.tied).total)} of ${r.weightFormat} weights and, for this recording, a buffer larger than one binding`;
   if (problems.length) {
     const wouldFit = weightsBind ? wouldFitOf(c, r, device) : undefined;

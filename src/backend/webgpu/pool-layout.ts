@@ -61,7 +61,8 @@ export function poolLayout(
       throw new ContextTooLongError(
         pages * pageKBytes,
         limit,
-        `layer ${l} keeps ${pages} KV pages under this plan, whose ${((pages * pageKBytes) / 2 ** 20).toFixed(1)} MiB of keys exceed this device's binding limit`,
+        `layer ${l} keeps ${pages} KV pages under this plan, ` +
+          `whose ${((pages * pageKBytes) / 2 ** 20).toFixed(1)} MiB of keys exceed this device's binding limit`,
         'pool-binding',
       );
     }

@@ -32,7 +32,10 @@ export function readClips(dir: string, format: DataFormat, warn: (s: string) => 
 }
 
 /** A clip's audio at 16 kHz mono: with several files (one per speaker), their average, the shorter padded with silence. */
-export async function clipAudio(clip: EvalClip, io: { readFile: (path: string) => Promise<Uint8Array>; decode: (bytes: Uint8Array) => Promise<Float32Array> }): Promise<Float32Array> {
+export async function clipAudio(
+  clip: EvalClip,
+  io: { readFile: (path: string) => Promise<Uint8Array>; decode: (bytes: Uint8Array) => Promise<Float32Array> },
+): Promise<Float32Array> {
   if (typeof clip.wav === 'string') return io.decode(await io.readFile(clip.wav));
   const parts: Float32Array[] = [];
   for (const f of clip.wav) parts.push(await io.decode(await io.readFile(f)));

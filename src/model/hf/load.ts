@@ -41,7 +41,8 @@ export function hfFamily(json: Json, file: string): HfFamily {
   if (!family) {
     throw new ModelLoadError(
       file,
-      `model_type ${JSON.stringify(type)} is not supported; supported Hugging Face folders: ${FAMILIES.map((f) => `${f.modelType} (e.g. ${f.example})`).join(', ')}`,
+      `model_type ${JSON.stringify(type)} is not supported; ` +
+        `supported Hugging Face folders: ${FAMILIES.map((f) => `${f.modelType} (e.g. ${f.example})`).join(', ')}`,
     );
   }
   return family;
@@ -97,7 +98,8 @@ async function openDecoderPlan(base: string, info: HfModelInfo): Promise<Decoder
       if (isDecoderTensor(family, name) && !expected.has(name)) {
         throw new ModelLoadError(
           ckpt.info(name)!.file,
-          `the weights hold this decoder tensor but config.json does not describe it (num_hidden_layers ${c.numLayers}?): config.json does not match the weights`,
+          'the weights hold this decoder tensor but config.json does not describe it ' +
+            `(num_hidden_layers ${c.numLayers}?): config.json does not match the weights`,
           name,
         );
       }

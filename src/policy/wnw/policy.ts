@@ -130,7 +130,10 @@ export class WnwPolicy implements KvPolicy {
       // assignRoles caps anchors at half the budget and half the voice heads: say so rather than run fewer.
       throw new WnwError(
         'BAD_ARGUMENT',
-        `policy "wnw": ${roleOpts.anchors} anchors do not fit: at budget ${this.budget} with ${this.roles.anchors.length + this.roles.tidal.length} voice heads at most ${this.roles.anchors.length} can be anchors (half the budget's heads and half the voice heads); ask for fewer anchors, more voice heads (nVoice) or a larger budget`,
+        `policy "wnw": ${roleOpts.anchors} anchors do not fit: at budget ${this.budget} ` +
+          `with ${this.roles.anchors.length + this.roles.tidal.length} voice heads ` +
+          `at most ${this.roles.anchors.length} can be anchors (half the budget's heads and half the voice heads); ` +
+          'ask for fewer anchors, more voice heads (nVoice) or a larger budget',
       );
     }
     if (this.roles.anchors.length + this.roles.tidal.length + this.roles.fixed.length !== N)
@@ -318,7 +321,8 @@ export class WnwPolicy implements KvPolicy {
   private anchorsOverBudget(rGpu: number): WnwError {
     return new WnwError(
       'BAD_ARGUMENT',
-      `policy "wnw": budget ${this.budget} is below what its ${this.roles.anchors.length} anchor heads alone keep (r_GPU ${rGpu.toFixed(3)}); use a larger budget or fewer anchors (option anchors)`,
+      `policy "wnw": budget ${this.budget} is below what its ${this.roles.anchors.length} anchor heads alone keep ` +
+        `(r_GPU ${rGpu.toFixed(3)}); use a larger budget or fewer anchors (option anchors)`,
     );
   }
 
