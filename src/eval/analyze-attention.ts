@@ -58,7 +58,10 @@ async function main(): Promise<void> {
   const backend = await createBackend(c, model.weights, {}, { kind: 'cpu' });
   const heads = kvHeadCount(c);
   const all = Array.from({ length: heads }, (_, h) => h);
-  const files = (await readdir(dataDir)).filter((f) => f.endsWith('.wav')).sort().slice(0, limit);
+  const files = (await readdir(dataDir))
+    .filter((f) => f.endsWith('.wav'))
+    .sort()
+    .slice(0, limit);
   const pre10: number[] = [];
   const dec10: number[] = [];
   const jac100: number[] = [];
@@ -117,8 +120,12 @@ async function main(): Promise<void> {
     const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
     console.log(`| measure (${files.length} clips of ${dataDir}, all ${heads} KV heads) | ours | paper |`);
     console.log('|---|---|---|');
-    console.log(`| prefill attention (first answer token) on the first 10 % of audio | ${pct(result.prefillShareFirst10pct)} | 47.9 % |`);
-    console.log(`| decode attention (summed over steps) on the first 10 % of audio | ${pct(result.decodeShareFirst10pct)} | 9.8 % |`);
+    console.log(
+      `| prefill attention (first answer token) on the first 10 % of audio | ${pct(result.prefillShareFirst10pct)} | 47.9 % |`,
+    );
+    console.log(
+      `| decode attention (summed over steps) on the first 10 % of audio | ${pct(result.decodeShareFirst10pct)} | 9.8 % |`,
+    );
     console.log(
       `| top-100 Jaccard, prefill vs decode ranking (random ≈ ${result.jaccardTop100Random.toFixed(3)}) | ` +
         `${result.jaccardTop100.toFixed(3)} | 0.187 |`,

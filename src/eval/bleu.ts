@@ -64,10 +64,18 @@ function ngrams(words: string[]): Map<string, number> {
  * Corpus BLEU of `hypotheses` against reference streams, sacreBLEU's convention:
  * `references[k][i]` is the k-th reference of segment i (every stream as long as the hypotheses).
  */
-export function bleu(hypotheses: readonly string[], references: readonly (readonly string[])[], options: BleuOptions = {}): BleuScore {
-  const tok = (options.tokenize ?? '13a') === '13a' ? tokenize13a : (s: string) => s.trim().split(/\s+/).filter(Boolean).join(' ');
+export function bleu(
+  hypotheses: readonly string[],
+  references: readonly (readonly string[])[],
+  options: BleuOptions = {},
+): BleuScore {
+  const tok =
+    (options.tokenize ?? '13a') === '13a'
+      ? tokenize13a
+      : (s: string) => s.trim().split(/\s+/).filter(Boolean).join(' ');
   for (const stream of references) {
-    if (stream.length !== hypotheses.length) throw new Error(`bleu: a reference stream has ${stream.length} segments for ${hypotheses.length} hypotheses`);
+    if (stream.length !== hypotheses.length)
+      throw new Error(`bleu: a reference stream has ${stream.length} segments for ${hypotheses.length} hypotheses`);
   }
   const counts = new Array<number>(ORDER).fill(0);
   const totals = new Array<number>(ORDER).fill(0);
@@ -105,6 +113,8 @@ export function bleu(hypotheses: readonly string[], references: readonly (readon
     }
   }
   // A zero precision makes the score 0 (sacreBLEU's log of 0 is a large negative number).
-  const score = precisions.some((p) => p === 0) ? 0 : bp * Math.exp(precisions.reduce((s, p) => s + Math.log(p), 0) / ORDER);
+  const score = precisions.some((p) => p === 0)
+    ? 0
+    : bp * Math.exp(precisions.reduce((s, p) => s + Math.log(p), 0) / ORDER);
   return { score, counts, totals, precisions, bp, sysLen, refLen };
 }

@@ -20,18 +20,30 @@ export interface AttentionSample {
 export const MAX_SAMPLED_FLOATS = 8_000_000;
 
 /** The step stride that keeps steps × heads × audioLength floats within `maxFloats`. */
-export function sampleStride(steps: number, heads: number, audioLength: number, maxFloats = MAX_SAMPLED_FLOATS): number {
+export function sampleStride(
+  steps: number,
+  heads: number,
+  audioLength: number,
+  maxFloats = MAX_SAMPLED_FLOATS,
+): number {
   return Math.max(1, Math.ceil((steps * heads * audioLength) / maxFloats));
 }
 
 /** An onAttention hook for a decode of `steps` steps: it records every stride-th step, the stride set by the first step's shape. */
-export function recordAttention(steps: number): { sample: AttentionSample; onAttention: NonNullable<Probe['onAttention']> } {
+export function recordAttention(steps: number): {
+  sample: AttentionSample;
+  onAttention: NonNullable<Probe['onAttention']>;
+} {
   const sample: AttentionSample = { stride: 0, weights: new Map() };
   return {
     sample,
     onAttention: (step, w) => {
       if (sample.stride === 0) sample.stride = sampleStride(steps, w.length, w[0]?.length ?? 0);
-      if (step % sample.stride === 0) sample.weights.set(step, w.map((x) => Float32Array.from(x)));
+      if (step % sample.stride === 0)
+        sample.weights.set(
+          step,
+          w.map((x) => Float32Array.from(x)),
+        );
     },
   };
 }
@@ -46,7 +58,10 @@ export interface Coverage {
 }
 
 /** An onResidency hook measuring the policy's residency against the full cache's sampled attention. */
-export function measureCoverage(sample: AttentionSample): { onResidency: NonNullable<Probe['onResidency']>; result(): Coverage | null } {
+export function measureCoverage(sample: AttentionSample): {
+  onResidency: NonNullable<Probe['onResidency']>;
+  result(): Coverage | null;
+} {
   let sums: Float64Array | null = null;
   let counts: Int32Array | null = null;
   let steps = 0;

@@ -49,13 +49,19 @@ export interface StepFidelity {
  * Compares the two caches' logits step by step; both lists come from decoding the same
  * tokens. `stopToken`: the token the full cache's free run stopped on, if it did.
  */
-export function compareSteps(full: readonly Float32Array[], policy: readonly Float32Array[], stopToken: number | null = null): StepFidelity {
-  if (full.length !== policy.length) throw new RangeError(`the full cache has logits for ${full.length} steps, the policy for ${policy.length}`);
+export function compareSteps(
+  full: readonly Float32Array[],
+  policy: readonly Float32Array[],
+  stopToken: number | null = null,
+): StepFidelity {
+  if (full.length !== policy.length)
+    throw new RangeError(`the full cache has logits for ${full.length} steps, the policy for ${policy.length}`);
   let agreeing = 0;
   let klSum = 0;
   let stopShiftSum = 0;
   for (let t = 0; t < full.length; t++) {
-    if (full[t].length !== policy[t].length) throw new RangeError(`step ${t}: ${full[t].length} logits against ${policy[t].length}`);
+    if (full[t].length !== policy[t].length)
+      throw new RangeError(`step ${t}: ${full[t].length} logits against ${policy[t].length}`);
     if (argmax(full[t]) === argmax(policy[t])) agreeing++;
     const p = logSoftmax(full[t]);
     const q = logSoftmax(policy[t]);
@@ -66,7 +72,15 @@ export function compareSteps(full: readonly Float32Array[], policy: readonly Flo
 }
 
 /** Top-1 agreement, mean KL and mean stop-token shift per step; null over no steps (nothing to compare). */
-export function fidelityMeans(f: StepFidelity): { agreement: number | null; klVsFull: number | null; stopShift: number | null } {
+export function fidelityMeans(f: StepFidelity): {
+  agreement: number | null;
+  klVsFull: number | null;
+  stopShift: number | null;
+} {
   if (f.steps === 0) return { agreement: null, klVsFull: null, stopShift: null };
-  return { agreement: f.agreeing / f.steps, klVsFull: f.klSum / f.steps, stopShift: f.stopShiftSum === null ? null : f.stopShiftSum / f.steps };
+  return {
+    agreement: f.agreeing / f.steps,
+    klVsFull: f.klSum / f.steps,
+    stopShift: f.stopShiftSum === null ? null : f.stopShiftSum / f.steps,
+  };
 }

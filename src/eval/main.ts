@@ -27,7 +27,17 @@ import {
   rejectUnknown,
   splitArgs,
 } from '../cli/args.js';
-import { FULL_BUDGET, type ClipRecord, type EvalReport, type RunRecord, DEFAULT_DOC, markdownTable, docBlock, replaceDocBlock, summarise } from './report.js';
+import {
+  FULL_BUDGET,
+  type ClipRecord,
+  type EvalReport,
+  type RunRecord,
+  DEFAULT_DOC,
+  markdownTable,
+  docBlock,
+  replaceDocBlock,
+  summarise,
+} from './report.js';
 import { wer } from './wer.js';
 import { bleu } from './bleu.js';
 import { type DataFormat, type EvalClip, clipAudio, parseFormat, readClips } from './datasets/index.js';
@@ -72,17 +82,36 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
   // --doc takes an optional path: a following non-flag argument is its value.
   const i = argv.indexOf('--doc');
   const hasPath = i >= 0 && argv[i + 1] !== undefined && !argv[i + 1].startsWith('--');
-  const { flags, positional } = splitArgs(hasPath ? argv : argv.map((a) => (a === '--doc' ? '--doc=' : a)), ['no-full']);
+  const { flags, positional } = splitArgs(hasPath ? argv : argv.map((a) => (a === '--doc' ? '--doc=' : a)), [
+    'no-full',
+  ]);
   rejectUnknown(flags, [
-    'data', 'policies', 'budgets', 'out', 'limit', 'model', 'backend', 'kv',
-    'doc', 'block', 'no-full', 'plot', 'format', 'task', 'target',
+    'data',
+    'policies',
+    'budgets',
+    'out',
+    'limit',
+    'model',
+    'backend',
+    'kv',
+    'doc',
+    'block',
+    'no-full',
+    'plot',
+    'format',
+    'task',
+    'target',
   ]);
   if (positional.length) throw new UsageError(`unexpected argument "${positional[0]}"`);
   const data = flags.get('data');
   const out = flags.get('out');
   if (!data) throw new UsageError('--data DIR is required');
   if (!out) throw new UsageError('--out FILE.json is required');
-  const list = (s: string) => s.split(',').map((x) => x.trim()).filter(Boolean);
+  const list = (s: string) =>
+    s
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean);
   const policies = [...new Set(list(flags.get('policies') ?? 'full,wnw'))];
   for (const p of policies) parsePolicySpec(p);
   const budgets = [...new Set(list(flags.get('budgets') ?? '0.2').map(parseBudget))];
@@ -92,14 +121,20 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
   if (!full && policies.every((p) => p === 'full')) throw new UsageError('--no-full leaves no policy to run');
   const limitStr = flags.get('limit');
   const limit = limitStr === undefined ? Infinity : Number(limitStr);
-  if (!(Number.isInteger(limit) || limit === Infinity) || limit < 1) throw new UsageError(`--limit must be a positive integer, got "${limitStr}"`);
+  if (!(Number.isInteger(limit) || limit === Infinity) || limit < 1)
+    throw new UsageError(`--limit must be a positive integer, got "${limitStr}"`);
   const task = flags.get('task') ?? 'transcribe';
-  if (task !== 'transcribe' && task !== 'translate') throw new UsageError(`--task must be transcribe or translate, got "${task}"`);
+  if (task !== 'transcribe' && task !== 'translate')
+    throw new UsageError(`--task must be transcribe or translate, got "${task}"`);
   const target = flags.get('target') || null;
-  if (task === 'translate' && !target) throw new UsageError('--task translate needs --target LANG (the language to translate into)');
+  if (task === 'translate' && !target)
+    throw new UsageError('--task translate needs --target LANG (the language to translate into)');
   const doc = flags.has('doc') ? resolve(cwd, flags.get('doc') || join(packageRoot(), DEFAULT_DOC)) : null;
   return {
-    data: data.split(',').filter(Boolean).map((d) => resolve(cwd, d)),
+    data: data
+      .split(',')
+      .filter(Boolean)
+      .map((d) => resolve(cwd, d)),
     policies,
     budgets,
     out: resolve(cwd, out),
@@ -118,7 +153,8 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
 }
 
 function parseBlockName(s: string): string {
-  if (!/^[a-z][a-z0-9-]*$/.test(s)) throw new UsageError(`--block must be a lower-case name such as "ablations", got "${s}"`);
+  if (!/^[a-z][a-z0-9-]*$/.test(s))
+    throw new UsageError(`--block must be a lower-case name such as "ablations", got "${s}"`);
   return s;
 }
 
@@ -127,17 +163,33 @@ export { clipAudio, listClips, readClips } from './datasets/index.js';
 
 /** Corpus BLEU of every (policy, budget) over the clips' translation references. */
 export function translationBleu(records: ClipRecord[]): NonNullable<EvalReport['bleu']> {
-  const groups = new Map<string, { policy: string; variant?: string; budget: number; hyps: string[]; refs: string[] }>();
+  const groups = new Map<
+    string,
+    { policy: string; variant?: string; budget: number; hyps: string[]; refs: string[] }
+  >();
   for (const clip of records) {
     for (const r of clip.runs) {
       const key = `${r.policy}|${r.variant ?? ''}|${r.budget}`;
       let g = groups.get(key);
-      if (!g) groups.set(key, (g = { policy: r.policy, ...(r.variant ? { variant: r.variant } : {}), budget: r.budget, hyps: [], refs: [] }));
+      if (!g)
+        groups.set(
+          key,
+          (g = {
+            policy: r.policy,
+            ...(r.variant ? { variant: r.variant } : {}),
+            budget: r.budget,
+            hyps: [],
+            refs: [],
+          }),
+        );
       g.hyps.push(r.text);
       g.refs.push(clip.translation ?? '');
     }
   }
-  return [...groups.values()].map(({ hyps, refs, ...row }) => ({ ...row, bleu: Number(bleu(hyps, [refs]).score.toFixed(2)) }));
+  return [...groups.values()].map(({ hyps, refs, ...row }) => ({
+    ...row,
+    bleu: Number(bleu(hyps, [refs]).score.toFixed(2)),
+  }));
 }
 
 /**
@@ -177,7 +229,11 @@ const message = (e: unknown) => (e instanceof Error ? e.message.replace(/\s*\n\s
 function specOptions(spec: string, budget: number) {
   const { policy, options: policyOptions, variant } = parsePolicySpec(spec);
   return {
-    call: { policy, budget, ...(variant ? { policyOptions: forEvaluation(policy, policyOptions) } : {}) } satisfies TranscribeOptions,
+    call: {
+      policy,
+      budget,
+      ...(variant ? { policyOptions: forEvaluation(policy, policyOptions) } : {}),
+    } satisfies TranscribeOptions,
     named: { policy, ...(variant ? { variant } : {}), budget },
   };
 }
@@ -200,10 +256,17 @@ async function runOnce(
     const r = await asr.transcribe(audio, { ...options, ...call });
     const s = r.stats;
     const run: RunRecord = {
-      ...named, text: r.text, wer: wer(reference, r.text),
+      ...named,
+      text: r.text,
+      wer: wer(reference, r.text),
       // The report's own (flat) names, so committed reports still read.
-      rGpu: s.kv.rGpu, rGpuPeak: s.kv.rGpuPeak, rGpuCpu: s.kv.rGpuCpu, mbPerStep: s.traffic.mbPerStep,
-      msPerToken: s.timing.msPerToken, decodeSteps: s.decodeSteps, planLag: s.planLag,
+      rGpu: s.kv.rGpu,
+      rGpuPeak: s.kv.rGpuPeak,
+      rGpuCpu: s.kv.rGpuCpu,
+      mbPerStep: s.traffic.mbPerStep,
+      msPerToken: s.timing.msPerToken,
+      decodeSteps: s.decodeSteps,
+      planLag: s.planLag,
       stoppedBy: s.stoppedBy,
       ...(r.error ? { error: r.error.message } : {}),
     };
@@ -212,8 +275,16 @@ async function runOnce(
     if (options.signal?.aborted) throw e;
     return {
       run: {
-        ...named, text: '', wer: wer(reference, ''),
-        rGpu: 0, rGpuCpu: 0, mbPerStep: 0, msPerToken: 0, decodeSteps: 0, stoppedBy: 'error', error: message(e),
+        ...named,
+        text: '',
+        wer: wer(reference, ''),
+        rGpu: 0,
+        rGpuCpu: 0,
+        mbPerStep: 0,
+        msPerToken: 0,
+        decodeSteps: 0,
+        stoppedBy: 'error',
+        error: message(e),
       },
     };
   }
@@ -239,9 +310,16 @@ async function measureFidelity(
   }
   run.werVsFull = wer(ref.text, run.text);
   try {
-    const f = await teacherForced((o) => asr.transcribe(audio, o), ref, { ...options, ...specOptions(spec, run.budget).call });
+    const f = await teacherForced((o) => asr.transcribe(audio, o), ref, {
+      ...options,
+      ...specOptions(spec, run.budget).call,
+    });
     Object.assign(run, fidelityMeans(f), { forcedSteps: f.steps });
-    if (f.coverage) Object.assign(run, { attentionCovered: f.coverage.mean, attentionCoveredByHead: f.coverage.perHead.map((x) => Number(x.toFixed(4))) });
+    if (f.coverage)
+      Object.assign(run, {
+        attentionCovered: f.coverage.mean,
+        attentionCoveredByHead: f.coverage.perHead.map((x) => Number(x.toFixed(4))),
+      });
   } catch (e) {
     if (options.signal?.aborted) throw e;
     Object.assign(run, { agreement: null, klVsFull: null, stopShift: null, fidelityError: message(e) });
@@ -310,9 +388,17 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
         // clip's encoding and prefill. A full cache that does not fit (a long clip) must not
         // end the evaluation: its own run records that error below.
         const warm = specOptions(args.full ? 'full' : runs[0].policy, runs[0].budget).call;
-        await asr.transcribe(audio, { ...task, ...warm, maxNewTokens: WARMUP_TOKENS, probe: { reusePrefill: true }, signal: io.signal }).catch((e: unknown) => {
-          if (io.signal?.aborted) throw e;
-        });
+        await asr
+          .transcribe(audio, {
+            ...task,
+            ...warm,
+            maxNewTokens: WARMUP_TOKENS,
+            probe: { reusePrefill: true },
+            signal: io.signal,
+          })
+          .catch((e: unknown) => {
+            if (io.signal?.aborted) throw e;
+          });
       }
       const record: ClipRecord = {
         id: clip.id,
@@ -345,13 +431,24 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
         }
         if (forced) {
           show(`${label} teacher-forced ...`);
-          await measureFidelity(asr, audio, ref, run, policy, { ...task, signal: io.signal, probe: { reusePrefill: !last } });
+          await measureFidelity(asr, audio, ref, run, policy, {
+            ...task,
+            signal: io.signal,
+            probe: { reusePrefill: !last },
+          });
         }
         record.runs.push(run);
         done++;
-        const stop = run.stopShift != null ? `, stop shift ${run.stopShift >= 0 ? '+' : ''}${run.stopShift.toFixed(2)} nats` : '';
-        const vsFull = run.werVsFull !== undefined ? `; vs full WER ${percent(run.werVsFull)}, agreement ${percent(run.agreement)}${stop}` : '';
-        show(`${label} WER ${(run.wer * 100).toFixed(1)}%${vsFull} ${run.msPerToken.toFixed(1)} ms/token${run.error ? ` (${run.error})` : ''}`, true);
+        const stop =
+          run.stopShift != null ? `, stop shift ${run.stopShift >= 0 ? '+' : ''}${run.stopShift.toFixed(2)} nats` : '';
+        const vsFull =
+          run.werVsFull !== undefined
+            ? `; vs full WER ${percent(run.werVsFull)}, agreement ${percent(run.agreement)}${stop}`
+            : '';
+        show(
+          `${label} WER ${(run.wer * 100).toFixed(1)}%${vsFull} ${run.msPerToken.toFixed(1)} ms/token${run.error ? ` (${run.error})` : ''}`,
+          true,
+        );
       }
     }
   } finally {
@@ -360,7 +457,13 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
   }
   return {
     // Paths relative to the package, so the docs and committed reports carry no machine's home folder.
-    meta: { model: shortPath(args.model), backend: asr.backend, kv: args.kv, date: new Date().toISOString(), data: args.data.map(shortPath).join(', ') },
+    meta: {
+      model: shortPath(args.model),
+      backend: asr.backend,
+      kv: args.kv,
+      date: new Date().toISOString(),
+      data: args.data.map(shortPath).join(', '),
+    },
     clips: records,
     summary: summarise(records),
     ...(translate ? { bleu: translationBleu(records) } : {}),
@@ -398,11 +501,17 @@ export async function main(argv = process.argv.slice(2)): Promise<number> {
       );
     process.stderr.write(`eval: wrote ${args.out}\n`);
     if (args.plot) {
-      await writeFile(args.plot, fidelityPlot([{ title: args.data.map((d) => basename(d)).join(', '), summary: report.summary }]));
+      await writeFile(
+        args.plot,
+        fidelityPlot([{ title: args.data.map((d) => basename(d)).join(', '), summary: report.summary }]),
+      );
       process.stderr.write(`eval: wrote ${args.plot}\n`);
     }
     if (args.doc) {
-      await writeFile(args.doc, replaceDocBlock(await readFile(args.doc, 'utf8'), docBlock(report, command), args.block));
+      await writeFile(
+        args.doc,
+        replaceDocBlock(await readFile(args.doc, 'utf8'), docBlock(report, command), args.block),
+      );
       process.stderr.write(`eval: updated the ${args.block} table in ${args.doc}\n`);
     }
     return 0;

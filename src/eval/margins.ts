@@ -12,7 +12,15 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { UsageError, defaultModelDir, parseBudget, parseKvPrecision, parsePolicySpec, rejectUnknown, splitArgs } from '../cli/args.js';
+import {
+  UsageError,
+  defaultModelDir,
+  parseBudget,
+  parseKvPrecision,
+  parsePolicySpec,
+  rejectUnknown,
+  splitArgs,
+} from '../cli/args.js';
 import { argmax } from '../backend/argmax.js';
 import { forcedLogits } from './teacher-forced.js';
 import { clipAudio, readClips } from './datasets/index.js';
@@ -47,7 +55,8 @@ export function topMargin(logits: Float32Array): number {
 
 /** Compares two caches' logits on the same forced tokens. */
 export function marginReport(full: readonly Float32Array[], other: readonly Float32Array[]): MarginReport {
-  if (full.length !== other.length) throw new RangeError(`the full cache has logits for ${full.length} steps, the other cache for ${other.length}`);
+  if (full.length !== other.length)
+    throw new RangeError(`the full cache has logits for ${full.length} steps, the other cache for ${other.length}`);
   const margins = full.map(topMargin);
   const flips: MarginReport['flips'] = [];
   full.forEach((l, t) => {
@@ -59,11 +68,18 @@ export function marginReport(full: readonly Float32Array[], other: readonly Floa
 
 export function formatReport(id: string, r: MarginReport): string {
   const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
-  const median = r.flips.length ? [...r.flips].sort((a, b) => a.margin - b.margin)[Math.floor(r.flips.length / 2)].margin.toFixed(2) : '–';
-  const first = r.flips.slice(0, 10).map((f) => `${f.step} (${f.margin.toFixed(2)})`).join(', ');
-  return `${id}: ${r.steps} steps; margin under ${MARGIN_CUTS.join(' / ')} nats: ${r.under.map(pct).join(' / ')}; ` +
+  const median = r.flips.length
+    ? [...r.flips].sort((a, b) => a.margin - b.margin)[Math.floor(r.flips.length / 2)].margin.toFixed(2)
+    : '–';
+  const first = r.flips
+    .slice(0, 10)
+    .map((f) => `${f.step} (${f.margin.toFixed(2)})`)
+    .join(', ');
+  return (
+    `${id}: ${r.steps} steps; margin under ${MARGIN_CUTS.join(' / ')} nats: ${r.under.map(pct).join(' / ')}; ` +
     `${r.flips.length} ${r.flips.length === 1 ? 'flip' : 'flips'} ` +
-    `(agreement ${(1 - r.flips.length / Math.max(1, r.steps)).toFixed(3)}), median margin ${median}${first ? `; first: ${first}` : ''}`;
+    `(agreement ${(1 - r.flips.length / Math.max(1, r.steps)).toFixed(3)}), median margin ${median}${first ? `; first: ${first}` : ''}`
+  );
 }
 
 export async function main(argv = process.argv.slice(2), cwd = process.cwd()): Promise<number> {
@@ -83,17 +99,25 @@ export async function main(argv = process.argv.slice(2), cwd = process.cwd()): P
       throw new UsageError('--against full compares with the full cache itself: give --against-kv another precision');
     const limitStr = flags.get('limit');
     const limit = limitStr === undefined ? Infinity : Number(limitStr);
-    if (!(Number.isInteger(limit) || limit === Infinity) || limit < 1) throw new UsageError(`--limit must be a positive integer, got "${limitStr}"`);
+    if (!(Number.isInteger(limit) || limit === Infinity) || limit < 1)
+      throw new UsageError(`--limit must be a positive integer, got "${limitStr}"`);
     const model = flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir();
     const { loadTranscriber, toMono16k } = await import('../index.js');
     const ref = await loadTranscriber({ model, policy: 'full', backend: 'cpu', kvPrecision: kv });
-    const alt = otherKv === kv ? ref : await loadTranscriber({ model, policy: 'full', backend: 'cpu', kvPrecision: otherKv });
+    const alt =
+      otherKv === kv ? ref : await loadTranscriber({ model, policy: 'full', backend: 'cpu', kvPrecision: otherKv });
     const io = { readFile: (p: string) => readFile(p), decode: async (b: Uint8Array) => toMono16k(b) };
-    const clips = (await readClips(resolve(cwd, data), 'wav-txt', (s) => process.stderr.write(`eval:margins: ${s}\n`))).slice(0, limit);
+    const clips = (
+      await readClips(resolve(cwd, data), 'wav-txt', (s) => process.stderr.write(`eval:margins: ${s}\n`))
+    ).slice(0, limit);
     const otherOptions: TranscribeOptions =
       spec.policy === 'full'
         ? { policy: 'full', budget: 1 }
-        : { policy: spec.policy, budget, ...(spec.variant ? { policyOptions: forEvaluation(spec.policy, spec.options) } : {}) };
+        : {
+            policy: spec.policy,
+            budget,
+            ...(spec.variant ? { policyOptions: forEvaluation(spec.policy, spec.options) } : {}),
+          };
     try {
       for (const clip of clips) {
         const audio = await clipAudio(clip, io);
@@ -101,7 +125,11 @@ export async function main(argv = process.argv.slice(2), cwd = process.cwd()): P
         if (free.error) throw free.error;
         const tokens = free.tokens.slice(0, free.stats.decodeSteps);
         // One encoding and prefill for the clip's runs on one transcriber; its last run lets it go.
-        const full = await forcedLogits((o) => ref.transcribe(audio, o), tokens, { policy: 'full', budget: 1, probe: { reusePrefill: alt === ref } });
+        const full = await forcedLogits((o) => ref.transcribe(audio, o), tokens, {
+          policy: 'full',
+          budget: 1,
+          probe: { reusePrefill: alt === ref },
+        });
         const other = await forcedLogits((o) => alt.transcribe(audio, o), tokens, otherOptions);
         process.stdout.write(`${formatReport(clip.id, marginReport(full, other))}\n`);
       }
@@ -111,7 +139,9 @@ export async function main(argv = process.argv.slice(2), cwd = process.cwd()): P
     }
     return 0;
   } catch (e) {
-    process.stderr.write(`eval:margins: ${e instanceof Error ? e.message : String(e)}\n${e instanceof UsageError ? `${MARGINS_USAGE}\n` : ''}`);
+    process.stderr.write(
+      `eval:margins: ${e instanceof Error ? e.message : String(e)}\n${e instanceof UsageError ? `${MARGINS_USAGE}\n` : ''}`,
+    );
     return e instanceof UsageError ? 2 : 1;
   }
 }

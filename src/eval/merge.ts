@@ -21,13 +21,16 @@ export const MERGE_USAGE =
 export async function main(argv = process.argv.slice(2), cwd = process.cwd()): Promise<number> {
   try {
     const i = argv.indexOf('--doc');
-    const hasPath = i >= 0 && argv[i + 1] !== undefined && !argv[i + 1].startsWith('--') && !argv[i + 1].endsWith('.json');
+    const hasPath =
+      i >= 0 && argv[i + 1] !== undefined && !argv[i + 1].startsWith('--') && !argv[i + 1].endsWith('.json');
     const { flags, positional } = splitArgs(hasPath ? argv : argv.map((a) => (a === '--doc' ? '--doc=' : a)), []);
     rejectUnknown(flags, ['out', 'doc', 'block', 'plot', 'base-command']);
     if (positional.length !== 2) throw new UsageError('give the base report and the update, in that order');
     const out = flags.get('out');
     if (!out) throw new UsageError('--out FILE.json is required');
-    const [base, update] = await Promise.all(positional.map(async (p) => JSON.parse(await readFile(resolve(cwd, p), 'utf8')) as EvalReport));
+    const [base, update] = await Promise.all(
+      positional.map(async (p) => JSON.parse(await readFile(resolve(cwd, p), 'utf8')) as EvalReport),
+    );
     const merged = mergeReports(base, update);
     const command = base.meta?.command ?? flags.get('base-command');
     if (merged.meta && command) merged.meta.command = command;
@@ -41,11 +44,16 @@ export async function main(argv = process.argv.slice(2), cwd = process.cwd()): P
     if (flags.has('doc')) {
       if (!command) throw new UsageError(`${positional[0]} records no command: say what wrote it with --base-command`);
       const doc = resolve(cwd, flags.get('doc') || join(packageRoot(), DEFAULT_DOC));
-      await writeFile(doc, replaceDocBlock(await readFile(doc, 'utf8'), docBlock(merged, command), flags.get('block') ?? 'eval'));
+      await writeFile(
+        doc,
+        replaceDocBlock(await readFile(doc, 'utf8'), docBlock(merged, command), flags.get('block') ?? 'eval'),
+      );
     }
     return 0;
   } catch (e) {
-    process.stderr.write(`eval:merge: ${e instanceof Error ? e.message : String(e)}\n${e instanceof UsageError ? `${MERGE_USAGE}\n` : ''}`);
+    process.stderr.write(
+      `eval:merge: ${e instanceof Error ? e.message : String(e)}\n${e instanceof UsageError ? `${MERGE_USAGE}\n` : ''}`,
+    );
     return e instanceof UsageError ? 2 : 1;
   }
 }

@@ -19,8 +19,14 @@ export interface PlotSet {
 
 /** One colour per policy, in the registry's order; variants (ablations) are left out of the picture. */
 const COLOURS: Record<string, string> = {
-  wnw: '#d62728', quest: '#1f77b4', arkvale: '#2ca02c', snapkv: '#9467bd', adakv: '#8c564b',
-  audiokv: '#e377c2', h2o: '#7f7f7f', streaming: '#bcbd22',
+  wnw: '#d62728',
+  quest: '#1f77b4',
+  arkvale: '#2ca02c',
+  snapkv: '#9467bd',
+  adakv: '#8c564b',
+  audiokv: '#e377c2',
+  h2o: '#7f7f7f',
+  streaming: '#bcbd22',
 };
 
 const W = 300;
@@ -46,14 +52,20 @@ function panel(x0: number, y0: number, p: Panel, rows: SummaryRow[]): string {
   out.push(`<rect x="${x0 + M.left}" y="${y0 + M.top}" width="${pw}" height="${ph}" fill="none" stroke="#444"/>`);
   for (const t of [0, 0.1, 0.2, 0.3, 0.4, 0.5]) {
     out.push(`<line x1="${sx(t)}" y1="${y0 + M.top + ph}" x2="${sx(t)}" y2="${y0 + M.top + ph + 4}" stroke="#444"/>`);
-    out.push(`<text x="${sx(t)}" y="${y0 + M.top + ph + 15}" font-size="10" text-anchor="middle">${t.toFixed(1)}</text>`);
+    out.push(
+      `<text x="${sx(t)}" y="${y0 + M.top + ph + 15}" font-size="10" text-anchor="middle">${t.toFixed(1)}</text>`,
+    );
   }
   for (let i = 0; i <= 4; i++) {
     const v = (p.yMax * i) / 4;
     out.push(`<line x1="${x0 + M.left}" y1="${sy(v)}" x2="${x0 + M.left + pw}" y2="${sy(v)}" stroke="#ddd"/>`);
-    out.push(`<text x="${x0 + M.left - 4}" y="${sy(v) + 3}" font-size="10" text-anchor="end">${p.yMax > 1 ? v.toFixed(0) : v.toFixed(2)}</text>`);
+    out.push(
+      `<text x="${x0 + M.left - 4}" y="${sy(v) + 3}" font-size="10" text-anchor="end">${p.yMax > 1 ? v.toFixed(0) : v.toFixed(2)}</text>`,
+    );
   }
-  out.push(`<text x="${x0 + M.left + pw / 2}" y="${y0 + H - 6}" font-size="10" text-anchor="middle">measured r_GPU</text>`);
+  out.push(
+    `<text x="${x0 + M.left + pw / 2}" y="${y0 + H - 6}" font-size="10" text-anchor="middle">measured r_GPU</text>`,
+  );
   out.push(
     `<text x="${x0 + 11}" y="${y0 + M.top + ph / 2}" font-size="10" text-anchor="middle" ` +
       `transform="rotate(-90 ${x0 + 11} ${y0 + M.top + ph / 2})">${esc(p.yLabel)}</text>`,
@@ -67,7 +79,9 @@ function panel(x0: number, y0: number, p: Panel, rows: SummaryRow[]): string {
     const c = COLOURS[policy] ?? '#000';
     const pts = rs.sort((a, b) => a.rGpu - b.rGpu).map((r) => [sx(r.rGpu), sy(p.y(r)!)] as const);
     const wide = policy === 'wnw' ? 2.5 : 1.2;
-    out.push(`<polyline points="${pts.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(' ')}" fill="none" stroke="${c}" stroke-width="${wide}"/>`);
+    out.push(
+      `<polyline points="${pts.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(' ')}" fill="none" stroke="${c}" stroke-width="${wide}"/>`,
+    );
     for (const [x, y] of pts)
       out.push(
         `<circle cx="${x.toFixed(1)}" cy="${y.toFixed(1)}" r="${policy === 'wnw' ? 3.5 : 2.5}" fill="${c}">` +
@@ -85,23 +99,41 @@ export function fidelityPlot(sets: PlotSet[]): string {
   const parts: string[] = [];
   sets.forEach((s, i) => {
     const y0 = legendH + i * H;
-    parts.push(panel(0, y0, { title: `${s.title}: agreement`, yLabel: 'top-1 agreement', y: (r) => r.agreement, yMax: 1 }, s.summary));
+    parts.push(
+      panel(
+        0,
+        y0,
+        { title: `${s.title}: agreement`, yLabel: 'top-1 agreement', y: (r) => r.agreement, yMax: 1 },
+        s.summary,
+      ),
+    );
     parts.push(
       panel(
         W,
         y0,
-        { title: `${s.title}: WER vs full`, yLabel: 'WER vs full %', y: (r) => (r.werVsFull === null ? null : r.werVsFull * 100), yMax: 120 },
+        {
+          title: `${s.title}: WER vs full`,
+          yLabel: 'WER vs full %',
+          y: (r) => (r.werVsFull === null ? null : r.werVsFull * 100),
+          yMax: 120,
+        },
         s.summary,
       ),
     );
   });
-  const drawn = Object.keys(COLOURS).filter((p) => sets.some((s) => s.summary.some((r) => r.policy === p && !r.variant)));
+  const drawn = Object.keys(COLOURS).filter((p) =>
+    sets.some((s) => s.summary.some((r) => r.policy === p && !r.variant)),
+  );
   drawn.forEach((p, i) => {
     const x = 10 + i * 72;
-    parts.push(`<rect x="${x}" y="6" width="10" height="10" fill="${COLOURS[p]}"/><text x="${x + 14}" y="15" font-size="11">${esc(p)}</text>`);
+    parts.push(
+      `<rect x="${x}" y="6" width="10" height="10" fill="${COLOURS[p]}"/><text x="${x + 14}" y="15" font-size="11">${esc(p)}</text>`,
+    );
   });
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif">\n` +
-    `<rect width="100%" height="100%" fill="white"/>\n${parts.join('\n')}\n</svg>\n`;
+  return (
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif">\n` +
+    `<rect width="100%" height="100%" fill="white"/>\n${parts.join('\n')}\n</svg>\n`
+  );
 }
 
 /** `npm run plot -- REPORT.json [REPORT.json ...] --out FILE.svg`: the picture from stored reports. */

@@ -29,12 +29,21 @@ export interface FullReference {
 }
 
 /** Decodes `tokens` under the options' policy and returns each step's logits. */
-export async function forcedLogits(decode: Decode, tokens: readonly number[], options: TranscribeOptions): Promise<Float32Array[]> {
+export async function forcedLogits(
+  decode: Decode,
+  tokens: readonly number[],
+  options: TranscribeOptions,
+): Promise<Float32Array[]> {
   const logits: Float32Array[] = [];
-  const r = await decode({ ...options, probe: { ...options.probe, forcedTokens: tokens, onLogits: (_step, l) => logits.push(l) } });
+  const r = await decode({
+    ...options,
+    probe: { ...options.probe, forcedTokens: tokens, onLogits: (_step, l) => logits.push(l) },
+  });
   if (r.error) throw r.error;
   if (logits.length !== tokens.length) {
-    throw new Error(`teacher forcing gave logits for ${logits.length} of ${tokens.length} steps (does this backend return logits?)`);
+    throw new Error(
+      `teacher forcing gave logits for ${logits.length} of ${tokens.length} steps (does this backend return logits?)`,
+    );
   }
   return logits;
 }
@@ -49,7 +58,8 @@ export async function fullReference(
   options: TranscribeOptions = {},
   { attention = false } = {},
 ): Promise<FullReference> {
-  if (free.error) throw new Error(`the full cache's run failed (${free.error.message}), so there is nothing to compare with`);
+  if (free.error)
+    throw new Error(`the full cache's run failed (${free.error.message}), so there is nothing to compare with`);
   const tokens = free.tokens.slice(0, free.stats.decodeSteps);
   const rec = attention ? recordAttention(tokens.length) : null;
   const logits = await forcedLogits(decode, tokens, {
@@ -59,12 +69,26 @@ export async function fullReference(
     policyOptions: undefined,
     ...(rec ? { probe: { ...options.probe, onAttention: rec.onAttention } } : {}),
   });
-  return { text: free.text, tokens, logits, stopToken: free.stats.stopToken ?? null, ...(rec ? { attention: rec.sample } : {}) };
+  return {
+    text: free.text,
+    tokens,
+    logits,
+    stopToken: free.stats.stopToken ?? null,
+    ...(rec ? { attention: rec.sample } : {}),
+  };
 }
 
 /** The policy's cache on the full cache's tokens: top-1 agreement, KL(full ‖ policy) and the stop token's shift, summed over steps. */
-export async function teacherForced(decode: Decode, ref: FullReference, options: TranscribeOptions): Promise<StepFidelity & { coverage: Coverage | null }> {
+export async function teacherForced(
+  decode: Decode,
+  ref: FullReference,
+  options: TranscribeOptions,
+): Promise<StepFidelity & { coverage: Coverage | null }> {
   const cov = ref.attention ? measureCoverage(ref.attention) : null;
-  const logits = await forcedLogits(decode, ref.tokens, cov ? { ...options, probe: { ...options.probe, onResidency: cov.onResidency } } : options);
+  const logits = await forcedLogits(
+    decode,
+    ref.tokens,
+    cov ? { ...options, probe: { ...options.probe, onResidency: cov.onResidency } } : options,
+  );
   return { ...compareSteps(ref.logits, logits, ref.stopToken), coverage: cov?.result() ?? null };
 }

@@ -60,7 +60,12 @@ export function alignWords(ref: readonly string[], hyp: readonly string[]): Edit
   let pre = 0;
   while (pre < rAll.length && pre < hAll.length && rAll[pre] === hAll[pre]) pre++;
   let suf = 0;
-  while (suf < rAll.length - pre && suf < hAll.length - pre && rAll[rAll.length - 1 - suf] === hAll[hAll.length - 1 - suf]) suf++;
+  while (
+    suf < rAll.length - pre &&
+    suf < hAll.length - pre &&
+    rAll[rAll.length - 1 - suf] === hAll[hAll.length - 1 - suf]
+  )
+    suf++;
   const r = rAll.subarray(pre, rAll.length - suf);
   const h = hAll.subarray(pre, hAll.length - suf);
   const m = h.length;
@@ -134,7 +139,14 @@ export function wer(reference: string, hypothesis: string): number {
 
 /** Pooled counts over clips: sums of each count. */
 export function pooledCounts(pairs: ReadonlyArray<{ reference: string; hypothesis: string }>): EditCounts {
-  const total: EditCounts = { substitutions: 0, deletions: 0, insertions: 0, edits: 0, referenceWords: 0, hypothesisWords: 0 };
+  const total: EditCounts = {
+    substitutions: 0,
+    deletions: 0,
+    insertions: 0,
+    edits: 0,
+    referenceWords: 0,
+    hypothesisWords: 0,
+  };
   for (const p of pairs) {
     const c = werCounts(p.reference, p.hypothesis);
     total.substitutions += c.substitutions;

@@ -16,7 +16,9 @@ export interface EvalClip {
 /** Files under DIR (relative paths with '/'), depth first in name order. */
 export async function walk(dir: string, sub = ''): Promise<string[]> {
   const out: string[] = [];
-  const entries = (await readdir(join(dir, sub), { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const entries = (await readdir(join(dir, sub), { withFileTypes: true })).sort((a, b) =>
+    a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
+  );
   for (const e of entries) {
     const rel = sub ? `${sub}/${e.name}` : e.name;
     if (e.isDirectory()) out.push(...(await walk(dir, rel)));

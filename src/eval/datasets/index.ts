@@ -13,7 +13,8 @@ export const FORMATS = ['wav-txt', 'librispeech-long', 'longspeech', 'primock57'
 export type DataFormat = (typeof FORMATS)[number];
 
 export function parseFormat(s: string): DataFormat {
-  if (!(FORMATS as readonly string[]).includes(s)) throw new UsageError(`--format must be one of ${FORMATS.join(', ')}, got "${s}"`);
+  if (!(FORMATS as readonly string[]).includes(s))
+    throw new UsageError(`--format must be one of ${FORMATS.join(', ')}, got "${s}"`);
   return s as DataFormat;
 }
 

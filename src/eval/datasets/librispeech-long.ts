@@ -28,10 +28,15 @@ export async function readLibrispeechLong(dir: string, warn: (s: string) => void
   for (const f of files.filter((f) => AUDIO.test(f))) {
     const id = f.replace(AUDIO, '');
     let reference = trans.get(id);
-    if (reference === undefined && set.has(`${id}.txt`)) reference = (await readFile(join(dir, `${id}.txt`), 'utf8')).trim();
-    if (reference === undefined) warn(`skipping ${f}: no ${posix.basename(id)}.txt or *.trans.txt line in ${dirname(f) === '.' ? 'its folder' : dirname(f)}`);
+    if (reference === undefined && set.has(`${id}.txt`))
+      reference = (await readFile(join(dir, `${id}.txt`), 'utf8')).trim();
+    if (reference === undefined)
+      warn(
+        `skipping ${f}: no ${posix.basename(id)}.txt or *.trans.txt line in ${dirname(f) === '.' ? 'its folder' : dirname(f)}`,
+      );
     else clips.push({ id, wav: join(dir, f), reference });
   }
-  if (!clips.length) throw new UsageError(`no LibriSpeech-Long examples (.flac or .wav with a transcript) under ${dir}`);
+  if (!clips.length)
+    throw new UsageError(`no LibriSpeech-Long examples (.flac or .wav with a transcript) under ${dir}`);
   return clips;
 }

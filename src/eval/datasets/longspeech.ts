@@ -23,7 +23,12 @@ export async function readLongSpeech(dir: string, warn: (s: string) => void): Pr
     const text = await readFile(join(dir, f), 'utf8');
     let records: unknown[];
     try {
-      records = f.toLowerCase().endsWith('.jsonl') ? text.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l)) : JSON.parse(text);
+      records = f.toLowerCase().endsWith('.jsonl')
+        ? text
+            .split('\n')
+            .filter((l) => l.trim())
+            .map((l) => JSON.parse(l))
+        : JSON.parse(text);
     } catch (e) {
       throw new UsageError(`${f} is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
     }
@@ -38,7 +43,12 @@ export async function readLongSpeech(dir: string, warn: (s: string) => void): Pr
       }
       const translation = pick(r, ['translation', 'target_text']);
       const id = pick(r, ['id']) ?? audio.replace(/\.[^./]+$/, '');
-      clips.push({ id, wav: join(dir, audio), reference: reference.trim(), ...(translation !== undefined ? { translation: translation.trim() } : {}) });
+      clips.push({
+        id,
+        wav: join(dir, audio),
+        reference: reference.trim(),
+        ...(translation !== undefined ? { translation: translation.trim() } : {}),
+      });
     }
   }
   if (!clips.length) throw new UsageError(`no LongSpeech records (a *.jsonl or *.json manifest) in ${dir}`);

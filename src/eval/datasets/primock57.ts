@@ -20,7 +20,13 @@ export function mergeUtterances(bySpeaker: Interval[][]): string {
   const all = bySpeaker.flatMap((tier, s) => tier.map((iv) => ({ ...iv, s })));
   all.sort((a, b) => a.xmin - b.xmin || a.s - b.s);
   return all
-    .map((iv) => iv.text.replace(/<UNIN\s*\/>/gi, ' ').replace(/<\/?UNSURE>/gi, '').replace(/\s+/g, ' ').trim())
+    .map((iv) =>
+      iv.text
+        .replace(/<UNIN\s*\/>/gi, ' ')
+        .replace(/<\/?UNSURE>/gi, '')
+        .replace(/\s+/g, ' ')
+        .trim(),
+    )
     .filter(Boolean)
     .join(' ');
 }
@@ -32,7 +38,9 @@ export async function readPrimock57(dir: string, warn: (s: string) => void): Pro
   } catch {
     throw new UsageError(`cannot read ${join(dir, 'audio')} (PriMock57 keeps its WAVs there)`);
   }
-  const ids = [...new Set(names.map((n) => /^(.*)_doctor\.wav$/i.exec(n)?.[1]).filter((x): x is string => Boolean(x)))].sort();
+  const ids = [
+    ...new Set(names.map((n) => /^(.*)_doctor\.wav$/i.exec(n)?.[1]).filter((x): x is string => Boolean(x))),
+  ].sort();
   const clips: EvalClip[] = [];
   for (const id of ids) {
     const wavs = SPEAKERS.map((s) => join(dir, 'audio', `${id}_${s}.wav`));
@@ -41,7 +49,11 @@ export async function readPrimock57(dir: string, warn: (s: string) => void): Pro
       continue;
     }
     try {
-      const tiers = await Promise.all(SPEAKERS.map(async (s) => parseTextGrid(await readFile(join(dir, 'transcripts', `${id}_${s}.TextGrid`), 'utf8'))));
+      const tiers = await Promise.all(
+        SPEAKERS.map(async (s) =>
+          parseTextGrid(await readFile(join(dir, 'transcripts', `${id}_${s}.TextGrid`), 'utf8')),
+        ),
+      );
       clips.push({ id, wav: wavs, reference: mergeUtterances(tiers) });
     } catch {
       warn(`skipping ${id}: no transcripts/${id}_doctor.TextGrid and _patient.TextGrid`);

@@ -9,11 +9,13 @@ export interface Interval {
   text: string;
 }
 
-const INTERVAL = /intervals\s*\[\d+\]\s*:\s*xmin\s*=\s*([-+\d.eE]+)\s*xmax\s*=\s*([-+\d.eE]+)\s*text\s*=\s*"((?:[^"]|"")*)"/g;
+const INTERVAL =
+  /intervals\s*\[\d+\]\s*:\s*xmin\s*=\s*([-+\d.eE]+)\s*xmax\s*=\s*([-+\d.eE]+)\s*text\s*=\s*"((?:[^"]|"")*)"/g;
 
 /** Every interval of every interval tier, in file order. */
 export function parseTextGrid(source: string): Interval[] {
   const out: Interval[] = [];
-  for (const m of source.matchAll(INTERVAL)) out.push({ xmin: Number(m[1]), xmax: Number(m[2]), text: m[3].replaceAll('""', '"') });
+  for (const m of source.matchAll(INTERVAL))
+    out.push({ xmin: Number(m[1]), xmax: Number(m[2]), text: m[3].replaceAll('""', '"') });
   return out;
 }
