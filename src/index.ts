@@ -8,7 +8,7 @@
  * the policy registry, the transcriber class and the evaluation hooks live in `wnw/research`
  * (src/research.ts), so this surface stays small (test/unit/package.test.ts holds it to 30 names).
  */
-export { loadTranscriber } from './session/transcriber.js';
+export { loadTranscriber } from './transcribe/transcriber.js';
 export { loadTranscriberInWorker } from './worker/client.js';
 export type {
   AudioInput,

@@ -5,7 +5,7 @@
  * with, the policy registry, the evaluation hooks (`TranscribeOptions.probe`), and the
  * sizing helpers behind the fit check. The page's names are imported from `wnw` itself.
  */
-export { WnwTranscriber } from './session/transcriber.js';
+export { WnwTranscriber } from './transcribe/transcriber.js';
 export type { Probe } from './types.js';
 export type { KvPolicy, PlanLag, PolicyOptions } from './policy/types.js';
 export type {

@@ -129,7 +129,7 @@ async function contextTooLong(): Promise<CheckResult> {
   // A 64 MiB binding cap: 90 minutes of prompt queries (143 MB) cannot be bound.
   const b = await WebGpuBackend.create(config, randomDecoderWeights(config, 3), {
     context: ctx,
-    kvBudgetBytes: 2 ** 20,
+    kvMaxBytes: 2 ** 20,
     maxBindingBytes: 64 * 2 ** 20,
   });
   const before = ctx.liveBuffers;

@@ -328,7 +328,7 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
       heads: syntheticHeads(c, A, pc.budget ?? 0.2),
     });
     // Its weights too (it reads only the chunks chosen from them), to compare them across backends.
-    // Word timing's focus of the anchors, as a transcription with words asks for it (session/run.ts).
+    // Word timing's focus of the anchors, as a transcription with words asks for it (transcribe/run.ts).
     const own = policy.request(policyLayout(c, A, pc.prompt));
     request = { ...own, ...(pc.chunksOnly ? {} : { decodeQueries: true, decodeWeights: true }) };
     readouts = { focus: own.decodeHeads };

@@ -7,7 +7,7 @@
  * Exposed as window.wnwTranscribe; the page is opened as gpu-transcribe.html?hf=<URL path
  * of the folder holding the miniatures>.
  */
-import { loadTranscriber } from '../../src/session/transcriber.js';
+import { loadTranscriber } from '../../src/transcribe/transcriber.js';
 import { parseWav } from '../../src/audio/wav.js';
 import { downmix } from '../../src/audio/downmix.js';
 import { joinModelPath } from '../../src/model/files.js';

@@ -10,7 +10,7 @@
  * Device loss is `device.destroy()` on the decoder's device.
  * Exposed as window.wnwLifecycle.run(name).
  */
-import { loadTranscriber, type WnwTranscriber } from '../../src/session/transcriber.js';
+import { loadTranscriber, type WnwTranscriber } from '../../src/transcribe/transcriber.js';
 import { loadTranscriberInWorker } from '../../src/worker/client.js';
 import { CancelledError, DeviceLostError } from '../../src/errors.js';
 import { countLiveBuffersEverywhere } from '../../src/bench/live-bytes.js';

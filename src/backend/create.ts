@@ -17,7 +17,7 @@ import type { DeviceLimits } from './webgpu/fit.js';
 
 export interface CreateBackendOptions {
   backend?: 'auto' | 'cpu' | 'webgpu';
-  kvBudgetBytes?: number;
+  kvMaxBytes?: number;
   /** What the KV pool stores keys and values as; default 'f32'. */
   kvPrecision?: KvPrecision;
   /** What the weight matrices are stored in ('f32' default, 'f16', 'q4'); both backends use the same values. */
@@ -106,7 +106,7 @@ export async function createBackend(
   target?: BackendTarget,
 ): Promise<DecoderBackend> {
   const cpuOptions = {
-    kvBudgetBytes: opts.kvBudgetBytes,
+    kvMaxBytes: opts.kvMaxBytes,
     kvPrecision: opts.kvPrecision,
     weightFormat: opts.weightFormat,
   };
@@ -115,7 +115,7 @@ export async function createBackend(
   try {
     const gpu = await import('./webgpu/index.js');
     return await gpu.createWebGpuBackend(config, weights, {
-      kvBudgetBytes: opts.kvBudgetBytes,
+      kvMaxBytes: opts.kvMaxBytes,
       kvPrecision: opts.kvPrecision,
       weightFormat: opts.weightFormat,
       acquire: { adapter: on.adapter },

@@ -67,7 +67,7 @@ export async function timePolicy(
 ): Promise<PolicyTiming> {
   const policy = createPolicy(policyName, { ...t.policyOptions, budget, heads });
   const layout = policyLayout(config, audioLength);
-  // What a transcription with words asks (session/run.ts): the policy's reads and the
+  // What a transcription with words asks (transcribe/run.ts): the policy's reads and the
   // anchors' focus. The policies timed on one clip share its prefill (close(true) below).
   const request = { ...policy.request(layout), alsoScore: sharedPrefillWindows(layout) };
   const timing = wordTimingHeads(policy, heads, budget);
@@ -82,7 +82,7 @@ export async function timePolicy(
   const t0 = now();
   const pre = await stage.prefill(embeddings);
   const session = await pre.place(policy.prefill(pre.observation));
-  // The recall a policy makes from the prefill before the first step (session/run.ts does the same).
+  // The recall a policy makes from the prefill before the first step (transcribe/run.ts does the same).
   const initial = policy.afterPrefill ? await session.apply(policy.afterPrefill()) : undefined;
   const prefillMs = now() - t0;
   const times: number[] = [];

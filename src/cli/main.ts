@@ -5,7 +5,7 @@
  * transcriber and no model.
  */
 import { readFile } from 'node:fs/promises';
-import { progressNote } from '../session/progress-note.js';
+import { progressNote } from '../transcribe/progress-note.js';
 import { hasFixedBudget, policyBudget } from '../research.js';
 import { TRANSCRIBE_USAGE, UsageError, parseTranscribeArgs, type TranscribeArgs } from './args.js';
 import type { LoadOptions, ProgressEvent, Transcriber, TranscriptionResult } from '../index.js';

@@ -44,7 +44,7 @@ export interface ResidencyShape {
   audioLength: number;
   /** Pages per head a shard adds when it runs out (text on demand); 0 (default): the pool never grows. */
   growPages?: number;
-  /** The most pages the pool may grow to (a KV budget); default unbounded. */
+  /** The most pages the pool may grow to (the byte cap kvMaxBytes, in pages); default unbounded. */
   maxPages?: number;
 }
 
@@ -373,10 +373,4 @@ export class Residency {
       this.storage.syncPositions(0, this.positions.length, this.positions);
     this.growths++;
   }
-}
-
-/** The residency of a live session; a backend call made before the prefill is a programming error. */
-export function liveResidency(r: Residency | null | undefined, call: string): Residency {
-  if (!r) throw new Error(`${call}() before applyPrefill()`);
-  return r;
 }

@@ -71,16 +71,16 @@ function countNotIn(a: Int32Array, sortedB: Int32Array): number {
   return n;
 }
 
-/** Throws ContextTooLongError when `bytes` of pool pass the KV budget (none: no limit); `what` says what asked for them. */
-export function checkPoolBudget(bytes: number, budget: number | undefined, what: string): void {
-  if (budget !== undefined && bytes > budget) throw new ContextTooLongError(bytes, budget, what);
+/** Throws ContextTooLongError when `bytes` of pool pass the byte cap (none: no limit); `what` says what asked for them. */
+export function checkPoolLimit(bytes: number, maxBytes: number | undefined, what: string): void {
+  if (maxBytes !== undefined && bytes > maxBytes) throw new ContextTooLongError(bytes, maxBytes, what);
 }
 
-/** How a pool grows for text on demand: `growPages` per head at once, and the KV budget in whole pages. */
+/** How a pool grows for text on demand: `growPages` per head at once, and the byte cap in whole pages. */
 export function growthOptions(
   growPages: number,
-  budget: number | undefined,
+  maxBytes: number | undefined,
   bytesPerPage: number,
 ): { growPages: number; maxPages?: number } {
-  return { growPages, ...(budget !== undefined ? { maxPages: Math.floor(budget / bytesPerPage) } : {}) };
+  return { growPages, ...(maxBytes !== undefined ? { maxPages: Math.floor(maxBytes / bytesPerPage) } : {}) };
 }

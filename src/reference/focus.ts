@@ -1,7 +1,7 @@
 /**
  * Word timing's focus, in plain TypeScript: the attention-weighted centre of the anchors'
  * top positions. shaders/focus.wgsl computes the same on the device (e2e/kernels.spec.ts
- * checks them bit for bit); src/session/timing.ts dates words with it.
+ * checks them bit for bit); src/transcribe/timing.ts dates words with it.
  */
 
 /**

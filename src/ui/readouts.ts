@@ -3,7 +3,7 @@
  * transcript panes (one, or two in compare mode). Plain DOM; each piece owns its nodes.
  */
 import type { ProgressPhase } from '../types.js';
-import { formatBytes, progressNote } from '../session/progress-note.js';
+import { formatBytes, progressNote } from '../transcribe/progress-note.js';
 import type { ProgressEvent, StepStats, TranscriptionResult } from '../index.js';
 
 export { formatBytes, progressNote };

@@ -72,7 +72,7 @@ export function defaultWorker(): Worker {
 export const CANCEL_GRACE_MS = 3000;
 
 /** One worker with the model loaded in it. */
-class Session {
+class WorkerHandle {
   private nextId = 1;
   private readonly handlers = new Map<number, (m: FromWorker) => void>();
   crashed: Error | null = null;
@@ -199,9 +199,9 @@ export async function loadTranscriberInWorker(
 ): Promise<Transcriber> {
   // The load's signal cancels this first load only; a reload after a forced stop has none.
   const { onProgress, signal, ...rest } = options;
-  let session = new Session(makeWorker(), rest, onProgress, signal);
-  const backend = await session.ready.catch((e: unknown) => {
-    session.worker.terminate();
+  let handle = new WorkerHandle(makeWorker(), rest, onProgress, signal);
+  const backend = await handle.ready.catch((e: unknown) => {
+    handle.worker.terminate();
     throw e;
   });
 
@@ -209,8 +209,8 @@ export async function loadTranscriberInWorker(
     backend,
     async transcribe(input: AudioInput, opts: TranscribeOptions = {}): Promise<TranscriptionResult> {
       const probe = workerProbe(opts.probe);
-      if (session.crashed) throw session.crashed;
-      const s = session;
+      if (handle.crashed) throw handle.crashed;
+      const s = handle;
       await s.ready;
       const { signal, onToken, onStep, onProgress: onCallProgress, probe: _hooks, ...data } = opts;
       const callOptions: WorkerTranscribeOptions = { ...data, ...(probe ? { probe } : {}) };
@@ -235,7 +235,7 @@ export async function loadTranscriberInWorker(
           kill = setTimeout(() => {
             finish();
             s.worker.terminate();
-            if (session === s) session = new Session(makeWorker(), rest, onProgress);
+            if (handle === s) handle = new WorkerHandle(makeWorker(), rest, onProgress);
             resolve(
               partialResult(
                 seen,
@@ -261,7 +261,7 @@ export async function loadTranscriberInWorker(
       });
     },
     dispose() {
-      const s = session;
+      const s = handle;
       // Terminate once the worker has freed its GPU buffers, or after a grace period if it hangs.
       const kill = setTimeout(() => s.worker.terminate(), 5000);
       const id = s.open(() => (clearTimeout(kill), s.worker.terminate()));

@@ -4,7 +4,7 @@
  * is `loadTranscriberInWorker` in client.ts; the messages are in protocol.ts.
  * One transcriber per worker; transcriptions run one at a time, in arrival order.
  */
-import { loadTranscriber } from '../session/transcriber.js';
+import { loadTranscriber } from '../transcribe/transcriber.js';
 import type { ProgressEvent, Transcriber } from '../types.js';
 import { serializeError, type FromWorker, type ToWorker } from './protocol.js';
 

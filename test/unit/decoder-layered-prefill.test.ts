@@ -13,7 +13,7 @@ import { poolNeed, RECALL_PAGES_PER_HEAD } from '../../src/kv/sizing.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
 import { createPolicy, POLICIES, sharedPrefillWindows } from '../../src/policy/registry.js';
 import type { KvPolicy } from '../../src/policy/types.js';
-import { sessionSizes } from '../../src/backend/webgpu/session.js';
+import { sessionSizes } from '../../src/backend/webgpu/session-buffers.js';
 import { syntheticHeads } from './policy-fixtures.js';
 
 // 4 audio tokens/s: 8-slot pages, so a test-sized recording is long in pages (what bounds WnW's recall headroom).

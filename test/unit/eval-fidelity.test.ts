@@ -13,7 +13,7 @@ import { StreamingPolicy } from '../../src/policy/streaming.js';
 import { NONE } from '../../src/policy/select.js';
 import { EMPTY_PLAN, type PolicyLayout, type PrefillObservation, type StepObservation } from '../../src/kv/plan.js';
 import type { KvPolicy } from '../../src/policy/types.js';
-import { runTranscription } from '../../src/session/run.js';
+import { runTranscription } from '../../src/transcribe/run.js';
 import type { PolicyName } from '../../src/types.js';
 
 describe('fidelity arithmetic', () => {

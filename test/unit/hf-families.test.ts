@@ -20,7 +20,7 @@ import { widenInto } from '../../src/model/hf/dtype.js';
 import { HfCheckpoint } from '../../src/model/hf/checkpoint.js';
 import { encodeSafeTensors } from '../../src/model/safetensors.js';
 import { loadModel } from '../../src/model/loader.js';
-import { loadTranscriber } from '../../src/session/transcriber.js';
+import { loadTranscriber } from '../../src/transcribe/transcriber.js';
 import { ensureMiniatures } from '../helpers/miniatures.js';
 import { tempDir } from '../helpers/temp.js';
 

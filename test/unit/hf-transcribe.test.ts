@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadTranscriber, type WnwTranscriber } from '../../src/session/transcriber.js';
+import { loadTranscriber, type WnwTranscriber } from '../../src/transcribe/transcriber.js';
 import { toMono16k } from '../../src/audio/decode.js';
 import { WhisperLogMel, type WhisperPadding } from '../../src/audio/whisper-mel.js';
 import {

@@ -11,7 +11,7 @@ import { poolNeed } from '../../src/kv/sizing.js';
 import { ContextTooLongError } from '../../src/errors.js';
 import { kvHeadCount, segmentLength } from '../../src/model/config.js';
 import { referenceConfig, rng } from '../../src/model/testing.js';
-import { PREFILL_CHUNK_ROWS, prefillChunkRows, sessionSizes } from '../../src/backend/webgpu/session.js';
+import { PREFILL_CHUNK_ROWS, prefillChunkRows, sessionSizes } from '../../src/backend/webgpu/session-buffers.js';
 import { poolLayout } from '../../src/backend/webgpu/pool-layout.js';
 import { slotBytes } from '../../src/kv/precision.js';
 

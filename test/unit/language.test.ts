@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WnwError } from '../../src/errors.js';
 import { loadTextTokenizer, type TextTokenizer } from '../../src/model/text/index.js';
-import { loadTranscriber, type WnwTranscriber } from '../../src/session/transcriber.js';
+import { loadTranscriber, type WnwTranscriber } from '../../src/transcribe/transcriber.js';
 import type { DecoderBackend } from '../../src/backend/types.js';
 import { ensureMiniatures } from '../helpers/miniatures.js';
 

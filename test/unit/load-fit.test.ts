@@ -6,7 +6,7 @@
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { cpSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadTranscriber } from '../../src/session/transcriber.js';
+import { loadTranscriber } from '../../src/transcribe/transcriber.js';
 import { defaultModelDir } from '../../src/cli/args.js';
 import { ModelLoadError, ModelTooBigError } from '../../src/errors.js';
 import type { LoadOptions } from '../../src/types.js';

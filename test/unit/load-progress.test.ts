@@ -6,7 +6,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { convertFolder } from '../../src/cli/convert.js';
-import { loadTranscriber } from '../../src/session/transcriber.js';
+import { loadTranscriber } from '../../src/transcribe/transcriber.js';
 import { defaultModelDir } from '../../src/cli/args.js';
 import type { LoadOptions, ProgressEvent } from '../../src/types.js';
 import { ensureMiniatures } from '../helpers/miniatures.js';

@@ -9,7 +9,7 @@ import { TekkenTokenizer } from '../../src/model/text/tekken.js';
 import { chatTemplateFrom, readChatTemplate } from '../../src/model/text/load.js';
 import { ModelLoadError, WnwError } from '../../src/errors.js';
 import { languageCode } from '../../src/model/text/language.js';
-import { checkLoadOptions, checkTranscribeOptions } from '../../src/session/options.js';
+import { checkLoadOptions, checkTranscribeOptions } from '../../src/transcribe/options.js';
 import { hasJinja2, readJsonFile, referenceIds, referencePrompts, tokenizerDir } from './tokenizer-fixtures.js';
 
 const DIR = tokenizerDir();

@@ -1,11 +1,11 @@
 /**
- * What a decode step reads back on WebGPU (session.ts readbackLayout, which sizes the ring
+ * What a decode step reads back on WebGPU (session-buffers.ts readbackLayout, which sizes the ring
  * and which the step's copies fill): at 30 minutes of Voxtral-Mini-3B's shape, WnW at 0.2
  * reads the token and its chunk choice, under 1 KB, where the anchors' weights were
  * 4 · anchors · audio tokens bytes.
  */
 import { describe, expect, it } from 'vitest';
-import { readbackLayout } from '../../src/backend/webgpu/session.js';
+import { readbackLayout } from '../../src/backend/webgpu/session-buffers.js';
 import { policyLayout } from '../../src/backend/prompt.js';
 import { segmentLength } from '../../src/model/config.js';
 import type { AttentionRequest } from '../../src/kv/plan.js';
@@ -20,7 +20,7 @@ describe('readback per step', () => {
   const A = 30 * 60 * c.audio.tokensPerSecond;
   const wnw = createPolicy('wnw', { budget: 0.2, heads: syntheticHeads(c, A) });
   const req = wnw.request(policyLayout(c, A));
-  /** What the device exports for a policy's request and a transcription's other readouts (session/run.ts). */
+  /** What the device exports for a policy's request and a transcription's other readouts (transcribe/run.ts). */
   const compile = (r: AttentionRequest, readouts: Readouts) =>
     new CompiledReadouts(r, readouts, A, segmentLength(c)).request;
   /** Bytes a step copies back: the token (4 of the slot's 16 header bytes) and what follows the header. */

@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { qwen2Audio } from '../../src/model/families/qwen2-audio.js';
 import { loadTextTokenizer } from '../../src/model/text/index.js';
-import { matchStart, ReplyUnwrapper, unwrapReply } from '../../src/session/reply.js';
-import { loadTranscriber, type WnwTranscriber } from '../../src/session/transcriber.js';
+import { matchStart, ReplyUnwrapper, unwrapReply } from '../../src/transcribe/reply.js';
+import { loadTranscriber, type WnwTranscriber } from '../../src/transcribe/transcriber.js';
 import { ensureMiniatures } from '../helpers/miniatures.js';
 
 const W = qwen2Audio.replyWrappers!;

@@ -5,11 +5,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
-import { sessionSizes } from '../../src/backend/webgpu/session.js';
+import { sessionSizes } from '../../src/backend/webgpu/session-buffers.js';
 import { kvHeadCount, type ModelConfig, type PromptIds } from '../../src/model/config.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
 import { createPolicy } from '../../src/policy/registry.js';
-import { runTranscription } from '../../src/session/run.js';
+import { runTranscription } from '../../src/transcribe/run.js';
 import type { LoadedModel } from '../../src/model/loader.js';
 import type { SessionOptions } from '../../src/backend/types.js';
 

@@ -5,7 +5,7 @@
  * same transcriber gives what a fresh transcriber gives.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { loadTranscriber, type WnwTranscriber } from '../../src/session/transcriber.js';
+import { loadTranscriber, type WnwTranscriber } from '../../src/transcribe/transcriber.js';
 import { CancelledError } from '../../src/errors.js';
 import type { ProgressEvent, TranscribeOptions, TranscriptionResult } from '../../src/types.js';
 import { pythonHasOnnx, toneWav, writeTinyModel } from '../helpers/tiny-model.js';

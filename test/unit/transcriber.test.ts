@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { loadTranscriber, type WnwTranscriber } from '../../src/session/transcriber.js';
+import { loadTranscriber, type WnwTranscriber } from '../../src/transcribe/transcriber.js';
 import { AudioError, CancelledError, ModelLoadError, PositionsExceededError, WnwError } from '../../src/errors.js';
 import { pythonHasOnnx, toneWav, writeTinyModel } from '../helpers/tiny-model.js';
 import { readFileSync, writeFileSync } from 'node:fs';

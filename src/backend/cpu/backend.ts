@@ -19,7 +19,7 @@ import type { DecoderWeights } from '../../model/weights.js';
 import { unpackDecoderWeights, weightsInFormat, type PackedDecoderWeights } from '../../model/packed-weights.js';
 import type { WeightFormat } from '../../model/quant.js';
 import { Residency } from '../../kv/residency.js';
-import { checkPoolBudget, GROWTH_PAGES_PER_HEAD, growthOptions, poolNeed } from '../../kv/sizing.js';
+import { checkPoolLimit, GROWTH_PAGES_PER_HEAD, growthOptions, poolNeed } from '../../kv/sizing.js';
 import { kvElementBytes, slotBytes, type KvPrecision } from '../../kv/precision.js';
 import type { TransferStats } from '../../kv/types.js';
 import type { LayerPrefill, PrefillPlan } from '../../kv/plan.js';
@@ -45,7 +45,7 @@ import { CpuDecodeSession, type DecodeState } from './decode-session.js';
 
 export interface CpuBackendOptions {
   /** Cap on KV pool bytes; default: whatever the session needs. */
-  kvBudgetBytes?: number;
+  kvMaxBytes?: number;
   /** What the pool stores keys and values as (kv/precision.ts); default 'f32'. */
   kvPrecision?: KvPrecision;
   /**
@@ -145,12 +145,8 @@ export class CpuBackend implements DecoderBackend<CpuDecodeSession> {
     const n = promptLength(prompt, opts.audioLength);
     // Prefill holds the whole prompt's KV once (one layer's at a time when layered); refuse what could never fit.
     const fullBytes = (layered ? c.numKvHeads : kvHeadCount(c)) * (n + opts.maxNewTokens) * c.headDim * 8;
-    if (this.options.kvBudgetBytes !== undefined && fullBytes > 4 * this.options.kvBudgetBytes) {
-      throw new ContextTooLongError(
-        fullBytes,
-        this.options.kvBudgetBytes,
-        `prefill of ${opts.audioLength} audio tokens`,
-      );
+    if (this.options.kvMaxBytes !== undefined && fullBytes > 4 * this.options.kvMaxBytes) {
+      throw new ContextTooLongError(fullBytes, this.options.kvMaxBytes, `prefill of ${opts.audioLength} audio tokens`);
     }
     this.memo.begin();
     const p: Pending = { shape, readouts, prompt, promptLength: n, prefillToken: -1 };
@@ -228,7 +224,7 @@ export class CpuBackend implements DecoderBackend<CpuDecodeSession> {
     const need = poolNeed(plan, P, text.length);
     const elementBytes = kvElementBytes(this.options.kvPrecision ?? 'f32');
     const bytesPerPage = P * slotBytes(c.headDim, elementBytes);
-    checkPoolBudget(need.total * bytesPerPage, this.options.kvBudgetBytes, `${N} audio tokens under this policy`);
+    checkPoolLimit(need.total * bytesPerPage, this.options.kvMaxBytes, `${N} audio tokens under this policy`);
     const storage = new CpuPageStorage(c.headDim, elementBytes === 2, P, (b) => this.hold(b));
     this.hold(storage.addShard(0, c.numLayers, 0, need.total * P));
     const residency = new Residency(
@@ -292,7 +288,7 @@ export class CpuBackend implements DecoderBackend<CpuDecodeSession> {
       prefillKeys: !!req.prefillKeys,
       summaryFit: req.summaryFit ?? 'mean',
       summaryMass: req.summaryMass,
-      kvBudgetBytes: this.options.kvBudgetBytes,
+      kvMaxBytes: this.options.kvMaxBytes,
       hold: (bytes) => this.hold(bytes),
       prompt: s.prompt,
     });
@@ -329,9 +325,9 @@ export class CpuBackend implements DecoderBackend<CpuDecodeSession> {
     return { token, logits, plan, session };
   }
 
-  /** How the pool grows for text on demand: pages per head at once, and the KV budget in pages. */
+  /** How the pool grows for text on demand: pages per head at once, and the byte cap (kvMaxBytes) in pages. */
   private growth(bytesPerPage: number): { growPages: number; maxPages?: number } {
-    return growthOptions(this.options.kvGrowPages ?? GROWTH_PAGES_PER_HEAD, this.options.kvBudgetBytes, bytesPerPage);
+    return growthOptions(this.options.kvGrowPages ?? GROWTH_PAGES_PER_HEAD, this.options.kvMaxBytes, bytesPerPage);
   }
 
   private startDecode(

@@ -3,7 +3,7 @@
  * its position, and its steps, each computed by the backend's decoder as soon as it is
  * queued. `submit`/`read` give the WebGPU backend's pipelined steps the same tokens.
  */
-import { liveResidency, type Residency } from '../../kv/residency.js';
+import type { Residency } from '../../kv/residency.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { StepPlan } from '../../kv/plan.js';
 import type { DecodeSession, StepCounters, StepResult } from '../types.js';
@@ -79,7 +79,7 @@ export class CpuDecodeSession implements DecodeSession {
 
   async apply(plan: StepPlan): Promise<TransferStats> {
     this.life.check();
-    return liveResidency(this.state.residency, 'apply').apply(plan);
+    return this.state.residency.apply(plan);
   }
 
   residency(): ResidencyStats {

@@ -2,11 +2,11 @@
  * Placing a layer-by-layer prefill on the CPU backend: each layer's plan, as soon as the
  * policy has made it, becomes one shard of the paged pool, its kept rows written into the
  * pages and its released rows into the CPU offload store. Only one layer's prompt K/V is
- * alive at a time, which is what lets a long clip prefill under a tight KV budget.
+ * alive at a time, which is what lets a long clip prefill under a tight KV byte cap.
  */
 import { audioStart, kvHeadCount, segmentLength, type ModelConfig, type PromptIds } from '../../model/config.js';
 import { Residency } from '../../kv/residency.js';
-import { checkPoolBudget, poolNeed } from '../../kv/sizing.js';
+import { checkPoolLimit, poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
 import type { HeadResidency, LayerPrefill, PolicyLayout } from '../../kv/plan.js';
 import { layerAudioKeys } from '../../reference/prefill.js';
@@ -26,7 +26,7 @@ export interface LayerPlacementOptions {
   summaryFit: SummaryFit;
   /** The request's `summaryMass`. */
   summaryMass?: number[];
-  kvBudgetBytes?: number;
+  kvMaxBytes?: number;
   /** Accounts for KV bytes the storage takes (the backend's live / peak memory). */
   hold: (bytes: number) => void;
   /** The session's prompt around the audio. */
@@ -94,7 +94,7 @@ export class LayerPlacement {
     const need = poolNeed({ heads }, P, this.text.length);
     this.pages += need.total;
     const bytes = this.pages * P * slotBytes(hd, o.elementBytes);
-    checkPoolBudget(bytes, o.kvBudgetBytes, `${N} audio tokens under this policy (at layer ${l})`);
+    checkPoolLimit(bytes, o.kvMaxBytes, `${N} audio tokens under this policy (at layer ${l})`);
     const shard = this.residency.addShard(l * H, H, need.total);
     o.hold(this.storage.addShard(l, 1, shard.firstPage * P, need.total * P));
     const rowOf = (head: number, pos: number) => pos * kvd + (head % H) * hd;

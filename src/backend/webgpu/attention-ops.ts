@@ -216,7 +216,7 @@ export const FOCUS_ENTRIES = 8;
 
 /**
  * focus.wgsl: word timing's top four positions of the anchors' summed attention (the first
- * `heads` rows of `weights`), positions then weights into `top` (session/timing.ts focusCentre
+ * `heads` rows of `weights`), positions then weights into `top` (reference/focus.ts focusCentre
  * takes their centre).
  */
 export class FocusTop extends Op {

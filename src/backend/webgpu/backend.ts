@@ -14,7 +14,7 @@ import { GpuContext, type AcquireOptions } from '../../gpu/device.js';
 import { Kernels, modelConstants } from './kernels.js';
 import { PipelineCache } from '../../gpu/pipelines.js';
 import { kvElementBytes, slotBytes, type KvPrecision } from '../../kv/precision.js';
-import { PrefillBuffers, SessionBuffers, sessionSizes } from './session.js';
+import { PrefillBuffers, SessionBuffers, sessionSizes } from './session-buffers.js';
 import type { ShaderLoader } from '../../gpu/shader-source.js';
 import { WebGpuSessionParts, type WebGpuDecodeSession, type WebGpuEngine } from './decode-session.js';
 import { scopedSetup } from '../../gpu/scoped.js';
@@ -36,7 +36,7 @@ export interface WebGpuBackendOptions {
   context?: GpuContext;
   acquire?: AcquireOptions;
   /** Cap on the KV pool's bytes; default: whatever the plan needs (the pool is sized from it). */
-  kvBudgetBytes?: number;
+  kvMaxBytes?: number;
   /** What the KV pool stores keys and values as (kv/precision.ts); default 'f32'. */
   kvPrecision?: KvPrecision;
   /**
@@ -90,8 +90,8 @@ export class WebGpuBackend implements DecoderBackend<WebGpuDecodeSession> {
       weights,
       elementBytes,
       bindLimit: Math.min(...Object.values(limits)),
-      kvBudgetBytes: options.kvBudgetBytes,
-      growth: () => growthOptions(options.kvGrowPages ?? GROWTH_PAGES_PER_HEAD, options.kvBudgetBytes, page),
+      kvMaxBytes: options.kvMaxBytes,
+      growth: () => growthOptions(options.kvGrowPages ?? GROWTH_PAGES_PER_HEAD, options.kvMaxBytes, page),
       scoped: (make, what, bytes) => scopedSetup(ctx.device, make, what, bytes),
     };
   }
@@ -161,7 +161,7 @@ export class WebGpuBackend implements DecoderBackend<WebGpuDecodeSession> {
   private sizes(shape: SessionShape) {
     const limits = bindingLimits(this.ctx, this.options.maxBindingBytes);
     return {
-      ...sessionSizes(this.config, shape, limits, this.options.kvBudgetBytes, this.engine.elementBytes),
+      ...sessionSizes(this.config, shape, limits, this.options.kvMaxBytes, this.engine.elementBytes),
       weightBytes: this.weights.bytes,
     };
   }

@@ -9,8 +9,8 @@
  * GPU: a loop may queue step t + 1 before it reads step t.
  */
 import { audioStart, kvHeadCount, type ModelConfig } from '../../model/config.js';
-import { Residency, liveResidency } from '../../kv/residency.js';
-import { checkPoolBudget, poolNeed } from '../../kv/sizing.js';
+import { Residency } from '../../kv/residency.js';
+import { checkPoolLimit, poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
@@ -25,7 +25,7 @@ import { GpuPool } from './pool.js';
 import { poolLayout, residencyShards, shardedLayout, stagingBytes, type PoolLayout } from './pool-layout.js';
 import { placePlan, runPrefill } from './prefill.js';
 import { LayerPlacer } from './layered.js';
-import type { PrefillBuffers, SessionBuffers } from './session.js';
+import type { PrefillBuffers, SessionBuffers } from './session-buffers.js';
 import { DecodeStep } from './step.js';
 import { StepRing } from './step-ring.js';
 import type { GpuWeights } from './weights.js';
@@ -39,8 +39,8 @@ export interface WebGpuEngine {
   readonly elementBytes: number;
   /** Bytes one storage binding may hold. */
   readonly bindLimit: number;
-  readonly kvBudgetBytes?: number;
-  /** How the pool grows for text on demand: pages per head at once, and the KV budget in pages. */
+  readonly kvMaxBytes?: number;
+  /** How the pool grows for text on demand: pages per head at once, and the byte cap (kvMaxBytes) in pages. */
   growth(): { growPages: number; maxPages?: number };
   /** `make` inside error scopes: its out-of-memory or validation failure, typed, resolves later. */
   scoped<T>(make: () => T, what: string, bytes: number): { value: T; failure: Promise<Error | null> };
@@ -112,7 +112,7 @@ export class WebGpuSessionParts {
     // the worst case; generated tokens' pages come as they are generated (Residency grows it).
     const need = poolNeed(plan, P, text.length);
     const bytesPerPage = P * slotBytes(c.headDim, this.e.elementBytes);
-    checkPoolBudget(need.total * bytesPerPage, this.e.kvBudgetBytes, `${A} audio tokens under this plan`);
+    checkPoolLimit(need.total * bytesPerPage, this.e.kvMaxBytes, `${A} audio tokens under this plan`);
     // Shards are packed with room for the text cap, so growing never passes a binding.
     const capText = Math.ceil((text.length + this.shape.maxNewTokens) / P) - Math.ceil(text.length / P);
     const layout = poolLayout(c, need.perHead, P, this.e.bindLimit, this.e.elementBytes, capText);
@@ -169,7 +169,7 @@ export class WebGpuSessionParts {
       run,
       elementBytes: e.elementBytes,
       limit: e.bindLimit,
-      budget: e.kvBudgetBytes,
+      maxBytes: e.kvMaxBytes,
       growth: e.growth(),
       scoped: (make, what, bytes) => e.scoped(make, what, bytes),
     });
@@ -422,7 +422,7 @@ export class WebGpuDecodeSession implements DecodeSession {
   async apply(plan: StepPlan): Promise<TransferStats> {
     this.life.check();
     // Recalled rows are written with queue.writeBuffer now; positions and tables upload with the next step.
-    const moved = await liveResidency(this.res, 'apply').apply(plan);
+    const moved = await this.res.apply(plan);
     this.pendingBytes += moved.bytesToGpu;
     return moved;
   }

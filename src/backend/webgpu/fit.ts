@@ -30,7 +30,7 @@ import {
 import { RECALL_PAGES_PER_HEAD, grownTextPages } from '../../kv/sizing.js';
 import { kvElementBytes, type KvPrecision } from '../../kv/precision.js';
 import { layerLayout } from './pool-layout.js';
-import { sessionSizes } from './session.js';
+import { sessionSizes } from './session-buffers.js';
 import type { TowerBytes } from '../../encoder/sizing.js';
 
 export {

@@ -8,7 +8,7 @@
  */
 import { audioStart, kvHeadCount, type ModelConfig } from '../../model/config.js';
 import { Residency, type PageStorage } from '../../kv/residency.js';
-import { checkPoolBudget, poolNeed } from '../../kv/sizing.js';
+import { checkPoolLimit, poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
 import type { LayerPrefill } from '../../kv/plan.js';
 import type { BackendRequest } from '../readouts.js';
@@ -18,7 +18,7 @@ import type { Kernels } from './kernels.js';
 import { layerShardPages, type PoolShardLayout } from './pool-layout.js';
 import { gatherIntoPool, readLayerScores, readPrefillKv, readsRows } from './prefill.js';
 import { writeKvRows } from './pool.js';
-import type { PrefillBuffers, SessionSizes } from './session.js';
+import type { PrefillBuffers, SessionSizes } from './session-buffers.js';
 
 export interface LayerPlacerDeps {
   ctx: GpuContext;
@@ -29,9 +29,9 @@ export interface LayerPlacerDeps {
   request: BackendRequest;
   run: LayerPrefill;
   elementBytes: number;
-  /** Bytes one binding may hold; the KV budget, if any. */
+  /** Bytes one binding may hold; the KV pool's byte cap (kvMaxBytes), if any. */
   limit: number;
-  budget?: number;
+  maxBytes?: number;
   /** How the pool grows once decoding generates text (ResidencyShape.growPages, maxPages). */
   growth: { growPages: number; maxPages?: number };
   /** Makes buffers inside the backend's error scopes: `failure` resolves to an out-of-memory error, or null. */
@@ -121,7 +121,7 @@ export class LayerPlacer {
       this.d.elementBytes,
     );
     const total = (this.residency.pool.numPages + pages) * P * slotBytes(hd, this.d.elementBytes);
-    checkPoolBudget(total, this.d.budget, `${A} audio tokens under this plan (at layer ${l})`);
+    checkPoolLimit(total, this.d.maxBytes, `${A} audio tokens under this plan (at layer ${l})`);
     const shard = this.residency.addShard(l * H, H, pages);
     this.shards.push({ firstLayer: l, layers: 1, firstPage: shard.firstPage, pages });
     const bytes = Math.max(1, pages) * P * hd * this.d.elementBytes;

@@ -22,7 +22,7 @@ import { record, sharedUniforms, type Dispatch } from '../../gpu/op.js';
 import type { GpuPool } from './pool.js';
 import type { Kernels } from './kernels.js';
 import { prefillAttentionUniform } from './attention-ops.js';
-import type { PrefillBuffers, SessionBuffers } from './session.js';
+import type { PrefillBuffers, SessionBuffers } from './session-buffers.js';
 import type { GpuWeights } from './weights.js';
 import { instructionRows, summaryPlacement } from '../prompt.js';
 import { kvValues } from '../../kv/precision.js';

@@ -10,7 +10,7 @@ import type { GpuContext } from '../../gpu/device.js';
 import { record, sharedUniforms, type Dispatch } from '../../gpu/op.js';
 import type { GpuPool } from './pool.js';
 import type { Kernels } from './kernels.js';
-import { readbackLayout, type ReadbackLayout, type SessionBuffers } from './session.js';
+import { readbackLayout, type ReadbackLayout, type SessionBuffers } from './session-buffers.js';
 import type { GpuWeights } from './weights.js';
 import type { RawReadings } from '../readouts.js';
 import { focusOfReadback } from './attention-ops.js';

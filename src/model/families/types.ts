@@ -89,7 +89,7 @@ export interface StatedLimit {
 /**
  * Text a chat model puts around the transcript in its answer ("The original content of
  * this audio is: '…'"): `before` opens the answer and `after` ends it ('' for nothing).
- * Case is ignored and a space matches any whitespace or none (src/session/reply.ts).
+ * Case is ignored and a space matches any whitespace or none (src/transcribe/reply.ts).
  */
 export interface ReplyWrapper {
   before: string;

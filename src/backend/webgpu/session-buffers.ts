@@ -72,7 +72,7 @@ export function sessionSizes(
   c: ModelConfig,
   opts: SessionShape,
   limits: { maxStorageBufferBindingSize: number; maxBufferSize: number },
-  kvBudgetBytes?: number,
+  kvMaxBytes?: number,
   kvElementBytes = 4,
 ): SessionSizes {
   const A = opts.audioLength;
@@ -141,11 +141,11 @@ export function sessionSizes(
   const worstPoolBytes = worstPoolPages * bytesPerPage;
   const total = prefillBytes + decodeBytes;
   const minPages = heads * (Math.ceil(textTokens / P) + 1);
-  if (kvBudgetBytes !== undefined && minPages * bytesPerPage > kvBudgetBytes) {
+  if (kvMaxBytes !== undefined && minPages * bytesPerPage > kvMaxBytes) {
     throw new ContextTooLongError(
       minPages * bytesPerPage,
-      kvBudgetBytes,
-      `the KV budget holds ${Math.floor(kvBudgetBytes / bytesPerPage)} pages, not even the text's ${minPages - heads} plus one audio page per head`,
+      kvMaxBytes,
+      `kvMaxBytes holds ${Math.floor(kvMaxBytes / bytesPerPage)} pages, not even the text's ${minPages - heads} plus one audio page per head`,
     );
   }
   if (largestBuffer > limit) {

@@ -459,7 +459,7 @@ async function buildEngine(
     {
       backend: options.backend,
       // The public name says bytes; the backends' option keeps its own name.
-      kvBudgetBytes: options.kvMaxBytes,
+      kvMaxBytes: options.kvMaxBytes,
       kvPrecision: options.kvPrecision,
       weightFormat: options.weightFormat,
       onCompile: (compiled, total) =>
