@@ -29,7 +29,7 @@ import type {
 } from '../../src/kv/plan.js';
 import type { HeadsFile } from '../../src/model/heads.js';
 import { layerwise } from '../../src/policy/layered.js';
-import { policyLayout } from '../../src/backend/prompt.js';
+import { policyLayout } from '../../src/kv/prompt.js';
 import { buildHeadsFile } from '../../src/calibrate/heads-file.js';
 import { createPolicy } from '../../src/policy/registry.js';
 import { planLagOf } from '../../src/policy/types.js';
@@ -224,6 +224,7 @@ async function prefillRun<S extends DecodeSession>(
   const r = await b.openByLayer(opts).prefill(pc.audio, {
     layer: (obs) => (scores.push(...obs.scores), inner.layer(obs)),
     finish: () => inner.finish(),
+    ...(inner.fitting ? { fitting: inner.fitting } : {}),
   });
   return { token: r.token, logits: r.logits, plan: r.plan, scores, session: r.session };
 }

@@ -5,8 +5,28 @@
  * normalisation, ln(mel + melFloor), then (x - melMean) / melStd.
  * Work is float64 like numpy; output is float32 [nMels, T] (mel-major, the ONNX layout).
  */
-import type { AudioConfig } from '../model/config.js';
 import { RealFft } from './fft.js';
+
+/** The audio front end's parameters (config.json's `audio`): the log-mel and what an audio token spans. */
+export interface AudioConfig {
+  sampleRate: number; // input rate the front-end expects (Hz)
+  nFft: number; // FFT size (power of two); the window is zero-padded to it
+  winLength: number; // Hann window length in samples (periodic Hann)
+  hopLength: number; // samples between frames
+  nMels: number;
+  fMin: number;
+  fMax: number;
+  /** Global normalisation of ln(mel + melFloor): (x - melMean) / melStd. */
+  melFloor: number;
+  melMean: number;
+  melStd: number;
+  /** Mel frames per audio token (encoder down-sampling). */
+  framesPerToken: number;
+  /** Audio tokens per second of audio = sampleRate / hopLength / framesPerToken. */
+  tokensPerSecond: number;
+  /** The encoder attends within windows of this many mel frames (multiple of framesPerToken). */
+  encoderWindowFrames: number;
+}
 
 /** The part of the model's AudioConfig the front-end needs. */
 export type MelParams = Pick<

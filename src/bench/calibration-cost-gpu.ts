@@ -8,7 +8,7 @@
  * calibration would pay. Browser-safe: the bench page imports it.
  */
 import { WebGpuBackend } from '../backend/webgpu/backend.js';
-import { policyLayout } from '../backend/prompt.js';
+import { policyLayout } from '../kv/prompt.js';
 import { GpuContext } from '../gpu/device.js';
 import { promptLength } from '../model/config.js';
 import { randomEmbeddings } from '../model/testing.js';

@@ -5,7 +5,7 @@
  */
 import type { DecoderBackend, StepCounters } from '../backend/types.js';
 import { planLagOf } from '../policy/types.js';
-import { policyLayout } from '../backend/prompt.js';
+import { policyLayout } from '../kv/prompt.js';
 import { isStop, kvHeadCount, segmentLength, type ModelConfig } from '../model/config.js';
 import { rng } from '../model/testing.js';
 import { buildHeadsFile } from '../calibrate/heads-file.js';

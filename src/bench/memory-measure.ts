@@ -25,7 +25,7 @@ import { memoryNeed } from '../backend/webgpu/fit.js';
 import { bindingLimits } from '../backend/webgpu/weight-formats.js';
 import { GpuContext } from '../gpu/device.js';
 import { createPolicy } from '../policy/registry.js';
-import { policyLayout } from '../backend/prompt.js';
+import { policyLayout } from '../kv/prompt.js';
 import { randomEmbeddings } from '../model/testing.js';
 import { countLiveBytes } from './live-bytes.js';
 import { randomPackedWeights, shapeConfig } from './shapes.js';

@@ -55,13 +55,21 @@ export interface AttentionRequest {
   /** Also hand the post-RoPE audio keys of every head to `prefill` (page key bounds). */
   prefillKeys?: boolean;
   /**
-   * How the placement makes the plan's summary slots (kv/summary.ts): 'mean' (default), or
-   * fitted to the queries of the prompt's instruction rows ('value', 'mass'), which the
-   * backend then keeps through prefill for the placement (not for the policy).
+   * Keep the post-RoPE queries of the prompt's instruction rows through the prefill, for a
+   * placement whose summary slots are fitted to them (`SummaryFitting`); not for the policy.
    */
-  summaryFit?: SummaryFit;
+  instructionQueries?: boolean;
+}
+
+/** How the placement makes a plan's summary slots (kv/summary.ts). */
+export interface SummaryFitting {
+  /**
+   * 'mean', or fitted to the queries of the prompt's instruction rows ('value', 'mass'),
+   * which the request then keeps (`AttentionRequest.instructionQueries`).
+   */
+  fit: SummaryFit;
   /** Under 'mass', per layer, the scale of δ in a slot's count (kv/summary.ts `summarise`); 1 when absent. */
-  summaryMass?: number[];
+  mass?: number[];
 }
 
 export interface PrefillObservation {
@@ -93,6 +101,8 @@ export interface HeadResidency {
 export interface PrefillPlan {
   /** One entry per KV head. */
   heads: HeadResidency[];
+  /** How its summary slots are made; absent: the mean of each group. */
+  fitting?: SummaryFitting;
 }
 
 /** The prefill scores (and keys) of one layer's KV heads, as soon as that layer's rows have run. */
@@ -114,6 +124,8 @@ export interface LayerObservation {
 export interface LayerPrefill {
   layer(obs: LayerObservation): HeadResidency[];
   finish(): PrefillPlan;
+  /** How the summary slots of every layer are made (the plan's `fitting`), known before the first layer. */
+  readonly fitting?: SummaryFitting;
 }
 
 export interface StepObservation {

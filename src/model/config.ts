@@ -5,25 +5,8 @@
  */
 import { ModelLoadError } from '../errors.js';
 
-export interface AudioConfig {
-  sampleRate: number; // input rate the front-end expects (Hz)
-  nFft: number; // FFT size (power of two); the window is zero-padded to it
-  winLength: number; // Hann window length in samples (periodic Hann)
-  hopLength: number; // samples between frames
-  nMels: number;
-  fMin: number;
-  fMax: number;
-  /** Global normalisation of ln(mel + melFloor): (x - melMean) / melStd. */
-  melFloor: number;
-  melMean: number;
-  melStd: number;
-  /** Mel frames per audio token (encoder down-sampling). */
-  framesPerToken: number;
-  /** Audio tokens per second of audio = sampleRate / hopLength / framesPerToken. */
-  tokensPerSecond: number;
-  /** The encoder attends within windows of this many mel frames (multiple of framesPerToken). */
-  encoderWindowFrames: number;
-}
+export type { AudioConfig } from '../audio/mel.js';
+import type { AudioConfig } from '../audio/mel.js';
 
 export interface TokenIds {
   bos: number;

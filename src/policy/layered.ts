@@ -14,6 +14,7 @@ import {
   type PrefillObservation,
   type PrefillPlan,
   type StepPlan,
+  type SummaryFitting,
 } from '../kv/plan.js';
 import type { KvPolicy } from './types.js';
 
@@ -26,11 +27,13 @@ export function layerwise(
   layout: PolicyLayout,
   select: (obs: LayerObservation) => HeadResidency[],
   finish: (heads: HeadResidency[]) => void = () => {},
+  fitting?: SummaryFitting,
 ): LayerPrefill {
   const heads: HeadResidency[] = [];
   let next = 0;
   let done = false;
   return {
+    ...(fitting ? { fitting } : {}),
     layer(obs) {
       if (done) throw new Error('prefill layer after finish()');
       if (obs.layer !== next) throw new Error(`prefill layer ${obs.layer} out of order: expected layer ${next}`);
@@ -47,7 +50,7 @@ export function layerwise(
       if (next !== layout.numLayers) throw new Error(`prefill finished after ${next} of ${layout.numLayers} layers`);
       if (!done) finish(heads);
       done = true;
-      return { heads };
+      return fitting ? { heads, fitting } : { heads };
     },
   };
 }

@@ -9,7 +9,7 @@
 import { audioStart, kvHeadCount, promptLength, type ModelConfig, type PromptIds } from '../model/config.js';
 import type { DecoderWeights } from '../model/weights.js';
 import type { AttentionRequest, PolicyLayout } from '../kv/plan.js';
-import { instructionRows, policyLayout } from '../backend/prompt.js';
+import { instructionRows, policyLayout } from '../kv/prompt.js';
 import { addBias, causalAttention, matmul, rmsnorm, rope, swiglu } from './ops.js';
 import { roundF16 } from '../kv/precision.js';
 

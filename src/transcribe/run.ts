@@ -6,7 +6,7 @@
 import { CancelledError, DeviceLostError, WnwError } from '../errors.js';
 import type { DecodeSession, DecoderBackend, StepResult } from '../backend/types.js';
 import type { Readouts } from '../backend/readouts.js';
-import { policyLayout } from '../backend/prompt.js';
+import { policyLayout } from '../kv/prompt.js';
 import { sharedPrefillWindows } from '../policy/registry.js';
 import type { LoadedModel } from '../model/loader.js';
 import { planLagOf, type KvPolicy } from '../policy/types.js';
@@ -134,6 +134,7 @@ function layerByLayer(
       return heads;
     },
     finish: () => run.finish(),
+    ...(run.fitting ? { fitting: run.fitting } : {}),
   };
 }
 

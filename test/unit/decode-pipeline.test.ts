@@ -17,7 +17,7 @@ import type { CpuDecodeSession } from '../../src/backend/cpu/decode-session.js';
 import { syntheticHeads } from '../../src/bench/decode.js';
 import { readFileSync } from 'node:fs';
 import { parseConfig } from '../../src/model/config.js';
-import { policyLayout } from '../../src/backend/prompt.js';
+import { policyLayout } from '../../src/kv/prompt.js';
 
 const config = referenceConfig({ numLayers: 2, name: 'small' });
 const weights = randomDecoderWeights(config, 7);

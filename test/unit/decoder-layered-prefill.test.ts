@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
 import type { CpuDecodeSession } from '../../src/backend/cpu/decode-session.js';
-import { policyLayout, textPositions } from '../../src/backend/prompt.js';
+import { policyLayout, textPositions } from '../../src/kv/prompt.js';
 import { kvHeadCount, promptLength, segmentLength } from '../../src/model/config.js';
 import { poolNeed, RECALL_PAGES_PER_HEAD } from '../../src/kv/sizing.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';

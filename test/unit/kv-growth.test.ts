@@ -9,7 +9,7 @@ import { ContextTooLongError } from '../../src/errors.js';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
 import type { CpuDecodeSession } from '../../src/backend/cpu/decode-session.js';
 import { createPolicy } from '../../src/policy/registry.js';
-import { policyLayout } from '../../src/backend/prompt.js';
+import { policyLayout } from '../../src/kv/prompt.js';
 import { kvHeadCount } from '../../src/model/config.js';
 import { denseLogits } from '../helpers/dense-logits.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';

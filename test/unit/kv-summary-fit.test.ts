@@ -4,7 +4,7 @@ import { pagedAttention, EMPTY_SLOT } from '../../src/reference/ops.js';
 import { summarise, summaryEntry } from '../../src/kv/summary.js';
 import { Residency } from '../../src/kv/residency.js';
 import { ArrayPageStorage } from '../helpers/page-store.js';
-import { summaryPlacement } from '../../src/backend/prompt.js';
+import { summaryPlacement } from '../../src/kv/prompt.js';
 import { WnwPolicy } from '../../src/policy/wnw/policy.js';
 import { makeLayout, syntheticHeads } from './policy-fixtures.js';
 import { referenceConfig } from '../../src/model/testing.js';
@@ -115,7 +115,7 @@ describe('summary placement', () => {
     const G = c.numHeads / c.numKvHeads;
     const QD = c.numHeads * c.headDim;
     const layerQ = (l: number) => Float32Array.from({ length: 2 * QD }, (_, i) => l * 1000 + i);
-    const place = summaryPlacement(c, 'mass', layerQ);
+    const place = summaryPlacement(c, { fit: 'mass' }, layerQ);
     const head = c.numKvHeads + 1; // layer 1, KV head 1
     const q = place.queries(head)!;
     expect(q.length).toBe(2 * G * c.headDim);
@@ -156,10 +156,14 @@ describe('summary placement', () => {
 describe('WnW summaryFit', () => {
   const layout = makeLayout(4, 8, 400);
   const heads = syntheticHeads(layout, 3);
-  it('asks the backend for query-fitted summaries where it keeps summaries, and checks the option', () => {
-    expect(new WnwPolicy({ budget: 0.2, heads }).request(layout).summaryFit).toBe('mass');
-    expect(new WnwPolicy({ budget: 0.2, heads, summaryFit: 'mean' }).request(layout).summaryFit).toBe('mean');
-    expect(new WnwPolicy({ budget: 0.2, heads, summaries: false }).request(layout).summaryFit).toBeUndefined();
+  it('places query-fitted summaries where it keeps summaries (the instruction queries kept for them), and checks the option', () => {
+    const fitted = (opts: Record<string, unknown>) => {
+      const p = new WnwPolicy({ budget: 0.2, heads, ...opts });
+      return { fit: p.fitting?.fit, keepsQueries: p.request(layout).instructionQueries === true };
+    };
+    expect(fitted({})).toEqual({ fit: 'mass', keepsQueries: true });
+    expect(fitted({ summaryFit: 'mean' })).toEqual({ fit: 'mean', keepsQueries: false });
+    expect(fitted({ summaries: false })).toEqual({ fit: undefined, keepsQueries: false });
     expect(() => new WnwPolicy({ budget: 0.2, heads, summaryFit: 'median' })).toThrow(/summaryFit/);
   });
 });

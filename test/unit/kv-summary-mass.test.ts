@@ -1,10 +1,10 @@
-/** The mass scale of query-fitted summary slots (kv/summary.ts `summarise`; WnW's `summaryMass`, `summaryMassLayer`), through the placement and the request. */
+/** The mass scale of query-fitted summary slots (kv/summary.ts `summarise`; WnW's `summaryMass`, `summaryMassLayer`), through the placement and the plan. */
 import { describe, expect, it } from 'vitest';
 import { EMPTY_SLOT } from '../../src/reference/ops.js';
 import { summarise, summaryEntry } from '../../src/kv/summary.js';
 import { Residency } from '../../src/kv/residency.js';
 import { ArrayPageStorage } from '../helpers/page-store.js';
-import { summaryPlacement } from '../../src/backend/prompt.js';
+import { summaryPlacement } from '../../src/kv/prompt.js';
 import { WnwPolicy } from '../../src/policy/wnw/policy.js';
 import { WNW_OPTIONS } from '../../src/policy/wnw/options.js';
 import { ablate, makeLayout, syntheticHeads } from './policy-fixtures.js';
@@ -77,11 +77,11 @@ describe('the placement under a mass scale', () => {
   it("gives each KV head its layer's scale in the backends' shared placement", () => {
     const cfg = referenceConfig();
     const layerQ = () => new Float32Array(cfg.numHeads * cfg.headDim);
-    const place = summaryPlacement(cfg, 'mass', layerQ, [0, 0.5, 1, 0.25]);
+    const place = summaryPlacement(cfg, { fit: 'mass', mass: [0, 0.5, 1, 0.25] }, layerQ);
     expect(place.massScale!(0)).toBe(0);
     expect(place.massScale!(cfg.numKvHeads)).toBe(0.5);
     expect(place.massScale!(3 * cfg.numKvHeads + cfg.numKvHeads - 1)).toBe(0.25);
-    expect(summaryPlacement(cfg, 'mass', layerQ).massScale).toBeUndefined();
+    expect(summaryPlacement(cfg, { fit: 'mass' }, layerQ).massScale).toBeUndefined();
   });
 });
 
@@ -93,13 +93,15 @@ describe('WnW summaryMass, summaryMassLayer', () => {
     const entries = Object.entries(opts);
     const method = Object.fromEntries(entries.filter(([k]) => WNW_OPTIONS.includes(k)));
     const variant = Object.fromEntries(entries.filter(([k]) => !WNW_OPTIONS.includes(k)));
-    return new WnwPolicy({ budget: 0.2, heads, ...method, ...ablate(variant) }).request(layout).summaryMass;
+    const p = new WnwPolicy({ budget: 0.2, heads, ...method, ...ablate(variant) });
+    p.request(layout);
+    return p.fitting?.mass;
   };
-  it('asks the backend for per-layer scales only where an option sets them', () => {
+  it('hands the placement per-layer scales only where an option sets them', () => {
     expect(mass({ summaryMass: 0.5 })).toEqual([0.5, 0.5, 0.5, 0.5]);
     expect(mass({ summaryMassLayer: 3 })).toEqual([0, 0, 0, 1]);
     expect(mass({ summaryMassLayer: 1, summaryMass: 0.5 })).toEqual([0, 0.5, 0, 0]);
-    expect('summaryMass' in new WnwPolicy({ budget: 0.2, heads }).request(layout)).toBe(false);
+    expect(mass({})).toBeUndefined();
     expect(mass({ summaryMass: 0.5, summaries: false })).toBeUndefined();
   });
 

@@ -108,6 +108,7 @@ describe('WnW options: the method apart from its ablations and diagnoses', () =>
         p.state,
         p.request(layout),
         plan.heads.map((h) => [h.gpu.length, h.cpu.length, h.summaries?.length ?? 0]),
+        plan.fitting,
       ]);
     };
     const method = decisions(createPolicy('wnw', { budget: 0.4, heads }) as WnwPolicy);

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { readbackLayout } from '../../src/backend/webgpu/session-buffers.js';
-import { policyLayout } from '../../src/backend/prompt.js';
+import { policyLayout } from '../../src/kv/prompt.js';
 import { segmentLength } from '../../src/model/config.js';
 import type { AttentionRequest } from '../../src/kv/plan.js';
 import { shapeConfig } from '../../src/bench/shapes.js';

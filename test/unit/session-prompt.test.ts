@@ -90,7 +90,7 @@ describe('the prompt in the session options', () => {
     const opts = {
       audioLength: N,
       maxNewTokens: 8,
-      request: { decodeHeads: [], prefillQueries: 2, summaryFit: 'value' as const },
+      request: { decodeHeads: [], prefillQueries: 2, instructionQueries: true },
       layered: false,
     };
     const own = sessionSizes(config, opts, limits);

@@ -35,7 +35,7 @@ import {
   swiglu,
 } from '../../reference/ops.js';
 import { audioKeys, prefillLayers, type PrefillOutput } from '../../reference/prefill.js';
-import { sessionPrompt, summaryPlacement, textPositions } from '../prompt.js';
+import { sessionPrompt, summaryPlacement, textPositions } from '../../kv/prompt.js';
 import { CpuPageStorage } from './storage.js';
 import { LayerPlacement } from './layer-placement.js';
 import { layeredPrefill, wholePrefill } from '../session.js';
@@ -256,7 +256,7 @@ export class CpuBackend implements DecoderBackend<CpuDecodeSession> {
         k.set(pk[l].subarray(o, o + hd), kOff);
         v.set(pv[l].subarray(o, o + hd), vOff);
       },
-      summaryPlacement(c, s.shape.request.summaryFit ?? 'mean', (l) => pq[l], s.shape.request.summaryMass),
+      summaryPlacement(c, plan.fitting, (l) => pq[l]),
     );
     for (const g of gathers) {
       const l = layerOf(g.head);
@@ -286,8 +286,7 @@ export class CpuBackend implements DecoderBackend<CpuDecodeSession> {
       growth: this.growth(segmentLength(c) * slotBytes(c.headDim, kvElementBytes(this.options.kvPrecision ?? 'f32'))),
       prefillQueries: req.prefillQueries,
       prefillKeys: !!req.prefillKeys,
-      summaryFit: req.summaryFit ?? 'mean',
-      summaryMass: req.summaryMass,
+      fitting: run.fitting,
       kvMaxBytes: this.options.kvMaxBytes,
       hold: (bytes) => this.hold(bytes),
       prompt: s.prompt,

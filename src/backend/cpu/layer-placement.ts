@@ -8,10 +8,9 @@ import { audioStart, kvHeadCount, segmentLength, type ModelConfig, type PromptId
 import { Residency } from '../../kv/residency.js';
 import { checkPoolLimit, poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
-import type { HeadResidency, LayerPrefill, PolicyLayout } from '../../kv/plan.js';
+import type { HeadResidency, LayerPrefill, PolicyLayout, SummaryFitting } from '../../kv/plan.js';
 import { layerAudioKeys } from '../../reference/prefill.js';
-import { policyLayout, summaryPlacement, textPositions } from '../prompt.js';
-import type { SummaryFit } from '../../kv/summary.js';
+import { policyLayout, summaryPlacement, textPositions } from '../../kv/prompt.js';
 import { CpuPageStorage } from './storage.js';
 
 export interface LayerPlacementOptions {
@@ -22,10 +21,8 @@ export interface LayerPlacementOptions {
   /** The request's query window for the scores handed to the policy, and whether it wants the keys. */
   prefillQueries: number;
   prefillKeys: boolean;
-  /** How summary slots are made (the request's `summaryFit`). */
-  summaryFit: SummaryFit;
-  /** The request's `summaryMass`. */
-  summaryMass?: number[];
+  /** How summary slots are made (the layers' `LayerPrefill.fitting`). */
+  fitting?: SummaryFitting;
   kvMaxBytes?: number;
   /** Accounts for KV bytes the storage takes (the backend's live / peak memory). */
   hold: (bytes: number) => void;
@@ -107,7 +104,7 @@ export class LayerPlacement {
         kk.set(k.subarray(r, r + hd), kOff);
         vv.set(v.subarray(r, r + hd), vOff);
       },
-      summaryPlacement(c, o.summaryFit, () => instructionQueries, o.summaryMass),
+      summaryPlacement(c, o.fitting, () => instructionQueries),
     );
     for (const g of placed.gathers) {
       for (let i = 0; i < g.slots.length; i++) {

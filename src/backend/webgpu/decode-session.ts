@@ -15,7 +15,7 @@ import { slotBytes } from '../../kv/precision.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { policyLayout, textPositions } from '../prompt.js';
+import { policyLayout, textPositions } from '../../kv/prompt.js';
 import type { DecodeSession, LayeredPrefillResult, StepCounters, StepResult } from '../types.js';
 import { Lifetime } from '../session.js';
 import type { CompiledReadouts } from '../readouts.js';

@@ -12,7 +12,7 @@ import { checkPoolLimit, poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
 import type { LayerPrefill } from '../../kv/plan.js';
 import type { BackendRequest } from '../readouts.js';
-import { policyLayout, summaryPlacement, textPositions } from '../prompt.js';
+import { policyLayout, summaryPlacement, textPositions } from '../../kv/prompt.js';
 import type { GpuContext } from '../../gpu/device.js';
 import type { Kernels } from './kernels.js';
 import { layerShardPages, type PoolShardLayout } from './pool-layout.js';
@@ -146,7 +146,7 @@ export class LayerPlacer {
         k.set(kv!.k.subarray(o, o + hd), kOff);
         v.set(kv!.v.subarray(o, o + hd), vOff);
       },
-      summaryPlacement(c, this.d.request.summaryFit ?? 'mean', () => kv!.q, this.d.request.summaryMass),
+      summaryPlacement(c, this.d.run.fitting, () => kv!.q),
     );
     this.bytesToCpu += placed.transfer.bytesToCpu;
     // Queued before the next layer, which then overwrites the prefill K/V this reads.

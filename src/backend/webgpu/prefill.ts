@@ -24,7 +24,7 @@ import type { Kernels } from './kernels.js';
 import { prefillAttentionUniform } from './attention-ops.js';
 import type { PrefillBuffers, SessionBuffers } from './session-buffers.js';
 import type { GpuWeights } from './weights.js';
-import { instructionRows, summaryPlacement } from '../prompt.js';
+import { instructionRows, summaryPlacement } from '../../kv/prompt.js';
 import { kvValues } from '../../kv/precision.js';
 
 export interface GpuPrefillOutput {
@@ -352,7 +352,7 @@ export async function placePlan(
       kk.set(src.k.subarray(o, o + hd), kOff);
       v.set(src.v.subarray(o, o + hd), vOff);
     },
-    summaryPlacement(c, request.summaryFit ?? 'mean', (l) => kv.get(l)!.q, request.summaryMass),
+    summaryPlacement(c, plan.fitting, (l) => kv.get(l)!.q),
   );
   gatherIntoPool(ctx, c, k, pool, p, gathers);
   pool.flush(residency);

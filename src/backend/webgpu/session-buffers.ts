@@ -28,7 +28,7 @@ import {
 } from '../../model/config.js';
 import { RECALL_PAGES_PER_HEAD } from '../../kv/sizing.js';
 
-import { sessionPrompt } from '../prompt.js';
+import { sessionPrompt } from '../../kv/prompt.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { NO_EXPORT } from './pool.js';
 import { slotBytes } from '../../kv/precision.js';
@@ -114,8 +114,7 @@ export function sessionSizes(
   ];
   const perLayerKv = n * KVD;
   const prefillKvLayers = opts.layered ? 1 : c.numLayers;
-  const fit = opts.request.summaryFit ?? 'mean';
-  const instructionQueryRows = fit === 'mean' ? 0 : Math.max(1, prompt.instruction.length);
+  const instructionQueryRows = opts.request.instructionQueries ? Math.max(1, prompt.instruction.length) : 0;
   prefill.push(['instruction queries', prefillKvLayers * instructionQueryRows * QD]);
   const prefillBytes = 4 * prefill.reduce((a, [, f]) => a + f, 0) + 2 * kvElementBytes * prefillKvLayers * perLayerKv;
   const readbackBytes = readbackLayout(c, opts, A).end;

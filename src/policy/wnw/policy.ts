@@ -18,6 +18,7 @@ import type {
   PrefillPlan,
   StepObservation,
   StepPlan,
+  SummaryFitting,
 } from '../../kv/plan.js';
 import { EMPTY_PLAN } from '../../kv/plan.js';
 import type { HeadRoles, HeadsFile } from '../../model/heads.js';
@@ -170,19 +171,21 @@ export class WnwPolicy implements KvPolicy {
           }
         : {}),
       prefillQueries: Math.max(1, layout.instructionLength),
-      ...(this.o.summaries ? { summaryFit: this.o.summaryFit, ...this.layerMass() } : {}),
+      // Summary slots fitted to the instruction's queries need them kept through the prefill.
+      ...(this.fitting && this.fitting.fit !== 'mean' ? { instructionQueries: true } : {}),
     };
   }
 
-  /** The request's per-layer mass scales, where an option sets them (absent: the whole gap everywhere). */
-  private layerMass(): { summaryMass?: number[] } {
-    if (this.a.summaryMass === undefined && this.a.summaryMassLayer === undefined) return {};
+  /** How the placement makes the plan's summary slots: absent without summaries. */
+  get fitting(): SummaryFitting | undefined {
+    if (!this.o.summaries) return undefined;
+    if (this.a.summaryMass === undefined && this.a.summaryMassLayer === undefined) return { fit: this.o.summaryFit };
     const alpha = this.a.summaryMass ?? 1;
-    return {
-      summaryMass: Array.from({ length: this.heads.numLayers }, (_, l) =>
-        this.a.summaryMassLayer === undefined || l === this.a.summaryMassLayer ? alpha : 0,
-      ),
-    };
+    // Per layer, the mass scale an option sets (absent: the whole gap everywhere).
+    const mass = Array.from({ length: this.heads.numLayers }, (_, l) =>
+      this.a.summaryMassLayer === undefined || l === this.a.summaryMassLayer ? alpha : 0,
+    );
+    return { fit: this.o.summaryFit, mass };
   }
 
   /** Roles, retention and λ in use (after prefill). */
@@ -247,6 +250,7 @@ export class WnwPolicy implements KvPolicy {
       layout,
       (obs) => obs.scores.map((s, k) => select(s, obs.layer * layout.numKvHeads + k)),
       (heads) => this.schedule(heads, retention, lambda, summaryLength),
+      this.fitting,
     );
   }
 

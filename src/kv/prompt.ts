@@ -3,8 +3,8 @@
  * policy plans with) and the sequence positions of its text, which every head keeps.
  */
 import { audioStart, groupSize, segmentLength, type ModelConfig, type PromptIds } from '../model/config.js';
-import type { PolicyLayout } from '../kv/plan.js';
-import type { SummaryPlacement } from '../kv/residency.js';
+import type { PolicyLayout, SummaryFitting } from './plan.js';
+import type { SummaryPlacement } from './residency.js';
 
 /** The session's prompt: the one its options bring, else the config's own (load-time) prompt. */
 export function sessionPrompt(c: ModelConfig, opts: { prompt?: PromptIds }): PromptIds {
@@ -40,22 +40,22 @@ export function instructionRows(p: PromptIds, N: number): [number, number] {
 }
 
 /**
- * The summary placement of a plan made under `fit`, from the instruction rows' post-RoPE
- * queries per layer ([rows, numHeads × headDim], `instructionRows`): a KV head is handed
- * the queries of its group, [rows × groupSize, headDim]; `layerMass` (the request's
- * `summaryMass`) gives its layer's scale of the mass correction.
+ * The summary placement of a plan made under `fitting` (absent: the mean), from the
+ * instruction rows' post-RoPE queries per layer ([rows, numHeads × headDim],
+ * `instructionRows`): a KV head is handed the queries of its group, [rows × groupSize,
+ * headDim]; `fitting.mass` gives its layer's scale of the mass correction.
  */
 export function summaryPlacement(
   c: ModelConfig,
-  fit: SummaryPlacement['fit'],
+  fitting: SummaryFitting | undefined,
   layerQueries: (layer: number) => Float32Array,
-  layerMass?: readonly number[],
 ): SummaryPlacement {
   const hd = c.headDim;
   const G = groupSize(c);
   const QD = c.numHeads * hd;
+  const layerMass = fitting?.mass;
   return {
-    fit,
+    fit: fitting?.fit ?? 'mean',
     ...(layerMass === undefined
       ? {}
       : { massScale: (head: number) => layerMass[Math.floor(head / c.numKvHeads)] ?? 1 }),
