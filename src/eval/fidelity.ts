@@ -9,7 +9,7 @@
  * everything must come out at exactly 1, 0 and 0.
  */
 // The greedy choice as the backends make it (first index of the largest logit).
-import { argmax } from '../backend/argmax.js';
+import { argmax } from '../reference/argmax.js';
 
 /** log-softmax in f64 (max-shifted, so large logits do not overflow). */
 export function logSoftmax(logits: Float32Array): Float64Array {

@@ -21,7 +21,7 @@ import {
   rejectUnknown,
   splitArgs,
 } from '../cli/args.js';
-import { argmax } from '../backend/argmax.js';
+import { argmax } from '../reference/argmax.js';
 import { forcedLogits } from './teacher-forced.js';
 import { clipAudio, readClips } from './datasets/index.js';
 import type { TranscribeOptions } from '../index.js';

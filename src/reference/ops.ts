@@ -195,7 +195,7 @@ export function swiglu(gate: Float32Array, up: Float32Array, out: Float32Array, 
   }
 }
 
-export { argmax } from '../backend/argmax.js';
+export { argmax } from './argmax.js';
 
 export interface PagedHead {
   /** Page ids of this (layer, KV head), in table order. */
