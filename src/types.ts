@@ -207,7 +207,10 @@ export interface TranscribeOptions {
   /** The language code a translation is into ("de"); task 'translate' only, where it is required. */
   targetLanguage?: string;
   budget?: number;
-  /** Extra options for the policy's factory, for ablations, e.g. { ranking: 'voice' } or { selection: 'global' } for wnw. */
+  /**
+   * The policy's method options, e.g. { topChunks: 4 } for wnw (docs/wnw-method.md); ablations are
+   * evaluation's (npm run eval -- --policies wnw:KEY=VALUE) and a BAD_ARGUMENT here.
+   */
   policyOptions?: Record<string, string | number | boolean>;
   /** Cap on generated tokens; default 6 per audio second. */
   maxNewTokens?: number;

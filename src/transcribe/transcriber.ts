@@ -458,7 +458,6 @@ async function buildEngine(
     weights,
     {
       backend: options.backend,
-      // The public name says bytes; the backends' option keeps its own name.
       kvMaxBytes: options.kvMaxBytes,
       kvPrecision: options.kvPrecision,
       weightFormat: options.weightFormat,
