@@ -172,8 +172,12 @@ function replay(p: Plans): Driver {
   return {
     prefill: () => p.prefill,
     byLayer: (layout) =>
-      layerwise(layout, (obs) =>
-        p.prefill.heads.slice(obs.layer * layout.numKvHeads, (obs.layer + 1) * layout.numKvHeads),
+      layerwise(
+        layout,
+        (obs) => p.prefill.heads.slice(obs.layer * layout.numKvHeads, (obs.layer + 1) * layout.numKvHeads),
+        undefined,
+        // The summary slots are made as the run being replayed made them.
+        p.prefill.fitting,
       ),
     before: (s) => p.steps.get(s) ?? null,
   };
