@@ -3,7 +3,8 @@
  * entry (src/index.ts). The transcriber class (its `encode` / `decodeEncoded` run many
  * policies over one encoding), the contract a policy implements and the plans it answers
  * with, the policy registry, the evaluation hooks (`TranscribeOptions.probe`), and the
- * sizing helpers behind the fit check. The page's names are imported from `wnw` itself.
+ * sizing helpers behind the fit check, and subtitles (SRT, WebVTT) cut from a result's dated
+ * words. The page's names are imported from `wnw` itself.
  */
 export { WnwTranscriber } from './transcribe/transcriber.js';
 export type { Probe } from './types.js';
@@ -27,3 +28,5 @@ export { decoderWeightBytes, type WeightBytes } from './model/packed-weights.js'
 export { weightBindingProblems, type DeviceLimits, type FitProblem } from './backend/webgpu/fit.js';
 export type { WeightFormat } from './model/quant.js';
 export type { KvPrecision } from './kv/precision.js';
+// Subtitles from a result's dated words (what `wnw transcribe --format srt|vtt` prints).
+export { subtitleCues, toSrt, toVtt, type SubtitleCue, type SubtitleOptions } from './transcribe/subtitles.js';

@@ -34,6 +34,10 @@ void everyPolicy;
 export const BACKENDS = ['auto', 'webgpu', 'cpu'] as const;
 export type BackendChoice = (typeof BACKENDS)[number];
 
+/** What `wnw transcribe` prints on stdout: the text, --json's object, or subtitles. */
+export const OUTPUT_FORMATS = ['txt', 'json', 'srt', 'vtt'] as const;
+export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
+
 export class UsageError extends Error {
   override name = 'UsageError';
 }
@@ -56,7 +60,8 @@ export interface TranscribeArgs {
   audioEncoder?: AudioEncoderChoice;
   /** A Hugging Face audio tower's weight format (--audio-weights; when not given, the transcriber's default beside the decoder's). */
   audioWeights?: WeightFormat;
-  json: boolean;
+  /** --format; --json is --format json. */
+  format: OutputFormat;
 }
 
 /** The package root (the folder holding our package.json), found from this file so it works from src/ or a build. */
@@ -169,6 +174,15 @@ export function parseWeightFormat(s: string, flag = 'weights'): WeightFormat {
   return s as WeightFormat;
 }
 
+/** --format, and --json, which has always meant --format json and cannot mean another one beside it. */
+export function parseOutputFormat(format: string | undefined, json: boolean): OutputFormat {
+  if (format !== undefined && !(OUTPUT_FORMATS as readonly string[]).includes(format))
+    throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')}, got "${format}"`);
+  if (json && format !== undefined && format !== 'json')
+    throw new UsageError(`--json is --format json: it cannot go with --format ${format}`);
+  return json ? 'json' : ((format as OutputFormat | undefined) ?? 'txt');
+}
+
 export function parseAudioEncoder(s: string): AudioEncoderChoice {
   if (!(AUDIO_ENCODERS as readonly string[]).includes(s))
     throw new UsageError(`--audio-encoder must be one of ${AUDIO_ENCODERS.join(', ')}, got "${s}"`);
@@ -200,7 +214,7 @@ export const TRANSCRIBE_USAGE =
   'usage: wnw transcribe FILE [--policy full|wnw|snapkv|adakv|audiokv|arkvale|h2o|streaming|quest] ' +
   '[--budget 0.2] [--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--audio-weights f32|f16|q4] ' +
   '[--model DIR] [--language en|none] [--task transcribe|translate --target-language de] ' +
-  '[--audio-encoder onnx|audio-tower] [--json]';
+  '[--audio-encoder onnx|audio-tower] [--format txt|json|srt|vtt] [--json]';
 
 export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): TranscribeArgs {
   const { flags, positional } = splitArgs(argv, ['json']);
@@ -216,6 +230,7 @@ export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): Transc
     'task',
     'target-language',
     'audio-encoder',
+    'format',
     'json',
   ]);
   const language = flags.get('language');
@@ -253,6 +268,6 @@ export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): Transc
     ...(target !== undefined ? { targetLanguage: target } : {}),
     ...(encoder !== undefined ? { audioEncoder: parseAudioEncoder(encoder) } : {}),
     ...(audioWeights !== undefined ? { audioWeights: parseWeightFormat(audioWeights, 'audio-weights') } : {}),
-    json: flags.get('json') === 'true',
+    format: parseOutputFormat(flags.get('format'), flags.get('json') === 'true'),
   };
 }

@@ -1,11 +1,12 @@
 /**
- * `wnw transcribe FILE ...`: the transcript on stdout (or JSON with --json), what
+ * `wnw transcribe FILE ...`: the transcript on stdout (JSON or subtitles with --format), what
  * happened on stderr, and a non-zero exit with a one-line reason when it fails.
  * The work is in `runCli`, which takes its I/O as arguments so tests run it with a fake
  * transcriber and no model.
  */
 import { readFile } from 'node:fs/promises';
 import { progressNote } from '../transcribe/progress-note.js';
+import { subtitleCues, toSrt, toVtt } from '../transcribe/subtitles.js';
 import { hasFixedBudget, policyBudget } from '../research.js';
 import { TRANSCRIBE_USAGE, UsageError, parseTranscribeArgs, type TranscribeArgs } from './args.js';
 import type { LoadOptions, ProgressEvent, Transcriber, TranscriptionResult } from '../index.js';
@@ -35,7 +36,9 @@ export const USAGE =
   '14.95 GiB, against 2.10 GiB in q4), to the format a folder converted by wnw convert was packed in, and to f32 for our own model folder. ' +
   '--language takes a 2- or 3-letter code, or none to let the model detect it; --task translate --target-language de asks a Hugging Face model whose ' +
   'prompt recipe has a translation for the speech in that language. ' +
-  "--audio-weights (a Hugging Face audio tower's Linears) defaults to f16 beside a q4 decoder, else to the decoder's format.\n\n" +
+  "--audio-weights (a Hugging Face audio tower's Linears) defaults to f16 beside a q4 decoder, else to the decoder's format. " +
+  '--format txt prints the text (the default), json the text, dated words and stats (--json is the same), ' +
+  'srt or vtt subtitles cut from the dated words (2 lines of 42 characters at most, 1 to 7 s each).\n\n' +
   'usage: wnw convert HF_DIR OUT_DIR [--quant q4|f16|f32]\n\n' +
   "Packs a Hugging Face folder's decoder weights once (default q4), so it loads without conversion.\n\n" +
   'usage: wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--directions M] [--block N] [--language CODE] [--compare HEADS.json]\n\n' +
@@ -69,6 +72,20 @@ export function jsonOutput(r: TranscriptionResult, budget: number) {
     },
     ...(r.error ? { error: oneLine(r.error) } : {}),
   };
+}
+
+/** The result as --format asks; subtitles are cut from the dated words, so a partial run gives the cues it reached. */
+export function formatResult(r: TranscriptionResult, args: Pick<TranscribeArgs, 'format' | 'budget'>): string {
+  switch (args.format) {
+    case 'json':
+      return `${JSON.stringify(jsonOutput(r, args.budget))}\n`;
+    case 'srt':
+      return toSrt(subtitleCues(r.words));
+    case 'vtt':
+      return toVtt(subtitleCues(r.words));
+    case 'txt':
+      return `${r.text}\n`;
+  }
 }
 
 /** A reason on one line: messages of nested causes can carry newlines. */
@@ -222,8 +239,7 @@ async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> 
       ...(args.targetLanguage ? { targetLanguage: args.targetLanguage } : {}),
     });
     clearProgress();
-    if (args.json) io.stdout(`${JSON.stringify(jsonOutput(result, args.budget))}\n`);
-    else io.stdout(`${result.text}\n`);
+    io.stdout(formatResult(result, args));
     const s = result.stats;
     io.stderr(
       `wnw: ${s.audioSeconds.toFixed(1)} s of audio, ${s.decodeSteps} tokens, ${s.timing.msPerToken.toFixed(1)} ms/token, ` +

@@ -165,6 +165,19 @@ describe('wnw transcribe', () => {
     expect(j.stats).toMatchObject({ policy: 'snapkv', budget: 0.4, rGpu: 0.21, decodeSteps: 12, audioSeconds: 2.5 });
   });
 
+  it('--format: txt is the default, json is --json, srt and vtt print subtitles of the dated words', async () => {
+    const out = async (...flags: string[]) => {
+      const t = io();
+      expect(await runCli(['transcribe', wav, ...flags], t)).toBe(0);
+      return t.out;
+    };
+    expect(await out('--format', 'txt')).toBe(await out());
+    expect(await out('--format', 'json')).toBe(await out('--json'));
+    expect(await out('--format=json', '--json')).toBe(await out('--json'));
+    expect(await out('--format', 'srt')).toBe('1\n00:00:00,100 --> 00:00:01,100\nhello\n\n');
+    expect(await out('--format', 'vtt')).toBe('WEBVTT\n\n00:00:00.100 --> 00:00:01.100\nhello\n\n');
+  });
+
   it('a bad file exits non-zero with a one-line reason, before loading the model', async () => {
     for (const [file, pattern] of [
       [bad, /bad\.wav: not a WAV file: no RIFF header \(expected/],
@@ -217,6 +230,8 @@ describe('wnw transcribe', () => {
         ['transcribe', wav, '--audio-encoder', 'whisper'],
         /--audio-encoder must be one of onnx, audio-tower, got "whisper"/,
       ],
+      [['transcribe', wav, '--format', 'docx'], /--format must be one of txt, json, srt, vtt, got "docx"/],
+      [['transcribe', wav, '--json', '--format=vtt'], /--json is --format json: it cannot go with --format vtt/],
       [['transcribe', wav, '--frobnicate'], /--frobnicate needs a value|unknown option --frobnicate/],
       [['translate', wav], /unknown command/],
     ] as const) {
