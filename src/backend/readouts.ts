@@ -9,7 +9,7 @@
  */
 import type { AttentionRequest, StepObservation } from '../kv/plan.js';
 import { chunkObservation } from '../reference/chunk-select.js';
-import { anchorSum, focusOf } from '../reference/focus.js';
+import { anchorSum, focusOfRows } from '../reference/focus.js';
 
 /** Readouts beside the policy's own, each answered under its name in the step's observation. */
 export interface Readouts {
@@ -113,10 +113,8 @@ export class CompiledReadouts {
       ...(chunks ? { chunks } : {}),
     };
     if (this.attentionRows.length) out.attention = this.attentionRows.map((r) => weights[r]);
-    if (this.cpuFocus) {
-      const sum = anchorSum(weights, this.cpuFocus, N);
-      out.focus = sum ? focusOf(sum) : -1;
-    } else if (raw.focus !== undefined) out.focus = raw.focus;
+    if (this.cpuFocus) out.focus = focusOfRows(weights, this.cpuFocus, N);
+    else if (raw.focus !== undefined) out.focus = raw.focus;
     if (this.cpuSums) out.segmentSums = segmentSumsOf(anchorSum(weights, this.cpuSums, N)!, this.segmentLength);
     else if (raw.segmentSums) out.segmentSums = raw.segmentSums;
     return out;
@@ -147,13 +145,11 @@ export function deviceReductions(
     N,
     segmentLength,
   );
-  if (req.decodeFocus) {
-    const sum = anchorSum(
+  if (req.decodeFocus)
+    out.focus = focusOfRows(
       weights,
       Array.from({ length: req.decodeFocus.heads }, (_, i) => i),
       N,
     );
-    out.focus = sum ? focusOf(sum) : -1;
-  }
   return out;
 }

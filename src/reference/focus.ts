@@ -39,6 +39,12 @@ export function focusCentre(positions: ArrayLike<number>, weights: ArrayLike<num
   return s > 0 ? m / s : -1;
 }
 
+/** The focus of rows `idx` of `weights` summed (`anchorSum`), -1 where they hold no mass or there are none. */
+export function focusOfRows(weights: ArrayLike<number>[], idx: readonly number[], n: number): number {
+  const sum = anchorSum(weights, idx, n);
+  return sum ? focusOf(sum) : -1;
+}
+
 /**
  * Rows `idx` of `weights` summed per position in f32, in that order: the anchors' attention
  * whose focus dates a token (the device sums its exported rows in the same order).

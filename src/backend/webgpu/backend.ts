@@ -177,11 +177,7 @@ export class WebGpuBackend implements DecoderBackend<WebGpuDecodeSession> {
 
   open(opts: SessionOptions): WholePrefill<WebGpuDecodeSession> {
     const parts = this.start(opts, false);
-    return wholePrefill({
-      prefill: (audio) => parts.prefill(audio),
-      place: (plan) => parts.place(plan),
-      close: () => parts.close(),
-    });
+    return wholePrefill(parts);
   }
 
   openByLayer(opts: SessionOptions): LayeredPrefill<WebGpuDecodeSession> {

@@ -51,6 +51,8 @@ export class WebGpuSessionParts {
   private prefillBuffers: PrefillBuffers | null;
   private decode: WebGpuDecodeSession | null = null;
   private closed = false;
+  /** The prefill's greedy token, for the decode session's first `submit(null)`. */
+  private prefillToken = -1;
 
   constructor(
     private readonly e: WebGpuEngine,
@@ -98,8 +100,6 @@ export class WebGpuSessionParts {
     this.prefillToken = r.token;
     return { token: r.token, logits: r.logits, observation };
   }
-
-  private prefillToken = -1;
 
   async place(plan: PrefillPlan): Promise<WebGpuDecodeSession> {
     const { ctx, config: c, kernels } = this.e;
