@@ -187,6 +187,17 @@ export interface TranscriptionStats {
   kv: KvStats;
   traffic: TrafficStats;
   timing: TimingStats;
+  prompt: PromptStats;
+}
+
+/**
+ * The prompt's positions a request took from the recording's session and the ones it ran
+ * itself: a recording's later request reuses the audio (and, for a follow-up question, the
+ * conversation) and prefills only its own ids; a fresh one prefills the whole prompt.
+ */
+export interface PromptStats {
+  reusedPositions: number;
+  prefilledPositions: number;
 }
 
 export interface TranscribeOptions {
@@ -272,6 +283,51 @@ export type AudioInput =
 
 export interface Transcriber {
   readonly backend: string;
+  /** One request on a recording: `open`, the request, `dispose`. */
   transcribe(input: AudioInput, options?: TranscribeOptions): Promise<TranscriptionResult>;
+  /**
+   * Encodes and keeps a recording for many requests: the first prefills the audio, the next
+   * ones reuse its KV and prefill only their own ids. A transcriber keeps one recording: a
+   * new `open` disposes the one before.
+   */
+  open(input: AudioInput, options?: RecordingOptions): Promise<Recording>;
+  dispose(): void;
+}
+
+export interface RecordingOptions {
+  signal?: AbortSignal;
+  onProgress?: (e: ProgressEvent) => void;
+  /**
+   * The system message of every request on the recording (chat-template models): one for
+   * all, so they share the prompt up to the end of the audio. Default: the model's
+   * transcription one (Qwen2.5-Omni: "You are a speech recognition model."; Qwen2-Audio:
+   * none). null: none. Voxtral takes none with audio.
+   */
+  system?: string | null;
+}
+
+/** A request's options on a recording: a transcription's, the task named by the method. */
+export type RequestOptions = Omit<TranscribeOptions, 'task' | 'targetLanguage'>;
+
+/**
+ * An encoded recording and the KV of its last request. Each request rolls the KV back to
+ * where it forks (the end of the audio, or of the conversation for a follow-up question)
+ * and prefills only its own ids; a request with another policy (or budget, or readouts)
+ * prefills the audio again from the kept encoding. Requests run one at a time.
+ */
+export interface Recording {
+  readonly audioSeconds: number;
+  transcribe(options?: RequestOptions): Promise<TranscriptionResult>;
+  /** The speech translated into `targetLanguage` (a code such as "de"), where the model's prompt recipe has a translation. */
+  translate(targetLanguage: string, options?: RequestOptions): Promise<TranscriptionResult>;
+  /**
+   * An answer to `question` about the recording; after a question it continues that
+   * conversation (`fresh: true` starts from the audio). Models whose prompt is for
+   * transcription only refuse it (BAD_ARGUMENT).
+   */
+  ask(question: string, options?: RequestOptions & { fresh?: boolean }): Promise<TranscriptionResult>;
+  /** The transcript as SRT or WebVTT cues (a transcription request, or the last one's words). */
+  subtitles(format: 'srt' | 'vtt', options?: RequestOptions): Promise<string>;
+  /** Frees the recording's KV and encoding; later calls are a BAD_ARGUMENT. */
   dispose(): void;
 }

@@ -126,6 +126,15 @@ export interface DecodeSession {
   read(): Promise<StepResult>;
   /** Applies recalls and releases before the next step. */
   apply(plan: StepPlan): Promise<TransferStats>;
+  /** The sequence position the next step is fed at. */
+  readonly position: number;
+  /**
+   * Forgets the text from sequence position `position` on (never the audio), once the steps
+   * still queued have run (their results are dropped): the next step is fed at `position`,
+   * and must be fed a token (no step before it left one on the device). A next request of
+   * the same recording forks there: the end of the audio, or of the conversation so far.
+   */
+  rewind(position: number): Promise<void>;
   residency(): ResidencyStats;
   /** Which slot holds each head's audio positions (tide chart, tests). */
   residencyState(): { slotOf(head: number, audioPos: number): number };

@@ -18,7 +18,7 @@ const TEXT = 2;
 export class PageSlots {
   /** Sequence position held by every pool slot (EMPTY when unused). Replaced when the pool grows. */
   positions: Int32Array;
-  /** Pages taken by text (never released). */
+  /** Pages taken by text (released only by a rewind: truncateText). */
   textPages = 0;
   private live: Int32Array; // live slots per page
   /** Per page: FREE, AUDIO or TEXT. Text pages never take recalled rows. */
@@ -26,6 +26,8 @@ export class PageSlots {
   /** Per head, empty slots inside its audio pages (validated lazily when popped). */
   private readonly holes: number[][];
   private readonly textTail: Int32Array; // per head: next free text slot, or EMPTY
+  /** Per head, its text slots in the order they were taken (ascending sequence positions). */
+  private readonly textSlots: number[][];
 
   constructor(
     readonly pool: KvPool,
@@ -36,6 +38,7 @@ export class PageSlots {
     this.kind = new Uint8Array(pool.numPages);
     this.holes = Array.from({ length: heads }, () => []);
     this.textTail = new Int32Array(heads).fill(EMPTY);
+    this.textSlots = Array.from({ length: heads }, () => []);
   }
 
   private get pageSize(): number {
@@ -57,7 +60,35 @@ export class PageSlots {
     }
     this.live[Math.floor(slot / this.pageSize)]++;
     this.textTail[head] = (slot + 1) % this.pageSize === 0 ? EMPTY : slot + 1;
+    this.textSlots[head].push(slot);
     return slot;
+  }
+
+  /**
+   * Empties the head's text slots holding sequence positions from `fromSeqPos` on (a rewind
+   * of the text: a next request forks there); pages left without a live slot go back to
+   * the pool. Returns the slots emptied. Text is taken in sequence order, so they are the
+   * head's last ones and its next text slot follows the last kept.
+   */
+  truncateText(head: number, fromSeqPos: number): number[] {
+    const taken = this.textSlots[head];
+    const freed: number[] = [];
+    while (taken.length && this.positions[taken[taken.length - 1]] >= fromSeqPos) {
+      const slot = taken.pop()!;
+      freed.push(slot);
+      this.positions[slot] = EMPTY;
+      const page = Math.floor(slot / this.pageSize);
+      if (--this.live[page] === 0) {
+        this.pool.freePage(head, page);
+        this.kind[page] = FREE;
+        this.textPages--;
+      }
+    }
+    if (freed.length) {
+      const last = taken.length ? taken[taken.length - 1] : -1;
+      this.textTail[head] = last === -1 || (last + 1) % this.pageSize === 0 ? EMPTY : last + 1;
+    }
+    return freed;
   }
 
   /** `count` slots in fresh audio pages of `head`, filled from each page's start; the tail of the last page becomes holes. */
@@ -154,6 +185,8 @@ export class PageSlots {
       if (!d) return;
       for (let i = 0; i < holes.length; i++) holes[i] += d;
       if (this.textTail[h] !== EMPTY) this.textTail[h] += d;
+      const text = this.textSlots[h];
+      for (let i = 0; i < text.length; i++) text[i] += d;
     });
     return { before, shiftOf };
   }

@@ -5,7 +5,7 @@
  * by both backends; they only move the bytes (PageStorage).
  *
  * Audio and text live in separate pages of the same per-head table: text pages are
- * appended densely and never released; audio pages are packed densely at prefill and
+ * appended densely and released only when the text is rewound (`truncateText`); audio pages are packed densely at prefill and
  * each recall batch of one head gets fresh pages, so releasing a recalled segment
  * frees whole pages.
  *
@@ -243,6 +243,21 @@ export class Residency {
       this.storage.syncPositions(slot, 1, this.positions);
     }
     return out;
+  }
+
+  /**
+   * Forgets every head's text from sequence position `fromSeqPos` on (a next request of
+   * the same recording forks there): its slots empty, its pages back to the pool. The
+   * audio and what the policy placed of it stay as they are.
+   */
+  truncateText(fromSeqPos: number): void {
+    const audioEnd = this.shape.audioStart + this.shape.audioLength;
+    if (fromSeqPos < audioEnd)
+      throw new RangeError(
+        `text rewound to position ${fromSeqPos}, inside the prompt's audio (it ends at ${audioEnd})`,
+      );
+    for (let h = 0; h < this.shape.heads; h++)
+      for (const slot of this.slots.truncateText(h, fromSeqPos)) this.storage.syncPositions(slot, 1, this.positions);
   }
 
   /** Applies releases first (they free pages), then recalls from the CPU store. */

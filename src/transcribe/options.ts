@@ -10,7 +10,7 @@ import { AUDIO_ENCODERS } from '../model/hf/onnx-audio.js';
 import { WEIGHT_FORMATS } from '../model/packed-weights.js';
 import { languageCode } from '../model/text/language.js';
 import { taskTarget } from '../model/text/prompt.js';
-import type { LoadOptions, Probe, TranscribeOptions } from '../types.js';
+import type { LoadOptions, Probe, RecordingOptions, TranscribeOptions } from '../types.js';
 
 /** A value as a message shows it: strings quoted, objects named rather than printed. */
 export const show = (v: unknown): string =>
@@ -77,6 +77,12 @@ export function checkTranscribeOptions(o: TranscribeOptions): void {
   languageCode(o.language);
   taskTarget(o.task, o.targetLanguage);
   if (o.probe !== undefined) checkProbe(o.probe);
+}
+
+export function checkRecordingOptions(o: RecordingOptions): void {
+  checkSignal(o.signal);
+  if (o.system !== undefined && o.system !== null && typeof o.system !== 'string')
+    bad('system', o.system, 'a system message (a string), or null for none');
 }
 
 const PROBE_HOOKS = ['onLogits', 'onAttention', 'onResidency'] as const;

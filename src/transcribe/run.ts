@@ -43,6 +43,27 @@ export interface RunInput {
   tidalHeads: readonly number[];
   options: TranscribeOptions;
   progress: (e: ProgressEvent) => void;
+  /**
+   * A recording's session, placed by an earlier request and rewound to where this request
+   * forks: the request feeds `feed` (its own prompt ids) from there instead of opening a
+   * session and prefilling the audio again.
+   */
+  resume?: { session: DecodeSession; setup: DecodeSetup; feed: readonly number[] };
+  /** Leaves the session open at the end for the recording's next request (RunOutcome.open). */
+  keepOpen?: boolean;
+}
+
+/** A request's result, and for a recording the session it leaves open and what it wrote. */
+export interface RunOutcome {
+  result: TranscriptionResult;
+  /** The session and its setup, open for the next request (`keepOpen`, and the run did not fail). */
+  open?: { session: DecodeSession; setup: DecodeSetup };
+  /** Positions of the prompt this request reused (its fork point) and prefilled (its own ids). */
+  reusedPositions: number;
+  prefilledPositions: number;
+  /** The answer's ids whose KV is written (fed to a step), then the ones never fed (at most the last). */
+  written: number[];
+  pending: number[];
 }
 
 const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
@@ -138,8 +159,27 @@ function layerByLayer(
   };
 }
 
+/**
+ * Feeds a resumed request's own prompt ids one step each, the policy observing every step
+ * as in decoding (an anchor's attention to the question recalls what it points at), and
+ * returns the greedy token after the last: the answer's first.
+ */
+async function feedPrompt(r: RunInput, session: DecodeSession, ids: readonly number[], acc: StepTotals) {
+  let token = -1;
+  for (const id of ids) {
+    if (r.options.signal?.aborted) throw new CancelledError();
+    const res = await session.step(id);
+    const moved = await session.apply(r.policy.afterStep(res.observation));
+    acc.bytes += moved.bytesToGpu;
+    acc.recalls += moved.recalledPositions;
+    acc.releases += moved.releasedPositions;
+    token = res.token;
+  }
+  return token;
+}
+
 /** What the decode asks of the backend each step, and how its loop runs. */
-interface DecodeSetup {
+export interface DecodeSetup {
   maxNew: number;
   layout: ReturnType<typeof policyLayout>;
   /** The policy's request, and the readouts word timing, the tide chart and evaluation read beside it. */
@@ -158,18 +198,25 @@ interface DecodeSetup {
   heldPlan: { plan: StepPlan } | null;
 }
 
+/**
+ * The most tokens a request may generate from sequence position `start` (where its answer's
+ * first token is fed): teacher forcing runs exactly one step per forced token, so the length
+ * guard never cuts it; never past the model's positions.
+ */
+function maxNewFrom(r: RunInput, start: number): number {
+  const forced = r.options.probe?.forcedTokens;
+  if (forced) return forced.length + 1;
+  const positionsLeft = Math.max(1, r.model.config.maxPositions - start);
+  return Math.min(positionsLeft, r.options.maxNewTokens ?? defaultMaxNewTokens(r.audioSeconds));
+}
+
 function setUpDecode(r: RunInput): DecodeSetup {
   const { model, policy, options: o } = r;
   const c = model.config;
   const N = r.audioLength;
   const forced = o.probe?.forcedTokens;
-  // Teacher forcing runs exactly one step per forced token, so the length guard never cuts it.
-  // Never past the model's positions: what is left of them after the prompt caps any request.
   const prompt = r.prompt ?? c;
-  const positionsLeft = Math.max(1, c.maxPositions - promptLength(prompt, N));
-  const maxNew = forced
-    ? forced.length + 1
-    : Math.min(positionsLeft, o.maxNewTokens ?? defaultMaxNewTokens(r.audioSeconds));
+  const maxNew = maxNewFrom(r, promptLength(prompt, N));
   const layout = policyLayout(c, N, prompt);
   const request = policy.request(layout);
   const timing = r.timingHeads.length ? { focus: r.timingHeads } : {};
@@ -265,10 +312,19 @@ async function observeStep(
 }
 
 export async function runTranscription(r: RunInput): Promise<TranscriptionResult> {
+  return (await runRequest(r)).result;
+}
+
+/** One request: a session opened and prefilled (or a recording's resumed), then decoded. */
+export async function runRequest(r: RunInput): Promise<RunOutcome> {
   const { model, options: o } = r;
   const c = model.config;
   const forced = o.probe?.forcedTokens;
-  const h = setUpDecode(r);
+  const resume = r.resume;
+  const start = resume ? resume.session.position + resume.feed.length : promptLength(r.prompt ?? c, r.audioLength);
+  const h: DecodeSetup = resume
+    ? { ...resume.setup, maxNew: maxNewFrom(r, start), heldPlan: resume.setup.heldPlan && { plan: EMPTY_PLAN } }
+    : setUpDecode(r);
   const tokens: number[] = [];
   const focus: number[] = [];
   // The reference model's SentencePiece tokenizer, or a Hugging Face folder's (tokenizer.json, tekken.json).
@@ -293,22 +349,32 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     out += shown;
     if (shown) o.onToken?.(shown, token);
   };
-  let close: (keepPrefill?: boolean) => void = () => {};
-  let session: DecodeSession | undefined;
+  let close: (keepPrefill?: boolean) => void = resume ? (keep) => resume.session.close(keep) : () => {};
+  let session: DecodeSession | undefined = resume?.session;
+  /** Steps queued in the decode loop: the answer's tokens fed, in order (then a step past a stop). */
+  let submits = 0;
   try {
-    const opened = await openSession(r, h, (c) => (close = c));
-    session = opened.session;
-    const initial = r.policy.afterPrefill?.();
-    if (initial && (initial.recall.length || initial.release.length)) {
-      // Counted with the decode steps' traffic: it is a recall, made before the first of them.
-      const moved = await session.apply(initial);
-      acc.bytes += moved.bytesToGpu;
-      acc.recalls += moved.recalledPositions;
-      acc.releases += moved.releasedPositions;
+    let first: number;
+    if (resume) {
+      r.progress({ phase: 'prefill', fraction: 0, detail: `${resume.feed.length} positions of its own` });
+      first = await feedPrompt(r, resume.session, resume.feed, acc);
+    } else {
+      const opened = await openSession(r, h, (c) => (close = c));
+      session = opened.session;
+      first = opened.first;
+      const initial = r.policy.afterPrefill?.();
+      if (initial && (initial.recall.length || initial.release.length)) {
+        // Counted with the decode steps' traffic: it is a recall, made before the first of them.
+        const moved = await session.apply(initial);
+        acc.bytes += moved.bytesToGpu;
+        acc.recalls += moved.recalledPositions;
+        acc.releases += moved.releasedPositions;
+      }
     }
+    const live = session!;
     prefillMs = now() - t0;
     r.progress({ phase: 'prefill', fraction: 1 });
-    let token = forced ? (forced[0] ?? c.tokens.eos) : opened.first;
+    let token = forced ? (forced[0] ?? c.tokens.eos) : first;
     if (!isStop(c, token)) emit(token, -1);
     let lastYield = now();
     // Before each step: let the page breathe, honour a cancel, stop at the length guard.
@@ -328,10 +394,16 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
     let ahead = false;
     while (!isStop(c, token) && (await mayStep())) {
       const ts = now();
-      if (!ahead) session.submit(token);
-      if (h.lag === 2) session.submit(null);
+      if (!ahead) {
+        live.submit(token);
+        submits++;
+      }
+      if (h.lag === 2) {
+        live.submit(null);
+        submits++;
+      }
       ahead = h.lag === 2;
-      const step = await observeStep(r, h, session, token, await session.read(), out, acc, ts);
+      const step = await observeStep(r, h, live, token, await live.read(), out, acc, ts);
       token = forced ? (forced[acc.steps] ?? c.tokens.eos) : step.next;
       if (!isStop(c, token)) emit(token, step.focus);
     }
@@ -352,14 +424,27 @@ export async function runTranscription(r: RunInput): Promise<TranscriptionResult
   if (error instanceof CancelledError) error = new CancelledError(out.trim(), prefillMs > 0 ? 'decode' : 'prefill');
   else if (error instanceof DeviceLostError) error = error.withText(out.trim());
   const final = session ? safeResidency(session) : undefined;
-  close(o.probe?.reusePrefill);
-  const stats = transcriptionStats(r, acc, prefillMs, final, stoppedBy, stopToken);
+  // A recording keeps its session through a cancel (the next request rewinds past what it left), not a failure.
+  const keep = r.keepOpen && session && (!error || error instanceof CancelledError);
+  if (!keep) close(o.probe?.reusePrefill);
+  const prompt = {
+    reusedPositions: resume ? start - resume.feed.length : 0,
+    prefilledPositions: resume ? resume.feed.length : start,
+  };
+  const stats = { ...transcriptionStats(r, acc, prefillMs, final, stoppedBy, stopToken), prompt };
   const words = wordsWithin(
     wordsFromFocus(tokens, focus, tok, c.audio.tokensPerSecond, r.audioSeconds),
     raw.trim(),
     out.trim(),
   );
-  return { text: out.trim(), rawText: raw.trim(), words, tokens, stats, error };
+  const fed = Math.min(submits, tokens.length);
+  return {
+    result: { text: out.trim(), rawText: raw.trim(), words, tokens, stats, error },
+    ...(keep ? { open: { session: session!, setup: h } } : {}),
+    ...prompt,
+    written: tokens.slice(0, fed),
+    pending: tokens.slice(fed),
+  };
 }
 
 function transcriptionStats(
@@ -369,7 +454,7 @@ function transcriptionStats(
   final: ReturnType<typeof safeResidency>,
   stoppedBy: TranscriptionStats['stoppedBy'],
   stopToken: number | undefined,
-): TranscriptionStats {
+): Omit<TranscriptionStats, 'prompt'> {
   const decodeMs = acc.stepMs;
   const steps = Math.max(1, acc.steps);
   return {

@@ -25,18 +25,22 @@ import { statedLimitWarnings } from '../model/families/limits.js';
 import { decoderWeightBytes, packDecoderWeights, type PackedDecoderWeights } from '../model/packed-weights.js';
 import type { WeightFormat } from '../model/quant.js';
 import type { DecoderWeights } from '../model/weights.js';
-import { promptForLanguage } from './prompt-language.js';
+import { followUpFor, promptForLanguage } from './prompt-language.js';
 import { languageCode } from '../model/text/language.js';
 import { createPolicy, needsHeads, policyBudget } from '../policy/registry.js';
 import { wordTimingHeads } from '../policy/timing-heads.js';
-import { runTranscription } from './run.js';
-import { checkLoadOptions, checkTranscribeOptions, show } from './options.js';
+import { runRequest, runTranscription, type RunOutcome } from './run.js';
+import { checkLoadOptions, checkRecordingOptions, checkTranscribeOptions, show } from './options.js';
+import { WnwRecording, type Conversation, type RecordingHost, type RequestPrompt } from './recording.js';
+import { sessionPrompt } from '../kv/prompt.js';
+import { conversationSystem } from '../model/text/index.js';
 import type {
   AudioInput,
   LoadOptions,
   PolicyName,
   ProgressEvent,
   ProgressPhase,
+  RecordingOptions,
   TranscribeOptions,
   TranscriptionResult,
   Transcriber,
@@ -94,9 +98,156 @@ export class WnwTranscriber implements Transcriber {
 
   /** Transcriptions run one at a time (the backend holds one session). */
   transcribe(input: AudioInput, options: TranscribeOptions = {}): Promise<TranscriptionResult> {
-    const run = this.busy.then(() => this.transcribeNow(input, options));
+    return this.serial(() => this.transcribeNow(input, options));
+  }
+
+  /** Encodes `input` and keeps it for many requests (recording.ts); disposes the recording opened before. */
+  open(input: AudioInput, options: RecordingOptions = {}): Promise<WnwRecording> {
+    return this.serial(() => this.openNow(input, options));
+  }
+
+  /** Runs `job` after every call queued before it: the backend holds one session. */
+  private serial<T>(job: () => Promise<T>): Promise<T> {
+    const run = this.busy.then(job);
     this.busy = run.catch(() => undefined);
     return run;
+  }
+
+  /** The recording open on this transcriber (it keeps one). */
+  private recording: WnwRecording | null = null;
+
+  private async openNow(input: AudioInput, o: RecordingOptions): Promise<WnwRecording> {
+    if (this.disposed) throw new WnwError('BAD_ARGUMENT', 'this transcriber was disposed; load a new one');
+    checkRecordingOptions(o);
+    if (o.signal?.aborted) throw new CancelledError('', 'encode');
+    this.recording?.dispose('this recording was disposed: its transcriber opened another (it keeps one recording)');
+    if (this.lost) await this.rebuild();
+    let enc: Awaited<ReturnType<WnwTranscriber['encode']>>;
+    try {
+      enc = await this.encode(input, o);
+    } catch (e) {
+      throw (await this.deviceLost(e)) ?? e;
+    }
+    const rec = new WnwRecording(this.recordingHost(), enc, o.system);
+    this.recording = rec;
+    return rec;
+  }
+
+  /** What a recording asks of this transcriber. */
+  private recordingHost(): RecordingHost {
+    return {
+      model: this.model,
+      serial: (job) => this.serial(job),
+      run: (rec, prompt, options, resume, encodeMs) => this.runOnRecording(rec, prompt, options, resume, encodeMs),
+      sessionKey: (o) => this.sessionKey(o),
+      promptOf: (language, p, system) => this.recordingPrompt(language, p, system),
+      followUp: (question, system) =>
+        followUpFor(this.model, question, system !== undefined ? system : this.conversationSystem()),
+      release: (rec) => {
+        if (this.recording === rec) this.recording = null;
+      },
+    };
+  }
+
+  private conversationSystem(): string | null {
+    return this.model.family ? conversationSystem(this.model.family.prompt) : null;
+  }
+
+  /** A recording's request prompt: its task's (or question's) with the recording's system message. */
+  private async recordingPrompt(
+    language: string | undefined,
+    p: RequestPrompt,
+    system: string | null | undefined,
+  ): Promise<PromptIds> {
+    const lang = language !== undefined ? languageCode(language) : this.defaults.language;
+    if (p.kind === 'transcribe' && lang === this.defaults.language && !this.model.family)
+      return sessionPrompt(this.model.config, {});
+    const task =
+      p.kind === 'translate'
+        ? { task: 'translate' as const, targetLanguage: p.targetLanguage }
+        : p.kind === 'ask'
+          ? { question: p.question }
+          : {};
+    return promptForLanguage(this.model, lang, {
+      ...task,
+      system: system !== undefined ? system : this.conversationSystem(),
+    });
+  }
+
+  /** What a request's options must share with the session they reuse: the policy, its options and the readouts. */
+  private sessionKey(o: TranscribeOptions): string {
+    const policy = o.policy ?? this.defaults.policy;
+    const probe = o.probe;
+    return JSON.stringify([
+      policy,
+      policyBudget(policy, o.budget ?? this.defaults.budget),
+      o.policyOptions ?? null,
+      !!o.onStep,
+      !!probe?.onAttention,
+      !!probe?.onLogits,
+      !!probe?.forcedTokens,
+    ]);
+  }
+
+  private async runOnRecording(
+    rec: WnwRecording,
+    prompt: PromptIds,
+    options: TranscribeOptions,
+    resume: { conversation: Conversation; feed: readonly number[] } | undefined,
+    encodeMs: number,
+  ): Promise<RunOutcome & { key: string; policy: Conversation['policy'] }> {
+    checkTranscribeOptions(options);
+    if (options.signal?.aborted) throw new CancelledError('', 'prefill');
+    // After a lost device the conversation is gone (deviceLost dropped it): this request prefills again.
+    if (this.lost) await this.rebuild();
+    const parts = resume ? resume.conversation.policy : this.runParts(options);
+    try {
+      const enc = rec.encoding;
+      const out = await runRequest({
+        model: this.model,
+        backend: this.decoder,
+        prompt,
+        ...parts,
+        embeddings: enc.embeddings,
+        audioLength: enc.audioLength,
+        audioSeconds: enc.audioSeconds,
+        encodeMs,
+        options,
+        progress: options.onProgress ?? this.defaults.onProgress ?? (() => {}),
+        keepOpen: true,
+        ...(resume
+          ? { resume: { session: resume.conversation.session, setup: resume.conversation.setup, feed: resume.feed } }
+          : {}),
+      });
+      this.finishStats(out.result, enc.audioSeconds);
+      const r = out.result;
+      if (r.error && !(r.error instanceof CancelledError)) {
+        const lost = await this.deviceLost(r.error);
+        if (lost) r.error = lost.withText(r.text);
+      }
+      return { ...out, key: this.sessionKey(options), policy: parts };
+    } catch (e) {
+      throw (await this.deviceLost(e)) ?? e;
+    }
+  }
+
+  /** The loaded model's share of a run's stats: the encoder's bytes and the model card's limits. */
+  private finishStats(res: TranscriptionResult, audioSeconds: number): void {
+    res.stats.encoderBytes = this.route.weightBytes;
+    const warnings = statedLimitWarnings(this.model.family, audioSeconds);
+    if (warnings.length) res.stats.warnings = warnings;
+  }
+
+  /** A run's policy and the heads that date its words and draw its tide chart. */
+  private runParts(options: TranscribeOptions): Conversation['policy'] {
+    const { policyName, budget, policy } = this.policyFor(options);
+    return {
+      policyName,
+      budget,
+      policy,
+      timingHeads: wordTimingHeads(policy, this.model.heads, budget),
+      tidalHeads: policy.headRoles?.tidal ?? [],
+    };
   }
 
   /** Audio → embeddings, exposed for evaluation (one encoding, many policies). */
@@ -128,33 +279,28 @@ export class WnwTranscriber implements Transcriber {
     enc: Awaited<ReturnType<WnwTranscriber['encode']>>,
     options: TranscribeOptions = {},
   ): Promise<TranscriptionResult> {
-    const { policyName, budget, policy } = this.policyFor(options);
-    const heads = this.model.heads;
+    const parts = this.runParts(options);
     const progress = options.onProgress ?? this.defaults.onProgress ?? (() => {});
     // A call's language ("none" included) replaces the load-time one; omitted, that one holds.
     const prompt = await this.promptFor(
       options.language !== undefined ? languageCode(options.language) : this.defaults.language,
       options,
     );
+    // The backend holds one session: the recording's, if one is open, is closed by this run's.
+    this.recording?.drop();
     const res = await runTranscription({
       model: this.model,
       backend: this.decoder,
       prompt,
-      policy,
-      policyName,
-      budget,
+      ...parts,
       embeddings: enc.embeddings,
       audioLength: enc.audioLength,
       audioSeconds: enc.audioSeconds,
       encodeMs: enc.encodeMs,
-      timingHeads: wordTimingHeads(policy, heads, budget),
-      tidalHeads: policy.headRoles?.tidal ?? [],
       options,
       progress,
     });
-    res.stats.encoderBytes = enc.encoderBytes;
-    const warnings = statedLimitWarnings(this.model.family, enc.audioSeconds);
-    if (warnings.length) res.stats.warnings = warnings;
+    this.finishStats(res, enc.audioSeconds);
     return res;
   }
 
@@ -232,6 +378,7 @@ export class WnwTranscriber implements Transcriber {
     // The old engine's buffers are freed now, not at the next call: a page that never calls again leaks nothing.
     this.lost = true;
     this.lastEncoding = null;
+    this.recording?.drop();
     this.freeEngine();
     return e instanceof DeviceLostError ? e : new DeviceLostError(`${info!.reason}: ${info!.message}`);
   }
@@ -261,6 +408,7 @@ export class WnwTranscriber implements Transcriber {
     if (this.disposed) return;
     this.disposed = true;
     this.lastEncoding = null;
+    this.recording?.dispose('this recording was disposed with its transcriber; load a new one');
     this.freeEngine();
   }
 }

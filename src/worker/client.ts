@@ -9,6 +9,9 @@ import type {
   AudioInput,
   LoadOptions,
   PolicyName,
+  Recording,
+  RecordingOptions,
+  RequestOptions,
   StepStats,
   TranscribeOptions,
   Transcriber,
@@ -21,6 +24,7 @@ import type {
   WorkerAudio,
   WorkerLoadOptions,
   WorkerProbe,
+  WorkerRequest,
   WorkerTranscribeOptions,
 } from './protocol.js';
 
@@ -183,6 +187,7 @@ function partialResult(
         releasesPerStep: 0,
       },
       timing: { msPerToken: mean((s) => s.msPerToken), prefillMs: 0, encodeMs: 0, realTimeFactor: 0 },
+      prompt: { reusedPositions: 0, prefilledPositions: 0 },
     },
   };
 }
@@ -205,60 +210,123 @@ export async function loadTranscriberInWorker(
     throw e;
   });
 
+  /**
+   * Sends one run (`message` for the id it gets) and streams its tokens, steps and progress
+   * back; a cancel the worker does not answer in time stops it and returns what was streamed.
+   */
+  async function call<T>(
+    opts: TranscribeOptions,
+    message: (
+      id: number,
+      options: WorkerTranscribeOptions,
+      wants: { wantSteps: boolean; wantTokens: boolean },
+    ) => ToWorker,
+    input: () => AudioInput,
+    answer: (m: FromWorker, done: (v: T) => void) => boolean,
+    partial: (seen: Seen, input: AudioInput) => T,
+  ): Promise<T> {
+    const probe = workerProbe(opts.probe);
+    if (handle.crashed) throw handle.crashed;
+    const s = handle;
+    await s.ready;
+    const { signal, onToken, onStep, onProgress: onCallProgress, probe: _hooks, ...data } = opts;
+    const callOptions: WorkerTranscribeOptions = { ...data, ...(probe ? { probe } : {}) };
+    const seen: Seen = { text: '', tokens: [], steps: [] };
+    return new Promise<T>((resolve, reject) => {
+      let kill: ReturnType<typeof setTimeout> | undefined;
+      const finish = () => {
+        s.close(id);
+        clearTimeout(kill);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      const id = s.open((m) => {
+        if (m.type === 'progress') onCallProgress?.(m.event);
+        else if (m.type === 'token') ((seen.text += m.text), seen.tokens.push(m.token), onToken?.(m.text, m.token));
+        else if (m.type === 'step') (seen.steps.push(m.stats), onStep?.(m.stats));
+        else if (m.type === 'failed') (finish(), reject(deserializeError(m.error)));
+        else answer(m, (v) => (finish(), resolve(v)));
+      });
+      const onAbort = () => {
+        s.send({ type: 'cancel', id });
+        kill = setTimeout(() => {
+          finish();
+          s.worker.terminate();
+          if (handle === s) handle = new WorkerHandle(makeWorker(), rest, onProgress);
+          resolve(partial(seen, input()));
+        }, CANCEL_GRACE_MS);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      // Tokens always come back, even without onToken: they are the partial transcript if the worker must be stopped.
+      s.send(message(id, callOptions, { wantSteps: !!onStep, wantTokens: true }));
+      if (signal?.aborted) onAbort();
+    });
+  }
+
+  const result = (m: FromWorker, done: (r: TranscriptionResult) => void) =>
+    m.type === 'result' && (done({ ...m.result, ...(m.error ? { error: deserializeError(m.error) } : {}) }), true);
+  const partialOf = (opts: TranscribeOptions) => (seen: Seen, input: AudioInput) =>
+    partialResult(seen, input, opts.policy ?? options.policy ?? 'wnw', opts.budget ?? options.budget ?? 0.2, backend);
+
+  /** A recording open in the worker: its requests are messages naming the `open` message's id. */
+  function recording(id: number, audioSeconds: number, samples: AudioInput): Recording {
+    let closed = false;
+    const request = <T = TranscriptionResult>(
+      r: WorkerRequest,
+      opts: RequestOptions,
+      answer: (m: FromWorker, done: (v: T) => void) => boolean = result as never,
+    ): Promise<T> =>
+      call<T>(
+        opts,
+        (callId, o, wants) => ({ type: 'request', id: callId, recording: id, request: r, options: o, ...wants }),
+        () => samples,
+        answer,
+        partialOf(opts) as never,
+      );
+    return {
+      audioSeconds,
+      transcribe: (opts = {}) => request({ kind: 'transcribe' }, opts),
+      translate: (targetLanguage, opts = {}) => request({ kind: 'translate', targetLanguage }, opts),
+      ask: (question, { fresh, ...opts } = {}) =>
+        request({ kind: 'ask', question, ...(fresh !== undefined ? { fresh } : {}) }, opts),
+      subtitles: (format, opts = {}) =>
+        request<string>(
+          { kind: 'subtitles', format },
+          opts,
+          (m, done) => m.type === 'subtitles' && (done(m.text), true),
+        ),
+      dispose() {
+        if (closed) return;
+        closed = true;
+        const closeId = handle.open(() => {});
+        handle.close(closeId);
+        handle.send({ type: 'close-recording', id: closeId, recording: id });
+      },
+    };
+  }
+
   return {
     backend,
-    async transcribe(input: AudioInput, opts: TranscribeOptions = {}): Promise<TranscriptionResult> {
-      const probe = workerProbe(opts.probe);
-      if (handle.crashed) throw handle.crashed;
-      const s = handle;
-      await s.ready;
-      const { signal, onToken, onStep, onProgress: onCallProgress, probe: _hooks, ...data } = opts;
-      const callOptions: WorkerTranscribeOptions = { ...data, ...(probe ? { probe } : {}) };
-      const seen: Seen = { text: '', tokens: [], steps: [] };
-      return new Promise<TranscriptionResult>((resolve, reject) => {
-        let kill: ReturnType<typeof setTimeout> | undefined;
-        const finish = () => {
-          s.close(id);
-          clearTimeout(kill);
-          signal?.removeEventListener('abort', onAbort);
-        };
-        const id = s.open((m) => {
-          if (m.type === 'progress') onCallProgress?.(m.event);
-          else if (m.type === 'token') ((seen.text += m.text), seen.tokens.push(m.token), onToken?.(m.text, m.token));
-          else if (m.type === 'step') (seen.steps.push(m.stats), onStep?.(m.stats));
-          else if (m.type === 'result')
-            (finish(), resolve({ ...m.result, ...(m.error ? { error: deserializeError(m.error) } : {}) }));
-          else if (m.type === 'failed') (finish(), reject(deserializeError(m.error)));
-        });
-        const onAbort = () => {
-          s.send({ type: 'cancel', id });
-          kill = setTimeout(() => {
-            finish();
-            s.worker.terminate();
-            if (handle === s) handle = new WorkerHandle(makeWorker(), rest, onProgress);
-            resolve(
-              partialResult(
-                seen,
-                input,
-                opts.policy ?? options.policy ?? 'wnw',
-                opts.budget ?? options.budget ?? 0.2,
-                backend,
-              ),
-            );
-          }, CANCEL_GRACE_MS);
-        };
-        signal?.addEventListener('abort', onAbort, { once: true });
-        // Tokens always come back, even without onToken: they are the partial transcript if the worker must be stopped.
-        s.send({
-          type: 'transcribe',
-          id,
-          audio: toWorkerAudio(input),
-          options: callOptions,
-          wantSteps: !!onStep,
-          wantTokens: true,
-        });
-        if (signal?.aborted) onAbort();
-      });
+    transcribe: (input: AudioInput, opts: TranscribeOptions = {}): Promise<TranscriptionResult> =>
+      call(
+        opts,
+        (id, o, wants) => ({ type: 'transcribe', id, audio: toWorkerAudio(input), options: o, ...wants }),
+        () => input,
+        result,
+        partialOf(opts),
+      ),
+    async open(input: AudioInput, opts: RecordingOptions = {}): Promise<Recording> {
+      const { signal, onProgress: onOpenProgress, system } = opts;
+      const audio = toWorkerAudio(input);
+      const opened = await call<{ id: number; audioSeconds: number }>(
+        { ...(signal ? { signal } : {}), ...(onOpenProgress ? { onProgress: onOpenProgress } : {}) },
+        (id) => ({ type: 'open', id, audio, ...(system !== undefined ? { system } : {}) }),
+        () => input,
+        (m, done) => m.type === 'opened' && (done({ id: m.id, audioSeconds: m.audioSeconds }), true),
+        () => {
+          throw new CancelledError('', 'encode');
+        },
+      );
+      return recording(opened.id, opened.audioSeconds, input);
     },
     dispose() {
       const s = handle;

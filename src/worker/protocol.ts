@@ -37,8 +37,27 @@ export type ToWorker =
       wantSteps: boolean;
       wantTokens: boolean;
     }
+  | { type: 'open'; id: number; audio: WorkerAudio; system?: string | null }
+  | {
+      type: 'request';
+      id: number;
+      /** The id of the `open` message that opened the recording. */
+      recording: number;
+      request: WorkerRequest;
+      options: WorkerTranscribeOptions;
+      wantSteps: boolean;
+      wantTokens: boolean;
+    }
+  | { type: 'close-recording'; id: number; recording: number }
   | { type: 'cancel'; id: number }
   | { type: 'dispose'; id: number };
+
+/** A recording's request, as its method names it (Recording in types.ts). */
+export type WorkerRequest =
+  | { kind: 'transcribe' }
+  | { kind: 'translate'; targetLanguage: string }
+  | { kind: 'ask'; question: string; fresh?: boolean }
+  | { kind: 'subtitles'; format: 'srt' | 'vtt' };
 
 export type FromWorker =
   | { type: 'progress'; id: number; event: ProgressEvent }
@@ -46,6 +65,8 @@ export type FromWorker =
   | { type: 'token'; id: number; text: string; token: number }
   | { type: 'step'; id: number; stats: StepStats }
   | { type: 'result'; id: number; result: Omit<TranscriptionResult, 'error'>; error?: SerializedError }
+  | { type: 'opened'; id: number; audioSeconds: number }
+  | { type: 'subtitles'; id: number; text: string }
   | { type: 'failed'; id: number; error: SerializedError }
   | { type: 'disposed'; id: number };
 

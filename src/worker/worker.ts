@@ -5,7 +5,8 @@
  * One transcriber per worker; transcriptions run one at a time, in arrival order.
  */
 import { loadTranscriber } from '../transcribe/transcriber.js';
-import type { ProgressEvent, Transcriber } from '../types.js';
+import { WnwError } from '../errors.js';
+import type { ProgressEvent, Recording, TranscribeOptions, Transcriber, TranscriptionResult } from '../types.js';
 import { serializeError, type FromWorker, type ToWorker } from './protocol.js';
 
 interface Scope {
@@ -19,6 +20,28 @@ const running = new Map<number, AbortController>();
 let queue: Promise<unknown> = Promise.resolve();
 
 const post = (m: FromWorker, transfer: Transferable[] = []) => scope.postMessage(m, transfer);
+
+/** The recordings open in this worker, by the id of the message that opened them. */
+const recordings = new Map<number, Recording>();
+
+function recordingOf(id: number): Recording {
+  const rec = recordings.get(id);
+  if (!rec)
+    throw new WnwError(
+      'BAD_ARGUMENT',
+      'this recording was disposed (its transcriber opened another); open the audio again',
+    );
+  return rec;
+}
+
+function request(m: Extract<ToWorker, { type: 'request' }>, options: TranscribeOptions): Promise<TranscriptionResult> {
+  const rec = recordingOf(m.recording);
+  const r = m.request;
+  if (r.kind === 'translate') return rec.translate(r.targetLanguage, options);
+  if (r.kind === 'ask')
+    return rec.ask(r.question, { ...options, ...(r.fresh !== undefined ? { fresh: r.fresh } : {}) });
+  return rec.transcribe(options);
+}
 
 async function handle(m: ToWorker): Promise<void> {
   switch (m.type) {
@@ -46,21 +69,28 @@ async function handle(m: ToWorker): Promise<void> {
       }
       return;
     }
-    case 'transcribe': {
+    case 'transcribe':
+    case 'request': {
       const abort = new AbortController();
       running.set(m.id, abort);
       const run = async () => {
         try {
           if (!transcriber) throw new Error('load the model before transcribing');
           const t = await transcriber;
-          const r = await t.transcribe(m.audio, {
+          const options: TranscribeOptions = {
             ...m.options,
             signal: abort.signal,
             onProgress: (event) => post({ type: 'progress', id: m.id, event }),
             onToken: m.wantTokens ? (text, token) => post({ type: 'token', id: m.id, text, token }) : undefined,
             // Steps carry small typed arrays: structured-clone copies are cheap enough.
             onStep: m.wantSteps ? (stats) => post({ type: 'step', id: m.id, stats }) : undefined,
-          });
+          };
+          if (m.type === 'request' && m.request.kind === 'subtitles') {
+            const text = await recordingOf(m.recording).subtitles(m.request.format, options);
+            post({ type: 'subtitles', id: m.id, text });
+            return;
+          }
+          const r = m.type === 'transcribe' ? await t.transcribe(m.audio, options) : await request(m, options);
           const { error, ...result } = r;
           post({ type: 'result', id: m.id, result, ...(error ? { error: serializeError(error) } : {}) });
         } catch (e) {
@@ -73,6 +103,35 @@ async function handle(m: ToWorker): Promise<void> {
       queue = queue.then(run, run);
       return;
     }
+    case 'open': {
+      const abort = new AbortController();
+      running.set(m.id, abort);
+      const run = async () => {
+        try {
+          if (!transcriber) throw new Error('load the model before opening a recording');
+          const t = await transcriber;
+          const rec = await t.open(m.audio, {
+            signal: abort.signal,
+            onProgress: (event) => post({ type: 'progress', id: m.id, event }),
+            ...(m.system !== undefined ? { system: m.system } : {}),
+          });
+          // The transcriber keeps one recording: opening this one disposed the one before.
+          recordings.clear();
+          recordings.set(m.id, rec);
+          post({ type: 'opened', id: m.id, audioSeconds: rec.audioSeconds });
+        } catch (e) {
+          post({ type: 'failed', id: m.id, error: serializeError(e) });
+        } finally {
+          running.delete(m.id);
+        }
+      };
+      queue = queue.then(run, run);
+      return;
+    }
+    case 'close-recording':
+      recordings.get(m.recording)?.dispose();
+      recordings.delete(m.recording);
+      return;
     case 'cancel':
       running.get(m.id)?.abort();
       return;

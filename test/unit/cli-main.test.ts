@@ -25,6 +25,7 @@ function fakeLoad(seen: { load?: LoadOptions; call?: TranscribeOptions; disposed
     return {
       backend: 'CPU (TypeScript)',
       dispose: () => void (seen.disposed = true),
+      open: () => Promise.reject(new Error('this fake transcribes only')),
       async transcribe(input, call = {}): Promise<TranscriptionResult> {
         seen.call = call;
         const samples = input as Float32Array;
@@ -55,6 +56,7 @@ function fakeLoad(seen: { load?: LoadOptions; call?: TranscribeOptions; disposed
             encodeMs: 5,
             realTimeFactor: 0.1,
           },
+          prompt: { reusedPositions: 0, prefilledPositions: 0 },
           stoppedBy: 'eos',
         };
         const partial = samples[0] === 1;

@@ -50,6 +50,7 @@ function textGrid(name: string, intervals: [number, number, string][]) {
 function fakeLoad(hyps: Map<number, string>, calls: unknown[] = []) {
   return async (): Promise<Transcriber> => ({
     backend: 'fake',
+    open: () => Promise.reject(new Error('this fake transcribes only')),
     dispose() {},
     async transcribe(input, call = {}): Promise<TranscriptionResult> {
       calls.push(call);
@@ -86,6 +87,7 @@ function fakeLoad(hyps: Map<number, string>, calls: unknown[] = []) {
             encodeMs: 0,
             realTimeFactor: 0.1,
           },
+          prompt: { reusedPositions: 0, prefilledPositions: 0 },
           stoppedBy: 'eos',
         },
       };

@@ -21,6 +21,7 @@ function fakeLoad(calls: TranscribeOptions[], loads: LoadOptions[]) {
     loads.push(o);
     return {
       backend: 'fake',
+      open: () => Promise.reject(new Error('this fake transcribes only')),
       dispose() {},
       async transcribe(input, call = {}): Promise<TranscriptionResult> {
         calls.push(call);
@@ -71,6 +72,7 @@ function fakeLoad(calls: TranscribeOptions[], loads: LoadOptions[]) {
               encodeMs: 0,
               realTimeFactor: 0.1,
             },
+            prompt: { reusedPositions: 0, prefilledPositions: 0 },
             stoppedBy: 'eos',
           },
         };

@@ -81,6 +81,10 @@ describe.skipIf(!hasOnnx)('transcriber on a tiny random model (CPU backend)', ()
         submit: (t) => s.submit(t),
         read: async () => fill(await s.read()),
         apply: (plan) => s.apply(plan),
+        get position() {
+          return s.position;
+        },
+        rewind: (p) => s.rewind(p),
         residency: () => s.residency(),
         residencyState: () => s.residencyState(),
         counters: () => s.counters(),

@@ -19,11 +19,26 @@ stated wording, so its request asks in words ("Translate this audio into French.
 Stop ids: the released generation_config.json eos_token_id lists (Qwen) and Tekken's eos
 (Voxtral), with the tokenizer's eos token reported apart.
 
+Conversations over one recording (prompts.py turns): every request of a recording shares
+one system message (Qwen2.5-Omni: the speech recognition one; Qwen2-Audio: none, so the
+template's default), so all share the ids up to the end of the audio. A question asked
+after a question continues that conversation: the previous request's whole prompt, the
+answer's ids as the model produced them (never re-tokenized), then the next turn as the
+upstream code writes it after an assistant message: mistral-common's "</s>[INST]{q}[/INST]",
+or what the chat template renders after the assistant's content up to the next generation
+prompt. Any other request (a transcription, a translation, a first question) starts from
+the audio.
+
 CLI:
   prompts.py ids TOKENIZER_DIR FAMILY N TASK LANGUAGE TARGET [TASK LANGUAGE TARGET ...]
       one JSON object {"ids", "stop", "eos"} per case, for N audio tokens; FAMILY voxtral,
       qwen2_audio or qwen2_5_omni, TASK transcribe|translate, LANGUAGE a code or none,
       TARGET a code or - for none. The chat templates need jinja2 (python3-jinja2).
+  prompts.py turns TOKENIZER_DIR FAMILY N REQUESTS_JSON
+      one JSON object {"ids"} per request of the conversation, its whole prompt: REQUESTS_JSON
+      is a list of {"task": transcribe|translate|ask, "language", "target", "question",
+      "fresh", "answer": [ids]} (language/target null for none; "answer" the ids the model
+      answered this request with, fed to the next question).
 """
 import json
 import os
@@ -117,12 +132,73 @@ def voxtral_ids(folder, n, task, language, target):
     return {"ids": [special["<s>"]] + user + tail, "stop": [special["</s>"]], "eos": special["</s>"]}
 
 
+SESSION_SYSTEM = {"qwen2_5_omni": "You are a speech recognition model.", "qwen2_audio": None}
+ANSWER = "\x00answer\x00"
+
+
+def voxtral_turns(folder, n, requests):
+    tekken = _load(os.path.join(folder, "tekken.json"))
+    special = {s["token_str"]: s["rank"] for s in tekken["special_tokens"]}
+    audio = [special["<s>"], special["[INST]"], special["[BEGIN_AUDIO]"]] + [special["[AUDIO]"]] * n
+    out, prev = [], None
+    for r in requests:
+        if r["task"] == "ask":
+            question = encode_tekken(tekken, r["question"]) + [special["[/INST]"]]
+            if prev is not None and prev[0]["task"] == "ask" and not r.get("fresh"):
+                ids = prev[1] + prev[0]["answer"] + [special["</s>"], special["[INST]"]] + question
+            else:
+                ids = audio + question
+        else:
+            ids = voxtral_ids(folder, n, r["task"], r.get("language"), r.get("target"))["ids"]
+        out.append(ids)
+        prev = (r, ids)
+    return out
+
+
+def qwen_turns(folder, family, n, requests):
+    config = _load(os.path.join(folder, "tokenizer_config.json"))
+    audio_token = config.get("audio_token", "<|AUDIO|>")
+    tok = _load(os.path.join(folder, "tokenizer.json"))
+    template = read_chat_template(folder)
+    system = SESSION_SYSTEM[family]
+    head = [{"role": "system", "content": [{"type": "text", "text": system}]}] if system else []
+    audio = {"type": "audio", "audio_url": "speech.wav"}
+    out, prev = [], None
+    for r in requests:
+        if r["task"] == "ask":
+            text = r["question"]
+        else:
+            text = qwen_conversation(family, r["task"], r.get("language"), r.get("target"))[-1]["content"][1]["text"]
+        follow = prev is not None and prev[0]["task"] == "ask" and r["task"] == "ask" and not r.get("fresh")
+        if follow:
+            # The conversation so far with the answer as a marker, whose ids are spliced in as produced.
+            messages = prev[2] + [{"role": "assistant", "content": ANSWER},
+                                  {"role": "user", "content": [{"type": "text", "text": text}]}]
+            rendered = render(template, messages)
+            after = rendered[rendered.rindex(ANSWER) + len(ANSWER):]
+            ids = prev[1] + prev[0]["answer"] + hf_encode(tok, after)
+        else:
+            messages = head + [{"role": "user", "content": [audio, {"type": "text", "text": text}]}]
+            rendered = render(template, messages)
+            assert rendered.count(audio_token) == 1, rendered
+            ids = hf_encode(tok, rendered.replace(audio_token, audio_token * n))
+        out.append(ids)
+        prev = (r, ids, messages)
+    return out
+
+
 def _load(path):
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 
 
 def main(argv):
+    if argv[:1] == ["turns"] and len(argv) == 5:
+        folder, family, n, requests = argv[1], argv[2], int(argv[3]), json.loads(argv[4])
+        turns = voxtral_turns(folder, n, requests) if family == "voxtral" else qwen_turns(folder, family, n, requests)
+        for ids in turns:
+            print(json.dumps({"ids": ids}))
+        return 0
     if argv[:1] != ["ids"] or len(argv) < 7 or (len(argv) - 4) % 3:
         print(__doc__, file=sys.stderr)
         return 2

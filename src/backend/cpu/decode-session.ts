@@ -37,6 +37,8 @@ export class CpuDecodeSession implements DecodeSession {
   /** The last step queued: the next `submit(null)` is fed its token. */
   private last: Promise<StepResult> | null = null;
   private steps = 0;
+  /** Rewound since the last step: a step fed null has no token to take. */
+  private rewound = false;
 
   constructor(
     private readonly decode: (token: number) => Decoded,
@@ -62,6 +64,8 @@ export class CpuDecodeSession implements DecodeSession {
 
   submit(token: number | null): void {
     this.life.check();
+    if (token === null && this.rewound && !this.last)
+      throw new RangeError('submit(null) right after a rewind: no step left its token; feed one');
     const prev = this.last;
     const run = prev
       ? prev.then((r) => this.run(token ?? r.token))
@@ -75,6 +79,21 @@ export class CpuDecodeSession implements DecodeSession {
   async read(): Promise<StepResult> {
     this.life.check();
     return this.queue.shift();
+  }
+
+  get position(): number {
+    return this.state.nextPos;
+  }
+
+  async rewind(position: number): Promise<void> {
+    this.life.check();
+    if (!(Number.isInteger(position) && position <= this.state.nextPos))
+      throw new RangeError(`rewind to position ${position}: the session is at ${this.state.nextPos}`);
+    while (this.queue.length) await this.queue.shift();
+    this.state.residency.truncateText(position);
+    this.state.nextPos = position;
+    this.last = null;
+    this.rewound = true;
   }
 
   async apply(plan: StepPlan): Promise<TransferStats> {

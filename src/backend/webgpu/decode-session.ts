@@ -295,6 +295,8 @@ export class WebGpuDecodeSession implements DecodeSession {
   private nextPos: number;
   private steps = 0;
   private submitted = 0;
+  /** Rewound since the last submit: a step fed null has no token on the device to take. */
+  private rewound = false;
   /** Steps queued for readback, and the step that reads a slot. */
   private readonly ring: StepRing;
   private reader: DecodeStep | null = null;
@@ -343,6 +345,9 @@ export class WebGpuDecodeSession implements DecodeSession {
     const { ctx, config: c, kernels } = this.e;
     if (token !== null && !(Number.isInteger(token) && token >= 0 && token < c.vocabSize))
       throw new RangeError(`token ${token} outside vocabulary`);
+    if (token === null && this.rewound)
+      throw new RangeError('submit(null) right after a rewind: no step left its token; feed one');
+    this.rewound = false;
     // The first step fed null takes the prefill's token, which the CPU has read already.
     const fed = token ?? (this.submitted === 0 ? this.first : null);
     ctx.check();
@@ -417,6 +422,24 @@ export class WebGpuDecodeSession implements DecodeSession {
       logits: r.logits,
       observation: this.readouts.answer({ step: this.steps++, ...r.observation }),
     };
+  }
+
+  get position(): number {
+    return this.nextPos;
+  }
+
+  async rewind(position: number): Promise<void> {
+    this.life.check();
+    if (!(Number.isInteger(position) && position <= this.nextPos))
+      throw new RangeError(`rewind to position ${position}: the session is at ${this.nextPos}`);
+    while (this.ring.queued) {
+      const { step } = await this.ring.oldest();
+      step.slot.unmap();
+    }
+    // The emptied slots' positions upload with the next step, as a plan's do.
+    this.res.truncateText(position);
+    this.nextPos = position;
+    this.rewound = true;
   }
 
   async apply(plan: StepPlan): Promise<TransferStats> {

@@ -13,6 +13,8 @@ export {
 } from './load.js';
 export {
   buildPrompt,
+  conversationSystem,
+  followUpIds,
   promptIds,
   PROMPT_TASKS,
   type PromptTask,

@@ -39,6 +39,11 @@ export interface PromptOptions {
   instruction?: string;
   /** Replaces the family's system message; null sends none (the template's default applies). */
   system?: string | null;
+  /**
+   * A question about the audio instead of the task's instruction: the recipe's chat request,
+   * a user turn of the audio then the question (Voxtral: `[AUDIO]×N{question}[/INST]`).
+   */
+  question?: string;
   /** tokenizer_config.json fields that name the audio tokens (audio_token, audio_bos_token, audio_eos_token). */
   tokenizerConfig?: Record<string, unknown>;
 }
@@ -112,11 +117,12 @@ function mistralPrompt(
   const id = (s: string) => special(tok, s);
   const lang = opts.language !== undefined ? tok.encode(`lang:${opts.language}`) : [];
   const translation = opts.targetLanguage !== undefined ? recipe.translation : undefined;
+  const chat =
+    opts.question ?? (translation ? translation.instruction(opts.targetLanguage!, opts.language) : undefined);
   return {
     prefix: [id('<s>'), id('[INST]'), id('[BEGIN_AUDIO]')],
-    instruction: translation
-      ? [...tok.encode(translation.instruction(opts.targetLanguage!, opts.language)), id('[/INST]')]
-      : [id('[/INST]'), ...lang, id('[TRANSCRIBE]')],
+    instruction:
+      chat !== undefined ? [...tok.encode(chat), id('[/INST]')] : [id('[/INST]'), ...lang, id('[TRANSCRIBE]')],
     audioToken: id('[AUDIO]'),
   };
 }
@@ -139,6 +145,7 @@ function chatPrompt(recipe: ChatRecipe, tok: TextTokenizer, opts: PromptOptions)
       {
         type: 'text',
         text:
+          opts.question ??
           opts.instruction ??
           (translation
             ? translation.instruction(opts.targetLanguage!, opts.language)
@@ -165,6 +172,48 @@ function chatPrompt(recipe: ChatRecipe, tok: TextTokenizer, opts: PromptOptions)
     audioToken: special(tok, audio),
     templateSource: opts.chatTemplate ? 'folder' : 'built-in',
   };
+}
+
+/** The system message every request of a recording shares by default: the recipe's transcription one. */
+export function conversationSystem(recipe: PromptRecipe): string | null {
+  return recipe.kind === 'chat-template' ? recipe.system : null;
+}
+
+/**
+ * The ids that follow an answer to ask `question` next in the same conversation, starting
+ * with the end of the answer's turn (the stop token the model sampled is never written to
+ * the KV, so the next turn writes it). Voxtral (mistral-common's instruct encoding):
+ * `</s>[INST]{question}[/INST]`. A chat template: what it renders after an assistant turn
+ * for the next user turn and the assistant's header, ChatML's
+ * `<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n`.
+ * `opts` are the conversation's (its system message and the folder's template).
+ */
+export function followUpIds(
+  recipe: PromptRecipe,
+  tok: TextTokenizer,
+  question: string,
+  opts: Pick<PromptOptions, 'chatTemplate' | 'chatTemplateFile' | 'system'> = {},
+): number[] {
+  if (recipe.kind === 'mistral-transcription') {
+    const id = (s: string) => special(tok, s);
+    return [id(recipe.stop[0]), id('[INST]'), ...tok.encode(question), id('[/INST]')];
+  }
+  const system = opts.system !== undefined ? opts.system : recipe.system;
+  const answer = '\u0000answer\u0000';
+  const messages: ChatMessage[] = [];
+  if (system !== null) messages.push({ role: 'system', content: system });
+  messages.push(
+    { role: 'user', content: [{ type: 'text', text: 'question' }] },
+    { role: 'assistant', content: answer },
+    { role: 'user', content: [{ type: 'text', text: question }] },
+  );
+  const file = opts.chatTemplate !== undefined ? (opts.chatTemplateFile ?? 'chat_template') : 'chat_template';
+  const rendered = renderChat(opts.chatTemplate ?? recipe.defaultTemplate, messages, {}, file);
+  const ids = tok.encode(splitAtPlaceholder(rendered, answer, file).after);
+  const stops = recipe.stop.map((s) => tok.tokenId(s));
+  if (!stops.includes(ids[0]))
+    throw new ModelLoadError(file, `an assistant turn must end with one of ${recipe.stop.join(', ')}`);
+  return ids;
 }
 
 /**

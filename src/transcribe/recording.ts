@@ -1,0 +1,206 @@
+/**
+ * A recording kept for many requests: its encoding, and the decode session its last
+ * request left open (the conversation). Every prompt a family builds is
+ * `prefix | audio | instruction`, and within a recording the prefix is the same for every
+ * request (one system message for all), so a next request rewinds the session to the end
+ * of the audio (or, for a follow-up question, of the conversation) and prefills only its
+ * own ids, one step each. The policy's placement stays: anchors and tidal heads keep what
+ * they hold and recall for the new request as they do while decoding; fixed heads keep
+ * the positions they chose at the first request's prefill (docs/usage.md, "One recording,
+ * many requests"). A request with another policy, budget or readouts opens a new session
+ * and prefills the audio again, from the kept encoding.
+ */
+import { WnwError } from '../errors.js';
+import type { DecodeSession } from '../backend/types.js';
+import { audioStart, type PromptIds } from '../model/config.js';
+import type { LoadedModel } from '../model/loader.js';
+import type { Recording, RequestOptions, TranscribeOptions, TranscriptionResult } from '../types.js';
+import type { DecodeSetup, RunInput, RunOutcome } from './run.js';
+import { subtitleCues, toSrt, toVtt } from './subtitles.js';
+
+/** What a request is; a question continues the conversation only after a question. */
+export type RequestKind = 'transcribe' | 'translate' | 'ask';
+
+/** The prompt a request asks for: its task's, or a question's. */
+export interface RequestPrompt {
+  kind: RequestKind;
+  targetLanguage?: string;
+  question?: string;
+  fresh?: boolean;
+}
+
+/** The session a recording's last request left open, and what its KV holds after the audio. */
+export interface Conversation {
+  session: DecodeSession;
+  setup: DecodeSetup;
+  /** What must match for a request to reuse it: the policy, its options and the readouts. */
+  key: string;
+  /** The prompt's ids before the audio (a request with other ones prefills again). */
+  prefix: readonly number[];
+  /** The policy that placed the KV, with its state, and its name and budget for the stats. */
+  policy: Pick<RunInput, 'policy' | 'policyName' | 'budget' | 'timingHeads' | 'tidalHeads'>;
+  /** The sequence position where the audio ends: every request forks there or later. */
+  audioEnd: number;
+  /** The last request's kind; a question after a question continues from `end`. */
+  last: RequestKind | 'cancelled';
+  /** Where the last request's written ids end (its prompt and the answer's fed tokens). */
+  end: number;
+  /** The answer's tokens never fed to a step (the length guard stopped before them). */
+  pending: number[];
+}
+
+/** What a recording asks of the transcriber that opened it. */
+export interface RecordingHost {
+  readonly model: LoadedModel;
+  /** Runs `job` after every call queued before it (the backend holds one session). */
+  serial<T>(job: () => Promise<T>): Promise<T>;
+  /**
+   * Runs one request on the recording's encoding: on `conversation` where it is given
+   * (resumed with `feed`), else in a new session left open.
+   */
+  run(
+    rec: WnwRecording,
+    prompt: PromptIds,
+    options: TranscribeOptions,
+    resume: { conversation: Conversation; feed: readonly number[] } | undefined,
+    encodeMs: number,
+  ): Promise<RunOutcome & { key: string; policy: Conversation['policy'] }>;
+  /** The key a request's options give its session (policy, budget, options, readouts). */
+  sessionKey(options: TranscribeOptions): string;
+  /** The prompt ids of a request, with the recording's system message. */
+  promptOf(language: string | undefined, p: RequestPrompt, system: string | null | undefined): Promise<PromptIds>;
+  /** The ids that ask `question` next after an answer. */
+  followUp(question: string, system: string | null | undefined): Promise<number[]>;
+  /** The recording is done with the backend's session (dispose). */
+  release(rec: WnwRecording): void;
+}
+
+export class WnwRecording implements Recording {
+  private conversation: Conversation | null = null;
+  private disposed: string | null = null;
+  private lastTranscript: { key: string; result: TranscriptionResult } | null = null;
+
+  constructor(
+    private readonly host: RecordingHost,
+    /** The encoding every request decodes from, and the time it took (told by the first request). */
+    readonly encoding: { embeddings: Float32Array; audioLength: number; audioSeconds: number; encodeMs: number },
+    private readonly system: string | null | undefined,
+  ) {}
+
+  get audioSeconds(): number {
+    return this.encoding.audioSeconds;
+  }
+
+  /** Whether a request has told the encode's time yet (the first one does, the rest took none). */
+  private encodeTold = false;
+
+  transcribe(options: RequestOptions = {}): Promise<TranscriptionResult> {
+    return this.request({ kind: 'transcribe' }, options);
+  }
+
+  translate(targetLanguage: string, options: RequestOptions = {}): Promise<TranscriptionResult> {
+    return this.request({ kind: 'translate', targetLanguage }, options);
+  }
+
+  async ask(question: string, options: RequestOptions & { fresh?: boolean } = {}): Promise<TranscriptionResult> {
+    if (typeof question !== 'string' || !question.trim())
+      throw new WnwError('BAD_ARGUMENT', `a question must be a non-empty string, got ${JSON.stringify(question)}`);
+    const { fresh, ...rest } = options;
+    return this.request({ kind: 'ask', question, fresh: fresh === true }, rest);
+  }
+
+  async subtitles(format: 'srt' | 'vtt', options: RequestOptions = {}): Promise<string> {
+    if (format !== 'srt' && format !== 'vtt')
+      throw new WnwError('BAD_ARGUMENT', `subtitles come as "srt" or "vtt", got ${JSON.stringify(format)}`);
+    const key = JSON.stringify([this.host.sessionKey(options), options.language ?? null, options.maxNewTokens]);
+    const done = this.lastTranscript?.key === key ? this.lastTranscript.result : await this.transcribe(options);
+    const cues = subtitleCues(done.words);
+    return format === 'srt' ? toSrt(cues) : toVtt(cues);
+  }
+
+  /** Frees the session this recording holds; `why` is what a later call is told. */
+  dispose(why = 'this recording was disposed; open the audio again'): void {
+    if (this.disposed) return;
+    this.disposed = why;
+    this.drop();
+    this.host.release(this);
+  }
+
+  /** Closes the conversation's session (another user of the backend opens one). */
+  drop(): void {
+    this.conversation?.session.close();
+    this.conversation = null;
+  }
+
+  /** The prompt ids so far of the open conversation, after its prefix and audio (tests). */
+  get openConversation(): Readonly<Conversation> | null {
+    return this.conversation;
+  }
+
+  private async request(p: RequestPrompt, options: RequestOptions): Promise<TranscriptionResult> {
+    const task = options as TranscribeOptions;
+    if (task.task !== undefined || task.targetLanguage !== undefined)
+      throw new WnwError(
+        'BAD_ARGUMENT',
+        'a recording names the task by its method (transcribe, translate, ask): drop the options task and targetLanguage',
+      );
+    return this.host.serial(() => this.requestNow(p, options));
+  }
+
+  private async requestNow(p: RequestPrompt, options: RequestOptions): Promise<TranscriptionResult> {
+    if (this.disposed) throw new WnwError('BAD_ARGUMENT', this.disposed);
+    const prompt = await this.host.promptOf(options.language, p, this.system);
+    const key = this.host.sessionKey(options);
+    const conv = this.conversation;
+    const reuse = conv && conv.key === key && sameIds(conv.prefix, prompt.prefix) ? conv : null;
+    let resume: { conversation: Conversation; feed: readonly number[] } | undefined;
+    if (reuse) {
+      const follows = p.kind === 'ask' && !p.fresh && reuse.last === 'ask';
+      const feed = follows
+        ? [...reuse.pending, ...(await this.host.followUp(p.question!, this.system))]
+        : prompt.instruction;
+      const fork = follows ? reuse.end : reuse.audioEnd;
+      const left = this.host.model.config.maxPositions - fork - feed.length;
+      if (left < 1)
+        throw new WnwError(
+          'CONTEXT_TOO_LONG',
+          `this request needs ${feed.length} positions after the ${fork} the recording's conversation holds, ` +
+            `and ${Math.max(0, this.host.model.config.maxPositions - fork)} remain of the model's ${this.host.model.config.maxPositions}: ` +
+            (follows ? 'ask it with { fresh: true } to start again from the audio' : 'ask a shorter question'),
+        );
+      await reuse.session.rewind(fork);
+      resume = { conversation: reuse, feed };
+    } else {
+      this.drop();
+    }
+    const encodeMs = this.encodeTold ? 0 : this.encoding.encodeMs;
+    this.encodeTold = true;
+    const out = await this.host.run(this, prompt, options, resume, encodeMs);
+    const r = out.result;
+    if (out.open) {
+      this.conversation = {
+        session: out.open.session,
+        setup: out.open.setup,
+        policy: out.policy,
+        key: out.key,
+        prefix: prompt.prefix,
+        audioEnd: audioStart(prompt) + this.encoding.audioLength,
+        last: r.error ? 'cancelled' : p.kind,
+        end: out.reusedPositions + out.prefilledPositions + out.written.length,
+        pending: out.pending,
+      };
+    } else {
+      this.conversation = null;
+    }
+    if (p.kind === 'transcribe' && !r.error)
+      this.lastTranscript = {
+        key: JSON.stringify([key, options.language ?? null, options.maxNewTokens]),
+        result: r,
+      };
+    return r;
+  }
+}
+
+function sameIds(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
