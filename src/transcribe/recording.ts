@@ -47,6 +47,8 @@ export interface Conversation {
   end: number;
   /** The answer's tokens never fed to a step (the length guard stopped before them). */
   pending: number[];
+  /** The ids written after the audio, in order: the prompt's and the answers'. */
+  ids: number[];
 }
 
 /** What a recording asks of the transcriber that opened it. */
@@ -132,10 +134,8 @@ export class WnwRecording implements Recording {
     this.conversation = null;
   }
 
-  /** The prompt ids so far of the open conversation, after its prefix and audio (tests). */
-  get openConversation(): Readonly<Conversation> | null {
-    return this.conversation;
-  }
+  /** The last request's whole prompt: its prefix, and its ids after the audio (a follow-up's hold the conversation before it). */
+  lastPrompt: { prefix: readonly number[]; afterAudio: readonly number[] } | null = null;
 
   private async request(p: RequestPrompt, options: RequestOptions): Promise<TranscriptionResult> {
     const task = options as TranscribeOptions;
@@ -154,6 +154,7 @@ export class WnwRecording implements Recording {
     const conv = this.conversation;
     const reuse = conv && conv.key === key && sameIds(conv.prefix, prompt.prefix) ? conv : null;
     let resume: { conversation: Conversation; feed: readonly number[] } | undefined;
+    let afterAudio: readonly number[] = prompt.instruction;
     if (reuse) {
       const follows = p.kind === 'ask' && !p.fresh && reuse.last === 'ask';
       const feed = follows
@@ -170,6 +171,7 @@ export class WnwRecording implements Recording {
         );
       await reuse.session.rewind(fork);
       resume = { conversation: reuse, feed };
+      if (follows) afterAudio = [...reuse.ids, ...feed];
     } else {
       this.drop();
     }
@@ -177,6 +179,7 @@ export class WnwRecording implements Recording {
     this.encodeTold = true;
     const out = await this.host.run(this, prompt, options, resume, encodeMs);
     const r = out.result;
+    this.lastPrompt = { prefix: prompt.prefix, afterAudio };
     if (out.open) {
       this.conversation = {
         session: out.open.session,
@@ -188,6 +191,7 @@ export class WnwRecording implements Recording {
         last: r.error ? 'cancelled' : p.kind,
         end: out.reusedPositions + out.prefilledPositions + out.written.length,
         pending: out.pending,
+        ids: [...afterAudio, ...out.written],
       };
     } else {
       this.conversation = null;

@@ -1,0 +1,126 @@
+/**
+ * A conversation on one recording of each Hugging Face family's miniature (full cache): a
+ * transcription, a question and a follow-up question. Each request's whole prompt must be
+ * the one training/hf/prompts.py builds from the upstream rules (mistral-common's instruct
+ * encoding, the folder's chat template with the answer's ids spliced in), and its answer
+ * and logits those of that whole prompt prefilled fresh.
+ */
+import { spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadTranscriber } from '../../src/transcribe/transcriber.js';
+import { CpuBackend } from '../../src/backend/cpu/backend.js';
+import { createPolicy } from '../../src/policy/registry.js';
+import { policyLayout } from '../../src/kv/prompt.js';
+import { isStop } from '../../src/model/config.js';
+import { ensureMiniatures, MINIATURE_FAMILIES } from '../helpers/miniatures.js';
+import { hasJinja2 } from './tokenizer-fixtures.js';
+
+const MAX_NEW = 5;
+
+/** Each request's whole prompt ids from the Python reference, given the answers the run gave. */
+function referenceTurns(dir: string, family: string, n: number, requests: object[]): number[][] {
+  const r = spawnSync(
+    '/usr/bin/python3',
+    [resolve('training/hf/prompts.py'), 'turns', dir, family, String(n), JSON.stringify(requests)],
+    { encoding: 'utf8' },
+  );
+  if (r.status !== 0) throw new Error(`prompts.py turns failed: ${r.stderr}`);
+  return r.stdout
+    .trim()
+    .split('\n')
+    .map((l) => (JSON.parse(l) as { ids: number[] }).ids);
+}
+
+describe('a conversation on one recording, per family', () => {
+  let models = '';
+  let tmp = '';
+  let bytes = new Uint8Array(0);
+  beforeAll(async () => {
+    models = await ensureMiniatures();
+    tmp = mkdtempSync(join(tmpdir(), 'wnw-recording-'));
+    const wav = join(tmp, 'clip.wav');
+    execFileSync('espeak-ng', ['-w', wav, 'the quick brown fox jumps over the lazy dog'], { stdio: 'ignore' });
+    bytes = new Uint8Array(readFileSync(wav));
+  }, 180_000);
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+  for (const family of MINIATURE_FAMILIES) {
+    it(`${family}: transcription, question and follow-up equal each whole prompt prefilled fresh`, async () => {
+      // The Qwen references render the chat template with jinja2 (python3-jinja2, which npm test installs).
+      expect(hasJinja2()).toBe(true);
+      const dir = join(models, family);
+      const t = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'full' });
+      try {
+        const rec = await t.open(bytes);
+        const N = rec.encoding.audioLength;
+        const c = t.model.config;
+        const turns: { req: Record<string, unknown>; run: (o: object) => ReturnType<typeof rec.transcribe> }[] = [
+          { req: { task: 'transcribe' }, run: (o) => rec.transcribe(o) },
+          { req: { task: 'ask', question: 'What is said?' }, run: (o) => rec.ask('What is said?', o) },
+          { req: { task: 'ask', question: 'Who says it?' }, run: (o) => rec.ask('Who says it?', o) },
+        ];
+        const runs = [];
+        for (const turn of turns) {
+          const logits: Float32Array[] = [];
+          const r = await turn.run({
+            maxNewTokens: MAX_NEW,
+            probe: { onLogits: (_: number, l: Float32Array) => void logits.push(l.slice()) },
+          });
+          expect(r.error).toBeUndefined();
+          runs.push({ r, logits, prompt: rec.lastPrompt!, req: { ...turn.req, answer: r.tokens } });
+        }
+        // Only the first request prefilled the audio; the follow-up reused the conversation before it.
+        expect(runs[0].r.stats.prompt.reusedPositions).toBe(0);
+        expect(runs[1].r.stats.prompt.reusedPositions).toBe(c.prefix.length + N);
+        expect(runs[2].r.stats.prompt.reusedPositions).toBeGreaterThan(c.prefix.length + N);
+
+        const reference = referenceTurns(
+          dir,
+          family,
+          N,
+          runs.map((x) => x.req),
+        );
+        const audioId = reference[0][c.prefix.length];
+        const policy = createPolicy('full', { budget: 1 });
+        for (let k = 0; k < runs.length; k++) {
+          const { r, logits, prompt } = runs[k];
+          expect([...prompt.prefix, ...new Array<number>(N).fill(audioId), ...prompt.afterAudio]).toEqual(reference[k]);
+          // The whole prompt prefilled fresh, then fed the answer: the same tokens and logits.
+          const be = new CpuBackend(c, t.model.weights);
+          const whole = { prefix: prompt.prefix, instruction: prompt.afterAudio };
+          const pre = await be
+            .open({
+              audioLength: N,
+              maxNewTokens: MAX_NEW + 1,
+              request: policy.request(policyLayout(c, N, whole)),
+              prompt: whole,
+              returnLogits: true,
+            })
+            .prefill(rec.encoding.embeddings);
+          const s = await pre.place(policy.prefill(pre.observation));
+          const fresh = [pre.token];
+          let worst = 0;
+          // The recording read the logits of every step it fed an answer token to (all but a last one the length guard kept).
+          expect(logits.length).toBe(r.stats.stoppedBy === 'eos' ? r.tokens.length : r.tokens.length - 1);
+          for (let i = 0; i < logits.length; i++) {
+            const step = await s.step(r.tokens[i]);
+            step.logits!.forEach((v, j) => (worst = Math.max(worst, Math.abs(v - logits[i][j]))));
+            fresh.push(step.token);
+          }
+          s.close();
+          be.dispose();
+          const stop = fresh.findIndex((id) => isStop(c, id));
+          expect(stop === -1 ? fresh.slice(0, r.tokens.length) : fresh.slice(0, stop)).toEqual(r.tokens);
+          expect(worst).toBeLessThan(1e-4);
+        }
+        rec.dispose();
+      } finally {
+        t.dispose();
+      }
+    }, 180_000);
+  }
+});
