@@ -216,27 +216,71 @@ export const TRANSCRIBE_USAGE =
   '[--model DIR] [--language en|none] [--task transcribe|translate --target-language de] ' +
   '[--audio-encoder onnx|audio-tower] [--format txt|json|srt|vtt] [--json]';
 
-export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): TranscribeArgs {
-  const { flags, positional } = splitArgs(argv, ['json']);
-  rejectUnknown(flags, [
-    'policy',
-    'budget',
-    'backend',
-    'kv',
-    'weights',
-    'audio-weights',
-    'model',
-    'language',
-    'task',
-    'target-language',
-    'audio-encoder',
-    'format',
-    'json',
-  ]);
+/** The options that load a transcriber for one recording, as `transcribe` and `ask` take them. */
+const LOAD_FLAGS = [
+  'policy',
+  'budget',
+  'backend',
+  'kv',
+  'weights',
+  'audio-weights',
+  'model',
+  'language',
+  'audio-encoder',
+];
+
+export type LoadArgs = Omit<TranscribeArgs, 'file' | 'format' | 'task' | 'targetLanguage'>;
+
+function parseLoadArgs(flags: Map<string, string>, cwd: string): LoadArgs {
   const language = flags.get('language');
   const encoder = flags.get('audio-encoder');
   if (language !== undefined && !isLanguageOption(language))
     throw new UsageError(`--language takes ${LANGUAGE_FORMS}, got "${language}"`);
+  const model = flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir();
+  const weights = flags.get('weights');
+  const audioWeights = flags.get('audio-weights');
+  return {
+    policy: parsePolicy(flags.get('policy') ?? 'wnw'),
+    budget: parseBudget(flags.get('budget') ?? '0.2'),
+    backend: parseBackend(flags.get('backend') ?? 'auto'),
+    kv: parseKvPrecision(flags.get('kv') ?? 'f32'),
+    weights: weights !== undefined ? parseWeightFormat(weights) : defaultWeightFormat(model),
+    model,
+    ...(language !== undefined ? { language } : {}),
+    ...(encoder !== undefined ? { audioEncoder: parseAudioEncoder(encoder) } : {}),
+    ...(audioWeights !== undefined ? { audioWeights: parseWeightFormat(audioWeights, 'audio-weights') } : {}),
+  };
+}
+
+export interface AskArgs extends LoadArgs {
+  file: string;
+  /** Asked in order, in one conversation. */
+  questions: string[];
+  json: boolean;
+}
+
+export const ASK_USAGE =
+  'usage: wnw ask FILE "question" ["follow-up" ...] [--model DIR] [--json] [--policy ...] [--budget 0.2] ' +
+  '[--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--language en|none]';
+
+export function parseAskArgs(argv: string[], cwd = process.cwd()): AskArgs {
+  const { flags, positional } = splitArgs(argv, ['json']);
+  rejectUnknown(flags, [...LOAD_FLAGS, 'json']);
+  if (positional.length < 2)
+    throw new UsageError(positional.length ? 'missing the question' : 'missing the audio file and the question');
+  const questions = positional.slice(1);
+  if (questions.some((q) => !q.trim())) throw new UsageError('a question is empty');
+  return {
+    ...parseLoadArgs(flags, cwd),
+    file: resolve(cwd, positional[0]),
+    questions,
+    json: flags.get('json') === 'true',
+  };
+}
+
+export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): TranscribeArgs {
+  const { flags, positional } = splitArgs(argv, ['json']);
+  rejectUnknown(flags, [...LOAD_FLAGS, 'task', 'target-language', 'format', 'json']);
   const task = flags.get('task');
   const target = flags.get('target-language');
   if (task !== undefined && !(PROMPT_TASKS as readonly string[]).includes(task))
@@ -252,22 +296,11 @@ export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): Transc
     throw new UsageError(
       positional.length ? `expected one audio file, got ${positional.length}` : 'missing the audio file',
     );
-  const model = flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir();
-  const weights = flags.get('weights');
-  const audioWeights = flags.get('audio-weights');
   return {
+    ...parseLoadArgs(flags, cwd),
     file: resolve(cwd, positional[0]),
-    policy: parsePolicy(flags.get('policy') ?? 'wnw'),
-    budget: parseBudget(flags.get('budget') ?? '0.2'),
-    backend: parseBackend(flags.get('backend') ?? 'auto'),
-    kv: parseKvPrecision(flags.get('kv') ?? 'f32'),
-    weights: weights !== undefined ? parseWeightFormat(weights) : defaultWeightFormat(model),
-    model,
-    ...(language !== undefined ? { language } : {}),
     ...(task !== undefined ? { task: task as PromptTask } : {}),
     ...(target !== undefined ? { targetLanguage: target } : {}),
-    ...(encoder !== undefined ? { audioEncoder: parseAudioEncoder(encoder) } : {}),
-    ...(audioWeights !== undefined ? { audioWeights: parseWeightFormat(audioWeights, 'audio-weights') } : {}),
     format: parseOutputFormat(flags.get('format'), flags.get('json') === 'true'),
   };
 }

@@ -5,11 +5,13 @@
  * transcriber and no model.
  */
 import { readFile } from 'node:fs/promises';
-import { progressNote } from '../transcribe/progress-note.js';
 import { subtitleCues, toSrt, toVtt } from '../transcribe/subtitles.js';
-import { hasFixedBudget, policyBudget } from '../research.js';
-import { TRANSCRIBE_USAGE, UsageError, parseTranscribeArgs, type TranscribeArgs } from './args.js';
-import type { LoadOptions, ProgressEvent, Transcriber, TranscriptionResult } from '../index.js';
+import { policyBudget } from '../research.js';
+import { loadFor, oneLine, progressDrawer, readAudio } from './file-run.js';
+import { ASK_USAGE, TRANSCRIBE_USAGE, UsageError, parseTranscribeArgs, type TranscribeArgs } from './args.js';
+import type { LoadOptions, Transcriber, TranscriptionResult } from '../index.js';
+
+export { oneLine, progressLine } from './file-run.js';
 
 export interface CliIo {
   load: (options: LoadOptions) => Promise<Transcriber>;
@@ -39,6 +41,10 @@ export const USAGE =
   "--audio-weights (a Hugging Face audio tower's Linears) defaults to f16 beside a q4 decoder, else to the decoder's format. " +
   '--format txt prints the text (the default), json the text, dated words and stats (--json is the same), ' +
   'srt or vtt subtitles cut from the dated words (2 lines of 42 characters at most, 1 to 7 s each).\n\n' +
+  `${ASK_USAGE}\n\n` +
+  'Asks questions about one recording of a Hugging Face model that chats (Voxtral, Qwen2-Audio, Qwen2.5-Omni): ' +
+  'the audio is encoded and prefilled once, and each question after the first continues the conversation. ' +
+  '--json prints each request (its text, the positions it reused and prefilled, its ms) and the stats.\n\n' +
   'usage: wnw convert HF_DIR OUT_DIR [--quant q4|f16|f32]\n\n' +
   "Packs a Hugging Face folder's decoder weights once (default q4), so it loads without conversion.\n\n" +
   'usage: wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--directions M] [--block N] [--language CODE] [--compare HEADS.json]\n\n' +
@@ -88,19 +94,6 @@ export function formatResult(r: TranscriptionResult, args: Pick<TranscribeArgs, 
   }
 }
 
-/** A reason on one line: messages of nested causes can carry newlines. */
-export function oneLine(e: unknown): string {
-  const msg = e instanceof Error ? e.message : String(e);
-  return msg.replace(/\s*\n\s*/g, ' ').trim() || 'unknown error';
-}
-
-/** "download  42% decoder weights (1.20 GiB of 2.85 GiB)", "compile  50% decoder kernels (12 of 24 pipelines)". */
-export function progressLine(e: ProgressEvent): string {
-  const pct = Math.round(Math.max(0, Math.min(1, e.fraction)) * 100);
-  const note = progressNote(e);
-  return `${e.phase} ${String(pct).padStart(3)}%${e.detail ? ` ${e.detail}` : ''}${note ? ` (${note})` : ''}`;
-}
-
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const [command, ...rest] = argv;
   if (!command || command === '--help' || command === '-h' || command === 'help') {
@@ -109,6 +102,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   }
   if (command === 'convert') return convertCommand(rest, io);
   if (command === 'calibrate') return calibrate(rest, io);
+  if (command === 'ask') return ask(rest, io);
   if (command !== 'transcribe') {
     io.stderr(`wnw: unknown command "${command}"\n${TRANSCRIBE_USAGE}\n`);
     return 2;
@@ -167,6 +161,18 @@ async function convertCommand(argv: string[], io: CliIo): Promise<number> {
   });
 }
 
+/** `wnw ask`: questions about one recording, in one conversation (src/cli/ask.ts). */
+async function ask(argv: string[], io: CliIo): Promise<number> {
+  const { ASK_USAGE, askCommand, parseAskArgs } = await import('./ask.js');
+  return subcommand(
+    argv,
+    io,
+    ASK_USAGE,
+    (a) => parseAskArgs(a),
+    (args) => askCommand(args, io),
+  );
+}
+
 /** `wnw calibrate`: heads.json from the runtime alone (src/cli/calibrate.ts). */
 async function calibrate(argv: string[], io: CliIo): Promise<number> {
   const { CALIBRATE_USAGE, calibrateCommand, parseCalibrateArgs } = await import('./calibrate.js');
@@ -180,58 +186,12 @@ async function calibrate(argv: string[], io: CliIo): Promise<number> {
 }
 
 async function transcribeFile(args: TranscribeArgs, io: CliIo): Promise<number> {
-  let bytes: Uint8Array;
-  try {
-    bytes = await io.readFile(args.file);
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : oneLine(e);
-    io.stderr(`wnw: cannot read ${args.file}: ${why}\n`);
-    return 1;
-  }
-  if (bytes.byteLength === 0) {
-    io.stderr(`wnw: ${args.file} is empty (0 bytes)\n`);
-    return 1;
-  }
-  let audio: Float32Array;
-  try {
-    audio = await io.decode(bytes);
-  } catch (e) {
-    io.stderr(`wnw: ${args.file}: ${oneLine(e)}\n`);
-    return 1;
-  }
-
-  let lastLine = '';
-  const onProgress = (e: ProgressEvent) => {
-    if (!io.tty) return;
-    const line = progressLine(e);
-    if (line !== lastLine) io.stderr(`\r\x1b[2K${(lastLine = line)}`);
-  };
-  const clearProgress = () => {
-    if (io.tty && lastLine) io.stderr('\r\x1b[2K');
-  };
-
+  const audio = await readAudio(args.file, io);
+  if (!audio) return 1;
+  const { onProgress, clear: clearProgress } = progressDrawer(io);
   let asr: Transcriber | undefined;
   try {
-    asr = await io.load({
-      model: args.model,
-      policy: args.policy,
-      budget: args.budget,
-      backend: args.backend,
-      kvPrecision: args.kv,
-      weightFormat: args.weights,
-      audioSeconds: audio.length / 16000,
-      ...(args.language !== undefined ? { language: args.language } : {}),
-      ...(args.audioEncoder ? { audioEncoder: args.audioEncoder } : {}),
-      ...(args.audioWeights ? { audioWeightFormat: args.audioWeights } : {}),
-      onProgress,
-    });
-    clearProgress();
-    // Said every time, not only for auto: a CPU fallback is 10-100x slower and people should know why.
-    io.stderr(
-      `wnw: backend ${asr.backend}${args.backend === 'auto' ? ' (auto)' : ''}; ` +
-        `policy ${args.policy}${hasFixedBudget(args.policy) ? '' : ` at budget ${args.budget}`}\n`,
-    );
+    asr = await loadFor(args, audio.length / 16000, io, onProgress, clearProgress);
     const result = await asr.transcribe(audio, {
       signal: io.signal,
       onProgress,

@@ -18,6 +18,7 @@ import { policyLayout } from '../../src/kv/prompt.js';
 import { isStop } from '../../src/model/config.js';
 import { ensureMiniatures, MINIATURE_FAMILIES } from '../helpers/miniatures.js';
 import { hasJinja2 } from './tokenizer-fixtures.js';
+import { runCliCaptured } from '../helpers/cli.js';
 
 const MAX_NEW = 5;
 
@@ -39,10 +40,11 @@ describe('a conversation on one recording, per family', () => {
   let models = '';
   let tmp = '';
   let bytes = new Uint8Array(0);
+  let wav = '';
   beforeAll(async () => {
     models = await ensureMiniatures();
     tmp = mkdtempSync(join(tmpdir(), 'wnw-recording-'));
-    const wav = join(tmp, 'clip.wav');
+    wav = join(tmp, 'clip.wav');
     execFileSync('espeak-ng', ['-w', wav, 'the quick brown fox jumps over the lazy dog'], { stdio: 'ignore' });
     bytes = new Uint8Array(readFileSync(wav));
   }, 180_000);
@@ -123,4 +125,46 @@ describe('a conversation on one recording, per family', () => {
       }
     }, 180_000);
   }
+
+  it('wnw ask: the questions in one conversation, with what each request reused and prefilled', async () => {
+    const dir = join(models, 'voxtral');
+    const questions = ['What is said?', 'Who says it?'];
+    const r = await runCliCaptured([
+      'ask',
+      wav,
+      ...questions,
+      '--model',
+      dir,
+      '--backend',
+      'cpu',
+      '--policy',
+      'full',
+      '--json',
+    ]);
+    expect(r.err).not.toMatch(/wnw: (?!backend|\d+ tokens)/);
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.out) as {
+      requests: {
+        kind: string;
+        question: string;
+        text: string;
+        reusedPositions: number;
+        prefilledPositions: number;
+        ms: number;
+      }[];
+      stats: { policy: string };
+    };
+    expect(out.requests.map((q) => [q.kind, q.question])).toEqual(questions.map((q) => ['ask', q]));
+    const [first, second] = out.requests;
+    expect(first.reusedPositions).toBe(0);
+    // The follow-up reused the first request's whole prompt and the answer's tokens written after it.
+    expect(second.reusedPositions).toBeGreaterThanOrEqual(first.prefilledPositions);
+    expect(second.prefilledPositions).toBeLessThan(20);
+    for (const q of out.requests) expect(q.ms).toBeGreaterThan(0);
+    expect(out.stats.policy).toBe('full');
+    // A model whose prompt is for transcription only says so.
+    const ref = await runCliCaptured(['ask', wav, 'What is said?', '--backend', 'cpu', '--policy', 'full']);
+    expect(ref.code).toBe(1);
+    expect(ref.err).toMatch(/takes no questions \(its prompt is for transcription only\)/);
+  }, 120_000);
 });
