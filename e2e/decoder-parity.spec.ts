@@ -15,7 +15,8 @@
  * what the whole-prompt path's buffers alone take. The Voxtral shape with f16 and
  * with q4 weights (the CPU decodes the dequantised matrices the GPU reads) under both, and
  * with a vocabulary whose q4 embedding and lm_head a binding cap splits into two row
- * parts each. The shipped-model cases
+ * parts each. A recording's next request: the text rewound to the prompt's end and decoded
+ * again (full cache, pipelined, the text's pages grown one at a time; WnW). The shipped-model cases
  * compare both backends with the training code's golden tokens; they skip until
  * public/models/wnw-ref and its fixtures exist.
  */
@@ -54,6 +55,8 @@ const CHECKS = [
   'parity_pipelined_voxtral_full',
   'parity_pipelined_voxtral_wnw_lag2',
   'parity_voxtral_wnw_chunks_only',
+  'parity_rewind_pipelined_full',
+  'parity_rewind_wnw',
 ];
 
 gpuChecks('decoder', CHECKS);

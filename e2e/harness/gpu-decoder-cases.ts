@@ -302,6 +302,24 @@ export const decoderTests: Record<string, () => Promise<CheckResult>> = {
       pipelined: true,
       policyOptions: { planLag: 2 },
     }),
+  // A recording's next request: the text rewound to the end of the prompt, its pages (grown
+  // for it one at a time) back to the pool, the queued step past the last read dropped.
+  parity_rewind_pipelined_full: () =>
+    runParity({
+      ...shapeCase('voxtral', 'full'),
+      name: 'voxtral-shaped decoder, full cache, pipelined, f16 pool grown for the text, rewound',
+      audio: randomEmbeddings(decoderShapeConfig('voxtral'), 100, 12),
+      steps: 40,
+      pipelined: true,
+      backend: { kvPrecision: 'f16', kvGrowPages: 1 },
+      rewind: true,
+    }),
+  parity_rewind_wnw: () =>
+    runParity({
+      ...shapeCase('voxtral', 'wnw'),
+      name: 'voxtral-shaped decoder, WnW at r_GPU 0.2, rewound',
+      rewind: true,
+    }),
   // WnW's own request: the readback is the token and the chunk indices (16 bytes a step here).
   parity_voxtral_wnw_chunks_only: () =>
     runParity({
