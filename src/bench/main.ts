@@ -4,6 +4,7 @@
  * `npm run bench -- --shape voxtral-mini-3b [--layers 1] [--weights q4]`: decode at a real backbone's shapes (./shape.ts).
  * `npm run bench -- --memory [--weights q4] [--kv f16]`: GPU memory of the released backbones per recording length (./memory.ts).
  * `npm run bench -- --calibration-cost [--layers 1]`: a calibration forward at a real backbone's shapes, and the run's time (./calibration-cost.ts).
+ * `npm run bench -- --session`: one recording, many requests: time to a second request's first token, a recording's CPU memory (./session.ts).
  *
  * Prefill tokens/s and decode ms/token of the reference model at 1, 4 and 10 minutes of
  * audio, full cache vs WnW at r_GPU 0.2, for every backend this machine reaches. Numbers
@@ -48,6 +49,8 @@ async function main(): Promise<void> {
     return (await import('./calibration-cost.js')).calibrationCostMain(process.argv, (s) =>
       process.stderr.write(s + '\n'),
     );
+  if (process.argv.includes('--session'))
+    return (await import('./session.js')).sessionBenchMain(process.argv, (s) => process.stderr.write(s + '\n'));
   if (process.argv.includes('--shape')) return shapeBenchMain(process.argv, (s) => process.stderr.write(s + '\n'));
   const json = process.argv.includes('--json');
   const minutes = arg('minutes', '1,4,10').split(',').map(Number);

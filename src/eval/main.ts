@@ -71,12 +71,18 @@ export interface EvalArgs {
   /** 'translate' asks the model for a translation into `target` and scores BLEU (and WER) against the clips' translation references. */
   task: 'transcribe' | 'translate';
   target: string | null;
+  /**
+   * The policies' teacher-forced decodes run as a recording's second request, after a first
+   * one on the same tokens (--second-request): what a request that reuses the audio's KV,
+   * as the policy left it, loses against the full cache.
+   */
+  secondRequest: boolean;
 }
 
 export const EVAL_USAGE =
   'usage: npm run eval -- --data DIR[,DIR...] --out FILE.json [--policies full,wnw,wnw:ranking=voice] [--budgets 0.2,0.4] [--limit N] ' +
   '[--model DIR] [--backend auto|webgpu|cpu] [--kv f32|f16] [--no-full] [--doc [FILE]] [--block eval|NAME] [--plot FILE.svg] ' +
-  '[--format wav-txt|librispeech-long|longspeech|primock57] [--task transcribe|translate --target LANG]';
+  '[--format wav-txt|librispeech-long|longspeech|primock57] [--task transcribe|translate --target LANG] [--second-request]';
 
 export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
   // --doc takes an optional path: a following non-flag argument is its value.
@@ -84,6 +90,7 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
   const hasPath = i >= 0 && argv[i + 1] !== undefined && !argv[i + 1].startsWith('--');
   const { flags, positional } = splitArgs(hasPath ? argv : argv.map((a) => (a === '--doc' ? '--doc=' : a)), [
     'no-full',
+    'second-request',
   ]);
   rejectUnknown(flags, [
     'data',
@@ -101,6 +108,7 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
     'format',
     'task',
     'target',
+    'second-request',
   ]);
   if (positional.length) throw new UsageError(`unexpected argument "${positional[0]}"`);
   const data = flags.get('data');
@@ -149,6 +157,7 @@ export function parseEvalArgs(argv: string[], cwd = process.cwd()): EvalArgs {
     format: parseFormat(flags.get('format') ?? 'wav-txt'),
     task,
     target,
+    secondRequest: flags.has('second-request'),
   };
 }
 
@@ -302,6 +311,7 @@ async function measureFidelity(
   run: RunRecord,
   spec: string,
   options: TranscribeOptions,
+  secondRequest: boolean,
 ): Promise<void> {
   const none = { werVsFull: null, agreement: null, klVsFull: null, stopShift: null };
   if (typeof ref === 'string') {
@@ -310,7 +320,7 @@ async function measureFidelity(
   }
   run.werVsFull = wer(ref.text, run.text);
   try {
-    const f = await teacherForced((o) => asr.transcribe(audio, o), ref, {
+    const f = await teacherForced(secondRequest ? asSecondRequest(asr, audio) : (o) => asr.transcribe(audio, o), ref, {
       ...options,
       ...specOptions(spec, run.budget).call,
     });
@@ -324,6 +334,33 @@ async function measureFidelity(
     if (options.signal?.aborted) throw e;
     Object.assign(run, { agreement: null, klVsFull: null, stopShift: null, fidelityError: message(e) });
   }
+}
+
+/**
+ * A decode run as a recording's second request: the same request once before it (its
+ * decode and its policy's recalls and releases), then the measured one, which reuses the
+ * audio's KV as the first left it and prefills only its own ids.
+ */
+function asSecondRequest(asr: Transcriber, audio: Float32Array) {
+  return async (o: TranscribeOptions): Promise<TranscriptionResult> => {
+    const { probe, ...rest } = o;
+    const { reusePrefill: _, ...data } = probe ?? {};
+    const rec = await asr.open(audio, { signal: o.signal });
+    try {
+      // The same readouts as the measured request (a session is reused only by a request that reads what it was opened for).
+      const quiet = Object.fromEntries(
+        Object.entries(data).map(([k, v]) => [k, typeof v === 'function' ? () => {} : v]),
+      );
+      const first = await rec.transcribe({ ...rest, probe: quiet });
+      if (first.error) throw first.error;
+      const second = await rec.transcribe({ ...rest, probe: data });
+      if (second.stats.prompt.reusedPositions === 0)
+        throw new Error('the second request prefilled the audio again: it did not reuse the first one');
+      return second;
+    } finally {
+      rec.dispose();
+    }
+  };
 }
 
 /** The full cache's reference for the clip's fidelity measures, or why there is none. */
@@ -431,11 +468,15 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
         }
         if (forced) {
           show(`${label} teacher-forced ...`);
-          await measureFidelity(asr, audio, ref, run, policy, {
-            ...task,
-            signal: io.signal,
-            probe: { reusePrefill: !last },
-          });
+          await measureFidelity(
+            asr,
+            audio,
+            ref,
+            run,
+            policy,
+            { ...task, signal: io.signal, probe: { reusePrefill: !last } },
+            args.secondRequest,
+          );
         }
         record.runs.push(run);
         done++;
@@ -463,6 +504,7 @@ export async function runEval(args: EvalArgs, io: EvalIo): Promise<EvalReport> {
       kv: args.kv,
       date: new Date().toISOString(),
       data: args.data.map(shortPath).join(', '),
+      ...(args.secondRequest ? { secondRequest: true } : {}),
     },
     clips: records,
     summary: summarise(records),

@@ -104,6 +104,8 @@ export interface EvalReport {
     data: string;
     /** The command that wrote the report (absent in reports from before it was recorded). */
     command?: string;
+    /** The teacher-forced decodes ran as a recording's second request (--second-request). */
+    secondRequest?: boolean;
     /** Runs re-run after the report was first written (mergeReports): which rows, when, by what command. */
     updates?: { date: string; command?: string; rows: string[] }[];
   };
@@ -273,7 +275,10 @@ export function docBlock(report: EvalReport, command: string): string {
   const m = report.meta;
   const source = m
     ? `${report.clips.length} clips from \`${m.data}\`, model \`${m.model}\`, ` +
-      `backend ${m.backend}${m.kv && m.kv !== 'f32' ? `, ${m.kv} KV` : ''}, ${m.date}`
+      `backend ${m.backend}${m.kv && m.kv !== 'f32' ? `, ${m.kv} KV` : ''}, ${m.date}` +
+      (m.secondRequest
+        ? "; agreement and KL are a recording's second request's (the first on the same tokens before it)"
+        : '')
     : '';
   const updates = (m?.updates ?? [])
     .map(

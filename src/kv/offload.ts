@@ -36,6 +36,11 @@ export class OffloadStore {
     return this.index.size * 2 * this.elementBytes * this.headDim;
   }
 
+  /** Bytes of the ArrayBuffers the store holds (its chunks, rows in use or free). */
+  get allocatedBytes(): number {
+    return this.chunks.reduce((n, c) => n + c.byteLength, 0);
+  }
+
   has(head: number, pos: number): boolean {
     return this.index.has(this.key(head, pos));
   }
