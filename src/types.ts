@@ -317,6 +317,8 @@ export type RequestOptions = Omit<TranscribeOptions, 'task' | 'targetLanguage'>;
  */
 export interface Recording {
   readonly audioSeconds: number;
+  /** What the model's prompt recipe asks besides a transcription: questions, translations (a transcription-only model: neither). */
+  readonly can: { readonly ask: boolean; readonly translate: boolean };
   transcribe(options?: RequestOptions): Promise<TranscriptionResult>;
   /** The speech translated into `targetLanguage` (a code such as "de"), where the model's prompt recipe has a translation. */
   translate(targetLanguage: string, options?: RequestOptions): Promise<TranscriptionResult>;

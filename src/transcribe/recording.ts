@@ -93,6 +93,11 @@ export class WnwRecording implements Recording {
     return this.encoding.audioSeconds;
   }
 
+  get can(): Recording['can'] {
+    const recipe = this.host.model.family?.prompt;
+    return { ask: !!recipe, translate: !!recipe?.translation };
+  }
+
   /** Whether a request has told the encode's time yet (the first one does, the rest took none). */
   private encodeTold = false;
 

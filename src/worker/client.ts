@@ -267,23 +267,54 @@ export async function loadTranscriberInWorker(
   const partialOf = (opts: TranscribeOptions) => (seen: Seen, input: AudioInput) =>
     partialResult(seen, input, opts.policy ?? options.policy ?? 'wnw', opts.budget ?? options.budget ?? 0.2, backend);
 
-  /** A recording open in the worker: its requests are messages naming the `open` message's id. */
-  function recording(id: number, audioSeconds: number, samples: AudioInput): Recording {
+  type Opened = { id: number; audioSeconds: number; can: Recording['can'] };
+  /** Opens `input` in the current worker: the `open` message's id names the recording there. */
+  const openIn = (input: AudioInput, opts: RecordingOptions): Promise<Opened> => {
+    const { signal, onProgress: onOpenProgress, system } = opts;
+    const audio = toWorkerAudio(input);
+    return call<Opened>(
+      { ...(signal ? { signal } : {}), ...(onOpenProgress ? { onProgress: onOpenProgress } : {}) },
+      (id) => ({ type: 'open', id, audio, ...(system !== undefined ? { system } : {}) }),
+      () => input,
+      (m, done) => m.type === 'opened' && (done({ id: m.id, audioSeconds: m.audioSeconds, can: m.can }), true),
+      () => {
+        throw new CancelledError('', 'encode');
+      },
+    );
+  };
+
+  /**
+   * A recording open in the worker. A worker stopped by force (a cancel it did not answer)
+   * took the recording with it: the next request opens it again in the new one.
+   */
+  function recording(opened: Opened, input: AudioInput, system: RecordingOptions['system']): Recording {
+    let at = { handle, id: opened.id };
     let closed = false;
-    const request = <T = TranscriptionResult>(
+    const current = async (): Promise<number> => {
+      if (at.handle !== handle) {
+        const again = await openIn(input, system !== undefined ? { system } : {});
+        at = { handle, id: again.id };
+      }
+      return at.id;
+    };
+    const request = async <T = TranscriptionResult>(
       r: WorkerRequest,
       opts: RequestOptions,
       answer: (m: FromWorker, done: (v: T) => void) => boolean = result as never,
-    ): Promise<T> =>
-      call<T>(
+    ): Promise<T> => {
+      if (closed) throw new WnwError('BAD_ARGUMENT', 'this recording was disposed; open the audio again');
+      const recId = await current();
+      return call<T>(
         opts,
-        (callId, o, wants) => ({ type: 'request', id: callId, recording: id, request: r, options: o, ...wants }),
-        () => samples,
+        (id, o, wants) => ({ type: 'request', id, recording: recId, request: r, options: o, ...wants }),
+        () => input,
         answer,
         partialOf(opts) as never,
       );
+    };
     return {
-      audioSeconds,
+      audioSeconds: opened.audioSeconds,
+      can: opened.can,
       transcribe: (opts = {}) => request({ kind: 'transcribe' }, opts),
       translate: (targetLanguage, opts = {}) => request({ kind: 'translate', targetLanguage }, opts),
       ask: (question, { fresh, ...opts } = {}) =>
@@ -297,9 +328,9 @@ export async function loadTranscriberInWorker(
       dispose() {
         if (closed) return;
         closed = true;
-        const closeId = handle.open(() => {});
-        handle.close(closeId);
-        handle.send({ type: 'close-recording', id: closeId, recording: id });
+        const closeId = at.handle.open(() => {});
+        at.handle.close(closeId);
+        at.handle.send({ type: 'close-recording', id: closeId, recording: at.id });
       },
     };
   }
@@ -315,18 +346,7 @@ export async function loadTranscriberInWorker(
         partialOf(opts),
       ),
     async open(input: AudioInput, opts: RecordingOptions = {}): Promise<Recording> {
-      const { signal, onProgress: onOpenProgress, system } = opts;
-      const audio = toWorkerAudio(input);
-      const opened = await call<{ id: number; audioSeconds: number }>(
-        { ...(signal ? { signal } : {}), ...(onOpenProgress ? { onProgress: onOpenProgress } : {}) },
-        (id) => ({ type: 'open', id, audio, ...(system !== undefined ? { system } : {}) }),
-        () => input,
-        (m, done) => m.type === 'opened' && (done({ id: m.id, audioSeconds: m.audioSeconds }), true),
-        () => {
-          throw new CancelledError('', 'encode');
-        },
-      );
-      return recording(opened.id, opened.audioSeconds, input);
+      return recording(await openIn(input, opts), input, opts.system);
     },
     dispose() {
       const s = handle;

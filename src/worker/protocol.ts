@@ -3,7 +3,15 @@
  * becomes a message tagged with the request id; errors cross as plain objects carrying
  * the WnwError `code` and are rebuilt on the page side.
  */
-import type { LoadOptions, Probe, ProgressEvent, StepStats, TranscribeOptions, TranscriptionResult } from '../types.js';
+import type {
+  LoadOptions,
+  Probe,
+  ProgressEvent,
+  Recording,
+  StepStats,
+  TranscribeOptions,
+  TranscriptionResult,
+} from '../types.js';
 
 /** Functions and AbortSignals do not cross postMessage: the load's signal becomes a cancel message. */
 export type WorkerLoadOptions = Omit<LoadOptions, 'onProgress' | 'signal'>;
@@ -65,7 +73,7 @@ export type FromWorker =
   | { type: 'token'; id: number; text: string; token: number }
   | { type: 'step'; id: number; stats: StepStats }
   | { type: 'result'; id: number; result: Omit<TranscriptionResult, 'error'>; error?: SerializedError }
-  | { type: 'opened'; id: number; audioSeconds: number }
+  | { type: 'opened'; id: number; audioSeconds: number; can: Recording['can'] }
   | { type: 'subtitles'; id: number; text: string }
   | { type: 'failed'; id: number; error: SerializedError }
   | { type: 'disposed'; id: number };

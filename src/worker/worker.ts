@@ -118,7 +118,7 @@ async function handle(m: ToWorker): Promise<void> {
           // The transcriber keeps one recording: opening this one disposed the one before.
           recordings.clear();
           recordings.set(m.id, rec);
-          post({ type: 'opened', id: m.id, audioSeconds: rec.audioSeconds });
+          post({ type: 'opened', id: m.id, audioSeconds: rec.audioSeconds, can: rec.can });
         } catch (e) {
           post({ type: 'failed', id: m.id, error: serializeError(e) });
         } finally {
