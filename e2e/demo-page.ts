@@ -7,6 +7,21 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SampleEntry } from '../src/ui/samples-plugin.js';
 
+/** The file a link downloads: its suggested name and its text. */
+export async function download(page: Page, selector: string): Promise<{ name: string; text: string }> {
+  const [d] = await Promise.all([page.waitForEvent('download'), page.click(selector)]);
+  return { name: d.suggestedFilename(), text: readFileSync(await d.path(), 'utf8') };
+}
+
+/** Each cue's [start, end] in seconds of an SRT (`sep` ",") or WebVTT (".") file. */
+export function cueTimes(text: string, sep: ',' | '.'): [number, number][] {
+  const t = `(\\d\\d):(\\d\\d):(\\d\\d)\\${sep}(\\d\\d\\d)`;
+  return [...text.matchAll(new RegExp(`${t} --> ${t}`, 'g'))].map((m) => [
+    +m[1] * 3600 + +m[2] * 60 + +m[3] + +m[4] / 1000,
+    +m[5] * 3600 + +m[6] * 60 + +m[7] + +m[8] / 1000,
+  ]);
+}
+
 /** Tokens a finished pane reports (its readout's data-tokens). */
 export async function paneTokens(page: Page, pane: string): Promise<number> {
   return Number(await page.locator(`[data-pane="${pane}"] [data-tokens]`).getAttribute('data-tokens'));

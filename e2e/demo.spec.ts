@@ -11,6 +11,8 @@ import { chromiumArgs } from '../playwright.config.js';
 import { ensureMiniatures } from '../test/helpers/miniatures.js';
 import {
   chooseSample,
+  cueTimes,
+  download,
   paneTokens,
   samples,
   shortestClip,
@@ -276,6 +278,24 @@ test.describe('demo page with the reference model', () => {
     expect(chart.rows).toBeGreaterThan(0);
     expect(chart.ink).toBeGreaterThanOrEqual(0.9 * chart.expected);
     expect(chart.colours).toBeGreaterThan(2);
+
+    // The recording stays open: its subtitles download as SRT and WebVTT, cue after cue in order.
+    await expect(page.locator('#requests')).toBeVisible();
+    // The reference model only transcribes: no question, no translation offered.
+    await expect(page.locator('#ask-form')).toBeHidden();
+    await expect(page.locator('#translate-form')).toBeHidden();
+    const srt = await download(page, '#subtitles-srt');
+    const vtt = await download(page, '#subtitles-vtt');
+    expect(srt.name).toBe('transcript.srt');
+    expect(vtt.name).toBe('transcript.vtt');
+    expect(vtt.text.startsWith('WEBVTT')).toBe(true);
+    const cues = cueTimes(srt.text, ',');
+    expect(cues.length).toBeGreaterThan(1);
+    expect(cueTimes(vtt.text, '.')).toEqual(cues);
+    cues.forEach(([a, b], i) => {
+      expect(b).toBeGreaterThan(a);
+      if (i) expect(a).toBeGreaterThanOrEqual(cues[i - 1][1]);
+    });
   });
 
   test("the compare run is within the WER ceilings derived from the model's measured accuracy", () => {

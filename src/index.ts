@@ -1,7 +1,8 @@
 /**
  * wnw: long-form speech transcription in the browser (and Node) with a waxing-and-waning
  * KV cache. Start with `loadTranscriber` (or `loadTranscriberInWorker`, which keeps the
- * decoding off the page's thread) and call `transcribe` on what it returns.
+ * decoding off the page's thread) and call `transcribe` on what it returns, or `open` a
+ * recording once for many requests (transcribe, translate, ask, subtitles).
  *
  * This entry holds what a page needs: loading, transcribing, the typed errors, the "will
  * it fit?" check before a load, `toMono16k` and the user-facing types. Writing a KV policy,
@@ -15,6 +16,8 @@ export type {
   LoadOptions,
   PolicyName,
   ProgressEvent,
+  Recording,
+  RecordingOptions,
   StepStats,
   TranscribeOptions,
   Transcriber,
@@ -37,11 +40,5 @@ export {
 } from './errors.js';
 export { toMono16k } from './audio/decode.js';
 // "Will it fit?" before loading, from the model's config and the adapter's limits.
-export {
-  checkFit,
-  memoryNeed,
-  type FitVerdict,
-  type MemoryNeed,
-  type MemoryNeedRequest,
-} from './backend/webgpu/fit.js';
+export { checkFit, memoryNeed, type FitVerdict } from './backend/webgpu/fit.js';
 export { clearWeightCache } from './model/weight-cache.js';

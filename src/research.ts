@@ -7,7 +7,9 @@
  * words. The page's names are imported from `wnw` itself.
  */
 export { WnwTranscriber } from './transcribe/transcriber.js';
-export type { Probe } from './types.js';
+export type { Probe, RequestOptions, PromptStats } from './types.js';
+// The fit check's arguments and answer in full (the page's entry has checkFit and memoryNeed).
+export type { MemoryNeed, MemoryNeedRequest } from './backend/webgpu/fit.js';
 export type { KvPolicy, PlanLag, PolicyOptions } from './policy/types.js';
 export type {
   AttentionRequest,

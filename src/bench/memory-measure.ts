@@ -29,7 +29,7 @@ import { policyLayout } from '../kv/prompt.js';
 import { randomEmbeddings } from '../model/testing.js';
 import { countLiveBytes } from './live-bytes.js';
 import { randomPackedWeights, shapeConfig } from './shapes.js';
-import type { MemoryNeed } from '../index.js';
+import type { MemoryNeed } from '../research.js';
 
 export interface MeasureRequest {
   layers: number[];

@@ -271,9 +271,11 @@ async function observeStep(
   const N = r.audioLength;
   const obs = res.observation;
   const probe = o.probe;
-  if (res.logits) probe?.onLogits?.(obs.step, res.logits);
-  if (obs.attention) probe?.onAttention?.(obs.step, obs.attention);
-  if (probe?.onResidency) residencyHook(session, obs.step, probe.onResidency);
+  // The request's own step (a recording's session counts the steps of every request before it).
+  const step = acc.steps;
+  if (res.logits) probe?.onLogits?.(step, res.logits);
+  if (obs.attention) probe?.onAttention?.(step, obs.attention);
+  if (probe?.onResidency) residencyHook(session, step, probe.onResidency);
   let stepPlan = policy.afterStep(obs);
   if (h.heldPlan) {
     // A two-step lag in the waiting loop (teacher forcing): this plan waits one step, as it would pipelined.

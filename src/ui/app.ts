@@ -12,7 +12,8 @@ import { ModelSource, type ChosenModel } from './model-source.js';
 import { CalibratePanel } from './calibrate-panel.js';
 import { Pane, ProgressView, StatsView, formatBytes, formatSeconds } from './readouts.js';
 import { TideChart } from './tide-chart.js';
-import type { LoadOptions, PolicyName, Transcriber, TranscriptionResult } from '../index.js';
+import { RequestsPanel, reuseLine } from './requests-panel.js';
+import type { LoadOptions, PolicyName, Recording, Transcriber, TranscriptionResult } from '../index.js';
 
 export interface AppDeps {
   /** `inPage`: a folder picked from disk, whose Files live in this page (see model-source.ts). */
@@ -87,6 +88,9 @@ export class App {
   /** Loaded for one (model, backend, KV precision) choice: `key`. */
   private transcriber: { key: string; asr: Promise<Transcriber> } | null = null;
   private abort: AbortController | null = null;
+  /** The clip open on the loaded transcriber: every run and request on it shares its encoding. */
+  private recording: { asr: Transcriber; audio: Float32Array; rec: Recording } | null = null;
+  private readonly requests = new RequestsPanel((run, what) => void this.request(run, what));
 
   constructor(private readonly deps: AppDeps) {
     const cb = {
@@ -227,6 +231,7 @@ export class App {
     this.show(null);
     this.clip = clip;
     this.audio = null;
+    this.closeRecording();
     this.ui.start.disabled = true;
     this.ui.clip.hidden = false;
     this.ui.clipName.textContent = `${clip.name} — decoding…`;
@@ -257,11 +262,56 @@ export class App {
     }
   }
 
+  /** The clip's recording on `asr`, opened (encoded) on the first run and kept for the next ones. */
+  private async recordingFor(asr: Transcriber, audio: Float32Array, signal: AbortSignal): Promise<Recording> {
+    const r = this.recording;
+    if (r && r.asr === asr && r.audio === audio) return r.rec;
+    this.closeRecording();
+    this.ui.status.textContent = 'Encoding the audio…';
+    const rec = await asr.open(audio, { signal, onProgress: (e) => this.progress.update(e) });
+    this.recording = { asr, audio, rec };
+    return rec;
+  }
+
+  private closeRecording(): void {
+    this.recording?.rec.dispose();
+    this.recording = null;
+    this.requests.reset();
+  }
+
+  /** A request of the requests panel on the open recording: one at a time, stopped by the page's Stop. */
+  private async request(
+    run: (rec: Recording, signal: AbortSignal) => Promise<TranscriptionResult>,
+    what: string,
+  ): Promise<void> {
+    const open = this.recording;
+    if (!open || this.abort) return;
+    const abort = (this.abort = new AbortController());
+    this.show(null);
+    this.setRunning(true);
+    this.ui.status.textContent = `${what}…`;
+    const t0 = performance.now();
+    try {
+      const r = await run(open.rec, abort.signal);
+      const ms = performance.now() - t0;
+      this.requests.answer(what, r, ms);
+      this.ui.status.textContent = `Done: ${reuseLine(r, ms)}.`;
+      if (r.error) this.show(describeError(r.error, this.context()));
+    } catch (e) {
+      this.show(describeError(e, this.context()));
+      this.ui.status.textContent = 'Failed.';
+    } finally {
+      this.abort = null;
+      this.setRunning(false);
+    }
+  }
+
   private context() {
     return { policy: this.ui.policy.value, budget: Number(this.ui.budget.value), backend: this.ui.backend.value };
   }
 
   private dropTranscriber(): void {
+    this.closeRecording();
     const t = this.transcriber;
     this.transcriber = null;
     t?.asr.then(
@@ -317,6 +367,7 @@ export class App {
     this.ui.cancel.disabled = !running;
     for (const c of [this.ui.policy, this.ui.backend, this.ui.kv, this.ui.compare]) c.disabled = running;
     this.modelSource.setDisabled(running || this.calibration.busy);
+    this.requests.setBusy(running);
     this.ui.budget.disabled = running || hasFixedBudget(this.ui.policy.value);
     document.body.dataset.state = running ? 'running' : 'idle';
   }
@@ -351,24 +402,26 @@ export class App {
     try {
       this.ui.status.textContent = 'Loading the model…';
       const asr = await this.getTranscriber();
+      this.progress.reset(true);
+      const rec = await this.recordingFor(asr, audio, abort.signal);
       const results: TranscriptionResult[] = [];
       for (let i = 0; i < runs.length && !abort.signal.aborted; i++) {
-        const last = i === runs.length - 1;
         const r = await this.runOne(
-          asr,
+          rec,
           audio,
           clip,
           runs[i],
           panes[i],
           abort.signal,
           runs.length > 1 ? ` (${i + 1} of ${runs.length})` : '',
-          !last,
         );
         results.push(r);
         if (r.error) break;
       }
       if (results.length === 2 && !results[1].error)
         this.ui.status.textContent = compareLine(results[0], results[1], this.deps.wer);
+      const done = results.filter((r) => !r.error);
+      if (done.length) this.requests.show(rec, done[done.length - 1]);
       if (!results.length && abort.signal.aborted) {
         // Stopped while the model was still loading: nothing was transcribed.
         panes.forEach((p) => p.failed('not run'));
@@ -387,17 +440,18 @@ export class App {
   }
 
   private async runOne(
-    asr: Transcriber,
+    rec: Recording,
     audio: Float32Array,
     clip: Clip,
     run: { policy: PolicyName; budget: number; title: string },
     pane: Pane,
     signal: AbortSignal,
     suffix: string,
-    reusePrefill: boolean,
   ): Promise<TranscriptionResult> {
     const seconds = audio.length / this.deps.sampleRate;
     this.progress.reset(true);
+    // The recording was encoded when it opened (this run or an earlier one).
+    this.progress.update({ phase: 'encode', fraction: 1 });
     this.stats.clear();
     this.chart.reset(seconds);
     pane.start();
@@ -407,12 +461,11 @@ export class App {
     let tokens = 0;
     let result: TranscriptionResult;
     try {
-      result = await asr.transcribe(audio, {
+      // Every run on the clip shares the recording's encoding; a policy's run repeated reuses its prefill too.
+      result = await rec.transcribe({
         policy: run.policy,
         budget: run.budget,
         signal,
-        // Compare mode: the second policy starts from the same encoding and prefill.
-        probe: { reusePrefill },
         onProgress: (e) => {
           this.progress.update(e);
           if (e.phase === 'decode') this.stats.covered(e.fraction);
@@ -444,7 +497,8 @@ export class App {
           ? 'Stopped; partial transcript kept.'
           : 'Stopped by an error; partial transcript kept.';
     } else {
-      this.ui.status.textContent = `Done${suffix}: ${result.stats.decodeSteps} tokens in ${((performance.now() - t0) / 1000).toFixed(1)} s.`;
+      const ms = performance.now() - t0;
+      this.ui.status.textContent = `Done${suffix}: ${result.stats.decodeSteps} tokens in ${(ms / 1000).toFixed(1)} s; ${reuseLine(result, ms)}.`;
     }
     return result;
   }
