@@ -145,6 +145,21 @@ test.describe('demo page without a model', () => {
     // Random weights: any text, but text.
     expect((await page.locator('#transcript-main').innerText()).trim().length).toBeGreaterThan(0);
     await expect(page.locator('#backend-readout')).toContainText(/CPU/i);
+
+    // The recording stays open: a question and a follow-up reuse the audio (and then the conversation).
+    await expect(page.locator('#requests')).toBeVisible();
+    await expect(page.locator('#translate-form')).toBeVisible();
+    for (const [i, q] of ['What is said?', 'Who says it?'].entries()) {
+      await page.fill('#ask-question', q);
+      await page.click('#ask');
+      await expect(page.locator('#answers li')).toHaveCount(i + 1, { timeout: 120_000 });
+    }
+    const reused = await page
+      .locator('#answers [data-reused]')
+      .evaluateAll((els) => els.map((e) => Number((e as HTMLElement).dataset.reused)));
+    expect(reused[0]).toBeGreaterThan(0);
+    expect(reused[1]).toBeGreaterThan(reused[0]);
+    await expect(page.locator('#answers li').first()).toContainText('Q: What is said?');
     expect(errors).toEqual([]);
   });
 

@@ -222,8 +222,9 @@ function setUpDecode(r: RunInput): DecodeSetup {
   const timing = r.timingHeads.length ? { focus: r.timingHeads } : {};
   const readouts: Readouts = {
     ...timing,
-    // The tide chart reads the anchors' attention per segment.
-    ...(o.onStep && r.timingHeads.length ? { segmentSums: r.timingHeads } : {}),
+    // The tide chart reads the anchors' attention per segment (a recording's session reads it
+    // for every request, so one with a chart and one without share the session).
+    ...((o.onStep || r.keepOpen) && r.timingHeads.length ? { segmentSums: r.timingHeads } : {}),
     // Evaluation may ask for every head's attention: the policy still sees only its own heads.
     ...(o.probe?.onAttention
       ? { attention: Array.from({ length: layout.numLayers * layout.numKvHeads }, (_, h) => h) }

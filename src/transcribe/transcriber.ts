@@ -174,7 +174,7 @@ export class WnwTranscriber implements Transcriber {
     });
   }
 
-  /** What a request's options must share with the session they reuse: the policy, its options and the readouts. */
+  /** What a request's options must share with the session they reuse: the policy, its options and the evaluation's readouts. */
   private sessionKey(o: TranscribeOptions): string {
     const policy = o.policy ?? this.defaults.policy;
     const probe = o.probe;
@@ -182,7 +182,6 @@ export class WnwTranscriber implements Transcriber {
       policy,
       policyBudget(policy, o.budget ?? this.defaults.budget),
       o.policyOptions ?? null,
-      !!o.onStep,
       !!probe?.onAttention,
       !!probe?.onLogits,
       !!probe?.forcedTokens,

@@ -12,7 +12,7 @@ import { ModelSource, type ChosenModel } from './model-source.js';
 import { CalibratePanel } from './calibrate-panel.js';
 import { Pane, ProgressView, StatsView, formatBytes, formatSeconds } from './readouts.js';
 import { TideChart } from './tide-chart.js';
-import { RequestsPanel, reuseLine } from './requests-panel.js';
+import { RequestsPanel, reuseLine, type PanelOptions } from './requests-panel.js';
 import type { LoadOptions, PolicyName, Recording, Transcriber, TranscriptionResult } from '../index.js';
 
 export interface AppDeps {
@@ -89,7 +89,13 @@ export class App {
   private transcriber: { key: string; asr: Promise<Transcriber> } | null = null;
   private abort: AbortController | null = null;
   /** The clip open on the loaded transcriber: every run and request on it shares its encoding. */
-  private recording: { asr: Transcriber; audio: Float32Array; rec: Recording } | null = null;
+  private recording: {
+    asr: Transcriber;
+    audio: Float32Array;
+    rec: Recording;
+    /** The policy of its last run: the panel's requests reuse that run's session. */
+    last?: { policy: PolicyName; budget: number };
+  } | null = null;
   private readonly requests = new RequestsPanel((run, what) => void this.request(run, what));
 
   constructor(private readonly deps: AppDeps) {
@@ -281,7 +287,7 @@ export class App {
 
   /** A request of the requests panel on the open recording: one at a time, stopped by the page's Stop. */
   private async request(
-    run: (rec: Recording, signal: AbortSignal) => Promise<TranscriptionResult>,
+    run: (rec: Recording, options: PanelOptions) => Promise<TranscriptionResult>,
     what: string,
   ): Promise<void> {
     const open = this.recording;
@@ -292,7 +298,7 @@ export class App {
     this.ui.status.textContent = `${what}…`;
     const t0 = performance.now();
     try {
-      const r = await run(open.rec, abort.signal);
+      const r = await run(open.rec, { signal: abort.signal, ...open.last });
       const ms = performance.now() - t0;
       this.requests.answer(what, r, ms);
       this.ui.status.textContent = `Done: ${reuseLine(r, ms)}.`;
@@ -421,7 +427,11 @@ export class App {
       if (results.length === 2 && !results[1].error)
         this.ui.status.textContent = compareLine(results[0], results[1], this.deps.wer);
       const done = results.filter((r) => !r.error);
-      if (done.length) this.requests.show(rec, done[done.length - 1]);
+      if (done.length && this.recording?.rec === rec) {
+        const last = done[done.length - 1];
+        this.recording.last = { policy: last.stats.policy, budget: last.stats.budget };
+        this.requests.show(rec, last);
+      }
       if (!results.length && abort.signal.aborted) {
         // Stopped while the model was still loading: nothing was transcribed.
         panes.forEach((p) => p.failed('not run'));

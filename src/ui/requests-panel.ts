@@ -6,11 +6,14 @@
  * reused of the audio's KV and what it prefilled itself.
  */
 import { subtitleCues, toSrt, toVtt } from '../research.js';
-import type { Recording, TranscriptionResult } from '../index.js';
+import type { Recording, TranscribeOptions, TranscriptionResult } from '../index.js';
+
+/** The options of a panel's request: the page's Stop, and the last run's policy (whose session it reuses). */
+export type PanelOptions = Pick<TranscribeOptions, 'signal' | 'policy' | 'budget'>;
 
 /** The request a button starts: the controller runs it (one at a time, with the page's Stop). */
 export type PanelRequest = (
-  run: (rec: Recording, signal: AbortSignal) => Promise<TranscriptionResult>,
+  run: (rec: Recording, options: PanelOptions) => Promise<TranscriptionResult>,
   what: string,
 ) => void;
 
@@ -40,12 +43,12 @@ export class RequestsPanel {
     this.ui.askForm.addEventListener('submit', (e) => {
       e.preventDefault();
       const q = this.ui.question.value.trim();
-      if (q) request((rec, signal) => rec.ask(q, { signal }), `Q: ${q}`);
+      if (q) request((rec, o) => rec.ask(q, o), `Q: ${q}`);
     });
     this.ui.translateForm.addEventListener('submit', (e) => {
       e.preventDefault();
       const to = this.ui.target.value.trim();
-      if (to) request((rec, signal) => rec.translate(to, { signal }), `Translation into ${to}`);
+      if (to) request((rec, o) => rec.translate(to, o), `Translation into ${to}`);
     });
   }
 
