@@ -29,7 +29,7 @@ import { followUpFor, promptForLanguage } from './prompt-language.js';
 import { languageCode } from '../model/text/language.js';
 import { createPolicy, needsHeads, policyBudget } from '../policy/registry.js';
 import { wordTimingHeads } from '../policy/timing-heads.js';
-import { runRequest, runTranscription, type RunOutcome } from './run.js';
+import { runRequest, runTranscription, type RunInput, type RunOutcome } from './run.js';
 import { checkLoadOptions, checkRecordingOptions, checkTranscribeOptions, show } from './options.js';
 import { WnwRecording, type Conversation, type RecordingHost, type RequestPrompt } from './recording.js';
 import { sessionPrompt } from '../kv/prompt.js';
@@ -203,16 +203,7 @@ export class WnwTranscriber implements Transcriber {
     try {
       const enc = rec.encoding;
       const out = await runRequest({
-        model: this.model,
-        backend: this.decoder,
-        prompt,
-        ...parts,
-        embeddings: enc.embeddings,
-        audioLength: enc.audioLength,
-        audioSeconds: enc.audioSeconds,
-        encodeMs,
-        options,
-        progress: options.onProgress ?? this.defaults.onProgress ?? (() => {}),
+        ...this.runInput(prompt, parts, { ...enc, encodeMs }, options),
         keepOpen: true,
         ...(resume
           ? { resume: { session: resume.conversation.session, setup: resume.conversation.setup, feed: resume.feed } }
@@ -235,6 +226,27 @@ export class WnwTranscriber implements Transcriber {
     res.stats.encoderBytes = this.route.weightBytes;
     const warnings = statedLimitWarnings(this.model.family, audioSeconds);
     if (warnings.length) res.stats.warnings = warnings;
+  }
+
+  /** A request on this transcriber's model and backend: `enc`'s audio under `parts`' policy. */
+  private runInput(
+    prompt: PromptIds | undefined,
+    parts: Conversation['policy'],
+    enc: Pick<RunInput, 'embeddings' | 'audioLength' | 'audioSeconds' | 'encodeMs'>,
+    options: TranscribeOptions,
+  ): RunInput {
+    return {
+      model: this.model,
+      backend: this.decoder,
+      ...(prompt ? { prompt } : {}),
+      ...parts,
+      embeddings: enc.embeddings,
+      audioLength: enc.audioLength,
+      audioSeconds: enc.audioSeconds,
+      encodeMs: enc.encodeMs,
+      options,
+      progress: options.onProgress ?? this.defaults.onProgress ?? (() => {}),
+    };
   }
 
   /** A run's policy and the heads that date its words and draw its tide chart. */
@@ -279,7 +291,6 @@ export class WnwTranscriber implements Transcriber {
     options: TranscribeOptions = {},
   ): Promise<TranscriptionResult> {
     const parts = this.runParts(options);
-    const progress = options.onProgress ?? this.defaults.onProgress ?? (() => {});
     // A call's language ("none" included) replaces the load-time one; omitted, that one holds.
     const prompt = await this.promptFor(
       options.language !== undefined ? languageCode(options.language) : this.defaults.language,
@@ -287,18 +298,7 @@ export class WnwTranscriber implements Transcriber {
     );
     // The backend holds one session: the recording's, if one is open, is closed by this run's.
     this.recording?.drop();
-    const res = await runTranscription({
-      model: this.model,
-      backend: this.decoder,
-      prompt,
-      ...parts,
-      embeddings: enc.embeddings,
-      audioLength: enc.audioLength,
-      audioSeconds: enc.audioSeconds,
-      encodeMs: enc.encodeMs,
-      options,
-      progress,
-    });
+    const res = await runTranscription(this.runInput(prompt, parts, enc, options));
     this.finishStats(res, enc.audioSeconds);
     return res;
   }

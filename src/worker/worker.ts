@@ -43,6 +43,27 @@ function request(m: Extract<ToWorker, { type: 'request' }>, options: TranscribeO
   return rec.transcribe(options);
 }
 
+/**
+ * Runs `job` after the runs queued before it, with an abort a cancel message reaches; its
+ * failure answers as `failed`. Aborting a queued run must still answer, so the abort is
+ * checked by the transcriber itself.
+ */
+function queued(id: number, job: (t: Transcriber, signal: AbortSignal) => Promise<void>): void {
+  const abort = new AbortController();
+  running.set(id, abort);
+  const run = async () => {
+    try {
+      if (!transcriber) throw new Error('load the model first');
+      await job(await transcriber, abort.signal);
+    } catch (e) {
+      post({ type: 'failed', id, error: serializeError(e) });
+    } finally {
+      running.delete(id);
+    }
+  };
+  queue = queue.then(run, run);
+}
+
 async function handle(m: ToWorker): Promise<void> {
   switch (m.type) {
     case 'load': {
@@ -70,64 +91,39 @@ async function handle(m: ToWorker): Promise<void> {
       return;
     }
     case 'transcribe':
-    case 'request': {
-      const abort = new AbortController();
-      running.set(m.id, abort);
-      const run = async () => {
-        try {
-          if (!transcriber) throw new Error('load the model before transcribing');
-          const t = await transcriber;
-          const options: TranscribeOptions = {
-            ...m.options,
-            signal: abort.signal,
-            onProgress: (event) => post({ type: 'progress', id: m.id, event }),
-            onToken: m.wantTokens ? (text, token) => post({ type: 'token', id: m.id, text, token }) : undefined,
-            // Steps carry small typed arrays: structured-clone copies are cheap enough.
-            onStep: m.wantSteps ? (stats) => post({ type: 'step', id: m.id, stats }) : undefined,
-          };
-          if (m.type === 'request' && m.request.kind === 'subtitles') {
-            const text = await recordingOf(m.recording).subtitles(m.request.format, options);
-            post({ type: 'subtitles', id: m.id, text });
-            return;
-          }
-          const r = m.type === 'transcribe' ? await t.transcribe(m.audio, options) : await request(m, options);
-          const { error, ...result } = r;
-          post({ type: 'result', id: m.id, result, ...(error ? { error: serializeError(error) } : {}) });
-        } catch (e) {
-          post({ type: 'failed', id: m.id, error: serializeError(e) });
-        } finally {
-          running.delete(m.id);
+    case 'request':
+      queued(m.id, async (t, signal) => {
+        const options: TranscribeOptions = {
+          ...m.options,
+          signal,
+          onProgress: (event) => post({ type: 'progress', id: m.id, event }),
+          onToken: m.wantTokens ? (text, token) => post({ type: 'token', id: m.id, text, token }) : undefined,
+          // Steps carry small typed arrays: structured-clone copies are cheap enough.
+          onStep: m.wantSteps ? (stats) => post({ type: 'step', id: m.id, stats }) : undefined,
+        };
+        if (m.type === 'request' && m.request.kind === 'subtitles') {
+          const text = await recordingOf(m.recording).subtitles(m.request.format, options);
+          post({ type: 'subtitles', id: m.id, text });
+          return;
         }
-      };
-      // Aborting a queued run must still answer, so the abort is checked by transcribe itself.
-      queue = queue.then(run, run);
+        const r = m.type === 'transcribe' ? await t.transcribe(m.audio, options) : await request(m, options);
+        const { error, ...result } = r;
+        post({ type: 'result', id: m.id, result, ...(error ? { error: serializeError(error) } : {}) });
+      });
       return;
-    }
-    case 'open': {
-      const abort = new AbortController();
-      running.set(m.id, abort);
-      const run = async () => {
-        try {
-          if (!transcriber) throw new Error('load the model before opening a recording');
-          const t = await transcriber;
-          const rec = await t.open(m.audio, {
-            signal: abort.signal,
-            onProgress: (event) => post({ type: 'progress', id: m.id, event }),
-            ...(m.system !== undefined ? { system: m.system } : {}),
-          });
-          // The transcriber keeps one recording: opening this one disposed the one before.
-          recordings.clear();
-          recordings.set(m.id, rec);
-          post({ type: 'opened', id: m.id, audioSeconds: rec.audioSeconds, can: rec.can });
-        } catch (e) {
-          post({ type: 'failed', id: m.id, error: serializeError(e) });
-        } finally {
-          running.delete(m.id);
-        }
-      };
-      queue = queue.then(run, run);
+    case 'open':
+      queued(m.id, async (t, signal) => {
+        const rec = await t.open(m.audio, {
+          signal,
+          onProgress: (event) => post({ type: 'progress', id: m.id, event }),
+          ...(m.system !== undefined ? { system: m.system } : {}),
+        });
+        // The transcriber keeps one recording: opening this one disposed the one before.
+        recordings.clear();
+        recordings.set(m.id, rec);
+        post({ type: 'opened', id: m.id, audioSeconds: rec.audioSeconds, can: rec.can });
+      });
       return;
-    }
     case 'close-recording':
       recordings.get(m.recording)?.dispose();
       recordings.delete(m.recording);
