@@ -252,7 +252,11 @@ export async function loadTranscriberInWorker(
           finish();
           s.worker.terminate();
           if (handle === s) handle = new WorkerHandle(makeWorker(), rest, onProgress);
-          resolve(partial(seen, input()));
+          try {
+            resolve(partial(seen, input()));
+          } catch (e) {
+            reject(e);
+          }
         }, CANCEL_GRACE_MS);
       };
       signal?.addEventListener('abort', onAbort, { once: true });
