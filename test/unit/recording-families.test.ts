@@ -126,6 +126,25 @@ describe('a conversation on one recording, per family', () => {
     }, 180_000);
   }
 
+  it("a follow-up past the model's positions is a CONTEXT_TOO_LONG naming what remains, and the recording goes on", async () => {
+    // Qwen2-Audio's miniature has 8,192 positions.
+    const t = await loadTranscriber({ model: join(models, 'qwen2_audio'), backend: 'cpu', policy: 'full' });
+    try {
+      const rec = await t.open(bytes);
+      await rec.ask('What is said?', { maxNewTokens: 3 });
+      const long = 'and then '.repeat(4000);
+      const e = await rec.ask(long).catch((x: unknown) => x);
+      expect(e).toMatchObject({ code: 'CONTEXT_TOO_LONG' });
+      expect((e as Error).message).toMatch(/\d+ remain of the model's 8192: ask it with \{ fresh: true \}/);
+      const next = await rec.ask('Who says it?', { maxNewTokens: 3 });
+      expect(next.error).toBeUndefined();
+      expect(next.stats.prompt.reusedPositions).toBeGreaterThan(0);
+      rec.dispose();
+    } finally {
+      t.dispose();
+    }
+  }, 120_000);
+
   it('wnw ask: the questions in one conversation, with what each request reused and prefilled', async () => {
     const dir = join(models, 'voxtral');
     const questions = ['What is said?', 'Who says it?'];
