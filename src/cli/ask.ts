@@ -5,8 +5,7 @@
  * the positions it reused and prefilled and its time, and the last request's stats.
  */
 import type { AskArgs } from './args.js';
-import { loadFor, oneLine, progressDrawer, readAudio } from './file-run.js';
-import { jsonOutput, type CliIo } from './main.js';
+import { jsonOutput, loadFor, oneLine, progressDrawer, readAudio, type CliIo } from './file-run.js';
 import type { Transcriber, TranscriptionResult } from '../index.js';
 
 export { ASK_USAGE, parseAskArgs } from './args.js';

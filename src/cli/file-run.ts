@@ -1,13 +1,53 @@
 /**
- * What the commands that run one recording share: its bytes read and decoded before the
- * model loads (a bad file fails fast and alone), the progress line they redraw, and the
- * transcriber loaded for it with the command line's options.
+ * What the commands that run one recording share: their I/O, its bytes read and decoded
+ * before the model loads (a bad file fails fast and alone), the progress line they redraw,
+ * the transcriber loaded for it with the command line's options, and what --json prints.
  */
 import { progressNote } from '../transcribe/progress-note.js';
-import { hasFixedBudget } from '../research.js';
 import type { TranscribeArgs } from './args.js';
-import type { CliIo } from './main.js';
-import type { ProgressEvent, Transcriber } from '../index.js';
+import { hasFixedBudget, policyBudget } from '../research.js';
+import type { LoadOptions, ProgressEvent, Transcriber, TranscriptionResult } from '../index.js';
+
+export interface CliIo {
+  load: (options: LoadOptions) => Promise<Transcriber>;
+  stdout: (s: string) => void;
+  stderr: (s: string) => void;
+  readFile: (path: string) => Promise<Uint8Array>;
+  /** File bytes to 16 kHz mono: run before the model loads, so a bad file fails fast and alone. */
+  decode: (bytes: Uint8Array) => Promise<Float32Array>;
+  /** Live progress redraws one stderr line; off when stderr is a file or pipe. */
+  tty: boolean;
+  /** Aborted by Ctrl-C: the partial transcript is still printed. */
+  signal?: AbortSignal;
+}
+
+/** What --json prints. The names are read by other tools: keep them. */
+export function jsonOutput(r: TranscriptionResult, budget: number) {
+  const s = r.stats;
+  return {
+    text: r.text,
+    // The model's answer where a known wrapper was taken off it.
+    ...(r.rawText !== undefined && r.rawText !== r.text ? { rawText: r.rawText } : {}),
+    words: r.words,
+    stats: {
+      policy: s.policy,
+      budget: policyBudget(s.policy, budget),
+      rGpu: s.kv.rGpu,
+      rGpuCpu: s.kv.rGpuCpu,
+      mbPerStep: s.traffic.mbPerStep,
+      msPerToken: s.timing.msPerToken,
+      encodeMs: s.timing.encodeMs,
+      ...(s.encoderBytes !== undefined ? { encoderBytes: s.encoderBytes } : {}),
+      decodeSteps: s.decodeSteps,
+      audioSeconds: s.audioSeconds,
+      backend: s.backend,
+      realTimeFactor: s.timing.realTimeFactor,
+      stoppedBy: s.stoppedBy,
+      ...(s.warnings?.length ? { warnings: s.warnings } : {}),
+    },
+    ...(r.error ? { error: oneLine(r.error) } : {}),
+  };
+}
 
 /** A reason on one line: messages of nested causes can carry newlines. */
 export function oneLine(e: unknown): string {

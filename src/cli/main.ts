@@ -6,25 +6,11 @@
  */
 import { readFile } from 'node:fs/promises';
 import { subtitleCues, toSrt, toVtt } from '../transcribe/subtitles.js';
-import { policyBudget } from '../research.js';
-import { loadFor, oneLine, progressDrawer, readAudio } from './file-run.js';
+import { jsonOutput, loadFor, oneLine, progressDrawer, readAudio, type CliIo } from './file-run.js';
 import { ASK_USAGE, TRANSCRIBE_USAGE, UsageError, parseTranscribeArgs, type TranscribeArgs } from './args.js';
-import type { LoadOptions, Transcriber, TranscriptionResult } from '../index.js';
+import type { Transcriber, TranscriptionResult } from '../index.js';
 
-export { oneLine, progressLine } from './file-run.js';
-
-export interface CliIo {
-  load: (options: LoadOptions) => Promise<Transcriber>;
-  stdout: (s: string) => void;
-  stderr: (s: string) => void;
-  readFile: (path: string) => Promise<Uint8Array>;
-  /** File bytes to 16 kHz mono: run before the model loads, so a bad file fails fast and alone. */
-  decode: (bytes: Uint8Array) => Promise<Float32Array>;
-  /** Live progress redraws one stderr line; off when stderr is a file or pipe. */
-  tty: boolean;
-  /** Aborted by Ctrl-C: the partial transcript is still printed. */
-  signal?: AbortSignal;
-}
+export { jsonOutput, oneLine, progressLine, type CliIo } from './file-run.js';
 
 export const USAGE =
   `${TRANSCRIBE_USAGE}\n\n` +
@@ -51,34 +37,6 @@ export const USAGE =
   'Writes heads.json (WnW head roles) computed by the runtime alone: Voice Score from teacher-forced attention, ' +
   'Head Sensitivity estimated from forward passes ' +
   '(docs/calibrate-real-model.md). Resumes from OUT.partial.json after a stop.\n';
-
-/** What --json prints. The names are read by other tools: keep them. */
-export function jsonOutput(r: TranscriptionResult, budget: number) {
-  const s = r.stats;
-  return {
-    text: r.text,
-    // The model's answer where a known wrapper was taken off it.
-    ...(r.rawText !== undefined && r.rawText !== r.text ? { rawText: r.rawText } : {}),
-    words: r.words,
-    stats: {
-      policy: s.policy,
-      budget: policyBudget(s.policy, budget),
-      rGpu: s.kv.rGpu,
-      rGpuCpu: s.kv.rGpuCpu,
-      mbPerStep: s.traffic.mbPerStep,
-      msPerToken: s.timing.msPerToken,
-      encodeMs: s.timing.encodeMs,
-      ...(s.encoderBytes !== undefined ? { encoderBytes: s.encoderBytes } : {}),
-      decodeSteps: s.decodeSteps,
-      audioSeconds: s.audioSeconds,
-      backend: s.backend,
-      realTimeFactor: s.timing.realTimeFactor,
-      stoppedBy: s.stoppedBy,
-      ...(s.warnings?.length ? { warnings: s.warnings } : {}),
-    },
-    ...(r.error ? { error: oneLine(r.error) } : {}),
-  };
-}
 
 /** The result as --format asks; subtitles are cut from the dated words, so a partial run gives the cues it reached. */
 export function formatResult(r: TranscriptionResult, args: Pick<TranscribeArgs, 'format' | 'budget'>): string {
