@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests need and the machine lacks; does nothing when all are present.
 # Chromium (headless WebGPU on SwiftShader), the voices and audio tools the fixtures use, Debian's
-# PyTorch and friends for the training smoke test and the Python references. `npm test` runs this first.
+# PyTorch and friends for the training smoke test and the Python references, redis-server for the archive
+# queue's tests (they start their own on a free port). `npm test` runs this first.
 set -euo pipefail
 
 packages=(
   chromium espeak-ng sox libsox-fmt-mp3 ffmpeg festival festvox-kallpc16k flite fortunes fortunes-min
   python3-torch python3-numpy python3-onnx python3-sentencepiece python3-jinja2 python3-pytest libopenblas0-pthread
+  redis-server
 )
 
 need=()

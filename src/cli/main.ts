@@ -36,7 +36,13 @@ export const USAGE =
   'usage: wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--directions M] [--block N] [--language CODE] [--compare HEADS.json]\n\n' +
   'Writes heads.json (WnW head roles) computed by the runtime alone: Voice Score from teacher-forced attention, ' +
   'Head Sensitivity estimated from forward passes ' +
-  '(docs/calibrate-real-model.md). Resumes from OUT.partial.json after a stop.\n';
+  '(docs/calibrate-real-model.md). Resumes from OUT.partial.json after a stop.\n\n' +
+  "usage: wnw batch IN... --out DIR [--format json|txt|srt|vtt] [--queue redis://HOST:PORT/NAME] [transcribe's options]\n" +
+  '       wnw worker --queue redis://HOST:PORT/NAME [--model DIR] [--concurrency 1] [--lock-duration 30] [--exit-when-idle]\n\n' +
+  'Transcribes an archive: files, folders or manifests (.txt one path a line, .jsonl with per-file options), one output ' +
+  'per recording in DIR, written atomically and skipped when done with the same options, so a rerun resumes. ' +
+  'With --queue the recordings are enqueued on Redis (BullMQ) for workers on any number of machines; ' +
+  'wnw batch --queue URL --status reports on them (docs/archives.md).\n';
 
 /** The result as --format asks; subtitles are cut from the dated words, so a partial run gives the cues it reached. */
 export function formatResult(r: TranscriptionResult, args: Pick<TranscribeArgs, 'format' | 'budget'>): string {
@@ -61,6 +67,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   if (command === 'convert') return convertCommand(rest, io);
   if (command === 'calibrate') return calibrate(rest, io);
   if (command === 'ask') return ask(rest, io);
+  if (command === 'batch') return batch(rest, io);
+  if (command === 'worker') return worker(rest, io);
   if (command !== 'transcribe') {
     io.stderr(`wnw: unknown command "${command}"\n${TRANSCRIBE_USAGE}\n`);
     return 2;
@@ -128,6 +136,30 @@ async function ask(argv: string[], io: CliIo): Promise<number> {
     ASK_USAGE,
     (a) => parseAskArgs(a),
     (args) => askCommand(args, io),
+  );
+}
+
+/** `wnw batch`: an archive here or through a queue (src/cli/batch.ts, docs/archives.md). */
+async function batch(argv: string[], io: CliIo): Promise<number> {
+  const { BATCH_USAGE, batchCommand, parseBatchArgs } = await import('./batch.js');
+  return subcommand(
+    argv,
+    io,
+    BATCH_USAGE,
+    (a) => parseBatchArgs(a),
+    (args) => batchCommand(args, io),
+  );
+}
+
+/** `wnw worker`: a queue's jobs on this machine (src/cli/worker.ts). */
+async function worker(argv: string[], io: CliIo): Promise<number> {
+  const { WORKER_USAGE, workerCommand, parseWorkerArgs } = await import('./worker.js');
+  return subcommand(
+    argv,
+    io,
+    WORKER_USAGE,
+    (a) => parseWorkerArgs(a),
+    (args) => workerCommand(args, io),
   );
 }
 

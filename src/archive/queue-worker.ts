@@ -1,0 +1,183 @@
+/**
+ * `wnw worker --queue URL`: takes jobs from the queue and transcribes them on this machine, one
+ * transcription thread per job it runs at once (--concurrency), each keeping its model loaded.
+ * The event loop here only talks to Redis, so BullMQ renews each job's lock every half
+ * --lock-duration however long a transcription takes; a worker that dies (power, SIGKILL, OOM)
+ * stops renewing, and after --lock-duration another worker's stalled-job check puts its jobs
+ * back in the queue. Bad input (BAD_AUDIO, BAD_ARGUMENT, CONTEXT_TOO_LONG) fails once; anything
+ * else is retried with backoff as the job's attempts allow.
+ */
+import { Worker as ThreadWorker } from 'node:worker_threads';
+import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
+import type { BackendChoice } from '../cli/args.js';
+import { deserializeError } from '../worker/client.js';
+import type { RecordingJob } from './job.js';
+import { modelIdentity } from './model-identity.js';
+import type { QueueAddress } from './queue-url.js';
+import type { FromThread, ToThread } from './thread-protocol.js';
+import type { RecordingDone } from './transcribe-recording.js';
+
+/** Failures that another try cannot mend: the recording or the job itself is wrong. */
+export const NO_RETRY_CODES: readonly string[] = ['BAD_AUDIO', 'BAD_ARGUMENT', 'CONTEXT_TOO_LONG'];
+
+export interface QueueWorkerOptions {
+  model: string;
+  backend: BackendChoice;
+  concurrency: number;
+  /** BullMQ's lockDuration and stalledInterval: how soon a dead worker's job runs elsewhere. */
+  lockSeconds: number;
+  /** Stop once no job is waiting, running (on any worker) or waiting to retry. */
+  exitWhenIdle: boolean;
+  log: (line: string) => void;
+  /** Aborted (SIGTERM, Ctrl-C): take no new job, finish the running ones, stop. */
+  signal?: AbortSignal;
+}
+
+/**
+ * The thread's module: under tsx (the CLI runs from its TypeScript sources) the thread registers
+ * tsx first, since loader hooks are not inherited by worker threads on every Node version.
+ */
+function startThread(): ThreadWorker {
+  const self = import.meta.url;
+  if (!self.endsWith('.ts')) return new ThreadWorker(new URL('./transcription-thread.js', self));
+  const thread = new URL('./transcription-thread.ts', self).href;
+  const tsx = import.meta.resolve('tsx/esm/api');
+  return new ThreadWorker(
+    `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(thread)}); });`,
+    { eval: true },
+  );
+}
+
+class TranscriptionThread {
+  private thread = startThread();
+  private pending?: {
+    id: string;
+    resolve: (d: RecordingDone) => void;
+    reject: (e: Error) => void;
+    progress: (p: number) => void;
+  };
+  dead = false;
+
+  constructor() {
+    this.thread.on('message', (m: FromThread) => {
+      const p = this.pending;
+      if (!p || m.id !== p.id) return;
+      if (m.type === 'progress') p.progress(m.percent);
+      else {
+        this.pending = undefined;
+        if (m.type === 'done') p.resolve(m.done);
+        else p.reject(deserializeError(m.error));
+      }
+    });
+    const died = (why: string) => {
+      this.dead = true;
+      const p = this.pending;
+      this.pending = undefined;
+      // Not a bad-input code: the job is retried, on this worker's next thread or another worker.
+      p?.reject(new Error(`the transcription thread ${why}`));
+    };
+    this.thread.on('error', (e) => died(`failed: ${e.message}`));
+    this.thread.on('exit', (code) => died(`exited (code ${code})`));
+  }
+
+  run(m: ToThread, progress: (percent: number) => void): Promise<RecordingDone> {
+    return new Promise((resolve, reject) => {
+      this.pending = { id: m.id, resolve, reject, progress };
+      this.thread.postMessage(m);
+    });
+  }
+
+  stop(): Promise<number> {
+    return this.thread.terminate();
+  }
+}
+
+const codeOf = (e: unknown) => {
+  const c = (e as { code?: unknown }).code;
+  return typeof c === 'string' ? c : 'ERROR';
+};
+
+export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOptions): Promise<void> {
+  const identity = modelIdentity(o.model);
+  const idle: TranscriptionThread[] = [];
+  const all = new Set<TranscriptionThread>();
+  const take = () => {
+    let t: TranscriptionThread | undefined;
+    while ((t = idle.pop()) && t.dead) all.delete(t);
+    if (!t) all.add((t = new TranscriptionThread()));
+    return t;
+  };
+
+  const processJob = async (job: Job<RecordingJob, RecordingDone>): Promise<RecordingDone> => {
+    const data = job.data;
+    const at = `job ${job.id} ${job.name}`;
+    if (data.modelIdentity !== identity) {
+      const why =
+        `BAD_ARGUMENT: enqueued for another model than this worker's --model ${o.model} ` +
+        '(model folders differ in config, heads or files): start the workers with the model the archive was enqueued with';
+      o.log(`${at}: failed: ${why}`);
+      throw new UnrecoverableError(why);
+    }
+    o.log(`${at}: started (attempt ${job.attemptsMade + 1} of ${job.opts.attempts ?? 1})`);
+    const thread = take();
+    try {
+      const done = await thread.run(
+        { type: 'run', id: String(job.id), job: data, model: o.model, backend: o.backend },
+        (p) => void job.updateProgress(p).catch(() => {}),
+      );
+      o.log(`${at}: done, ${done.audioSeconds.toFixed(1)} s of audio in ${done.seconds.toFixed(1)} s`);
+      return done;
+    } catch (e) {
+      const code = codeOf(e);
+      const message = `${code}: ${(e instanceof Error ? e.message : String(e)).replace(/\s*\n\s*/g, ' ')}`;
+      const final = NO_RETRY_CODES.includes(code);
+      o.log(`${at}: failed: ${message}${final ? ' (bad input: not retried)' : ''}`);
+      throw final ? new UnrecoverableError(message) : new Error(message);
+    } finally {
+      if (thread.dead) all.delete(thread);
+      else idle.push(thread);
+    }
+  };
+
+  const worker = new Worker<RecordingJob, RecordingDone>(address.name, processJob, {
+    connection: address.connection,
+    concurrency: o.concurrency,
+    lockDuration: o.lockSeconds * 1000,
+    stalledInterval: o.lockSeconds * 1000,
+    autorun: false,
+  });
+  worker.on('error', (e) => o.log(`queue error: ${e.message}`));
+  const counts = new Queue(address.name, { connection: address.connection });
+
+  let running = 0;
+  worker.on('active', () => void running++);
+  const settled = () => void (running = Math.max(0, running - 1));
+  worker.on('completed', settled);
+  worker.on('failed', settled);
+
+  await new Promise<void>((resolve) => {
+    let stopping = false;
+    const stop = (why: string) => {
+      if (stopping) return;
+      stopping = true;
+      clearInterval(idleCheck);
+      o.log(why);
+      void worker.close().then(resolve, resolve);
+    };
+    o.signal?.addEventListener('abort', () => stop('stopping: finishing the running jobs'), { once: true });
+    // Every worker watches the whole queue: a job running elsewhere may still come back (its worker dies).
+    const idleCheck = setInterval(() => {
+      if (!o.exitWhenIdle || running > 0) return;
+      counts
+        .getJobCounts('waiting', 'prioritized', 'active', 'delayed')
+        .then((c) => {
+          if (Object.values(c).every((n) => n === 0)) stop('queue empty: stopping');
+        })
+        .catch(() => {});
+    }, 1000);
+    o.log(`waiting for jobs on ${address.shown} (concurrency ${o.concurrency}, lock ${o.lockSeconds} s)`);
+    void worker.run().catch((e: Error) => stop(`queue error: ${e.message}`));
+  });
+  await counts.close();
+  await Promise.all([...all].map((t) => t.stop()));
+}

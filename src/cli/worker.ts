@@ -1,0 +1,62 @@
+/** `wnw worker --queue URL`: runs an archive's queued jobs on this machine (src/archive/queue-worker.ts). */
+import { resolve } from 'node:path';
+import type { CliIo } from './main.js';
+import { UsageError, defaultModelDir, parseBackend, rejectUnknown, splitArgs, type BackendChoice } from './args.js';
+import { parseQueueUrl } from '../archive/queue-url.js';
+
+export const WORKER_USAGE =
+  'usage: wnw worker --queue redis://HOST:PORT/NAME [--model DIR] [--backend auto|webgpu|cpu] [--concurrency 1] ' +
+  '[--lock-duration 30] [--exit-when-idle]';
+
+export interface WorkerArgs {
+  queue: string;
+  model: string;
+  backend: BackendChoice;
+  concurrency: number;
+  lockSeconds: number;
+  exitWhenIdle: boolean;
+}
+
+export function parseWorkerArgs(argv: string[], cwd = process.cwd()): WorkerArgs {
+  const { flags, positional } = splitArgs(argv, ['exit-when-idle']);
+  rejectUnknown(flags, ['queue', 'model', 'backend', 'concurrency', 'lock-duration', 'exit-when-idle']);
+  if (positional.length)
+    throw new UsageError(`wnw worker takes no inputs (they come from the queue), got "${positional[0]}"`);
+  const queue = flags.get('queue');
+  if (queue === undefined) throw new UsageError('missing --queue redis://HOST:PORT/NAME');
+  parseQueueUrl(queue);
+  const concurrency = Number(flags.get('concurrency') ?? '1');
+  if (!(Number.isInteger(concurrency) && concurrency >= 1 && concurrency <= 64))
+    throw new UsageError(`--concurrency takes a whole number from 1 to 64, got "${flags.get('concurrency')}"`);
+  const lock = Number(flags.get('lock-duration') ?? '30');
+  if (!(Number.isFinite(lock) && lock >= 1))
+    throw new UsageError(`--lock-duration takes seconds, at least 1, got "${flags.get('lock-duration')}"`);
+  return {
+    queue,
+    model: flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir(),
+    backend: parseBackend(flags.get('backend') ?? 'auto'),
+    concurrency,
+    lockSeconds: lock,
+    exitWhenIdle: flags.get('exit-when-idle') === 'true',
+  };
+}
+
+export async function workerCommand(args: WorkerArgs, io: CliIo): Promise<number> {
+  const { runQueueWorker } = await import('../archive/queue-worker.js');
+  // SIGTERM is how Kubernetes and systemd stop a worker: finish the running jobs (within the grace period), then exit.
+  const stop = new AbortController();
+  const onTerm = () => stop.abort();
+  process.once('SIGTERM', onTerm);
+  io.signal?.addEventListener('abort', onTerm, { once: true });
+  await runQueueWorker(parseQueueUrl(args.queue), {
+    model: args.model,
+    backend: args.backend,
+    concurrency: args.concurrency,
+    lockSeconds: args.lockSeconds,
+    exitWhenIdle: args.exitWhenIdle,
+    log: (line) => io.stderr(`wnw worker: ${line}\n`),
+    signal: stop.signal,
+  });
+  process.off('SIGTERM', onTerm);
+  return 0;
+}
