@@ -28,6 +28,8 @@ export interface EnqueueSummary {
   retried: number;
   /** Their output is in --out already with the same options. */
   done: number;
+  /** Could not be read here (reported one by one): not enqueued. */
+  unreadable: number;
 }
 
 async function contentHash(file: string): Promise<string> {
@@ -52,14 +54,22 @@ export async function enqueue(
   o: EnqueueOptions,
 ): Promise<EnqueueSummary> {
   const queue = new Queue<RecordingJob>(address.name, { connection: address.connection });
-  const s: EnqueueSummary = { added: 0, queued: 0, retried: 0, done: 0 };
+  const s: EnqueueSummary = { added: 0, queued: 0, retried: 0, done: 0, unreadable: 0 };
   try {
     for (const job of jobs) {
       if (await doneRecord(job)) {
         s.done++;
         continue;
       }
-      const id = await jobId(job);
+      let id: string;
+      try {
+        id = await jobId(job);
+      } catch (e) {
+        if (!(e instanceof WnwError)) throw e;
+        s.unreadable++;
+        o.report(`${job.name}: ${e.code}: ${e.message}`);
+        continue;
+      }
       const existing = await queue.getJob(id);
       if (existing) {
         if ((await existing.getState()) === 'failed') {

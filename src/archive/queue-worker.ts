@@ -31,6 +31,8 @@ export interface QueueWorkerOptions {
   log: (line: string) => void;
   /** Aborted (SIGTERM, Ctrl-C): take no new job, finish the running ones, stop. */
   signal?: AbortSignal;
+  /** Aborted (the signal again): stop now; the running jobs run again elsewhere after the lock expires. */
+  stopNow?: AbortSignal;
 }
 
 /**
@@ -97,7 +99,8 @@ const codeOf = (e: unknown) => {
   return typeof c === 'string' ? c : 'ERROR';
 };
 
-export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOptions): Promise<void> {
+/** Resolves with false when stopped by `stopNow` with jobs possibly running. */
+export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOptions): Promise<boolean> {
   const identity = modelIdentity(o.model);
   const idle: TranscriptionThread[] = [];
   const all = new Set<TranscriptionThread>();
@@ -146,8 +149,14 @@ export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOption
     stalledInterval: o.lockSeconds * 1000,
     autorun: false,
   });
-  worker.on('error', (e) => o.log(`queue error: ${e.message}`));
+  // Redis down: BullMQ reconnects on its own; say so once per cause rather than at every retry.
+  let lastError = '';
+  const queueError = (e: Error) => {
+    if (e.message !== lastError) o.log(`queue error (retrying): ${(lastError = e.message)}`);
+  };
+  worker.on('error', queueError);
   const counts = new Queue(address.name, { connection: address.connection });
+  counts.on('error', queueError);
 
   let running = 0;
   worker.on('active', () => void running++);
@@ -155,16 +164,33 @@ export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOption
   worker.on('completed', settled);
   worker.on('failed', settled);
 
-  await new Promise<void>((resolve) => {
+  const graceful = await new Promise<boolean>((resolve) => {
     let stopping = false;
     const stop = (why: string) => {
       if (stopping) return;
       stopping = true;
       clearInterval(idleCheck);
       o.log(why);
-      void worker.close().then(resolve, resolve);
+      // Waits for the running jobs, and for Redis where it is down: the second signal is the way out.
+      void worker.close().then(
+        () => resolve(true),
+        () => resolve(true),
+      );
     };
-    o.signal?.addEventListener('abort', () => stop('stopping: finishing the running jobs'), { once: true });
+    o.signal?.addEventListener(
+      'abort',
+      () => stop('stopping: finishing the running jobs (the signal again stops now)'),
+      { once: true },
+    );
+    o.stopNow?.addEventListener(
+      'abort',
+      () => {
+        o.log('stopping now: the running jobs run again elsewhere once their lock expires');
+        clearInterval(idleCheck);
+        resolve(false);
+      },
+      { once: true },
+    );
     // Every worker watches the whole queue: a job running elsewhere may still come back (its worker dies).
     const idleCheck = setInterval(() => {
       if (!o.exitWhenIdle || running > 0) return;
@@ -178,6 +204,8 @@ export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOption
     o.log(`waiting for jobs on ${address.shown} (concurrency ${o.concurrency}, lock ${o.lockSeconds} s)`);
     void worker.run().catch((e: Error) => stop(`queue error: ${e.message}`));
   });
-  await counts.close();
   await Promise.all([...all].map((t) => t.stop()));
+  // Closing talks to Redis, which may be what is down when stopped now.
+  if (graceful) await counts.close();
+  return graceful;
 }

@@ -24,7 +24,7 @@ async function readRecording(file: string): Promise<Uint8Array> {
     const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : (e as Error).message;
     throw new WnwError(
       'BAD_ARGUMENT',
-      `cannot read ${file}: ${why}. On a queue every worker must see the recordings at the path they were enqueued with (a shared folder).`,
+      `cannot read ${file}: ${why}. Check the path; a queue's workers must see the recordings at the path they were enqueued with (a shared folder).`,
     );
   }
 }

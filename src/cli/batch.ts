@@ -155,14 +155,18 @@ export function batchJobs(args: BatchArgs, cwd = process.cwd()): RecordingJob[] 
 export async function batchCommand(args: BatchArgs, io: CliIo): Promise<number> {
   if (args.status) {
     const { queueStatus, formatQueueStatus } = await import('../archive/queue-status.js');
+    const { checkRedisReachable } = await import('../archive/redis-reachable.js');
     const address = parseQueueUrl(args.queue!);
+    await checkRedisReachable(address);
     io.stdout(formatQueueStatus(address.shown, await queueStatus(address)));
     return 0;
   }
   const jobs = batchJobs(args);
   if (args.queue !== undefined) {
     const { enqueue } = await import('../archive/enqueue.js');
+    const { checkRedisReachable } = await import('../archive/redis-reachable.js');
     const address = parseQueueUrl(args.queue);
+    await checkRedisReachable(address);
     const s = await enqueue(address, jobs, {
       attempts: args.attempts,
       backoffSeconds: args.backoffSeconds,
@@ -170,9 +174,9 @@ export async function batchCommand(args: BatchArgs, io: CliIo): Promise<number> 
     });
     io.stdout(
       `${address.shown}: ${s.added} enqueued, ${s.queued} already in the queue, ${s.retried} failed before and queued again, ` +
-        `${s.done} already done in ${args.out}\n`,
+        `${s.done} already done in ${args.out}${s.unreadable ? `, ${s.unreadable} unreadable (above)` : ''}\n`,
     );
-    return 0;
+    return s.unreadable ? 1 : 0;
   }
   const { runBatch } = await import('../archive/batch.js');
   let drawn = false;

@@ -43,20 +43,27 @@ export function parseWorkerArgs(argv: string[], cwd = process.cwd()): WorkerArgs
 
 export async function workerCommand(args: WorkerArgs, io: CliIo): Promise<number> {
   const { runQueueWorker } = await import('../archive/queue-worker.js');
-  // SIGTERM is how Kubernetes and systemd stop a worker: finish the running jobs (within the grace period), then exit.
+  // SIGTERM is how Kubernetes and systemd stop a worker: finish the running jobs (within the
+  // grace period), then exit; a second SIGTERM, or Ctrl-C twice, stops at once.
   const stop = new AbortController();
-  const onTerm = () => stop.abort();
-  process.once('SIGTERM', onTerm);
-  io.signal?.addEventListener('abort', onTerm, { once: true });
-  await runQueueWorker(parseQueueUrl(args.queue), {
-    model: args.model,
-    backend: args.backend,
-    concurrency: args.concurrency,
-    lockSeconds: args.lockSeconds,
-    exitWhenIdle: args.exitWhenIdle,
-    log: (line) => io.stderr(`wnw worker: ${line}\n`),
-    signal: stop.signal,
-  });
-  process.off('SIGTERM', onTerm);
-  return 0;
+  const stopNow = new AbortController();
+  const onSignal = () => (stop.signal.aborted ? stopNow : stop).abort();
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  try {
+    const graceful = await runQueueWorker(parseQueueUrl(args.queue), {
+      model: args.model,
+      backend: args.backend,
+      concurrency: args.concurrency,
+      lockSeconds: args.lockSeconds,
+      exitWhenIdle: args.exitWhenIdle,
+      log: (line) => io.stderr(`wnw worker: ${line}\n`),
+      signal: stop.signal,
+      stopNow: stopNow.signal,
+    });
+    return graceful ? 0 : 1;
+  } finally {
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+  }
 }
