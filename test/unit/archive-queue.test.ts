@@ -50,7 +50,7 @@ describe('wnw batch --queue and wnw worker', () => {
     expect(again.out).toMatch(/: 0 enqueued, 9 already in the queue/);
 
     // A short lock, so the killed worker's job is back in the queue within seconds instead of 30.
-    const workerArgs = ['worker', '--queue', queue, '--backend', 'cpu', '--lock-duration', '2', '--exit-when-idle'];
+    const workerArgs = ['worker', '--queue', queue, '--backend', 'cpu', '--lock-duration', '3', '--exit-when-idle'];
     const a = startCli(workerArgs);
     const b = startCli(workerArgs);
     const started = await a.waitForLine(/job \S+ clip\d: started/);
@@ -97,12 +97,13 @@ describe('wnw batch --queue and wnw worker', () => {
   it('a job that runs longer than the lock keeps it: the other worker does not take it for stalled', async () => {
     const dir = tempDir('wnw-queue-long-');
     const out = tempDir('wnw-queue-long-out-');
-    // Several seconds of decoding on the CPU backend against a 1 s lock renewed every 0.5 s.
-    writeJoinedClips(dir, 'long.wav', 3);
+    // Seconds of decoding on the CPU backend against a 2 s lock renewed every second: on the
+    // worker's event loop the lock would lapse and the other worker would start the job again.
+    writeJoinedClips(dir, 'long.wav', 4);
     const queue = `redis://127.0.0.1:${redis.port}/archive-lock-test`;
     const enqueued = await runCliCaptured(['batch', dir, '--out', out, '--queue', queue, '--format', 'txt']);
     expect(enqueued.out, enqueued.err).toMatch(/: 1 enqueued/);
-    const workerArgs = ['worker', '--queue', queue, '--backend', 'cpu', '--lock-duration', '1', '--exit-when-idle'];
+    const workerArgs = ['worker', '--queue', queue, '--backend', 'cpu', '--lock-duration', '2', '--exit-when-idle'];
     const workers = [startCli(workerArgs), startCli(workerArgs)];
     const exits = await Promise.all(workers.map((w) => w.finished(60_000)));
     const log = workers.map((w) => w.err()).join('');
