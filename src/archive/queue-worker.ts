@@ -13,6 +13,7 @@ import type { BackendChoice } from '../cli/args.js';
 import { deserializeError } from '../worker/client.js';
 import type { RecordingJob } from './job.js';
 import { modelIdentity } from './model-identity.js';
+import { doneRecord, outputPath } from './output.js';
 import type { QueueAddress } from './queue-url.js';
 import type { FromThread, ToThread } from './thread-protocol.js';
 import type { RecordingDone } from './transcribe-recording.js';
@@ -120,6 +121,12 @@ export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOption
         '(model folders differ in config, heads or files): start the workers with the model the archive was enqueued with';
       o.log(`${at}: failed: ${why}`);
       throw new UnrecoverableError(why);
+    }
+    // Delivered again after a run that wrote its output but died before telling Redis: nothing to redo.
+    const record = await doneRecord(data);
+    if (record) {
+      o.log(`${at}: already done (${outputPath(data)})`);
+      return { audioSeconds: record.audioSeconds, seconds: record.seconds };
     }
     o.log(`${at}: started (attempt ${job.attemptsMade + 1} of ${job.opts.attempts ?? 1})`);
     const thread = take();

@@ -5,7 +5,8 @@
  * `wnw transcribe` makes of it alone.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { Queue } from 'bullmq';
 import { join, relative } from 'node:path';
 import { runCliCaptured } from '../helpers/cli.js';
 import { killStartedClis, startCli } from '../helpers/cli-process.js';
@@ -94,7 +95,7 @@ describe('wnw batch --queue and wnw worker', () => {
     expect(status.out).toMatch(/failed: broken \(.*broken\.wav, 1 attempt\): BAD_AUDIO: /);
   }, 240_000);
 
-  it('a job that runs longer than the lock keeps it: the other worker does not take it for stalled', async () => {
+  it('a job longer than the lock keeps it (not taken for stalled); delivered again, it is answered from its done record', async () => {
     const dir = tempDir('wnw-queue-long-');
     const out = tempDir('wnw-queue-long-out-');
     // Seconds of decoding on the CPU backend against a 2 s lock renewed every second: on the
@@ -117,6 +118,21 @@ describe('wnw batch --queue and wnw worker', () => {
     expect(filesUnder(out)).toEqual([join('.wnw', 'long.txt.json'), 'long.txt']);
     const status = await runCliCaptured(['batch', '--queue', queue, '--status']);
     expect(status.out).toMatch(/: 1 done, 0 failed, 0 running, 0 waiting/);
+
+    // Delivered again (as after a worker that died between writing and acknowledging): answered from the done record.
+    const written = statSync(join(out, 'long.txt')).mtimeMs;
+    const q = new Queue('archive-lock-test', { connection: { host: '127.0.0.1', port: redis.port } });
+    try {
+      const [job] = await q.getCompleted();
+      await job.retry('completed');
+    } finally {
+      await q.close();
+    }
+    const again = startCli(workerArgs);
+    expect(await again.finished(60_000), again.err()).toEqual({ code: 0, signal: null });
+    expect(again.err()).toMatch(/job \S+ long: already done/);
+    expect(again.err()).not.toMatch(/long: started/);
+    expect(statSync(join(out, 'long.txt')).mtimeMs).toBe(written);
   }, 120_000);
 
   it('a queue URL without a name, or --status without --queue, is a usage error', async () => {
