@@ -89,6 +89,8 @@ export function parseBatchArgs(argv: string[], cwd = process.cwd()): BatchArgs {
       throw new UsageError('missing the inputs: audio files, folders or manifests (.txt, .jsonl)');
     if (!flags.has('out')) throw new UsageError('missing --out DIR, the folder the outputs go to');
   }
+  for (const f of ['attempts', 'backoff'])
+    if (flags.has(f) && queue === undefined) throw new UsageError(`--${f} goes with --queue (retries are the queue's)`);
   const format = flags.get('format') ?? 'json';
   if (!(OUTPUT_FORMATS as readonly string[]).includes(format))
     throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')}, got "${format}"`);

@@ -142,5 +142,8 @@ describe('wnw batch --queue and wnw worker', () => {
     const noQueue = await runCliCaptured(['batch', '--status']);
     expect(noQueue.code).toBe(2);
     expect(noQueue.err).toMatch(/--status reports on a queue: give --queue/);
+    const retriesHere = await runCliCaptured(['batch', 'in', '--out', 'out', '--attempts', '2']);
+    expect(retriesHere.code).toBe(2);
+    expect(retriesHere.err).toMatch(/--attempts goes with --queue/);
   });
 });
