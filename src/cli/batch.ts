@@ -4,8 +4,7 @@
  * docs/archives.md has the rest.
  */
 import { resolve } from 'node:path';
-import type { CliIo } from './main.js';
-import { oneLine } from './main.js';
+import type { CliIo } from './file-run.js';
 import {
   OUTPUT_FORMATS,
   UsageError,

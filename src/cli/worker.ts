@@ -1,6 +1,6 @@
 /** `wnw worker --queue URL`: runs an archive's queued jobs on this machine (src/archive/queue-worker.ts). */
 import { resolve } from 'node:path';
-import type { CliIo } from './main.js';
+import type { CliIo } from './file-run.js';
 import { UsageError, defaultModelDir, parseBackend, rejectUnknown, splitArgs, type BackendChoice } from './args.js';
 import { parseQueueUrl } from '../archive/queue-url.js';
 
