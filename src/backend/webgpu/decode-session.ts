@@ -363,6 +363,7 @@ export class WebGpuDecodeSession implements DecodeSession {
     const res = this.res;
     const pool = this.pool;
     res.appendText(pos, this.slots);
+    pool.placedByStep(this.slots);
     let growth: Promise<Error | null> = Promise.resolve(null);
     // The pool grew (this token's text page, or the last plan's recalls): bind its new buffers.
     if (pool.generation !== this.stepGeneration) {
@@ -384,10 +385,10 @@ export class WebGpuDecodeSession implements DecodeSession {
       q.writeBuffer(this.buffers.tokenIn, 0, this.tokenIn);
       bytes += 4;
     }
+    // Rows recalled from here on, and changed positions and tables, ride in the step's own encoder (row-staging.ts).
+    pool.stageWrites(stagingBytes(pool.layout.bytes));
     bytes += pool.flush(res);
     const splits = Math.max(1, Math.ceil(GpuPool.maxPages(res) / kernels.pagesPerSplit));
-    // Rows recalled from here on ride in the step's own encoder (row-staging.ts).
-    pool.stageWrites(stagingBytes(pool.layout.bytes));
     q.submit([step.encode(splits, slot, (enc) => pool.encodeStaged(enc))]);
     this.submitted++;
     this.ring.submitted({
