@@ -25,6 +25,7 @@ import { gpuChecks } from './gpu-checks.js';
 const CHECKS = [
   'context_too_long',
   'bench_smoke',
+  'step_calls',
   'parity_reference_random',
   'parity_sharded_pool',
   'parity_f16_pool',

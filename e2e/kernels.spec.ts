@@ -21,6 +21,7 @@ const CHECKS = [
   'argmax',
   'rope_split',
   'qkv_rope_append',
+  'append_positions',
   'kv_gather',
   'paged_decode_attention',
   'causal_prefill_attention',

@@ -4,6 +4,9 @@
 //     one row; the rotated key and the value go straight into the pool slot that the
 //     residency reserved for this (layer, KV head), so no separate append pass exists.
 //     Slots are pool-wide; kPool/vPool are the shard of this layer, starting at slot lp.base.
+//   append_positions (decode): the position entry of each (layer, KV head)'s new slot, the
+//     one qkv_rope_append writes into, so a step's appends cost the CPU one write of the
+//     step's slots, not one upload per head (pp.n = heads).
 //   rope_split (prefill): rotates the rows of a [n, QD + 2 KVD] matmul output into q and
 //     the layer's prefill K/V buffers (the policies choose from those afterwards), which
 //     hold the pool's precision: [n, KVD] f32 bits, or with KV_F16 [n, KVD / 2] f16 pairs.
@@ -33,6 +36,7 @@ struct Params { n: u32, pos0: u32, _p0: u32, _p1: u32 }
 @group(0) @binding(7) var<uniform> lp: Layer;
 @group(0) @binding(8) var<uniform> pp: Params;
 @group(0) @binding(9) var<storage, read> bias: array<f32>;       // [QD + 2 KVD] q, k, v biases
+@group(0) @binding(10) var<storage, read_write> positions: array<i32>; // the pool's, per slot (append_positions)
 
 //#include weights.wgsl
 
@@ -99,6 +103,12 @@ fn qkv_rope_append(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
   } else {
     vPool[slot * HD + d] = bitcast<u32>(outV);
   }
+}
+
+@compute @workgroup_size(64)
+fn append_positions(@builtin(global_invocation_id) gid: vec3<u32>) {
+  if (gid.x >= pp.n) { return; }
+  positions[st.slots[gid.x]] = i32(st.pos);
 }
 
 // Rotated dims (j, j + HALF) of head vector hv of the row starting at src.

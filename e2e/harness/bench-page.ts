@@ -8,6 +8,7 @@ import { runGpuBench, type GpuBenchRequest } from '../../src/bench/gpu-run.js';
 import { measureMemory } from '../../src/bench/memory-measure.js';
 import { measureGpuForward } from '../../src/bench/calibration-cost-gpu.js';
 import { loadModel } from '../../src/model/loader.js';
+import { hostRunOf, hostTimes, type HostPageRequest } from '../../src/bench/host.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
 import type { HeadsFile } from '../../src/model/heads.js';
 import type { KvPrecision } from '../../src/kv/precision.js';
@@ -75,7 +76,19 @@ async function wnwBenchGpu(r: { req: GpuBenchRequest; model: string | null }) {
   );
 }
 
+/** `npm run bench -- --host` in the page (src/bench/host-main.ts): host time per decode step. */
+async function wnwHost(req: HostPageRequest) {
+  const { run, weights } = hostRunOf(req);
+  const backend = await createWebGpuBackend(run.config, weights, { allowSoftware: true, kvPrecision: req.kv });
+  try {
+    return await hostTimes(backend, run, (s) => console.log(s));
+  } finally {
+    backend.dispose();
+  }
+}
+
 (window as unknown as { wnwBench: typeof wnwBench }).wnwBench = wnwBench;
+(window as unknown as { wnwHost: typeof wnwHost }).wnwHost = wnwHost;
 (window as unknown as { wnwBenchGpu: typeof wnwBenchGpu }).wnwBenchGpu = wnwBenchGpu;
 (window as unknown as { wnwMeasure: typeof measureMemory }).wnwMeasure = measureMemory;
 (window as unknown as { wnwGpuForward: typeof measureGpuForward }).wnwGpuForward = measureGpuForward;

@@ -12,6 +12,7 @@ import { groupSize, kvHeadCount, segmentLength } from '../../src/model/config.js
 import { randomArray, rng } from '../../src/model/testing.js';
 import { addBias, causalAttention, matvec, pagedAttention, rope, ropeFrequencies } from '../../src/reference/ops.js';
 import { Residency, type PageStorage } from '../../src/kv/residency.js';
+import { appendPositions } from '../../src/reference/append-positions.js';
 import { Kernels, grid, ropeTable } from '../../src/backend/webgpu/kernels.js';
 import { NO_EXPORT, buildTables } from '../../src/backend/webgpu/pool.js';
 import type { PrefillPlan } from '../../src/kv/plan.js';
@@ -503,7 +504,40 @@ async function causalTest(kv: KvPrecision): Promise<CheckResult> {
   };
 }
 
+/**
+ * append_positions: the step's position lands in each head's new slot and nowhere else
+ * (the step buffer is padded past the heads: padding must not be read as slots).
+ */
+async function appendPositionsTest(): Promise<CheckResult> {
+  const t0 = performance.now();
+  const { ctx } = await gpu();
+  const k = await loadKernels('f32');
+  const heads = 100;
+  const slotsTotal = 64 * 25;
+  const r = rng(37);
+  const slots = new Uint32Array(heads);
+  for (let h = 0; h < heads; h++) slots[h] = (h * 17 + Math.floor(r() * 16)) % slotsTotal;
+  const before = Int32Array.from({ length: slotsTotal }, (_, i) => (i % 7 === 0 ? -1 : i * 3));
+  const pos = 23_456;
+  const step = new Uint32Array(4 + heads + 3);
+  step[0] = pos;
+  step.set(slots, 4);
+  const positions = upload(ctx, before);
+  dispatch(ctx, k.appendPositions, { 6: upload(ctx, step), 8: ctx.uniform('n', [heads, 0, 0, 0]), 10: positions }, 2);
+  const got = new Int32Array(await read(ctx, positions, slotsTotal * 4));
+  const want = appendPositions(Int32Array.from(before), pos, slots);
+  let wrong = 0;
+  for (let i = 0; i < slotsTotal; i++) if (got[i] !== want[i]) wrong++;
+  return {
+    name: 'append_positions',
+    pass: wrong === 0,
+    detail: `${heads} heads' slots in ${slotsTotal}: ${wrong} entries differ from the reference`,
+    ms: performance.now() - t0,
+  };
+}
+
 export const attentionTests: Record<string, () => Promise<CheckResult>> = {
+  append_positions: appendPositionsTest,
   rope_split: () => ropeSplitTest('f32'),
   rope_split_bias: () => ropeSplitTest('f32', true),
   rope_split_f16: () => ropeSplitTest('f16'),

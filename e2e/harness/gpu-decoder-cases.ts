@@ -20,6 +20,9 @@ import { benchWebGpu } from '../../src/backend/webgpu/bench.js';
 import { forEvaluation } from '../../src/policy/registry.js';
 import { runParity, type ParityCase } from './gpu-decoder.js';
 import { gpu, type CheckResult } from './gpu-util.js';
+import { syntheticHeads } from '../../src/bench/decode.js';
+import { HOST_POLICIES, hostTimePolicy } from '../../src/bench/host.js';
+import { StepProbe } from '../../src/bench/step-probe.js';
 
 function randomCase(name: string, audioLength: number, steps: number): ParityCase {
   const config = referenceConfig();
@@ -171,10 +174,58 @@ async function benchSmoke(): Promise<CheckResult> {
   const r = await benchWebGpu(config, randomDecoderWeights(config, 5), 200, { context: ctx, steps: 6 });
   const pass =
     r.submitsPerStep === 1 &&
-    r.dispatchesPerStep === 1 + 8 * config.numLayers + 3 &&
+    // The appended slots' positions, the embedding, 8 a layer, the norm, lm_head and argmax.
+    r.dispatchesPerStep === 2 + 8 * config.numLayers + 3 &&
     r.decodeMsPerToken > 0 &&
     r.prefillTokensPerSecond > 0;
   return { name: 'bench_smoke', pass, detail: JSON.stringify(r), ms: performance.now() - t0 };
+}
+
+/**
+ * What a decode step asks of the device, counted by wrapping it (src/bench/step-probe.ts),
+ * over steady steps of the Voxtral-shaped decoder (2,000 audio tokens) under the full
+ * cache, WnW at 0.2 and Quest at 0.2: no buffer and no bind group made and one map. The
+ * full cache and WnW write at most the step's uniforms, the token (a waiting loop) and one
+ * staged upload (positions, page tables, recalled rows), however many KV heads the step
+ * appends to; Quest's recalls (a few thousand rows a step) pass the staging buffer and are
+ * written directly, so its writes are not bounded here.
+ */
+async function stepCalls(): Promise<CheckResult> {
+  const t0 = performance.now();
+  const { ctx } = await gpu();
+  const config = decoderShapeConfig('voxtral');
+  const b = await WebGpuBackend.create(config, randomDecoderWeights(config, 13), { context: ctx });
+  const run = {
+    config,
+    heads: syntheticHeads(config, 375),
+    minutes: [],
+    steps: 12,
+    weightBytesPerStep: 1,
+    bandwidthGBs: 1,
+    policies: HOST_POLICIES,
+  };
+  const probe = new StepProbe(ctx.device);
+  const details: string[] = [];
+  let pass = true;
+  try {
+    for (const [name, budget] of HOST_POLICIES) {
+      const r = await hostTimePolicy(b, probe, run, 2000 / (60 * config.audio.tokensPerSecond), name, budget);
+      const c = r.callsPerStep;
+      const ok =
+        c.createBuffer === 0 &&
+        c.createBindGroup === 0 &&
+        c.mapAsync === 1 &&
+        (name === 'quest' || c.writeBuffer <= (r.loop === 'waiting' ? 3 : 2));
+      pass &&= ok;
+      details.push(
+        `${name}@${budget} (${r.loop}, ${r.recalledPerStep.toFixed(0)} recalled a step): ${JSON.stringify(c)}`,
+      );
+    }
+  } finally {
+    probe.detach();
+    b.dispose();
+  }
+  return { name: 'step_calls', pass, detail: details.join('; '), ms: performance.now() - t0 };
 }
 
 export const decoderTests: Record<string, () => Promise<CheckResult>> = {
@@ -329,4 +380,5 @@ export const decoderTests: Record<string, () => Promise<CheckResult>> = {
     }),
   context_too_long: contextTooLong,
   bench_smoke: benchSmoke,
+  step_calls: stepCalls,
 };

@@ -3,7 +3,9 @@
  * full cache and of a policy, on the same weights and the same audio embeddings, in the
  * same run (so only ratios are compared across machines).
  */
-import type { DecoderBackend, StepCounters } from '../backend/types.js';
+import type { DecoderBackend, SessionOptions, StepCounters } from '../backend/types.js';
+import type { PolicyLayout } from '../kv/plan.js';
+import type { KvPolicy } from '../policy/types.js';
 import { planLagOf } from '../policy/types.js';
 import { policyLayout } from '../kv/prompt.js';
 import { isStop, kvHeadCount, segmentLength, type ModelConfig } from '../model/config.js';
@@ -54,6 +56,31 @@ const median = (a: number[]) => {
 
 const now = () => performance.now();
 
+/**
+ * A policy and the session a transcription with words would open for it (transcribe/run.ts):
+ * the policy's reads and the anchors' focus. The policies timed on one clip share its
+ * prefill (timePolicy closes with close(true)).
+ */
+export function timedSession(
+  config: ModelConfig,
+  audioLength: number,
+  policyName: PolicyName,
+  budget: number,
+  heads: HeadsFile | undefined,
+  maxNewTokens: number,
+  policyOptions?: Record<string, unknown>,
+): { policy: KvPolicy; layout: PolicyLayout; options: SessionOptions } {
+  const policy = createPolicy(policyName, { ...policyOptions, budget, heads });
+  const layout = policyLayout(config, audioLength);
+  const request = { ...policy.request(layout), alsoScore: sharedPrefillWindows(layout) };
+  const timing = wordTimingHeads(policy, heads, budget);
+  return {
+    policy,
+    layout,
+    options: { audioLength, maxNewTokens, request, readouts: timing.length ? { focus: timing } : {} },
+  };
+}
+
 export async function timePolicy(
   backend: DecoderBackend,
   config: ModelConfig,
@@ -65,20 +92,10 @@ export async function timePolicy(
   steps: number,
   t: TimingOptions = {},
 ): Promise<PolicyTiming> {
-  const policy = createPolicy(policyName, { ...t.policyOptions, budget, heads });
-  const layout = policyLayout(config, audioLength);
-  // What a transcription with words asks (transcribe/run.ts): the policy's reads and the
-  // anchors' focus. The policies timed on one clip share its prefill (close(true) below).
-  const request = { ...policy.request(layout), alsoScore: sharedPrefillWindows(layout) };
-  const timing = wordTimingHeads(policy, heads, budget);
+  const { policy, options } = timedSession(config, audioLength, policyName, budget, heads, steps + 3, t.policyOptions);
   // After the request: a policy may decide its lag for the clip (WnW's planLag 'auto').
   const pipelined = t.pipeline !== false && planLagOf(policy) >= 2;
-  const stage = backend.open({
-    audioLength,
-    maxNewTokens: steps + 3,
-    request,
-    readouts: timing.length ? { focus: timing } : {},
-  });
+  const stage = backend.open(options);
   const t0 = now();
   const pre = await stage.prefill(embeddings);
   const session = await pre.place(policy.prefill(pre.observation));

@@ -4,7 +4,8 @@
  * decoder shape at K = 1 and 2 layers of random q4 weights, full cache against WnW at 0.2
  * (and WnW with its plans two steps late, which the loop pipelines), per recording length.
  * From the two Ks: the marginal cost of a layer, t(K=2) − t(K=1), the 30-layer model's
- * ms/token it implies, and the weight-bandwidth floor (bytes a step reads / bandwidth).
+ * ms/token it implies, and the weight-bandwidth floor (bytes a step reads / bandwidth); on
+ * a hardware adapter also the page's host time per step at all 30 layers (./host.ts).
  * Browser-safe: no Node imports.
  */
 import type { DecoderBackend } from '../backend/types.js';
@@ -16,6 +17,8 @@ import { randomEmbeddings } from '../model/testing.js';
 import { syntheticHeads, timeFullAndWnw, type PolicyTiming } from './decode.js';
 import { DECODER_SHAPES, randomPackedWeights, shapeConfig } from './shapes.js';
 import type { HeadsFile } from '../research.js';
+import type { WebGpuBackend } from '../backend/webgpu/backend.js';
+import { hostRunOf, hostTimes, type HostRow } from './host.js';
 
 export const GPU_BENCH_SHAPE = 'voxtral-mini-3b';
 
@@ -72,6 +75,8 @@ export interface GpuBenchReport {
   skipped: string[];
   rows: GpuBenchRow[];
   layerCosts: LayerCost[];
+  /** The page's own time per step at all the shape's layers (./host.ts), beside the GPU's; empty on a software adapter. */
+  host: HostRow[];
   seconds: number;
 }
 
@@ -186,6 +191,25 @@ export async function runGpuBench(
       fullModelFloorMs: floor(fullBytes),
     });
   }
+  const host: HostRow[] = [];
+  if (software)
+    skipped.push(`host time per step at all ${shape.totalLayers} layers: software adapter (npm run bench -- --host)`);
+  else {
+    const { run, weights } = hostRunOf({
+      shape: GPU_BENCH_SHAPE,
+      layers: shape.totalLayers,
+      minutes: req.shapeMinutes,
+      steps: req.steps,
+      kv: 'f32',
+      bandwidthGBs: req.bandwidthGBs ?? 300,
+    });
+    const b = await make(run.config, weights);
+    try {
+      if ('openUnfilled' in b) host.push(...(await hostTimes(b as WebGpuBackend, run, log)));
+    } finally {
+      b.dispose();
+    }
+  }
   return {
     adapter,
     cpuFigures: software,
@@ -199,6 +223,7 @@ export async function runGpuBench(
     skipped,
     rows,
     layerCosts,
+    host,
     seconds: (performance.now() - t0) / 1000,
   };
 }

@@ -15,6 +15,7 @@ import { randomDecoderWeights, referenceConfig } from '../model/testing.js';
 import { syntheticHeads } from './decode.js';
 import { runGpuBench, type GpuBenchReport, type GpuBenchRequest } from './gpu-run.js';
 import { onHarnessPage } from './webgpu.js';
+import { formatHostRows } from './host-main.js';
 
 function value(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -118,6 +119,7 @@ export function formatGpuReport(r: GpuBenchReport): string {
         `${x.layerFloorMs?.toFixed(3) ?? 'bandwidth not given'} | ${x.fullModelFloorMs?.toFixed(3) ?? 'bandwidth not given'} |`,
     ),
   ];
+  if (r.host.length) lines.push('', 'Host time per step (ms), all layers:', '', formatHostRows(r.host));
   if (r.skipped.length) lines.push('', `Not run: ${r.skipped.join('; ')}.`);
   return lines.join('\n');
 }

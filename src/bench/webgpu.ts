@@ -71,7 +71,15 @@ export async function onHarnessPage<T>(
   const { chromiumArgs } = await import('../../playwright.config.js');
   // No hot reload: an edit to a source file during a long run must not reload the page under it.
   const server = await createServer({
-    server: { port: 5311, strictPort: false, host: '127.0.0.1', hmr: false, watch: null },
+    server: {
+      port: 5311,
+      strictPort: false,
+      host: '127.0.0.1',
+      hmr: false,
+      watch: null,
+      // Cross-origin isolated: performance.now() then ticks in microseconds, not Chromium's coarsened 100 µs.
+      headers: { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' },
+    },
     logLevel: 'error',
   });
   await server.listen();

@@ -68,6 +68,20 @@ export class QkvRopeAppend extends ModelOp {
   }
 }
 
+/**
+ * Decode: the step's position into the pool's entry of every (layer, KV head)'s new slot,
+ * the slots the step's qkv_rope_append writes (reference: appendPositions).
+ */
+export class AppendPositions extends ModelOp {
+  run(b: { step: Binding; positions: Binding }, heads: number, u: UniformOf): Dispatch {
+    this.need('step', b.step, 16 + 4 * heads);
+    return this.dispatch(
+      { 6: b.step, 8: u('u.appendPositions', [heads, 0, 0, 0]), 10: b.positions },
+      Math.ceil(heads / 64),
+    );
+  }
+}
+
 /** Prefill: the rows of a QKV matmul output rotated into q and the layer's prefill K/V. */
 export class RopeSplit extends ModelOp {
   run(

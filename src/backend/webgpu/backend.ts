@@ -8,6 +8,8 @@ import { segmentLength, type ModelConfig } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
 import { GROWTH_PAGES_PER_HEAD, growthOptions } from '../../kv/sizing.js';
 import type { DecoderBackend, LayeredPrefill, SessionOptions, WholePrefill } from '../types.js';
+import type { PrefillPlan } from '../../kv/plan.js';
+import type { KvSource } from '../../kv/residency.js';
 import { layeredPrefill, wholePrefill } from '../session.js';
 import { shapeSession, type SessionShape } from '../session.js';
 import { GpuContext, type AcquireOptions } from '../../gpu/device.js';
@@ -183,6 +185,19 @@ export class WebGpuBackend implements DecoderBackend<WebGpuDecodeSession> {
   openByLayer(opts: SessionOptions): LayeredPrefill<WebGpuDecodeSession> {
     const parts = this.start(opts, true);
     return layeredPrefill({ prefill: (audio, run) => parts.prefillByLayer(audio, run), close: () => parts.close() });
+  }
+
+  /**
+   * A session whose KV is placed without a prefill (WebGpuSessionParts.placeUnfilled): what
+   * the host-time bench runs at lengths a software adapter cannot prefill. Sized as a
+   * layered session, so only one layer's prompt K/V is allocated, and never filled.
+   */
+  openUnfilled(opts: SessionOptions): {
+    place(plan: PrefillPlan, rows: KvSource): Promise<WebGpuDecodeSession>;
+    close(): void;
+  } {
+    const parts = this.start(opts, true);
+    return { place: (plan, rows) => parts.placeUnfilled(plan, rows), close: () => parts.close() };
   }
 
   /** Sizes and allocates a session (ContextTooLongError before any GPU work). */

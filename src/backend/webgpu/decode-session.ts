@@ -9,7 +9,7 @@
  * GPU: a loop may queue step t + 1 before it reads step t.
  */
 import { audioStart, kvHeadCount, type ModelConfig } from '../../model/config.js';
-import { Residency } from '../../kv/residency.js';
+import { Residency, type KvSource } from '../../kv/residency.js';
 import { checkPoolLimit, poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
@@ -104,6 +104,29 @@ export class WebGpuSessionParts {
   async place(plan: PrefillPlan): Promise<WebGpuDecodeSession> {
     const { ctx, config: c, kernels } = this.e;
     const p = this.prefillBuffers!;
+    return this.placeWith(plan, (pool, residency, text) =>
+      placePlan(ctx, c, kernels, pool, p, this.buffers.sizes.promptLength, residency, plan, text, this.shape.request),
+    );
+  }
+
+  /**
+   * Places `plan` with every kept row read from `rows` instead of a prefill's K/V, no
+   * prefill having run (benches of the decode loop at lengths whose prefill a software
+   * adapter cannot run); the first `submit` must be given its token.
+   */
+  async placeUnfilled(plan: PrefillPlan, rows: KvSource): Promise<WebGpuDecodeSession> {
+    return this.placeWith(plan, (pool, residency, text) => {
+      const { transfer } = residency.applyPrefill(plan, text, rows);
+      pool.flush(residency);
+      return transfer;
+    });
+  }
+
+  private async placeWith(
+    plan: PrefillPlan,
+    fill: (pool: GpuPool, residency: Residency, text: number[]) => Promise<TransferStats> | TransferStats,
+  ): Promise<WebGpuDecodeSession> {
+    const { config: c } = this.e;
     const sizes = this.buffers.sizes;
     const A = sizes.audioLength;
     const P = sizes.pageSize;
@@ -131,18 +154,7 @@ export class WebGpuSessionParts {
       },
       pool,
     );
-    const transfer = await placePlan(
-      ctx,
-      c,
-      kernels,
-      pool,
-      p,
-      sizes.promptLength,
-      residency,
-      plan,
-      text,
-      this.shape.request,
-    );
+    const transfer = await fill(pool, residency, text);
     return this.startDecode(pool, step, residency, transfer, this.prefillToken);
   }
 
@@ -356,6 +368,7 @@ export class WebGpuDecodeSession implements DecodeSession {
     const res = this.res;
     const pool = this.pool;
     res.appendText(pos, this.slots);
+    pool.placedByStep(this.slots);
     let growth: Promise<Error | null> = Promise.resolve(null);
     // The pool grew (this token's text page, or the last plan's recalls): bind its new buffers.
     if (pool.generation !== this.stepGeneration) {
@@ -377,10 +390,10 @@ export class WebGpuDecodeSession implements DecodeSession {
       q.writeBuffer(this.buffers.tokenIn, 0, this.tokenIn);
       bytes += 4;
     }
+    // Rows recalled from here on, and changed positions and tables, ride in the step's own encoder (row-staging.ts).
+    pool.stageWrites(stagingBytes(pool.layout.bytes));
     bytes += pool.flush(res);
     const splits = Math.max(1, Math.ceil(GpuPool.maxPages(res) / kernels.pagesPerSplit));
-    // Rows recalled from here on ride in the step's own encoder (row-staging.ts).
-    pool.stageWrites(stagingBytes(pool.layout.bytes));
     q.submit([step.encode(splits, slot, (enc) => pool.encodeStaged(enc))]);
     this.submitted++;
     this.ring.submitted({

@@ -9,6 +9,7 @@ import { groupSize, type ModelConfig } from '../../model/config.js';
 import type { Constants, PipelineCache } from '../../gpu/pipelines.js';
 import { Argmax, Embed, KvGather, RmsNorm, Swiglu } from './ops.js';
 import {
+  AppendPositions,
   AttnExport,
   AttnReduce,
   AttnSplit,
@@ -72,6 +73,7 @@ export class Kernels {
     readonly swiglu: Swiglu,
     readonly argmax: Argmax,
     readonly qkvRopeAppend: QkvRopeAppend,
+    readonly appendPositions: AppendPositions,
     readonly ropeSplit: RopeSplit,
     readonly gather: KvGather,
     readonly attnSplit: AttnSplit,
@@ -110,21 +112,22 @@ export class Kernels {
     let done = 0;
     const counted = <T>(p: Promise<T>): Promise<T> => {
       p.then(
-        () => onCompile?.(++done / 19),
+        () => onCompile?.(++done / 20),
         () => {},
       );
       return p;
     };
     const get = (file: string, entry: string) => counted(cache.get(file, entry, k));
     onCompile?.(0);
-    // The products are 5 of the 19 pipelines, in the f32 weight format of the reference model.
+    // The products are 5 of the 20 pipelines, in the f32 weight format of the reference model.
     const products = loadProductOps(cache, 'f32', k, counted);
-    const [e, rn, sw, am, qkv, rs, ga, as, ar, ae, ca, ps, cs, fo] = await Promise.all([
+    const [e, rn, sw, am, qkv, ap, rs, ga, as, ar, ae, ca, ps, cs, fo] = await Promise.all([
       get('embed.wgsl', 'embed'),
       get('rmsnorm.wgsl', 'rmsnorm'),
       get('swiglu.wgsl', 'swiglu'),
       get('argmax.wgsl', 'argmax'),
       get('qkv_rope.wgsl', 'qkv_rope_append'),
+      get('qkv_rope.wgsl', 'append_positions'),
       get('qkv_rope.wgsl', 'rope_split'),
       get('gather.wgsl', 'kv_gather'),
       get('attention_decode.wgsl', 'attn_split'),
@@ -144,6 +147,7 @@ export class Kernels {
       new Swiglu(ctx, sw, c),
       new Argmax(ctx, am, c),
       new QkvRopeAppend(ctx, qkv, 'qkv_rope_append', c),
+      new AppendPositions(ctx, ap, 'append_positions', c),
       new RopeSplit(ctx, rs, 'rope_split', c),
       new KvGather(ctx, ga, c),
       new AttnSplit(ctx, as, 'attn_split', c),

@@ -173,7 +173,7 @@ export class GpuPool implements PageStorage {
       this.submits++;
     }
     // Positions not yet uploaded go into the old buffer, which moves with the pages below.
-    this.writeDirty();
+    this.writeDirty(false);
     const kept = { positions: this.positions, tables: this.tables };
     device.pushErrorScope('out-of-memory');
     try {
@@ -298,22 +298,43 @@ export class GpuPool implements PageStorage {
     this.dirty.push([firstSlot, firstSlot + count]);
   }
 
+  /**
+   * The decode step writes these slots' positions itself (qkv_rope.wgsl append_positions):
+   * the syncs Residency.appendText just made for them, the last ones and in head order,
+   * are not uploaded. Anything else left in between is uploaded as synced (same values).
+   */
+  placedByStep(slots: Int32Array): void {
+    const d = this.dirty;
+    const first = d.length - slots.length;
+    if (first < 0) return;
+    for (let i = 0; i < slots.length; i++) {
+      const r = d[first + i];
+      if (r[0] !== slots[i] || r[1] !== slots[i] + 1) return;
+    }
+    d.length = first;
+  }
+
   /** Uploads changed positions and, if the page tables changed, their changed entries. Before each submit. Returns the bytes written. */
   flush(res: Residency): number {
     const q = this.ctx.device.queue;
-    let bytes = this.writeDirty() + this.unflushed;
+    let bytes = this.writeDirty(true) + this.unflushed;
     this.unflushed = 0;
     if (res.pool.version !== this.tableVersion) {
       const { data, runs } = this.pageTables.update(res);
-      for (const [a, b] of runs) q.writeBuffer(this.tables, a * 4, data.buffer, data.byteOffset + a * 4, (b - a) * 4);
+      for (const [a, b] of runs)
+        if (!this.staging?.addWords(this.tables, a * 4, data, a, b - a))
+          q.writeBuffer(this.tables, a * 4, data.buffer, data.byteOffset + a * 4, (b - a) * 4);
       for (const [a, b] of runs) bytes += (b - a) * 4;
       this.tableVersion = res.pool.version;
     }
     return bytes;
   }
 
-  /** Uploads the changed positions; returns the bytes written. */
-  private writeDirty(): number {
+  /**
+   * Uploads the changed positions, staged for the next step's encoder where `staged` and
+   * the pool stages (decode), else written now; returns the bytes.
+   */
+  private writeDirty(staged: boolean): number {
     const q = this.ctx.device.queue;
     let bytes = 0;
     if (this.mirror && this.dirty.length) {
@@ -322,7 +343,8 @@ export class GpuPool implements PageStorage {
       const r = this.dirty.sort((a, b) => a[0] - b[0]);
       let [lo, hi] = r[0];
       const write = (a: number, b: number) => {
-        q.writeBuffer(this.positions, a * 4, this.mirror!.buffer, this.mirror!.byteOffset + a * 4, (b - a) * 4);
+        if (!staged || !this.staging?.addWords(this.positions, a * 4, this.mirror!, a, b - a))
+          q.writeBuffer(this.positions, a * 4, this.mirror!.buffer, this.mirror!.byteOffset + a * 4, (b - a) * 4);
         bytes += (b - a) * 4;
       };
       for (let i = 1; i < r.length; i++) {

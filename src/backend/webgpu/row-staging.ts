@@ -5,6 +5,8 @@
  * run into its pages before the step's compute pass, so a step with recalls is still one
  * submit and a handful of queue writes. Rows that do not fit the staging buffer this step
  * are written directly (as before), so a large recall never fails or allocates mid-decode.
+ * The pool's changed position and page-table entries ride the same upload (`addWords`):
+ * a step whose text took a new page in every head changes one table run per head.
  */
 import type { GpuContext } from '../../gpu/device.js';
 import { packF16 } from '../../kv/precision.js';
@@ -18,10 +20,20 @@ interface Run {
   bytes: number;
 }
 
+/** Words staged for any buffer (positions, page tables). */
+interface WordRun {
+  dst: GPUBuffer;
+  at: number;
+  src: number;
+  bytes: number;
+}
+
 export class RowStaging {
   private readonly data: Uint8Array;
   private used = 0;
   private runs: Run[] = [];
+  private words: WordRun[] = [];
+  private wordCount = 0;
   private readonly buffer: GPUBuffer;
   private half = new Uint16Array(0);
 
@@ -52,6 +64,22 @@ export class RowStaging {
     return true;
   }
 
+  /** Stages `count` 4-byte words of `from` (from word `first` on) for `dst` at byte `at`; false when they do not fit. */
+  addWords(dst: GPUBuffer, at: number, from: Int32Array | Uint32Array, first: number, count: number): boolean {
+    const bytes = count * 4;
+    if (this.used + bytes > this.capacity) return false;
+    this.data.set(new Uint8Array(from.buffer, from.byteOffset + first * 4, bytes), this.used);
+    // Runs are reused across steps: a step stages no new objects once the pool's changes are steady.
+    const run = this.words[this.wordCount] ?? (this.words[this.wordCount] = { dst, at, src: 0, bytes: 0 });
+    run.dst = dst;
+    run.at = at;
+    run.src = this.used;
+    run.bytes = bytes;
+    this.wordCount++;
+    this.used += bytes;
+    return true;
+  }
+
   get pending(): number {
     return this.used;
   }
@@ -64,7 +92,12 @@ export class RowStaging {
       enc.copyBufferToBuffer(this.buffer, r.src, k[r.shard], r.dst, r.bytes);
       enc.copyBufferToBuffer(this.buffer, r.src + r.bytes, v[r.shard], r.dst, r.bytes);
     }
+    for (let i = 0; i < this.wordCount; i++) {
+      const w = this.words[i];
+      enc.copyBufferToBuffer(this.buffer, w.src, w.dst, w.at, w.bytes);
+    }
     this.runs = [];
+    this.wordCount = 0;
     this.used = 0;
   }
 

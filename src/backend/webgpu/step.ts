@@ -5,7 +5,7 @@
  * the readback ring) and submitted once. Only the split-K grid size changes between
  * steps (it follows the longest page table); buffers and bind groups never do.
  */
-import { audioStart, groupSize, type ModelConfig } from '../../model/config.js';
+import { audioStart, groupSize, kvHeadCount, type ModelConfig } from '../../model/config.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { record, sharedUniforms, type Dispatch } from '../../gpu/op.js';
 import type { GpuPool } from './pool.js';
@@ -18,6 +18,7 @@ import { focusOfReadback } from './attention-ops.js';
 export class DecodeStep {
   private readonly dispatches: Dispatch[][] = []; // per layer, then the head
   private readonly head: Dispatch[] = [];
+  private readonly appendPositions: Dispatch;
   /** One per row part of the embedding table (each writes the ids in its range). */
   private readonly embed: Dispatch[];
   private readonly exportDispatch: Dispatch | null;
@@ -53,6 +54,8 @@ export class DecodeStep {
     const u = sharedUniforms(ctx, (buf) => own.push(buf));
     // Ops of each matrix's weight format.
     const wk = w.kernels;
+    // Before any attention reads them: the positions of the slots this step appends to.
+    this.appendPositions = k.appendPositions.run({ step: b.step, positions: pool.positions }, kvHeadCount(c), u);
     this.embed = wk(w.embed.format).embed.run({ table: w.embed, ids: b.tokenIn, x: b.x }, 1, u);
     for (let l = 0; l < c.numLayers; l++) {
       const L = w.layers[l];
@@ -180,6 +183,7 @@ export class DecodeStep {
       record(pass, d, d.splitK ? splits : d.y);
       count++;
     };
+    run(this.appendPositions);
     for (const d of this.embed) run(d);
     this.dispatches.forEach((layer, l) => {
       for (const d of layer) run(d);

@@ -1,0 +1,143 @@
+/**
+ * `npm run bench -- --host [--shape voxtral-mini-3b] [--minutes 30] [--steps 16] [--layers all]
+ *                  [--kv f32|f16] [--bandwidth 300] [--backends node,chromium] [--json]`
+ *
+ * Host time per decode step (./host.ts) at a real backbone's decoder shape, every layer
+ * unless --layers says fewer, random q4 weights, the KV pool placed as `--minutes` of audio
+ * would fill it, for the full cache, WnW at 0.2 and Quest at 0.2; on WebGPU in Node (Dawn)
+ * and in headless Chromium. On a software adapter the compute is slow but is not what is
+ * timed: the host figures are the page's, whatever the adapter.
+ */
+import { parseKvPrecision } from '../cli/args.js';
+import type { KvPrecision } from '../research.js';
+import { HOST_PHASES, hostRunOf, hostTimes, type HostPageRequest, type HostRow } from './host.js';
+import { DECODER_SHAPES } from './shapes.js';
+import { onHarnessPage } from './webgpu.js';
+
+export interface HostBenchOptions {
+  shape: string;
+  layers: number;
+  minutes: number[];
+  steps: number;
+  kv: KvPrecision;
+  bandwidthGBs: number;
+  backends: ('node' | 'chromium')[];
+  json: boolean;
+}
+
+function value(argv: string[], name: string): string | undefined {
+  const i = argv.indexOf(`--${name}`);
+  return i >= 0 ? argv[i + 1] : undefined;
+}
+
+export function parseHostBenchArgs(argv: string[]): HostBenchOptions {
+  const shape = value(argv, 'shape') ?? 'voxtral-mini-3b';
+  const s = DECODER_SHAPES[shape];
+  if (!s)
+    throw new RangeError(
+      `unknown decoder shape ${JSON.stringify(shape)}; known: ${Object.keys(DECODER_SHAPES).join(', ')}`,
+    );
+  const l = value(argv, 'layers') ?? 'all';
+  const layers = l === 'all' ? s.totalLayers : Number(l);
+  if (!Number.isInteger(layers) || layers < 1 || layers > s.totalLayers)
+    throw new RangeError(`--layers must be all or 1..${s.totalLayers}, got ${l}`);
+  const minutes = (value(argv, 'minutes') ?? '30').split(',').map(Number);
+  if (!minutes.every((m) => m > 0))
+    throw new RangeError(`--minutes takes positive numbers, got ${value(argv, 'minutes')}`);
+  const steps = Number(value(argv, 'steps') ?? '16');
+  if (!Number.isInteger(steps) || steps < 2)
+    throw new RangeError(`--steps must be an integer ≥ 2, got ${value(argv, 'steps')}`);
+  const bandwidthGBs = Number(value(argv, 'bandwidth') ?? '300');
+  if (!(bandwidthGBs > 0)) throw new RangeError(`--bandwidth takes GB/s, got ${value(argv, 'bandwidth')}`);
+  const backends = (value(argv, 'backends') ?? 'node,chromium').split(',');
+  for (const b of backends)
+    if (b !== 'node' && b !== 'chromium') throw new RangeError(`--backends takes node and chromium, got ${b}`);
+  return {
+    shape,
+    layers,
+    minutes,
+    steps,
+    kv: parseKvPrecision(value(argv, 'kv') ?? 'f32'),
+    bandwidthGBs,
+    backends: backends as ('node' | 'chromium')[],
+    json: argv.includes('--json'),
+  };
+}
+
+async function nodeRows(req: HostPageRequest, log: (s: string) => void): Promise<HostRow[]> {
+  const { createWebGpuBackend } = await import('../backend/webgpu/index.js');
+  const { requestGpuAdapter, describeAdapter } = await import('../gpu/device.js');
+  const adapter = await requestGpuAdapter().catch(() => null);
+  if (!adapter || describeAdapter(adapter).software) {
+    log('bench: no hardware WebGPU in Node: no Node rows');
+    return [];
+  }
+  const { run, weights } = hostRunOf(req);
+  let backend;
+  try {
+    // Hardware only: Dawn in Node fails natively (a crash, not an error) compiling these kernels on SwiftShader.
+    backend = await createWebGpuBackend(run.config, weights, { allowSoftware: false, kvPrecision: req.kv });
+  } catch (e) {
+    log(`bench: no hardware WebGPU in Node (${e instanceof Error ? e.message.split('\n')[0] : String(e)})`);
+    return [];
+  }
+  try {
+    return (await hostTimes(backend, run, log)).map((r) => ({ ...r, backend: `${r.backend} in Node (Dawn)` }));
+  } finally {
+    backend.dispose();
+  }
+}
+
+async function chromiumRows(req: HostPageRequest, log: (s: string) => void): Promise<HostRow[]> {
+  const rows = await onHarnessPage(
+    log,
+    (page) =>
+      page.evaluate(
+        (r) => (window as unknown as { wnwHost(r: unknown): Promise<HostRow[]> }).wnwHost(r),
+        req,
+      ) as Promise<HostRow[]>,
+  );
+  return (rows ?? []).map((r) => ({ ...r, backend: `${r.backend} in headless Chromium` }));
+}
+
+export function formatHostRows(rows: HostRow[]): string {
+  const lines = [
+    `| backend | audio | policy | loop | host ms median | p95 | mean | ${HOST_PHASES.join(' | ')} | ` +
+      'writeBuffer | createBindGroup | createBuffer | mapAsync | recalled/step | weight floor ms | host / floor |',
+    `|${'---|'.repeat(17)}`,
+  ];
+  const f = (x: number) => x.toFixed(3);
+  for (const r of rows) {
+    const c = r.callsPerStep;
+    lines.push(
+      `| ${r.backend} | ${r.minutes} min (${r.audioTokens}) | ${r.policy}${r.policy === 'full' ? '' : `@${r.budget}`} | ` +
+        `${r.loop} | ${f(r.hostMs.median)} | ${f(r.hostMs.p95)} | ${f(r.hostMs.mean)} | ` +
+        `${HOST_PHASES.map((k) => f(r.hostMs.byPhase[k])).join(' | ')} | ` +
+        `${c.writeBuffer.toFixed(1)} | ${c.createBindGroup.toFixed(1)} | ${c.createBuffer.toFixed(1)} | ` +
+        `${c.mapAsync.toFixed(1)} | ${r.recalledPerStep.toFixed(0)} | ${f(r.weightFloorMs)} | ${r.hostOverFloor.toFixed(2)} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+export async function hostBenchMain(argv: string[], log: (s: string) => void): Promise<void> {
+  const o = parseHostBenchArgs(argv);
+  const req: HostPageRequest = {
+    shape: o.shape,
+    layers: o.layers,
+    minutes: o.minutes,
+    steps: o.steps,
+    kv: o.kv,
+    bandwidthGBs: o.bandwidthGBs,
+  };
+  const rows: HostRow[] = [];
+  if (o.backends.includes('node')) rows.push(...(await nodeRows(req, log)));
+  if (o.backends.includes('chromium')) rows.push(...(await chromiumRows(req, log)));
+  const report = { shape: o.shape, layers: o.layers, kv: o.kv, steps: o.steps, bandwidthGBs: o.bandwidthGBs, rows };
+  console.log(
+    o.json
+      ? JSON.stringify(report, null, 1)
+      : `Host time per decode step, ${o.shape}, ${o.layers} layers, random q4 weights, ${o.kv} KV, ` +
+          `mean ms per phase; floor at ${o.bandwidthGBs} GB/s.\n\n${formatHostRows(rows)}`,
+  );
+}

@@ -1,0 +1,251 @@
+/**
+ * The page's own time per decode step, which runs on the CPU whatever the GPU: from the
+ * start of a step's preparation to its submit returning, plus the read's handling once its
+ * map has resolved (copying, the readouts), the policy's next plan and the staging of the
+ * rows it recalls. The wait for the GPU is left out (step-probe.ts times when each map
+ * resolved), and each timed part runs with the device idle. Phases: plan (the policy's afterStep), staging (the plan applied: recalled rows
+ * into the staging buffer and their upload in the step's encoder), uniforms and tables
+ * (the step's position, token, page tables and positions written), encoding, submit,
+ * readback (the mapped slot read). Calls to the device per step are counted beside.
+ *
+ * The KV pool is placed without a prefill (WebGpuBackend.openUnfilled): synthetic scores
+ * and keys stand for the prefill's observation, so a 30-minute pool is placed in seconds
+ * on a software adapter. The policy plans from that observation as it would from a real one.
+ */
+import type { WebGpuBackend } from '../backend/webgpu/backend.js';
+import { isStop, type ModelConfig } from '../model/config.js';
+import { rng } from '../model/testing.js';
+import type { PolicyLayout, PrefillObservation } from '../kv/plan.js';
+import { planLagOf } from '../policy/types.js';
+import type { HeadsFile, KvPrecision } from '../research.js';
+import type { PolicyName } from '../index.js';
+import { packedWeightBytes } from '../model/packed-weights.js';
+import { syntheticHeads, timedSession } from './decode.js';
+import { randomPackedWeights, shapeConfig } from './shapes.js';
+import { StepProbe, type CallCounts } from './step-probe.js';
+
+export const HOST_PHASES = ['plan', 'staging', 'uniformsAndTables', 'encoding', 'submit', 'readback'] as const;
+export type HostPhase = (typeof HOST_PHASES)[number];
+
+export interface HostRow {
+  policy: PolicyName;
+  budget: number;
+  backend: string;
+  minutes: number;
+  audioTokens: number;
+  layers: number;
+  /** Step t + 1 queued before step t is read (the policy's planLag 2), or each step waited for. */
+  loop: 'pipelined' | 'waiting';
+  steps: number;
+  hostMs: { mean: number; median: number; p95: number; byPhase: Record<HostPhase, number> };
+  callsPerStep: CallCounts;
+  /** Audio positions the plans recalled per step (mean): WnW and Quest move rows every few steps. */
+  recalledPerStep: number;
+  /** The step's weight bytes / bandwidth, in ms: below it a GPU waits for the memory, not the page. */
+  weightFloorMs: number;
+  /** Median host ms / weightFloorMs: above 1 the page, not the GPU, would set the speed. */
+  hostOverFloor: number;
+}
+
+export interface HostRun {
+  config: ModelConfig;
+  heads: HeadsFile;
+  minutes: number[];
+  steps: number;
+  /** Decoder weight bytes one step reads, and the bandwidth (GB/s) of the floor. */
+  weightBytesPerStep: number;
+  bandwidthGBs: number;
+  /** The policies timed, with their budgets. */
+  policies: [PolicyName, number][];
+}
+
+export const HOST_POLICIES: [PolicyName, number][] = [
+  ['full', 1],
+  ['wnw', 0.2],
+  ['quest', 0.2],
+];
+
+/** Steps run before the timed ones: pipelines' first use, the JIT, the pool's first growth. */
+export const HOST_WARMUP = 4;
+
+const now = () => performance.now();
+
+/** A prefill observation of seeded scores (a few positions stand out, as speech's do) and keys. */
+export function syntheticObservation(layout: PolicyLayout, keys: boolean, seed: number): PrefillObservation {
+  const r = rng(seed);
+  const heads = layout.numLayers * layout.numKvHeads;
+  const A = layout.audioLength;
+  const scores = Array.from({ length: heads }, () => {
+    const s = new Float32Array(A);
+    for (let i = 0; i < A; i++) s[i] = r() ** 8;
+    return s;
+  });
+  if (!keys) return { layout, scores };
+  // One key table for every head: the bounds a paged policy builds are per head either way.
+  const k = new Float32Array(A * layout.headDim);
+  for (let i = 0; i < k.length; i++) k[i] = r() * 2 - 1;
+  return { layout, scores, keys: Array.from({ length: heads }, () => k) };
+}
+
+/** Rows for the kept positions: a small seeded table, cycled (their values are never timed). */
+function syntheticRows(headDim: number, seed: number) {
+  const r = rng(seed);
+  const n = 61;
+  const table = Float32Array.from({ length: n * headDim }, () => r() * 2 - 1);
+  return (head: number, seqPos: number, k: Float32Array, kOff: number, v: Float32Array, vOff: number) => {
+    const a = ((seqPos * 7 + head) % n) * headDim;
+    const b = ((seqPos * 13 + head + 1) % n) * headDim;
+    k.set(table.subarray(a, a + headDim), kOff);
+    v.set(table.subarray(b, b + headDim), vOff);
+  };
+}
+
+function summary(xs: number[]): { mean: number; median: number; p95: number } {
+  const s = [...xs].sort((a, b) => a - b);
+  const at = (f: number) => s[Math.min(s.length - 1, Math.max(0, Math.ceil(f * s.length) - 1))];
+  return { mean: xs.reduce((a, b) => a + b, 0) / xs.length, median: at(0.5), p95: at(0.95) };
+}
+
+/** Host time of one policy's decode steps on `backend`, probed through `probe` (made on its device). */
+export async function hostTimePolicy(
+  backend: WebGpuBackend,
+  probe: StepProbe,
+  run: HostRun,
+  minutes: number,
+  policyName: PolicyName,
+  budget: number,
+  log?: (s: string) => void,
+): Promise<HostRow> {
+  const c = run.config;
+  const A = Math.round(minutes * 60 * c.audio.tokensPerSecond);
+  const total = HOST_WARMUP + run.steps;
+  const { policy, layout, options } = timedSession(c, A, policyName, budget, run.heads, total + 3);
+  const stage = backend.openUnfilled(options);
+  const session = await stage.place(
+    policy.prefill(syntheticObservation(layout, !!options.request.prefillKeys, 17)),
+    syntheticRows(c.headDim, 19),
+  );
+  try {
+    if (policy.afterPrefill) await session.apply(policy.afterPrefill());
+    const pipelined = planLagOf(policy) >= 2;
+    const phases: Record<HostPhase, number>[] = [];
+    const hosts: number[] = [];
+    const calls: CallCounts = { writeBuffer: 0, createBindGroup: 0, createBuffer: 0, mapAsync: 0 };
+    let recalled = 0;
+    // Any text token: what is fed does not change the work of a step.
+    let token = 1000 % c.vocabSize;
+    const queue = backend.ctx.device.queue;
+    probe.clearMaps();
+    if (pipelined) session.submit(token);
+    for (let i = 0; i < total; i++) {
+      // Each timed part starts with the device idle: a software adapter's GPU work runs on the
+      // page's CPU cores and would be counted as the page's own (a hardware GPU takes none).
+      await queue.onSubmittedWorkDone();
+      const p0 = probe.snapshot();
+      const t0 = now();
+      session.submit(pipelined ? null : token);
+      const t1 = now();
+      await queue.onSubmittedWorkDone();
+      const tr = now();
+      const r = await session.read();
+      const t2 = now();
+      const mapped = probe.takeMap();
+      const plan = policy.afterStep(r.observation);
+      const t3 = now();
+      const moved = await session.apply(plan);
+      const t4 = now();
+      const p1 = probe.snapshot();
+      if (!isStop(c, r.token)) token = r.token;
+      // A software adapter takes tens of seconds a step at this shape: say where the run is.
+      log?.(`bench: ${policyName} step ${i + 1} of ${total} at ${(t4 / 1000).toFixed(0)} s`);
+      if (i < HOST_WARMUP) continue;
+      const enc = p1.times.encoding - p0.times.encoding;
+      const staged = p1.times.staging - p0.times.staging;
+      const sub = p1.times.submit - p0.times.submit;
+      const ph: Record<HostPhase, number> = {
+        plan: t3 - t2,
+        staging: t4 - t3 + staged,
+        uniformsAndTables: t1 - t0 - enc - staged - sub,
+        encoding: enc,
+        submit: sub,
+        // From the later of the read's start and its map's resolving: the GPU's time is not the page's.
+        readback: t2 - Math.max(tr, Number.isNaN(mapped) ? tr : mapped),
+      };
+      phases.push(ph);
+      hosts.push(HOST_PHASES.reduce((a, k) => a + ph[k], 0));
+      for (const k of Object.keys(calls) as (keyof CallCounts)[]) calls[k] += p1.counts[k] - p0.counts[k];
+      recalled += moved.recalledPositions;
+    }
+    const n = run.steps;
+    const byPhase = Object.fromEntries(HOST_PHASES.map((k) => [k, phases.reduce((a, p) => a + p[k], 0) / n])) as Record<
+      HostPhase,
+      number
+    >;
+    const h = summary(hosts);
+    const weightFloorMs = (run.weightBytesPerStep / (run.bandwidthGBs * 1e9)) * 1000;
+    return {
+      policy: policyName,
+      budget,
+      backend: backend.label,
+      minutes,
+      audioTokens: A,
+      layers: c.numLayers,
+      loop: pipelined ? 'pipelined' : 'waiting',
+      steps: n,
+      hostMs: { ...h, byPhase },
+      callsPerStep: Object.fromEntries(Object.entries(calls).map(([k, v]) => [k, v / n])) as unknown as CallCounts,
+      recalledPerStep: recalled / n,
+      weightFloorMs,
+      hostOverFloor: h.median / weightFloorMs,
+    };
+  } finally {
+    session.close();
+  }
+}
+
+/** Every policy of `run` at every length, on one backend whose device the probe wraps from here on. */
+export async function hostTimes(backend: WebGpuBackend, run: HostRun, log: (s: string) => void): Promise<HostRow[]> {
+  const probe = new StepProbe(backend.ctx.device);
+  const rows: HostRow[] = [];
+  try {
+    for (const minutes of run.minutes)
+      for (const [name, budget] of run.policies) {
+        const row = await hostTimePolicy(backend, probe, run, minutes, name, budget, log);
+        log(
+          `bench: host ${minutes} min ${name}@${budget}: median ${row.hostMs.median.toFixed(3)} ms, ` +
+            `p95 ${row.hostMs.p95.toFixed(3)} ms, writeBuffer ${row.callsPerStep.writeBuffer.toFixed(1)}/step`,
+        );
+        rows.push(row);
+      }
+  } finally {
+    probe.detach();
+  }
+  return rows;
+}
+
+/** What the page needs to rebuild the run: the config is remade there from the shape. */
+export interface HostPageRequest {
+  shape: string;
+  layers: number;
+  minutes: number[];
+  steps: number;
+  kv: KvPrecision;
+  bandwidthGBs: number;
+}
+
+/** The run of a request: config, synthetic heads, weights and the bytes a step reads. */
+export function hostRunOf(r: HostPageRequest) {
+  const config = shapeConfig(r.shape, r.layers);
+  const weights = randomPackedWeights(config, 'q4');
+  const bytes = packedWeightBytes(weights);
+  const run: HostRun = {
+    config,
+    heads: syntheticHeads(config, 375),
+    minutes: r.minutes,
+    steps: r.steps,
+    weightBytesPerStep: bytes.total - bytes.embed + config.hiddenSize * 4,
+    bandwidthGBs: r.bandwidthGBs,
+    policies: HOST_POLICIES,
+  };
+  return { run, weights };
+}

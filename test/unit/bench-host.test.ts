@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import { parseHostBenchArgs } from '../../src/bench/host-main.js';
+import { syntheticObservation } from '../../src/bench/host.js';
+import { StepProbe } from '../../src/bench/step-probe.js';
+import { policyLayout } from '../../src/kv/prompt.js';
+import { shapeConfig } from '../../src/bench/shapes.js';
+
+/** A device whose calls do nothing: what the probe wraps and counts. */
+function fakeDevice() {
+  const queue = { writeBuffer: () => undefined, submit: () => undefined };
+  let resolveMap: () => void = () => {};
+  const device = {
+    queue,
+    createBuffer: () => ({ mapAsync: () => new Promise<void>((r) => (resolveMap = r)) }),
+    createBindGroup: () => ({}),
+    createCommandEncoder: () => ({ finish: () => ({}) }),
+  };
+  return { device: device as unknown as GPUDevice, resolve: () => resolveMap() };
+}
+
+describe('host-time bench', () => {
+  it('parses its arguments: every layer of Voxtral-Mini-3B at 30 minutes by default', () => {
+    expect(parseHostBenchArgs(['--host'])).toMatchObject({
+      shape: 'voxtral-mini-3b',
+      layers: 30,
+      minutes: [30],
+      steps: 16,
+      bandwidthGBs: 300,
+      backends: ['node', 'chromium'],
+      kv: 'f32',
+      json: false,
+    });
+    expect(parseHostBenchArgs(['--layers', '2', '--minutes', '1,5', '--json'])).toMatchObject({
+      layers: 2,
+      minutes: [1, 5],
+      json: true,
+    });
+    expect(() => parseHostBenchArgs(['--layers', '31'])).toThrow(/--layers/);
+    expect(() => parseHostBenchArgs(['--backends', 'cpu'])).toThrow(/--backends/);
+  });
+
+  it('counts the device calls it wraps, times each map, and leaves the device as it was', async () => {
+    const { device, resolve } = fakeDevice();
+    const own = Object.keys(device).sort();
+    const probe = new StepProbe(device);
+    const b = device.createBuffer({ size: 4, usage: 0 });
+    device.createBindGroup({} as GPUBindGroupDescriptor);
+    device.queue.writeBuffer({} as GPUBuffer, 0, new Uint8Array(4));
+    const enc = device.createCommandEncoder();
+    // A write while an encoder is open is the step's staged upload.
+    device.queue.writeBuffer({} as GPUBuffer, 0, new Uint8Array(4));
+    device.queue.submit([enc.finish()]);
+    const mapped = b.mapAsync(1);
+    expect(probe.snapshot().counts).toEqual({ writeBuffer: 2, createBindGroup: 1, createBuffer: 1, mapAsync: 1 });
+    expect(probe.takeMap()).toBeNaN();
+    const again = b.mapAsync(1);
+    resolve();
+    await again;
+    expect(probe.takeMap()).toBeGreaterThan(0);
+    void mapped;
+    probe.detach();
+    expect(Object.keys(device).sort()).toEqual(own);
+    device.queue.writeBuffer({} as GPUBuffer, 0, new Uint8Array(4));
+    expect(probe.snapshot().counts.writeBuffer).toBe(2);
+  });
+
+  it('makes a seeded prefill observation with keys only where asked', () => {
+    const c = shapeConfig('voxtral-mini-3b', 2);
+    const layout = policyLayout(c, 100);
+    const a = syntheticObservation(layout, false, 3);
+    expect(a.scores).toHaveLength(2 * c.numKvHeads);
+    expect(a.scores[0]).toHaveLength(100);
+    expect(a.keys).toBeUndefined();
+    const b = syntheticObservation(layout, true, 3);
+    expect(b.scores[5]).toEqual(a.scores[5]);
+    expect(b.keys![0]).toHaveLength(100 * c.headDim);
+  });
+});
