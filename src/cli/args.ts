@@ -216,8 +216,8 @@ export const TRANSCRIBE_USAGE =
   '[--model DIR] [--language en|none] [--task transcribe|translate --target-language de] ' +
   '[--audio-encoder onnx|audio-tower] [--format txt|json|srt|vtt] [--json]';
 
-/** The options that load a transcriber for one recording, as `transcribe` and `ask` take them. */
-const LOAD_FLAGS = [
+/** The options that load a transcriber for a recording, as `transcribe`, `ask` and `batch` take them. */
+export const LOAD_FLAGS = [
   'policy',
   'budget',
   'backend',

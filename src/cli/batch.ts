@@ -6,6 +6,7 @@
 import { resolve } from 'node:path';
 import type { CliIo } from './file-run.js';
 import {
+  LOAD_FLAGS,
   OUTPUT_FORMATS,
   UsageError,
   defaultModelDir,
@@ -65,15 +66,7 @@ export function parseBatchArgs(argv: string[], cwd = process.cwd()): BatchArgs {
     'status',
     'attempts',
     'backoff',
-    'policy',
-    'budget',
-    'backend',
-    'kv',
-    'weights',
-    'audio-weights',
-    'audio-encoder',
-    'model',
-    'language',
+    ...LOAD_FLAGS,
     'task',
     'target-language',
   ]);
