@@ -9,18 +9,12 @@
  * timed: the host figures are the page's, whatever the adapter.
  */
 import { parseKvPrecision } from '../cli/args.js';
-import type { KvPrecision } from '../research.js';
 import { HOST_PHASES, hostRunOf, hostTimes, type HostPageRequest, type HostRow } from './host.js';
 import { DECODER_SHAPES } from './shapes.js';
 import { onHarnessPage } from './webgpu.js';
 
-export interface HostBenchOptions {
-  shape: string;
-  layers: number;
-  minutes: number[];
-  steps: number;
-  kv: KvPrecision;
-  bandwidthGBs: number;
+/** The run the page (or Node) rebuilds, and where and how its rows are printed. */
+export interface HostBenchOptions extends HostPageRequest {
   backends: ('node' | 'chromium')[];
   json: boolean;
 }
