@@ -5,17 +5,18 @@
  * request (one system message for all), so a next request rewinds the session to the end
  * of the audio (or, for a follow-up question, of the conversation) and prefills only its
  * own ids, one step each. The policy's placement stays: anchors and tidal heads keep what
- * they hold and recall for the new request as they do while decoding; fixed heads keep
- * the positions they chose at the first request's prefill (docs/usage.md, "One recording,
- * many requests"). A request with another policy, budget or readouts opens a new session
- * and prefills the audio again, from the kept encoding.
+ * they hold and recall for the new request as they do while decoding. What a placement
+ * dropped (WnW's fixed heads, the prefill-only policies) was chosen for the prompt that
+ * placed it: a request with other ids after the audio places the audio again, from the
+ * kept encoding, as does one with another policy, budget or readouts (docs/usage.md,
+ * "One recording, many requests").
  */
 import { WnwError } from '../errors.js';
 import type { DecodeSession } from '../backend/types.js';
 import { audioStart, type PromptIds } from '../model/config.js';
 import type { LoadedModel } from '../model/loader.js';
 import type { Recording, RequestOptions, TranscribeOptions, TranscriptionResult } from '../types.js';
-import type { DecodeSetup, RunInput, RunOutcome } from './run.js';
+import { lostPositions, type DecodeSetup, type Placement, type RunInput, type RunOutcome } from './run.js';
 import { subtitleCues, toSrt, toVtt } from './subtitles.js';
 
 /** What a request is; a question continues the conversation only after a question. */
@@ -49,6 +50,22 @@ export interface Conversation {
   pending: number[];
   /** The ids written after the audio, in order: the prompt's and the answers'. */
   ids: number[];
+  /**
+   * The request that placed the audio: its ids after the audio (the rows whose attention the
+   * policy read, prefilled with every audio position in view), the token they predicted, and
+   * the positions it dropped. A request with the same ids reuses them as they are; another,
+   * where anything was dropped, places the audio again (a fresh run would have kept others).
+   */
+  placement: Placement & { afterAudio: readonly number[] };
+  /** Whether the KV still holds the placement's rows after the audio (no request since forked inside them). */
+  placedRows: boolean;
+}
+
+/** A request resumed on the conversation: its own ids to feed, or none and the placement's first token. */
+export interface Resumption {
+  conversation: Conversation;
+  feed: readonly number[];
+  first?: number;
 }
 
 /** What a recording asks of the transcriber that opened it. */
@@ -64,7 +81,7 @@ export interface RecordingHost {
     rec: WnwRecording,
     prompt: PromptIds,
     options: TranscribeOptions,
-    resume: { conversation: Conversation; feed: readonly number[] } | undefined,
+    resume: Resumption | undefined,
     encodeMs: number,
   ): Promise<RunOutcome & { key: string; policy: Conversation['policy'] }>;
   /** The key a request's options give its session (policy, budget, options, readouts). */
@@ -154,18 +171,24 @@ export class WnwRecording implements Recording {
 
   private async requestNow(p: RequestPrompt, options: RequestOptions): Promise<TranscriptionResult> {
     if (this.disposed) throw new WnwError('BAD_ARGUMENT', this.disposed);
-    const prompt = await this.host.promptOf(options.language, p, this.system);
+    let prompt = await this.host.promptOf(options.language, p, this.system);
     const key = this.host.sessionKey(options);
     const conv = this.conversation;
-    const reuse = conv && conv.key === key && sameIds(conv.prefix, prompt.prefix) ? conv : null;
-    let resume: { conversation: Conversation; feed: readonly number[] } | undefined;
+    const same = conv && conv.key === key && sameIds(conv.prefix, prompt.prefix) ? conv : null;
+    let resume: Resumption | undefined;
+    let placedRows = true;
     let afterAudio: readonly number[] = prompt.instruction;
-    if (reuse) {
-      const follows = p.kind === 'ask' && !p.fresh && reuse.last === 'ask';
-      const feed = follows
-        ? [...reuse.pending, ...(await this.host.followUp(p.question!, this.system))]
+    if (same) {
+      const follows = p.kind === 'ask' && !p.fresh && same.last === 'ask';
+      const ownIds = follows
+        ? [...same.pending, ...(await this.host.followUp(p.question!, this.system))]
         : prompt.instruction;
-      const fork = follows ? reuse.end : reuse.audioEnd;
+      if (follows) afterAudio = [...same.ids, ...ownIds];
+      const placed = same.placement;
+      // The placement's own prompt again: its rows' KV, written by the prefill, and the token they predicted are kept.
+      const again = same.placedRows && sameIds(afterAudio, placed.afterAudio);
+      const fork = again ? same.audioEnd + afterAudio.length : follows ? same.end : same.audioEnd;
+      const feed = again ? [] : ownIds;
       const left = this.host.model.config.maxPositions - fork - feed.length;
       if (left < 1)
         throw new WnwError(
@@ -174,9 +197,16 @@ export class WnwRecording implements Recording {
             `and ${Math.max(0, this.host.model.config.maxPositions - fork)} remain of the model's ${this.host.model.config.maxPositions}: ` +
             (follows ? 'ask it with { fresh: true } to start again from the audio' : 'ask a shorter question'),
         );
-      await reuse.session.rewind(fork);
-      resume = { conversation: reuse, feed };
-      if (follows) afterAudio = [...reuse.ids, ...feed];
+      // What the placement dropped was chosen for its own prompt: any other places the audio again.
+      const lost = lostPositions(same.session, this.encoding.audioLength);
+      if (lost === 0 || (again && lost === placed.lost)) {
+        await same.session.rewind(fork);
+        placedRows = same.placedRows && fork >= same.audioEnd + placed.afterAudio.length;
+        resume = { conversation: same, feed, ...(again ? { first: placed.first } : {}) };
+      } else {
+        this.drop();
+        prompt = { prefix: prompt.prefix, instruction: afterAudio };
+      }
     } else {
       this.drop();
     }
@@ -185,7 +215,7 @@ export class WnwRecording implements Recording {
     const out = await this.host.run(this, prompt, options, resume, encodeMs);
     const r = out.result;
     this.lastPrompt = { prefix: prompt.prefix, afterAudio };
-    if (out.open) {
+    if (out.open && (resume || out.placement)) {
       this.conversation = {
         session: out.open.session,
         setup: out.open.setup,
@@ -197,6 +227,8 @@ export class WnwRecording implements Recording {
         end: out.reusedPositions + out.prefilledPositions + out.written.length,
         pending: out.pending,
         ids: [...afterAudio, ...out.written],
+        placement: resume ? resume.conversation.placement : { afterAudio, ...out.placement! },
+        placedRows,
       };
     } else {
       this.conversation = null;

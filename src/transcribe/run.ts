@@ -48,7 +48,13 @@ export interface RunInput {
    * forks: the request feeds `feed` (its own prompt ids) from there instead of opening a
    * session and prefilling the audio again.
    */
-  resume?: { session: DecodeSession; setup: DecodeSetup; feed: readonly number[] };
+  resume?: {
+    session: DecodeSession;
+    setup: DecodeSetup;
+    feed: readonly number[];
+    /** Instead of a `feed` (the placement's own prompt again, whose KV it kept): the token that prompt's last row predicted. */
+    first?: number;
+  };
   /** Leaves the session open at the end for the recording's next request (RunOutcome.open). */
   keepOpen?: boolean;
 }
@@ -64,6 +70,25 @@ export interface RunOutcome {
   /** The answer's ids whose KV is written (fed to a step), then the ones never fed (at most the last). */
   written: number[];
   pending: number[];
+  /** Of a request that placed the audio (not a resumed one): its placement. */
+  placement?: Placement;
+}
+
+/** What a request's prefill left: the first token its prompt's last row predicted, and what it dropped. */
+export interface Placement {
+  first: number;
+  /** Audio positions kept in neither GPU nor CPU memory, summed over heads (`lostPositions`). */
+  lost: number;
+}
+
+/**
+ * Audio positions, summed over KV heads, a session holds neither on the GPU nor in CPU
+ * memory: what its policy dropped, which no later request can get back.
+ */
+export function lostPositions(session: Pick<DecodeSession, 'residency'>, audioLength: number): number {
+  let lost = 0;
+  for (const kept of session.residency().gpuOrCpuPerHead) lost += audioLength - kept;
+  return lost;
 }
 
 const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
@@ -356,11 +381,12 @@ export async function runRequest(r: RunInput): Promise<RunOutcome> {
   let session: DecodeSession | undefined = resume?.session;
   /** Steps queued in the decode loop: the answer's tokens fed, in order (then a step past a stop). */
   let submits = 0;
+  let placement: Placement | undefined;
   try {
     let first: number;
     if (resume) {
       r.progress({ phase: 'prefill', fraction: 0, detail: `${resume.feed.length} positions of its own` });
-      first = await feedPrompt(r, resume.session, resume.feed, acc);
+      first = resume.first ?? (await feedPrompt(r, resume.session, resume.feed, acc));
     } else {
       const opened = await openSession(r, h, (c) => (close = c));
       session = opened.session;
@@ -373,6 +399,7 @@ export async function runRequest(r: RunInput): Promise<RunOutcome> {
         acc.recalls += moved.recalledPositions;
         acc.releases += moved.releasedPositions;
       }
+      placement = { first, lost: lostPositions(session, r.audioLength) };
     }
     const live = session!;
     prefillMs = now() - t0;
@@ -447,6 +474,7 @@ export async function runRequest(r: RunInput): Promise<RunOutcome> {
     ...prompt,
     written: tokens.slice(0, fed),
     pending: tokens.slice(fed),
+    ...(placement ? { placement } : {}),
   };
 }
 

@@ -31,7 +31,13 @@ import { createPolicy, needsHeads, policyBudget } from '../policy/registry.js';
 import { wordTimingHeads } from '../policy/timing-heads.js';
 import { runRequest, runTranscription, type RunInput, type RunOutcome } from './run.js';
 import { checkLoadOptions, checkRecordingOptions, checkTranscribeOptions, show } from './options.js';
-import { WnwRecording, type Conversation, type RecordingHost, type RequestPrompt } from './recording.js';
+import {
+  WnwRecording,
+  type Conversation,
+  type RecordingHost,
+  type RequestPrompt,
+  type Resumption,
+} from './recording.js';
 import { sessionPrompt } from '../kv/prompt.js';
 import { conversationSystem } from '../model/text/index.js';
 import type {
@@ -192,7 +198,7 @@ export class WnwTranscriber implements Transcriber {
     rec: WnwRecording,
     prompt: PromptIds,
     options: TranscribeOptions,
-    resume: { conversation: Conversation; feed: readonly number[] } | undefined,
+    resume: Resumption | undefined,
     encodeMs: number,
   ): Promise<RunOutcome & { key: string; policy: Conversation['policy'] }> {
     checkTranscribeOptions(options);
@@ -206,7 +212,14 @@ export class WnwTranscriber implements Transcriber {
         ...this.runInput(prompt, parts, { ...enc, encodeMs }, options),
         keepOpen: true,
         ...(resume
-          ? { resume: { session: resume.conversation.session, setup: resume.conversation.setup, feed: resume.feed } }
+          ? {
+              resume: {
+                session: resume.conversation.session,
+                setup: resume.conversation.setup,
+                feed: resume.feed,
+                ...(resume.first !== undefined ? { first: resume.first } : {}),
+              },
+            }
           : {}),
       });
       this.finishStats(out.result, enc.audioSeconds);
