@@ -8,7 +8,8 @@
  *    request (its instruction fed on the audio's KV), at each length, and their ratio;
  *  - a real backbone's decoder shape with K layers of random weights: the same two times
  *    from the backend (the prefill and placement, against a rewind and the instruction's
- *    steps), at --shape-minutes;
+ *    steps), at --shape-minutes (10 minutes is 7,500 audio tokens at Voxtral's shape: its fresh
+ *    prefill ran 25 minutes on a 2-core CPU, hence the default of 1);
  *  - the CPU memory a recording holds at that shape and --cpu-minutes under WnW at 0.2:
  *    the offload ArrayBuffers of its tidal heads' copies (each layer placed as the
  *    layer-by-layer prefill places it, from random K/V and scores) and the kept encoding;

@@ -125,7 +125,7 @@ function randomWord(r: () => number, min: number, max: number): string {
   return w;
 }
 
-/** Words one after the other as timing.ts dates them: each ends where the next starts, plus any pause. */
+/** Words one after the other: each ends where the next starts, or `pauses(i)` seconds before it. */
 function dated(texts: string[], secondsPerWord: number, pauses: (i: number) => number = () => 0): Word[] {
   let t = 0;
   return texts.map((word, i) => {
