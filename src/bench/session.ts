@@ -5,7 +5,7 @@
  * One recording, many requests, measured in one run:
  *  - the reference model (its shipped folder, CPU backend): the time to a request's first
  *    token for a fresh transcription (encode, prefill), and for a recording's second
- *    request (its instruction fed on the audio's KV), at each length, and their ratio;
+ *    request (the same transcription again: its whole prompt kept), at each length, and their ratio;
  *  - a real backbone's decoder shape with K layers of random weights: the same two times
  *    from the backend (the prefill and placement, against a rewind and the instruction's
  *    steps), at --shape-minutes (10 minutes is 7,500 audio tokens at Voxtral's shape: its fresh
