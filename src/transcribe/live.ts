@@ -31,6 +31,12 @@ export interface LiveOptions extends Pick<TranscribeOptions, 'policy' | 'budget'
   tickSeconds?: number;
   /** Tokens a hypothesis decodes at most (48): the speech of a tick and the lag behind it. */
   hypothesisTokens?: number;
+  /**
+   * Seconds behind the audio heard past which a word is committed as the latest hypothesis
+   * has it, agreed or not (3): a model whose hypotheses keep changing a word does not hold
+   * back all the words after it.
+   */
+  maxLagSeconds?: number;
   onText?: (text: LiveText) => void;
 }
 
@@ -52,6 +58,8 @@ export interface LiveResult {
   text: string;
   tokens: number[];
   stats: LiveStats;
+  /** Per committed word the hypothesis dated, in order: its latency in seconds (LiveStats'). */
+  latencies: number[];
   /** The whole audio, open for questions and subtitles. */
   recording: WnwRecording;
 }
@@ -69,8 +77,8 @@ export interface LiveHost {
 
 /**
  * LocalAgreement-2 on tokens: the longest common prefix of two consecutive hypotheses,
- * cut back to whole words (a word is whole when the next token starts another), is
- * committed. Returns how many tokens of `hypothesis` to commit.
+ * cut back to whole words (a word is whole when, in both, the next token starts another),
+ * is committed. Returns how many tokens of `hypothesis` to commit.
  */
 export function agreedTokens(
   previous: readonly number[],
@@ -79,8 +87,9 @@ export function agreedTokens(
 ): number {
   let i = 0;
   while (i < previous.length && i < hypothesis.length && previous[i] === hypothesis[i]) i++;
-  // The agreed part ends a word only where the hypothesis goes on with a new one.
-  while (i > 0 && !(i < hypothesis.length && startsWord(hypothesis[i]))) i--;
+  // The agreed part ends a word only where both go on with a new one ("cat" against "cat|s" is not agreed).
+  const wordEnds = (h: readonly number[]) => i < h.length && startsWord(h[i]);
+  while (i > 0 && !(wordEnds(hypothesis) && wordEnds(previous))) i--;
   return i;
 }
 
@@ -99,6 +108,7 @@ export class LiveRecording {
   private stopped = false;
   private readonly tickSamples: number;
   private readonly maxNew: number;
+  private readonly maxLag: number;
 
   constructor(
     private readonly host: LiveHost,
@@ -110,8 +120,12 @@ export class LiveRecording {
     const maxNew = options.hypothesisTokens ?? 48;
     if (!Number.isInteger(maxNew) || maxNew < 1)
       throw new WnwError('BAD_ARGUMENT', `hypothesisTokens must be a positive integer, got ${String(maxNew)}`);
+    const lag = options.maxLagSeconds ?? 3;
+    if (!(lag > 0))
+      throw new WnwError('BAD_ARGUMENT', `maxLagSeconds must be a positive number of seconds, got ${String(lag)}`);
     this.tickSamples = Math.round(tick * host.sampleRate);
     this.maxNew = maxNew;
+    this.maxLag = lag;
     this.unwrapper = new ReplyUnwrapper(host.replyWrappers);
   }
 
@@ -155,7 +169,13 @@ export class LiveRecording {
       audioSeconds: this.audioSeconds,
     };
     const recording = await this.host.open(audio);
-    return { text: this.committedText.trim(), tokens: [...this.committed], stats, recording };
+    return {
+      text: this.committedText.trim(),
+      tokens: [...this.committed],
+      stats,
+      latencies: [...this.latencies],
+      recording,
+    };
   }
 
   private async tickWhileDue(): Promise<void> {
@@ -186,17 +206,27 @@ export class LiveRecording {
     const hyp = r.tokens;
     const tok = this.host.tokenizer;
     const startsWord = (id: number) => tok.pieceText(id).startsWith(' ');
-    const n = last ? hyp.length : this.previous ? agreedTokens(this.previous, hyp, startsWord) : 0;
+    const heardS = audio.length / this.host.sampleRate;
+    // Token index where each word of the hypothesis starts; the hypothesis dates its words in order.
+    const starts = hyp.flatMap((id, i) => (i === 0 || startsWord(id) ? [i] : []));
+    const dated = r.words.length === starts.length ? r.words : [];
+    const agreed = this.previous ? agreedTokens(this.previous, hyp, startsWord) : 0;
+    // Whole words that ended more than maxLag before the audio heard: committed as they are now.
+    let old = 0;
+    for (let k = 0; k + 1 < starts.length && k < dated.length && dated[k].end <= heardS - this.maxLag; k++)
+      old = starts[k + 1];
+    const n = last ? hyp.length : Math.max(agreed, old);
     if (n > 0) {
-      const heardS = audio.length / this.host.sampleRate;
-      // The hypothesis dates its own words: the first ones are those committed now.
       const words = countWords(hyp.slice(0, n), startsWord);
-      for (const w of r.words.slice(0, words)) this.latencies.push(Math.max(0, heardS - Math.min(w.end, heardS)));
+      for (const w of dated.slice(0, words)) this.latencies.push(Math.max(0, heardS - Math.min(w.end, heardS)));
       this.commit(hyp.slice(0, n));
     }
     this.previous = hyp.slice(n);
     this.tickMs.push(performance.now() - t0);
-    this.options.onText?.({ committed: this.committedText.trim(), tentative: last ? '' : decoded(tok, this.previous).trim() });
+    this.options.onText?.({
+      committed: this.committedText.trim(),
+      tentative: last ? '' : decoded(tok, this.previous).trim(),
+    });
   }
 
   private commit(ids: number[]): void {
@@ -219,5 +249,3 @@ function decoded(tok: Pick<TextTokenizer, 'decoder'>, ids: readonly number[]): s
   for (const id of ids) text += s.push(id);
   return text + s.flush();
 }
-
-
