@@ -7,6 +7,8 @@
  * words. The page's names are imported from `wnw` itself.
  */
 export { WnwTranscriber } from './transcribe/transcriber.js';
+// Live transcription's first version (WnwTranscriber.live): its cost per tick still grows with the recording.
+export type { LiveOptions, LiveRecording, LiveResult, LiveStats, LiveText } from './transcribe/live.js';
 export type { Probe, RequestOptions, PromptStats } from './types.js';
 // The fit check's arguments and answer in full (the page's entry has checkFit and memoryNeed).
 export type { MemoryNeed, MemoryNeedRequest } from './backend/webgpu/fit.js';

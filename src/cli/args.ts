@@ -278,6 +278,41 @@ export function parseAskArgs(argv: string[], cwd = process.cwd()): AskArgs {
   };
 }
 
+export interface LiveArgs extends LoadArgs {
+  /** --simulate FILE: the file's audio fed as if spoken; absent: 16 kHz mono s16le PCM from stdin. */
+  simulate?: string;
+  /** --speed N: the file fed at N times real time, its ticks not waited for; absent: each tick waited for (deterministic). */
+  speed?: number;
+  tickSeconds: number;
+  json: boolean;
+}
+
+export const LIVE_USAGE =
+  'usage: wnw live [--simulate FILE [--speed N]] [--tick 2] [--json] [--model DIR] [--policy ...] [--budget 0.2] ' +
+  '[--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--language en|none]';
+
+export function parseLiveArgs(argv: string[], cwd = process.cwd()): LiveArgs {
+  const { flags, positional } = splitArgs(argv, ['json']);
+  rejectUnknown(flags, [...LOAD_FLAGS, 'simulate', 'speed', 'tick', 'json']);
+  if (positional.length) throw new UsageError(`unexpected argument "${positional[0]}" (a file goes after --simulate)`);
+  const positive = (name: string, v: string | undefined): number | undefined => {
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (!(n > 0) || !Number.isFinite(n)) throw new UsageError(`--${name} takes a positive number, got "${v}"`);
+    return n;
+  };
+  const simulate = flags.get('simulate');
+  const speed = positive('speed', flags.get('speed'));
+  if (speed !== undefined && simulate === undefined) throw new UsageError('--speed goes with --simulate FILE');
+  return {
+    ...parseLoadArgs(flags, cwd),
+    ...(simulate !== undefined ? { simulate: resolve(cwd, simulate) } : {}),
+    ...(speed !== undefined ? { speed } : {}),
+    tickSeconds: positive('tick', flags.get('tick')) ?? 2,
+    json: flags.get('json') === 'true',
+  };
+}
+
 export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): TranscribeArgs {
   const { flags, positional } = splitArgs(argv, ['json']);
   rejectUnknown(flags, [...LOAD_FLAGS, 'task', 'target-language', 'format', 'json']);

@@ -7,7 +7,14 @@
 import { readFile } from 'node:fs/promises';
 import { subtitleCues, toSrt, toVtt } from '../transcribe/subtitles.js';
 import { jsonOutput, loadFor, oneLine, progressDrawer, readAudio, type CliIo } from './file-run.js';
-import { ASK_USAGE, TRANSCRIBE_USAGE, UsageError, parseTranscribeArgs, type TranscribeArgs } from './args.js';
+import {
+  ASK_USAGE,
+  LIVE_USAGE,
+  TRANSCRIBE_USAGE,
+  UsageError,
+  parseTranscribeArgs,
+  type TranscribeArgs,
+} from './args.js';
 import type { Transcriber, TranscriptionResult } from '../index.js';
 
 export { jsonOutput, oneLine, progressLine, type CliIo } from './file-run.js';
@@ -31,6 +38,11 @@ export const USAGE =
   'Asks questions about one recording of a Hugging Face model that chats (Voxtral, Qwen2-Audio, Qwen2.5-Omni): ' +
   'the audio is encoded and prefilled once, and each question after the first continues the conversation. ' +
   '--json prints each request (its text, the positions it reused and prefilled, its ms) and the stats.\n\n' +
+  `${LIVE_USAGE}\n\n` +
+  'Transcribes audio as it comes: 16 kHz mono s16le PCM from stdin, or --simulate FILE fed as if spoken ' +
+  '(each tick waited for, or at --speed N times real time). Each --tick seconds of new audio the model decodes a ' +
+  'hypothesis; the words two consecutive hypotheses agree on are printed. --json prints the text and the commit ' +
+  'latencies at the end. Each tick prefills all the audio heard: its cost grows with the recording.\n\n' +
   'usage: wnw convert HF_DIR OUT_DIR [--quant q4|f16|f32]\n\n' +
   "Packs a Hugging Face folder's decoder weights once (default q4), so it loads without conversion.\n\n" +
   'usage: wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--directions M] [--block N] [--language CODE] [--compare HEADS.json]\n\n' +
@@ -67,6 +79,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   if (command === 'convert') return convertCommand(rest, io);
   if (command === 'calibrate') return calibrate(rest, io);
   if (command === 'ask') return ask(rest, io);
+  if (command === 'live') return live(rest, io);
   if (command === 'batch') return batch(rest, io);
   if (command === 'worker') return worker(rest, io);
   if (command !== 'transcribe') {
@@ -136,6 +149,18 @@ async function ask(argv: string[], io: CliIo): Promise<number> {
     ASK_USAGE,
     (a) => parseAskArgs(a),
     (args) => askCommand(args, io),
+  );
+}
+
+/** `wnw live`: audio transcribed as it comes (src/cli/live.ts). */
+async function live(argv: string[], io: CliIo): Promise<number> {
+  const { LIVE_USAGE, liveCommand, parseLiveArgs } = await import('./live.js');
+  return subcommand(
+    argv,
+    io,
+    LIVE_USAGE,
+    (a) => parseLiveArgs(a),
+    (args) => liveCommand(args, io),
   );
 }
 

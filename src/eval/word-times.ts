@@ -18,6 +18,7 @@ import { toMono16k } from '../audio/decode.js';
 import { loadTranscriber } from '../transcribe/transcriber.js';
 import { normalizeWords } from './wer.js';
 import type { PolicyName, Word } from '../index.js';
+import { quantile } from '../quantile.js';
 
 interface TimedWord {
   word: string;
@@ -42,13 +43,6 @@ export function matchWords(ref: readonly string[], hyp: readonly string[]): [num
   return pairs;
 }
 
-/** The value below which `q` of the sorted values fall (linear between ranks). */
-export function quantile(sorted: readonly number[], q: number): number {
-  if (!sorted.length) return NaN;
-  const x = q * (sorted.length - 1);
-  const lo = Math.floor(x);
-  return sorted[lo] + (sorted[Math.min(lo + 1, sorted.length - 1)] - sorted[lo]) * (x - lo);
-}
 
 /** Pairs [reference index, hypothesis index] of the same word, compared in the WER's normal form. */
 export function matchTimedWords(reference: readonly TimedWord[], hypothesis: readonly Word[]): [number, number][] {

@@ -30,6 +30,7 @@ import { languageCode } from '../model/text/language.js';
 import { createPolicy, needsHeads, policyBudget } from '../policy/registry.js';
 import { wordTimingHeads } from '../policy/timing-heads.js';
 import { runRequest, runTranscription, type RunInput, type RunOutcome } from './run.js';
+import { LiveRecording, type LiveOptions } from './live.js';
 import { checkLoadOptions, checkRecordingOptions, checkTranscribeOptions, show } from './options.js';
 import {
   WnwRecording,
@@ -110,6 +111,42 @@ export class WnwTranscriber implements Transcriber {
   /** Encodes `input` and keeps it for many requests (recording.ts); disposes the recording opened before. */
   open(input: AudioInput, options: RecordingOptions = {}): Promise<WnwRecording> {
     return this.serial(() => this.openNow(input, options));
+  }
+
+  /**
+   * A live recording (live.ts): audio appended as it comes, a hypothesis each tick, the
+   * words two agree on committed. Its first version prefills the whole prompt each tick.
+   */
+  live(options: LiveOptions = {}): LiveRecording {
+    if (this.disposed) throw new WnwError('BAD_ARGUMENT', 'this transcriber was disposed; load a new one');
+    const { onText: _onText, tickSeconds: _tick, hypothesisTokens: _tokens, ...request } = options;
+    checkTranscribeOptions(request);
+    // A policy the options cannot make is refused now, not at the first tick.
+    this.policyFor(request);
+    const c = this.model.config;
+    return new LiveRecording(
+      {
+        sampleRate: c.audio.sampleRate,
+        tokenizer: this.model.text ?? this.model.tokenizer,
+        replyWrappers: this.model.family?.replyWrappers ?? [],
+        hypothesis: (samples, committed, maxNewTokens) =>
+          this.serial(async () => {
+            if (this.lost) await this.rebuild();
+            const enc = await this.encode(samples, {});
+            const language = request.language !== undefined ? languageCode(request.language) : this.defaults.language;
+            const base = (await this.promptFor(language, {})) ?? c;
+            const prompt = { prefix: base.prefix, instruction: [...base.instruction, ...committed] };
+            this.recording?.drop();
+            const res = await runTranscription(
+              this.runInput(prompt, this.runParts(request), enc, { ...request, maxNewTokens }),
+            );
+            this.finishStats(res, enc.audioSeconds);
+            return res;
+          }),
+        open: (samples) => this.open(samples),
+      },
+      options,
+    );
   }
 
   /** Runs `job` after every call queued before it: the backend holds one session. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { matchWords, pauseCounts, quantile, wordTimeErrors } from '../../src/eval/word-times.js';
+import { matchWords, pauseCounts, wordTimeErrors } from '../../src/eval/word-times.js';
+import { quantile } from '../../src/quantile.js';
 
 describe('word time errors against a reference alignment', () => {
   it('matches equal words in order, skipping insertions and deletions', () => {
