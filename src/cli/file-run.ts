@@ -4,6 +4,7 @@
  * the transcriber loaded for it with the command line's options, and what --json prints.
  */
 import { progressNote } from '../transcribe/progress-note.js';
+import { subtitleCues, toSrt, toVtt } from '../transcribe/subtitles.js';
 import type { TranscribeArgs } from './args.js';
 import { hasFixedBudget, policyBudget } from '../research.js';
 import type { LoadOptions, ProgressEvent, Transcriber, TranscriptionResult } from '../index.js';
@@ -130,4 +131,18 @@ export async function loadFor(
       `policy ${args.policy}${hasFixedBudget(args.policy) ? '' : ` at budget ${args.budget}`}\n`,
   );
   return asr;
+}
+
+/** The result as --format asks; subtitles are cut from the dated words, so a partial run gives the cues it reached. */
+export function formatResult(r: TranscriptionResult, args: Pick<TranscribeArgs, 'format' | 'budget'>): string {
+  switch (args.format) {
+    case 'json':
+      return `${JSON.stringify(jsonOutput(r, args.budget))}\n`;
+    case 'srt':
+      return toSrt(subtitleCues(r.words));
+    case 'vtt':
+      return toVtt(subtitleCues(r.words));
+    case 'txt':
+      return `${r.text}\n`;
+  }
 }

@@ -5,8 +5,7 @@
  * transcriber and no model.
  */
 import { readFile } from 'node:fs/promises';
-import { subtitleCues, toSrt, toVtt } from '../transcribe/subtitles.js';
-import { jsonOutput, loadFor, oneLine, progressDrawer, readAudio, type CliIo } from './file-run.js';
+import { formatResult, loadFor, oneLine, progressDrawer, readAudio, type CliIo } from './file-run.js';
 import {
   ASK_USAGE,
   LIVE_USAGE,
@@ -55,20 +54,6 @@ export const USAGE =
   'per recording in DIR, written atomically and skipped when done with the same options, so a rerun resumes. ' +
   'With --queue the recordings are enqueued on Redis (BullMQ) for workers on any number of machines; ' +
   'wnw batch --queue URL --status reports on them (docs/archives.md).\n';
-
-/** The result as --format asks; subtitles are cut from the dated words, so a partial run gives the cues it reached. */
-export function formatResult(r: TranscriptionResult, args: Pick<TranscribeArgs, 'format' | 'budget'>): string {
-  switch (args.format) {
-    case 'json':
-      return `${JSON.stringify(jsonOutput(r, args.budget))}\n`;
-    case 'srt':
-      return toSrt(subtitleCues(r.words));
-    case 'vtt':
-      return toVtt(subtitleCues(r.words));
-    case 'txt':
-      return `${r.text}\n`;
-  }
-}
 
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const [command, ...rest] = argv;
