@@ -231,6 +231,8 @@ export interface HostPageRequest {
   steps: number;
   kv: KvPrecision;
   bandwidthGBs: number;
+  /** Names of HOST_POLICIES to time (all when absent): a long recording's full cache takes minutes a step on software. */
+  policies?: PolicyName[];
 }
 
 /** The run of a request: config, synthetic heads, weights and the bytes a step reads. */
@@ -245,7 +247,7 @@ export function hostRunOf(r: HostPageRequest) {
     steps: r.steps,
     weightBytesPerStep: bytes.total - bytes.embed + config.hiddenSize * 4,
     bandwidthGBs: r.bandwidthGBs,
-    policies: HOST_POLICIES,
+    policies: HOST_POLICIES.filter(([name]) => !r.policies || r.policies.includes(name)),
   };
   return { run, weights };
 }
