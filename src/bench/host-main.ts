@@ -102,16 +102,16 @@ async function chromiumRows(req: HostPageRequest, log: (s: string) => void): Pro
 
 export function formatHostRows(rows: HostRow[]): string {
   const lines = [
-    `| backend | audio | policy | loop | host ms median | p95 | mean | ${HOST_PHASES.join(' | ')} | ` +
+    `| backend | audio | policy | loop | host ms median | p95 | mean | min | ${HOST_PHASES.join(' | ')} | ` +
       'writeBuffer | createBindGroup | createBuffer | mapAsync | recalled/step | weight floor ms | host / floor |',
-    `|${'---|'.repeat(17)}`,
+    `|${'---|'.repeat(18)}`,
   ];
   const f = (x: number) => x.toFixed(3);
   for (const r of rows) {
     const c = r.callsPerStep;
     lines.push(
       `| ${r.backend} | ${r.minutes} min (${r.audioTokens}) | ${r.policy}${r.policy === 'full' ? '' : `@${r.budget}`} | ` +
-        `${r.loop} | ${f(r.hostMs.median)} | ${f(r.hostMs.p95)} | ${f(r.hostMs.mean)} | ` +
+        `${r.loop} | ${f(r.hostMs.median)} | ${f(r.hostMs.p95)} | ${f(r.hostMs.mean)} | ${f(r.hostMs.min)} | ` +
         `${HOST_PHASES.map((k) => f(r.hostMs.byPhase[k])).join(' | ')} | ` +
         `${c.writeBuffer.toFixed(1)} | ${c.createBindGroup.toFixed(1)} | ${c.createBuffer.toFixed(1)} | ` +
         `${c.mapAsync.toFixed(1)} | ${r.recalledPerStep.toFixed(0)} | ${f(r.weightFloorMs)} | ${r.hostOverFloor.toFixed(2)} |`,
