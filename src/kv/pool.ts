@@ -52,8 +52,6 @@ export class KvPool {
   private readonly free: number[][]; // per shard
   private readonly shardOf: Int32Array; // per head
   private owner: Int32Array;
-  /** Bumped on every page-table change so a backend knows when to re-upload tables. */
-  version = 0;
   /**
    * Heads whose tables changed since the last `clearChanges` (`changedCount` of them, in
    * the order they first changed), and per head the first entry that changed (UNCHANGED
@@ -157,7 +155,6 @@ export class KvPool {
     this.owner = owner;
     this.numPages += moved;
     this.capacity += moved;
-    this.version++;
     return shifts;
   }
 
@@ -196,7 +193,6 @@ export class KvPool {
     this.owner[page] = head;
     this.changed(head, this.tables[head].length);
     this.tables[head].push(page);
-    this.version++;
     return page;
   }
 
@@ -208,7 +204,6 @@ export class KvPool {
     t.splice(at, 1);
     this.owner[page] = -1;
     this.free[this.shardOf[head]].push(page);
-    this.version++;
   }
 
   /** Page ids of a head, in table order. */
