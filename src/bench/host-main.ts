@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- --host [--shape voxtral-mini-3b] [--minutes 30] [--steps 16] [--layers all]
- *                  [--kv f32|f16] [--bandwidth 300] [--backends node,chromium] [--json]`
+ *                  [--kv f32|f16] [--bandwidth 300] [--backends node,chromium] [--policies full,wnw,quest] [--json]`
  *
  * Host time per decode step (./host.ts) at a real backbone's decoder shape, every layer
  * unless --layers says fewer, random q4 weights, the KV pool placed as `--minutes` of audio
@@ -9,7 +9,8 @@
  * timed: the host figures are the page's, whatever the adapter.
  */
 import { parseKvPrecision } from '../cli/args.js';
-import { HOST_PHASES, hostRunOf, hostTimes, type HostPageRequest, type HostRow } from './host.js';
+import type { PolicyName } from '../index.js';
+import { HOST_PHASES, HOST_POLICIES, hostRunOf, hostTimes, type HostPageRequest, type HostRow } from './host.js';
 import { DECODER_SHAPES } from './shapes.js';
 import { onHarnessPage } from './webgpu.js';
 
@@ -46,6 +47,10 @@ export function parseHostBenchArgs(argv: string[]): HostBenchOptions {
   const backends = (value(argv, 'backends') ?? 'node,chromium').split(',');
   for (const b of backends)
     if (b !== 'node' && b !== 'chromium') throw new RangeError(`--backends takes node and chromium, got ${b}`);
+  const known = HOST_POLICIES.map(([name]) => name);
+  const policies = value(argv, 'policies')?.split(',');
+  for (const p of policies ?? [])
+    if (!known.includes(p as PolicyName)) throw new RangeError(`--policies takes ${known.join(', ')}, got ${p}`);
   return {
     shape,
     layers,
@@ -54,6 +59,7 @@ export function parseHostBenchArgs(argv: string[]): HostBenchOptions {
     kv: parseKvPrecision(value(argv, 'kv') ?? 'f32'),
     bandwidthGBs,
     backends: backends as ('node' | 'chromium')[],
+    ...(policies ? { policies: policies as PolicyName[] } : {}),
     json: argv.includes('--json'),
   };
 }
@@ -96,16 +102,16 @@ async function chromiumRows(req: HostPageRequest, log: (s: string) => void): Pro
 
 export function formatHostRows(rows: HostRow[]): string {
   const lines = [
-    `| backend | audio | policy | loop | host ms median | p95 | mean | ${HOST_PHASES.join(' | ')} | ` +
+    `| backend | audio | policy | loop | host ms median | p95 | mean | min | ${HOST_PHASES.join(' | ')} | ` +
       'writeBuffer | createBindGroup | createBuffer | mapAsync | recalled/step | weight floor ms | host / floor |',
-    `|${'---|'.repeat(17)}`,
+    `|${'---|'.repeat(18)}`,
   ];
   const f = (x: number) => x.toFixed(3);
   for (const r of rows) {
     const c = r.callsPerStep;
     lines.push(
       `| ${r.backend} | ${r.minutes} min (${r.audioTokens}) | ${r.policy}${r.policy === 'full' ? '' : `@${r.budget}`} | ` +
-        `${r.loop} | ${f(r.hostMs.median)} | ${f(r.hostMs.p95)} | ${f(r.hostMs.mean)} | ` +
+        `${r.loop} | ${f(r.hostMs.median)} | ${f(r.hostMs.p95)} | ${f(r.hostMs.mean)} | ${f(r.hostMs.min)} | ` +
         `${HOST_PHASES.map((k) => f(r.hostMs.byPhase[k])).join(' | ')} | ` +
         `${c.writeBuffer.toFixed(1)} | ${c.createBindGroup.toFixed(1)} | ${c.createBuffer.toFixed(1)} | ` +
         `${c.mapAsync.toFixed(1)} | ${r.recalledPerStep.toFixed(0)} | ${f(r.weightFloorMs)} | ${r.hostOverFloor.toFixed(2)} |`,
@@ -123,6 +129,7 @@ export async function hostBenchMain(argv: string[], log: (s: string) => void): P
     steps: o.steps,
     kv: o.kv,
     bandwidthGBs: o.bandwidthGBs,
+    policies: o.policies,
   };
   const rows: HostRow[] = [];
   if (o.backends.includes('node')) rows.push(...(await nodeRows(req, log)));

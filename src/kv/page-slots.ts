@@ -26,8 +26,13 @@ export class PageSlots {
   /** Per head, empty slots inside its audio pages (validated lazily when popped). */
   private readonly holes: number[][];
   private readonly textTail: Int32Array; // per head: next free text slot, or EMPTY
-  /** Per head, its text slots in the order they were taken (ascending sequence positions). */
-  private readonly textSlots: number[][];
+  /**
+   * Per head, its text slots in the order they were taken (ascending sequence positions):
+   * the first `textCount[h]` of `textSlots[h]`, which doubles when full, so a step's
+   * append grows no array.
+   */
+  private readonly textSlots: Int32Array[];
+  private readonly textCount: Int32Array;
 
   constructor(
     readonly pool: KvPool,
@@ -38,7 +43,8 @@ export class PageSlots {
     this.kind = new Uint8Array(pool.numPages);
     this.holes = Array.from({ length: heads }, () => []);
     this.textTail = new Int32Array(heads).fill(EMPTY);
-    this.textSlots = Array.from({ length: heads }, () => []);
+    this.textSlots = Array.from({ length: heads }, () => new Int32Array(64));
+    this.textCount = new Int32Array(heads);
   }
 
   private get pageSize(): number {
@@ -60,7 +66,14 @@ export class PageSlots {
     }
     this.live[Math.floor(slot / this.pageSize)]++;
     this.textTail[head] = (slot + 1) % this.pageSize === 0 ? EMPTY : slot + 1;
-    this.textSlots[head].push(slot);
+    const n = this.textCount[head]++;
+    let taken = this.textSlots[head];
+    if (n === taken.length) {
+      const more = new Int32Array(2 * n);
+      more.set(taken);
+      this.textSlots[head] = taken = more;
+    }
+    taken[n] = slot;
     return slot;
   }
 
@@ -73,8 +86,8 @@ export class PageSlots {
   truncateText(head: number, fromSeqPos: number): number[] {
     const taken = this.textSlots[head];
     const freed: number[] = [];
-    while (taken.length && this.positions[taken[taken.length - 1]] >= fromSeqPos) {
-      const slot = taken.pop()!;
+    while (this.textCount[head] && this.positions[taken[this.textCount[head] - 1]] >= fromSeqPos) {
+      const slot = taken[--this.textCount[head]];
       freed.push(slot);
       this.positions[slot] = EMPTY;
       const page = Math.floor(slot / this.pageSize);
@@ -85,7 +98,7 @@ export class PageSlots {
       }
     }
     if (freed.length) {
-      const last = taken.length ? taken[taken.length - 1] : -1;
+      const last = this.textCount[head] ? taken[this.textCount[head] - 1] : -1;
       this.textTail[head] = last === -1 || (last + 1) % this.pageSize === 0 ? EMPTY : last + 1;
     }
     return freed;
@@ -186,7 +199,7 @@ export class PageSlots {
       for (let i = 0; i < holes.length; i++) holes[i] += d;
       if (this.textTail[h] !== EMPTY) this.textTail[h] += d;
       const text = this.textSlots[h];
-      for (let i = 0; i < text.length; i++) text[i] += d;
+      for (let i = 0; i < this.textCount[h]; i++) text[i] += d;
     });
     return { before, shiftOf };
   }

@@ -17,6 +17,9 @@
  */
 import { ContextTooLongError } from '../errors.js';
 
+/** `KvPool.changedFrom` of a head whose table has not changed. */
+export const UNCHANGED = 0x7fffffff;
+
 export interface PoolShape {
   heads: number;
   pageSize: number;
@@ -49,8 +52,14 @@ export class KvPool {
   private readonly free: number[][]; // per shard
   private readonly shardOf: Int32Array; // per head
   private owner: Int32Array;
-  /** Bumped on every page-table change so a backend knows when to re-upload tables. */
-  version = 0;
+  /**
+   * Heads whose tables changed since the last `clearChanges` (`changedCount` of them, in
+   * the order they first changed), and per head the first entry that changed (UNCHANGED
+   * if none): a backend uploads those entries, not every head's table, each step.
+   */
+  readonly changedHeads: Int32Array;
+  readonly changedFrom: Int32Array;
+  changedCount = 0;
 
   /**
    * `shards: []` with `numPages: 0` makes a pool that grows by `addShard` (a per-layer
@@ -74,6 +83,22 @@ export class KvPool {
     // Pop from the end: pages come out in ascending order, which keeps tests readable.
     this.free = this.shards.map((s) => Array.from({ length: s.pages }, (_, i) => s.firstPage + s.pages - 1 - i));
     this.owner = new Int32Array(shape.numPages).fill(-1);
+    this.changedHeads = new Int32Array(shape.heads);
+    this.changedFrom = new Int32Array(shape.heads).fill(UNCHANGED);
+  }
+
+  /** Forgets the changes recorded so far (a backend has uploaded them). */
+  clearChanges(): void {
+    for (let i = 0; i < this.changedCount; i++) this.changedFrom[this.changedHeads[i]] = UNCHANGED;
+    this.changedCount = 0;
+  }
+
+  private changed(head: number, from: number): void {
+    const was = this.changedFrom[head];
+    if (was === UNCHANGED) {
+      this.changedHeads[this.changedCount++] = head;
+      this.changedFrom[head] = from;
+    } else if (from < was) this.changedFrom[head] = from;
   }
 
   /**
@@ -123,12 +148,13 @@ export class KvPool {
     });
     for (let h = 0; h < this.heads; h++) {
       const d = shifts[this.shardOf[h]];
-      if (d) this.tables[h] = this.tables[h].map((p) => p + d);
+      if (!d) continue;
+      this.tables[h] = this.tables[h].map((p) => p + d);
+      this.changed(h, 0);
     }
     this.owner = owner;
     this.numPages += moved;
     this.capacity += moved;
-    this.version++;
     return shifts;
   }
 
@@ -165,18 +191,19 @@ export class KvPool {
       );
     }
     this.owner[page] = head;
+    this.changed(head, this.tables[head].length);
     this.tables[head].push(page);
-    this.version++;
     return page;
   }
 
   freePage(head: number, page: number): void {
     if (this.owner[page] !== head) throw new Error(`page ${page} is not owned by head ${head}`);
     const t = this.tables[head];
-    t.splice(t.indexOf(page), 1);
+    const at = t.indexOf(page);
+    this.changed(head, at);
+    t.splice(at, 1);
     this.owner[page] = -1;
     this.free[this.shardOf[head]].push(page);
-    this.version++;
   }
 
   /** Page ids of a head, in table order. */

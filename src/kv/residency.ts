@@ -66,6 +66,8 @@ export class Residency {
   private readonly recallable: RecallableSummaries;
   /** Times the pool grew (a backend rebuilds what binds the pool's buffers). */
   growths = 0;
+  /** Per shard, the text pages a step's append needs (reused each step). */
+  private textNeed = new Int32Array(0);
 
   /**
    * `shards: []` with `numPages: 0` starts without pages: a per-layer prefill adds each
@@ -229,10 +231,16 @@ export class Residency {
     this.gpuCount[head]++;
   }
 
-  /** Reserves the slot for a generated token at `seqPos` in every head; returns slot per head. */
-  appendText(seqPos: number, out: Int32Array): Int32Array {
+  /**
+   * Reserves the slot for a generated token at `seqPos` in every head; returns slot per head.
+   * `placed`: the storage's decode step writes these slots' positions itself (the WebGPU
+   * step's append_positions), so they are not synced.
+   */
+  appendText(seqPos: number, out: Int32Array, placed = false): Int32Array {
     if (this.shape.growPages) {
-      const need = new Int32Array(this.pool.shards.length);
+      // Shards are added during a layered prefill, never during decode: sized once a session.
+      if (this.textNeed.length !== this.pool.shards.length) this.textNeed = new Int32Array(this.pool.shards.length);
+      const need = this.textNeed.fill(0);
       for (let h = 0; h < this.shape.heads; h++) if (this.slots.needsTextPage(h)) need[this.pool.shardIndexOf(h)]++;
       this.reserve(need);
     }
@@ -240,7 +248,7 @@ export class Residency {
       const slot = this.slots.allocText(h);
       this.positions[slot] = seqPos;
       out[h] = slot;
-      this.storage.syncPositions(slot, 1, this.positions);
+      if (!placed) this.storage.syncPositions(slot, 1, this.positions);
     }
     return out;
   }

@@ -37,6 +37,9 @@ describe('host-time bench', () => {
     });
     expect(() => parseHostBenchArgs(['--layers', '31'])).toThrow(/--layers/);
     expect(() => parseHostBenchArgs(['--backends', 'cpu'])).toThrow(/--backends/);
+    expect(parseHostBenchArgs(['--policies', 'wnw,quest']).policies).toEqual(['wnw', 'quest']);
+    expect(parseHostBenchArgs(['--host']).policies).toBeUndefined();
+    expect(() => parseHostBenchArgs(['--policies', 'h2o'])).toThrow(/--policies/);
   });
 
   it('counts the device calls it wraps, times each map, and leaves the device as it was', async () => {

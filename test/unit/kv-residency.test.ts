@@ -145,3 +145,24 @@ describe('Residency', () => {
     ).toThrow(/within/);
   });
 });
+
+describe('text slots past their first allocation', () => {
+  it('a rewind past many appended tokens frees exactly the later ones, and appends continue after the kept', () => {
+    const { r } = make(2, 10, 80, 4);
+    r.applyPrefill(
+      { heads: [0, 1].map(() => ({ gpu: Int32Array.from([0, 1]), cpu: new Int32Array(0) })) },
+      [0],
+      source,
+    );
+    const out = new Int32Array(2);
+    const first = 11;
+    const slotsOf: number[][] = [];
+    // More tokens than a head's first block of text slots holds, so the record of them grows.
+    for (let t = 0; t < 100; t++) slotsOf.push([...r.appendText(first + t, out)]);
+    r.truncateText(first + 70);
+    for (let t = 0; t < 100; t++)
+      for (let h = 0; h < 2; h++) expect(r.positions[slotsOf[t][h]]).toBe(t < 70 ? first + t : EMPTY);
+    // The next token takes the slot after the last kept one (the same page, its slot free again).
+    expect([...r.appendText(first + 70, out)]).toEqual(slotsOf[70]);
+  });
+});

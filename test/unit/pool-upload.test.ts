@@ -10,6 +10,7 @@ import { GpuPool } from '../../src/backend/webgpu/pool.js';
 import { PageTables, TABLE_SLACK } from '../../src/backend/webgpu/page-tables.js';
 import { poolLayout, residencyShards } from '../../src/backend/webgpu/pool-layout.js';
 import { Residency } from '../../src/kv/residency.js';
+import { KvPool } from '../../src/kv/pool.js';
 import { poolNeed } from '../../src/kv/sizing.js';
 import { shapeConfig } from '../../src/bench/shapes.js';
 import { audioStart, kvHeadCount, segmentLength } from '../../src/model/config.js';
@@ -129,22 +130,39 @@ describe("the pool's uploads per decode step", () => {
 });
 
 describe('page tables with room per head', () => {
-  const lists = (n: number[][]) => ({ pageTable: (h: number) => n[h] });
   it('write every list once, then only what changed; a list outgrowing its room lays all out anew', () => {
+    const pool = new KvPool({ heads: 2, pageSize: 4, numPages: 100, bytesPerPage: 1 });
     const t = new PageTables(2, 2 * 4 + 100 + 2 * TABLE_SLACK, [0xffffffff, 0]);
-    const l = [
-      [0, 1, 2],
-      [3, 4],
-    ];
-    expect(t.update(lists(l)).runs).toEqual([[0, 8 + 3 + TABLE_SLACK + 2 + TABLE_SLACK]]);
-    l[0].push(5); // one page more for head 0: its count and the new entry
-    expect(t.update(lists(l)).runs).toEqual([
+    const read = new Set<number>();
+    // The pool as the update sees it, noting which heads' lists it reads.
+    const src = {
+      get changedCount() {
+        return pool.changedCount;
+      },
+      changedFrom: pool.changedFrom,
+      pageTable: (h: number) => (read.add(h), pool.pageTable(h)),
+    };
+    const runs = () => {
+      read.clear();
+      const n = t.update(src);
+      pool.clearChanges();
+      return Array.from({ length: n }, (_, r) => [t.runs[2 * r], t.runs[2 * r + 1]]);
+    };
+    for (const h of [0, 0, 0, 1, 1]) pool.allocPage(h);
+    expect(runs()).toEqual([[0, 8 + 3 + TABLE_SLACK + 2 + TABLE_SLACK]]);
+    pool.allocPage(0); // one page more for head 0: its count and the new entry, head 1 not read
+    expect(runs()).toEqual([
       [1, 2],
       [11, 12],
     ]);
-    expect(t.update(lists(l)).runs).toEqual([]);
-    for (let p = 6; p < 7 + TABLE_SLACK; p++) l[1].push(p);
-    const r = t.update(lists(l)).runs;
-    expect(r).toEqual([[0, 8 + 4 + TABLE_SLACK + 3 + 2 * TABLE_SLACK]]);
+    expect([...read]).toEqual([0]);
+    expect(runs()).toEqual([]);
+    expect(read.size).toBe(0);
+    for (let p = 0; p <= TABLE_SLACK; p++) pool.allocPage(1);
+    expect(runs()).toEqual([[0, 8 + 4 + TABLE_SLACK + 3 + 2 * TABLE_SLACK]]);
+    // A page freed inside head 0's list: its count and the entries after it (merged, a few apart).
+    pool.freePage(0, 1);
+    expect(runs()).toEqual([[1, 8 + 3]]);
+    expect([...t.data.subarray(8, 8 + 3)]).toEqual([...pool.pageTable(0)]);
   });
 });

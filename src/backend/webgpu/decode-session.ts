@@ -367,8 +367,8 @@ export class WebGpuDecodeSession implements DecodeSession {
     const pos = this.nextPos++;
     const res = this.res;
     const pool = this.pool;
-    res.appendText(pos, this.slots);
-    pool.placedByStep(this.slots);
+    // The step's append_positions writes these slots' positions: nothing to upload for them.
+    res.appendText(pos, this.slots, true);
     let growth: Promise<Error | null> = Promise.resolve(null);
     // The pool grew (this token's text page, or the last plan's recalls): bind its new buffers.
     if (pool.generation !== this.stepGeneration) {

@@ -68,7 +68,6 @@ export class GpuPool implements PageStorage {
   /** Changed slot ranges [first, end) since the last flush: text appends touch one slot per head, far apart. */
   private dirty: [number, number][] = [];
   private mirror: Int32Array | null = null;
-  private tableVersion = -1;
   private pageTables!: PageTables;
   /** Bytes written outside a flush (a growth's new slots), counted with the next flush. */
   private unflushed = 0;
@@ -201,7 +200,6 @@ export class GpuPool implements PageStorage {
           e ? new OutOfMemoryError(`the KV pool grown for the text (${this.layout.capacityPages} pages)`, bytes) : null,
         );
     }
-    this.tableVersion = -1;
     this.generation++;
     return true;
   }
@@ -298,34 +296,23 @@ export class GpuPool implements PageStorage {
     this.dirty.push([firstSlot, firstSlot + count]);
   }
 
-  /**
-   * The decode step writes these slots' positions itself (qkv_rope.wgsl append_positions):
-   * the syncs Residency.appendText just made for them, the last ones and in head order,
-   * are not uploaded. Anything else left in between is uploaded as synced (same values).
-   */
-  placedByStep(slots: Int32Array): void {
-    const d = this.dirty;
-    const first = d.length - slots.length;
-    if (first < 0) return;
-    for (let i = 0; i < slots.length; i++) {
-      const r = d[first + i];
-      if (r[0] !== slots[i] || r[1] !== slots[i] + 1) return;
-    }
-    d.length = first;
-  }
-
   /** Uploads changed positions and, if the page tables changed, their changed entries. Before each submit. Returns the bytes written. */
   flush(res: Residency): number {
     const q = this.ctx.device.queue;
     let bytes = this.writeDirty(true) + this.unflushed;
     this.unflushed = 0;
-    if (res.pool.version !== this.tableVersion) {
-      const { data, runs } = this.pageTables.update(res);
-      for (const [a, b] of runs)
+    const t = this.pageTables;
+    if (t.pending || res.pool.changedCount) {
+      const n = t.update(res.pool);
+      res.pool.clearChanges();
+      const data = t.data;
+      for (let r = 0; r < n; r++) {
+        const a = t.runs[2 * r];
+        const b = t.runs[2 * r + 1];
         if (!this.staging?.addWords(this.tables, a * 4, data, a, b - a))
           q.writeBuffer(this.tables, a * 4, data.buffer, data.byteOffset + a * 4, (b - a) * 4);
-      for (const [a, b] of runs) bytes += (b - a) * 4;
-      this.tableVersion = res.pool.version;
+        bytes += (b - a) * 4;
+      }
     }
     return bytes;
   }

@@ -7,7 +7,7 @@
  */
 import { audioStart, groupSize, kvHeadCount, type ModelConfig } from '../../model/config.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { record, sharedUniforms, type Dispatch } from '../../gpu/op.js';
+import { sharedUniforms, type Dispatch } from '../../gpu/op.js';
 import type { GpuPool } from './pool.js';
 import type { Kernels } from './kernels.js';
 import { readbackLayout, type ReadbackLayout, type SessionBuffers } from './session-buffers.js';
@@ -30,6 +30,8 @@ export class DecodeStep {
   private readonly copyWeights: boolean;
   /** (layer, src offset, dst offset, bytes) of query copies for exported heads. */
   private readonly queryCopies: [number, number, number, number][] = [];
+  /** Per layer, its query copies (src, dst, bytes), or null: what `encode` looks up each step. */
+  private readonly copiesOf: ([number, number, number][] | null)[] = [];
   readonly layout: ReadbackLayout;
   dispatchCount = 0;
 
@@ -98,6 +100,12 @@ export class DecodeStep {
         const kh = h % c.numKvHeads;
         this.queryCopies.push([layer, kh * G * c.headDim * 4, r * G * c.headDim * 4, G * c.headDim * 4]);
       });
+    }
+    for (let l = 0; l < c.numLayers; l++) {
+      const of = this.queryCopies
+        .filter((q) => q[0] === l)
+        .map(([, src, dst, bytes]) => [src, dst, bytes] as [number, number, number]);
+      this.copiesOf.push(of.length ? of : null);
     }
     const ch = b.chunks;
     this.chunkDispatch =
@@ -179,22 +187,29 @@ export class DecodeStep {
     if (this.exportDispatch) enc.clearBuffer(b.exportW);
     let pass = enc.beginComputePass();
     let count = 0;
+    // Consecutive dispatches of one kernel (a matrix's row parts) keep the pipeline set.
+    let pipeline: GPUComputePipeline | null = null;
     const run = (d: Dispatch) => {
-      record(pass, d, d.splitK ? splits : d.y);
+      if (d.pipeline !== pipeline) pass.setPipeline((pipeline = d.pipeline));
+      pass.setBindGroup(0, d.bindGroup);
+      pass.dispatchWorkgroups(d.x, d.splitK ? splits : d.y, d.z ?? 1);
       count++;
     };
     run(this.appendPositions);
     for (const d of this.embed) run(d);
-    this.dispatches.forEach((layer, l) => {
-      for (const d of layer) run(d);
-      const copies = this.queryCopies.filter((q) => q[0] === l);
-      if (copies.length) {
+    const layers = this.dispatches;
+    for (let l = 0; l < layers.length; l++) {
+      const layer = layers[l];
+      for (let i = 0; i < layer.length; i++) run(layer[i]);
+      const copies = this.copiesOf[l];
+      if (copies) {
         // Queries of this layer are overwritten by the next: copy them out between passes.
         pass.end();
-        for (const [, src, dst, bytes] of copies) enc.copyBufferToBuffer(b.q, src, b.exportQ, dst, bytes);
+        for (const [src, dst, bytes] of copies) enc.copyBufferToBuffer(b.q, src, b.exportQ, dst, bytes);
         pass = enc.beginComputePass();
+        pipeline = null;
       }
-    });
+    }
     for (const d of this.head) run(d);
     if (this.exportDispatch) run(this.exportDispatch);
     if (this.chunkDispatch) run(this.chunkDispatch);
