@@ -6,7 +6,7 @@
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, extname, join, relative, resolve, sep } from 'node:path';
-import { UsageError, parseBudget, parsePolicy } from '../cli/args.js';
+import { UsageError, parseBudget, parsePolicy } from '../option-values.js';
 import { isLanguageOption, LANGUAGE_FORMS } from '../model/text/language.js';
 import type { RecordingOptions } from './job.js';
 

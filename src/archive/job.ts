@@ -5,7 +5,7 @@
  * a queue job idempotent.
  */
 import { createHash } from 'node:crypto';
-import type { OutputFormat } from '../cli/args.js';
+import type { OutputFormat } from '../output-formats.js';
 import type { PolicyName } from '../index.js';
 import type { KvPrecision, WeightFormat } from '../research.js';
 

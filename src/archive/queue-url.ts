@@ -4,7 +4,7 @@
  * archives can share one server.
  */
 import type { ConnectionOptions } from 'bullmq';
-import { UsageError } from '../cli/args.js';
+import { UsageError } from '../option-values.js';
 
 export interface QueueAddress {
   name: string;

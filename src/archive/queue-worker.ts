@@ -9,7 +9,7 @@
  */
 import { Worker as ThreadWorker } from 'node:worker_threads';
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
-import type { BackendChoice } from '../cli/args.js';
+import type { BackendChoice } from '../option-values.js';
 import { deserializeError } from '../worker/client.js';
 import type { RecordingJob } from './job.js';
 import { modelIdentity } from './model-identity.js';

@@ -1,5 +1,5 @@
 /** Messages between a queue worker and its transcription threads (transcription-thread.ts). */
-import type { BackendChoice } from '../cli/args.js';
+import type { BackendChoice } from '../option-values.js';
 import type { SerializedError } from '../worker/protocol.js';
 import type { RecordingJob } from './job.js';
 import type { RecordingDone } from './transcribe-recording.js';

@@ -5,7 +5,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { toMono16k } from '../audio/decode.js';
-import { formatResult } from '../cli/file-run.js';
+import { formatResult } from '../output-formats.js';
 import { WnwError } from '../errors.js';
 import type { ProgressEvent, Transcriber } from '../index.js';
 import type { RecordingJob } from './job.js';

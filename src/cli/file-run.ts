@@ -4,10 +4,12 @@
  * the transcriber loaded for it with the command line's options, and what --json prints.
  */
 import { progressNote } from '../transcribe/progress-note.js';
-import { subtitleCues, toSrt, toVtt } from '../transcribe/subtitles.js';
+import { formatResult, jsonOutput, oneLine } from '../output-formats.js';
 import type { TranscribeArgs } from './args.js';
-import { hasFixedBudget, policyBudget } from '../research.js';
-import type { LoadOptions, ProgressEvent, Transcriber, TranscriptionResult } from '../index.js';
+import { hasFixedBudget } from '../research.js';
+import type { LoadOptions, ProgressEvent, Transcriber } from '../index.js';
+
+export { formatResult, jsonOutput, oneLine };
 
 export interface CliIo {
   load: (options: LoadOptions) => Promise<Transcriber>;
@@ -20,40 +22,6 @@ export interface CliIo {
   tty: boolean;
   /** Aborted by Ctrl-C: the partial transcript is still printed. */
   signal?: AbortSignal;
-}
-
-/** What --json prints. The names are read by other tools: keep them. */
-export function jsonOutput(r: TranscriptionResult, budget: number) {
-  const s = r.stats;
-  return {
-    text: r.text,
-    // The model's answer where a known wrapper was taken off it.
-    ...(r.rawText !== undefined && r.rawText !== r.text ? { rawText: r.rawText } : {}),
-    words: r.words,
-    stats: {
-      policy: s.policy,
-      budget: policyBudget(s.policy, budget),
-      rGpu: s.kv.rGpu,
-      rGpuCpu: s.kv.rGpuCpu,
-      mbPerStep: s.traffic.mbPerStep,
-      msPerToken: s.timing.msPerToken,
-      encodeMs: s.timing.encodeMs,
-      ...(s.encoderBytes !== undefined ? { encoderBytes: s.encoderBytes } : {}),
-      decodeSteps: s.decodeSteps,
-      audioSeconds: s.audioSeconds,
-      backend: s.backend,
-      realTimeFactor: s.timing.realTimeFactor,
-      stoppedBy: s.stoppedBy,
-      ...(s.warnings?.length ? { warnings: s.warnings } : {}),
-    },
-    ...(r.error ? { error: oneLine(r.error) } : {}),
-  };
-}
-
-/** A reason on one line: messages of nested causes can carry newlines. */
-export function oneLine(e: unknown): string {
-  const msg = e instanceof Error ? e.message : String(e);
-  return msg.replace(/\s*\n\s*/g, ' ').trim() || 'unknown error';
 }
 
 /** "download  42% decoder weights (1.20 GiB of 2.85 GiB)", "compile  50% decoder kernels (12 of 24 pipelines)". */
@@ -131,18 +99,4 @@ export async function loadFor(
       `policy ${args.policy}${hasFixedBudget(args.policy) ? '' : ` at budget ${args.budget}`}\n`,
   );
   return asr;
-}
-
-/** The result as --format asks; subtitles are cut from the dated words, so a partial run gives the cues it reached. */
-export function formatResult(r: TranscriptionResult, args: Pick<TranscribeArgs, 'format' | 'budget'>): string {
-  switch (args.format) {
-    case 'json':
-      return `${JSON.stringify(jsonOutput(r, args.budget))}\n`;
-    case 'srt':
-      return toSrt(subtitleCues(r.words));
-    case 'vtt':
-      return toVtt(subtitleCues(r.words));
-    case 'txt':
-      return `${r.text}\n`;
-  }
 }
