@@ -100,6 +100,8 @@ export class LiveRecording {
   private committed: number[] = [];
   private previous: number[] | null = null;
   private committedText = '';
+  /** The committed ids decoded, before the reply unwrapper: what the next commit's text follows. */
+  private committedRaw = '';
   private readonly unwrapper: ReplyUnwrapper;
   private readonly latencies: number[] = [];
   private readonly tickMs: number[] = [];
@@ -231,9 +233,10 @@ export class LiveRecording {
 
   private commit(ids: number[]): void {
     // Decoded from all the committed ids at once: a piece's text may depend on the ones before it.
-    const before = decoded(this.host.tokenizer, this.committed);
     this.committed.push(...ids);
-    this.committedText += this.unwrapper.push(decoded(this.host.tokenizer, this.committed).slice(before.length));
+    const raw = decoded(this.host.tokenizer, this.committed);
+    this.committedText += this.unwrapper.push(raw.slice(this.committedRaw.length));
+    this.committedRaw = raw;
   }
 }
 
