@@ -4,21 +4,10 @@
  * CPU or a wrong name (the fuzzer runs where no GPU is).
  */
 import { HOSTILE, type Dice } from './random.js';
+import { POLICIES as KNOWN } from '../../src/option-values.js';
 
-const POLICIES = [
-  'full',
-  'wnw',
-  'snapkv',
-  'adakv',
-  'audiokv',
-  'arkvale',
-  'h2o',
-  'streaming',
-  'quest',
-  'nope',
-  '',
-  'WNW',
-];
+// Every policy, and names that are none.
+const POLICIES = [...KNOWN, 'nope', '', 'WNW'];
 const oneOf = (d: Dice, good: readonly unknown[]) => (d.chance(0.7) ? d.pick(good) : d.pick(HOSTILE));
 
 export function fuzzLoadOptions(d: Dice): Record<string, unknown> {
