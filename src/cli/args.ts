@@ -198,16 +198,18 @@ export interface LiveArgs extends LoadArgs {
   /** --speed N: the file fed at N times real time, its ticks not waited for; absent: each tick waited for (deterministic). */
   speed?: number;
   tickSeconds: number;
+  /** --window S: seconds of audio a hypothesis attends at most (LiveOptions.windowSeconds); absent: its default. */
+  windowSeconds?: number;
   json: boolean;
 }
 
 export const LIVE_USAGE =
-  'usage: wnw live [--simulate FILE [--speed N]] [--tick 2] [--json] [--model DIR] [--policy ...] [--budget 0.2] ' +
+  'usage: wnw live [--simulate FILE [--speed N]] [--tick 2] [--window 12] [--json] [--model DIR] [--policy ...] [--budget 0.2] ' +
   '[--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--language en|none]';
 
 export function parseLiveArgs(argv: string[], cwd = process.cwd()): LiveArgs {
   const { flags, positional } = splitArgs(argv, ['json']);
-  rejectUnknown(flags, [...LOAD_FLAGS, 'simulate', 'speed', 'tick', 'json']);
+  rejectUnknown(flags, [...LOAD_FLAGS, 'simulate', 'speed', 'tick', 'window', 'json']);
   if (positional.length) throw new UsageError(`unexpected argument "${positional[0]}" (a file goes after --simulate)`);
   const positive = (name: string, v: string | undefined): number | undefined => {
     if (v === undefined) return undefined;
@@ -218,11 +220,16 @@ export function parseLiveArgs(argv: string[], cwd = process.cwd()): LiveArgs {
   const simulate = flags.get('simulate');
   const speed = positive('speed', flags.get('speed'));
   if (speed !== undefined && simulate === undefined) throw new UsageError('--speed goes with --simulate FILE');
+  const tickSeconds = positive('tick', flags.get('tick')) ?? 2;
+  const windowSeconds = positive('window', flags.get('window'));
+  if (windowSeconds !== undefined && windowSeconds < 2 * tickSeconds)
+    throw new UsageError(`--window must be at least twice --tick (${2 * tickSeconds} s), got ${windowSeconds}`);
   return {
     ...parseLoadArgs(flags, cwd),
     ...(simulate !== undefined ? { simulate: resolve(cwd, simulate) } : {}),
     ...(speed !== undefined ? { speed } : {}),
-    tickSeconds: positive('tick', flags.get('tick')) ?? 2,
+    tickSeconds,
+    ...(windowSeconds !== undefined ? { windowSeconds } : {}),
     json: flags.get('json') === 'true',
   };
 }

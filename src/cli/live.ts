@@ -30,6 +30,7 @@ export async function liveCommand(args: LiveArgs, io: CliIo, stdin: Readable = p
     let printed = '';
     const live = asr.live({
       tickSeconds: args.tickSeconds,
+      ...(args.windowSeconds !== undefined ? { windowSeconds: args.windowSeconds } : {}),
       policy: args.policy,
       budget: args.budget,
       ...(args.language !== undefined ? { language: args.language } : {}),

@@ -1,13 +1,14 @@
 /**
- * `npm run eval:live -- --data DIR [--limit N] [--concat K] [--tick 2] [--max-lag 3] [--policy full]
- *                        [--budget 0.2] [--backend cpu] [--json]`
+ * `npm run eval:live -- --data DIR [--limit N] [--concat K] [--tick 2] [--max-lag 3] [--window 12]
+ *                        [--policy full] [--budget 0.2] [--backend cpu] [--no-offline] [--json]`
  *
  * Live transcription against the offline one, on the same audio and the same policy: each
  * clip (or K clips joined with 0.5 s of silence, their references joined) fed to a live
  * recording 0.1 s at a time, every tick waited for (deterministic), and transcribed offline.
  * Prints the WER of each against the reference, pooled over the clips, and the commit
- * latency (median and 90th percentile over all committed words). DIR holds NAME.wav beside
- * NAME.txt (the test sets' layout).
+ * latency (median and 90th percentile over all committed words), and per minute of audio the
+ * median tick time and the largest GPU KV of a tick's session. `--no-offline` skips the
+ * offline run (an hour's). DIR holds NAME.wav beside NAME.txt (the test sets' layout).
  */
 import { readFileSync } from 'node:fs';
 import { toMono16k } from '../audio/decode.js';
@@ -15,6 +16,7 @@ import { loadTranscriber } from '../transcribe/transcriber.js';
 import { listClips } from './datasets/index.js';
 import { pooledWer } from './wer.js';
 import { quantile } from '../quantile.js';
+import type { LiveTick } from '../transcribe/live.js';
 import { parseBackend, parseBudget, parsePolicy } from '../cli/args.js';
 
 const SAMPLE_RATE = 16000;
@@ -30,6 +32,8 @@ async function main(argv: string[]): Promise<void> {
   const concat = Number(value(argv, 'concat') ?? 1);
   const tickSeconds = Number(value(argv, 'tick') ?? 2);
   const maxLagSeconds = Number(value(argv, 'max-lag') ?? 3);
+  const windowSeconds = Number(value(argv, 'window') ?? 12);
+  const withOffline = !argv.includes('--no-offline');
   const policy = parsePolicy(value(argv, 'policy') ?? 'full');
   const budget = parseBudget(value(argv, 'budget') ?? '0.2');
   const backend = parseBackend(value(argv, 'backend') ?? 'cpu');
@@ -52,21 +56,22 @@ async function main(argv: string[]): Promise<void> {
   const latencies: number[] = [];
   const rows = [];
   for (const g of groups) {
-    const off = await asr.transcribe(g.audio);
-    const rec = asr.live({ tickSeconds, maxLagSeconds });
+    const off = withOffline ? await asr.transcribe(g.audio) : null;
+    const rec = asr.live({ tickSeconds, maxLagSeconds, windowSeconds });
     const step = SAMPLE_RATE / 10;
     for (let at = 0; at < g.audio.length; at += step) await rec.append(g.audio.subarray(at, at + step));
     const done = await rec.stop();
     done.recording.dispose();
-    offline.push({ reference: g.reference, hypothesis: off.text });
+    if (off) offline.push({ reference: g.reference, hypothesis: off.text });
     live.push({ reference: g.reference, hypothesis: done.text });
     latencies.push(...done.latencies);
     const row = {
       clip: g.ids.join('+'),
       seconds: +(g.audio.length / SAMPLE_RATE).toFixed(1),
-      werOffline: +pooledWer([offline.at(-1)!]).toFixed(4),
+      werOffline: off ? +pooledWer([offline.at(-1)!]).toFixed(4) : NaN,
       werLive: +pooledWer([live.at(-1)!]).toFixed(4),
       ...done.stats,
+      minutes: byMinute(done.ticks),
     };
     rows.push(row);
     console.error(
@@ -82,9 +87,10 @@ async function main(argv: string[]): Promise<void> {
     budget,
     tickSeconds,
     maxLagSeconds,
+    windowSeconds,
     concat,
     clips: groups.length,
-    werOffline: +pooledWer(offline).toFixed(4),
+    werOffline: offline.length ? +pooledWer(offline).toFixed(4) : NaN,
     werLive: +pooledWer(live).toFixed(4),
     latencyMedianS: +quantile(latencies, 0.5).toFixed(3),
     latencyP90S: +quantile(latencies, 0.9).toFixed(3),
@@ -92,10 +98,30 @@ async function main(argv: string[]): Promise<void> {
   if (argv.includes('--json')) console.log(JSON.stringify({ summary, rows }));
   else
     console.log(
-      `live vs offline, ${policy}${policy === 'full' ? '' : `@${budget}`}, tick ${tickSeconds} s, max lag ${maxLagSeconds} s, ` +
+      `live vs offline, ${policy}${policy === 'full' ? '' : `@${budget}`}, tick ${tickSeconds} s, max lag ${maxLagSeconds} s, window ${windowSeconds} s, ` +
         `${groups.length} recordings: WER offline ${(summary.werOffline * 100).toFixed(2)} %, live ${(summary.werLive * 100).toFixed(2)} %; ` +
         `commit latency median ${summary.latencyMedianS} s, p90 ${summary.latencyP90S} s`,
     );
+}
+
+/** Per minute of audio heard: its ticks, their median and largest wall time, and the largest GPU KV of a tick's session. */
+function byMinute(
+  ticks: readonly LiveTick[],
+): { minute: number; ticks: number; msMedian: number; msMax: number; gpuKvBytesMax: number }[] {
+  const out = [];
+  for (let m = 0; m * 60 < (ticks.at(-1)?.heardS ?? 0); m++) {
+    const inMinute = ticks.filter((t) => t.heardS > m * 60 && t.heardS <= (m + 1) * 60);
+    if (!inMinute.length) continue;
+    const ms = inMinute.map((t) => t.ms).sort((a, b) => a - b);
+    out.push({
+      minute: m + 1,
+      ticks: inMinute.length,
+      msMedian: +quantile(ms, 0.5).toFixed(1),
+      msMax: +ms[ms.length - 1].toFixed(1),
+      gpuKvBytesMax: Math.max(...inMinute.map((t) => t.gpuKvBytes)),
+    });
+  }
+  return out;
 }
 
 await main(process.argv.slice(2));

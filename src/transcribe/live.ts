@@ -1,20 +1,20 @@
 /**
- * Live transcription, first version: audio arrives in chunks (`append`), and every tick
- * (`tickSeconds` of new audio) the model decodes a hypothesis of what follows the text
- * committed so far, over all the audio heard; the words two consecutive hypotheses agree on
- * are committed (LocalAgreement-2), the rest is shown as tentative. `stop` decodes the last
- * hypothesis over the whole audio, commits all of it, and opens the audio as a recording
- * for questions and subtitles.
+ * Live transcription: audio arrives in chunks (`append`), and every tick (`tickSeconds` of
+ * new audio) the model decodes a hypothesis of what follows the committed text; the words
+ * two consecutive hypotheses agree on are committed (LocalAgreement-2), the rest is shown as
+ * tentative. `stop` decodes the last hypothesis, commits all of it, and opens the audio as a
+ * recording for questions and subtitles.
  *
- * Each tick encodes and prefills the whole prompt again (`prefix | audio | instruction |
- * committed text`): its cost grows with the recording. The reference model needs the whole
- * committed text after the instruction (it transcribes from the start of its audio: a
- * suffix of the text loses its place, docs/usage.md "Live"), so what bounds a tick's cost is
- * still open: appending closed encoder windows' KV once and keeping the text's is the next step.
+ * A hypothesis attends a bounded window: `prefix | window's audio | instruction | text
+ * committed since the window's start`. A model transcribes from the start of its audio, so
+ * the audio and the text must start at the same word: once the window grows past
+ * `windowSeconds`, it moves to the start of a committed word (the one after the widest pause
+ * in its later half), and the text before that word leaves the prompt. A tick's cost is then
+ * bounded by the window, whatever the recording's length (docs/usage.md, "Live").
  */
 import { WnwError } from '../errors.js';
 import type { TextTokenizer } from '../model/text/types.js';
-import type { TranscribeOptions, TranscriptionResult } from '../types.js';
+import type { Probe, TranscribeOptions, TranscriptionResult } from '../types.js';
 import type { WnwRecording } from './recording.js';
 import type { ReplyWrapper } from '../model/families/types.js';
 import { ReplyUnwrapper } from './reply.js';
@@ -27,10 +27,17 @@ export interface LiveText {
 }
 
 export interface LiveOptions extends Pick<TranscribeOptions, 'policy' | 'budget' | 'policyOptions' | 'language'> {
+  /** Evaluation only: each hypothesis's step logits (its steps counted from 0). */
+  probe?: Pick<Probe, 'onLogits'>;
   /** Seconds of new audio between two hypotheses (2). */
   tickSeconds?: number;
   /** Tokens a hypothesis decodes at most (48): the speech of a tick and the lag behind it. */
   hypothesisTokens?: number;
+  /**
+   * Seconds of audio a hypothesis attends at most (12): past it, the window moves to a
+   * committed word's start, leaving at most half of it. Bounds a tick's cost.
+   */
+  windowSeconds?: number;
   /**
    * Seconds behind the audio heard past which a word is committed as the latest hypothesis
    * has it, agreed or not (3): a model whose hypotheses keep changing a word does not hold
@@ -51,7 +58,23 @@ export interface LiveStats {
   /** Wall time of a tick: median and the largest. */
   tickMsMedian: number;
   tickMsMax: number;
+  /** Ticks whose wall time exceeded `tickSeconds`: at real-time pace, the ticks a microphone would have run late. */
+  ticksLate: number;
+  /** The longest audio window a hypothesis attended, seconds. */
+  windowSecondsMax: number;
   audioSeconds: number;
+}
+
+/** One tick: the audio heard when it ran, its window, its wall time and its session's GPU KV. */
+export interface LiveTick {
+  heardS: number;
+  windowS: number;
+  /** The window's audio, samples [fromSample, heard), and the committed ids its hypothesis followed, [textFrom, textTo). */
+  fromSample: number;
+  textFrom: number;
+  textTo: number;
+  ms: number;
+  gpuKvBytes: number;
 }
 
 export interface LiveResult {
@@ -60,6 +83,7 @@ export interface LiveResult {
   stats: LiveStats;
   /** Per committed word the hypothesis dated, in order: its latency in seconds (LiveStats'). */
   latencies: number[];
+  ticks: LiveTick[];
   /** The whole audio, open for questions and subtitles. */
   recording: WnwRecording;
 }
@@ -69,7 +93,7 @@ export interface LiveHost {
   readonly sampleRate: number;
   readonly tokenizer: Pick<TextTokenizer, 'pieceText' | 'decoder'>;
   readonly replyWrappers: readonly ReplyWrapper[];
-  /** The hypothesis after `committed` over `samples` (all the audio heard), `maxNewTokens` at most. */
+  /** The hypothesis after `committed` over `samples` (the window's audio), `maxNewTokens` at most; its words timed from the window's start. */
   hypothesis(samples: Float32Array, committed: readonly number[], maxNewTokens: number): Promise<TranscriptionResult>;
   /** The audio opened as a recording. */
   open(samples: Float32Array): Promise<WnwRecording>;
@@ -93,24 +117,34 @@ export function agreedTokens(
   return i;
 }
 
+/** A committed word: where its ids start among the committed ones, and when it is spoken (seconds). */
+interface CommittedWord {
+  token: number;
+  start: number;
+  end: number;
+}
+
 export class LiveRecording {
-  private readonly chunks: Float32Array[] = [];
-  private heard = 0;
+  private readonly audio = new SampleLog();
   private tickedAt = 0;
   private committed: number[] = [];
   private previous: number[] | null = null;
   private committedText = '';
-  /** The committed ids decoded, before the reply unwrapper: what the next commit's text follows. */
-  private committedRaw = '';
   private readonly unwrapper: ReplyUnwrapper;
   private readonly latencies: number[] = [];
-  private readonly tickMs: number[] = [];
+  private readonly ticks: LiveTick[] = [];
+  /** The committed words the hypotheses dated, from the window's first on (older ones are not needed). */
+  private words: CommittedWord[] = [];
+  /** The window: the sample its audio starts at, and the committed id its text starts at. */
+  private windowSample = 0;
+  private windowToken = 0;
   private pump: Promise<void> = Promise.resolve();
   private failure: unknown = null;
   private stopped = false;
   private readonly tickSamples: number;
   private readonly maxNew: number;
   private readonly maxLag: number;
+  private readonly windowSeconds: number;
 
   constructor(
     private readonly host: LiveHost,
@@ -125,15 +159,23 @@ export class LiveRecording {
     const lag = options.maxLagSeconds ?? 3;
     if (!(lag > 0))
       throw new WnwError('BAD_ARGUMENT', `maxLagSeconds must be a positive number of seconds, got ${String(lag)}`);
+    const window = options.windowSeconds ?? 12;
+    // Half a window must hold a tick, or a moved window would leave behind audio no hypothesis heard.
+    if (!(window >= 2 * tick) || !Number.isFinite(window))
+      throw new WnwError(
+        'BAD_ARGUMENT',
+        `windowSeconds must be a number of seconds at least twice tickSeconds (${2 * tick} s here), got ${String(window)}`,
+      );
     this.tickSamples = Math.round(tick * host.sampleRate);
     this.maxNew = maxNew;
     this.maxLag = lag;
+    this.windowSeconds = window;
     this.unwrapper = new ReplyUnwrapper(host.replyWrappers);
   }
 
   /** Seconds of audio heard so far. */
   get audioSeconds(): number {
-    return this.heard / this.host.sampleRate;
+    return this.audio.length / this.host.sampleRate;
   }
 
   /**
@@ -145,73 +187,73 @@ export class LiveRecording {
     if (this.stopped) return Promise.reject(new WnwError('BAD_ARGUMENT', 'this live recording was stopped'));
     if (!(samples instanceof Float32Array))
       return Promise.reject(new WnwError('BAD_ARGUMENT', 'append takes a Float32Array of mono samples at 16 kHz'));
-    this.chunks.push(samples.slice());
-    this.heard += samples.length;
+    this.audio.push(samples);
     this.pump = this.pump.then(() => this.tickWhileDue());
     return this.pump;
   }
 
-  /** Decodes the last hypothesis over all the audio, commits it, and opens the audio as a recording. */
+  /** Decodes the last hypothesis over the window, commits it, and opens the whole audio as a recording. */
   async stop(): Promise<LiveResult> {
     if (this.stopped) throw new WnwError('BAD_ARGUMENT', 'this live recording was stopped already');
     this.stopped = true;
     await this.pump;
     if (this.failure) throw this.failure;
-    const audio = this.samples();
-    if (audio.length > 0) await this.tick(audio, true);
+    if (this.audio.length > this.windowSample) await this.tick(true);
     const sorted = [...this.latencies].sort((a, b) => a - b);
-    const ms = [...this.tickMs].sort((a, b) => a - b);
+    const ms = this.ticks.map((t) => t.ms).sort((a, b) => a - b);
+    const tickMs = (this.options.tickSeconds ?? 2) * 1000;
     const stats: LiveStats = {
-      ticks: this.tickMs.length,
+      ticks: this.ticks.length,
       latencyMedianS: sorted.length ? quantile(sorted, 0.5) : 0,
       latencyP90S: sorted.length ? quantile(sorted, 0.9) : 0,
       latencyWords: sorted.length,
       tickMsMedian: ms.length ? quantile(ms, 0.5) : 0,
       tickMsMax: ms.length ? ms[ms.length - 1] : 0,
+      ticksLate: ms.filter((m) => m > tickMs).length,
+      windowSecondsMax: Math.max(0, ...this.ticks.map((t) => t.windowS)),
       audioSeconds: this.audioSeconds,
     };
-    const recording = await this.host.open(audio);
+    const recording = await this.host.open(this.audio.range(0, this.audio.length));
     return {
       text: this.committedText.trim(),
       tokens: [...this.committed],
       stats,
       latencies: [...this.latencies],
+      ticks: [...this.ticks],
       recording,
     };
   }
 
   private async tickWhileDue(): Promise<void> {
-    while (!this.failure && this.heard - this.tickedAt >= this.tickSamples) {
+    while (!this.failure && this.audio.length - this.tickedAt >= this.tickSamples) {
       try {
-        await this.tick(this.samples(), false);
+        await this.tick(false);
       } catch (e) {
         this.failure = e;
       }
     }
   }
 
-  private samples(): Float32Array {
-    if (this.chunks.length !== 1) {
-      const all = new Float32Array(this.heard);
-      let at = 0;
-      for (const c of this.chunks) (all.set(c, at), (at += c.length));
-      this.chunks.splice(0, this.chunks.length, all);
-    }
-    return this.chunks[0] ?? new Float32Array(0);
-  }
-
-  private async tick(audio: Float32Array, last: boolean): Promise<void> {
+  private async tick(last: boolean): Promise<void> {
     const t0 = performance.now();
-    this.tickedAt = audio.length;
-    const r = await this.host.hypothesis(audio, this.committed, last ? Number.MAX_SAFE_INTEGER : this.maxNew);
+    const heard = (this.tickedAt = this.audio.length);
+    const rate = this.host.sampleRate;
+    const from = this.windowSample / rate;
+    const window = { fromSample: this.windowSample, textFrom: this.windowToken, textTo: this.committed.length };
+    const r = await this.host.hypothesis(
+      this.audio.range(this.windowSample, heard),
+      this.committed.slice(this.windowToken),
+      last ? Number.MAX_SAFE_INTEGER : this.maxNew,
+    );
     if (r.error) throw r.error;
     const hyp = r.tokens;
     const tok = this.host.tokenizer;
     const startsWord = (id: number) => tok.pieceText(id).startsWith(' ');
-    const heardS = audio.length / this.host.sampleRate;
-    // Token index where each word of the hypothesis starts; the hypothesis dates its words in order.
+    const heardS = heard / rate;
+    // Token index where each word of the hypothesis starts; the hypothesis dates its words in order, from the window's start.
     const starts = hyp.flatMap((id, i) => (i === 0 || startsWord(id) ? [i] : []));
-    const dated = r.words.length === starts.length ? r.words : [];
+    const dated =
+      r.words.length === starts.length ? r.words.map((w) => ({ start: from + w.start, end: from + w.end })) : [];
     const agreed = this.previous ? agreedTokens(this.previous, hyp, startsWord) : 0;
     // Whole words that ended more than maxLag before the audio heard: committed as they are now.
     let old = 0;
@@ -220,23 +262,105 @@ export class LiveRecording {
     const n = last ? hyp.length : Math.max(agreed, old);
     if (n > 0) {
       const words = countWords(hyp.slice(0, n), startsWord);
-      for (const w of dated.slice(0, words)) this.latencies.push(Math.max(0, heardS - Math.min(w.end, heardS)));
-      this.commit(hyp.slice(0, n));
+      const base = this.committed.length;
+      dated.slice(0, words).forEach((w, k) => {
+        this.latencies.push(Math.max(0, heardS - Math.min(w.end, heardS)));
+        this.words.push({ token: base + starts[k], ...w });
+      });
+      this.commit(hyp.slice(0, n), startsWord);
     }
     this.previous = hyp.slice(n);
-    this.tickMs.push(performance.now() - t0);
+    this.ticks.push({
+      heardS,
+      windowS: heardS - from,
+      ...window,
+      ms: performance.now() - t0,
+      gpuKvBytes: r.stats?.kv?.gpuKvBytes ?? 0,
+    });
+    if (!last) this.moveWindow(heardS);
     this.options.onText?.({
       committed: this.committedText.trim(),
       tentative: last ? '' : decoded(tok, this.previous).trim(),
     });
   }
 
-  private commit(ids: number[]): void {
-    // Decoded from all the committed ids at once: a piece's text may depend on the ones before it.
+  /**
+   * Once the next tick's window would pass `windowSeconds`, moves it to the start of a
+   * committed word in its later half: the one after the widest pause (the safest cut: the
+   * word's dated start may be off by a piece), the latest among equals. Where no committed
+   * word lies there, to the latest committed word after the window's start; where none does,
+   * the audio before the later half produced no committed word and is left behind.
+   */
+  private moveWindow(heardS: number): void {
+    const rate = this.host.sampleRate;
+    const from = this.windowSample / rate;
+    const next = heardS + this.tickSamples / rate;
+    if (next - from <= this.windowSeconds) return;
+    const half = next - this.windowSeconds / 2;
+    let best: { cut: number; token: number; gap: number } | null = null;
+    let latest: { cut: number; token: number } | null = null;
+    for (let k = 1; k < this.words.length; k++) {
+      const w = this.words[k];
+      const gap = Math.max(0, w.start - this.words[k - 1].end);
+      const cut = w.start - gap / 2;
+      if (cut <= from || w.token <= this.windowToken) continue;
+      latest = { cut, token: w.token };
+      if (cut >= half && (!best || gap >= best.gap)) best = { cut, token: w.token, gap };
+    }
+    const to = best ?? latest ?? { cut: half, token: this.committed.length };
+    this.windowSample = Math.min(this.audio.length, Math.max(this.windowSample, Math.round(to.cut * rate)));
+    this.windowToken = to.token;
+    this.words = this.words.filter((w) => w.token >= to.token);
+  }
+
+  private commit(ids: number[], startsWord: (id: number) => boolean): void {
+    // A piece's text may depend on the ones before it (a decoder drops the first one's space,
+    // bytes join into a character): the new ids are decoded after the last word committed
+    // before them, and that word's text is cut off again. Decoding from the start would grow with the talk.
+    const before = this.committed.length;
+    let from = before - 1;
+    while (from > 0 && !startsWord(this.committed[from])) from--;
+    from = Math.max(0, from);
     this.committed.push(...ids);
-    const raw = decoded(this.host.tokenizer, this.committed);
-    this.committedText += this.unwrapper.push(raw.slice(this.committedRaw.length));
-    this.committedRaw = raw;
+    const tok = this.host.tokenizer;
+    const text = decoded(tok, this.committed.slice(from)).slice(
+      decoded(tok, this.committed.slice(from, before)).length,
+    );
+    this.committedText += this.unwrapper.push(text);
+  }
+}
+
+/**
+ * The audio heard, in blocks of a fixed size: appending never copies what came before, and
+ * a tick copies out only its window, so neither grows with the recording.
+ */
+class SampleLog {
+  private static readonly BLOCK = 1 << 19;
+  private readonly blocks: Float32Array[] = [];
+  length = 0;
+
+  push(samples: Float32Array): void {
+    for (let at = 0; at < samples.length;) {
+      const inBlock = this.length % SampleLog.BLOCK;
+      if (inBlock === 0) this.blocks.push(new Float32Array(SampleLog.BLOCK));
+      const n = Math.min(SampleLog.BLOCK - inBlock, samples.length - at);
+      this.blocks[this.blocks.length - 1].set(samples.subarray(at, at + n), inBlock);
+      at += n;
+      this.length += n;
+    }
+  }
+
+  /** A copy of samples [from, to). */
+  range(from: number, to: number): Float32Array {
+    const out = new Float32Array(to - from);
+    for (let at = from; at < to;) {
+      const b = Math.floor(at / SampleLog.BLOCK);
+      const inBlock = at - b * SampleLog.BLOCK;
+      const n = Math.min(SampleLog.BLOCK - inBlock, to - at);
+      out.set(this.blocks[b].subarray(inBlock, inBlock + n), at - from);
+      at += n;
+    }
+    return out;
   }
 }
 

@@ -115,11 +115,18 @@ export class WnwTranscriber implements Transcriber {
 
   /**
    * A live recording (live.ts): audio appended as it comes, a hypothesis each tick, the
-   * words two agree on committed. Its first version prefills the whole prompt each tick.
+   * words two agree on committed; a hypothesis attends a bounded window of the audio.
    */
   live(options: LiveOptions = {}): LiveRecording {
     if (this.disposed) throw new WnwError('BAD_ARGUMENT', 'this transcriber was disposed; load a new one');
-    const { onText: _onText, tickSeconds: _tick, hypothesisTokens: _tokens, ...request } = options;
+    const {
+      onText: _onText,
+      tickSeconds: _tick,
+      hypothesisTokens: _tokens,
+      maxLagSeconds: _lag,
+      windowSeconds: _window,
+      ...request
+    } = options;
     checkTranscribeOptions(request);
     // A policy the options cannot make is refused now, not at the first tick.
     this.policyFor(request);

@@ -126,6 +126,66 @@ describe('LiveRecording', () => {
   });
 });
 
+describe('the moving window', () => {
+  // A talk of 40 words, word j spoken over [j, j + 0.7) s, and a longer pause after every fifth.
+  const RATE = 10;
+  const N = 40;
+  const startOf = (j: number) => j + 0.3 * Math.floor(j / 5);
+  const spokenEnd = (j: number) => startOf(j) + 0.7;
+  const pieces = ['', ...Array.from({ length: N }, (_, j) => ` w${j}`)];
+
+  /**
+   * Each sample holds its own index, so the host knows where its window starts in the talk.
+   * It checks that the text it is given starts with the window's first word (the model
+   * transcribes from the start of its audio), and answers the words spoken after that text.
+   */
+  function talkHost(calls: { from: number; heard: number; committed: number[]; aligned: boolean }[]): LiveHost {
+    return {
+      sampleRate: RATE,
+      tokenizer: {
+        pieceText: (id) => pieces[id],
+        decoder: () => ({ push: (id: number) => pieces[id], flush: () => '' }),
+      },
+      replyWrappers: [],
+      hypothesis: async (samples, committed) => {
+        const from = samples[0] / RATE;
+        const heard = from + samples.length / RATE;
+        // The first word whose speech starts in the window (a cut inside a word's speech is a misalignment).
+        const first = Array.from({ length: N }, (_, j) => j).find((j) => startOf(j) >= from - 1e-9) ?? N;
+        const aligned = committed.every((id, i) => id === first + i + 1);
+        calls.push({ from, heard, committed: [...committed], aligned });
+        const next = first + committed.length;
+        const said = Array.from({ length: N }, (_, j) => j).filter((j) => j >= next && spokenEnd(j) <= heard);
+        const tokens = said.map((j) => j + 1);
+        const words = said.map((j) => ({ word: `w${j}`, start: startOf(j) - from, end: spokenEnd(j) - from }));
+        return { text: '', tokens, words, stats: {} } as unknown as TranscriptionResult;
+      },
+      open: async () => ({ dispose: () => {} }) as unknown as WnwRecording,
+    };
+  }
+
+  it('keeps each hypothesis within windowSeconds, its text starting at its audio, and loses no word', async () => {
+    const calls: { from: number; heard: number; committed: number[]; aligned: boolean }[] = [];
+    const live = new LiveRecording(talkHost(calls), { tickSeconds: 1, windowSeconds: 8, maxLagSeconds: 2 });
+    const seconds = Math.ceil(spokenEnd(N - 1)) + 1;
+    for (let s = 0; s < seconds; s++) await live.append(Float32Array.from({ length: RATE }, (_, i) => s * RATE + i));
+    const done = await live.stop();
+    expect(done.tokens).toEqual(Array.from({ length: N }, (_, j) => j + 1));
+    expect(calls.every((c) => c.aligned)).toBe(true);
+    // The window moved (the talk is 5 times longer than it), and never held more than 8 s.
+    expect(calls.at(-1)!.from).toBeGreaterThan(seconds - 8 - 1);
+    expect(Math.max(...calls.map((c) => c.heard - c.from))).toBeLessThanOrEqual(8);
+    expect(done.stats.windowSecondsMax).toBeLessThanOrEqual(8);
+    // The text a hypothesis follows is bounded with the window, not the talk.
+    expect(Math.max(...calls.map((c) => c.committed.length))).toBeLessThanOrEqual(8);
+    // It moves between words, into the silence before one (rounded to a sample).
+    const moved = [...new Set(calls.map((c) => c.from))].filter((f) => f > 0);
+    expect(moved.length).toBeGreaterThan(2);
+    const silences = Array.from({ length: N - 1 }, (_, j) => [spokenEnd(j), startOf(j + 1)]);
+    for (const f of moved) expect(silences.some(([a, b]) => f >= a - 0.05 && f <= b + 0.05)).toBe(true);
+  });
+});
+
 describe('live on the reference model', () => {
   let tmp = '';
   let wav = '';
@@ -177,6 +237,10 @@ describe('live on the reference model', () => {
     expect(() => parseLiveArgs(['--speed', '2'])).toThrow(/--speed goes with --simulate/);
     expect(() => parseLiveArgs(['--simulate', 'a.wav', '--tick', '0'])).toThrow(/--tick takes a positive number/);
     expect(() => parseLiveArgs(['a.wav'])).toThrow(/a file goes after --simulate/);
+    expect(() => parseLiveArgs(['--simulate', 'a.wav', '--window', '3'])).toThrow(
+      /--window must be at least twice --tick/,
+    );
     expect(parseLiveArgs(['--simulate', 'a.wav']).tickSeconds).toBe(2);
+    expect(parseLiveArgs(['--simulate', 'a.wav', '--window', '30']).windowSeconds).toBe(30);
   });
 });
