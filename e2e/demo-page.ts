@@ -1,11 +1,20 @@
 /**
- * The demo page's Playwright helpers (Node side): sample clips the page lists, choosing
- * one, the tide chart's ink, a short full-cache run, a WAV cut to its first seconds.
+ * The demo page's Playwright helpers (Node side): the model the tests load, sample clips
+ * the page lists, choosing one, the tide chart's ink, a short full-cache run, a WAV cut to its first seconds.
  */
-import { expect, type Page } from '@playwright/test';
-import { readFileSync } from 'node:fs';
+import { expect, test, type Page } from '@playwright/test';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SampleEntry } from '../src/ui/samples-plugin.js';
+
+/** WNW_E2E_MODEL: another model folder, as a URL path the dev server serves (e.g. to try a new checkpoint). */
+const MODEL = process.env.WNW_E2E_MODEL ?? '';
+/** The page's query naming that model (empty: the shipped one). */
+export const modelQuery = MODEL ? `model=${encodeURIComponent(MODEL)}` : '';
+const modelReady = MODEL !== '' || existsSync(join('public', 'models', 'wnw-ref', 'config.json'));
+/** Skips a test that loads the model when there is none. */
+export const needsModel = () =>
+  test.skip(!modelReady, 'no reference model in public/models/wnw-ref (npm run train makes one)');
 
 /** The file a link downloads: its suggested name and its text. */
 export async function download(page: Page, selector: string): Promise<{ name: string; text: string }> {

@@ -13,6 +13,8 @@ import {
   chooseSample,
   cueTimes,
   download,
+  modelQuery,
+  needsModel,
   paneTokens,
   samples,
   shortestClip,
@@ -55,13 +57,6 @@ test.use({
     args: [...chromiumArgs, '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream'],
   },
 });
-
-/** WNW_E2E_MODEL: another model folder, as a URL path the dev server serves (e.g. to try a new checkpoint). */
-const MODEL = process.env.WNW_E2E_MODEL ?? '';
-const modelQuery = MODEL ? `model=${encodeURIComponent(MODEL)}` : '';
-const modelReady = MODEL !== '' || existsSync(join('public', 'models', 'wnw-ref', 'config.json'));
-const needsModel = () =>
-  test.skip(!modelReady, 'no reference model in public/models/wnw-ref (npm run train makes one)');
 
 test.describe('demo page without a model', () => {
   test('an unsupported file shows a plain-language error', async ({ page }) => {

@@ -9,6 +9,8 @@
 export { WnwTranscriber } from './transcribe/transcriber.js';
 // Live transcription's first version (WnwTranscriber.live): its cost per tick still grows with the recording.
 export type { LiveOptions, LiveRecording, LiveResult, LiveStats, LiveText } from './transcribe/live.js';
+// The same through `loadTranscriberInWorker`: its transcriber's `live`, whose recording is asked through the worker.
+export type { LiveSession, LiveSessionResult, WorkerTranscriber } from './worker/client.js';
 export type { Probe, RequestOptions, PromptStats } from './types.js';
 // The fit check's arguments and answer in full (the page's entry has checkFit and memoryNeed).
 export type { MemoryNeed, MemoryNeedRequest } from './backend/webgpu/fit.js';

@@ -1,23 +1,25 @@
 /**
  * The demo page's controller: picks a clip, loads the model once per backend, runs one
- * transcription (or two in compare mode), streams tokens and steps into the views, and
- * turns every failure into a notice with a way forward. The transcriber comes from
- * `deps.load`, so the same page runs the engine in a worker or on the main thread.
+ * transcription (or two in compare mode, or live captions from the microphone), streams
+ * tokens and steps into the views, and turns every failure into a notice with a way
+ * forward. The transcriber comes from `deps.load`, so the same page runs the engine in a
+ * worker or on the main thread.
  */
-import { hasFixedBudget, policyBudget, type KvPrecision } from '../research.js';
-import { wireFileInput, wireRecorder, wireSamples, type Clip } from './audio-input.js';
+import { hasFixedBudget, policyBudget, type KvPrecision, type WorkerTranscriber } from '../research.js';
+import { microphoneRefused, wireFileInput, wireRecorder, wireSamples, type Clip } from './audio-input.js';
 import { WEBGPU_HELP, describeError, webGpuMissing, type UiMessage } from './messages.js';
 import { localFolderBytes } from '../model/local-folder.js';
 import { ModelSource, type ChosenModel } from './model-source.js';
 import { CalibratePanel } from './calibrate-panel.js';
-import { Pane, ProgressView, StatsView, formatBytes, formatSeconds } from './readouts.js';
+import { LivePane, Pane, ProgressView, StatsView, formatBytes, formatSeconds } from './readouts.js';
+import { canCapture, captureMicrophone, type Capture } from './live-capture.js';
 import { TideChart } from './tide-chart.js';
 import { RequestsPanel, reuseLine, type PanelOptions } from './requests-panel.js';
 import type { LoadOptions, PolicyName, Recording, Transcriber, TranscriptionResult } from '../index.js';
 
 export interface AppDeps {
   /** `inPage`: a folder picked from disk, whose Files live in this page (see model-source.ts). */
-  load(options: LoadOptions, inPage?: boolean): Promise<Transcriber>;
+  load(options: LoadOptions, inPage?: boolean): Promise<WorkerTranscriber>;
   /** Any audio the browser decodes, to 16 kHz mono; throws a BAD_AUDIO error otherwise. */
   decode(blob: Blob): Promise<Float32Array>;
   wer(reference: string, hypothesis: string): number;
@@ -73,6 +75,7 @@ export class App {
     kv: $<HTMLSelectElement>('kv'),
     compare: $<HTMLInputElement>('compare'),
     start: $<HTMLButtonElement>('start'),
+    live: $<HTMLButtonElement>('live'),
     cancel: $<HTMLButtonElement>('cancel'),
     status: $('status'),
     panes: $('panes'),
@@ -86,12 +89,15 @@ export class App {
   private readonly modelSource: ModelSource;
   private readonly calibration: CalibratePanel;
   /** Loaded for one (model, backend, KV precision) choice: `key`. */
-  private transcriber: { key: string; asr: Promise<Transcriber> } | null = null;
+  private transcriber: { key: string; asr: Promise<WorkerTranscriber> } | null = null;
   private abort: AbortController | null = null;
+  /** Set while the live button records: it stops the live recording instead of starting one. */
+  private liveRunning = false;
   /** The clip open on the loaded transcriber: every run and request on it shares its encoding. */
   private recording: {
     asr: Transcriber;
-    audio: Float32Array;
+    /** The clip's samples; null for a live recording's (the clip's runs open the clip again). */
+    audio: Float32Array | null;
     rec: Recording;
     /** The policy of its last run: the panel's requests reuse that run's session. */
     last?: { policy: PolicyName; budget: number };
@@ -108,6 +114,11 @@ export class App {
     void wireSamples($<HTMLSelectElement>('sample-select'), $<HTMLButtonElement>('sample-use'), cb);
     this.ui.start.addEventListener('click', () => void this.run());
     this.ui.cancel.addEventListener('click', () => this.abort?.abort());
+    this.ui.live.addEventListener('click', () => (this.liveRunning ? this.abort?.abort() : void this.live()));
+    if (!canCapture()) {
+      this.ui.live.disabled = true;
+      this.ui.live.title = 'This browser cannot capture audio live (or the page is not served over https).';
+    }
     this.ui.policy.addEventListener('change', () => (this.ui.budget.disabled = hasFixedBudget(this.ui.policy.value)));
     this.ui.backend.addEventListener('change', () => this.dropTranscriber());
     this.model = { url: deps.modelUrl, label: deps.modelLabel ?? 'the shipped model', local: false };
@@ -312,6 +323,79 @@ export class App {
     }
   }
 
+  /**
+   * Live captions from the microphone, with the chosen policy, until the Live button (or
+   * Stop) ends them; the live recording's audio then stays open for the requests panel.
+   * A failure keeps the committed text on screen.
+   */
+  private async live(): Promise<void> {
+    if (this.abort) return;
+    const abort = (this.abort = new AbortController());
+    const stopped = new Promise<void>((resolve) => abort.signal.addEventListener('abort', () => resolve()));
+    const run = this.plan()[0];
+    this.show(null);
+    this.liveRunning = true;
+    this.setRunning(true);
+    this.ui.live.textContent = '■ Stop live captions';
+    this.ui.live.setAttribute('aria-pressed', 'true');
+    const pane = new LivePane(`Live: ${run.title}`);
+    this.ui.panes.replaceChildren(pane.root);
+    this.ui.panes.classList.remove('two');
+    let capture: Capture | null = null;
+    /** The first append that failed (the live recording could not start, or its worker went). */
+    let failure: unknown = null;
+    try {
+      this.ui.status.textContent = 'Loading the model…';
+      const asr = await this.getTranscriber();
+      if (abort.signal.aborted) {
+        pane.failed('not started');
+        this.ui.status.textContent = 'Stopped before the live captions started.';
+        return;
+      }
+      const live = asr.live({ policy: run.policy, budget: run.budget, onText: (t) => pane.show(t) });
+      try {
+        capture = await captureMicrophone((chunk) => {
+          // Not awaited: the microphone goes on while a tick runs, and the next tick covers all it heard.
+          live.append(chunk).catch((e: unknown) => ((failure ??= e), abort.abort()));
+          pane.heard(live.audioSeconds);
+        });
+      } catch (e) {
+        // Frees the live recording the worker holds; it heard nothing.
+        void live.stop().catch(() => {});
+        pane.failed('no microphone');
+        this.show({ level: 'error', ...microphoneRefused(e) });
+        this.ui.status.textContent = 'Failed.';
+        return;
+      }
+      this.ui.status.textContent = 'Listening: the captions follow every 2 s of audio.';
+      await stopped;
+      this.ui.live.disabled = true;
+      await capture.stop();
+      capture = null;
+      this.ui.status.textContent = 'Stopping: a last hypothesis over all the audio…';
+      // After a failed append the stop fails too, and frees the live recording the worker holds.
+      const done = await live.stop().catch((e: unknown) => Promise.reject(failure ?? e));
+      pane.finish(done);
+      this.closeRecording();
+      this.recording = { asr, audio: null, rec: done.recording, last: { policy: run.policy, budget: run.budget } };
+      this.requests.showLive(done.recording);
+      this.ui.status.textContent = `Done: ${formatSeconds(done.stats.audioSeconds)} of audio; the recording stays open below.`;
+    } catch (e) {
+      pane.failed('failed: see the message above (the committed text is kept)');
+      // The notice's buttons retry a clip's transcription, not this.
+      const { action: _retry, ...message } = describeError(e, this.context());
+      this.show(message);
+      this.ui.status.textContent = 'Failed.';
+    } finally {
+      await capture?.stop().catch(() => {});
+      this.liveRunning = false;
+      this.abort = null;
+      this.setRunning(false);
+      this.ui.live.textContent = '◉ Live captions';
+      this.ui.live.setAttribute('aria-pressed', 'false');
+    }
+  }
+
   private context() {
     return { policy: this.ui.policy.value, budget: Number(this.ui.budget.value), backend: this.ui.backend.value };
   }
@@ -326,7 +410,7 @@ export class App {
     );
   }
 
-  private getTranscriber(): Promise<Transcriber> {
+  private getTranscriber(): Promise<WorkerTranscriber> {
     const backend = this.ui.backend.value;
     const kvPrecision = this.ui.kv.value as KvPrecision;
     const model = this.model;
@@ -370,6 +454,7 @@ export class App {
 
   private setRunning(running: boolean): void {
     this.ui.start.disabled = running || !this.audio;
+    this.ui.live.disabled = (running && !this.liveRunning) || !canCapture();
     this.ui.cancel.disabled = !running;
     for (const c of [this.ui.policy, this.ui.backend, this.ui.kv, this.ui.compare]) c.disabled = running;
     this.modelSource.setDisabled(running || this.calibration.busy);

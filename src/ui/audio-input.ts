@@ -37,6 +37,14 @@ export function wireFileInput(drop: HTMLElement, input: HTMLInputElement, cb: In
   });
 }
 
+/** What the page says when getUserMedia fails. */
+export function microphoneRefused(e: unknown): { title: string; body: string } {
+  return {
+    title: 'The microphone is not available',
+    body: `The browser refused access (${e instanceof Error ? e.message : String(e)}). Allow the microphone for this page and try again.`,
+  };
+}
+
 /** Microphone recording with MediaRecorder; the result is decoded like any file (webm/opus or mp4/aac). */
 export function wireRecorder(button: HTMLButtonElement, timer: HTMLElement, cb: InputCallbacks): void {
   let recorder: MediaRecorder | null = null;
@@ -57,10 +65,8 @@ export function wireRecorder(button: HTMLButtonElement, timer: HTMLElement, cb: 
         audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false },
       });
     } catch (e) {
-      cb.onError(
-        'The microphone is not available',
-        `The browser refused access (${e instanceof Error ? e.message : String(e)}). Allow the microphone for this page and try again.`,
-      );
+      const m = microphoneRefused(e);
+      cb.onError(m.title, m.body);
       return;
     }
     const chunks: Blob[] = [];

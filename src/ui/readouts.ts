@@ -5,6 +5,7 @@
 import type { ProgressPhase } from '../types.js';
 import { formatBytes, progressNote } from '../transcribe/progress-note.js';
 import type { ProgressEvent, StepStats, TranscriptionResult } from '../index.js';
+import type { LiveSessionResult, LiveText } from '../research.js';
 
 export { formatBytes, progressNote };
 
@@ -194,6 +195,88 @@ export class Pane {
 
   failed(message: string): void {
     this.text.classList.remove('partial');
+    this.meta.textContent = message;
+    this.root.dataset.done = 'failed';
+  }
+}
+
+/**
+ * The fields a tick's text carries besides the text (timings, sizes: LiveText may gain
+ * them), as "name value", nested objects one name deep per level.
+ */
+export function tickFields(t: LiveText): string {
+  const out: string[] = [];
+  const walk = (o: object, prefix: string) => {
+    for (const [k, v] of Object.entries(o)) {
+      if (!prefix && (k === 'committed' || k === 'tentative')) continue;
+      if (typeof v === 'number') out.push(`${prefix}${k} ${Number.isInteger(v) ? v : v.toFixed(2)}`);
+      else if (v && typeof v === 'object' && !Array.isArray(v)) walk(v, `${prefix}${k}.`);
+    }
+  };
+  walk(t, '');
+  return out.join(' · ');
+}
+
+/** A live recording's captions: the committed text, the tentative tail apart from it, and what was heard. */
+export class LivePane {
+  readonly root = el('div', 'pane');
+  private readonly meta = el('div', 'meta');
+  private readonly committed = el('span', 'committed');
+  private readonly tentative = el('span', 'tentative');
+  private readonly text = el('div', 'transcript live-captions');
+  private ticks = 0;
+  private seconds = 0;
+  private fields = '';
+
+  constructor(title: string) {
+    this.root.dataset.pane = 'live';
+    this.text.id = 'transcript-live';
+    this.text.tabIndex = 0;
+    this.text.setAttribute('aria-label', `${title} captions`);
+    this.committed.id = 'live-committed';
+    this.tentative.id = 'live-tentative';
+    this.text.append(this.committed, ' ', this.tentative);
+    this.root.append(el('h3', undefined, title), this.meta, this.text);
+    this.meta.textContent = 'starting…';
+  }
+
+  heard(seconds: number): void {
+    this.seconds = seconds;
+    this.line();
+  }
+
+  show(t: LiveText): void {
+    this.committed.textContent = t.committed;
+    this.tentative.textContent = t.tentative;
+    this.ticks++;
+    this.fields = tickFields(t);
+    this.line();
+    this.text.scrollTop = this.text.scrollHeight;
+  }
+
+  private line(): void {
+    const last = this.fields ? ` · last tick: ${this.fields}` : '';
+    this.meta.textContent = `heard ${formatSeconds(this.seconds)} · ${this.ticks} ticks${last}`;
+    this.root.dataset.heard = this.seconds.toFixed(2);
+  }
+
+  /** The live recording stopped: all of its text is committed. */
+  finish(r: LiveSessionResult): void {
+    this.committed.textContent = r.text;
+    this.tentative.textContent = '';
+    const s = r.stats;
+    const latency = s.latencyWords
+      ? `commit latency median ${s.latencyMedianS.toFixed(2)} s, p90 ${s.latencyP90S.toFixed(2)} s`
+      : 'no word dated';
+    this.meta.textContent =
+      `heard ${formatSeconds(s.audioSeconds)} · ${s.ticks} ticks, ${Math.round(s.tickMsMedian)} ms median, ` +
+      `${Math.round(s.tickMsMax)} ms at most · ${latency}`;
+    this.root.dataset.done = 'done';
+  }
+
+  /** Stopped by an error: the committed text stays, the tentative tail goes. */
+  failed(message: string): void {
+    this.tentative.textContent = '';
     this.meta.textContent = message;
     this.root.dataset.done = 'failed';
   }

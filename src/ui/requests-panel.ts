@@ -3,7 +3,8 @@
  * prefilling the audio again: its subtitles (SRT and WebVTT, cut from the dated words),
  * a question (a model that chats; a next one continues the conversation) and a
  * translation (a model whose prompt recipe has one). Each answer says what its request
- * reused of the audio's KV and what it prefilled itself.
+ * reused of the audio's KV and what it prefilled itself. A live recording's words are not
+ * dated: its subtitles take one transcription of the recording first.
  */
 import { subtitleCues, toSrt, toVtt } from '../research.js';
 import type { Recording, TranscribeOptions, TranscriptionResult } from '../index.js';
@@ -29,7 +30,9 @@ export function reuseLine(r: TranscriptionResult, ms: number): string {
 export class RequestsPanel {
   private readonly ui = {
     root: $('requests'),
+    links: $('subtitles-links'),
     srt: $<HTMLAnchorElement>('subtitles-srt'),
+    subtitlesForm: $<HTMLFormElement>('subtitles-form'),
     vtt: $<HTMLAnchorElement>('subtitles-vtt'),
     askForm: $<HTMLFormElement>('ask-form'),
     question: $<HTMLInputElement>('ask-question'),
@@ -40,6 +43,14 @@ export class RequestsPanel {
   private urls: string[] = [];
 
   constructor(request: PanelRequest) {
+    this.ui.subtitlesForm.addEventListener('submit', (e) => {
+      e.preventDefault();
+      request(async (rec, o) => {
+        const r = await rec.transcribe(o);
+        if (!r.error) this.show(rec, r);
+        return r;
+      }, 'Transcript with dated words, for subtitles');
+    });
     this.ui.askForm.addEventListener('submit', (e) => {
       e.preventDefault();
       const q = this.ui.question.value.trim();
@@ -63,6 +74,19 @@ export class RequestsPanel {
     this.urls = [];
     link(this.ui.srt, toSrt(cues), 'application/x-subrip');
     link(this.ui.vtt, toVtt(cues), 'text/vtt');
+    this.ui.links.hidden = false;
+    this.ui.subtitlesForm.hidden = true;
+    this.offer(rec);
+  }
+
+  /** After a live recording: no word is dated yet, so its subtitles take a transcription first. */
+  showLive(rec: Recording): void {
+    this.ui.links.hidden = true;
+    this.ui.subtitlesForm.hidden = false;
+    this.offer(rec);
+  }
+
+  private offer(rec: Recording): void {
     this.ui.askForm.hidden = !rec.can.ask;
     this.ui.translateForm.hidden = !rec.can.translate;
     this.ui.root.hidden = false;

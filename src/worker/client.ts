@@ -17,6 +17,7 @@ import type {
   Transcriber,
   TranscriptionResult,
 } from '../types.js';
+import type { LiveOptions, LiveResult } from '../transcribe/live.js';
 import type {
   FromWorker,
   SerializedError,
@@ -74,6 +75,23 @@ export function defaultWorker(): Worker {
 
 /** How long a cancelled run may take to answer before its worker is stopped by force. */
 export const CANCEL_GRACE_MS = 3000;
+
+/** What `live` returns through a worker: a LiveRecording's shape (live.ts). */
+export interface LiveSession {
+  /** Seconds of audio appended so far. */
+  readonly audioSeconds: number;
+  /** 16 kHz mono samples; resolves when the ticks they call for have run. The caller's array stays its own. */
+  append(samples: Float32Array): Promise<void>;
+  stop(): Promise<LiveSessionResult>;
+}
+
+/** A live recording's result: its `recording` is open in the worker, asked through the page like `open`'s. */
+export type LiveSessionResult = Omit<LiveResult, 'recording'> & { recording: Recording };
+
+/** `loadTranscriberInWorker`'s transcriber: a Transcriber that also records live (WnwTranscriber.live). */
+export interface WorkerTranscriber extends Transcriber {
+  live(options?: LiveOptions): LiveSession;
+}
 
 /** One worker with the model loaded in it. */
 class WorkerHandle {
@@ -201,7 +219,7 @@ function partialResult(
 export async function loadTranscriberInWorker(
   options: LoadOptions,
   makeWorker: () => Worker = defaultWorker,
-): Promise<Transcriber> {
+): Promise<WorkerTranscriber> {
   // The load's signal cancels this first load only; a reload after a forced stop has none.
   const { onProgress, signal, ...rest } = options;
   let handle = new WorkerHandle(makeWorker(), rest, onProgress, signal);
@@ -339,8 +357,81 @@ export async function loadTranscriberInWorker(
     };
   }
 
+  /**
+   * A live recording in the current worker. Its audio is kept here too, as `open` keeps its
+   * input: the recording it ends in opens again in a worker restarted after a forced stop.
+   */
+  function live(options: LiveOptions): LiveSession {
+    const { onText, ...data } = options;
+    const s = handle;
+    const chunks: Float32Array[] = [];
+    let heard = 0;
+    let stopped = false;
+    const start = s.open((m) => m.type === 'live-text' && onText?.(m.text));
+    try {
+      s.send({ type: 'live-start', id: start, options: data });
+    } catch (e) {
+      // Options that cannot be posted (a function in them): refused now, as the in-thread `live` refuses bad options.
+      s.close(start);
+      throw e;
+    }
+    /** One message of this live recording and its answer. */
+    const ask = <T>(message: (id: number) => ToWorker, answer: (m: FromWorker, done: (v: T) => void) => boolean) =>
+      new Promise<T>((resolve, reject) => {
+        if (s.crashed) return reject(s.crashed);
+        if (s !== handle)
+          return reject(
+            new WnwError('BAD_ARGUMENT', 'this live recording was lost: its worker was stopped by force (a cancel)'),
+          );
+        const id = s.open((m) => {
+          if (m.type === 'failed') (s.close(id), reject(deserializeError(m.error)));
+          else answer(m, (v) => (s.close(id), resolve(v)));
+        });
+        s.send(message(id));
+      });
+    return {
+      get audioSeconds() {
+        return heard / 16000;
+      },
+      append(samples: Float32Array): Promise<void> {
+        if (stopped) return Promise.reject(new WnwError('BAD_ARGUMENT', 'this live recording was stopped'));
+        if (!(samples instanceof Float32Array))
+          return Promise.reject(new WnwError('BAD_ARGUMENT', 'append takes a Float32Array of mono samples at 16 kHz'));
+        // Posted as a copy (not transferred): this side keeps the chunk for the recording, and the caller keeps its array.
+        const chunk = samples.slice();
+        chunks.push(chunk);
+        heard += chunk.length;
+        return ask<void>(
+          (id) => ({ type: 'live-append', id, live: start, samples: chunk }),
+          (m, done) => m.type === 'live-appended' && (done(), true),
+        );
+      },
+      async stop(): Promise<LiveSessionResult> {
+        if (stopped) throw new WnwError('BAD_ARGUMENT', 'this live recording was stopped already');
+        stopped = true;
+        try {
+          const m = await ask<Extract<FromWorker, { type: 'live-stopped' }>>(
+            (id) => ({ type: 'live-stop', id, live: start }),
+            (m, done) => m.type === 'live-stopped' && (done(m), true),
+          );
+          const audio = new Float32Array(heard);
+          chunks.reduce((at, c) => (audio.set(c, at), at + c.length), 0);
+          chunks.length = 0;
+          return {
+            ...m.result,
+            recording: recording({ id: m.id, audioSeconds: m.audioSeconds, can: m.can }, audio, undefined),
+          };
+        } finally {
+          // The last tick's text came before the answer: nothing more is said under the start's id.
+          s.close(start);
+        }
+      },
+    };
+  }
+
   return {
     backend,
+    live: (options: LiveOptions = {}) => live(options),
     transcribe: (input: AudioInput, opts: TranscribeOptions = {}): Promise<TranscriptionResult> =>
       call(
         opts,

@@ -12,6 +12,7 @@ import type {
   TranscribeOptions,
   TranscriptionResult,
 } from '../types.js';
+import type { LiveOptions, LiveResult, LiveText } from '../transcribe/live.js';
 
 /** Functions and AbortSignals do not cross postMessage: the load's signal becomes a cancel message. */
 export type WorkerLoadOptions = Omit<LoadOptions, 'onProgress' | 'signal'>;
@@ -24,6 +25,8 @@ export type WorkerTranscribeOptions = Omit<
 > & {
   probe?: WorkerProbe;
 };
+/** A live recording's options: its onText becomes `live-text` messages. */
+export type WorkerLiveOptions = Omit<LiveOptions, 'onText'>;
 /** What the worker can receive: bytes, a Blob, or 16 kHz mono samples (AudioBuffers do not transfer). */
 export type WorkerAudio = ArrayBuffer | Uint8Array | Blob | Float32Array;
 
@@ -57,6 +60,10 @@ export type ToWorker =
       wantTokens: boolean;
     }
   | { type: 'close-recording'; id: number; recording: number }
+  /** Its id names the live recording: its `live-text` messages carry it, its appends and stop name it as `live`. */
+  | { type: 'live-start'; id: number; options: WorkerLiveOptions }
+  | { type: 'live-append'; id: number; live: number; samples: Float32Array }
+  | { type: 'live-stop'; id: number; live: number }
   | { type: 'cancel'; id: number }
   | { type: 'dispose'; id: number };
 
@@ -75,6 +82,17 @@ export type FromWorker =
   | { type: 'result'; id: number; result: Omit<TranscriptionResult, 'error'>; error?: SerializedError }
   | { type: 'opened'; id: number; audioSeconds: number; can: Recording['can'] }
   | { type: 'subtitles'; id: number; text: string }
+  | { type: 'live-text'; id: number; text: LiveText }
+  /** The ticks the append called for have run. */
+  | { type: 'live-appended'; id: number }
+  /** The live recording stopped: its audio is open as the recording this message's id names. */
+  | {
+      type: 'live-stopped';
+      id: number;
+      result: Omit<LiveResult, 'recording'>;
+      audioSeconds: number;
+      can: Recording['can'];
+    }
   | { type: 'failed'; id: number; error: SerializedError }
   | { type: 'disposed'; id: number };
 

@@ -4,9 +4,10 @@
  * is `loadTranscriberInWorker` in client.ts; the messages are in protocol.ts.
  * One transcriber per worker; transcriptions run one at a time, in arrival order.
  */
-import { loadTranscriber } from '../transcribe/transcriber.js';
+import { loadTranscriber, type WnwTranscriber } from '../transcribe/transcriber.js';
+import type { LiveRecording } from '../transcribe/live.js';
 import { WnwError } from '../errors.js';
-import type { ProgressEvent, Recording, TranscribeOptions, Transcriber, TranscriptionResult } from '../types.js';
+import type { ProgressEvent, Recording, TranscribeOptions, TranscriptionResult } from '../types.js';
 import { serializeError, type FromWorker, type ToWorker } from './protocol.js';
 
 interface Scope {
@@ -15,7 +16,7 @@ interface Scope {
 }
 const scope = self as unknown as Scope;
 
-let transcriber: Promise<Transcriber> | null = null;
+let transcriber: Promise<WnwTranscriber> | null = null;
 const running = new Map<number, AbortController>();
 let queue: Promise<unknown> = Promise.resolve();
 
@@ -34,6 +35,21 @@ function recordingOf(id: number): Recording {
   return rec;
 }
 
+/**
+ * The live recordings not stopped yet, by the id of their `live-start`. A start that failed
+ * is kept as its rejection: the appends and the stop that name it answer with its error.
+ */
+const lives = new Map<number, Promise<LiveRecording>>();
+
+function liveOf(id: number): Promise<LiveRecording> {
+  return lives.get(id) ?? Promise.reject(new WnwError('BAD_ARGUMENT', 'this live recording was stopped'));
+}
+
+/** Answers `id` with what `job` posts, or with its failure. */
+function answer(id: number, job: () => Promise<void>): void {
+  job().catch((e: unknown) => post({ type: 'failed', id, error: serializeError(e) }));
+}
+
 function request(m: Extract<ToWorker, { type: 'request' }>, options: TranscribeOptions): Promise<TranscriptionResult> {
   const rec = recordingOf(m.recording);
   const r = m.request;
@@ -48,7 +64,7 @@ function request(m: Extract<ToWorker, { type: 'request' }>, options: TranscribeO
  * failure answers as `failed`. Aborting a queued run must still answer, so the abort is
  * checked by the transcriber itself.
  */
-function queued(id: number, job: (t: Transcriber, signal: AbortSignal) => Promise<void>): void {
+function queued(id: number, job: (t: WnwTranscriber, signal: AbortSignal) => Promise<void>): void {
   const abort = new AbortController();
   running.set(id, abort);
   const run = async () => {
@@ -124,6 +140,37 @@ async function handle(m: ToWorker): Promise<void> {
         post({ type: 'opened', id: m.id, audioSeconds: rec.audioSeconds, can: rec.can });
       });
       return;
+    // Not queued behind the worker's runs: the transcriber runs a live recording's ticks in
+    // turn with its other calls, and an append must not wait for a request to answer.
+    case 'live-start': {
+      const t = transcriber;
+      const live = (async () => {
+        if (!t) throw new Error('load the model first');
+        return (await t).live({ ...m.options, onText: (text) => post({ type: 'live-text', id: m.id, text }) });
+      })();
+      // Its failure is each append's and the stop's answer.
+      live.catch(() => {});
+      lives.set(m.id, live);
+      return;
+    }
+    case 'live-append':
+      // Appends take their live recording in the order they came: the promise's callbacks run in that order.
+      answer(m.id, async () => {
+        await (await liveOf(m.live)).append(m.samples);
+        post({ type: 'live-appended', id: m.id });
+      });
+      return;
+    case 'live-stop':
+      answer(m.id, async () => {
+        const live = liveOf(m.live);
+        lives.delete(m.live);
+        const { recording, ...result } = await (await live).stop();
+        // The transcriber keeps one recording: opening this one disposed the one before.
+        recordings.clear();
+        recordings.set(m.id, recording);
+        post({ type: 'live-stopped', id: m.id, result, audioSeconds: recording.audioSeconds, can: recording.can });
+      });
+      return;
     case 'close-recording':
       recordings.get(m.recording)?.dispose();
       recordings.delete(m.recording);
@@ -133,6 +180,7 @@ async function handle(m: ToWorker): Promise<void> {
       return;
     case 'dispose':
       for (const a of running.values()) a.abort();
+      lives.clear();
       await queue;
       (await transcriber?.catch(() => null))?.dispose();
       transcriber = null;

@@ -3,6 +3,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describeError, lowerBudget } from '../../src/ui/messages.js';
 import { listSamples } from '../../src/ui/samples-plugin.js';
+import { tickFields } from '../../src/ui/readouts.js';
 import { serializeError } from '../../src/worker/protocol.js';
 import { deserializeError } from '../../src/worker/client.js';
 import { AudioError, CancelledError, ContextTooLongError, NoWebGpuError, WnwError } from '../../src/errors.js';
@@ -107,5 +108,13 @@ describe('sample manifest', () => {
       { url: 'samples/hello.wav', group: 'samples', name: 'hello', seconds: 2, reference: 'samples/hello.txt' },
       { url: 'test-sets/flite/a.wav', group: 'flite', name: 'a', seconds: 2, reference: null },
     ]);
+  });
+});
+
+describe("live captions' tick readout", () => {
+  it('shows the numbers a tick adds to its text, nested ones by their path, and nothing for the text alone', () => {
+    expect(tickFields({ committed: 'the cat', tentative: 'sat' })).toBe('');
+    const t = { committed: 'a', tentative: 'b', tickMs: 812.345, stats: { reused: 120, words: ['x'] }, note: 'n' };
+    expect(tickFields(t)).toBe('tickMs 812.35 · stats.reused 120');
   });
 });

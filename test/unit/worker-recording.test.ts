@@ -8,34 +8,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toMono16k } from '../../src/audio/decode.js';
 import { loadTranscriberInWorker } from '../../src/worker/client.js';
-import type { FromWorker, ToWorker } from '../../src/worker/protocol.js';
 import type { Transcriber } from '../../src/types.js';
+import { inProcessWorker } from '../helpers/in-process-worker.js';
 
 const MODEL = join(process.cwd(), 'public', 'models', 'wnw-ref');
-
-/** The page's end of a channel to worker.ts, imported once into this process as the worker's scope. */
-async function inProcessWorker(): Promise<() => Worker> {
-  const toPage: ((e: MessageEvent<FromWorker>) => void)[] = [];
-  const toWorker: ((e: MessageEvent<ToWorker>) => void)[] = [];
-  (globalThis as unknown as { self: unknown }).self = {
-    postMessage: (m: FromWorker) => {
-      const data = structuredClone(m);
-      queueMicrotask(() => toPage.forEach((l) => l({ data } as MessageEvent<FromWorker>)));
-    },
-    addEventListener: (_: string, l: (e: MessageEvent<ToWorker>) => void) => void toWorker.push(l),
-  };
-  await import('../../src/worker/worker.js');
-  return () =>
-    ({
-      addEventListener: (type: string, l: (e: MessageEvent<FromWorker>) => void) =>
-        void (type === 'message' && toPage.push(l)),
-      terminate() {},
-      postMessage(m: ToWorker) {
-        const data = structuredClone(m);
-        queueMicrotask(() => toWorker.forEach((l) => l({ data } as MessageEvent<ToWorker>)));
-      },
-    }) as unknown as Worker;
-}
 
 describe('a recording through the worker', () => {
   let asr: Transcriber;
