@@ -94,7 +94,11 @@ export interface LiveHost {
   readonly tokenizer: Pick<TextTokenizer, 'pieceText' | 'decoder'>;
   readonly replyWrappers: readonly ReplyWrapper[];
   /** The hypothesis after `committed` over `samples` (the window's audio), `maxNewTokens` at most; its words timed from the window's start. */
-  hypothesis(samples: Float32Array, committed: readonly number[], maxNewTokens: number): Promise<TranscriptionResult>;
+  hypothesis(
+    samples: Float32Array,
+    committed: readonly number[],
+    maxNewTokens: number | undefined,
+  ): Promise<TranscriptionResult>;
   /** The audio opened as a recording. */
   open(samples: Float32Array): Promise<WnwRecording>;
 }
@@ -243,7 +247,8 @@ export class LiveRecording {
     const r = await this.host.hypothesis(
       this.audio.range(this.windowSample, heard),
       this.committed.slice(this.windowToken),
-      last ? Number.MAX_SAFE_INTEGER : this.maxNew,
+      // The last one runs to its end, within a transcription's own cap for the window's audio.
+      last ? undefined : this.maxNew,
     );
     if (r.error) throw r.error;
     const hyp = r.tokens;

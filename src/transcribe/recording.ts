@@ -104,6 +104,8 @@ export class WnwRecording implements Recording {
     /** The encoding every request decodes from, and the time it took (told by the first request). */
     readonly encoding: { embeddings: Float32Array; audioLength: number; audioSeconds: number; encodeMs: number },
     private readonly system: string | null | undefined,
+    /** What a request's options leave out, taken from here: a live recording's policy. */
+    private readonly defaults: Pick<RequestOptions, 'policy' | 'budget' | 'policyOptions'> = {},
   ) {}
 
   get audioSeconds(): number {
@@ -133,9 +135,10 @@ export class WnwRecording implements Recording {
     return this.request({ kind: 'ask', question, fresh: fresh === true }, rest);
   }
 
-  async subtitles(format: 'srt' | 'vtt', options: RequestOptions = {}): Promise<string> {
+  async subtitles(format: 'srt' | 'vtt', asked: RequestOptions = {}): Promise<string> {
     if (format !== 'srt' && format !== 'vtt')
       throw new WnwError('BAD_ARGUMENT', `subtitles come as "srt" or "vtt", got ${JSON.stringify(format)}`);
+    const options = { ...this.defaults, ...asked };
     const key = JSON.stringify([this.host.sessionKey(options), options.language ?? null, options.maxNewTokens]);
     const done = this.lastTranscript?.key === key ? this.lastTranscript.result : await this.transcribe(options);
     const cues = subtitleCues(done.words);
@@ -159,7 +162,8 @@ export class WnwRecording implements Recording {
   /** The last request's whole prompt: its prefix, and its ids after the audio (a follow-up's hold the conversation before it). */
   lastPrompt: { prefix: readonly number[]; afterAudio: readonly number[] } | null = null;
 
-  private async request(p: RequestPrompt, options: RequestOptions): Promise<TranscriptionResult> {
+  private async request(p: RequestPrompt, asked: RequestOptions): Promise<TranscriptionResult> {
+    const options = { ...this.defaults, ...asked };
     const task = options as TranscribeOptions;
     if (task.task !== undefined || task.targetLanguage !== undefined)
       throw new WnwError(

@@ -30,7 +30,7 @@ import { languageCode } from '../model/text/language.js';
 import { createPolicy, needsHeads, policyBudget } from '../policy/registry.js';
 import { wordTimingHeads } from '../policy/timing-heads.js';
 import { runRequest, runTranscription, type RunInput, type RunOutcome } from './run.js';
-import { LiveRecording, type LiveOptions } from './live.js';
+import { LiveRecording, type LiveHost, type LiveOptions } from './live.js';
 import { checkLoadOptions, checkRecordingOptions, checkTranscribeOptions, show } from './options.js';
 import {
   WnwRecording,
@@ -118,6 +118,11 @@ export class WnwTranscriber implements Transcriber {
    * words two agree on committed; a hypothesis attends a bounded window of the audio.
    */
   live(options: LiveOptions = {}): LiveRecording {
+    return new LiveRecording(this.liveHost(options), options);
+  }
+
+  /** What a live recording runs on this transcriber: its hypotheses, and the recording it opens at stop. */
+  liveHost(options: LiveOptions = {}): LiveHost {
     if (this.disposed) throw new WnwError('BAD_ARGUMENT', 'this transcriber was disposed; load a new one');
     const {
       onText: _onText,
@@ -125,35 +130,45 @@ export class WnwTranscriber implements Transcriber {
       hypothesisTokens: _tokens,
       maxLagSeconds: _lag,
       windowSeconds: _window,
-      ...request
+      policy,
+      budget,
+      policyOptions,
+      ...rest
     } = options;
-    checkTranscribeOptions(request);
-    // A policy the options cannot make is refused now, not at the first tick.
-    this.policyFor(request);
+    const placing = {
+      ...(policy ? { policy } : {}),
+      ...(budget !== undefined ? { budget } : {}),
+      ...(policyOptions ? { policyOptions } : {}),
+    };
+    checkTranscribeOptions({ ...rest, ...placing });
+    // A policy the options cannot make is refused now, not at stop.
+    this.policyFor(placing);
+    // A window's KV is small and held whole: the policy places the recording opened at stop.
+    const request = { ...rest, policy: 'full' as const };
     const c = this.model.config;
-    return new LiveRecording(
-      {
-        sampleRate: c.audio.sampleRate,
-        tokenizer: this.model.text ?? this.model.tokenizer,
-        replyWrappers: this.model.family?.replyWrappers ?? [],
-        hypothesis: (samples, committed, maxNewTokens) =>
-          this.serial(async () => {
-            if (this.lost) await this.rebuild();
-            const enc = await this.encode(samples, {});
-            const language = request.language !== undefined ? languageCode(request.language) : this.defaults.language;
-            const base = (await this.promptFor(language, {})) ?? c;
-            const prompt = { prefix: base.prefix, instruction: [...base.instruction, ...committed] };
-            this.recording?.drop();
-            const res = await runTranscription(
-              this.runInput(prompt, this.runParts(request), enc, { ...request, maxNewTokens }),
-            );
-            this.finishStats(res, enc.audioSeconds);
-            return res;
-          }),
-        open: (samples) => this.open(samples),
-      },
-      options,
-    );
+    return {
+      sampleRate: c.audio.sampleRate,
+      tokenizer: this.model.text ?? this.model.tokenizer,
+      replyWrappers: this.model.family?.replyWrappers ?? [],
+      hypothesis: (samples, committed, maxNewTokens) =>
+        this.serial(async () => {
+          if (this.lost) await this.rebuild();
+          const enc = await this.encode(samples, {});
+          const language = request.language !== undefined ? languageCode(request.language) : this.defaults.language;
+          const base = (await this.promptFor(language, {})) ?? c;
+          const prompt = { prefix: base.prefix, instruction: [...base.instruction, ...committed] };
+          this.recording?.drop();
+          const res = await runTranscription(
+            this.runInput(prompt, this.runParts(request), enc, {
+              ...request,
+              ...(maxNewTokens !== undefined ? { maxNewTokens } : {}),
+            }),
+          );
+          this.finishStats(res, enc.audioSeconds);
+          return res;
+        }),
+      open: (samples) => this.serial(() => this.openNow(samples, {}, placing)),
+    };
   }
 
   /** Runs `job` after every call queued before it: the backend holds one session. */
@@ -166,7 +181,11 @@ export class WnwTranscriber implements Transcriber {
   /** The recording open on this transcriber (it keeps one). */
   private recording: WnwRecording | null = null;
 
-  private async openNow(input: AudioInput, o: RecordingOptions): Promise<WnwRecording> {
+  private async openNow(
+    input: AudioInput,
+    o: RecordingOptions,
+    defaults?: ConstructorParameters<typeof WnwRecording>[3],
+  ): Promise<WnwRecording> {
     if (this.disposed) throw new WnwError('BAD_ARGUMENT', 'this transcriber was disposed; load a new one');
     checkRecordingOptions(o);
     if (o.signal?.aborted) throw new CancelledError('', 'encode');
@@ -178,7 +197,7 @@ export class WnwTranscriber implements Transcriber {
     } catch (e) {
       throw (await this.deviceLost(e)) ?? e;
     }
-    const rec = new WnwRecording(this.recordingHost(), enc, o.system);
+    const rec = new WnwRecording(this.recordingHost(), enc, o.system, defaults);
     this.recording = rec;
     return rec;
   }

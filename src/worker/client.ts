@@ -362,7 +362,9 @@ export async function loadTranscriberInWorker(
    * input: the recording it ends in opens again in a worker restarted after a forced stop.
    */
   function live(options: LiveOptions): LiveSession {
-    const { onText, ...data } = options;
+    const { onText, probe, ...data } = options;
+    if (probe)
+      throw new WnwError('BAD_ARGUMENT', 'a live probe is a hook, called in its thread: use loadTranscriber for it');
     const s = handle;
     const chunks: Float32Array[] = [];
     let heard = 0;

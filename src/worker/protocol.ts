@@ -26,7 +26,7 @@ export type WorkerTranscribeOptions = Omit<
   probe?: WorkerProbe;
 };
 /** A live recording's options: its onText becomes `live-text` messages. */
-export type WorkerLiveOptions = Omit<LiveOptions, 'onText'>;
+export type WorkerLiveOptions = Omit<LiveOptions, 'onText' | 'probe'>;
 /** What the worker can receive: bytes, a Blob, or 16 kHz mono samples (AudioBuffers do not transfer). */
 export type WorkerAudio = ArrayBuffer | Uint8Array | Blob | Float32Array;
 
