@@ -7,8 +7,8 @@
  * words. The page's names are imported from `wnw` itself.
  */
 export { WnwTranscriber } from './transcribe/transcriber.js';
-// Live transcription's first version (WnwTranscriber.live): its cost per tick still grows with the recording.
-export type { LiveOptions, LiveRecording, LiveResult, LiveStats, LiveText } from './transcribe/live.js';
+// Live transcription (WnwTranscriber.live): each tick decodes over a bounded window of the audio.
+export type { LiveOptions, LiveRecording, LiveResult, LiveStats, LiveText, LiveTick } from './transcribe/live.js';
 // The same through `loadTranscriberInWorker`: its transcriber's `live`, whose recording is asked through the worker.
 export type { LiveSession, LiveSessionResult, WorkerTranscriber } from './worker/client.js';
 export type { Probe, RequestOptions, PromptStats } from './types.js';

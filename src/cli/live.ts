@@ -43,7 +43,11 @@ export async function liveCommand(args: LiveArgs, io: CliIo, stdin: Readable = p
     if (file) await feedFile(live, file, args.speed, io.signal);
     else await feedStdin(live, stdin, io.signal);
     const done = await live.stop();
-    done.recording.dispose();
+    done.recording?.dispose();
+    if (done.recordingError)
+      io.stderr(
+        `wnw live: the text is kept, but the audio could not be opened for questions: ${done.recordingError.message}\n`,
+      );
     if (args.json) io.stdout(`${JSON.stringify({ text: done.text, stats: done.stats })}\n`);
     else io.stdout(`${done.text.slice(printed.length)}\n`);
     const s = done.stats;

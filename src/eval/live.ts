@@ -61,7 +61,7 @@ async function main(argv: string[]): Promise<void> {
     const step = SAMPLE_RATE / 10;
     for (let at = 0; at < g.audio.length; at += step) await rec.append(g.audio.subarray(at, at + step));
     const done = await rec.stop();
-    done.recording.dispose();
+    done.recording?.dispose();
     if (off) offline.push({ reference: g.reference, hypothesis: off.text });
     live.push({ reference: g.reference, hypothesis: done.text });
     latencies.push(...done.latencies);

@@ -26,6 +26,10 @@ export interface LiveText {
   tentative: string;
 }
 
+/**
+ * `policy`, `budget` and `policyOptions` place the recording `stop` opens (its requests run
+ * under them); a hypothesis's window is held whole whatever they are.
+ */
 export interface LiveOptions extends Pick<TranscribeOptions, 'policy' | 'budget' | 'policyOptions' | 'language'> {
   /** Evaluation only: each hypothesis's step logits (its steps counted from 0). */
   probe?: Pick<Probe, 'onLogits'>;
@@ -84,8 +88,12 @@ export interface LiveResult {
   /** Per committed word the hypothesis dated, in order: its latency in seconds (LiveStats'). */
   latencies: number[];
   ticks: LiveTick[];
-  /** The whole audio, open for questions and subtitles. */
-  recording: WnwRecording;
+  /**
+   * The whole audio, open for questions and subtitles; null where it could not be opened
+   * (`recordingError` says why: a recording past the model's positions): the text stays.
+   */
+  recording: WnwRecording | null;
+  recordingError?: Error;
 }
 
 /** What a live recording asks of its transcriber. */
@@ -217,8 +225,15 @@ export class LiveRecording {
       windowSecondsMax: Math.max(0, ...this.ticks.map((t) => t.windowS)),
       audioSeconds: this.audioSeconds,
     };
-    const recording = await this.host.open(this.audio.range(0, this.audio.length));
+    let recording: WnwRecording | null = null;
+    let recordingError: Error | undefined;
+    try {
+      recording = await this.host.open(this.audio.range(0, this.audio.length));
+    } catch (e) {
+      recordingError = e instanceof Error ? e : new Error(String(e));
+    }
     return {
+      ...(recordingError ? { recordingError } : {}),
       text: this.committedText.trim(),
       tokens: [...this.committed],
       stats,

@@ -377,6 +377,11 @@ export class App {
       const done = await live.stop().catch((e: unknown) => Promise.reject(failure ?? e));
       pane.finish(done);
       this.closeRecording();
+      if (!done.recording) {
+        // The text stays; the audio is past what one recording of this model holds.
+        this.ui.status.textContent = `Done: ${formatSeconds(done.stats.audioSeconds)} of audio; not open for questions: ${done.recordingError?.message ?? 'it could not be opened'}`;
+        return;
+      }
       this.recording = { asr, audio: null, rec: done.recording, last: { policy: run.policy, budget: run.budget } };
       this.requests.showLive(done.recording);
       this.ui.status.textContent = `Done: ${formatSeconds(done.stats.audioSeconds)} of audio; the recording stays open below.`;

@@ -86,7 +86,7 @@ export interface LiveSession {
 }
 
 /** A live recording's result: its `recording` is open in the worker, asked through the page like `open`'s. */
-export type LiveSessionResult = Omit<LiveResult, 'recording'> & { recording: Recording };
+export type LiveSessionResult = Omit<LiveResult, 'recording'> & { recording: Recording | null };
 
 /** `loadTranscriberInWorker`'s transcriber: a Transcriber that also records live (WnwTranscriber.live). */
 export interface WorkerTranscriber extends Transcriber {
@@ -421,7 +421,8 @@ export async function loadTranscriberInWorker(
           chunks.length = 0;
           return {
             ...m.result,
-            recording: recording({ id: m.id, audioSeconds: m.audioSeconds, can: m.can }, audio, undefined),
+            ...(m.recordingError ? { recordingError: deserializeError(m.recordingError) } : {}),
+            recording: m.opened ? recording({ id: m.id, ...m.opened }, audio, undefined) : null,
           };
         } finally {
           // The last tick's text came before the answer: nothing more is said under the start's id.

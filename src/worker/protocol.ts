@@ -85,13 +85,13 @@ export type FromWorker =
   | { type: 'live-text'; id: number; text: LiveText }
   /** The ticks the append called for have run. */
   | { type: 'live-appended'; id: number }
-  /** The live recording stopped: its audio is open as the recording this message's id names. */
+  /** The live recording stopped: its audio is open as the recording this message's id names, or could not be (`recordingError`). */
   | {
       type: 'live-stopped';
       id: number;
-      result: Omit<LiveResult, 'recording'>;
-      audioSeconds: number;
-      can: Recording['can'];
+      result: Omit<LiveResult, 'recording' | 'recordingError'>;
+      opened: { audioSeconds: number; can: Recording['can'] } | null;
+      recordingError?: SerializedError;
     }
   | { type: 'failed'; id: number; error: SerializedError }
   | { type: 'disposed'; id: number };

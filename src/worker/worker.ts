@@ -164,11 +164,17 @@ async function handle(m: ToWorker): Promise<void> {
       answer(m.id, async () => {
         const live = liveOf(m.live);
         lives.delete(m.live);
-        const { recording, ...result } = await (await live).stop();
+        const { recording, recordingError, ...result } = await (await live).stop();
         // The transcriber keeps one recording: opening this one disposed the one before.
         recordings.clear();
-        recordings.set(m.id, recording);
-        post({ type: 'live-stopped', id: m.id, result, audioSeconds: recording.audioSeconds, can: recording.can });
+        if (recording) recordings.set(m.id, recording);
+        post({
+          type: 'live-stopped',
+          id: m.id,
+          result,
+          opened: recording ? { audioSeconds: recording.audioSeconds, can: recording.can } : null,
+          ...(recordingError ? { recordingError: serializeError(recordingError) } : {}),
+        });
       });
       return;
     case 'close-recording':

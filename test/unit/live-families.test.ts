@@ -65,8 +65,8 @@ describe('live on each family: a hypothesis equals the offline run of its window
         const done = await fedLive(t, audio);
         expect(done.ticks.length).toBeGreaterThan(2);
         expect(Math.max(...done.ticks.map((k) => k.windowS))).toBeLessThanOrEqual(2);
-        expect(done.recording.audioSeconds).toBeCloseTo(audio.length / RATE, 3);
-        done.recording.dispose();
+        expect(done.recording!.audioSeconds).toBeCloseTo(audio.length / RATE, 3);
+        done.recording!.dispose();
 
         // The window's hypothesis after committed ids (the first ones an offline run answers).
         const window = audio.slice(0, 3 * RATE);

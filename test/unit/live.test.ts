@@ -120,6 +120,13 @@ describe('LiveRecording', () => {
     await live.stop();
     await expect(live.append(new Float32Array(1))).rejects.toThrow(/stopped/);
     await expect(live.stop()).rejects.toThrow(/stopped already/);
+    // Audio the model cannot hold as one recording: stop keeps the text and says why there is no recording.
+    const tooLong = new LiveRecording({ ...host, open: () => Promise.reject(new Error('CONTEXT_TOO_LONG: 64.9 min')) });
+    await tooLong.append(new Float32Array(10));
+    const kept = await tooLong.stop();
+    expect(kept.text).toBe('the');
+    expect(kept.recording).toBeNull();
+    expect(kept.recordingError?.message).toMatch(/CONTEXT_TOO_LONG/);
     const failing = new LiveRecording({ ...host, hypothesis: () => Promise.reject(new Error('device lost')) });
     await failing.append(new Float32Array(20));
     await expect(failing.stop()).rejects.toThrow(/device lost/);
@@ -214,10 +221,10 @@ describe('live on the reference model', () => {
       expect(done.stats.latencyWords).toBeGreaterThan(0);
       expect(done.stats.latencyP90S).toBeGreaterThanOrEqual(done.stats.latencyMedianS);
       // The recording it opens answers a transcription of the whole audio.
-      const again = await done.recording.transcribe({ maxNewTokens: 5 });
+      const again = await done.recording!.transcribe({ maxNewTokens: 5 });
       expect(again.error).toBeUndefined();
       expect(again.stats.audioSeconds).toBeCloseTo(audio.length / 16000, 3);
-      done.recording.dispose();
+      done.recording!.dispose();
     } finally {
       asr.dispose();
     }

@@ -43,7 +43,7 @@ describe('a live recording through the worker', () => {
     const got = await feed(asr.live({ tickSeconds: 2, onText: (t) => void texts.push(t) }), samples);
     const wanted: LiveText[] = [];
     const want = await feed(here.live({ tickSeconds: 2, onText: (t) => void wanted.push(t) }), samples);
-    want.recording.dispose();
+    want.recording!.dispose();
 
     expect(got.text.length).toBeGreaterThan(0);
     expect(got.text).toBe(want.text);
@@ -55,7 +55,7 @@ describe('a live recording through the worker', () => {
     expect(texts.length).toBe(got.stats.ticks);
     expect(texts.at(-1)).toMatchObject({ committed: got.text, tentative: '' });
 
-    const rec = got.recording;
+    const rec = got.recording!;
     expect(rec.audioSeconds).toBeCloseTo(samples.length / 16000, 6);
     expect(rec.can).toEqual({ ask: false, translate: false });
     const srt = await rec.subtitles('srt', { maxNewTokens: 20 });
@@ -87,7 +87,7 @@ describe('a live recording through the worker', () => {
     await live.append(samples.subarray(0, CHUNK));
     const done = await live.stop();
     expect(done.stats.ticks).toBe(1);
-    done.recording.dispose();
+    done.recording!.dispose();
     await expect(live.append(samples.subarray(0, CHUNK))).rejects.toThrow(/this live recording was stopped/);
     await expect(live.stop()).rejects.toThrow(/stopped already/);
   }, 60_000);
