@@ -108,9 +108,19 @@ export const AUDIO_PER_STEP = 4;
  * index). A query R(p)·q at decode position p meets them as q·R(a / pace − p)·u, a function
  * of a / pace − p alone: as p grows by one, the anchors' attention, its peak and the chunks
  * it picks move on by `pace` positions, as speech's move along the transcript, and the
- * tidal heads recall the segments it moves into (while q itself holds still: each step of
- * the bench feeds a text token, no audio).
+ * tidal heads recall the segments it moves into (q itself holds nearly still: SHARED_EMBEDDING).
  */
+/**
+ * The embedding rows' shared part, against their own uniform ±1 (shapes.ts
+ * `randomPackedWeights`): the hidden state is nearly the same whatever token is fed, so each
+ * layer's query (before RoPE) holds nearly still from step to step, as a real decoder's
+ * anchors' queries do over a stretch of speech; only its position turns it.
+ */
+export const SHARED_EMBEDDING = 8;
+
+/** The anchors' audio keys' entries are uniform in ±this: their attention peaks within a few segments. */
+const ANCHOR_KEY_SCALE = 3;
+
 export function syntheticRows(
   c: ModelConfig,
   audioLength: number,
@@ -122,7 +132,7 @@ export function syntheticRows(
   const r = rng(seed);
   const n = 61;
   const table = Float32Array.from({ length: n * headDim }, () => r() * 2 - 1);
-  const u = Float32Array.from({ length: headDim }, () => r() * 2 - 1);
+  const u = Float32Array.from({ length: headDim }, () => (r() * 2 - 1) * ANCHOR_KEY_SCALE);
   const freqs = ropeFrequencies(headDim, c.ropeTheta);
   const isAnchor = new Uint8Array(c.numLayers * c.numKvHeads);
   for (const h of anchors) isAnchor[h] = 1;
@@ -288,7 +298,7 @@ export interface HostPageRequest {
 /** The run of a request: config, synthetic heads, weights and the bytes a step reads. */
 export function hostRunOf(r: HostPageRequest) {
   const config = shapeConfig(r.shape, r.layers);
-  const weights = randomPackedWeights(config, 'q4');
+  const weights = randomPackedWeights(config, 'q4', 1, SHARED_EMBEDDING);
   const bytes = packedWeightBytes(weights);
   const run: HostRun = {
     config,

@@ -13,6 +13,7 @@ import { Residency, type KvSource } from '../../kv/residency.js';
 import { checkPoolLimit, poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
+import type { Gather } from '../../kv/storage.js';
 import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { policyLayout, textPositions } from '../../kv/prompt.js';
@@ -116,7 +117,8 @@ export class WebGpuSessionParts {
    */
   async placeUnfilled(plan: PrefillPlan, rows: KvSource): Promise<WebGpuDecodeSession> {
     return this.placeWith(plan, (pool, residency, text) => {
-      const { transfer } = residency.applyPrefill(plan, text, rows);
+      const { gathers, transfer } = residency.applyPrefill(plan, text, rows);
+      writeKeptRows(pool, gathers, rows, this.e.config.headDim);
       pool.flush(residency);
       return transfer;
     });
@@ -276,6 +278,28 @@ export class WebGpuSessionParts {
     this.prefillBuffers?.destroy();
     this.prefillBuffers = null;
     this.buffers.destroy();
+  }
+}
+
+/**
+ * The rows a placement keeps on the GPU, read from `rows` (no prefill ran: the gathers name
+ * the slots and positions, not prefill rows), one write per run of consecutive slots in a page.
+ */
+function writeKeptRows(pool: GpuPool, gathers: Gather[], rows: KvSource, headDim: number): void {
+  const P = pool.layout.pageSize;
+  const k = new Float32Array(P * headDim);
+  const v = new Float32Array(P * headDim);
+  for (const { head, slots, seqPositions } of gathers) {
+    for (let j = 0; j < slots.length;) {
+      const first = slots[j];
+      let n = 0;
+      do {
+        rows(head, seqPositions[j + n], k, n * headDim, v, n * headDim);
+        n++;
+      } while (j + n < slots.length && slots[j + n] === first + n && (first + n) % P !== 0);
+      pool.writeRows(first, n, k, v);
+      j += n;
+    }
   }
 }
 
