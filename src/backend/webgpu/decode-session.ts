@@ -343,7 +343,9 @@ export class WebGpuDecodeSession implements DecodeSession {
   private readonly slots: Int32Array;
   private readonly stepState: Uint32Array<ArrayBuffer>;
   private readonly tokenIn = new Int32Array(1);
-  private last: Counters = { dispatches: 0, submits: 0 };
+  /** The last read step's counters, and whether the CPU waited for it with nothing queued behind. */
+  private last: Omit<Counters, 'cpuWaits'> = { dispatches: 0, submits: 0 };
+  private lastWaited: number | undefined;
 
   constructor(
     private readonly e: WebGpuEngine,
@@ -393,7 +395,7 @@ export class WebGpuDecodeSession implements DecodeSession {
     const pool = this.pool;
     // The step's append_positions writes these slots' positions: nothing to upload for them.
     res.appendText(pos, this.slots, true);
-    let growth: Promise<Error | null> = Promise.resolve(null);
+    let growth: Promise<Error | null> | null = null;
     // The pool grew (this token's text page, or the last plan's recalls): bind its new buffers.
     if (pool.generation !== this.stepGeneration) {
       growth = pool.growthFailure;
@@ -453,7 +455,8 @@ export class WebGpuDecodeSession implements DecodeSession {
     // Every DecodeStep of a session has the same readback layout: the latest reads any slot.
     const r = this.reader!.read(slot.getMappedRange());
     slot.unmap();
-    this.last = { ...counters, cpuWaits: read.waited };
+    this.last = counters;
+    this.lastWaited = read.waited;
     return {
       token: r.token,
       logits: r.logits,
@@ -499,7 +502,13 @@ export class WebGpuDecodeSession implements DecodeSession {
 
   counters(): StepCounters {
     const ctx = this.e.ctx;
-    return { ...this.last, buffers: ctx.liveBuffers, bindGroups: ctx.bindGroupsCreated, poolGrowths: this.res.growths };
+    return {
+      ...this.last,
+      ...(this.lastWaited === undefined ? {} : { cpuWaits: this.lastWaited }),
+      buffers: ctx.liveBuffers,
+      bindGroups: ctx.bindGroupsCreated,
+      poolGrowths: this.res.growths,
+    };
   }
 
   close(): void {
