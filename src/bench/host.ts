@@ -119,7 +119,14 @@ export const AUDIO_PER_STEP = 4;
 export const SHARED_EMBEDDING = 8;
 
 /** The anchors' audio keys' entries are uniform in ±this: their attention peaks within a few segments. */
-const ANCHOR_KEY_SCALE = 3;
+const ANCHOR_KEY_SCALE = 6;
+
+/**
+ * The fastest RoPE pair the anchors' keys use, in radians per audio position: their attention
+ * varies over tens of positions (a segment or two), not from one position to the next, so the
+ * chunks it ranks highest change as its peak moves on, not at every step.
+ */
+const ANCHOR_KEY_TURN = 0.02;
 
 export function syntheticRows(
   c: ModelConfig,
@@ -132,8 +139,11 @@ export function syntheticRows(
   const r = rng(seed);
   const n = 61;
   const table = Float32Array.from({ length: n * headDim }, () => r() * 2 - 1);
-  const u = Float32Array.from({ length: headDim }, () => (r() * 2 - 1) * ANCHOR_KEY_SCALE);
   const freqs = ropeFrequencies(headDim, c.ropeTheta);
+  const half = headDim / 2;
+  const u = Float32Array.from({ length: headDim }, (_, i) =>
+    freqs[i % half] / pace > ANCHOR_KEY_TURN ? 0 : (r() * 2 - 1) * ANCHOR_KEY_SCALE,
+  );
   const isAnchor = new Uint8Array(c.numLayers * c.numKvHeads);
   for (const h of anchors) isAnchor[h] = 1;
   const a0 = audioStart(c);
