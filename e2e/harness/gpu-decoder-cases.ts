@@ -187,8 +187,9 @@ async function benchSmoke(): Promise<CheckResult> {
  * cache, WnW at 0.2 and Quest at 0.2: no buffer and no bind group made and one map. The
  * full cache and WnW write at most the step's uniforms, the token (a waiting loop) and one
  * staged upload (positions, page tables, recalled rows), however many KV heads the step
- * appends to; Quest's recalls (a few thousand rows a step) pass the staging buffer and are
- * written directly, so its writes are not bounded here.
+ * appends to, WnW's recalls included (the bench's anchors' attention moves on each step:
+ * src/bench/host.ts `syntheticRows`); Quest's recalls (a few thousand rows a step) may pass
+ * the staging buffer and be written directly, so its writes are not bounded here.
  */
 async function stepCalls(): Promise<CheckResult> {
   const t0 = performance.now();

@@ -103,8 +103,9 @@ async function chromiumRows(req: HostPageRequest, log: (s: string) => void): Pro
 export function formatHostRows(rows: HostRow[]): string {
   const lines = [
     `| backend | audio | policy | loop | host ms median | p95 | mean | min | ${HOST_PHASES.join(' | ')} | ` +
-      'writeBuffer | createBindGroup | createBuffer | mapAsync | recalled/step | weight floor ms | host / floor |',
-    `|${'---|'.repeat(18)}`,
+      'writeBuffer | createBindGroup | createBuffer | mapAsync | recalled/step | recalled KB/step | steps recalling | ' +
+      'weight floor ms | host / floor |',
+    `|${'---|'.repeat(20)}`,
   ];
   const f = (x: number) => x.toFixed(3);
   for (const r of rows) {
@@ -114,7 +115,8 @@ export function formatHostRows(rows: HostRow[]): string {
         `${r.loop} | ${f(r.hostMs.median)} | ${f(r.hostMs.p95)} | ${f(r.hostMs.mean)} | ${f(r.hostMs.min)} | ` +
         `${HOST_PHASES.map((k) => f(r.hostMs.byPhase[k])).join(' | ')} | ` +
         `${c.writeBuffer.toFixed(1)} | ${c.createBindGroup.toFixed(1)} | ${c.createBuffer.toFixed(1)} | ` +
-        `${c.mapAsync.toFixed(1)} | ${r.recalledPerStep.toFixed(0)} | ${f(r.weightFloorMs)} | ${r.hostOverFloor.toFixed(2)} |`,
+        `${c.mapAsync.toFixed(1)} | ${r.recalledPerStep.toFixed(0)} | ${(r.recalledBytesPerStep / 1024).toFixed(1)} | ` +
+        `${r.recallSteps} of ${r.steps} | ${f(r.weightFloorMs)} | ${r.hostOverFloor.toFixed(2)} |`,
     );
   }
   return lines.join('\n');

@@ -13,7 +13,8 @@
  * on a software adapter. The policy plans from that observation as it would from a real one.
  */
 import type { WebGpuBackend } from '../backend/webgpu/backend.js';
-import { isStop, type ModelConfig } from '../model/config.js';
+import { audioStart, isStop, type ModelConfig } from '../model/config.js';
+import { rope, ropeFrequencies } from '../reference/ops.js';
 import { rng } from '../model/testing.js';
 import type { PolicyLayout, PrefillObservation } from '../kv/plan.js';
 import { planLagOf } from '../policy/types.js';
@@ -45,6 +46,10 @@ export interface HostRow {
   callsPerStep: CallCounts;
   /** Audio positions the plans recalled per step (mean): WnW and Quest move rows every few steps. */
   recalledPerStep: number;
+  /** Bytes of recalled rows written to the GPU per step (mean). */
+  recalledBytesPerStep: number;
+  /** Timed steps whose plan recalled any rows. */
+  recallSteps: number;
   /** The step's weight bytes / bandwidth, in ms: below it a GPU waits for the memory, not the page. */
   weightFloorMs: number;
   /** Median host ms / weightFloorMs: above 1 the page, not the GPU, would set the speed. */
@@ -91,16 +96,68 @@ export function syntheticObservation(layout: PolicyLayout, keys: boolean, seed: 
   return { layout, scores, keys: Array.from({ length: heads }, () => k) };
 }
 
-/** Rows for the kept positions: a small seeded table, cycled (their values are never timed). */
-function syntheticRows(headDim: number, seed: number) {
+/**
+ * Audio positions the anchors' attention peak moves on per decode step: speech's pace, about
+ * 3 text tokens a second against 12.5 audio positions (a new segment every 6 steps or so).
+ */
+export const AUDIO_PER_STEP = 4;
+
+/**
+ * Rows for the kept positions: a small seeded table, cycled (their values are never timed);
+ * the anchors' audio keys are one key `u` turned by RoPE to position a / pace (a: the audio
+ * index). A query R(p)·q at decode position p meets them as q·R(a / pace − p)·u, a function
+ * of a / pace − p alone: as p grows by one, the anchors' attention, its peak and the chunks
+ * it picks move on by `pace` positions, as speech's move along the transcript, and the
+ * tidal heads recall the segments it moves into (q itself holds nearly still: SHARED_EMBEDDING).
+ */
+/**
+ * The embedding rows' shared part, against their own uniform ±1 (shapes.ts
+ * `randomPackedWeights`): the hidden state is nearly the same whatever token is fed, so each
+ * layer's query (before RoPE) holds nearly still from step to step, as a real decoder's
+ * anchors' queries do over a stretch of speech; only its position turns it.
+ */
+export const SHARED_EMBEDDING = 8;
+
+/** The anchors' audio keys' entries are uniform in ±this: their attention peaks within a few segments. */
+const ANCHOR_KEY_SCALE = 6;
+
+/**
+ * The fastest RoPE pair the anchors' keys use, in radians per audio position: their attention
+ * varies over tens of positions (a segment or two), not from one position to the next, so the
+ * chunks it ranks highest change as its peak moves on, not at every step.
+ */
+const ANCHOR_KEY_TURN = 0.02;
+
+export function syntheticRows(
+  c: ModelConfig,
+  audioLength: number,
+  seed: number,
+  anchors: readonly number[],
+  pace = AUDIO_PER_STEP,
+) {
+  const headDim = c.headDim;
   const r = rng(seed);
   const n = 61;
   const table = Float32Array.from({ length: n * headDim }, () => r() * 2 - 1);
+  const freqs = ropeFrequencies(headDim, c.ropeTheta);
+  const half = headDim / 2;
+  const u = Float32Array.from({ length: headDim }, (_, i) =>
+    freqs[i % half] / pace > ANCHOR_KEY_TURN ? 0 : (r() * 2 - 1) * ANCHOR_KEY_SCALE,
+  );
+  const isAnchor = new Uint8Array(c.numLayers * c.numKvHeads);
+  for (const h of anchors) isAnchor[h] = 1;
+  const a0 = audioStart(c);
   return (head: number, seqPos: number, k: Float32Array, kOff: number, v: Float32Array, vOff: number) => {
-    const a = ((seqPos * 7 + head) % n) * headDim;
+    const a = seqPos - a0;
     const b = ((seqPos * 13 + head + 1) % n) * headDim;
-    k.set(table.subarray(a, a + headDim), kOff);
     v.set(table.subarray(b, b + headDim), vOff);
+    if (isAnchor[head] && a >= 0 && a < audioLength) {
+      k.set(u, kOff);
+      rope(k, kOff, 1, headDim, a / pace, freqs);
+      return;
+    }
+    const o = ((seqPos * 7 + head) % n) * headDim;
+    k.set(table.subarray(o, o + headDim), kOff);
   };
 }
 
@@ -127,7 +184,7 @@ export async function hostTimePolicy(
   const stage = backend.openUnfilled(options);
   const session = await stage.place(
     policy.prefill(syntheticObservation(layout, !!options.request.prefillKeys, 17)),
-    syntheticRows(c.headDim, 19),
+    syntheticRows(c, A, 19, policy.headRoles?.anchors ?? []),
   );
   try {
     if (policy.afterPrefill) await session.apply(policy.afterPrefill());
@@ -136,6 +193,8 @@ export async function hostTimePolicy(
     const hosts: number[] = [];
     const calls: CallCounts = { writeBuffer: 0, createBindGroup: 0, createBuffer: 0, mapAsync: 0 };
     let recalled = 0;
+    let recalledBytes = 0;
+    let recallSteps = 0;
     // Any text token: what is fed does not change the work of a step.
     let token = 1000 % c.vocabSize;
     const queue = backend.ctx.device.queue;
@@ -161,7 +220,10 @@ export async function hostTimePolicy(
       const p1 = probe.snapshot();
       if (!isStop(c, r.token)) token = r.token;
       // A software adapter takes tens of seconds a step at this shape: say where the run is.
-      log?.(`bench: ${policyName} step ${i + 1} of ${total} at ${(t4 / 1000).toFixed(0)} s`);
+      log?.(
+        `bench: ${policyName} step ${i + 1} of ${total} at ${(t4 / 1000).toFixed(0)} s, ` +
+          `${moved.recalledPositions} positions recalled`,
+      );
       if (i < HOST_WARMUP) continue;
       const enc = p1.times.encoding - p0.times.encoding;
       const staged = p1.times.staging - p0.times.staging;
@@ -179,6 +241,8 @@ export async function hostTimePolicy(
       hosts.push(HOST_PHASES.reduce((a, k) => a + ph[k], 0));
       for (const k of Object.keys(calls) as (keyof CallCounts)[]) calls[k] += p1.counts[k] - p0.counts[k];
       recalled += moved.recalledPositions;
+      recalledBytes += moved.bytesToGpu;
+      if (moved.recalledPositions > 0) recallSteps++;
     }
     const n = run.steps;
     const byPhase = Object.fromEntries(HOST_PHASES.map((k) => [k, phases.reduce((a, p) => a + p[k], 0) / n])) as Record<
@@ -199,6 +263,8 @@ export async function hostTimePolicy(
       hostMs: { ...h, byPhase },
       callsPerStep: Object.fromEntries(Object.entries(calls).map(([k, v]) => [k, v / n])) as unknown as CallCounts,
       recalledPerStep: recalled / n,
+      recalledBytesPerStep: recalledBytes / n,
+      recallSteps,
       weightFloorMs,
       hostOverFloor: h.median / weightFloorMs,
     };
@@ -242,7 +308,7 @@ export interface HostPageRequest {
 /** The run of a request: config, synthetic heads, weights and the bytes a step reads. */
 export function hostRunOf(r: HostPageRequest) {
   const config = shapeConfig(r.shape, r.layers);
-  const weights = randomPackedWeights(config, 'q4');
+  const weights = randomPackedWeights(config, 'q4', 1, SHARED_EMBEDDING);
   const bytes = packedWeightBytes(weights);
   const run: HostRun = {
     config,

@@ -28,9 +28,19 @@ export function shapeConfig(
   return referenceConfig({ ...overrides, numLayers: layers });
 }
 
-/** Random weights packed tensor by tensor (matrices in row blocks of at most 8,192 rows). */
-export function randomPackedWeights(c: ModelConfig, format: WeightFormat, seed = 1): PackedDecoderWeights {
+/**
+ * Random weights packed tensor by tensor (matrices in row blocks of at most 8,192 rows).
+ * `sharedEmbedding`: every embedding row adds this multiple of one shared random row, so
+ * the hidden state, and every layer's queries, hardly change with the token fed.
+ */
+export function randomPackedWeights(
+  c: ModelConfig,
+  format: WeightFormat,
+  seed = 1,
+  sharedEmbedding = 0,
+): PackedDecoderWeights {
   const r = rng(seed);
+  const shared = sharedEmbedding ? randomArray(c.hiddenSize, sharedEmbedding, rng(seed + 1)) : null;
   const shapes = decoderTensorShapes(c);
   return packedDecoderFrom(c, (name): PackedMatrix => {
     const shape = shapes.get(name);
@@ -47,7 +57,9 @@ export function randomPackedWeights(c: ModelConfig, format: WeightFormat, seed =
     const parts: PackedMatrix[] = [];
     for (let r0 = 0; r0 < rows; r0 += 8192) {
       const n = Math.min(8192, rows - r0);
-      parts.push(pack(f, randomArray(n * cols, scale, r), n, cols));
+      const data = randomArray(n * cols, scale, r);
+      if (shared && name.startsWith('embed')) for (let i = 0; i < data.length; i++) data[i] += shared[i % cols];
+      parts.push(pack(f, data, n, cols));
     }
     return parts.length === 1 ? parts[0] : concatRows(name, parts);
   });

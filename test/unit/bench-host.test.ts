@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { parseHostBenchArgs } from '../../src/bench/host-main.js';
-import { syntheticObservation } from '../../src/bench/host.js';
+import { AUDIO_PER_STEP, syntheticObservation, syntheticRows } from '../../src/bench/host.js';
+import { audioStart } from '../../src/model/config.js';
+import { rope, ropeFrequencies } from '../../src/reference/ops.js';
 import { StepProbe } from '../../src/bench/step-probe.js';
 import { policyLayout } from '../../src/kv/prompt.js';
 import { shapeConfig } from '../../src/bench/shapes.js';
@@ -77,5 +79,38 @@ describe('host-time bench', () => {
     const b = syntheticObservation(layout, true, 3);
     expect(b.scores[5]).toEqual(a.scores[5]);
     expect(b.keys![0]).toHaveLength(100 * c.headDim);
+  });
+
+  it("moves the anchors' attention on by the pace each step, whatever the query", () => {
+    const c = shapeConfig('voxtral-mini-3b', 2);
+    const d = c.headDim;
+    const A = 200;
+    const anchor = 3;
+    const rows = syntheticRows(c, A, 19, [anchor]);
+    const a0 = audioStart(c);
+    const keys = (head: number) => {
+      const k = new Float32Array(A * d);
+      const v = new Float32Array(d);
+      for (let a = 0; a < A; a++) rows(head, a0 + a, k, a * d, v, 0);
+      return k;
+    };
+    const freqs = ropeFrequencies(d, c.ropeTheta);
+    const q0 = Float32Array.from({ length: d }, (_, i) => Math.sin(i * 1.7) + 0.3);
+    // The scores of a query at decode position p over the audio, and where they peak.
+    const scores = (k: Float32Array, p: number) => {
+      const q = Float32Array.from(q0);
+      rope(q, 0, 1, d, p, freqs);
+      return Array.from({ length: A }, (_, a) => q.reduce((s, x, i) => s + x * k[a * d + i], 0));
+    };
+    const peak = (s: number[]) => s.indexOf(Math.max(...s.slice(20, A - 20)));
+    const k = keys(anchor);
+    const p = a0 + A + 40;
+    const s0 = scores(k, p);
+    const s1 = scores(k, p + 1);
+    for (let a = 0; a + AUDIO_PER_STEP < A; a++) expect(s1[a + AUDIO_PER_STEP]).toBeCloseTo(s0[a], 3);
+    expect(peak(s1)).not.toBe(peak(s0));
+    // Other heads keep the seeded table: no pace in their scores.
+    const other = keys(anchor + 1);
+    expect(scores(other, p + 1)[AUDIO_PER_STEP]).not.toBeCloseTo(scores(other, p)[0], 3);
   });
 });

@@ -13,6 +13,7 @@ import { Residency, type KvSource } from '../../kv/residency.js';
 import { checkPoolLimit, poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
+import type { Gather } from '../../kv/storage.js';
 import type { LayerPrefill, PrefillPlan, StepPlan } from '../../kv/plan.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { policyLayout, textPositions } from '../../kv/prompt.js';
@@ -116,7 +117,8 @@ export class WebGpuSessionParts {
    */
   async placeUnfilled(plan: PrefillPlan, rows: KvSource): Promise<WebGpuDecodeSession> {
     return this.placeWith(plan, (pool, residency, text) => {
-      const { transfer } = residency.applyPrefill(plan, text, rows);
+      const { gathers, transfer } = residency.applyPrefill(plan, text, rows);
+      writeKeptRows(pool, gathers, rows, this.e.config.headDim);
       pool.flush(residency);
       return transfer;
     });
@@ -279,6 +281,28 @@ export class WebGpuSessionParts {
   }
 }
 
+/**
+ * The rows a placement keeps on the GPU, read from `rows` (no prefill ran: the gathers name
+ * the slots and positions, not prefill rows), one write per run of consecutive slots in a page.
+ */
+function writeKeptRows(pool: GpuPool, gathers: Gather[], rows: KvSource, headDim: number): void {
+  const P = pool.layout.pageSize;
+  const k = new Float32Array(P * headDim);
+  const v = new Float32Array(P * headDim);
+  for (const { head, slots, seqPositions } of gathers) {
+    for (let j = 0; j < slots.length;) {
+      const first = slots[j];
+      let n = 0;
+      do {
+        rows(head, seqPositions[j + n], k, n * headDim, v, n * headDim);
+        n++;
+      } while (j + n < slots.length && slots[j + n] === first + n && (first + n) % P !== 0);
+      pool.writeRows(first, n, k, v);
+      j += n;
+    }
+  }
+}
+
 /** The decode step over `pool`, reading back what the session's readouts ask. */
 function decodeStep(e: WebGpuEngine, shape: SessionShape, buffers: SessionBuffers, pool: GpuPool): DecodeStep {
   const req = shape.request;
@@ -319,7 +343,9 @@ export class WebGpuDecodeSession implements DecodeSession {
   private readonly slots: Int32Array;
   private readonly stepState: Uint32Array<ArrayBuffer>;
   private readonly tokenIn = new Int32Array(1);
-  private last: Counters = { dispatches: 0, submits: 0 };
+  /** The last read step's counters, and whether the CPU waited for it with nothing queued behind. */
+  private last: Omit<Counters, 'cpuWaits'> = { dispatches: 0, submits: 0 };
+  private lastWaited: number | undefined;
 
   constructor(
     private readonly e: WebGpuEngine,
@@ -369,7 +395,7 @@ export class WebGpuDecodeSession implements DecodeSession {
     const pool = this.pool;
     // The step's append_positions writes these slots' positions: nothing to upload for them.
     res.appendText(pos, this.slots, true);
-    let growth: Promise<Error | null> = Promise.resolve(null);
+    let growth: Promise<Error | null> | null = null;
     // The pool grew (this token's text page, or the last plan's recalls): bind its new buffers.
     if (pool.generation !== this.stepGeneration) {
       growth = pool.growthFailure;
@@ -429,7 +455,8 @@ export class WebGpuDecodeSession implements DecodeSession {
     // Every DecodeStep of a session has the same readback layout: the latest reads any slot.
     const r = this.reader!.read(slot.getMappedRange());
     slot.unmap();
-    this.last = { ...counters, cpuWaits: read.waited };
+    this.last = counters;
+    this.lastWaited = read.waited;
     return {
       token: r.token,
       logits: r.logits,
@@ -475,7 +502,13 @@ export class WebGpuDecodeSession implements DecodeSession {
 
   counters(): StepCounters {
     const ctx = this.e.ctx;
-    return { ...this.last, buffers: ctx.liveBuffers, bindGroups: ctx.bindGroupsCreated, poolGrowths: this.res.growths };
+    return {
+      ...this.last,
+      ...(this.lastWaited === undefined ? {} : { cpuWaits: this.lastWaited }),
+      buffers: ctx.liveBuffers,
+      bindGroups: ctx.bindGroupsCreated,
+      poolGrowths: this.res.growths,
+    };
   }
 
   close(): void {

@@ -15,10 +15,12 @@ export const RING_SLOTS = 3;
 export interface Submitted {
   slot: GPUBuffer;
   map: Promise<void>;
-  /** A pool growth made for this step: resolves to its out-of-memory error, or null. */
-  growth: Promise<Error | null>;
+  /** A pool growth made for this step: resolves to its out-of-memory error, or null; null where the pool did not grow. */
+  growth: Promise<Error | null> | null;
   counters: Omit<StepCounters, 'cpuWaits' | 'buffers' | 'bindGroups' | 'poolGrowths'>;
 }
+
+const ignore = () => {};
 
 export class StepRing {
   private readonly queue = new StepFifo<Submitted>();
@@ -43,8 +45,8 @@ export class StepRing {
     this.next = (this.next + 1) % this.slots.length;
     const map = s.slot.mapAsync(GPUMapMode.READ);
     // A step discarded unread (a stop token read one step late, end()) must not reject unhandled.
-    map.catch(() => {});
-    this.queue.push({ ...s, map });
+    map.catch(ignore);
+    this.queue.push({ slot: s.slot, map, growth: s.growth, counters: s.counters });
   }
 
   get queued(): number {
@@ -58,8 +60,11 @@ export class StepRing {
   async oldest(): Promise<{ step: Submitted; waited: number }> {
     const step = this.queue.shift();
     const waited = this.queue.length === 0 ? 1 : 0;
-    const failed = await step.growth;
-    if (failed) throw failed;
+    // Most steps grew nothing: one wait, the map's.
+    if (step.growth) {
+      const failed = await step.growth;
+      if (failed) throw failed;
+    }
     await step.map;
     return { step, waited };
   }
