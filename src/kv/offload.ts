@@ -84,6 +84,20 @@ export class OffloadStore {
     v.set(chunk.subarray(off + hd, off + 2 * hd), vOff);
   }
 
+  /**
+   * Copies one row's f16 bits out, as a store of 2-byte elements keeps them: a recall into
+   * an f16 pool moves them as they are, with no conversion to f32 and back.
+   */
+  getBits(head: number, pos: number, k: Uint16Array, kOff: number, v: Uint16Array, vOff: number): void {
+    const row = this.index.get(this.key(head, pos));
+    if (row === undefined) throw new Error(`no CPU copy of head ${head} position ${pos}`);
+    const { chunk, off } = this.locate(row, false);
+    if (!(chunk instanceof Uint16Array)) throw new Error('getBits reads a store of f16 rows (elementBytes 2)');
+    const hd = this.headDim;
+    k.set(chunk.subarray(off, off + hd), kOff);
+    v.set(chunk.subarray(off + hd, off + 2 * hd), vOff);
+  }
+
   delete(head: number, pos: number): void {
     const key = this.key(head, pos);
     const row = this.index.get(key);

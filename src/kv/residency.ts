@@ -59,6 +59,8 @@ export class Residency {
   private readonly cpuCount: Int32Array;
   private readonly gpuOnly: Int32Array;
   private readonly rowK: Float32Array;
+  /** Recalled rows' f16 bits, where the store and the storage both take them (made on the first such recall). */
+  private rowBits: { k: Uint16Array; v: Uint16Array } | null = null;
   private readonly rowV: Float32Array;
   /** Bytes of one position's key and value in the pool (what a recall moves to the GPU). */
   private readonly rowBytes: number;
@@ -311,12 +313,20 @@ export class Residency {
         let j = i;
         while (j + 1 < todo.length && slots[j + 1] === slots[j] + 1 && slots[j + 1] % this.pageSize !== 0) j++;
         const count = j - i + 1;
+        const bits =
+          this.offload.elementBytes === 2 && this.storage.writeRowBits
+            ? (this.rowBits ??= { k: new Uint16Array(this.rowK.length), v: new Uint16Array(this.rowV.length) })
+            : null;
         for (let r = 0; r < count; r++) {
-          this.offload.get(head, todo[i + r], this.rowK, r * hd, this.rowV, r * hd);
+          if (bits) this.offload.getBits(head, todo[i + r], bits.k, r * hd, bits.v, r * hd);
+          else this.offload.get(head, todo[i + r], this.rowK, r * hd, this.rowV, r * hd);
           this.bind(head, todo[i + r], slots[i + r]);
           this.positions[slots[i + r]] = this.shape.audioStart + todo[i + r];
         }
-        this.storage.writeRows(slots[i], count, this.rowK.subarray(0, count * hd), this.rowV.subarray(0, count * hd));
+        if (bits)
+          this.storage.writeRowBits!(slots[i], count, bits.k.subarray(0, count * hd), bits.v.subarray(0, count * hd));
+        else
+          this.storage.writeRows(slots[i], count, this.rowK.subarray(0, count * hd), this.rowV.subarray(0, count * hd));
         this.storage.syncPositions(slots[i], count, this.positions);
         i = j + 1;
       }

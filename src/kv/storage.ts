@@ -10,6 +10,11 @@ import type { SummaryFit } from './summary.js';
 export interface PageStorage {
   /** Writes `count` keys and values ([count, headDim] each) into consecutive slots from `slot`. */
   writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void;
+  /**
+   * The same rows as f16 bits, for an f16 pool: what the offload store keeps, moved as it
+   * is (a recall's rows are most of a step's host time where each element is converted).
+   */
+  writeRowBits?(slot: number, count: number, k: Uint16Array, v: Uint16Array): void;
   /** Makes the given slots' positions (from `positions`, the residency mirror) visible to attention. */
   syncPositions(firstSlot: number, count: number, positions: Int32Array): void;
   /**

@@ -4,6 +4,8 @@ import { EMPTY, Residency } from '../../src/kv/residency.js';
 import { ArrayPageStorage } from '../helpers/page-store.js';
 import { ContextTooLongError } from '../../src/errors.js';
 import { rng } from '../../src/model/testing.js';
+import { f16Bits, f16Table } from '../../src/model/f16.js';
+import type { PageStorage } from '../../src/kv/storage.js';
 
 const hd = 4;
 /** A fake prefill cache whose rows encode (head, position), so misplacement is visible. */
@@ -106,6 +108,47 @@ describe('Residency', () => {
         expect(r.pageTable(hh).length).toBeLessThanOrEqual(Math.ceil(live / r.pageSize) + 1 + 50);
       }
     }
+  });
+
+  it("an f16 pool recalls the offload store's bits as they are where the storage takes bits, the same rows either way", () => {
+    const N = 300;
+    const table = f16Table();
+    /** The storage's rows as f32 values, from whichever write it took. */
+    const run = (bits: boolean) => {
+      const floats = new ArrayPageStorage(hd, 40 * 25);
+      const calls = { rows: 0, bits: 0 };
+      const storage: PageStorage = {
+        writeRows: (slot, count, k, v) => (calls.rows++, floats.writeRows(slot, count, k, v)),
+        syncPositions: () => {},
+        ...(bits
+          ? {
+              writeRowBits: (slot: number, count: number, k: Uint16Array, v: Uint16Array) => {
+                calls.bits++;
+                for (let i = 0; i < count * hd; i++) {
+                  floats.k[slot * hd + i] = table[k[i]];
+                  floats.v[slot * hd + i] = table[v[i]];
+                }
+              },
+            }
+          : {}),
+      };
+      const r = new Residency(
+        { heads: 2, headDim: hd, pageSize: 25, numPages: 40, audioStart: 1, audioLength: N, kvElementBytes: 2 },
+        storage,
+      );
+      const all = Int32Array.from({ length: N }, (_, p) => p);
+      r.applyPrefill({ heads: [0, 1].map(() => ({ gpu: new Int32Array(0), cpu: all })) }, [0], source);
+      const positions = Int32Array.from({ length: 60 }, (_, i) => 3 * i + 1);
+      r.apply({ recall: [{ head: 1, positions }], release: [] });
+      return { values: [...positions].map((p) => floats.k[r.slotOf(1, p) * hd + 1]), calls };
+    };
+    const viaBits = run(true);
+    const viaFloats = run(false);
+    expect(viaBits.calls.bits).toBeGreaterThan(0);
+    expect(viaFloats.calls.bits).toBe(0);
+    expect(viaBits.values).toEqual(viaFloats.values);
+    // What was recalled is the f16 rounding of the prefill's row.
+    expect(viaBits.values[0]).toBe(table[f16Bits(value(1, 1 + 1, 1, false))]);
   });
 
   it('text slots are appended per head and never reused by recalls', () => {

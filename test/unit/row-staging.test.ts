@@ -71,4 +71,23 @@ describe('staged pool rows', () => {
       ['v0', 8, 8],
     ]);
   });
+
+  it('f16 bits (a recall from the f16 offload store) go up as they are, the same bytes the packed rows give', () => {
+    const k = Float32Array.from([0.5, -1.25, 3, 1e-3]);
+    const v = Float32Array.from([2, 4, 8, 16]);
+    const packed = fakeDevice();
+    const a = new RowStaging(packed.ctx, 64);
+    expect(a.add(1, 8, 4, 2, k, v)).toBe(true);
+    a.encode(packed.enc, packed.k, packed.v);
+    const bits = fakeDevice();
+    const b = new RowStaging(bits.ctx, 64);
+    // A view into a larger array, as the residency's row scratch is.
+    const kb = new Uint16Array(12);
+    kb.set(packF16(k, 4), 4);
+    expect(b.addBits(1, 8, 4, kb.subarray(4, 8), packF16(v, 4))).toBe(true);
+    expect(b.addBits(0, 0, 40, new Uint16Array(40), new Uint16Array(40))).toBe(false); // 16 + 160 > 64
+    b.encode(bits.enc, bits.k, bits.v);
+    expect(bits.writes).toEqual(packed.writes);
+    expect(bits.copies).toEqual(packed.copies);
+  });
 });

@@ -291,6 +291,16 @@ export class GpuPool implements PageStorage {
     this.bytesWritten += 2 * this.layout.elementBytes * count * this.headDim;
   }
 
+  writeRowBits(slot: number, count: number, k: Uint16Array, v: Uint16Array): void {
+    const s = this.shardOfPage[Math.floor(slot / this.pageSize)];
+    const at = (slot - this.layout.shards[s].firstPage * this.pageSize) * this.headDim * 2;
+    const n = count * this.headDim;
+    this.bytesWritten += 4 * n;
+    if (this.staging?.addBits(s, at, n, k, v)) return;
+    this.ctx.device.queue.writeBuffer(this.k[s], at, k.buffer, k.byteOffset, n * 2);
+    this.ctx.device.queue.writeBuffer(this.v[s], at, v.buffer, v.byteOffset, n * 2);
+  }
+
   syncPositions(firstSlot: number, count: number, positions: Int32Array): void {
     this.mirror = positions;
     this.dirty.push([firstSlot, firstSlot + count]);

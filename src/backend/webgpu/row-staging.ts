@@ -48,8 +48,7 @@ export class RowStaging {
   /** Stages `n` key and value elements for a shard at byte offset `dst`; false when they do not fit. */
   add(shard: number, dst: number, n: number, elementBytes: number, k: Float32Array, v: Float32Array): boolean {
     const bytes = n * elementBytes;
-    // Copies move 4-byte multiples: a run of f16 rows is whole rows of even head_dim.
-    if (this.used + 2 * bytes > this.capacity || bytes % 4 !== 0 || dst % 4 !== 0) return false;
+    if (!this.fits(dst, bytes)) return false;
     const put = (src: Float32Array, at: number) => {
       if (elementBytes === 4) this.data.set(new Uint8Array(src.buffer, src.byteOffset, bytes), at);
       else {
@@ -59,9 +58,28 @@ export class RowStaging {
     };
     put(k, this.used);
     put(v, this.used + bytes);
+    this.pushRun(shard, dst, bytes);
+    return true;
+  }
+
+  /** Stages `n` key and value elements given as f16 bits (an f16 pool's), copied as they are; false when they do not fit. */
+  addBits(shard: number, dst: number, n: number, k: Uint16Array, v: Uint16Array): boolean {
+    const bytes = n * 2;
+    if (!this.fits(dst, bytes)) return false;
+    this.data.set(new Uint8Array(k.buffer, k.byteOffset, bytes), this.used);
+    this.data.set(new Uint8Array(v.buffer, v.byteOffset, bytes), this.used + bytes);
+    this.pushRun(shard, dst, bytes);
+    return true;
+  }
+
+  private fits(dst: number, bytes: number): boolean {
+    // Copies move 4-byte multiples: a run of f16 rows is whole rows of even head_dim.
+    return this.used + 2 * bytes <= this.capacity && bytes % 4 === 0 && dst % 4 === 0;
+  }
+
+  private pushRun(shard: number, dst: number, bytes: number): void {
     this.runs.push({ shard, dst, src: this.used, bytes });
     this.used += 2 * bytes;
-    return true;
   }
 
   /** Stages `count` 4-byte words of `from` (from word `first` on) for `dst` at byte `at`; false when they do not fit. */
