@@ -14,7 +14,7 @@
  */
 import { WnwError } from '../errors.js';
 import type { TextTokenizer } from '../model/text/types.js';
-import type { Probe, TranscribeOptions, TranscriptionResult } from '../types.js';
+import type { Probe, TranscribeOptions, TranscriptionResult, Word } from '../types.js';
 import type { WnwRecording } from './recording.js';
 import type { ReplyWrapper } from '../model/families/types.js';
 import { ReplyUnwrapper } from './reply.js';
@@ -87,6 +87,11 @@ export interface LiveResult {
   stats: LiveStats;
   /** Per committed word the hypothesis dated, in order: its latency in seconds (LiveStats'). */
   latencies: number[];
+  /**
+   * The committed words the hypotheses dated, in the recording's time (subtitleCues takes
+   * them): where a word's hypothesis could not date its words, it is missing here.
+   */
+  words: Word[];
   ticks: LiveTick[];
   /**
    * The whole audio, open for questions and subtitles; null where it could not be opened
@@ -145,6 +150,8 @@ export class LiveRecording {
   private readonly unwrapper: ReplyUnwrapper;
   private readonly latencies: number[] = [];
   private readonly ticks: LiveTick[] = [];
+  /** Every committed word the hypotheses dated, in the recording's time. */
+  private readonly timed: Word[] = [];
   /** The committed words the hypotheses dated, from the window's first on (older ones are not needed). */
   private words: CommittedWord[] = [];
   /** The window: the sample its audio starts at, and the committed id its text starts at. */
@@ -238,6 +245,7 @@ export class LiveRecording {
       tokens: [...this.committed],
       stats,
       latencies: [...this.latencies],
+      words: [...this.timed],
       ticks: [...this.ticks],
       recording,
     };
@@ -273,7 +281,9 @@ export class LiveRecording {
     // Token index where each word of the hypothesis starts; the hypothesis dates its words in order, from the window's start.
     const starts = hyp.flatMap((id, i) => (i === 0 || startsWord(id) ? [i] : []));
     const dated =
-      r.words.length === starts.length ? r.words.map((w) => ({ start: from + w.start, end: from + w.end })) : [];
+      r.words.length === starts.length
+        ? r.words.map((w) => ({ word: w.word, start: from + w.start, end: from + w.end }))
+        : [];
     const agreed = this.previous ? agreedTokens(this.previous, hyp, startsWord) : 0;
     // Whole words that ended more than maxLag before the audio heard: committed as they are now.
     let old = 0;
@@ -285,7 +295,8 @@ export class LiveRecording {
       const base = this.committed.length;
       dated.slice(0, words).forEach((w, k) => {
         this.latencies.push(Math.max(0, heardS - Math.min(w.end, heardS)));
-        this.words.push({ token: base + starts[k], ...w });
+        this.words.push({ token: base + starts[k], start: w.start, end: w.end });
+        this.timed.push(w);
       });
       this.commit(hyp.slice(0, n), startsWord);
     }

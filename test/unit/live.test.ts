@@ -179,6 +179,10 @@ describe('the moving window', () => {
     const done = await live.stop();
     expect(done.tokens).toEqual(Array.from({ length: N }, (_, j) => j + 1));
     expect(calls.every((c) => c.aligned)).toBe(true);
+    // Every word dated in the talk's time, whichever window dated it.
+    expect(done.words.map((w) => [w.word, +w.start.toFixed(6), +w.end.toFixed(6)])).toEqual(
+      Array.from({ length: N }, (_, j) => [`w${j}`, +startOf(j).toFixed(6), +spokenEnd(j).toFixed(6)]),
+    );
     // The window moved (the talk is 5 times longer than it), and never held more than 8 s.
     expect(calls.at(-1)!.from).toBeGreaterThan(seconds - 8 - 1);
     expect(Math.max(...calls.map((c) => c.heard - c.from))).toBeLessThanOrEqual(8);
