@@ -229,7 +229,8 @@ export class LiveRecording {
       tickMsMedian: ms.length ? quantile(ms, 0.5) : 0,
       tickMsMax: ms.length ? ms[ms.length - 1] : 0,
       ticksLate: ms.filter((m) => m > tickMs).length,
-      windowSecondsMax: Math.max(0, ...this.ticks.map((t) => t.windowS)),
+      // A reduce, not a spread: a long session has more ticks than a call takes arguments.
+      windowSecondsMax: this.ticks.reduce((m, t) => Math.max(m, t.windowS), 0),
       audioSeconds: this.audioSeconds,
     };
     let recording: WnwRecording | null = null;
