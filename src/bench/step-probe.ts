@@ -4,9 +4,9 @@
  * prototype's methods) before a session is opened, so every buffer, bind group, write,
  * encoder, submit and map of the session goes through here. Each call is timed where it
  * names a phase of the step: encoding (from `createCommandEncoder` to `finish` returning,
- * less the staged rows' upload inside it), staging (writes while an encoder is open: the
- * recalled rows riding in the step's encoder), submit (`queue.submit`), and the moment each
- * readback map resolves, so the read's wait for the GPU can be left out of host time.
+ * less the writes inside it), staging (writes while an encoder is open: rows the step's
+ * mapped upload could not take), submit (`queue.submit`), and the moment each readback
+ * (READ) map resolves, so the read's wait for the GPU can be left out of host time.
  */
 
 export interface CallCounts {
@@ -46,6 +46,8 @@ export class StepProbe {
           // Per buffer: the readback ring's slots are made after the probe (the session's open).
           b.mapAsync = function (this: GPUBuffer, ...args: Parameters<GPUBuffer['mapAsync']>) {
             self.counts.mapAsync++;
+            // The staged rows' upload is mapped for writing: only reads are a step's readback.
+            if (!(args[0] & GPUMapMode.READ)) return map.apply(this, args);
             const entry = { at: NaN };
             self.maps.push(entry);
             return map.apply(this, args).then(() => {

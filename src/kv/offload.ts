@@ -4,13 +4,24 @@
  * fixed chunks never need reallocation). A row is addressed by (head, position).
  * With 2-byte elements (an f16 pool) rows are kept as f16 bits: the pool rounds to f16
  * anyway, so a recall restores exactly what it held, in half the CPU memory.
+ *
+ * A chunk holds its keys and its values in two planes, as the pool's pages do: a recall of
+ * positions whose rows follow one another (a head's segment, put in position order at
+ * prefill) is one view of each plane (`run`), copied once into the pool's upload, never row by row.
  */
 import { f16Bits, f16Table } from '../model/f16.js';
+
+/** Views of consecutive rows' keys and values in a store's chunk (its element type: f32, or f16 bits). */
+export type StoredRun = { k: Float32Array; v: Float32Array } | { k: Uint16Array; v: Uint16Array };
+
+const NONE = -1;
 
 export class OffloadStore {
   private readonly chunks: (Float32Array | Uint16Array)[] = [];
   private readonly rowsPerChunk: number;
-  private readonly index = new Map<number, number>(); // key(head, pos) -> row
+  /** Per head (made on its first put), per position: the row holding it, or NONE. */
+  private readonly rowOf: (Int32Array | undefined)[] = [];
+  private count = 0;
   private freeRows: number[] = [];
   private nextRow = 0;
 
@@ -24,16 +35,12 @@ export class OffloadStore {
     this.rowsPerChunk = Math.max(1, Math.floor(chunkBytes / (2 * elementBytes * headDim)));
   }
 
-  private key(head: number, pos: number): number {
-    return head * this.audioLength + pos;
-  }
-
   get rows(): number {
-    return this.index.size;
+    return this.count;
   }
 
   get bytes(): number {
-    return this.index.size * 2 * this.elementBytes * this.headDim;
+    return this.count * 2 * this.elementBytes * this.headDim;
   }
 
   /** Bytes of the ArrayBuffers the store holds (its chunks, rows in use or free). */
@@ -42,46 +49,51 @@ export class OffloadStore {
   }
 
   has(head: number, pos: number): boolean {
-    return this.index.has(this.key(head, pos));
+    return (this.rowOf[head]?.[pos] ?? NONE) !== NONE;
+  }
+
+  private rowIn(head: number, pos: number): number {
+    const row = this.rowOf[head]?.[pos] ?? NONE;
+    if (row === NONE) throw new Error(`no CPU copy of head ${head} position ${pos}`);
+    return row;
   }
 
   /** Copies one K row and one V row in (copy-out from the GPU side's point of view). */
   put(head: number, pos: number, k: Float32Array, kOff: number, v: Float32Array, vOff: number): void {
-    const key = this.key(head, pos);
-    let row = this.index.get(key);
-    if (row === undefined) {
+    const rows = (this.rowOf[head] ??= new Int32Array(this.audioLength).fill(NONE));
+    let row = rows[pos];
+    if (row === NONE) {
       row = this.freeRows.pop() ?? this.nextRow++;
-      this.index.set(key, row);
+      rows[pos] = row;
+      this.count++;
     }
-    const { chunk, off } = this.locate(row, true);
+    const { chunk, k: ko, v: vo } = this.locate(row, true);
     const hd = this.headDim;
     if (chunk instanceof Uint16Array) {
       for (let d = 0; d < hd; d++) {
-        chunk[off + d] = f16Bits(k[kOff + d]);
-        chunk[off + hd + d] = f16Bits(v[vOff + d]);
+        chunk[ko + d] = f16Bits(k[kOff + d]);
+        chunk[vo + d] = f16Bits(v[vOff + d]);
       }
       return;
     }
-    chunk.set(k.subarray(kOff, kOff + hd), off);
-    chunk.set(v.subarray(vOff, vOff + hd), off + hd);
+    chunk.set(k.subarray(kOff, kOff + hd), ko);
+    chunk.set(v.subarray(vOff, vOff + hd), vo);
   }
 
   /** Copies one row out into k/v at the given offsets (recall). */
   get(head: number, pos: number, k: Float32Array, kOff: number, v: Float32Array, vOff: number): void {
-    const row = this.index.get(this.key(head, pos));
-    if (row === undefined) throw new Error(`no CPU copy of head ${head} position ${pos}`);
-    const { chunk, off } = this.locate(row, false);
+    const { chunk, k: ko, v: vo } = this.locate(this.rowIn(head, pos), false);
     const hd = this.headDim;
     if (chunk instanceof Uint16Array) {
       const t = f16Table();
       for (let d = 0; d < hd; d++) {
-        k[kOff + d] = t[chunk[off + d]];
-        v[vOff + d] = t[chunk[off + hd + d]];
+        k[kOff + d] = t[chunk[ko + d]];
+        v[vOff + d] = t[chunk[vo + d]];
       }
       return;
     }
-    k.set(chunk.subarray(off, off + hd), kOff);
-    v.set(chunk.subarray(off + hd, off + 2 * hd), vOff);
+    k.set(chunk.subarray(ko, ko + hd), kOff);
+    v.set(chunk.subarray(vo, vo + hd), vOff);
   }
 
   /**
@@ -89,34 +101,59 @@ export class OffloadStore {
    * an f16 pool moves them as they are, with no conversion to f32 and back.
    */
   getBits(head: number, pos: number, k: Uint16Array, kOff: number, v: Uint16Array, vOff: number): void {
-    const row = this.index.get(this.key(head, pos));
-    if (row === undefined) throw new Error(`no CPU copy of head ${head} position ${pos}`);
-    const { chunk, off } = this.locate(row, false);
+    const { chunk, k: ko, v: vo } = this.locate(this.rowIn(head, pos), false);
     if (!(chunk instanceof Uint16Array)) throw new Error('getBits reads a store of f16 rows (elementBytes 2)');
     const hd = this.headDim;
-    k.set(chunk.subarray(off, off + hd), kOff);
-    v.set(chunk.subarray(off + hd, off + 2 * hd), vOff);
+    k.set(chunk.subarray(ko, ko + hd), kOff);
+    v.set(chunk.subarray(vo, vo + hd), vOff);
+  }
+
+  /**
+   * How many of `positions[from..from + max)` lie in rows that follow the first one's in its
+   * chunk (at least 1): the length of the next run `run` can view.
+   */
+  runLength(head: number, positions: ArrayLike<number>, from: number, max: number): number {
+    const rows = this.rowOf[head];
+    const first = this.rowIn(head, positions[from]);
+    const end = Math.min(max, this.rowsPerChunk - (first % this.rowsPerChunk));
+    let n = 1;
+    while (n < end && rows![positions[from + n]] === first + n) n++;
+    return n;
+  }
+
+  /**
+   * The keys and values of `count` rows from `pos`'s on, viewed in place (no copy): valid
+   * until the store is next written. `count` must come from `runLength`.
+   */
+  run(head: number, pos: number, count: number): StoredRun {
+    const { chunk, k, v } = this.locate(this.rowIn(head, pos), false);
+    const n = count * this.headDim;
+    return { k: chunk.subarray(k, k + n), v: chunk.subarray(v, v + n) } as StoredRun;
   }
 
   delete(head: number, pos: number): void {
-    const key = this.key(head, pos);
-    const row = this.index.get(key);
-    if (row === undefined) return;
-    this.index.delete(key);
+    const rows = this.rowOf[head];
+    const row = rows?.[pos] ?? NONE;
+    if (row === NONE) return;
+    rows![pos] = NONE;
+    this.count--;
     this.freeRows.push(row);
   }
 
   clear(): void {
-    this.index.clear();
+    this.rowOf.length = 0;
+    this.count = 0;
     this.freeRows = [];
     this.nextRow = 0;
   }
 
-  private locate(row: number, grow: boolean): { chunk: Float32Array | Uint16Array; off: number } {
+  /** A row's chunk and the offsets of its key and its value there. */
+  private locate(row: number, grow: boolean): { chunk: Float32Array | Uint16Array; k: number; v: number } {
     const c = Math.floor(row / this.rowsPerChunk);
-    const n = this.rowsPerChunk * 2 * this.headDim;
+    const plane = this.rowsPerChunk * this.headDim;
     while (grow && this.chunks.length <= c)
-      this.chunks.push(this.elementBytes === 2 ? new Uint16Array(n) : new Float32Array(n));
-    return { chunk: this.chunks[c], off: (row % this.rowsPerChunk) * 2 * this.headDim };
+      this.chunks.push(this.elementBytes === 2 ? new Uint16Array(2 * plane) : new Float32Array(2 * plane));
+    const k = (row % this.rowsPerChunk) * this.headDim;
+    return { chunk: this.chunks[c], k, v: plane + k };
   }
 }

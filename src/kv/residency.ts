@@ -53,14 +53,16 @@ export class Residency {
   readonly offload: OffloadStore;
   /** Pages, their slots and what each slot holds (kv/page-slots.ts). */
   private readonly slots: PageSlots;
-  private readonly audioSlot: Int32Array[]; // per head, per audio offset: slot or EMPTY
+  /**
+   * Per head, per audio offset: its slot counted from the head's shard's first slot, or
+   * EMPTY. Shard-relative, so a growth that moves a shard's pages leaves them as they are.
+   */
+  private readonly audioSlot: Int32Array[];
   private readonly gpuCount: Int32Array;
   /** Per head: positions with a CPU copy, and GPU positions without one (so stats are O(heads)). */
   private readonly cpuCount: Int32Array;
   private readonly gpuOnly: Int32Array;
   private readonly rowK: Float32Array;
-  /** Recalled rows' f16 bits, where the store and the storage both take them (made on the first such recall). */
-  private rowBits: { k: Uint16Array; v: Uint16Array } | null = null;
   private readonly rowV: Float32Array;
   /** Bytes of one position's key and value in the pool (what a recall moves to the GPU). */
   private readonly rowBytes: number;
@@ -68,6 +70,8 @@ export class Residency {
   private readonly recallable: RecallableSummaries;
   /** Times the pool grew (a backend rebuilds what binds the pool's buffers). */
   growths = 0;
+  /** A recall's positions not yet on the GPU (reused each plan). */
+  private todo = new Int32Array(0);
   /** Per shard, the text pages a step's append needs (reused each step). */
   private textNeed = new Int32Array(0);
 
@@ -110,7 +114,8 @@ export class Residency {
 
   /** Pool slot of an audio position of a head, or EMPTY. */
   slotOf(head: number, audioPos: number): number {
-    return this.audioSlot[head][audioPos];
+    const s = this.audioSlot[head][audioPos];
+    return s === EMPTY ? EMPTY : s + this.firstSlot(head);
   }
 
   /** Sorted audio offsets of a head currently on the GPU. */
@@ -272,14 +277,14 @@ export class Residency {
 
   /** Applies releases first (they free pages), then recalls from the CPU store. */
   apply(plan: StepPlan): TransferStats {
-    const hd = this.shape.headDim;
     let released = 0;
     let recalled = 0;
     for (const { head, positions } of plan.release) {
+      const first = this.firstSlot(head);
       for (const pos of positions) {
         const slot = this.audioSlot[head][pos];
         if (slot === EMPTY) continue;
-        this.unbind(head, pos, slot);
+        this.unbind(head, pos, slot + first);
         released++;
         const g = this.recallable.released(head, pos);
         if (g) this.setEntry(g.slot, g.entry);
@@ -299,34 +304,32 @@ export class Residency {
       this.reserve(need);
     }
     for (const { head, positions } of plan.recall) {
-      const todo: number[] = [];
+      if (this.todo.length < positions.length) this.todo = new Int32Array(positions.length);
+      let n = 0;
       for (const pos of positions) {
         if (this.audioSlot[head][pos] !== EMPTY) continue;
         if (!this.offload.has(head, pos))
           throw new Error(`recall of head ${head} position ${pos}, which has no CPU copy`);
-        todo.push(pos);
+        this.todo[n++] = pos;
       }
+      const todo = this.todo.subarray(0, n);
       const slots = this.slots.allocAudio(head, todo.length);
-      // Slots from allocDense are runs within pages: write each page's run with one call.
+      // Slots from allocDense are runs within pages; within one, rows that follow each other
+      // in the store go up as one view of it: a copy per run, not per position.
       let i = 0;
       while (i < todo.length) {
         let j = i;
         while (j + 1 < todo.length && slots[j + 1] === slots[j] + 1 && slots[j + 1] % this.pageSize !== 0) j++;
         const count = j - i + 1;
-        const bits =
-          this.offload.elementBytes === 2 && this.storage.writeRowBits
-            ? (this.rowBits ??= { k: new Uint16Array(this.rowK.length), v: new Uint16Array(this.rowV.length) })
-            : null;
-        for (let r = 0; r < count; r++) {
-          if (bits) this.offload.getBits(head, todo[i + r], bits.k, r * hd, bits.v, r * hd);
-          else this.offload.get(head, todo[i + r], this.rowK, r * hd, this.rowV, r * hd);
-          this.bind(head, todo[i + r], slots[i + r]);
-          this.positions[slots[i + r]] = this.shape.audioStart + todo[i + r];
+        for (let r = 0; r < count;) {
+          const n = this.offload.runLength(head, todo, i + r, count - r);
+          this.writeStored(head, todo, i + r, n, slots[i + r]);
+          r += n;
         }
-        if (bits)
-          this.storage.writeRowBits!(slots[i], count, bits.k.subarray(0, count * hd), bits.v.subarray(0, count * hd));
-        else
-          this.storage.writeRows(slots[i], count, this.rowK.subarray(0, count * hd), this.rowV.subarray(0, count * hd));
+        for (let r = i; r <= j; r++) {
+          this.bind(head, todo[r], slots[r]);
+          this.positions[slots[r]] = this.shape.audioStart + todo[r];
+        }
         this.storage.syncPositions(slots[i], count, this.positions);
         i = j + 1;
       }
@@ -342,6 +345,16 @@ export class Residency {
       recalledPositions: recalled,
       releasedPositions: released,
     };
+  }
+
+  /** The rows of `positions[from..from + n)`, which follow each other in the store, into the slots from `slot` on. */
+  private writeStored(head: number, positions: Int32Array, from: number, n: number, slot: number): void {
+    const run = this.offload.run(head, positions[from], n);
+    if (run.k instanceof Float32Array) return this.storage.writeRows(slot, n, run.k, run.v as Float32Array);
+    if (this.storage.writeRowBits) return this.storage.writeRowBits(slot, n, run.k, run.v as Uint16Array);
+    const hd = this.shape.headDim;
+    for (let r = 0; r < n; r++) this.offload.get(head, positions[from + r], this.rowK, r * hd, this.rowV, r * hd);
+    this.storage.writeRows(slot, n, this.rowK.subarray(0, n * hd), this.rowV.subarray(0, n * hd));
   }
 
   private setEntry(slot: number, entry: number): void {
@@ -372,8 +385,13 @@ export class Residency {
     return this.pool.pageTable(head);
   }
 
+  /** The pool-wide slot a head's shard starts at. */
+  private firstSlot(head: number): number {
+    return this.pool.shards[this.pool.shardIndexOf(head)].firstPage * this.pageSize;
+  }
+
   private bind(head: number, pos: number, slot: number): void {
-    this.audioSlot[head][pos] = slot;
+    this.audioSlot[head][pos] = slot - this.firstSlot(head);
     this.gpuCount[head]++;
   }
 
@@ -392,15 +410,12 @@ export class Residency {
     if (add) this.grow(add);
   }
 
-  /** Grows the pool by `add[s]` pages in shard s and moves every slot this residency holds to the shards' new page ids. */
+  /** Grows the pool by `add[s]` pages in shard s and moves the slots this residency holds pool-wide to the shards' new page ids. */
   private grow(add: Int32Array): void {
     const { before, shiftOf } = this.slots.grow(add);
     for (let h = 0; h < this.shape.heads; h++) {
       const d = shiftOf(h);
-      if (!d) continue;
-      const a = this.audioSlot[h];
-      for (let i = 0; i < a.length; i++) if (a[i] !== EMPTY) a[i] += d;
-      this.recallable.shift(h, d);
+      if (d) this.recallable.shift(h, d);
     }
     if (!this.storage.grow!(before, this.pool.shards))
       this.storage.syncPositions(0, this.positions.length, this.positions);

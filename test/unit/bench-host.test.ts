@@ -7,6 +7,8 @@ import { StepProbe } from '../../src/bench/step-probe.js';
 import { policyLayout } from '../../src/kv/prompt.js';
 import { shapeConfig } from '../../src/bench/shapes.js';
 
+(globalThis as { GPUMapMode?: unknown }).GPUMapMode ??= { READ: 1, WRITE: 2 };
+
 /** A device whose calls do nothing: what the probe wraps and counts. */
 function fakeDevice() {
   const queue = { writeBuffer: () => undefined, submit: () => undefined };
@@ -58,9 +60,12 @@ describe('host-time bench', () => {
     const mapped = b.mapAsync(1);
     expect(probe.snapshot().counts).toEqual({ writeBuffer: 2, createBindGroup: 1, createBuffer: 1, mapAsync: 1 });
     expect(probe.takeMap()).toBeNaN();
+    // The staged rows' upload, mapped for writing: counted, but no step's readback.
+    void b.mapAsync(2);
     const again = b.mapAsync(1);
     resolve();
     await again;
+    expect(probe.snapshot().counts.mapAsync).toBe(3);
     expect(probe.takeMap()).toBeGreaterThan(0);
     void mapped;
     probe.detach();

@@ -421,6 +421,8 @@ export class WebGpuDecodeSession implements DecodeSession {
     bytes += pool.flush(res);
     const splits = Math.max(1, Math.ceil(GpuPool.maxPages(res) / kernels.pagesPerSplit));
     q.submit([step.encode(splits, slot, (enc) => pool.encodeStaged(enc))]);
+    // Before the readback's map: the upload is mapped again no later than the step is read.
+    pool.stagedSubmitted();
     this.submitted++;
     this.ring.submitted({
       slot,
@@ -484,7 +486,7 @@ export class WebGpuDecodeSession implements DecodeSession {
 
   async apply(plan: StepPlan): Promise<TransferStats> {
     this.life.check();
-    // Recalled rows are written with queue.writeBuffer now; positions and tables upload with the next step.
+    // Recalled rows are copied into the next step's upload now (row-staging.ts); positions and tables join them at its submit.
     const moved = await this.res.apply(plan);
     this.pendingBytes += moved.bytesToGpu;
     return moved;

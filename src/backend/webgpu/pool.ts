@@ -21,7 +21,7 @@ import { ContextTooLongError, OutOfMemoryError } from '../../errors.js';
 
 export const NO_EXPORT = 0xffffffff;
 
-/** Dirty position ranges at most this many slots apart are written as one. */
+/** Changed position spans at most this many slots apart are written as one. */
 const POSITION_GAP = 8;
 
 /**
@@ -65,8 +65,15 @@ export class GpuPool implements PageStorage {
   growthFailure: Promise<Error | null> = Promise.resolve(null);
   /** Queue submits of the growths so far (one per grown shard): the decode step's counters report them. */
   submits = 0;
-  /** Changed slot ranges [first, end) since the last flush: text appends touch one slot per head, far apart. */
-  private dirty: [number, number][] = [];
+  /**
+   * Pages holding slots whose positions changed since the last flush, each listed once, and
+   * per page the changed slots' span [dirtyLo, dirtyHi) within it (dirtyLo −1: unchanged):
+   * a step's releases and recalls touch thousands of slots in a few hundred pages, so
+   * marking a slot costs the same however many changed.
+   */
+  private dirtyPages: number[] = [];
+  private dirtyLo = new Int32Array(0);
+  private dirtyHi = new Int32Array(0);
   private mirror: Int32Array | null = null;
   private pageTables!: PageTables;
   /** Bytes written outside a flush (a growth's new slots), counted with the next flush. */
@@ -169,6 +176,7 @@ export class GpuPool implements PageStorage {
       const enc = device.createCommandEncoder({ label: 'kv staged rows' });
       this.staging.encode(enc, this.k, this.v);
       device.queue.submit([enc.finish()]);
+      this.staging.submitted();
       this.submits++;
     }
     // Positions not yet uploaded go into the old buffer, which moves with the pages below.
@@ -267,6 +275,11 @@ export class GpuPool implements PageStorage {
     this.staging?.encode(enc, this.k, this.v);
   }
 
+  /** The step holding the staged rows' copies is submitted: their upload may be mapped again. */
+  stagedSubmitted(): void {
+    this.staging?.submitted();
+  }
+
   writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
     // A run of rows lies within one page, hence within one shard.
     const s = this.shardOfPage[Math.floor(slot / this.pageSize)];
@@ -303,7 +316,30 @@ export class GpuPool implements PageStorage {
 
   syncPositions(firstSlot: number, count: number, positions: Int32Array): void {
     this.mirror = positions;
-    this.dirty.push([firstSlot, firstSlot + count]);
+    if (count <= 0) return;
+    const P = this.pageSize;
+    const end = firstSlot + count;
+    const last = Math.floor((end - 1) / P);
+    if (last >= this.dirtyLo.length) {
+      const n = Math.max(last + 1, 2 * this.dirtyLo.length);
+      const lo = new Int32Array(n).fill(-1);
+      lo.set(this.dirtyLo);
+      const hi = new Int32Array(n);
+      hi.set(this.dirtyHi);
+      [this.dirtyLo, this.dirtyHi] = [lo, hi];
+    }
+    for (let p = Math.floor(firstSlot / P); p <= last; p++) {
+      const a = Math.max(firstSlot - p * P, 0);
+      const b = Math.min(end - p * P, P);
+      if (this.dirtyLo[p] < 0) {
+        this.dirtyPages.push(p);
+        this.dirtyLo[p] = a;
+        this.dirtyHi[p] = b;
+      } else {
+        this.dirtyLo[p] = Math.min(this.dirtyLo[p], a);
+        this.dirtyHi[p] = Math.max(this.dirtyHi[p], b);
+      }
+    }
   }
 
   /** Uploads changed positions and, if the page tables changed, their changed entries. Before each submit. Returns the bytes written. */
@@ -334,26 +370,33 @@ export class GpuPool implements PageStorage {
   private writeDirty(staged: boolean): number {
     const q = this.ctx.device.queue;
     let bytes = 0;
-    if (this.mirror && this.dirty.length) {
-      // Merge ranges a few slots apart: fewer writes, few wasted bytes (each head's new text
-      // slot lies in its own page, a page or more from the next head's: those stay apart).
-      const r = this.dirty.sort((a, b) => a[0] - b[0]);
-      let [lo, hi] = r[0];
+    const m = this.mirror;
+    const pages = this.dirtyPages.sort((x, y) => x - y);
+    if (m && pages.length) {
+      const P = this.pageSize;
       const write = (a: number, b: number) => {
-        if (!staged || !this.staging?.addWords(this.positions, a * 4, this.mirror!, a, b - a))
-          q.writeBuffer(this.positions, a * 4, this.mirror!.buffer, this.mirror!.byteOffset + a * 4, (b - a) * 4);
+        if (!staged || !this.staging?.addWords(this.positions, a * 4, m, a, b - a))
+          q.writeBuffer(this.positions, a * 4, m.buffer, m.byteOffset + a * 4, (b - a) * 4);
         bytes += (b - a) * 4;
       };
-      for (let i = 1; i < r.length; i++) {
-        if (r[i][0] <= hi + POSITION_GAP) hi = Math.max(hi, r[i][1]);
+      // Spans a few slots apart go up as one: fewer writes, few wasted bytes (each head's new
+      // text slot lies in its own page, a page or more from the next head's: those stay apart).
+      let lo = -1;
+      let hi = -1;
+      for (const p of pages) {
+        const a = p * P + this.dirtyLo[p];
+        const b = Math.min(m.length, p * P + this.dirtyHi[p]);
+        if (lo >= 0 && a <= hi + POSITION_GAP) hi = Math.max(hi, b);
         else {
-          write(lo, hi);
-          [lo, hi] = r[i];
+          if (lo >= 0) write(lo, hi);
+          lo = a;
+          hi = b;
         }
       }
       write(lo, hi);
     }
-    this.dirty = [];
+    for (const p of pages) this.dirtyLo[p] = -1;
+    this.dirtyPages.length = 0;
     return bytes;
   }
 

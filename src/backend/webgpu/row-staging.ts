@@ -7,6 +7,12 @@
  * are written directly (as before), so a large recall never fails or allocates mid-decode.
  * The pool's changed position and page-table entries ride the same upload (`addWords`):
  * a step whose text took a new page in every head changes one table run per head.
+ *
+ * The upload is a mapped buffer the rows are copied into as they are staged (two, in turn:
+ * one may still be read by the step in flight), so the page copies a recalled row once,
+ * where a `writeBuffer` from an array would copy its megabytes again. A buffer is mapped
+ * anew once the submit that reads it is made (`submitted`); a step staged while neither is
+ * mapped yet writes its rows directly, as rows past the capacity are.
  */
 import type { GpuContext } from '../../gpu/device.js';
 import { packF16 } from '../../kv/precision.js';
@@ -28,32 +34,72 @@ interface WordRun {
   bytes: number;
 }
 
+/** Upload buffers taken in turn. */
+const UPLOADS = 2;
+
+interface Upload {
+  buffer: GPUBuffer;
+  /** Mapped and not yet written this turn. */
+  ready: boolean;
+}
+
 export class RowStaging {
-  private readonly data: Uint8Array;
+  /** The mapped range of `uploads[current]` this step writes into; null until a step's first row. */
+  private data: Uint8Array | null = null;
+  private current = -1;
+  /** The upload the last encode unmapped, to map again once its submit is made. */
+  private sent = -1;
   private used = 0;
   private runs: Run[] = [];
+  private runCount = 0;
   private words: WordRun[] = [];
   private wordCount = 0;
-  private readonly buffer: GPUBuffer;
+  private readonly uploads: Upload[] = [];
   private half = new Uint16Array(0);
 
   constructor(
     private readonly ctx: GpuContext,
     readonly capacity: number,
   ) {
-    this.data = new Uint8Array(capacity);
-    this.buffer = ctx.buffer('kv.staging', capacity, GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
+    for (let i = 0; i < UPLOADS; i++) {
+      const u = {
+        buffer: ctx.buffer('kv.staging', capacity, GPUBufferUsage.MAP_WRITE | GPUBufferUsage.COPY_SRC),
+        ready: false,
+      };
+      this.uploads.push(u);
+      this.map(u);
+    }
+  }
+
+  private map(u: Upload): void {
+    u.buffer.mapAsync(GPUMapMode.WRITE).then(
+      () => (u.ready = true),
+      // A destroyed buffer or a lost device: never ready, rows go up directly.
+      () => {},
+    );
+  }
+
+  /** The bytes this step stages into, taking a mapped upload at its first row; null where none is mapped. */
+  private target(): Uint8Array | null {
+    if (this.data) return this.data;
+    const i = this.uploads.findIndex((u) => u.ready);
+    if (i < 0) return null;
+    this.uploads[i].ready = false;
+    this.current = i;
+    this.data = new Uint8Array(this.uploads[i].buffer.getMappedRange(0, this.capacity));
+    return this.data;
   }
 
   /** Stages `n` key and value elements for a shard at byte offset `dst`; false when they do not fit. */
   add(shard: number, dst: number, n: number, elementBytes: number, k: Float32Array, v: Float32Array): boolean {
     const bytes = n * elementBytes;
-    if (!this.fits(dst, bytes)) return false;
+    const data = this.fits(dst, bytes);
+    if (!data) return false;
     const put = (src: Float32Array, at: number) => {
-      if (elementBytes === 4) this.data.set(new Uint8Array(src.buffer, src.byteOffset, bytes), at);
+      if (elementBytes === 4) data.set(new Uint8Array(src.buffer, src.byteOffset, bytes), at);
       else {
         if (this.half.length < n) this.half = new Uint16Array(n);
-        this.data.set(new Uint8Array(packF16(src, n, this.half).buffer, 0, bytes), at);
+        data.set(new Uint8Array(packF16(src, n, this.half).buffer, 0, bytes), at);
       }
     };
     put(k, this.used);
@@ -65,28 +111,38 @@ export class RowStaging {
   /** Stages `n` key and value elements given as f16 bits (an f16 pool's), copied as they are; false when they do not fit. */
   addBits(shard: number, dst: number, n: number, k: Uint16Array, v: Uint16Array): boolean {
     const bytes = n * 2;
-    if (!this.fits(dst, bytes)) return false;
-    this.data.set(new Uint8Array(k.buffer, k.byteOffset, bytes), this.used);
-    this.data.set(new Uint8Array(v.buffer, v.byteOffset, bytes), this.used + bytes);
+    const data = this.fits(dst, bytes);
+    if (!data) return false;
+    data.set(new Uint8Array(k.buffer, k.byteOffset, bytes), this.used);
+    data.set(new Uint8Array(v.buffer, v.byteOffset, bytes), this.used + bytes);
     this.pushRun(shard, dst, bytes);
     return true;
   }
 
-  private fits(dst: number, bytes: number): boolean {
+  /** Where a K and a V run of `bytes` each go this step, or null where they cannot be staged. */
+  private fits(dst: number, bytes: number): Uint8Array | null {
     // Copies move 4-byte multiples: a run of f16 rows is whole rows of even head_dim.
-    return this.used + 2 * bytes <= this.capacity && bytes % 4 === 0 && dst % 4 === 0;
+    if (this.used + 2 * bytes > this.capacity || bytes % 4 !== 0 || dst % 4 !== 0) return null;
+    return this.target();
   }
 
   private pushRun(shard: number, dst: number, bytes: number): void {
-    this.runs.push({ shard, dst, src: this.used, bytes });
+    // Runs are reused across steps, as word runs are.
+    const run = this.runs[this.runCount] ?? (this.runs[this.runCount] = { shard, dst, src: 0, bytes });
+    run.shard = shard;
+    run.dst = dst;
+    run.src = this.used;
+    run.bytes = bytes;
+    this.runCount++;
     this.used += 2 * bytes;
   }
 
   /** Stages `count` 4-byte words of `from` (from word `first` on) for `dst` at byte `at`; false when they do not fit. */
   addWords(dst: GPUBuffer, at: number, from: Int32Array | Uint32Array, first: number, count: number): boolean {
     const bytes = count * 4;
-    if (this.used + bytes > this.capacity) return false;
-    this.data.set(new Uint8Array(from.buffer, from.byteOffset + first * 4, bytes), this.used);
+    const data = this.used + bytes <= this.capacity ? this.target() : null;
+    if (!data) return false;
+    data.set(new Uint8Array(from.buffer, from.byteOffset + first * 4, bytes), this.used);
     // Runs are reused across steps: a step stages no new objects once the pool's changes are steady.
     const run = this.words[this.wordCount] ?? (this.words[this.wordCount] = { dst, at, src: 0, bytes: 0 });
     run.dst = dst;
@@ -102,24 +158,38 @@ export class RowStaging {
     return this.used;
   }
 
-  /** One upload of what is staged, and its copies into the shards' K/V recorded on `enc`. */
+  /**
+   * The staged upload unmapped and its copies into the shards' K/V recorded on `enc`; the
+   * caller says `submitted` once the submit holding `enc` is made.
+   */
   encode(enc: GPUCommandEncoder, k: readonly GPUBuffer[], v: readonly GPUBuffer[]): void {
     if (this.used === 0) return;
-    this.ctx.device.queue.writeBuffer(this.buffer, 0, this.data.buffer, this.data.byteOffset, this.used);
-    for (const r of this.runs) {
-      enc.copyBufferToBuffer(this.buffer, r.src, k[r.shard], r.dst, r.bytes);
-      enc.copyBufferToBuffer(this.buffer, r.src + r.bytes, v[r.shard], r.dst, r.bytes);
+    const buffer = this.uploads[this.current].buffer;
+    buffer.unmap();
+    for (let i = 0; i < this.runCount; i++) {
+      const r = this.runs[i];
+      enc.copyBufferToBuffer(buffer, r.src, k[r.shard], r.dst, r.bytes);
+      enc.copyBufferToBuffer(buffer, r.src + r.bytes, v[r.shard], r.dst, r.bytes);
     }
     for (let i = 0; i < this.wordCount; i++) {
       const w = this.words[i];
-      enc.copyBufferToBuffer(this.buffer, w.src, w.dst, w.at, w.bytes);
+      enc.copyBufferToBuffer(buffer, w.src, w.dst, w.at, w.bytes);
     }
-    this.runs = [];
+    this.sent = this.current;
+    this.data = null;
+    this.runCount = 0;
     this.wordCount = 0;
     this.used = 0;
   }
 
+  /** The submit that reads the last encoded upload is made: map it for a later step. */
+  submitted(): void {
+    if (this.sent < 0) return;
+    this.map(this.uploads[this.sent]);
+    this.sent = -1;
+  }
+
   destroy(): void {
-    this.ctx.destroy(this.buffer);
+    for (const u of this.uploads) this.ctx.destroy(u.buffer);
   }
 }

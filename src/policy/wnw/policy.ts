@@ -370,7 +370,12 @@ export class WnwPolicy implements KvPolicy {
       if (g === 0) this.lastDecision = d;
       const moves = (segs: number[]): Move[] =>
         group.tidal
-          .map((t) => ({ head: this.roles.tidal[t], positions: concatSorted(segs.map((s) => this.complements[t][s])) }))
+          .map((t) => ({
+            head: this.roles.tidal[t],
+            // One segment (most steps' recall or release): its complement as it is, not a copy.
+            positions:
+              segs.length === 1 ? this.complements[t][segs[0]] : concatSorted(segs.map((s) => this.complements[t][s])),
+          }))
           .filter((m) => m.positions.length > 0);
       recall.push(...moves(d.recall));
       release.push(...moves(d.release));
