@@ -10,6 +10,8 @@ import { KvPool, type PoolShard } from './pool.js';
 import { movePages } from './growth.js';
 
 export const EMPTY = -1;
+/** A hole allocAudio has handed out, until its caller writes the slot's position. */
+const TAKEN = -2;
 
 const FREE = 0;
 const AUDIO = 1;
@@ -133,7 +135,10 @@ export class PageSlots {
     let n = 0;
     while (n < count && holes.length > 0) {
       const slot = holes.pop()!;
-      if (!this.isHole(head, slot) || out.subarray(0, n).includes(slot)) continue;
+      // A hole listed twice (its page freed and taken again by the head) is taken once: the
+      // first take marks it, and the caller's positions replace the mark.
+      if (!this.isHole(head, slot)) continue;
+      this.positions[slot] = TAKEN;
       this.live[Math.floor(slot / this.pageSize)]++;
       out[n++] = slot;
     }
@@ -144,20 +149,36 @@ export class PageSlots {
 
   /** Holes allocAudio can fill: distinct empty slots of the head's own audio pages. */
   usableHoles(head: number): number {
-    const ok = new Set<number>();
-    for (const slot of this.holes[head]) if (this.isHole(head, slot)) ok.add(slot);
-    return ok.size;
+    const holes = this.holes[head];
+    let n = 0;
+    // Each distinct hole counted once: marked as counted, then emptied again.
+    for (const slot of holes)
+      if (this.isHole(head, slot)) {
+        this.positions[slot] = TAKEN;
+        n++;
+      }
+    for (const slot of holes) if (this.positions[slot] === TAKEN) this.positions[slot] = EMPTY;
+    return n;
   }
 
-  /** Empties an audio slot of `head`: its page goes back to the pool with its last live slot, else the slot is a hole. */
-  free(head: number, slot: number): void {
-    this.positions[slot] = EMPTY;
-    const page = Math.floor(slot / this.pageSize);
-    if (--this.live[page] === 0) {
-      this.pool.freePage(head, page);
-      this.kind[page] = FREE;
-    } else {
-      this.holes[head].push(slot);
+  /**
+   * Empties `slots` (audio slots of `head`): a page left without a live slot goes back to
+   * the pool, the others' slots become holes. All are emptied before any page is looked at,
+   * so a released segment's page is freed whole, its slots never listed as holes.
+   */
+  free(head: number, slots: ArrayLike<number>, count = slots.length): void {
+    const P = this.pageSize;
+    for (let i = 0; i < count; i++) {
+      this.positions[slots[i]] = EMPTY;
+      this.live[Math.floor(slots[i] / P)]--;
+    }
+    for (let i = 0; i < count; i++) {
+      const page = Math.floor(slots[i] / P);
+      if (this.live[page] > 0) this.holes[head].push(slots[i]);
+      else if (this.kind[page] === AUDIO) {
+        this.pool.freePage(head, page);
+        this.kind[page] = FREE;
+      }
     }
   }
 

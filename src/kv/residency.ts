@@ -70,6 +70,8 @@ export class Residency {
   private readonly recallable: RecallableSummaries;
   /** Times the pool grew (a backend rebuilds what binds the pool's buffers). */
   growths = 0;
+  /** A release's slots (reused each plan). */
+  private freed = new Int32Array(0);
   /** A recall's positions not yet on the GPU (reused each plan). */
   private todo = new Int32Array(0);
   /** Per shard, the text pages a step's append needs (reused each step). */
@@ -281,14 +283,27 @@ export class Residency {
     let recalled = 0;
     for (const { head, positions } of plan.release) {
       const first = this.firstSlot(head);
+      const at = this.audioSlot[head];
+      if (this.freed.length < positions.length) this.freed = new Int32Array(positions.length);
+      let n = 0;
       for (const pos of positions) {
-        const slot = this.audioSlot[head][pos];
-        if (slot === EMPTY) continue;
-        this.unbind(head, pos, slot + first);
-        released++;
+        if (at[pos] === EMPTY) continue;
+        this.freed[n++] = at[pos] + first;
+        at[pos] = EMPTY;
+        if (!this.offload.has(head, pos)) this.gpuOnly[head]--; // dropped for good
         const g = this.recallable.released(head, pos);
         if (g) this.setEntry(g.slot, g.entry);
       }
+      this.gpuCount[head] -= n;
+      this.slots.free(head, this.freed, n);
+      // A segment's slots are runs within pages: each run's positions marked once.
+      for (let i = 0; i < n;) {
+        let j = i + 1;
+        while (j < n && this.freed[j] === this.freed[j - 1] + 1) j++;
+        this.storage.syncPositions(this.freed[i], j - i, this.positions);
+        i = j;
+      }
+      released += n;
     }
     if (this.shape.growPages && plan.recall.length) {
       // The fresh pages allocAudio will take: rows past the holes of the head's audio pages.
@@ -314,6 +329,9 @@ export class Residency {
       }
       const todo = this.todo.subarray(0, n);
       const slots = this.slots.allocAudio(head, todo.length);
+      const at = this.audioSlot[head];
+      const first = this.firstSlot(head);
+      this.gpuCount[head] += n;
       // Slots from allocDense are runs within pages; within one, rows that follow each other
       // in the store go up as one view of it: a copy per run, not per position.
       let i = 0;
@@ -322,12 +340,12 @@ export class Residency {
         while (j + 1 < todo.length && slots[j + 1] === slots[j] + 1 && slots[j + 1] % this.pageSize !== 0) j++;
         const count = j - i + 1;
         for (let r = 0; r < count;) {
-          const n = this.offload.runLength(head, todo, i + r, count - r);
-          this.writeStored(head, todo, i + r, n, slots[i + r]);
-          r += n;
+          const rows = this.offload.runLength(head, todo, i + r, count - r);
+          this.writeStored(head, todo, i + r, rows, slots[i + r]);
+          r += rows;
         }
         for (let r = i; r <= j; r++) {
-          this.bind(head, todo[r], slots[r]);
+          at[todo[r]] = slots[r] - first;
           this.positions[slots[r]] = this.shape.audioStart + todo[r];
         }
         this.storage.syncPositions(slots[i], count, this.positions);
@@ -393,14 +411,6 @@ export class Residency {
   private bind(head: number, pos: number, slot: number): void {
     this.audioSlot[head][pos] = slot - this.firstSlot(head);
     this.gpuCount[head]++;
-  }
-
-  private unbind(head: number, pos: number, slot: number): void {
-    this.audioSlot[head][pos] = EMPTY;
-    this.gpuCount[head]--;
-    if (!this.offload.has(head, pos)) this.gpuOnly[head]--; // dropped for good
-    this.slots.free(head, slot);
-    this.storage.syncPositions(slot, 1, this.positions);
   }
 
   /** Grows the shards with fewer free pages than `need[s]` (kv/growth.ts growthFor). */

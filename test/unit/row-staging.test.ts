@@ -15,25 +15,28 @@ import type { GpuContext } from '../../src/gpu/device.js';
 
 /** Buffers that map at once; `writes` holds what each upload held when it was unmapped, `queueWrites` the queue's writes. */
 function fakeDevice() {
-  const writes: { bytes: Uint8Array }[] = [];
+  const writes: { bytes: Uint8Array; mapped: number }[] = [];
   const copies: { src: string; srcOffset: number; dst: string; dstOffset: number; size: number }[] = [];
   let queueWrites = 0;
   let maps = 0;
   const ctx = {
     buffer: (label: string, size: number) => {
       const mem = new Uint8Array(size);
-      let mapped = false;
+      let mapped = 0;
+      let range: ArrayBuffer | null = null;
       return {
         label,
-        mapAsync: () => (maps++, Promise.resolve().then(() => void (mapped = true))),
-        getMappedRange: () => {
-          if (!mapped) throw new Error('getMappedRange on an unmapped buffer');
-          return mem.buffer;
+        mapAsync: (_mode: number, _off = 0, n = size) => (maps++, Promise.resolve().then(() => void (mapped = n))),
+        getMappedRange: (_off = 0, n = size) => {
+          if (!mapped || n > mapped) throw new Error(`getMappedRange of ${n} bytes, ${mapped} mapped`);
+          return (range = new ArrayBuffer(n));
         },
         unmap: () => {
           if (!mapped) throw new Error('unmap of an unmapped buffer');
-          mapped = false;
-          writes.push({ bytes: mem.slice() });
+          if (range) mem.set(new Uint8Array(range));
+          writes.push({ bytes: mem.slice(), mapped });
+          mapped = 0;
+          range = null;
         },
       };
     },
@@ -111,6 +114,26 @@ describe('staged pool rows', () => {
     expect(s.add(0, 0, 4, 4, row, row)).toBe(true);
     s.encode(d.enc, d.k, d.v);
     expect(d.writes.length).toBe(3);
+    expect(d.queueWrites()).toBe(0);
+  });
+
+  it('maps no more than the steps have asked for: a step past the mapped range has the next maps larger', async () => {
+    const d = fakeDevice();
+    const MiB = 2 ** 20;
+    const s = await mapped(d.ctx, 8 * MiB);
+    // 1.5 MiB of K and V: past the first 1 MiB mapped, so written directly.
+    const big = new Float32Array((0.75 * MiB) / 4);
+    expect(s.add(0, 0, big.length, 4, big, big)).toBe(false);
+    const row = Float32Array.from([1, 2, 3, 4]);
+    expect(s.add(0, 0, 4, 4, row, row)).toBe(true);
+    s.encode(d.enc, d.k, d.v);
+    s.submitted();
+    expect(d.writes.map((w) => w.mapped)).toEqual([MiB]);
+    // Mapped again at what the step asked for (1.5 MiB and a row) and a quarter more.
+    await new Promise((r) => setTimeout(r, 0));
+    expect(s.add(0, 0, big.length, 4, big, big)).toBe(true);
+    s.encode(d.enc, d.k, d.v);
+    expect(d.writes.map((w) => w.mapped)).toEqual([MiB, Math.ceil(((1.5 * MiB + 32) * 1.25) / 4) * 4]);
     expect(d.queueWrites()).toBe(0);
   });
 
