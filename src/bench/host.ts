@@ -4,7 +4,7 @@
  * map has resolved (copying, the readouts), the policy's next plan and the staging of the
  * rows it recalls. The wait for the GPU is left out (step-probe.ts times when each map
  * resolved), and each timed part runs with the device idle. Phases: plan (the policy's afterStep), staging (the plan applied: recalled rows
- * into the staging buffer and their upload in the step's encoder), uniforms and tables
+ * copied into the step's mapped upload, and any written directly while its encoder is open), uniforms and tables
  * (the step's position, token, page tables and positions written), encoding, submit,
  * readback (the mapped slot read). Calls to the device per step are counted beside.
  *

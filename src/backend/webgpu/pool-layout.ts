@@ -182,9 +182,9 @@ export function residencyShards(c: ModelConfig, layout: PoolLayout): PoolShard[]
 }
 
 /**
- * Bytes of the staging buffer for decode-time row writes (row-staging.ts): a sixteenth of
- * the pool, between 1 MiB and 16 MiB (a step recalling more writes the rest directly, a
- * `writeBuffer` per run of rows). 16 MiB holds 16,384 recalled positions of f32 K and V at
+ * Bytes of each of the two upload buffers for decode-time row writes (row-staging.ts): a
+ * sixteenth of the pool, between 1 MiB and 16 MiB (a step recalling more writes the rest
+ * directly, a `writeBuffer` per run of rows). 16 MiB holds 16,384 recalled positions of f32 K and V at
  * head_dim 128: WnW at 0.2 over 30 minutes of Voxtral recalls up to about 5,000 a step
  * (the host bench), past the 4 MiB this once was; 1 MiB holds the few hundred a step it
  * recalls over a short clip, past the 64 KiB this once was.

@@ -1,24 +1,22 @@
 /**
  * Rows written into the pool during decode (recalled segments, summary slots) are staged
- * here instead of written one queue.writeBuffer per run of rows: at the next step's submit
- * the staged bytes go up in one writeBuffer and the step's own command encoder copies each
- * run into its pages before the step's compute pass, so a step with recalls is still one
- * submit and a handful of queue writes. Rows that do not fit the staging buffer this step
- * are written directly (as before), so a large recall never fails or allocates mid-decode.
- * The pool's changed position and page-table entries ride the same upload (`addWords`):
- * a step whose text took a new page in every head changes one table run per head.
+ * here instead of written one queue.writeBuffer per run of rows: they are copied into a
+ * mapped upload buffer as the plan is applied, and the next step's own command encoder
+ * copies each run into its pages before the step's compute pass, so a step with recalls is
+ * still one submit and no write for its rows. The pool's changed position and page-table
+ * entries ride the same upload (`addWords`): a step whose text took a new page in every
+ * head changes one table run per head.
  *
- * The upload is a mapped buffer the rows are copied into as they are staged (two, in turn:
- * one may still be read by the step in flight), so the page copies a recalled row once,
- * where a `writeBuffer` from an array would copy its megabytes again. A buffer is mapped
- * anew once the submit that reads it is made (`submitted`); a step staged while neither is
- * mapped yet writes its rows directly, as rows past the mapped range are.
+ * Two uploads are taken in turn (one may still be read by the step in flight). A buffer is
+ * mapped anew once the submit that reads it is made (`submitted`), so the page copies a
+ * recalled row once, where a `writeBuffer` from an array would copy its megabytes again.
+ * Rows staged while neither is mapped, or past the mapped range, are written directly (as
+ * before), so a large recall never fails or allocates mid-decode.
  *
  * Only as much is mapped as the steps have staged (`mapBytes`: the most one step has asked
- * for, with a quarter more, up to the capacity), since unmapping hands the whole mapped
- * range to the GPU process: in Chromium a 16 MiB range holding 2.2 MB of rows cost 2.7 ms at
- * the next submit, a 2.25 MiB one 0.07 ms. A step that asked for more than was mapped
- * writes the rest directly and the next maps are larger.
+ * for, with a quarter more, up to the capacity): Chromium hands the whole mapped range to
+ * its GPU process after the unmap, however few bytes were written into it. A step that
+ * asked for more than was mapped has the next maps larger.
  */
 import type { GpuContext } from '../../gpu/device.js';
 import { packF16 } from '../../kv/precision.js';
