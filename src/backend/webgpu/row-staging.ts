@@ -25,7 +25,7 @@ interface Run {
   shard: number;
   /** Byte offset in the shard's K and V buffers (the same for both). */
   dst: number;
-  /** Byte offset of the K run in the staging buffer; V follows it. */
+  /** Byte offset of the K run in the upload; V follows it. */
   src: number;
   bytes: number;
 }
