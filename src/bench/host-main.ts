@@ -103,9 +103,9 @@ async function chromiumRows(req: HostPageRequest, log: (s: string) => void): Pro
 export function formatHostRows(rows: HostRow[]): string {
   const lines = [
     `| backend | audio | policy | loop | host ms median | p95 | mean | min | ${HOST_PHASES.join(' | ')} | ` +
-      'writeBuffer | createBindGroup | createBuffer | mapAsync | recalled/step | recalled KB/step | steps recalling | ' +
+      'writeBuffer | createBindGroup | createBuffer | mapAsync | recalled/step | recalled KB/step | steps recalling | recall copy ms | ' +
       'weight floor ms | host / floor |',
-    `|${'---|'.repeat(20)}`,
+    `|${'---|'.repeat(21)}`,
   ];
   const f = (x: number) => x.toFixed(3);
   for (const r of rows) {
@@ -116,7 +116,7 @@ export function formatHostRows(rows: HostRow[]): string {
         `${HOST_PHASES.map((k) => f(r.hostMs.byPhase[k])).join(' | ')} | ` +
         `${c.writeBuffer.toFixed(1)} | ${c.createBindGroup.toFixed(1)} | ${c.createBuffer.toFixed(1)} | ` +
         `${c.mapAsync.toFixed(1)} | ${r.recalledPerStep.toFixed(0)} | ${(r.recalledBytesPerStep / 1024).toFixed(1)} | ` +
-        `${r.recallSteps} of ${r.steps} | ${f(r.weightFloorMs)} | ${r.hostOverFloor.toFixed(2)} |`,
+        `${r.recallSteps} of ${r.steps} | ${f(r.recallCopyMs)} | ${f(r.weightFloorMs)} | ${r.hostOverFloor.toFixed(2)} |`,
     );
   }
   return lines.join('\n');

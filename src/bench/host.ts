@@ -50,6 +50,13 @@ export interface HostRow {
   recalledBytesPerStep: number;
   /** Timed steps whose plan recalled any rows. */
   recallSteps: number;
+  /**
+   * The least ms this CPU takes to copy a step's recalled bytes (`recalledBytesPerStep`) out
+   * of memory far past its caches, in runs of a page's rows (a recall's runs are at most a
+   * page): the part of the staging phase that is the memory's, which no bookkeeping removes.
+   * 0 where nothing was recalled.
+   */
+  recallCopyMs: number;
   /** The step's weight bytes / bandwidth, in ms: below it a GPU waits for the memory, not the page. */
   weightFloorMs: number;
   /** Median host ms / weightFloorMs: above 1 the page, not the GPU, would set the speed. */
@@ -251,6 +258,8 @@ export async function hostTimePolicy(
     >;
     const h = summary(hosts);
     const weightFloorMs = (run.weightBytesPerStep / (run.bandwidthGBs * 1e9)) * 1000;
+    const pool = session.poolLayout();
+    const pageRowBytes = pool.pageSize * c.headDim * pool.elementBytes;
     return {
       policy: policyName,
       budget,
@@ -265,12 +274,42 @@ export async function hostTimePolicy(
       recalledPerStep: recalled / n,
       recalledBytesPerStep: recalledBytes / n,
       recallSteps,
+      recallCopyMs: recalled ? recallCopyMs(recalledBytes / n, pageRowBytes) : 0,
       weightFloorMs,
       hostOverFloor: h.median / weightFloorMs,
     };
   } finally {
     session.close();
   }
+}
+
+/** Bytes the copy floor reads from: the offload store holds gigabytes at 30 minutes; this is past any CPU cache. */
+const COPY_SPAN = 256 * 2 ** 20;
+
+/**
+ * The least of `repeats` copies of `bytes` in runs of `runBytes`, each from a seeded place in
+ * `span` bytes, into one array: what moving a step's recalled rows costs this CPU's memory,
+ * bookkeeping aside.
+ */
+export function recallCopyMs(bytes: number, runBytes: number, repeats = 12, span = COPY_SPAN): number {
+  const src = new Uint8Array(span);
+  // Touched, so the copies read memory that is there rather than pages the system maps on first use.
+  for (let i = 0; i < src.length; i += 4096) src[i] = i & 255;
+  const runs = Math.max(1, Math.round(bytes / runBytes));
+  const dst = new Uint8Array(runs * runBytes);
+  const r = rng(23);
+  // Other places each repeat: rows read once, as a recall's are, never from the cache a repeat left.
+  const from = Int32Array.from({ length: runs * repeats }, () => Math.floor(r() * (span / runBytes - 1)) * runBytes);
+  let least = Infinity;
+  for (let k = 0; k < repeats; k++) {
+    const t = now();
+    for (let i = 0; i < runs; i++) {
+      const at = from[k * runs + i];
+      dst.set(src.subarray(at, at + runBytes), i * runBytes);
+    }
+    least = Math.min(least, now() - t);
+  }
+  return least;
 }
 
 /** Every policy of `run` at every length, on one backend whose device the probe wraps from here on. */

@@ -43,7 +43,6 @@ export function matchWords(ref: readonly string[], hyp: readonly string[]): [num
   return pairs;
 }
 
-
 /** Pairs [reference index, hypothesis index] of the same word, compared in the WER's normal form. */
 export function matchTimedWords(reference: readonly TimedWord[], hypothesis: readonly Word[]): [number, number][] {
   // Without its periods: a sentence's last word is the same word.

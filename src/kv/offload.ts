@@ -7,17 +7,29 @@
  *
  * A chunk holds its keys and its values in two planes, as the pool's pages do: a recall of
  * positions whose rows follow one another (a head's segment, put in position order at
- * prefill) is one view of each plane (`run`), copied once into the pool's upload, never row by row.
+ * prefill) is one run of each plane's bytes (`run`), copied once into the pool's upload, never row by row.
  */
 import { f16Bits, f16Table } from '../model/f16.js';
 
-/** Views of consecutive rows' keys and values in a store's chunk (its element type: f32, or f16 bits). */
-export type StoredRun = { k: Float32Array; v: Float32Array } | { k: Uint16Array; v: Uint16Array };
+/**
+ * Consecutive rows of a store's chunk as its bytes (f32, or f16 bits: the pool's own
+ * element format): the keys from byte `k`, the values from byte `v`, `length` bytes each.
+ */
+export interface StoredRun {
+  bytes: Uint8Array;
+  k: number;
+  v: number;
+  length: number;
+}
 
 const NONE = -1;
 
 export class OffloadStore {
   private readonly chunks: (Float32Array | Uint16Array)[] = [];
+  /** Each chunk's bytes, viewed once. */
+  private readonly chunkBytes: Uint8Array[] = [];
+  /** What `run` returns, reused: a recall views hundreds of runs a step. */
+  private readonly cursor: StoredRun = { bytes: new Uint8Array(0), k: 0, v: 0, length: 0 };
   private readonly rowsPerChunk: number;
   /** Per head (made on its first put), per position: the row holding it, or NONE. */
   private readonly rowOf: (Int32Array | undefined)[] = [];
@@ -49,11 +61,13 @@ export class OffloadStore {
   }
 
   has(head: number, pos: number): boolean {
-    return (this.rowOf[head]?.[pos] ?? NONE) !== NONE;
+    const rows = this.rowOf[head];
+    return rows !== undefined && rows[pos] !== NONE;
   }
 
   private rowIn(head: number, pos: number): number {
-    const row = this.rowOf[head]?.[pos] ?? NONE;
+    const rows = this.rowOf[head];
+    const row = rows === undefined ? NONE : rows[pos];
     if (row === NONE) throw new Error(`no CPU copy of head ${head} position ${pos}`);
     return row;
   }
@@ -122,13 +136,19 @@ export class OffloadStore {
   }
 
   /**
-   * The keys and values of `count` rows from `pos`'s on, viewed in place (no copy): valid
-   * until the store is next written. `count` must come from `runLength`.
+   * The keys and values of `count` rows from `pos`'s on, in place (no copy): valid until
+   * the next `run` or write of the store. `count` must come from `runLength`.
    */
   run(head: number, pos: number, count: number): StoredRun {
-    const { chunk, k, v } = this.locate(this.rowIn(head, pos), false);
-    const n = count * this.headDim;
-    return { k: chunk.subarray(k, k + n), v: chunk.subarray(v, v + n) } as StoredRun;
+    const row = this.rowIn(head, pos);
+    const c = Math.floor(row / this.rowsPerChunk);
+    const rowBytes = this.headDim * this.elementBytes;
+    const r = this.cursor;
+    r.bytes = this.chunkBytes[c];
+    r.k = (row % this.rowsPerChunk) * rowBytes;
+    r.v = r.k + this.rowsPerChunk * rowBytes;
+    r.length = count * rowBytes;
+    return r;
   }
 
   delete(head: number, pos: number): void {
@@ -151,8 +171,11 @@ export class OffloadStore {
   private locate(row: number, grow: boolean): { chunk: Float32Array | Uint16Array; k: number; v: number } {
     const c = Math.floor(row / this.rowsPerChunk);
     const plane = this.rowsPerChunk * this.headDim;
-    while (grow && this.chunks.length <= c)
-      this.chunks.push(this.elementBytes === 2 ? new Uint16Array(2 * plane) : new Float32Array(2 * plane));
+    while (grow && this.chunks.length <= c) {
+      const chunk = this.elementBytes === 2 ? new Uint16Array(2 * plane) : new Float32Array(2 * plane);
+      this.chunks.push(chunk);
+      this.chunkBytes.push(new Uint8Array(chunk.buffer));
+    }
     const k = (row % this.rowsPerChunk) * this.headDim;
     return { chunk: this.chunks[c], k, v: plane + k };
   }

@@ -109,28 +109,35 @@ export class PageSlots {
   /** `count` slots in fresh audio pages of `head`, filled from each page's start; the tail of the last page becomes holes. */
   allocDense(head: number, count: number): Int32Array {
     const out = new Int32Array(count);
+    this.fillDense(head, count, out, 0);
+    return out;
+  }
+
+  /** allocDense into `out` from index `at`. */
+  private fillDense(head: number, count: number, out: Int32Array, at: number): void {
+    const P = this.pageSize;
     let page = -1;
     for (let i = 0; i < count; i++) {
-      const s = i % this.pageSize;
+      const s = i % P;
       if (s === 0) {
         page = this.pool.allocPage(head);
         this.kind[page] = AUDIO;
       }
-      out[i] = page * this.pageSize + s;
+      out[at + i] = page * P + s;
       this.live[page]++;
     }
-    if (count % this.pageSize !== 0) {
-      for (let s = count % this.pageSize; s < this.pageSize; s++) this.holes[head].push(page * this.pageSize + s);
+    if (count % P !== 0) {
+      for (let s = count % P; s < P; s++) this.holes[head].push(page * P + s);
     }
-    return out;
   }
 
   /**
-   * Audio slots for a recall: holes in the head's audio pages first, then fresh pages.
-   * A head's audio page count therefore never exceeds ceil(peak live positions / pageSize).
+   * Audio slots for a recall, written into `out[0..count)` in ascending order (runs within
+   * a page are then written with one call): holes in the head's audio pages first, then
+   * fresh pages. A head's audio page count therefore never exceeds ceil(peak live
+   * positions / pageSize).
    */
-  allocAudio(head: number, count: number): Int32Array {
-    const out = new Int32Array(count);
+  allocAudio(head: number, count: number, out: Int32Array): void {
     const holes = this.holes[head];
     let n = 0;
     while (n < count && holes.length > 0) {
@@ -142,9 +149,17 @@ export class PageSlots {
       this.live[Math.floor(slot / this.pageSize)]++;
       out[n++] = slot;
     }
-    out.set(this.allocDense(head, count - n), n);
-    // Keep ascending order so runs within a page are written with one call.
-    return out.sort();
+    this.fillDense(head, count - n, out, n);
+    // Fresh pages come ascending, holes as they were listed: a recall's few are put in
+    // order in place, a long one by the typed array's sort.
+    if (count > 64) out.subarray(0, count).sort();
+    else
+      for (let i = 1; i < count; i++) {
+        const x = out[i];
+        let j = i - 1;
+        while (j >= 0 && out[j] > x) out[j + 1] = out[j--];
+        out[j + 1] = x;
+      }
   }
 
   /** Holes allocAudio can fill: distinct empty slots of the head's own audio pages. */

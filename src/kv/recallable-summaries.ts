@@ -33,6 +33,11 @@ export class RecallableSummaries {
     for (const p of group) this.groupOf[head][p] = id;
   }
 
+  /** Whether `head` has any recallable group (most heads have none: their moves need no lookups). */
+  any(head: number): boolean {
+    return this.groups[head].length > 0;
+  }
+
   /** `pos` of `head` came onto the GPU: the slot to silence, where this was the group's first. */
   recalled(head: number, pos: number): number | undefined {
     const g = this.groupAt(head, pos);

@@ -25,7 +25,7 @@ import { checkPositions, checkSummaries } from './plan-checks.js';
 import { RecallableSummaries } from './recallable-summaries.js';
 import type { ResidencyStats, TransferStats } from './types.js';
 import type { PageStorage, KvSource, SummaryPlacement, Gather } from './storage.js';
-import type { HeadResidency, PrefillPlan, StepPlan } from './plan.js';
+import type { HeadResidency, Move, PrefillPlan, StepPlan } from './plan.js';
 
 export { EMPTY };
 
@@ -72,10 +72,13 @@ export class Residency {
   growths = 0;
   /** A release's slots (reused each plan). */
   private freed = new Int32Array(0);
-  /** A recall's positions not yet on the GPU (reused each plan). */
+  /** A recall's positions not yet on the GPU, and the slots they take (reused each plan). */
   private todo = new Int32Array(0);
-  /** Per shard, the text pages a step's append needs (reused each step). */
-  private textNeed = new Int32Array(0);
+  private recallSlots = new Int32Array(0);
+  /** Per head, the positions a plan recalls that are not on the GPU (reused). */
+  private readonly headRows: Int32Array;
+  /** Per shard, the pages a step's append or a plan's recalls may take (reused). */
+  private shardPages = new Int32Array(0);
 
   /**
    * `shards: []` with `numPages: 0` starts without pages: a per-layer prefill adds each
@@ -98,6 +101,7 @@ export class Residency {
     this.slots = new PageSlots(this.pool, heads);
     this.audioSlot = Array.from({ length: heads }, () => new Int32Array(audioLength).fill(EMPTY));
     this.gpuCount = new Int32Array(heads);
+    this.headRows = new Int32Array(heads);
     this.cpuCount = new Int32Array(heads);
     this.gpuOnly = new Int32Array(heads);
     this.rowK = new Float32Array(pageSize * headDim);
@@ -248,8 +252,8 @@ export class Residency {
   appendText(seqPos: number, out: Int32Array, placed = false): Int32Array {
     if (this.shape.growPages) {
       // Shards are added during a layered prefill, never during decode: sized once a session.
-      if (this.textNeed.length !== this.pool.shards.length) this.textNeed = new Int32Array(this.pool.shards.length);
-      const need = this.textNeed.fill(0);
+      if (this.shardPages.length !== this.pool.shards.length) this.shardPages = new Int32Array(this.pool.shards.length);
+      const need = this.shardPages.fill(0);
       for (let h = 0; h < this.shape.heads; h++) if (this.slots.needsTextPage(h)) need[this.pool.shardIndexOf(h)]++;
       this.reserve(need);
     }
@@ -281,82 +285,9 @@ export class Residency {
   apply(plan: StepPlan): TransferStats {
     let released = 0;
     let recalled = 0;
-    for (const { head, positions } of plan.release) {
-      const first = this.firstSlot(head);
-      const at = this.audioSlot[head];
-      if (this.freed.length < positions.length) this.freed = new Int32Array(positions.length);
-      let n = 0;
-      for (const pos of positions) {
-        if (at[pos] === EMPTY) continue;
-        this.freed[n++] = at[pos] + first;
-        at[pos] = EMPTY;
-        if (!this.offload.has(head, pos)) this.gpuOnly[head]--; // dropped for good
-        const g = this.recallable.released(head, pos);
-        if (g) this.setEntry(g.slot, g.entry);
-      }
-      this.gpuCount[head] -= n;
-      this.slots.free(head, this.freed, n);
-      // A segment's slots are runs within pages: each run's positions marked once.
-      for (let i = 0; i < n;) {
-        let j = i + 1;
-        while (j < n && this.freed[j] === this.freed[j - 1] + 1) j++;
-        this.storage.syncPositions(this.freed[i], j - i, this.positions);
-        i = j;
-      }
-      released += n;
-    }
-    if (this.shape.growPages && plan.recall.length) {
-      // The fresh pages allocAudio will take: rows past the holes of the head's audio pages.
-      const rows = new Map<number, number>();
-      for (const { head, positions } of plan.recall) {
-        let n = rows.get(head) ?? 0;
-        for (const pos of positions) if (this.audioSlot[head][pos] === EMPTY) n++;
-        rows.set(head, n);
-      }
-      const need = new Int32Array(this.pool.shards.length);
-      for (const [head, n] of rows)
-        need[this.pool.shardIndexOf(head)] += Math.ceil(Math.max(0, n - this.slots.usableHoles(head)) / this.pageSize);
-      this.reserve(need);
-    }
-    for (const { head, positions } of plan.recall) {
-      if (this.todo.length < positions.length) this.todo = new Int32Array(positions.length);
-      let n = 0;
-      for (const pos of positions) {
-        if (this.audioSlot[head][pos] !== EMPTY) continue;
-        if (!this.offload.has(head, pos))
-          throw new Error(`recall of head ${head} position ${pos}, which has no CPU copy`);
-        this.todo[n++] = pos;
-      }
-      const todo = this.todo.subarray(0, n);
-      const slots = this.slots.allocAudio(head, todo.length);
-      const at = this.audioSlot[head];
-      const first = this.firstSlot(head);
-      this.gpuCount[head] += n;
-      // Slots from allocDense are runs within pages; within one, rows that follow each other
-      // in the store go up as one view of it: a copy per run, not per position.
-      let i = 0;
-      while (i < todo.length) {
-        let j = i;
-        while (j + 1 < todo.length && slots[j + 1] === slots[j] + 1 && slots[j + 1] % this.pageSize !== 0) j++;
-        const count = j - i + 1;
-        for (let r = 0; r < count;) {
-          const rows = this.offload.runLength(head, todo, i + r, count - r);
-          this.writeStored(head, todo, i + r, rows, slots[i + r]);
-          r += rows;
-        }
-        for (let r = i; r <= j; r++) {
-          at[todo[r]] = slots[r] - first;
-          this.positions[slots[r]] = this.shape.audioStart + todo[r];
-        }
-        this.storage.syncPositions(slots[i], count, this.positions);
-        i = j + 1;
-      }
-      for (const pos of todo) {
-        const silenced = this.recallable.recalled(head, pos);
-        if (silenced !== undefined) this.setEntry(silenced, EMPTY);
-      }
-      recalled += todo.length;
-    }
+    for (const { head, positions } of plan.release) released += this.release(head, positions);
+    if (this.shape.growPages && plan.recall.length) this.reserveForRecall(plan.recall);
+    for (const { head, positions } of plan.recall) recalled += this.recall(head, positions);
     return {
       bytesToGpu: recalled * this.rowBytes,
       bytesToCpu: 0,
@@ -365,11 +296,114 @@ export class Residency {
     };
   }
 
+  /** The head's `positions` leave the GPU; returns how many were there. */
+  private release(head: number, positions: Int32Array): number {
+    const first = this.firstSlot(head);
+    const at = this.audioSlot[head];
+    if (this.freed.length < positions.length) this.freed = new Int32Array(positions.length);
+    const freed = this.freed;
+    const summaries = this.recallable.any(head);
+    let n = 0;
+    for (let i = 0; i < positions.length; i++) {
+      const pos = positions[i];
+      if (at[pos] === EMPTY) continue;
+      freed[n++] = at[pos] + first;
+      at[pos] = EMPTY;
+      if (!this.offload.has(head, pos)) this.gpuOnly[head]--; // dropped for good
+      if (!summaries) continue;
+      const g = this.recallable.released(head, pos);
+      if (g) this.setEntry(g.slot, g.entry);
+    }
+    this.gpuCount[head] -= n;
+    this.slots.free(head, freed, n);
+    // A segment's slots are runs within pages: each run's positions marked once.
+    for (let i = 0; i < n;) {
+      let j = i + 1;
+      while (j < n && freed[j] === freed[j - 1] + 1) j++;
+      this.storage.syncPositions(freed[i], j - i, this.positions);
+      i = j;
+    }
+    return n;
+  }
+
+  /**
+   * Grows the shards the recalls' fresh pages would not fit in. Most steps' recalls fit
+   * even if each took fresh pages only (releases free as many): then nothing is counted.
+   */
+  private reserveForRecall(recall: readonly Move[]): void {
+    const P = this.pageSize;
+    const shards = this.pool.shards.length;
+    if (this.shardPages.length !== shards) this.shardPages = new Int32Array(shards);
+    const most = this.shardPages.fill(0);
+    for (const { head, positions } of recall) most[this.pool.shardIndexOf(head)] += Math.ceil(positions.length / P);
+    let fits = true;
+    for (let s = 0; s < shards; s++) if (most[s] > this.pool.freeIn(s)) fits = false;
+    if (fits) return;
+    // The fresh pages allocAudio will take: rows past the holes of the head's audio pages.
+    const rows = this.headRows.fill(0);
+    for (const { head, positions } of recall) {
+      const at = this.audioSlot[head];
+      for (let i = 0; i < positions.length; i++) if (at[positions[i]] === EMPTY) rows[head]++;
+    }
+    const need = most.fill(0);
+    for (let h = 0; h < rows.length; h++)
+      if (rows[h]) need[this.pool.shardIndexOf(h)] += Math.ceil(Math.max(0, rows[h] - this.slots.usableHoles(h)) / P);
+    this.reserve(need);
+  }
+
+  /** The head's `positions` come back from the CPU store; returns how many were not on the GPU. */
+  private recall(head: number, positions: Int32Array): number {
+    if (this.todo.length < positions.length) {
+      this.todo = new Int32Array(positions.length);
+      this.recallSlots = new Int32Array(positions.length);
+    }
+    const todo = this.todo;
+    const at = this.audioSlot[head];
+    let n = 0;
+    for (let i = 0; i < positions.length; i++) {
+      const pos = positions[i];
+      if (at[pos] !== EMPTY) continue;
+      if (!this.offload.has(head, pos))
+        throw new Error(`recall of head ${head} position ${pos}, which has no CPU copy`);
+      todo[n++] = pos;
+    }
+    const slots = this.recallSlots;
+    this.slots.allocAudio(head, n, slots);
+    const first = this.firstSlot(head);
+    const P = this.pageSize;
+    const seq = this.positions;
+    const audioStart = this.shape.audioStart;
+    this.gpuCount[head] += n;
+    // Slots from allocAudio are runs within pages; within one, rows that follow each other
+    // in the store go up as one run of it: a copy per run, not per position.
+    for (let i = 0; i < n;) {
+      let j = i;
+      while (j + 1 < n && slots[j + 1] === slots[j] + 1 && slots[j + 1] % P !== 0) j++;
+      const count = j - i + 1;
+      for (let r = 0; r < count;) {
+        const rows = this.offload.runLength(head, todo, i + r, count - r);
+        this.writeStored(head, todo, i + r, rows, slots[i + r]);
+        r += rows;
+      }
+      for (let r = i; r <= j; r++) {
+        at[todo[r]] = slots[r] - first;
+        seq[slots[r]] = audioStart + todo[r];
+      }
+      this.storage.syncPositions(slots[i], count, seq);
+      i = j + 1;
+    }
+    if (this.recallable.any(head))
+      for (let i = 0; i < n; i++) {
+        const silenced = this.recallable.recalled(head, todo[i]);
+        if (silenced !== undefined) this.setEntry(silenced, EMPTY);
+      }
+    return n;
+  }
+
   /** The rows of `positions[from..from + n)`, which follow each other in the store, into the slots from `slot` on. */
   private writeStored(head: number, positions: Int32Array, from: number, n: number, slot: number): void {
-    const run = this.offload.run(head, positions[from], n);
-    if (run.k instanceof Float32Array) return this.storage.writeRows(slot, n, run.k, run.v as Float32Array);
-    if (this.storage.writeRowBits) return this.storage.writeRowBits(slot, n, run.k, run.v as Uint16Array);
+    if (this.storage.writeStoredRows)
+      return this.storage.writeStoredRows(slot, n, this.offload.run(head, positions[from], n));
     const hd = this.shape.headDim;
     for (let r = 0; r < n; r++) this.offload.get(head, positions[from + r], this.rowK, r * hd, this.rowV, r * hd);
     this.storage.writeRows(slot, n, this.rowK.subarray(0, n * hd), this.rowV.subarray(0, n * hd));

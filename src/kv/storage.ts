@@ -5,16 +5,18 @@
  */
 import type { PoolShard } from './pool.js';
 import type { SummaryFit } from './summary.js';
+import type { StoredRun } from './offload.js';
 
 /** Where a backend keeps page contents. Slot index = page * pageSize + slot-in-page. */
 export interface PageStorage {
   /** Writes `count` keys and values ([count, headDim] each) into consecutive slots from `slot`. */
   writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void;
   /**
-   * The same rows as f16 bits, for an f16 pool: what the offload store keeps, moved as it
-   * is (a recall's rows are most of a step's host time where each element is converted).
+   * The same rows as the offload store keeps them, in the pool's own element format (f32,
+   * or an f16 pool's bits): moved as they are, with no conversion (a recall's rows are
+   * most of a step's host time where each element is converted).
    */
-  writeRowBits?(slot: number, count: number, k: Uint16Array, v: Uint16Array): void;
+  writeStoredRows?(slot: number, count: number, run: StoredRun): void;
   /** Makes the given slots' positions (from `positions`, the residency mirror) visible to attention. */
   syncPositions(firstSlot: number, count: number, positions: Int32Array): void;
   /**

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseHostBenchArgs } from '../../src/bench/host-main.js';
-import { AUDIO_PER_STEP, syntheticObservation, syntheticRows } from '../../src/bench/host.js';
+import { AUDIO_PER_STEP, recallCopyMs, syntheticObservation, syntheticRows } from '../../src/bench/host.js';
 import { audioStart } from '../../src/model/config.js';
 import { rope, ropeFrequencies } from '../../src/reference/ops.js';
 import { StepProbe } from '../../src/bench/step-probe.js';
@@ -72,6 +72,14 @@ describe('host-time bench', () => {
     expect(Object.keys(device).sort()).toEqual(own);
     device.queue.writeBuffer({} as GPUBuffer, 0, new Uint8Array(4));
     expect(probe.snapshot().counts.writeBuffer).toBe(2);
+  });
+
+  it("times the copy of a step's recalled bytes as a least time, one run at least", () => {
+    for (const bytes of [0, 1000, 64 * 1024]) {
+      const ms = recallCopyMs(bytes, 4096, 3, 2 ** 20);
+      expect(Number.isFinite(ms)).toBe(true);
+      expect(ms).toBeGreaterThanOrEqual(0);
+    }
   });
 
   it('makes a seeded prefill observation with keys only where asked', () => {

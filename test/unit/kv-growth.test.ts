@@ -142,6 +142,32 @@ describe('text KV on demand', () => {
     expect(r.pool.freePages).toBe(0);
   });
 
+  it('grows for a recall only where its rows pass the holes of the head and the free pages', () => {
+    const { r, storage, heads, A } = setup();
+    const out = new Int32Array(heads);
+    let seq = 100;
+    const text = [0];
+    while (r.pool.freePages > 0 || (seq - 100) % P !== 4) {
+      r.appendText(seq, out);
+      for (let h = 0; h < heads; h++)
+        storage.writeRows(out[h], 1, new Float32Array(hd).fill(-seq), new Float32Array(hd));
+      text.push(seq++);
+    }
+    const growths = r.growths;
+    // Head 1 leaves 3 of the 5 positions of its first audio page, the page stays: 3 holes, no free page.
+    r.apply({ release: [{ head: 1, positions: Int32Array.of(0, 3, 6) }], recall: [] });
+    expect(r.pool.freePages).toBe(0);
+    // Back into its holes (a fresh page each for the bound, none in fact): no growth.
+    r.apply({ release: [], recall: [{ head: 1, positions: Int32Array.of(1, 3, 6) }] });
+    expect(r.growths).toBe(growths);
+    // Past the holes left (3 in its last audio page, from the prefill): head 1's shard grows, the other does not.
+    const other = r.pool.shards[1].pages;
+    r.apply({ release: [], recall: [{ head: 1, positions: Int32Array.of(0, 2, 4, 5, 7) }] });
+    expect(r.growths).toBe(growths + 1);
+    expect(r.pool.shards[1].pages).toBe(other);
+    check(r, storage, heads, A, text);
+  });
+
   it('refuses growth past the KV budget with a typed error', () => {
     const { r, heads } = setup(18);
     const out = new Int32Array(heads);

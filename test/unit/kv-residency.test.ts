@@ -6,6 +6,7 @@ import { ContextTooLongError } from '../../src/errors.js';
 import { rng } from '../../src/model/testing.js';
 import { f16Bits, f16Table } from '../../src/model/f16.js';
 import type { PageStorage } from '../../src/kv/storage.js';
+import type { StoredRun } from '../../src/kv/offload.js';
 
 const hd = 4;
 /** A fake prefill cache whose rows encode (head, position), so misplacement is visible. */
@@ -110,7 +111,7 @@ describe('Residency', () => {
     }
   });
 
-  it("an f16 pool recalls the offload store's bits as they are where the storage takes bits, the same rows either way", () => {
+  it("an f16 pool recalls the offload store's bits as they are where the storage takes stored rows, the same rows either way", () => {
     const N = 300;
     const table = f16Table();
     /** The storage's rows as f32 values, from whichever write it took. */
@@ -122,8 +123,10 @@ describe('Residency', () => {
         syncPositions: () => {},
         ...(bits
           ? {
-              writeRowBits: (slot: number, count: number, k: Uint16Array, v: Uint16Array) => {
+              writeStoredRows: (slot: number, count: number, run: StoredRun) => {
                 calls.bits++;
+                const k = new Uint16Array(run.bytes.buffer, run.bytes.byteOffset + run.k, count * hd);
+                const v = new Uint16Array(run.bytes.buffer, run.bytes.byteOffset + run.v, count * hd);
                 for (let i = 0; i < count * hd; i++) {
                   floats.k[slot * hd + i] = table[k[i]];
                   floats.v[slot * hd + i] = table[v[i]];

@@ -31,19 +31,23 @@ describe('offload store runs', () => {
         [11, 2],
       ]) {
         const run = s.run(0, all[from], n);
-        expect(run.k.length).toBe(n * hd);
+        expect(run.length).toBe(n * hd * elementBytes);
+        const view = (at: number) =>
+          elementBytes === 2
+            ? new Uint16Array(run.bytes.buffer, run.bytes.byteOffset + at, n * hd)
+            : new Float32Array(run.bytes.buffer, run.bytes.byteOffset + at, n * hd);
+        const [rk, rv] = [view(run.k), view(run.v)];
         for (let r = 0; r < n; r++) {
           s.get(0, from + r, k, 0, v, 0);
-          const bits = run.k instanceof Uint16Array;
-          if (bits) {
+          if (elementBytes === 2) {
             const bk = new Uint16Array(hd);
             const bv = new Uint16Array(hd);
             s.getBits(0, from + r, bk, 0, bv, 0);
-            expect([...run.k.subarray(r * hd, (r + 1) * hd)]).toEqual([...bk]);
-            expect([...run.v.subarray(r * hd, (r + 1) * hd)]).toEqual([...bv]);
+            expect([...rk.subarray(r * hd, (r + 1) * hd)]).toEqual([...bk]);
+            expect([...rv.subarray(r * hd, (r + 1) * hd)]).toEqual([...bv]);
           } else {
-            expect([...run.k.subarray(r * hd, (r + 1) * hd)]).toEqual([...k]);
-            expect([...run.v.subarray(r * hd, (r + 1) * hd)]).toEqual([...v]);
+            expect([...rk.subarray(r * hd, (r + 1) * hd)]).toEqual([...k]);
+            expect([...rv.subarray(r * hd, (r + 1) * hd)]).toEqual([...v]);
             expect([...k]).toEqual([...row(0, from + r, false)]);
           }
         }

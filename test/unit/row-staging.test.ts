@@ -152,7 +152,7 @@ describe('staged pool rows', () => {
     ]);
   });
 
-  it('f16 bits (a recall from the f16 offload store) go up as they are, the same bytes the packed rows give', async () => {
+  it("a run of the offload store's f16 bits goes up as it is, the same bytes the packed rows give", async () => {
     const k = Float32Array.from([0.5, -1.25, 3, 1e-3]);
     const v = Float32Array.from([2, 4, 8, 16]);
     const packed = fakeDevice();
@@ -161,11 +161,13 @@ describe('staged pool rows', () => {
     a.encode(packed.enc, packed.k, packed.v);
     const bits = fakeDevice();
     const b = await mapped(bits.ctx, 64);
-    // A view into a larger array, as the residency's row scratch is.
-    const kb = new Uint16Array(12);
-    kb.set(packF16(k, 4), 4);
-    expect(b.addBits(1, 8, 4, kb.subarray(4, 8), packF16(v, 4))).toBe(true);
-    expect(b.addBits(0, 0, 40, new Uint16Array(40), new Uint16Array(40))).toBe(false); // 16 + 160 > 64
+    // A chunk's bytes with the keys and the values at offsets inside it, as the store's run gives them.
+    const chunk = new Uint16Array(24);
+    chunk.set(packF16(k, 4), 4);
+    chunk.set(packF16(v, 4), 16);
+    const bytes = new Uint8Array(chunk.buffer);
+    expect(b.addRun(1, 8, { bytes, k: 8, v: 32, length: 8 })).toBe(true);
+    expect(b.addRun(0, 0, { bytes: new Uint8Array(160), k: 0, v: 80, length: 80 })).toBe(false); // 16 + 160 > 64
     b.encode(bits.enc, bits.k, bits.v);
     expect(bits.writes).toEqual(packed.writes);
     expect(bits.copies).toEqual(packed.copies);

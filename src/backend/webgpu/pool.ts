@@ -17,6 +17,7 @@ import type { PoolShard } from '../../kv/pool.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { shardedLayout, type PoolLayout } from './pool-layout.js';
 import { packF16 } from '../../kv/precision.js';
+import type { StoredRun } from '../../kv/offload.js';
 import { ContextTooLongError, OutOfMemoryError } from '../../errors.js';
 
 export const NO_EXPORT = 0xffffffff;
@@ -71,7 +72,8 @@ export class GpuPool implements PageStorage {
    * a step's releases and recalls touch thousands of slots in a few hundred pages, so
    * marking a slot costs the same however many changed.
    */
-  private dirtyPages: number[] = [];
+  private dirtyPages = new Int32Array(64);
+  private dirtyCount = 0;
   private dirtyLo = new Int32Array(0);
   private dirtyHi = new Int32Array(0);
   private mirror: Int32Array | null = null;
@@ -304,14 +306,14 @@ export class GpuPool implements PageStorage {
     this.bytesWritten += 2 * this.layout.elementBytes * count * this.headDim;
   }
 
-  writeRowBits(slot: number, count: number, k: Uint16Array, v: Uint16Array): void {
+  writeStoredRows(slot: number, count: number, run: StoredRun): void {
     const s = this.shardOfPage[Math.floor(slot / this.pageSize)];
-    const at = (slot - this.layout.shards[s].firstPage * this.pageSize) * this.headDim * 2;
-    const n = count * this.headDim;
-    this.bytesWritten += 4 * n;
-    if (this.staging?.addBits(s, at, n, k, v)) return;
-    this.ctx.device.queue.writeBuffer(this.k[s], at, k.buffer, k.byteOffset, n * 2);
-    this.ctx.device.queue.writeBuffer(this.v[s], at, v.buffer, v.byteOffset, n * 2);
+    const at = (slot - this.layout.shards[s].firstPage * this.pageSize) * this.headDim * this.layout.elementBytes;
+    this.bytesWritten += 2 * run.length;
+    if (this.staging?.addRun(s, at, run)) return;
+    const { bytes } = run;
+    this.ctx.device.queue.writeBuffer(this.k[s], at, bytes.buffer, bytes.byteOffset + run.k, run.length);
+    this.ctx.device.queue.writeBuffer(this.v[s], at, bytes.buffer, bytes.byteOffset + run.v, run.length);
   }
 
   syncPositions(firstSlot: number, count: number, positions: Int32Array): void {
@@ -332,7 +334,12 @@ export class GpuPool implements PageStorage {
       const a = Math.max(firstSlot - p * P, 0);
       const b = Math.min(end - p * P, P);
       if (this.dirtyLo[p] < 0) {
-        this.dirtyPages.push(p);
+        if (this.dirtyCount === this.dirtyPages.length) {
+          const more = new Int32Array(2 * this.dirtyCount);
+          more.set(this.dirtyPages);
+          this.dirtyPages = more;
+        }
+        this.dirtyPages[this.dirtyCount++] = p;
         this.dirtyLo[p] = a;
         this.dirtyHi[p] = b;
       } else {
@@ -371,7 +378,7 @@ export class GpuPool implements PageStorage {
     const q = this.ctx.device.queue;
     let bytes = 0;
     const m = this.mirror;
-    const pages = this.dirtyPages.sort((x, y) => x - y);
+    const pages = this.dirtyPages.subarray(0, this.dirtyCount).sort();
     if (m && pages.length) {
       const P = this.pageSize;
       const write = (a: number, b: number) => {
@@ -383,7 +390,8 @@ export class GpuPool implements PageStorage {
       // text slot lies in its own page, a page or more from the next head's: those stay apart).
       let lo = -1;
       let hi = -1;
-      for (const p of pages) {
+      for (let i = 0; i < pages.length; i++) {
+        const p = pages[i];
         const a = p * P + this.dirtyLo[p];
         const b = Math.min(m.length, p * P + this.dirtyHi[p]);
         if (lo >= 0 && a <= hi + POSITION_GAP) hi = Math.max(hi, b);
@@ -395,8 +403,8 @@ export class GpuPool implements PageStorage {
       }
       write(lo, hi);
     }
-    for (const p of pages) this.dirtyLo[p] = -1;
-    this.dirtyPages.length = 0;
+    for (let i = 0; i < pages.length; i++) this.dirtyLo[pages[i]] = -1;
+    this.dirtyCount = 0;
     return bytes;
   }
 

@@ -20,6 +20,7 @@
  */
 import type { GpuContext } from '../../gpu/device.js';
 import { packF16 } from '../../kv/precision.js';
+import type { StoredRun } from '../../kv/offload.js';
 
 interface Run {
   shard: number;
@@ -124,13 +125,13 @@ export class RowStaging {
     return true;
   }
 
-  /** Stages `n` key and value elements given as f16 bits (an f16 pool's), copied as they are; false when they do not fit. */
-  addBits(shard: number, dst: number, n: number, k: Uint16Array, v: Uint16Array): boolean {
-    const bytes = n * 2;
+  /** Stages rows as the offload store keeps them (the pool's element format), copied as they are; false when they do not fit. */
+  addRun(shard: number, dst: number, run: StoredRun): boolean {
+    const bytes = run.length;
     const data = this.fits(dst, bytes);
     if (!data) return false;
-    data.set(new Uint8Array(k.buffer, k.byteOffset, bytes), this.used);
-    data.set(new Uint8Array(v.buffer, v.byteOffset, bytes), this.used + bytes);
+    data.set(run.bytes.subarray(run.k, run.k + bytes), this.used);
+    data.set(run.bytes.subarray(run.v, run.v + bytes), this.used + bytes);
     this.pushRun(shard, dst, bytes);
     return true;
   }

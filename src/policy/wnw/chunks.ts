@@ -41,6 +41,8 @@ export class ChunkScheduler {
   /** 1 where a segment's complement is on the GPU (for the tide chart). */
   readonly recalled: Uint8Array;
   private readonly lastSelected: Int32Array;
+  /** 1 where a chunk chosen this step covers the segment (reused each step). */
+  private readonly selectedNow: Uint8Array;
   /** Anchor attention per segment at the last step (for the tide chart). */
   readonly segmentAttention: Float32Array;
 
@@ -60,6 +62,7 @@ export class ChunkScheduler {
     this.chunks = this.segments === 0 ? 0 : Math.max(1, this.segments - opts.chunkSegments + 1);
     this.recalled = new Uint8Array(this.segments);
     this.lastSelected = new Int32Array(this.segments).fill(-1);
+    this.selectedNow = new Uint8Array(this.segments);
     this.segmentAttention = new Float32Array(this.segments);
   }
 
@@ -95,7 +98,7 @@ export class ChunkScheduler {
   stepChunks(chosen: ArrayLike<number>, step: number, segmentSums?: ArrayLike<number>): ChunkDecision {
     if (segmentSums) this.segmentAttention.set(segmentSums);
     const chunks = Array.from(chosen);
-    const selectedNow = new Uint8Array(this.segments);
+    const selectedNow = this.selectedNow.fill(0);
     const ranked: number[] = []; // selected segments, best chunk first, then the best chunk's lead
     const select = (from: number, to: number) => {
       for (let s = from; s < Math.min(this.segments, to); s++) {

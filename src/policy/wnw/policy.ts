@@ -23,15 +23,7 @@ import type {
 import { EMPTY_PLAN } from '../../kv/plan.js';
 import type { HeadRoles, HeadsFile } from '../../model/heads.js';
 import { EVALUATION_OPTIONS, type KvPolicy, type PlanLag, type PolicyOptions } from '../types.js';
-import {
-  checkBudget,
-  complement,
-  evaluationOnly,
-  concatSorted,
-  NONE,
-  retainedCount,
-  selectByRetention,
-} from '../select.js';
+import { checkBudget, complement, evaluationOnly, NONE, retainedCount, selectByRetention } from '../select.js';
 import { layerwise, prefillAllLayers } from '../layered.js';
 import { ChunkScheduler, type ChunkDecision, type ChunkOptions } from './chunks.js';
 import { chunkOptionsFor, recallReserve } from './recall.js';
@@ -368,17 +360,30 @@ export class WnwPolicy implements KvPolicy {
     this.groups.forEach(({ group, scheduler }, g) => {
       const d = decide(group, scheduler);
       if (g === 0) this.lastDecision = d;
-      const moves = (segs: number[]): Move[] =>
-        group.tidal
-          .map((t) => ({
-            head: this.roles.tidal[t],
-            // One segment (most steps' recall or release): its complement as it is, not a copy.
-            positions:
-              segs.length === 1 ? this.complements[t][segs[0]] : concatSorted(segs.map((s) => this.complements[t][s])),
-          }))
-          .filter((m) => m.positions.length > 0);
-      recall.push(...moves(d.recall));
-      release.push(...moves(d.release));
+      const moves = (segs: number[], into: Move[]): void => {
+        const comps = this.complements;
+        if (segs.length === 1) {
+          // One segment (most steps'): each head's complement as it is, not a copy.
+          for (const t of group.tidal)
+            if (comps[t][segs[0]].length) into.push({ head: this.roles.tidal[t], positions: comps[t][segs[0]] });
+          return;
+        }
+        // More: every head's positions in one array, a view of it each.
+        let total = 0;
+        for (const t of group.tidal) for (const s of segs) total += comps[t][s].length;
+        const all = new Int32Array(total);
+        let o = 0;
+        for (const t of group.tidal) {
+          const from = o;
+          for (const s of segs) {
+            all.set(comps[t][s], o);
+            o += comps[t][s].length;
+          }
+          if (o > from) into.push({ head: this.roles.tidal[t], positions: all.subarray(from, o) });
+        }
+      };
+      moves(d.recall, recall);
+      moves(d.release, release);
     });
     if (recall.length === 0 && release.length === 0) return EMPTY_PLAN;
     const byHead = (a: Move, b: Move) => a.head - b.head;
