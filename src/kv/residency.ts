@@ -402,8 +402,14 @@ export class Residency {
 
   /** The rows of `positions[from..from + n)`, which follow each other in the store, into the slots from `slot` on. */
   private writeStored(head: number, positions: Int32Array, from: number, n: number, slot: number): void {
-    if (this.storage.writeStoredRows)
-      return this.storage.writeStoredRows(slot, n, this.offload.run(head, positions[from], n));
+    const run = this.offload.run(head, positions[from], n);
+    if (this.storage.writeStoredRows) return this.storage.writeStoredRows(slot, n, run);
+    // f32 rows are what writeRows takes: the run's own floats, one write as for a pool that stages them.
+    if (this.offload.elementBytes === 4) {
+      const { bytes, length } = run;
+      const k = new Float32Array(bytes.buffer, bytes.byteOffset + run.k, length / 4);
+      return this.storage.writeRows(slot, n, k, new Float32Array(bytes.buffer, bytes.byteOffset + run.v, length / 4));
+    }
     const hd = this.shape.headDim;
     for (let r = 0; r < n; r++) this.offload.get(head, positions[from + r], this.rowK, r * hd, this.rowV, r * hd);
     this.storage.writeRows(slot, n, this.rowK.subarray(0, n * hd), this.rowV.subarray(0, n * hd));
