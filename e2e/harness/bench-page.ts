@@ -9,6 +9,7 @@ import { measureMemory } from '../../src/bench/memory-measure.js';
 import { measureGpuForward } from '../../src/bench/calibration-cost-gpu.js';
 import { loadModel } from '../../src/model/loader.js';
 import { hostRunOf, hostTimes, type HostPageRequest } from '../../src/bench/host.js';
+import { standInTimes, type StandInRequest } from '../../src/bench/host-cpu.js';
 import { randomDecoderWeights, randomEmbeddings, referenceConfig } from '../../src/model/testing.js';
 import type { HeadsFile } from '../../src/model/heads.js';
 import type { KvPrecision } from '../../src/kv/precision.js';
@@ -87,8 +88,16 @@ async function wnwHost(req: HostPageRequest) {
   }
 }
 
+/** `npm run bench -- --host --stand-in` in the page (src/bench/host-cpu.ts): the step's JavaScript, no device. */
+function wnwStandIn(req: StandInRequest) {
+  return standInTimes(req, `Chromium ${navigator.userAgent.match(/Chrome\/([\d.]+)/)?.[1] ?? ''}`.trim(), (s) =>
+    console.log(s),
+  );
+}
+
 (window as unknown as { wnwBench: typeof wnwBench }).wnwBench = wnwBench;
 (window as unknown as { wnwHost: typeof wnwHost }).wnwHost = wnwHost;
+(window as unknown as { wnwStandIn: typeof wnwStandIn }).wnwStandIn = wnwStandIn;
 (window as unknown as { wnwBenchGpu: typeof wnwBenchGpu }).wnwBenchGpu = wnwBenchGpu;
 (window as unknown as { wnwMeasure: typeof measureMemory }).wnwMeasure = measureMemory;
 (window as unknown as { wnwGpuForward: typeof measureGpuForward }).wnwGpuForward = measureGpuForward;

@@ -1,23 +1,29 @@
 /**
  * `npm run bench -- --host [--shape voxtral-mini-3b] [--minutes 30] [--steps 16] [--layers all]
- *                  [--kv f32|f16] [--bandwidth 300] [--backends node,chromium] [--policies full,wnw,quest] [--json]`
+ *                  [--kv f32|f16] [--bandwidth 300] [--backends node,chromium] [--policies full,wnw,quest] [--json]
+ *                  [--stand-in [--evict-mib 0,512] [--segments-per-step 2]]`
  *
  * Host time per decode step (./host.ts) at a real backbone's decoder shape, every layer
  * unless --layers says fewer, random q4 weights, the KV pool placed as `--minutes` of audio
  * would fill it, for the full cache, WnW at 0.2 and Quest at 0.2; on WebGPU in Node (Dawn)
  * and in headless Chromium. On a software adapter the compute is slow but is not what is
- * timed: the host figures are the page's, whatever the adapter.
+ * timed: the host figures are the page's, whatever the adapter. `--stand-in` times instead the
+ * step's JavaScript over a device that runs nothing, with the caches left alone or evicted
+ * before each step (./host-cpu.ts), in Node and in the page.
  */
 import { parseKvPrecision } from '../cli/args.js';
 import type { PolicyName } from '../index.js';
 import { HOST_PHASES, HOST_POLICIES, hostRunOf, hostTimes, type HostPageRequest, type HostRow } from './host.js';
 import { DECODER_SHAPES } from './shapes.js';
 import { onHarnessPage } from './webgpu.js';
+import { STAND_IN_PHASES, STAND_IN_POLICIES, standInTimes, type StandInRequest, type StandInRow } from './host-cpu.js';
 
 /** The run the page (or Node) rebuilds, and where and how its rows are printed. */
 export interface HostBenchOptions extends HostPageRequest {
   backends: ('node' | 'chromium')[];
   json: boolean;
+  /** The step's JavaScript over a stand-in device (./host-cpu.ts) instead of a WebGPU session. */
+  standIn?: { evictMiB: number[]; segmentsPerStep: number };
 }
 
 function value(argv: string[], name: string): string | undefined {
@@ -51,7 +57,20 @@ export function parseHostBenchArgs(argv: string[]): HostBenchOptions {
   const policies = value(argv, 'policies')?.split(',');
   for (const p of policies ?? [])
     if (!known.includes(p as PolicyName)) throw new RangeError(`--policies takes ${known.join(', ')}, got ${p}`);
+  const evictMiB = (value(argv, 'evict-mib') ?? '0,512').split(',').map(Number);
+  if (!evictMiB.every((m) => Number.isInteger(m) && m >= 0))
+    throw new RangeError(`--evict-mib takes whole MiB ≥ 0, got ${value(argv, 'evict-mib')}`);
+  const segmentsPerStep = Number(value(argv, 'segments-per-step') ?? '2');
+  if (!(Number.isInteger(segmentsPerStep) && segmentsPerStep >= 0))
+    throw new RangeError(`--segments-per-step takes a whole number ≥ 0, got ${value(argv, 'segments-per-step')}`);
+  const standIn = argv.includes('--stand-in');
+  for (const p of (standIn && policies) || [])
+    if (!STAND_IN_POLICIES.includes(p as PolicyName))
+      throw new RangeError(
+        `--stand-in times ${STAND_IN_POLICIES.join(' and ')}: ${p} plans from what only a device computes`,
+      );
   return {
+    ...(standIn ? { standIn: { evictMiB, segmentsPerStep } } : {}),
     shape,
     layers,
     minutes,
@@ -122,8 +141,63 @@ export function formatHostRows(rows: HostRow[]): string {
   return lines.join('\n');
 }
 
+async function standInRows(req: StandInRequest, backends: HostBenchOptions['backends'], log: (s: string) => void) {
+  const rows: StandInRow[] = [];
+  if (backends.includes('node')) rows.push(...(await standInTimes(req, `Node ${process.version}`, log)));
+  if (backends.includes('chromium')) {
+    const page = await onHarnessPage(
+      log,
+      (p) =>
+        p.evaluate(
+          (r) => (window as unknown as { wnwStandIn(r: unknown): Promise<StandInRow[]> }).wnwStandIn(r),
+          req,
+        ) as Promise<StandInRow[]>,
+    );
+    rows.push(...(page ?? []));
+  }
+  return rows;
+}
+
+export function formatStandInRows(rows: StandInRow[]): string {
+  const f = (x: number) => x.toFixed(3);
+  return [
+    `| runtime | audio | policy | caches evicted (MiB) | ms median | p95 | min | ${STAND_IN_PHASES.join(' | ')} | recalled/step | copies/step |`,
+    `|${'---|'.repeat(12)}`,
+    ...rows.map(
+      (r) =>
+        `| ${r.runtime} | ${r.minutes} min (${r.audioTokens}) | ${r.policy}${r.policy === 'full' ? '' : `@${r.budget}`} | ` +
+        `${r.evictMiB} | ${f(r.ms.median)} | ${f(r.ms.p95)} | ${f(r.ms.min)} | ` +
+        `${STAND_IN_PHASES.map((k) => f(r.ms.medianByPhase[k])).join(' | ')} | ${r.recalledPerStep.toFixed(0)} | ${r.copiesPerStep.toFixed(0)} |`,
+    ),
+  ].join('\n');
+}
+
 export async function hostBenchMain(argv: string[], log: (s: string) => void): Promise<void> {
   const o = parseHostBenchArgs(argv);
+  if (o.standIn) {
+    const req: StandInRequest = {
+      shape: o.shape,
+      layers: o.layers,
+      minutes: o.minutes,
+      steps: o.steps,
+      kv: o.kv,
+      bandwidthGBs: o.bandwidthGBs,
+      policies: o.policies,
+      ...o.standIn,
+    };
+    const rows = await standInRows(req, o.backends, log);
+    console.log(
+      o.json
+        ? JSON.stringify(
+            { shape: o.shape, layers: o.layers, kv: o.kv, steps: o.steps, ...o.standIn, standIn: rows },
+            null,
+            1,
+          )
+        : `The step's JavaScript over a stand-in device, ${o.shape}, ${o.layers} layers, ${o.kv} KV, ` +
+            `the chunk choice moving ${o.standIn.segmentsPerStep} segments a step; medians in ms.\n\n${formatStandInRows(rows)}`,
+    );
+    return;
+  }
   const req: HostPageRequest = {
     shape: o.shape,
     layers: o.layers,

@@ -42,7 +42,16 @@ export interface HostRow {
    * `min`: the least step; on a CPU shared with other work a step's wall time only ever
    * gains from preemption, so the least is the closest to the page's own work.
    */
-  hostMs: { mean: number; median: number; p95: number; min: number; byPhase: Record<HostPhase, number> };
+  hostMs: {
+    mean: number;
+    median: number;
+    p95: number;
+    min: number;
+    /** Each phase's mean over the steps: one preempted step moves it, as it moves `mean`. */
+    byPhase: Record<HostPhase, number>;
+    /** Each phase's median over the steps (they need not add up to `median`). */
+    medianByPhase: Record<HostPhase, number>;
+  };
   callsPerStep: CallCounts;
   /** Audio positions the plans recalled per step (mean): WnW and Quest move rows every few steps. */
   recalledPerStep: number;
@@ -256,6 +265,9 @@ export async function hostTimePolicy(
       HostPhase,
       number
     >;
+    const medianByPhase = Object.fromEntries(
+      HOST_PHASES.map((k) => [k, summary(phases.map((p) => p[k])).median]),
+    ) as Record<HostPhase, number>;
     const h = summary(hosts);
     const weightFloorMs = (run.weightBytesPerStep / (run.bandwidthGBs * 1e9)) * 1000;
     const pool = session.poolLayout();
@@ -269,7 +281,7 @@ export async function hostTimePolicy(
       layers: c.numLayers,
       loop: pipelined ? 'pipelined' : 'waiting',
       steps: n,
-      hostMs: { ...h, byPhase },
+      hostMs: { ...h, byPhase, medianByPhase },
       callsPerStep: Object.fromEntries(Object.entries(calls).map(([k, v]) => [k, v / n])) as unknown as CallCounts,
       recalledPerStep: recalled / n,
       recalledBytesPerStep: recalledBytes / n,

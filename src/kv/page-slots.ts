@@ -149,9 +149,16 @@ export class PageSlots {
       this.live[Math.floor(slot / this.pageSize)]++;
       out[n++] = slot;
     }
+    // Holes are listed ascending as a release frees them and taken from the end: reversed,
+    // they are in order but where two releases' lists meet, so the sort below moves few.
+    for (let i = 0, j = n - 1; i < j; i++, j--) {
+      const x = out[i];
+      out[i] = out[j];
+      out[j] = x;
+    }
     this.fillDense(head, count - n, out, n);
-    // Fresh pages come ascending, holes as they were listed: a recall's few are put in
-    // order in place, a long one by the typed array's sort.
+    // Fresh pages come ascending: a recall's few are put in order in place, a long one by
+    // the typed array's sort.
     if (count > 64) out.subarray(0, count).sort();
     else
       for (let i = 1; i < count; i++) {

@@ -309,7 +309,8 @@ export class Residency {
       if (at[pos] === EMPTY) continue;
       freed[n++] = at[pos] + first;
       at[pos] = EMPTY;
-      if (!this.offload.has(head, pos)) this.gpuOnly[head]--; // dropped for good
+      // Dropped for good where it had no CPU copy (a head with none on the GPU only looks at none).
+      if (this.gpuOnly[head] > 0 && !this.offload.has(head, pos)) this.gpuOnly[head]--;
       if (!summaries) continue;
       const g = this.recallable.released(head, pos);
       if (g) this.setEntry(g.slot, g.entry);

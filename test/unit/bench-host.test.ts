@@ -6,6 +6,7 @@ import { rope, ropeFrequencies } from '../../src/reference/ops.js';
 import { StepProbe } from '../../src/bench/step-probe.js';
 import { policyLayout } from '../../src/kv/prompt.js';
 import { shapeConfig } from '../../src/bench/shapes.js';
+import { standInPolicy, type StandInRequest } from '../../src/bench/host-cpu.js';
 
 (globalThis as { GPUMapMode?: unknown }).GPUMapMode ??= { READ: 1, WRITE: 2 };
 
@@ -44,6 +45,42 @@ describe('host-time bench', () => {
     expect(parseHostBenchArgs(['--policies', 'wnw,quest']).policies).toEqual(['wnw', 'quest']);
     expect(parseHostBenchArgs(['--host']).policies).toBeUndefined();
     expect(() => parseHostBenchArgs(['--policies', 'h2o'])).toThrow(/--policies/);
+  });
+
+  it('takes the stand-in run: caches left alone and evicted by default, a stand-in chunk choice only policies it can drive', () => {
+    expect(parseHostBenchArgs(['--host']).standIn).toBeUndefined();
+    expect(parseHostBenchArgs(['--host', '--stand-in']).standIn).toEqual({ evictMiB: [0, 512], segmentsPerStep: 2 });
+    expect(parseHostBenchArgs(['--stand-in', '--evict-mib', '64', '--segments-per-step', '1']).standIn).toEqual({
+      evictMiB: [64],
+      segmentsPerStep: 1,
+    });
+    expect(() => parseHostBenchArgs(['--stand-in', '--evict-mib', '-1'])).toThrow(/--evict-mib/);
+    expect(() => parseHostBenchArgs(['--stand-in', '--policies', 'quest'])).toThrow(/only a device computes/);
+    expect(parseHostBenchArgs(['--policies', 'quest']).policies).toEqual(['quest']);
+  });
+
+  it("runs a step's JavaScript over a stand-in device: WnW recalls and stages rows as its chunk choice moves, the full cache none", async () => {
+    const req: StandInRequest = {
+      shape: 'voxtral-mini-3b',
+      layers: 2,
+      minutes: [1],
+      steps: 4,
+      kv: 'f16',
+      bandwidthGBs: 300,
+      evictMiB: [0],
+      segmentsPerStep: 2,
+    };
+    const wnw = await standInPolicy(req, 1, 'wnw', 0.2, 1, 'Node');
+    expect(wnw).toMatchObject({ policy: 'wnw', layers: 2, steps: 4, evictMiB: 1, audioTokens: 750 });
+    expect(wnw.recalledPerStep).toBeGreaterThan(0);
+    // Two copies (K and V) a run of rows at least, and the changed positions beside them.
+    expect(wnw.copiesPerStep).toBeGreaterThan(2);
+    for (const v of Object.values(wnw.ms.medianByPhase)) expect(v).toBeGreaterThanOrEqual(0);
+    expect(wnw.ms.min).toBeLessThanOrEqual(wnw.ms.median);
+    const still = await standInPolicy({ ...req, segmentsPerStep: 0 }, 1, 'wnw', 0.2, 0, 'Node');
+    expect(still.recalledPerStep).toBe(0);
+    const full = await standInPolicy(req, 1, 'full', 1, 0, 'Node');
+    expect(full.recalledPerStep).toBe(0);
   });
 
   it('counts the device calls it wraps, times each map, and leaves the device as it was', async () => {
