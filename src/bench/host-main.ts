@@ -107,15 +107,18 @@ async function nodeRows(req: HostPageRequest, log: (s: string) => void): Promise
   }
 }
 
-async function chromiumRows(req: HostPageRequest, log: (s: string) => void): Promise<HostRow[]> {
-  const rows = await onHarnessPage(
-    log,
-    (page) =>
-      page.evaluate(
-        (r) => (window as unknown as { wnwHost(r: unknown): Promise<HostRow[]> }).wnwHost(r),
-        req,
-      ) as Promise<HostRow[]>,
+/** The harness page's `name` (e2e/harness/bench-page.ts) run on `req`; null where there is no Chromium. */
+function inPage<R>(name: 'wnwHost' | 'wnwStandIn', req: unknown, log: (s: string) => void): Promise<R[] | null> {
+  return onHarnessPage(log, (page) =>
+    page.evaluate(([n, r]) => (window as unknown as Record<string, (r: unknown) => Promise<R[]>>)[n](r), [
+      name,
+      req,
+    ] as const),
   );
+}
+
+async function chromiumRows(req: HostPageRequest, log: (s: string) => void): Promise<HostRow[]> {
+  const rows = await inPage<HostRow>('wnwHost', req, log);
   return (rows ?? []).map((r) => ({ ...r, backend: `${r.backend} in headless Chromium` }));
 }
 
@@ -144,17 +147,7 @@ export function formatHostRows(rows: HostRow[]): string {
 async function standInRows(req: StandInRequest, backends: HostBenchOptions['backends'], log: (s: string) => void) {
   const rows: StandInRow[] = [];
   if (backends.includes('node')) rows.push(...(await standInTimes(req, `Node ${process.version}`, log)));
-  if (backends.includes('chromium')) {
-    const page = await onHarnessPage(
-      log,
-      (p) =>
-        p.evaluate(
-          (r) => (window as unknown as { wnwStandIn(r: unknown): Promise<StandInRow[]> }).wnwStandIn(r),
-          req,
-        ) as Promise<StandInRow[]>,
-    );
-    rows.push(...(page ?? []));
-  }
+  if (backends.includes('chromium')) rows.push(...((await inPage<StandInRow>('wnwStandIn', req, log)) ?? []));
   return rows;
 }
 
@@ -174,18 +167,17 @@ export function formatStandInRows(rows: StandInRow[]): string {
 
 export async function hostBenchMain(argv: string[], log: (s: string) => void): Promise<void> {
   const o = parseHostBenchArgs(argv);
+  const req: HostPageRequest = {
+    shape: o.shape,
+    layers: o.layers,
+    minutes: o.minutes,
+    steps: o.steps,
+    kv: o.kv,
+    bandwidthGBs: o.bandwidthGBs,
+    policies: o.policies,
+  };
   if (o.standIn) {
-    const req: StandInRequest = {
-      shape: o.shape,
-      layers: o.layers,
-      minutes: o.minutes,
-      steps: o.steps,
-      kv: o.kv,
-      bandwidthGBs: o.bandwidthGBs,
-      policies: o.policies,
-      ...o.standIn,
-    };
-    const rows = await standInRows(req, o.backends, log);
+    const rows = await standInRows({ ...req, ...o.standIn }, o.backends, log);
     console.log(
       o.json
         ? JSON.stringify(
@@ -198,15 +190,6 @@ export async function hostBenchMain(argv: string[], log: (s: string) => void): P
     );
     return;
   }
-  const req: HostPageRequest = {
-    shape: o.shape,
-    layers: o.layers,
-    minutes: o.minutes,
-    steps: o.steps,
-    kv: o.kv,
-    bandwidthGBs: o.bandwidthGBs,
-    policies: o.policies,
-  };
   const rows: HostRow[] = [];
   if (o.backends.includes('node')) rows.push(...(await nodeRows(req, log)));
   if (o.backends.includes('chromium')) rows.push(...(await chromiumRows(req, log)));

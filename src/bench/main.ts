@@ -2,7 +2,7 @@
  * `npm run bench [-- --json] [--minutes 1,4,10] [--steps 32] [--backends cpu,webgpu] [--kv f32|f16] [--software-max-minutes 1] [--no-pipeline]`
  * `npm run bench -- --encoder whisper-large-v3-shape [--layers 1] [--weights f32|f16|q4]`: the audio encoder (./encoder.ts).
  * `npm run bench -- --shape voxtral-mini-3b [--layers 1] [--weights q4]`: decode at a real backbone's shapes (./shape.ts).
- * `npm run bench -- --host [--shape voxtral-mini-3b] [--minutes 30]`: the page's own time per decode step (./host-main.ts).
+ * `npm run bench -- --host [--shape voxtral-mini-3b] [--minutes 30] [--stand-in]`: the page's own time per decode step (./host-main.ts).
  * `npm run bench -- --memory [--weights q4] [--kv f16]`: GPU memory of the released backbones per recording length (./memory.ts).
  * `npm run bench -- --calibration-cost [--layers 1]`: a calibration forward at a real backbone's shapes, and the run's time (./calibration-cost.ts).
  * `npm run bench -- --session`: one recording, many requests: time to a second request's first token, a recording's CPU memory (./session.ts).
