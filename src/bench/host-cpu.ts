@@ -27,7 +27,7 @@ import { sessionPrompt, textPositions } from '../kv/prompt.js';
 import { audioStart, kvHeadCount, segmentLength } from '../model/config.js';
 import type { PolicyName } from '../index.js';
 import { syntheticHeads, timedSession } from './decode.js';
-import { HOST_POLICIES, syntheticObservation, type HostPageRequest } from './host.js';
+import { HOST_POLICIES, summary, syntheticObservation, type HostPageRequest } from './host.js';
 import { shapeConfig } from './shapes.js';
 
 export const STAND_IN_PHASES = ['plan', 'staging', 'tables'] as const;
@@ -107,15 +107,11 @@ function standInContext(): { ctx: GpuContext; copies: () => number } {
   return { ctx: { buffer, destroy: () => {}, device } as unknown as GpuContext, copies: () => copies };
 }
 
-/** Reads every cache line of `memory` once: what a software adapter's compute does to the caches between steps. */
+/** Writes every cache line of `memory` once: what a software adapter's compute does to the caches between steps. */
 function evict(memory: Uint8Array | null): void {
   if (!memory) return;
-  let x = 0;
-  for (let i = 0; i < memory.length; i += 64) x += memory[i]++;
-  if (x < 0) throw new Error('unreachable');
+  for (let i = 0; i < memory.length; i += 64) memory[i]++;
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** One policy's steps over a stand-in device at `minutes` of audio, caches evicted by `evictMiB` before each. */
 export async function standInPolicy(
@@ -193,8 +189,7 @@ export async function standInPolicy(
     copied += copies() - before;
   }
   pool.destroy();
-  const sums = phases.map((p) => p.plan + p.staging + p.tables).sort((a, b) => a - b);
-  const n = phases.length;
+  const sums = summary(phases.map((p) => p.plan + p.staging + p.tables));
   return {
     policy: policyName,
     budget,
@@ -202,19 +197,18 @@ export async function standInPolicy(
     minutes,
     audioTokens: A,
     layers: c.numLayers,
-    steps: n,
+    steps: phases.length,
     evictMiB,
     ms: {
-      median: sums[Math.floor(n / 2)],
-      p95: sums[Math.min(n - 1, Math.ceil(0.95 * n) - 1)],
-      min: sums[0],
-      medianByPhase: Object.fromEntries(STAND_IN_PHASES.map((k) => [k, median(phases.map((p) => p[k]))])) as Record<
-        StandInPhase,
-        number
-      >,
+      median: sums.median,
+      p95: sums.p95,
+      min: sums.min,
+      medianByPhase: Object.fromEntries(
+        STAND_IN_PHASES.map((k) => [k, summary(phases.map((p) => p[k])).median]),
+      ) as Record<StandInPhase, number>,
     },
-    recalledPerStep: recalled / n,
-    copiesPerStep: copied / n,
+    recalledPerStep: recalled / phases.length,
+    copiesPerStep: copied / phases.length,
   };
 }
 

@@ -177,7 +177,8 @@ export function syntheticRows(
   };
 }
 
-function summary(xs: number[]): { mean: number; median: number; p95: number; min: number } {
+/** Mean, median, 95th percentile (the nearest rank: a value of the steps) and least of `xs`. */
+export function summary(xs: number[]): { mean: number; median: number; p95: number; min: number } {
   const s = [...xs].sort((a, b) => a - b);
   const at = (f: number) => s[Math.min(s.length - 1, Math.max(0, Math.ceil(f * s.length) - 1))];
   return { mean: xs.reduce((a, b) => a + b, 0) / xs.length, median: at(0.5), p95: at(0.95), min: s[0] };
