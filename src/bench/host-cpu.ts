@@ -19,12 +19,13 @@
  * attention (both are printed).
  */
 import { GpuPool } from '../backend/webgpu/pool.js';
-import { poolLayout, residencyShards, stagingBytes } from '../backend/webgpu/pool-layout.js';
+import { poolLayout, residencyShape, stagingBytes } from '../backend/webgpu/pool-layout.js';
 import type { GpuContext } from '../gpu/device.js';
 import { Residency } from '../kv/residency.js';
-import { GROWTH_PAGES_PER_HEAD, poolNeed } from '../kv/sizing.js';
+import { GROWTH_PAGES_PER_HEAD, grownTextPages, poolNeed } from '../kv/sizing.js';
+import { kvElementBytes } from '../kv/precision.js';
 import { sessionPrompt, textPositions } from '../kv/prompt.js';
-import { audioStart, kvHeadCount, segmentLength } from '../model/config.js';
+import { kvHeadCount, segmentLength } from '../model/config.js';
 import type { PolicyName } from '../index.js';
 import { syntheticHeads, timedSession } from './decode.js';
 import { HOST_POLICIES, summary, syntheticObservation, type HostPageRequest } from './host.js';
@@ -126,28 +127,24 @@ export async function standInPolicy(
   const c = shapeConfig(req.shape, req.layers);
   const A = Math.round(minutes * 60 * c.audio.tokensPerSecond);
   const total = WARMUP + req.steps;
-  const { policy, layout: pl, options } = timedSession(c, A, policyName, budget, syntheticHeads(c, 375), total + 3);
+  const maxNewTokens = total + 3;
+  const { policy, layout: pl, options } = timedSession(c, A, policyName, budget, syntheticHeads(c, 375), maxNewTokens);
   const plan = policy.prefill(syntheticObservation(pl, !!options.request.prefillKeys, 17));
   const P = segmentLength(c);
   const prompt = sessionPrompt(c, {});
   const text = textPositions(prompt, A);
   const { ctx, copies } = standInContext();
-  const lay = poolLayout(c, poolNeed(plan, P, text.length).perHead, P, 2 ** 31, req.kv === 'f16' ? 2 : 4, 8);
-  const pool = new GpuPool(ctx, c, lay, new Uint32Array(kvHeadCount(c)).fill(0xffffffff));
-  const res = new Residency(
-    {
-      heads: kvHeadCount(c),
-      headDim: c.headDim,
-      pageSize: P,
-      numPages: lay.capacityPages,
-      shards: residencyShards(c, lay),
-      kvElementBytes: lay.elementBytes,
-      audioStart: audioStart(prompt),
-      audioLength: A,
-      growPages: GROWTH_PAGES_PER_HEAD,
-    },
-    pool,
+  // Laid out and grown as a WebGPU session's pool (decode-session.ts placeWith), without a binding limit.
+  const lay = poolLayout(
+    c,
+    poolNeed(plan, P, text.length).perHead,
+    P,
+    2 ** 31,
+    kvElementBytes(req.kv),
+    grownTextPages(text.length, maxNewTokens, P, 1),
   );
+  const pool = new GpuPool(ctx, c, lay, new Uint32Array(kvHeadCount(c)).fill(0xffffffff));
+  const res = new Residency(residencyShape(c, lay, prompt, A, { growPages: GROWTH_PAGES_PER_HEAD }), pool);
   // The rows' values are never read here: the store keeps zeros.
   res.applyPrefill(plan, text, () => {});
   pool.flush(res);

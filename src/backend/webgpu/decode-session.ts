@@ -8,9 +8,9 @@
  * submit) and read by `read` (its readback slot mapped). Nothing in `submit` waits for the
  * GPU: a loop may queue step t + 1 before it reads step t.
  */
-import { audioStart, kvHeadCount, type ModelConfig } from '../../model/config.js';
+import { kvHeadCount, type ModelConfig } from '../../model/config.js';
 import { Residency, type KvSource } from '../../kv/residency.js';
-import { checkPoolLimit, poolNeed } from '../../kv/sizing.js';
+import { checkPoolLimit, grownTextPages, poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
 import type { ResidencyStats, TransferStats } from '../../kv/types.js';
 import type { Gather } from '../../kv/storage.js';
@@ -23,7 +23,7 @@ import type { CompiledReadouts } from '../readouts.js';
 import type { SessionShape } from '../session.js';
 import type { Kernels } from './kernels.js';
 import { GpuPool } from './pool.js';
-import { poolLayout, residencyShards, shardedLayout, stagingBytes, type PoolLayout } from './pool-layout.js';
+import { poolLayout, residencyShape, shardedLayout, stagingBytes, type PoolLayout } from './pool-layout.js';
 import { placePlan, runPrefill } from './prefill.js';
 import { LayerPlacer } from './layered.js';
 import type { PrefillBuffers, SessionBuffers } from './session-buffers.js';
@@ -139,23 +139,10 @@ export class WebGpuSessionParts {
     const bytesPerPage = P * slotBytes(c.headDim, this.e.elementBytes);
     checkPoolLimit(need.total * bytesPerPage, this.e.kvMaxBytes, `${A} audio tokens under this plan`);
     // Shards are packed with room for the text cap, so growing never passes a binding.
-    const capText = Math.ceil((text.length + this.shape.maxNewTokens) / P) - Math.ceil(text.length / P);
+    const capText = grownTextPages(text.length, this.shape.maxNewTokens, P, 1);
     const layout = poolLayout(c, need.perHead, P, this.e.bindLimit, this.e.elementBytes, capText);
     const { pool, step } = await this.makePool(layout, `the KV pool of this plan (${need.total} pages)`);
-    const residency = new Residency(
-      {
-        heads: kvHeadCount(c),
-        headDim: c.headDim,
-        pageSize: P,
-        numPages: layout.capacityPages,
-        shards: residencyShards(c, layout),
-        kvElementBytes: layout.elementBytes,
-        audioStart: audioStart(sizes.prompt),
-        audioLength: A,
-        ...this.e.growth(),
-      },
-      pool,
-    );
+    const residency = new Residency(residencyShape(c, layout, sizes.prompt, A, this.e.growth()), pool);
     const transfer = await fill(pool, residency, text);
     return this.startDecode(pool, step, residency, transfer, this.prefillToken);
   }

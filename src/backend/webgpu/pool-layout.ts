@@ -10,8 +10,9 @@
  * gives a layer's heads pages of its shard only.
  */
 import { ContextTooLongError } from '../../errors.js';
-import { groupSize, type ModelConfig } from '../../model/config.js';
+import { audioStart, groupSize, kvHeadCount, type ModelConfig, type PromptIds } from '../../model/config.js';
 import type { PoolShard } from '../../kv/pool.js';
+import type { ResidencyShape } from '../../kv/residency.js';
 import { slotBytes } from '../../kv/precision.js';
 import { pagesPerSplit } from './kernels.js';
 import { tableEntries } from './page-tables.js';
@@ -179,6 +180,27 @@ export function residencyShards(c: ModelConfig, layout: PoolLayout): PoolShard[]
     firstPage: s.firstPage,
     pages: s.pages,
   }));
+}
+
+/** The Residency over a pool of `layout` for a prompt around `audioLength` audio positions, growing as `growth` says. */
+export function residencyShape(
+  c: ModelConfig,
+  layout: PoolLayout,
+  prompt: PromptIds,
+  audioLength: number,
+  growth: { growPages: number; maxPages?: number },
+): ResidencyShape {
+  return {
+    heads: kvHeadCount(c),
+    headDim: c.headDim,
+    pageSize: layout.pageSize,
+    numPages: layout.capacityPages,
+    shards: residencyShards(c, layout),
+    kvElementBytes: layout.elementBytes,
+    audioStart: audioStart(prompt),
+    audioLength,
+    ...growth,
+  };
 }
 
 /**
