@@ -1,4 +1,4 @@
-import { defineConfig } from 'vite';
+import { defineConfig, type Plugin } from 'vite';
 import { resolve } from 'node:path';
 // The extension is spelled out: Vite's native config loader (its future default) needs it.
 import { samplesPlugin } from './src/ui/samples-plugin.ts';
@@ -12,14 +12,50 @@ const AUDIO_DECODERS = [
   'ogg-opus-decoder',
   '@wasm-audio-decoders/ogg-vorbis',
 ];
-const LIB_EXTERNAL = ['onnxruntime-web', 'onnxruntime-web/webgpu', 'webgpu', /^node:/, ...AUDIO_DECODERS];
+// Node's optional peers (Dawn, the archive queue's Redis clients) stay the consumer's to install.
+const LIB_EXTERNAL = [
+  'onnxruntime-web',
+  'onnxruntime-web/webgpu',
+  'webgpu',
+  'bullmq',
+  'ioredis',
+  'tsx',
+  /^node:/,
+  ...AUDIO_DECODERS,
+];
 const DEMO_EXTERNAL = [/\/src\/audio\/node-decode\.ts$/];
+
+/**
+ * The library's worker is an entry of its own (dist/lib/worker.js), and the published code
+ * starts it with the pattern every bundler follows, `new Worker(new URL('./worker.js',
+ * import.meta.url), { type: 'module' })`, so a consumer's bundler emits it beside the app.
+ * Vite would otherwise build it here into an absolute `/assets/worker-<hash>.js` URL that no
+ * consumer serves: the source's URL is hidden from Vite's worker transform while the library
+ * builds, and written back as the literal once the chunks are rendered.
+ */
+function publishedWorkerUrl(): Plugin {
+  const source = "new URL('./worker.ts', import.meta.url)";
+  const hidden = "new URL('./' + 'worker.js', import.meta.url)";
+  return {
+    name: 'wnw-published-worker-url',
+    enforce: 'pre',
+    transform(code, id) {
+      if (!id.endsWith('/src/worker/client.ts')) return null;
+      if (!code.includes(source)) throw new Error(`src/worker/client.ts no longer starts its worker with ${source}`);
+      return code.replace(source, hidden);
+    },
+    renderChunk(code) {
+      const rendered = /new URL\((["'])\.\/\1 \+ (["'])worker\.js\2, import\.meta\.url\)/;
+      return rendered.test(code) ? code.replace(rendered, 'new URL("./worker.js", import.meta.url)') : null;
+    },
+  };
+}
 
 // `vite` serves the demo page, the example page and the e2e harness pages;
 // `vite build` builds the demo; `vite build --mode lib` builds the ES modules (wnw and wnw/research).
 export default defineConfig(({ mode }) => ({
   // /samples.json: the shipped clips the demo offers (see src/ui/samples-plugin.ts).
-  plugins: [samplesPlugin()],
+  plugins: mode === 'lib' ? [publishedWorkerUrl()] : [samplesPlugin()],
   // Files the tests write while the pages run (miniature models, reports) are data, never modules: not watched.
   server: {
     host: '127.0.0.1',
@@ -42,11 +78,18 @@ export default defineConfig(({ mode }) => ({
     mode === 'lib'
       ? {
           outDir: 'dist/lib',
-          // Two entries (package.json's "." and "./research"): the code they share goes into chunks both import.
+          // The entries by where they run: wnw (a page or a worker), research, node (Node scripts), and
+          // the worker and the CLI; the code they share goes into chunks that each imports, so a
+          // module only Node reaches lands only in chunks only Node entries import.
           lib: {
             entry: {
               wnw: resolve(import.meta.dirname, 'src/index.ts'),
               research: resolve(import.meta.dirname, 'src/research.ts'),
+              node: resolve(import.meta.dirname, 'src/node.ts'),
+              worker: resolve(import.meta.dirname, 'src/worker/worker.ts'),
+              cli: resolve(import.meta.dirname, 'src/cli/main.ts'),
+              // The archive queue's worker thread (src/archive/queue-worker.ts starts it by this name).
+              'transcription-thread': resolve(import.meta.dirname, 'src/archive/transcription-thread.ts'),
             },
             formats: ['es'],
             fileName: (_format, name) => `${name}.js`,

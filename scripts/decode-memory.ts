@@ -7,6 +7,7 @@
  *   npx tsx scripts/decode-memory.ts --make MINUTES OUT.mp3   (a speech clip looped to that
  *     length, 44.1 kHz stereo at 128 kbps, with sox; then measures it)
  */
+import '../src/platform/node-host.js';
 import { execFileSync } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { runCli } from '../src/cli/main.js';

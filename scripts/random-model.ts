@@ -6,6 +6,7 @@
  *   npx tsx scripts/random-model.ts DIR   (then: wnw transcribe X.wav --model DIR,
  *   or WNW_E2E_MODEL=/DIR-under-the-repo/ npx playwright test e2e/demo.spec.ts)
  */
+import '../src/platform/node-host.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { decoderTensorShapes } from '../src/model/config.js';

@@ -11,6 +11,7 @@ export type WnwErrorCode =
   | 'MODEL_LOAD'
   | 'BAD_AUDIO'
   | 'BAD_ARGUMENT'
+  | 'WORKER_FAILED'
   | 'CANCELLED';
 
 export class WnwError extends Error {
@@ -121,14 +122,22 @@ export class ModelTooBigError extends WnwError {
   }
 }
 
+/** What a page that asked for WebGPU and found none can do about it. */
+export const WEBGPU_BROWSER_HELP =
+  'Use Chrome or Edge 113+, or Firefox/Safari with WebGPU enabled; ' +
+  'in Chromium on Linux start with --enable-unsafe-webgpu --enable-features=Vulkan. ' +
+  'The CPU backend (backend: "cpu") works everywhere, more slowly.';
+
 export class NoWebGpuError extends WnwError {
-  constructor(detail: string) {
-    super(
-      'NO_WEBGPU',
-      `WebGPU is not available (${detail}). Use Chrome or Edge 113+, or Firefox/Safari with WebGPU enabled; ` +
-        'in Chromium on Linux start with --enable-unsafe-webgpu --enable-features=Vulkan. ' +
-        'The CPU backend (backend: "cpu") works everywhere, more slowly.',
-    );
+  /**
+   * `detail`: why, in one flat sentence (what an 'auto' fallback reports); `help`: what to do
+   * here, which depends on where it ran (a browser's flags mean nothing to Node's Dawn).
+   */
+  constructor(
+    readonly detail: string,
+    help: string = WEBGPU_BROWSER_HELP,
+  ) {
+    super('NO_WEBGPU', `WebGPU is not available (${detail}).${help ? ` ${help}` : ''}`);
     this.name = 'NoWebGpuError';
   }
 }

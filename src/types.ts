@@ -282,7 +282,14 @@ export type AudioInput =
   | { getChannelData(i: number): Float32Array; numberOfChannels: number; sampleRate: number; length: number };
 
 export interface Transcriber {
+  /** What runs the decoder, e.g. "WebGPU (…)" or "CPU (TypeScript reference decoder)". */
   readonly backend: string;
+  /**
+   * Why the decoder runs on the CPU though `backend: 'auto'` looked for WebGPU, in one
+   * sentence (no WebGPU here, only a software adapter, Dawn not installed, …); null when it
+   * runs where it was asked to.
+   */
+  readonly backendReason: string | null;
   /** One request on a recording: `open`, the request, `dispose`. */
   transcribe(input: AudioInput, options?: TranscribeOptions): Promise<TranscriptionResult>;
   /**

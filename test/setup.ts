@@ -3,3 +3,5 @@ import { afterAll } from 'vitest';
 import { removeTempDirs } from './helpers/temp.js';
 
 afterAll(removeTempDirs);
+// Tests run in Node and read model folders and audio from disk, as a script that imports wnw/node does.
+import '../src/platform/node-host.js';

@@ -7,6 +7,7 @@
  * process watched from here: a case over 60 s is a hang and one that takes the process
  * past 2 GB is over-memory; either is killed, reported, and the run goes on after it.
  */
+import '../../src/platform/node-host.js';
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

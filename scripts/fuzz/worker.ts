@@ -3,6 +3,7 @@
  * one JSON line per case start and end on stdout, so the parent (main.ts) can tell a hang
  * or a runaway process from a slow case and go on past it.
  */
+import '../../src/platform/node-host.js';
 import { removeTempDirs } from '../../test/helpers/temp.js';
 import { disposeShared, runCase } from './cases.js';
 import { makeBases } from './bases.js';

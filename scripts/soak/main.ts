@@ -10,6 +10,7 @@
  * --max-new-tokens N (24), --family F (qwen2_audio), --port P (0: a free one), --no-warmup (skip the
  * one run per transcriber and clip length before run 1).
  */
+import '../../src/platform/node-host.js';
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';

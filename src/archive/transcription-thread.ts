@@ -3,6 +3,8 @@
  * (synchronous on the CPU backend, minutes for a long recording) runs here, off the worker's
  * event loop, where BullMQ renews the job's lock on time however long it takes.
  */
+// Installs what only Node does (disk files, Dawn, the audio decoders): this module runs only in Node.
+import '../platform/node-host.js';
 import { parentPort } from 'node:worker_threads';
 import { loadTranscriber } from '../transcribe/transcriber.js';
 import { serializeError } from '../worker/protocol.js';

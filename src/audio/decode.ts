@@ -3,12 +3,13 @@
  * result in Node, the browser and workers); anything else goes to the Web Audio API's
  * decodeAudioData when the environment has it (main browser thread), which also
  * resamples to the context's rate, and in Node to node-decode.ts (MP3, FLAC, Ogg Vorbis,
- * Ogg Opus, M4A/AAC), imported only there so pages never load its decoders.
+ * Ogg Opus, M4A/AAC) through the Node entry (platform/host.ts), so a page's bundle holds none of its decoders.
  */
 import { AudioError } from '../errors.js';
 import { isWav, parseWav } from './wav.js';
 import { resample } from './resample.js';
 import { downmix } from './downmix.js';
+import { isNode, nodeHost } from '../platform/host.js';
 
 /** An AudioBuffer or anything shaped like one (tests, Node). */
 export interface AudioBufferLike {
@@ -56,12 +57,6 @@ function offlineAudioContext(): OfflineCtor | undefined {
   return g.OfflineAudioContext ?? g.webkitOfflineAudioContext;
 }
 
-/** True in Node (not in a browser or a worker, whatever globals a test defines). */
-function isNode(): boolean {
-  const p = (globalThis as { process?: { versions?: { node?: string } } }).process;
-  return typeof p?.versions?.node === 'string';
-}
-
 /** True when non-WAV formats (MP3, OGG, FLAC, M4A, …) can be decoded here. */
 export function canDecodeCompressed(): boolean {
   return offlineAudioContext() !== undefined || isNode();
@@ -69,7 +64,7 @@ export function canDecodeCompressed(): boolean {
 
 async function decodeWithWebAudio(bytes: Uint8Array, targetRate: number): Promise<Float32Array> {
   const Ctx = offlineAudioContext();
-  if (!Ctx && isNode()) return (await import('./node-decode.js')).decodeCompressed(bytes, targetRate);
+  if (!Ctx && isNode()) return nodeHost('decoding compressed audio').decodeCompressed(bytes, targetRate);
   if (!Ctx) {
     throw new AudioError(
       'This file is not a WAV, and this environment has no Web Audio decoder (a Web Worker). ' +

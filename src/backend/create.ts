@@ -4,10 +4,9 @@
  * used when asked for explicitly, because in Node it is unreliable and everywhere it is
  * slower than the CPU backend.
  */
-import { CancelledError, DeviceLostError, ModelTooBigError, NoWebGpuError } from '../errors.js';
+import { CancelledError, DeviceLostError, ModelTooBigError, NoWebGpuError, WnwError } from '../errors.js';
 import type { ModelConfig } from '../model/config.js';
 import type { DecoderWeights } from '../model/weights.js';
-import { isNode, nodeBuiltin } from '../model/files.js';
 import { CpuBackend } from './cpu/backend.js';
 import type { DecoderBackend } from './types.js';
 import type { KvPrecision } from '../kv/precision.js';
@@ -30,21 +29,6 @@ export interface CreateBackendOptions {
   onUpload?: (loaded: number, total: number) => void;
   /** WebGPU: cancels the upload and compilation (a CancelledError; every GPU buffer made is freed). */
   signal?: AbortSignal;
-}
-
-/**
- * On Linux, Dawn needs a Vulkan driver manifest; without one it only prints warnings
- * and finds no adapter, so 'auto' skips it up front (and stays quiet).
- */
-async function nodeVulkanMissing(): Promise<string | null> {
-  // A WebGPU already in the page's globals needs no Dawn.
-  if (!isNode() || (globalThis as { navigator?: { gpu?: unknown } }).navigator?.gpu) return null;
-  const g = globalThis as unknown as { process: { platform: string; env: Record<string, string | undefined> } };
-  if (g.process.platform !== 'linux' || g.process.env.VK_ICD_FILENAMES || g.process.env.VK_DRIVER_FILES) return null;
-  const fs = await nodeBuiltin<typeof import('node:fs')>('node:fs');
-  const dirs = ['/usr/share/vulkan/icd.d', '/etc/vulkan/icd.d', '/usr/local/share/vulkan/icd.d'];
-  const found = dirs.some((d) => fs.existsSync(d) && fs.readdirSync(d).some((f) => f.endsWith('.json')));
-  return found ? null : 'no Vulkan driver is installed (no ICD manifest in /usr/share/vulkan/icd.d)';
 }
 
 /**
@@ -71,17 +55,12 @@ export async function chooseBackend(
 ): Promise<BackendTarget> {
   const want = opts.backend ?? 'auto';
   if (want === 'cpu') return { kind: 'cpu' };
-  const missing = want === 'auto' ? await nodeVulkanMissing() : null;
-  if (missing) {
-    opts.onFallback?.(missing);
-    return { kind: 'cpu' };
-  }
   try {
     const { describeAdapter, requestGpuAdapter } = await import('../gpu/device.js');
     const adapter = await requestGpuAdapter();
-    const { label, software } = describeAdapter(adapter);
+    const { label, software, name } = describeAdapter(adapter);
     if (software && want === 'auto')
-      throw new NoWebGpuError(`only a software adapter is available (${label}); the CPU backend is faster`);
+      throw new NoWebGpuError(`only a software adapter (${name}) is here, and the CPU backend is faster than it`, '');
     const { maxStorageBufferBindingSize, maxBufferSize } = adapter.limits;
     return {
       kind: 'webgpu',
@@ -92,8 +71,9 @@ export async function chooseBackend(
     };
   } catch (e) {
     if (want === 'webgpu')
-      throw e instanceof NoWebGpuError ? e : new NoWebGpuError(e instanceof Error ? e.message : String(e));
-    opts.onFallback?.(e instanceof Error ? e.message : String(e));
+      throw e instanceof WnwError ? e : new NoWebGpuError(e instanceof Error ? e.message : String(e));
+    // The reason alone, one flat sentence: NoWebGpuError's advice is for a page that asked for WebGPU.
+    opts.onFallback?.(e instanceof NoWebGpuError ? e.detail : e instanceof Error ? e.message : String(e));
     return { kind: 'cpu' };
   }
 }
@@ -129,7 +109,7 @@ export async function createBackend(
     // A cancel or a lost device is the caller's to see, not a reason to fall back.
     if (e instanceof ModelTooBigError || e instanceof CancelledError || e instanceof DeviceLostError) throw e;
     if (on.explicit)
-      throw e instanceof NoWebGpuError ? e : new NoWebGpuError(e instanceof Error ? e.message : String(e));
+      throw e instanceof WnwError ? e : new NoWebGpuError(e instanceof Error ? e.message : String(e));
     opts.onFallback?.(e instanceof Error ? e.message : String(e));
     return new CpuBackend(config, weights, cpuOptions);
   }

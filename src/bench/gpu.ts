@@ -9,6 +9,8 @@
  * shape); the longer ones are listed as not run. Writes one JSON and prints
  * a table. WebGPU reports no memory bandwidth: give it (--bandwidth, GB/s) for the floor.
  */
+// Installs what only Node does (disk files, Dawn, the audio decoders): this module runs only in Node.
+import '../platform/node-host.js';
 import { existsSync, writeFileSync } from 'node:fs';
 import { loadModel } from '../model/loader.js';
 import { randomDecoderWeights, referenceConfig } from '../model/testing.js';

@@ -17,6 +17,8 @@
  * WnW with the paper's one-step lag (planLag=1, a third row) waits for each step. `--no-pipeline` runs every policy in the waiting loop
  * (the loop before the pipeline), for the side-by-side comparison.
  */
+// Installs what only Node does (disk files, Dawn, the audio decoders): this module runs only in Node.
+import '../platform/node-host.js';
 import { parseKvPrecision } from '../cli/args.js';
 import { existsSync } from 'node:fs';
 import { createBackend } from '../backend/create.js';

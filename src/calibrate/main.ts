@@ -9,6 +9,8 @@
  *   npm run calibrate -- --model HF_DIR --export-ids IDS.json [--language en]
  *       (prompt and answer ids for training/head_sensitivity.py on a Hugging Face folder)
  */
+// Installs what only Node does (disk files, Dawn, the audio decoders): this module runs only in Node.
+import '../platform/node-host.js';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

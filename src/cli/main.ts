@@ -4,6 +4,8 @@
  * The work is in `runCli`, which takes its I/O as arguments so tests run it with a fake
  * transcriber and no model.
  */
+// Installs what only Node does (disk files, Dawn, the audio decoders): this module runs only in Node.
+import '../platform/node-host.js';
 import { readFile } from 'node:fs/promises';
 import { formatResult, loadFor, oneLine, progressDrawer, readAudio, type CliIo } from './file-run.js';
 import {

@@ -7,6 +7,8 @@
  * Reports the share of each on the first 10 % of the audio, and the top-K Jaccard
  * overlap of the two rankings (K = 100, 500; random ≈ K / T) with its per-head spread.
  */
+// Installs what only Node does (disk files, Dawn, the audio decoders): this module runs only in Node.
+import '../platform/node-host.js';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createBackend } from '../backend/create.js';

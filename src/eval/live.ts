@@ -10,6 +10,8 @@
  * median tick time and the largest GPU KV of a tick's session. `--no-offline` skips the
  * offline run (an hour's). DIR holds NAME.wav beside NAME.txt (the test sets' layout).
  */
+// Installs what only Node does (disk files, Dawn, the audio decoders): this module runs only in Node.
+import '../platform/node-host.js';
 import { readFileSync } from 'node:fs';
 import { toMono16k } from '../audio/decode.js';
 import { loadTranscriber } from '../transcribe/transcriber.js';

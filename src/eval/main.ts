@@ -11,6 +11,8 @@
  * A policy may carry ablation options, `wnw:ranking=voice:nVoice=8`: they go to its
  * factory, and its runs and summary row carry them as `variant`.
  */
+// Installs what only Node does (disk files, Dawn, the audio decoders): this module runs only in Node.
+import '../platform/node-host.js';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';

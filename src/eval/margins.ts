@@ -9,6 +9,8 @@
  * precision (`--against full --against-kv f16`). A free run forks at its first such step, so
  * a cache that flips only near-ties can still give a transcript far from the full cache's.
  */
+// Installs what only Node does (disk files, Dawn, the audio decoders): this module runs only in Node.
+import '../platform/node-host.js';
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';

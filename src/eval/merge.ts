@@ -7,6 +7,8 @@
  * command (from its meta, or --base-command for a report written before commands were
  * recorded) and says which rows were re-run, when and by what command.
  */
+// Installs what only Node does (disk files, Dawn, the audio decoders): this module runs only in Node.
+import '../platform/node-host.js';
 import { readFile, writeFile } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';

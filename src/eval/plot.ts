@@ -7,6 +7,8 @@
  *   npm run eval -- ... --plot FILE.svg
  *   npm run plot -- eval/espeak-heldout.json [eval/long-4min.json ...] --out FILE.svg
  */
+// Installs what only Node does (disk files, Dawn, the audio decoders): this module runs only in Node.
+import '../platform/node-host.js';
 import { readFile, writeFile } from 'node:fs/promises';
 import { basename, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';

@@ -12,6 +12,8 @@
  * reference, and a gap that long between our words (what subtitles cut at), counted as found,
  * missed and spurious.
  */
+// Installs what only Node does (disk files, Dawn, the audio decoders): this module runs only in Node.
+import '../platform/node-host.js';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { toMono16k } from '../audio/decode.js';

@@ -5,7 +5,7 @@
  * test can assert that decode steps allocate nothing.
  */
 import { DeviceLostError, NoWebGpuError, OutOfMemoryError } from '../errors.js';
-import { nodeBuiltin } from '../model/files.js';
+import { isNode, nodeHost } from '../platform/host.js';
 
 export interface GpuInfo {
   vendor: string;
@@ -18,35 +18,13 @@ export interface GpuInfo {
 }
 
 export interface AcquireOptions {
-  /** A GPU object to use (tests, embedding apps); default navigator.gpu, else Node's `webgpu`. */
+  /** A GPU object to use (tests, embedding apps); default navigator.gpu, else Dawn through the Node entry. */
   gpu?: GPU;
   /** An existing device (e.g. onnxruntime-web's), so encoder outputs can stay on the GPU. */
   device?: GPUDevice;
   /** An adapter asked for earlier (its limits judged before the weights were read); default: request one. */
   adapter?: GPUAdapter;
   powerPreference?: GPUPowerPreference;
-}
-
-const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
-
-async function nodeGpu(): Promise<GPU | null> {
-  const g = globalThis as { process?: { versions?: { node?: string }; env: Record<string, string | undefined> } };
-  if (!g.process?.versions?.node) return null;
-  const name = 'webgpu';
-  const mod = (await import(/* @vite-ignore */ name)) as { create(o: string[]): GPU; globals: object };
-  Object.assign(globalThis, mod.globals);
-  return mod.create([]);
-}
-
-async function nodeSwiftShader(): Promise<GPU | null> {
-  // Dawn finds no Vulkan driver on a machine without a GPU; Chromium's SwiftShader ICD, when
-  // installed, makes it work (barrier-using shaders are unreliable there: see engine notes).
-  const g = globalThis as { process?: { env: Record<string, string | undefined> } };
-  if (!g.process || g.process.env.VK_ICD_FILENAMES) return null;
-  const fs = await nodeBuiltin<typeof import('node:fs')>('node:fs');
-  if (!fs.existsSync(SWIFTSHADER_ICD)) return null;
-  g.process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
-  return nodeGpu();
 }
 
 export type Bindings = (GPUBuffer | GPUBufferBinding)[] | Record<number, GPUBuffer | GPUBufferBinding>;
@@ -187,19 +165,19 @@ export async function requestGpuAdapter(
   opts: Pick<AcquireOptions, 'gpu' | 'powerPreference'> = {},
 ): Promise<GPUAdapter> {
   let gpu: GPU | null = opts.gpu ?? (typeof navigator !== 'undefined' && navigator.gpu ? navigator.gpu : null);
-  if (!gpu) gpu = await nodeGpu().catch(() => null);
-  if (!gpu) throw new NoWebGpuError('navigator.gpu is missing and the `webgpu` package could not be loaded');
-  let adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference ?? 'high-performance' });
-  if (!adapter && !opts.gpu) {
-    const ss = await nodeSwiftShader().catch(() => null);
-    if (ss) adapter = await ss.requestAdapter();
-  }
+  // Dawn says itself why it cannot be had (not installed, no driver, a software adapter, a crash in its probe).
+  if (!gpu && isNode()) gpu = await nodeHost('WebGPU').gpu();
+  if (!gpu) throw new NoWebGpuError('navigator.gpu is missing');
+  const adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference ?? 'high-performance' });
   if (!adapter) throw new NoWebGpuError('requestAdapter() returned no adapter');
   return adapter;
 }
 
 /** Who made the adapter, and whether it is a CPU rasteriser. */
-export function describeAdapter(adapter: GPUAdapter | null, device?: GPUDevice): Omit<GpuInfo, 'features'> {
+export function describeAdapter(
+  adapter: GPUAdapter | null,
+  device?: GPUDevice,
+): Omit<GpuInfo, 'features'> & { name: string } {
   const info =
     (adapter as (GPUAdapter & { info?: GPUAdapterInfo }) | null)?.info ??
     (device as (GPUDevice & { adapterInfo?: GPUAdapterInfo }) | undefined)?.adapterInfo;
@@ -218,6 +196,7 @@ export function describeAdapter(adapter: GPUAdapter | null, device?: GPUDevice):
     architecture,
     description,
     software,
+    name,
     label: software ? `WebGPU (${name}: a CPU rasteriser, timings are CPU timings)` : `WebGPU (${name})`,
   };
 }

@@ -6,7 +6,7 @@
  * `//#include other.wgsl` lines are resolved through the same loader (`assembleShader`),
  * so code several kernels share (the weight-format readers) is written once.
  */
-import { nodeBuiltin } from '../model/files.js';
+import { nodeHost } from '../platform/host.js';
 
 export type ShaderLoader = (file: string) => Promise<string>;
 
@@ -34,8 +34,7 @@ export const defaultShaderLoader: ShaderLoader = async (file) => {
     if (src === undefined) throw new Error(`shader ${file} is not in shaders/`);
     return src;
   }
-  const { readFile } = await nodeBuiltin<typeof import('node:fs/promises')>('node:fs/promises');
-  return readFile(new URL(`../../shaders/${file}`, import.meta.url), 'utf8');
+  return nodeHost(`loading the shader ${file}`).fsp.readFile(new URL(`../../shaders/${file}`, import.meta.url), 'utf8');
 };
 
 const INCLUDE = /^\/\/#include\s+(\S+\.wgsl)\s*$/;

@@ -9,7 +9,8 @@ import type * as Ort from 'onnxruntime-web';
 import type { AudioConfig, ModelConfig } from './config.js';
 import { CancelledError, ModelLoadError } from '../errors.js';
 import { LogMel } from '../audio/mel.js';
-import { isNode, nodeBuiltin, readBytes } from './files.js';
+import { isNode, readBytes } from './files.js';
+import { nodeHost } from '../platform/host.js';
 
 /** Runs one window: mel [nMels, frames] (mel-major) -> embeddings [frames / framesPerToken, hiddenSize]. */
 export type EncoderRunFn = (mel: Float32Array, frames: number) => Promise<Float32Array>;
@@ -114,18 +115,7 @@ export type ExecutionProvider = 'webgpu' | 'wasm';
 
 /** onnxruntime-web, configured for this environment (once). */
 export async function loadOrt(): Promise<OrtModule> {
-  if (isNode()) {
-    const ort: OrtModule = await import('onnxruntime-web');
-    const { createRequire } = await nodeBuiltin<typeof import('node:module')>('node:module');
-    const { dirname } = await nodeBuiltin<typeof import('node:path')>('node:path');
-    const { pathToFileURL } = await nodeBuiltin<typeof import('node:url')>('node:url');
-    // The package's node entry lives in dist/, next to the .wasm and .mjs loaders ORT fetches.
-    const entry = createRequire(import.meta.url).resolve('onnxruntime-web');
-    ort.env.wasm.wasmPaths = pathToFileURL(dirname(entry)).href + '/';
-    // Threads in Node need worker files ORT cannot always locate; one thread is reliable.
-    ort.env.wasm.numThreads = 1;
-    return ort;
-  }
+  if (isNode()) return nodeHost('onnxruntime-web').ort();
   // The WebGPU build also contains the wasm backend used as fallback.
   return (await import('onnxruntime-web/webgpu')) as OrtModule;
 }

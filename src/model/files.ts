@@ -5,21 +5,9 @@
  */
 import { CancelledError, ModelLoadError } from '../errors.js';
 import { localFile, type LocalLookup } from './local-folder.js';
+import { isNode, nodeHost } from '../platform/host.js';
 
-export const isNode = (): boolean =>
-  typeof process !== 'undefined' &&
-  !!process.versions?.node &&
-  typeof (globalThis as { window?: unknown }).window === 'undefined';
-
-/**
- * Imports a Node builtin from a Node-only branch. The specifier is a variable so that a
- * browser bundle neither resolves nor warns about modules its code never loads.
- */
-export function nodeBuiltin<T>(
-  name: 'node:fs' | 'node:fs/promises' | 'node:module' | 'node:path' | 'node:url',
-): Promise<T> {
-  return import(/* @vite-ignore */ name) as Promise<T>;
-}
+export { isNode } from '../platform/host.js';
 
 const isUrl = (s: string) => /^(https?|blob|data):/.test(s);
 
@@ -55,9 +43,11 @@ export async function readBytes(
     onProgress?.(bytes.byteLength, bytes.byteLength);
     return bytes;
   }
+  // Outside the try: a missing Node entry is the caller's to fix, not a file that cannot be read.
+  const disk = isNode() && !isUrl(source) ? nodeHost(`reading ${source}`).fsp : null;
   try {
-    if (isNode() && !isUrl(source)) {
-      const fs = await nodeBuiltin<typeof import('node:fs/promises')>('node:fs/promises');
+    if (disk) {
+      const fs = disk;
       const buf = await fs.readFile(source.startsWith('file:') ? new URL(source) : source);
       onProgress?.(buf.byteLength, buf.byteLength);
       return buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength) as ArrayBuffer;
@@ -119,7 +109,7 @@ export async function exists(source: string): Promise<boolean> {
   const local = localFile(source);
   if (local) return local.file !== null;
   if (isNode() && !isUrl(source)) {
-    const fs = await nodeBuiltin<typeof import('node:fs/promises')>('node:fs/promises');
+    const fs = nodeHost(`reading ${source}`).fsp;
     return fs.access(source.startsWith('file:') ? new URL(source) : source).then(
       () => true,
       () => false,
@@ -157,7 +147,7 @@ export async function openRanged(source: string): Promise<RangedFile> {
   const local = localFile(source);
   if (local) return rangedBlob(source, pickedOrFail(local, source), local.counted);
   if (isNode() && !isUrl(source)) {
-    const fs = await nodeBuiltin<typeof import('node:fs/promises')>('node:fs/promises');
+    const fs = nodeHost(`reading ${source}`).fsp;
     const handle = await fs.open(source.startsWith('file:') ? new URL(source) : source, 'r').catch(fail);
     const size = (await handle.stat().catch(fail)).size;
     return {

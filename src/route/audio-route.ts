@@ -31,7 +31,7 @@ import {
 import { defaultTowerFormat, towerBytes } from '../encoder/sizing.js';
 import type { GpuContext } from '../gpu/device.js';
 import type { PipelineCache } from '../gpu/pipelines.js';
-import { AudioEncoder } from '../model/encoder.js';
+import { AudioEncoder, type ExecutionProvider } from '../model/encoder.js';
 import { WhisperOnnxRoute } from './whisper-onnx.js';
 import type { WeightFormat } from '../model/quant.js';
 import { exists, joinModelPath, readJson } from '../model/files.js';
@@ -51,6 +51,12 @@ export interface RouteLoadOptions {
    * `defaultTowerFormat` of the decoder beside it.
    */
   weightFormat?: WeightFormat;
+  /**
+   * Where an ONNX encoder runs, in order of preference; default: WebGPU first wherever a page
+   * has it. A transcriber passes its decoder's choice: a decoder on the CPU (asked for, or an
+   * adapter judged too slow) means the encoder runs on wasm too.
+   */
+  onnxProviders?: ExecutionProvider[];
   /** The decoder the tower runs beside: its weight format and bytes, and the memory the device surely has (for the default format). */
   decoder?: { format: WeightFormat; weightBytes: number; memoryBytes?: number };
 }
@@ -69,15 +75,20 @@ export async function createAudioRoute(model: LoadedModel, opts: RouteLoadOption
       );
     return WhisperRoute.load(model, model.family, src.base, opts);
   }
-  if (src?.kind === 'onnx' && 'layout' in src) return WhisperOnnxRoute.load(model, src);
+  if (src?.kind === 'onnx' && 'layout' in src) return WhisperOnnxRoute.load(model, src, opts.onnxProviders);
   const bytes = src?.kind === 'onnx' ? src.bytes : model.encoderBytes;
   const file = src?.kind === 'onnx' ? src.file : (opts.file ?? `${model.base}/encoder.onnx`);
-  return new OnnxRoute(model, await AudioEncoder.create(bytes, model.config, { file }));
+  return new OnnxRoute(
+    model,
+    await AudioEncoder.create(bytes, model.config, {
+      file,
+      ...(opts.onnxProviders ? { executionProviders: opts.onnxProviders } : {}),
+    }),
+  );
 }
 
 class OnnxRoute implements AudioRoute {
   readonly kind = 'onnx' as const;
-  readonly label = 'ONNX audio encoder (onnxruntime-web)';
   readonly weightBytes: number;
 
   constructor(
@@ -85,6 +96,10 @@ class OnnxRoute implements AudioRoute {
     readonly encoder: AudioEncoder,
   ) {
     this.weightBytes = model.encoder?.kind === 'onnx' ? model.encoder.bytes.byteLength : 0;
+  }
+
+  get label(): string {
+    return `ONNX audio encoder (onnxruntime-web, ${this.encoder.executionProvider})`;
   }
 
   async encode(samples: Float32Array, opts: RouteOptions = {}): Promise<RouteOutput> {

@@ -79,6 +79,8 @@ export class WnwTranscriber implements Transcriber {
       budget: number;
       language?: string;
       onProgress?: (e: ProgressEvent) => void;
+      /** Why 'auto' chose the CPU, when it did (Transcriber.backendReason). */
+      backendReason?: string;
     },
     /** Builds the engine again from the loaded model (after a lost device); absent: a loss is final. */
     private readonly remake?: () => Promise<Engine>,
@@ -97,6 +99,10 @@ export class WnwTranscriber implements Transcriber {
 
   get backend(): string {
     return this.decoder.label;
+  }
+
+  get backendReason(): string | null {
+    return this.decoder.kind === 'cpu' ? (this.defaults.backendReason ?? null) : null;
   }
 
   get backendKind(): 'cpu' | 'webgpu' {
@@ -635,8 +641,10 @@ async function load(options: LoadOptions, cancel: ReturnType<typeof cancellableP
   if (needsHeads(policy) && !model.heads) {
     throw new WnwError('BAD_ARGUMENT', missingHeads(policy, options.model));
   }
-  const onFallback = (reason: string) =>
-    progress({ phase: 'compile', fraction: 1, detail: `WebGPU unavailable (${reason}); using the CPU backend` });
+  const onFallback = (reason: string) => {
+    fallback = reason;
+    progress({ phase: 'compile', fraction: 1, detail: `WebGPU unavailable: ${reason}; using the CPU backend` });
+  };
   if (fallback !== undefined) onFallback(fallback);
   // Packed weights go to the backend as they are (dequantising them would undo the packing).
   const weights = model.packed ?? packForBackend(model, options.weightFormat, progress);
@@ -652,8 +660,11 @@ async function load(options: LoadOptions, cancel: ReturnType<typeof cancellableP
     );
   const engine = await build(target, options.signal);
   // A new device after a loss comes from a new adapter (an adapter gives one device), without the load's signal.
-  return new WnwTranscriber(model, engine, { policy, budget, language, onProgress: options.onProgress }, () =>
-    build(undefined, undefined),
+  return new WnwTranscriber(
+    model,
+    engine,
+    { policy, budget, language, onProgress: options.onProgress, backendReason: fallback },
+    () => build(undefined, undefined),
   );
 }
 
@@ -711,6 +722,9 @@ async function buildEngine(
     route = await createAudioRoute(model, {
       file: `${options.model}/encoder.onnx`,
       gpu: gpuContextOf(decoder),
+      // The encoder follows the decoder: a decoder on the CPU (asked for, or a software
+      // adapter judged slower than it) leaves WebGPU to no part of the model.
+      ...(decoder.kind === 'cpu' ? { onnxProviders: ['wasm' as const] } : {}),
       weightFormat: options.audioWeightFormat,
       decoder: decoderWeights,
     });

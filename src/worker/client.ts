@@ -93,12 +93,15 @@ export interface WorkerTranscriber extends Transcriber {
   live(options?: LiveOptions): LiveSession;
 }
 
+/** What a worker says once its model is loaded. */
+type Loaded = Extract<FromWorker, { type: 'loaded' }>;
+
 /** One worker with the model loaded in it. */
 class WorkerHandle {
   private nextId = 1;
   private readonly handlers = new Map<number, (m: FromWorker) => void>();
   crashed: Error | null = null;
-  readonly ready: Promise<string>;
+  readonly ready: Promise<Loaded>;
 
   constructor(
     readonly worker: Worker,
@@ -108,12 +111,21 @@ class WorkerHandle {
   ) {
     worker.addEventListener('message', (e: MessageEvent<FromWorker>) => this.handlers.get(e.data.id)?.(e.data));
     // A worker that fails to start (bad URL, syntax error) only reports an ErrorEvent: fail every pending call with it.
+    let started = false;
     worker.addEventListener('error', (e: ErrorEvent) => {
-      this.crashed = new Error(`the transcription worker failed: ${e.message || 'could not start'}`);
+      this.crashed = new WnwError(
+        'WORKER_FAILED',
+        started
+          ? `the transcription worker stopped (${e.message || 'an uncaught error'}); load the transcriber again`
+          : `the transcription worker could not start (${e.message || 'its script did not load'}): wnw's worker.js, ` +
+              'beside its other files, must be served with the page. Bundlers that follow ' +
+              "new Worker(new URL('./worker.js', import.meta.url)) (Vite, webpack 5, esbuild with bundling) emit it; " +
+              'otherwise pass loadTranscriberInWorker a second argument that makes the worker from where you serve it',
+      );
       for (const h of this.handlers.values())
-        h({ type: 'failed', id: -1, error: { name: 'Error', message: this.crashed.message } });
+        h({ type: 'failed', id: -1, error: { name: 'WnwError', code: 'WORKER_FAILED', message: this.crashed.message } });
     });
-    this.ready = new Promise<string>((resolve, reject) => {
+    this.ready = new Promise<Loaded>((resolve, reject) => {
       let kill: ReturnType<typeof setTimeout> | undefined;
       const finish = () => {
         this.close(id);
@@ -122,7 +134,7 @@ class WorkerHandle {
       };
       const id = this.open((m) => {
         if (m.type === 'progress') onProgress?.(m.event);
-        else if (m.type === 'loaded') (finish(), resolve(m.backend));
+        else if (m.type === 'loaded') ((started = true), finish(), resolve(m));
         else if (m.type === 'failed') (finish(), reject(deserializeError(m.error)));
       });
       // The worker stops the load at its next check; one that does not answer in time is stopped by force.
@@ -223,7 +235,7 @@ export async function loadTranscriberInWorker(
   // The load's signal cancels this first load only; a reload after a forced stop has none.
   const { onProgress, signal, ...rest } = options;
   let handle = new WorkerHandle(makeWorker(), rest, onProgress, signal);
-  const backend = await handle.ready.catch((e: unknown) => {
+  const { backend, backendReason } = await handle.ready.catch((e: unknown) => {
     handle.worker.terminate();
     throw e;
   });
@@ -434,6 +446,7 @@ export async function loadTranscriberInWorker(
 
   return {
     backend,
+    backendReason,
     live: (options: LiveOptions = {}) => live(options),
     transcribe: (input: AudioInput, opts: TranscribeOptions = {}): Promise<TranscriptionResult> =>
       call(

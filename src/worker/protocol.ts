@@ -76,7 +76,7 @@ export type WorkerRequest =
 
 export type FromWorker =
   | { type: 'progress'; id: number; event: ProgressEvent }
-  | { type: 'loaded'; id: number; backend: string }
+  | { type: 'loaded'; id: number; backend: string; backendReason: string | null }
   | { type: 'token'; id: number; text: string; token: number }
   | { type: 'step'; id: number; stats: StepStats }
   | { type: 'result'; id: number; result: Omit<TranscriptionResult, 'error'>; error?: SerializedError }

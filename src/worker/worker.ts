@@ -97,7 +97,8 @@ async function handle(m: ToWorker): Promise<void> {
       });
       transcriber = loading;
       try {
-        post({ type: 'loaded', id: m.id, backend: (await loading).backend });
+        const asr = await loading;
+        post({ type: 'loaded', id: m.id, backend: asr.backend, backendReason: asr.backendReason });
       } catch (e) {
         transcriber = null;
         post({ type: 'failed', id: m.id, error: serializeError(e) });

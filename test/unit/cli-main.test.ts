@@ -24,6 +24,7 @@ function fakeLoad(seen: { load?: LoadOptions; call?: TranscribeOptions; disposed
     seen.load = o;
     return {
       backend: 'CPU (TypeScript)',
+      backendReason: null,
       dispose: () => void (seen.disposed = true),
       open: () => Promise.reject(new Error('this fake transcribes only')),
       async transcribe(input, call = {}): Promise<TranscriptionResult> {

@@ -50,6 +50,7 @@ function textGrid(name: string, intervals: [number, number, string][]) {
 function fakeLoad(hyps: Map<number, string>, calls: unknown[] = []) {
   return async (): Promise<Transcriber> => ({
     backend: 'fake',
+    backendReason: null,
     open: () => Promise.reject(new Error('this fake transcribes only')),
     dispose() {},
     async transcribe(input, call = {}): Promise<TranscriptionResult> {

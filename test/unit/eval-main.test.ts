@@ -21,6 +21,7 @@ function fakeLoad(calls: TranscribeOptions[], loads: LoadOptions[]) {
     loads.push(o);
     return {
       backend: 'fake',
+      backendReason: null,
       open: () => Promise.reject(new Error('this fake transcribes only')),
       dispose() {},
       async transcribe(input, call = {}): Promise<TranscriptionResult> {

@@ -49,7 +49,7 @@ function fakeWorker(sent: ToWorker[]): () => Worker {
       postMessage(m: ToWorker) {
         // What a real postMessage does first: a function anywhere in the message is a DataCloneError.
         sent.push(structuredClone(m));
-        if (m.type === 'load') reply({ type: 'loaded', id: m.id, backend: 'fake' });
+        if (m.type === 'load') reply({ type: 'loaded', id: m.id, backend: 'fake', backendReason: null });
         if (m.type === 'transcribe')
           reply({
             type: 'result',
