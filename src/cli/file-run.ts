@@ -95,7 +95,7 @@ export async function loadFor(
   clear();
   // Said every time, not only for auto: a CPU fallback is 10-100x slower and people should know why.
   io.stderr(
-    `wnw: backend ${asr.backend}${args.backend === 'auto' ? ' (auto)' : ''}; ` +
+    `wnw: backend ${asr.backend}${args.backend === 'auto' ? ` (auto${asr.backendReason ? `: ${asr.backendReason}` : ''})` : ''}; ` +
       `policy ${args.policy}${hasFixedBudget(args.policy) ? '' : ` at budget ${args.budget}`}\n`,
   );
   return asr;
