@@ -5,7 +5,8 @@
  * --lock-duration however long a transcription takes; a worker that dies (power, SIGKILL, OOM)
  * stops renewing, and after --lock-duration another worker's stalled-job check puts its jobs
  * back in the queue. Bad input (BAD_AUDIO, BAD_ARGUMENT, CONTEXT_TOO_LONG) fails once; anything
- * else is retried with backoff as the job's attempts allow.
+ * else is retried with backoff as the job's attempts allow. A job's data is whatever was written
+ * to Redis: queued-job.ts checks it and keeps its paths inside --out (and --input-root) first.
  */
 import { Worker as ThreadWorker } from 'node:worker_threads';
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
@@ -14,6 +15,7 @@ import { deserializeError } from '../worker/client.js';
 import type { RecordingJob } from './job.js';
 import { modelIdentity } from './model-identity.js';
 import { doneRecord, outputPath } from './output.js';
+import { BadJobError, checkQueuedJob, workerFolders } from './queued-job.js';
 import type { QueueAddress } from './queue-url.js';
 import type { FromThread, ToThread } from './thread-protocol.js';
 import type { RecordingDone } from './transcribe-recording.js';
@@ -24,6 +26,10 @@ export const NO_RETRY_CODES: readonly string[] = ['BAD_AUDIO', 'BAD_ARGUMENT', '
 export interface QueueWorkerOptions {
   model: string;
   backend: BackendChoice;
+  /** The folder every output goes under: a job may name a sub-folder of it, never a path outside. */
+  out: string;
+  /** Where set, a job's recording must be under this folder (symlinks resolved). */
+  inputRoot?: string;
   concurrency: number;
   /** BullMQ's lockDuration and stalledInterval: how soon a dead worker's job runs elsewhere. */
   lockSeconds: number;
@@ -95,6 +101,9 @@ class TranscriptionThread {
   }
 }
 
+/** A job's name as BullMQ holds it is the enqueuer's text: one line in the log whatever it holds. */
+const logged = (s: string) => s.replace(/[\u0000-\u001f\u007f]/g, (c) => JSON.stringify(c).slice(1, -1));
+
 const codeOf = (e: unknown) => {
   const c = (e as { code?: unknown }).code;
   return typeof c === 'string' ? c : 'ERROR';
@@ -103,6 +112,7 @@ const codeOf = (e: unknown) => {
 /** Resolves with false when stopped by `stopNow` with jobs possibly running. */
 export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOptions): Promise<boolean> {
   const identity = modelIdentity(o.model);
+  const folders = await workerFolders(o.out, o.inputRoot);
   const idle: TranscriptionThread[] = [];
   const all = new Set<TranscriptionThread>();
   const take = () => {
@@ -112,9 +122,17 @@ export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOption
     return t;
   };
 
-  const processJob = async (job: Job<RecordingJob, RecordingDone>): Promise<RecordingDone> => {
-    const data = job.data;
-    const at = `job ${job.id} ${job.name}`;
+  const processJob = async (job: Job<unknown, RecordingDone>): Promise<RecordingDone> => {
+    const at = `job ${logged(String(job.id))} ${logged(job.name)}`;
+    let data: RecordingJob;
+    try {
+      data = await checkQueuedJob(job.data, folders);
+    } catch (e) {
+      if (!(e instanceof BadJobError)) throw e;
+      const why = `${e.code}: ${e.message}`;
+      o.log(`${at}: failed: ${why} (bad input: not retried)`);
+      throw new UnrecoverableError(why);
+    }
     if (data.modelIdentity !== identity) {
       const why =
         `BAD_ARGUMENT: enqueued for another model than this worker's --model ${o.model} ` +
@@ -149,7 +167,7 @@ export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOption
     }
   };
 
-  const worker = new Worker<RecordingJob, RecordingDone>(address.name, processJob, {
+  const worker = new Worker<unknown, RecordingDone>(address.name, processJob, {
     connection: address.connection,
     concurrency: o.concurrency,
     lockDuration: o.lockSeconds * 1000,
@@ -208,7 +226,11 @@ export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOption
         })
         .catch(() => {});
     }, 1000);
-    o.log(`waiting for jobs on ${address.shown} (concurrency ${o.concurrency}, lock ${o.lockSeconds} s)`);
+    o.log(
+      `waiting for jobs on ${address.shown} (outputs under ${folders.out}` +
+        `${folders.inputRootReal !== undefined ? `, recordings under ${folders.inputRootReal}` : ''}, ` +
+        `concurrency ${o.concurrency}, lock ${o.lockSeconds} s)`,
+    );
     void worker.run().catch((e: Error) => stop(`queue error: ${e.message}`));
   });
   await Promise.all([...all].map((t) => t.stop()));
