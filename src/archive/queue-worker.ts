@@ -15,6 +15,7 @@ import { deserializeError } from '../worker/client.js';
 import type { RecordingJob } from './job.js';
 import { modelIdentity } from './model-identity.js';
 import { doneRecord, outputPath } from './output.js';
+import { printable } from './printable.js';
 import { BadJobError, checkQueuedJob, workerFolders } from './queued-job.js';
 import type { QueueAddress } from './queue-url.js';
 import type { FromThread, ToThread } from './thread-protocol.js';
@@ -101,9 +102,6 @@ class TranscriptionThread {
   }
 }
 
-/** A job's name as BullMQ holds it is the enqueuer's text: one line in the log whatever it holds. */
-const logged = (s: string) => s.replace(/[\u0000-\u001f\u007f]/g, (c) => JSON.stringify(c).slice(1, -1));
-
 const codeOf = (e: unknown) => {
   const c = (e as { code?: unknown }).code;
   return typeof c === 'string' ? c : 'ERROR';
@@ -123,14 +121,14 @@ export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOption
   };
 
   const processJob = async (job: Job<unknown, RecordingDone>): Promise<RecordingDone> => {
-    const at = `job ${logged(String(job.id))} ${logged(job.name)}`;
+    const at = `job ${printable(job.id)} ${printable(job.name)}`;
     let data: RecordingJob;
     try {
       data = await checkQueuedJob(job.data, folders);
     } catch (e) {
       if (!(e instanceof BadJobError)) throw e;
       const why = `${e.code}: ${e.message}`;
-      o.log(`${at}: failed: ${why} (bad input: not retried)`);
+      o.log(`${at}: failed: ${printable(why)} (bad input: not retried)`);
       throw new UnrecoverableError(why);
     }
     if (data.modelIdentity !== identity) {
@@ -143,7 +141,7 @@ export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOption
     // Delivered again after a run that wrote its output but died before telling Redis: nothing to redo.
     const record = await doneRecord(data);
     if (record) {
-      o.log(`${at}: already done (${outputPath(data)})`);
+      o.log(`${at}: already done (${printable(outputPath(data))})`);
       return { audioSeconds: record.audioSeconds, seconds: record.seconds };
     }
     o.log(`${at}: started (attempt ${job.attemptsMade + 1} of ${job.opts.attempts ?? 1})`);
@@ -159,7 +157,7 @@ export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOption
       const code = codeOf(e);
       const message = `${code}: ${(e instanceof Error ? e.message : String(e)).replace(/\s*\n\s*/g, ' ')}`;
       const final = NO_RETRY_CODES.includes(code);
-      o.log(`${at}: failed: ${message}${final ? ' (bad input: not retried)' : ''}`);
+      o.log(`${at}: failed: ${printable(message)}${final ? ' (bad input: not retried)' : ''}`);
       throw final ? new UnrecoverableError(message) : new Error(message);
     } finally {
       if (thread.dead) all.delete(thread);

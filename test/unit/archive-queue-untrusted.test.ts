@@ -70,6 +70,8 @@ describe('wnw worker and jobs it must not run', () => {
       await q.add('absolute-out', { ...job, name: 'abs', out: join(base, 'elsewhere') }, opts);
       await q.add('outside-root', { ...job, name: 'outside', file: join(base, 'outside.wav') }, opts);
       await q.add('malformed', { ...job, name: 'malformed', options: { ...job.options, budget: 'all' } }, opts);
+      // No data at all, under a name that would clear a terminal and start a log line of its own.
+      await q.add('no-data\n\u001b[2J', null, opts);
 
       const worker = startCli([
         'worker',
@@ -93,6 +95,7 @@ describe('wnw worker and jobs it must not run', () => {
         ['absolute-out', /the job's out ".*elsewhere" is outside this worker's --out /],
         ['outside-root', /the job's file .*outside\.wav is outside this worker's --input-root /],
         ['malformed', /the job's options\.budget must be a number in \(0, 1\], got "all"/],
+        ['no-data\\\\u000a\\\\u001b\\[2J', /the job's data is not an object \(got null\)/],
       ];
       for (const [name, why] of refusals) {
         const line = new RegExp(`job \\S+ ${name}: failed: BAD_ARGUMENT: ${why.source}.* \\(bad input: not retried\\)`);
@@ -101,7 +104,13 @@ describe('wnw worker and jobs it must not run', () => {
 
       // Failed once each, with the typed error in the job, whatever attempts they were given.
       const failed = await q.getFailed();
-      expect(failed.map((j) => j.name).sort()).toEqual(['absolute-out', 'climb', 'malformed', 'outside-root']);
+      expect(failed.map((j) => j.name).sort()).toEqual([
+        'absolute-out',
+        'climb',
+        'malformed',
+        'no-data\n\u001b[2J',
+        'outside-root',
+      ]);
       for (const j of failed) {
         expect(j.attemptsMade, j.name).toBe(1);
         expect(j.failedReason, j.name).toMatch(/^BAD_ARGUMENT: the job's /);
@@ -119,7 +128,11 @@ describe('wnw worker and jobs it must not run', () => {
 
     const status = await runCliCaptured(['batch', '--queue', url('untrusted'), '--status']);
     expect(status.code, status.err).toBe(0);
-    expect(status.out).toMatch(/: 1 done, 4 failed, 0 running, 0 waiting, 0 waiting to retry\n/);
+    expect(status.out).not.toMatch(/\u001b/);
+    expect(status.out).toMatch(
+      /failed: no-data\\u000a\\u001b\[2J \(\?, 1 attempt\): BAD_ARGUMENT: the job's data is not an object/,
+    );
+    expect(status.out).toMatch(/: 1 done, 5 failed, 0 running, 0 waiting, 0 waiting to retry\n/);
     expect(status.out).toMatch(/failed: climb \(.*, 1 attempt\): BAD_ARGUMENT: /);
   }, 180_000);
 
