@@ -211,9 +211,15 @@ async function realAncestor(path: string): Promise<string> {
  */
 function outputFolder(out: string | undefined, folders: WorkerFolders): string {
   if (out === undefined) return folders.out;
-  if (!isAbsolute(out)) return join(folders.out, relativePath(out, 'out', '2021'));
-  const dir = resolve(out);
-  if (within(folders.out, dir) || within(folders.outReal, dir)) return dir;
+  const dir = isAbsolute(out) ? resolve(out) : join(folders.out, relativePath(out, 'out', '2021'));
+  if (within(folders.out, dir) || within(folders.outReal, dir)) {
+    if ([folders.out, folders.outReal].some((root) => within(join(root, RECORD_DIR), dir)))
+      throw new BadJobError(
+        'out',
+        `the job's out ${shown(out)} is inside ${RECORD_DIR}/, the done records' folder: ${ENQUEUE}`,
+      );
+    return dir;
+  }
   throw new BadJobError(
     'out',
     `the job's out ${shown(out)} is outside this worker's --out ${folders.out}: start the worker with --out set to the ` +

@@ -181,7 +181,7 @@ describe('checkQueuedJob', () => {
       expect(e.field, bad).toBe('out');
       expect(e.message).toMatch(/is outside this worker's --out .*: start the worker with --out set to the folder/);
     }
-    for (const bad of ['../x', 'a/../../x', '.'])
+    for (const bad of ['../x', 'a/../../x', '.', '.wnw', '.wnw/x', join(out, '.wnw')])
       expect((await refusal(checkQueuedJob({ ...job, out: bad }, folders))).field).toBe('out');
   });
 
