@@ -3,6 +3,7 @@
  * failures with their typed errors, and the throughput of the jobs done so far.
  */
 import { Queue } from 'bullmq';
+import { printable } from './printable.js';
 import { clock } from './progress.js';
 import type { RecordingJob } from './job.js';
 import type { QueueAddress } from './queue-url.js';
@@ -46,10 +47,11 @@ export async function queueStatus(address: QueueAddress): Promise<QueueStatus> {
       active: c.active ?? 0,
       waiting: (c.waiting ?? 0) + (c.prioritized ?? 0),
       delayed: c.delayed ?? 0,
+      // Any job's data, a malformed one's included: what a worker refused is listed, not choked on.
       failures: failed.map((j) => ({
-        name: j.name,
-        file: j.data.file,
-        reason: j.failedReason,
+        name: printable(j.name),
+        file: printable((j.data as { file?: unknown } | null)?.file ?? '?'),
+        reason: printable(j.failedReason),
         attempts: j.attemptsMade,
       })),
       audioSeconds,

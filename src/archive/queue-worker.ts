@@ -5,7 +5,8 @@
  * --lock-duration however long a transcription takes; a worker that dies (power, SIGKILL, OOM)
  * stops renewing, and after --lock-duration another worker's stalled-job check puts its jobs
  * back in the queue. Bad input (BAD_AUDIO, BAD_ARGUMENT, CONTEXT_TOO_LONG) fails once; anything
- * else is retried with backoff as the job's attempts allow.
+ * else is retried with backoff as the job's attempts allow. A job's data is whatever was written
+ * to Redis: queued-job.ts checks it and keeps its paths inside --out (and --input-root) first.
  */
 import { Worker as ThreadWorker } from 'node:worker_threads';
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
@@ -14,6 +15,8 @@ import { deserializeError } from '../worker/client.js';
 import type { RecordingJob } from './job.js';
 import { modelIdentity } from './model-identity.js';
 import { doneRecord, outputPath } from './output.js';
+import { printable } from './printable.js';
+import { BadJobError, checkQueuedJob, workerFolders } from './queued-job.js';
 import type { QueueAddress } from './queue-url.js';
 import type { FromThread, ToThread } from './thread-protocol.js';
 import type { RecordingDone } from './transcribe-recording.js';
@@ -24,6 +27,10 @@ export const NO_RETRY_CODES: readonly string[] = ['BAD_AUDIO', 'BAD_ARGUMENT', '
 export interface QueueWorkerOptions {
   model: string;
   backend: BackendChoice;
+  /** The folder every output goes under: a job may name a sub-folder of it, never a path outside. */
+  out: string;
+  /** Where set, a job's recording must be under this folder (symlinks resolved). */
+  inputRoot?: string;
   concurrency: number;
   /** BullMQ's lockDuration and stalledInterval: how soon a dead worker's job runs elsewhere. */
   lockSeconds: number;
@@ -103,6 +110,7 @@ const codeOf = (e: unknown) => {
 /** Resolves with false when stopped by `stopNow` with jobs possibly running. */
 export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOptions): Promise<boolean> {
   const identity = modelIdentity(o.model);
+  const folders = await workerFolders(o.out, o.inputRoot);
   const idle: TranscriptionThread[] = [];
   const all = new Set<TranscriptionThread>();
   const take = () => {
@@ -112,9 +120,17 @@ export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOption
     return t;
   };
 
-  const processJob = async (job: Job<RecordingJob, RecordingDone>): Promise<RecordingDone> => {
-    const data = job.data;
-    const at = `job ${job.id} ${job.name}`;
+  const processJob = async (job: Job<unknown, RecordingDone>): Promise<RecordingDone> => {
+    const at = `job ${printable(job.id)} ${printable(job.name)}`;
+    let data: RecordingJob;
+    try {
+      data = await checkQueuedJob(job.data, folders);
+    } catch (e) {
+      if (!(e instanceof BadJobError)) throw e;
+      const why = `${e.code}: ${e.message}`;
+      o.log(`${at}: failed: ${printable(why)} (bad input: not retried)`);
+      throw new UnrecoverableError(why);
+    }
     if (data.modelIdentity !== identity) {
       const why =
         `BAD_ARGUMENT: enqueued for another model than this worker's --model ${o.model} ` +
@@ -125,7 +141,7 @@ export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOption
     // Delivered again after a run that wrote its output but died before telling Redis: nothing to redo.
     const record = await doneRecord(data);
     if (record) {
-      o.log(`${at}: already done (${outputPath(data)})`);
+      o.log(`${at}: already done (${printable(outputPath(data))})`);
       return { audioSeconds: record.audioSeconds, seconds: record.seconds };
     }
     o.log(`${at}: started (attempt ${job.attemptsMade + 1} of ${job.opts.attempts ?? 1})`);
@@ -141,7 +157,7 @@ export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOption
       const code = codeOf(e);
       const message = `${code}: ${(e instanceof Error ? e.message : String(e)).replace(/\s*\n\s*/g, ' ')}`;
       const final = NO_RETRY_CODES.includes(code);
-      o.log(`${at}: failed: ${message}${final ? ' (bad input: not retried)' : ''}`);
+      o.log(`${at}: failed: ${printable(message)}${final ? ' (bad input: not retried)' : ''}`);
       throw final ? new UnrecoverableError(message) : new Error(message);
     } finally {
       if (thread.dead) all.delete(thread);
@@ -149,7 +165,7 @@ export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOption
     }
   };
 
-  const worker = new Worker<RecordingJob, RecordingDone>(address.name, processJob, {
+  const worker = new Worker<unknown, RecordingDone>(address.name, processJob, {
     connection: address.connection,
     concurrency: o.concurrency,
     lockDuration: o.lockSeconds * 1000,
@@ -208,7 +224,11 @@ export async function runQueueWorker(address: QueueAddress, o: QueueWorkerOption
         })
         .catch(() => {});
     }, 1000);
-    o.log(`waiting for jobs on ${address.shown} (concurrency ${o.concurrency}, lock ${o.lockSeconds} s)`);
+    o.log(
+      `waiting for jobs on ${address.shown} (outputs under ${folders.out}` +
+        `${folders.inputRootReal !== undefined ? `, recordings under ${folders.inputRootReal}` : ''}, ` +
+        `concurrency ${o.concurrency}, lock ${o.lockSeconds} s)`,
+    );
     void worker.run().catch((e: Error) => stop(`queue error: ${e.message}`));
   });
   await Promise.all([...all].map((t) => t.stop()));

@@ -51,7 +51,7 @@ export const USAGE =
   'Head Sensitivity estimated from forward passes ' +
   '(docs/calibrate-real-model.md). Resumes from OUT.partial.json after a stop.\n\n' +
   "usage: wnw batch IN... --out DIR [--format json|txt|srt|vtt] [--queue redis://HOST:PORT/NAME] [transcribe's options]\n" +
-  '       wnw worker --queue redis://HOST:PORT/NAME [--model DIR] [--concurrency 1] [--lock-duration 30] [--exit-when-idle]\n\n' +
+  '       wnw worker --queue redis://HOST:PORT/NAME --out DIR [--input-root DIR] [--model DIR] [--concurrency 1] [--lock-duration 30] [--exit-when-idle]\n\n' +
   'Transcribes an archive: files, folders or manifests (.txt one path a line, .jsonl with per-file options), one output ' +
   'per recording in DIR, written atomically and skipped when done with the same options, so a rerun resumes. ' +
   'With --queue the recordings are enqueued on Redis (BullMQ) for workers on any number of machines; ' +

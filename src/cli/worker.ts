@@ -1,15 +1,20 @@
 /** `wnw worker --queue URL`: runs an archive's queued jobs on this machine (src/archive/queue-worker.ts). */
+import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { CliIo } from './file-run.js';
 import { UsageError, defaultModelDir, parseBackend, rejectUnknown, splitArgs, type BackendChoice } from './args.js';
 import { parseQueueUrl } from '../archive/queue-url.js';
 
 export const WORKER_USAGE =
-  'usage: wnw worker --queue redis://HOST:PORT/NAME [--model DIR] [--backend auto|webgpu|cpu] [--concurrency 1] ' +
-  '[--lock-duration 30] [--exit-when-idle]';
+  'usage: wnw worker --queue redis://HOST:PORT/NAME --out DIR [--input-root DIR] [--model DIR] [--backend auto|webgpu|cpu] ' +
+  '[--concurrency 1] [--lock-duration 30] [--exit-when-idle]';
 
 export interface WorkerArgs {
   queue: string;
+  /** Every output goes under this folder; a job's own `out` may only name a sub-folder of it. */
+  out: string;
+  /** Where set, every recording a job names must be under this folder. */
+  inputRoot?: string;
   model: string;
   backend: BackendChoice;
   concurrency: number;
@@ -17,14 +22,44 @@ export interface WorkerArgs {
   exitWhenIdle: boolean;
 }
 
+function isFolder(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
 export function parseWorkerArgs(argv: string[], cwd = process.cwd()): WorkerArgs {
   const { flags, positional } = splitArgs(argv, ['exit-when-idle']);
-  rejectUnknown(flags, ['queue', 'model', 'backend', 'concurrency', 'lock-duration', 'exit-when-idle']);
+  rejectUnknown(flags, [
+    'queue',
+    'out',
+    'input-root',
+    'model',
+    'backend',
+    'concurrency',
+    'lock-duration',
+    'exit-when-idle',
+  ]);
   if (positional.length)
     throw new UsageError(`wnw worker takes no inputs (they come from the queue), got "${positional[0]}"`);
   const queue = flags.get('queue');
   if (queue === undefined) throw new UsageError('missing --queue redis://HOST:PORT/NAME');
   parseQueueUrl(queue);
+  // A job's paths are whatever was written to Redis: the worker, not the job, says where outputs may go.
+  const out = flags.get('out');
+  if (out === undefined)
+    throw new UsageError(
+      'missing --out DIR, the folder the outputs go to (the --out the archive was enqueued with, on the shared folder)',
+    );
+  const inputRoot = flags.get('input-root');
+  for (const [flag, dir] of [
+    ['out', out],
+    ['input-root', inputRoot],
+  ] as const)
+    if (dir !== undefined && !isFolder(resolve(cwd, dir)))
+      throw new UsageError(`--${flag} ${dir}: no such folder: create it, or mount the shared folder there`);
   const concurrency = Number(flags.get('concurrency') ?? '1');
   if (!(Number.isInteger(concurrency) && concurrency >= 1 && concurrency <= 64))
     throw new UsageError(`--concurrency takes a whole number from 1 to 64, got "${flags.get('concurrency')}"`);
@@ -33,6 +68,8 @@ export function parseWorkerArgs(argv: string[], cwd = process.cwd()): WorkerArgs
     throw new UsageError(`--lock-duration takes seconds, at least 1, got "${flags.get('lock-duration')}"`);
   return {
     queue,
+    out: resolve(cwd, out),
+    ...(inputRoot !== undefined ? { inputRoot: resolve(cwd, inputRoot) } : {}),
     model: flags.has('model') ? resolve(cwd, flags.get('model')!) : defaultModelDir(),
     backend: parseBackend(flags.get('backend') ?? 'auto'),
     concurrency,
@@ -54,6 +91,8 @@ export async function workerCommand(args: WorkerArgs, io: CliIo): Promise<number
     const graceful = await runQueueWorker(parseQueueUrl(args.queue), {
       model: args.model,
       backend: args.backend,
+      out: args.out,
+      ...(args.inputRoot !== undefined ? { inputRoot: args.inputRoot } : {}),
       concurrency: args.concurrency,
       lockSeconds: args.lockSeconds,
       exitWhenIdle: args.exitWhenIdle,

@@ -23,7 +23,8 @@ function freePort(): Promise<number> {
   });
 }
 
-export async function startRedis(): Promise<RedisServer> {
+/** `password`: the server's requirepass, which clients then send (as the "default" user's). */
+export async function startRedis(o: { password?: string } = {}): Promise<RedisServer> {
   const probe = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
   if (probe.error || probe.status !== 0)
     throw new Error(
@@ -47,6 +48,7 @@ export async function startRedis(): Promise<RedisServer> {
       'no',
       '--dir',
       dir,
+      ...(o.password !== undefined ? ['--requirepass', o.password] : []),
     ],
     { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] },
   );

@@ -51,7 +51,18 @@ describe('wnw batch --queue and wnw worker', () => {
     expect(again.out).toMatch(/: 0 enqueued, 9 already in the queue/);
 
     // A short lock, so the killed worker's job is back in the queue within seconds instead of 30.
-    const workerArgs = ['worker', '--queue', queue, '--backend', 'cpu', '--lock-duration', '3', '--exit-when-idle'];
+    const workerArgs = [
+      'worker',
+      '--queue',
+      queue,
+      '--out',
+      out,
+      '--backend',
+      'cpu',
+      '--lock-duration',
+      '3',
+      '--exit-when-idle',
+    ];
     const a = startCli(workerArgs);
     const b = startCli(workerArgs);
     const started = await a.waitForLine(/job \S+ clip\d: started/);
@@ -104,7 +115,18 @@ describe('wnw batch --queue and wnw worker', () => {
     const queue = `redis://127.0.0.1:${redis.port}/archive-lock-test`;
     const enqueued = await runCliCaptured(['batch', dir, '--out', out, '--queue', queue, '--format', 'txt']);
     expect(enqueued.out, enqueued.err).toMatch(/: 1 enqueued/);
-    const workerArgs = ['worker', '--queue', queue, '--backend', 'cpu', '--lock-duration', '2', '--exit-when-idle'];
+    const workerArgs = [
+      'worker',
+      '--queue',
+      queue,
+      '--out',
+      out,
+      '--backend',
+      'cpu',
+      '--lock-duration',
+      '2',
+      '--exit-when-idle',
+    ];
     const workers = [startCli(workerArgs), startCli(workerArgs)];
     const exits = await Promise.all(workers.map((w) => w.finished(60_000)));
     const log = workers.map((w) => w.err()).join('');
