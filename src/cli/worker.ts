@@ -1,12 +1,11 @@
 /** `wnw worker --queue URL`: runs an archive's queued jobs on this machine (src/archive/queue-worker.ts). */
 import { resolve } from 'node:path';
 import type { CliIo } from './file-run.js';
-import { UsageError, defaultModelDir, parseBackend, rejectUnknown, splitArgs, type BackendChoice } from './args.js';
+import { UsageError, commandArgs, defaultModelDir, parseBackend, type BackendChoice } from './args.js';
 import { parseQueueUrl } from '../archive/queue-url.js';
+import { usageLine } from './help.js';
 
-export const WORKER_USAGE =
-  'usage: wnw worker --queue redis://HOST:PORT/NAME [--model DIR] [--backend auto|webgpu|cpu] [--concurrency 1] ' +
-  '[--lock-duration 30] [--exit-when-idle]';
+export const WORKER_USAGE = usageLine('worker');
 
 export interface WorkerArgs {
   queue: string;
@@ -18,10 +17,13 @@ export interface WorkerArgs {
 }
 
 export function parseWorkerArgs(argv: string[], cwd = process.cwd()): WorkerArgs {
-  const { flags, positional } = splitArgs(argv, ['exit-when-idle']);
-  rejectUnknown(flags, ['queue', 'model', 'backend', 'concurrency', 'lock-duration', 'exit-when-idle']);
+  const { flags, positional } = commandArgs('worker', argv);
   if (positional.length)
     throw new UsageError(`wnw worker takes no inputs (they come from the queue), got "${positional[0]}"`);
+  // The flag table has --input-root for the queue worker's input check; until the worker
+  // takes it, refusing it is safer than ignoring a limit on what the worker reads.
+  if (flags.has('input-root'))
+    throw new UsageError('--input-root is not supported by this wnw worker yet: run it without the flag');
   const queue = flags.get('queue');
   if (queue === undefined) throw new UsageError('missing --queue redis://HOST:PORT/NAME');
   parseQueueUrl(queue);
