@@ -2,7 +2,8 @@
  * Argument parsing shared by `wnw transcribe` and `npm run eval`. Hand-rolled because
  * the grammar is tiny and a dependency would be the only one the CLI pulls in.
  * Every mistake becomes a UsageError whose message is one line a person can act on; the
- * values' own parsers (a policy, a budget, a format) are option-values.ts's.
+ * values' own parsers (a policy, a budget, a format) are option-values.ts's. The flags each
+ * `wnw` command knows are its rows of the flag table (flags.ts), which its --help prints.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
