@@ -2,7 +2,8 @@
  * Argument parsing shared by `wnw transcribe` and `npm run eval`. Hand-rolled because
  * the grammar is tiny and a dependency would be the only one the CLI pulls in.
  * Every mistake becomes a UsageError whose message is one line a person can act on; the
- * values' own parsers (a policy, a budget, a format) are option-values.ts's.
+ * values' own parsers (a policy, a budget, a format) are option-values.ts's. The flags each
+ * `wnw` command knows are its rows of the flag table (flags.ts), which its --help prints.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -26,6 +27,8 @@ import {
   type BackendChoice,
 } from '../option-values.js';
 import type { OutputFormat } from '../output-formats.js';
+import { parserFlags, type Command } from './flags.js';
+import { usageLine } from './help.js';
 
 // The values' parsers, for the commands and tools that take them from here.
 export * from '../option-values.js';
@@ -68,10 +71,15 @@ export function defaultModelDir(): string {
   return join(packageRoot(), 'public', 'models', 'wnw-ref');
 }
 
-/** Splits argv into flags (`--name value`, `--name=value`, boolean `--name`) and positionals. */
+/**
+ * Splits argv into flags (`--name value`, `--name=value`, boolean `--name`) and positionals.
+ * Given `known`, a flag not in it is an error where it stands, before it could take the next
+ * argument as its value (`--frobnicate FILE` is an unknown option, not a missing file).
+ */
 export function splitArgs(
   argv: string[],
   booleans: readonly string[],
+  known?: readonly string[],
 ): { flags: Map<string, string>; positional: string[] } {
   const flags = new Map<string, string>();
   const positional: string[] = [];
@@ -87,6 +95,7 @@ export function splitArgs(
     }
     const eq = a.indexOf('=');
     const name = a.slice(2, eq < 0 ? undefined : eq);
+    if (known && !known.includes(name)) throw new UsageError(`unknown option --${name}`);
     if (eq >= 0) flags.set(name, a.slice(eq + 1));
     else if (booleans.includes(name)) flags.set(name, 'true');
     else {
@@ -101,6 +110,12 @@ export function splitArgs(
 
 export function rejectUnknown(flags: Map<string, string>, known: readonly string[]): void {
   for (const k of flags.keys()) if (!known.includes(k)) throw new UsageError(`unknown option --${k}`);
+}
+
+/** argv split by the command's rows of the flag table (flags.ts): the flags it knows, and which of them are switches. */
+export function commandArgs(command: Command, argv: string[]): { flags: Map<string, string>; positional: string[] } {
+  const { known, switches } = parserFlags(command);
+  return splitArgs(argv, switches, known);
 }
 
 /**
@@ -124,24 +139,7 @@ export function defaultWeightFormat(model: string): WeightFormat {
   return isWeightFormat(packed) ? packed : 'q4';
 }
 
-export const TRANSCRIBE_USAGE =
-  'usage: wnw transcribe FILE [--policy full|wnw|snapkv|adakv|audiokv|arkvale|h2o|streaming|quest] ' +
-  '[--budget 0.2] [--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--audio-weights f32|f16|q4] ' +
-  '[--model DIR] [--language en|none] [--task transcribe|translate --target-language de] ' +
-  '[--audio-encoder onnx|audio-tower] [--format txt|json|srt|vtt] [--json]';
-
-/** The options that load a transcriber for a recording, as `transcribe`, `ask` and `batch` take them. */
-export const LOAD_FLAGS = [
-  'policy',
-  'budget',
-  'backend',
-  'kv',
-  'weights',
-  'audio-weights',
-  'model',
-  'language',
-  'audio-encoder',
-];
+export const TRANSCRIBE_USAGE = usageLine('transcribe');
 
 export type LoadArgs = Omit<TranscribeArgs, 'file' | 'format' | 'task' | 'targetLanguage'>;
 
@@ -173,13 +171,10 @@ export interface AskArgs extends LoadArgs {
   json: boolean;
 }
 
-export const ASK_USAGE =
-  'usage: wnw ask FILE "question" ["follow-up" ...] [--model DIR] [--json] [--policy ...] [--budget 0.2] ' +
-  '[--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--language en|none]';
+export const ASK_USAGE = usageLine('ask');
 
 export function parseAskArgs(argv: string[], cwd = process.cwd()): AskArgs {
-  const { flags, positional } = splitArgs(argv, ['json']);
-  rejectUnknown(flags, [...LOAD_FLAGS, 'json']);
+  const { flags, positional } = commandArgs('ask', argv);
   if (positional.length < 2)
     throw new UsageError(positional.length ? 'missing the question' : 'missing the audio file and the question');
   const questions = positional.slice(1);
@@ -203,13 +198,10 @@ export interface LiveArgs extends LoadArgs {
   json: boolean;
 }
 
-export const LIVE_USAGE =
-  'usage: wnw live [--simulate FILE [--speed N]] [--tick 2] [--window 12] [--json] [--model DIR] [--policy ...] [--budget 0.2] ' +
-  '[--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--language en|none]';
+export const LIVE_USAGE = usageLine('live');
 
 export function parseLiveArgs(argv: string[], cwd = process.cwd()): LiveArgs {
-  const { flags, positional } = splitArgs(argv, ['json']);
-  rejectUnknown(flags, [...LOAD_FLAGS, 'simulate', 'speed', 'tick', 'window', 'json']);
+  const { flags, positional } = commandArgs('live', argv);
   if (positional.length) throw new UsageError(`unexpected argument "${positional[0]}" (a file goes after --simulate)`);
   const positive = (name: string, v: string | undefined): number | undefined => {
     if (v === undefined) return undefined;
@@ -235,8 +227,7 @@ export function parseLiveArgs(argv: string[], cwd = process.cwd()): LiveArgs {
 }
 
 export function parseTranscribeArgs(argv: string[], cwd = process.cwd()): TranscribeArgs {
-  const { flags, positional } = splitArgs(argv, ['json']);
-  rejectUnknown(flags, [...LOAD_FLAGS, 'task', 'target-language', 'format', 'json']);
+  const { flags, positional } = commandArgs('transcribe', argv);
   const task = flags.get('task');
   const target = flags.get('target-language');
   if (task !== undefined && !(PROMPT_TASKS as readonly string[]).includes(task))

@@ -6,7 +6,6 @@
 import { resolve } from 'node:path';
 import type { CliIo } from './file-run.js';
 import {
-  LOAD_FLAGS,
   OUTPUT_FORMATS,
   UsageError,
   defaultModelDir,
@@ -17,8 +16,7 @@ import {
   parseKvPrecision,
   parsePolicy,
   parseWeightFormat,
-  rejectUnknown,
-  splitArgs,
+  commandArgs,
   type BackendChoice,
   type OutputFormat,
 } from './args.js';
@@ -28,12 +26,9 @@ import { optionsHash, type LoadSettings, type RecordingJob, type RecordingOption
 import { modelIdentity } from '../archive/model-identity.js';
 import { archiveProgressLine } from '../archive/progress.js';
 import { parseQueueUrl } from '../archive/queue-url.js';
+import { usageLine } from './help.js';
 
-export const BATCH_USAGE =
-  'usage: wnw batch IN... --out DIR [--format json|txt|srt|vtt] [--queue redis://HOST:PORT/NAME [--attempts 3] [--backoff 30]] ' +
-  '[--policy wnw] [--budget 0.2] [--backend auto|webgpu|cpu] [--kv f32|f16] [--weights f32|f16|q4] [--audio-weights f32|f16|q4] ' +
-  '[--audio-encoder onnx|audio-tower] [--model DIR] [--language en|none] [--task transcribe|translate --target-language de]\n' +
-  '       wnw batch --queue redis://HOST:PORT/NAME --status';
+export const BATCH_USAGE = usageLine('batch');
 
 export interface BatchArgs {
   inputs: string[];
@@ -58,18 +53,7 @@ function positiveInteger(flag: string, s: string | undefined, fallback: number):
 }
 
 export function parseBatchArgs(argv: string[], cwd = process.cwd()): BatchArgs {
-  const { flags, positional } = splitArgs(argv, ['status']);
-  rejectUnknown(flags, [
-    'out',
-    'format',
-    'queue',
-    'status',
-    'attempts',
-    'backoff',
-    ...LOAD_FLAGS,
-    'task',
-    'target-language',
-  ]);
+  const { flags, positional } = commandArgs('batch', argv);
   const status = flags.get('status') === 'true';
   const queue = flags.get('queue');
   if (queue !== undefined) parseQueueUrl(queue);

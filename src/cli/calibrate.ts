@@ -7,10 +7,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { UsageError, rejectUnknown, splitArgs } from './args.js';
+import { UsageError, commandArgs } from './args.js';
+import { usageLine } from './help.js';
 
-export const CALIBRATE_USAGE =
-  'usage: wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--directions M] [--block N] [--language CODE] [--compare HEADS.json]';
+export const CALIBRATE_USAGE = usageLine('calibrate');
 
 export interface CalibrateArgs {
   model: string;
@@ -24,8 +24,7 @@ export interface CalibrateArgs {
 }
 
 export function parseCalibrateArgs(argv: string[], cwd = process.cwd()): CalibrateArgs {
-  const { flags, positional } = splitArgs(argv, []);
-  rejectUnknown(flags, ['model', 'clips', 'limit', 'out', 'directions', 'block', 'language', 'compare']);
+  const { flags, positional } = commandArgs('calibrate', argv);
   if (positional.length) throw new UsageError(`unexpected argument "${positional[0]}"`);
   const model = flags.get('model');
   if (!model) throw new UsageError('--model DIR is required');

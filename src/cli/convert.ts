@@ -17,11 +17,12 @@ import type { Json } from '../model/families/types.js';
 import { matrixFormat } from '../model/packed-weights.js';
 import { PACKED_MARKER, PACKED_VERSION, type PackedEntry } from '../model/packed-folder.js';
 import { Q4_GROUP, quantizeTensor, rowWords } from '../model/quant.js';
-import { UsageError, parseWeightFormat, rejectUnknown, splitArgs } from './args.js';
+import { UsageError, commandArgs, parseWeightFormat } from './args.js';
+import { usageLine } from './help.js';
 import { ModelLoadError } from '../index.js';
 import type { WeightFormat } from '../research.js';
 
-export const CONVERT_USAGE = 'usage: wnw convert HF_DIR OUT_DIR [--quant q4|f16|f32] (default q4)';
+export const CONVERT_USAGE = usageLine('convert');
 
 export interface ConvertArgs {
   from: string;
@@ -30,8 +31,7 @@ export interface ConvertArgs {
 }
 
 export function parseConvertArgs(argv: string[], cwd = process.cwd()): ConvertArgs {
-  const { flags, positional } = splitArgs(argv, []);
-  rejectUnknown(flags, ['quant']);
+  const { flags, positional } = commandArgs('convert', argv);
   if (positional.length !== 2) throw new UsageError(`expected HF_DIR and OUT_DIR, got ${positional.length} paths`);
   const format = flags.has('quant') ? parseWeightFormat(flags.get('quant')!) : 'q4';
   const [from, to] = positional.map((p) => resolve(cwd, p));

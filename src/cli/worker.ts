@@ -2,12 +2,11 @@
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { CliIo } from './file-run.js';
-import { UsageError, defaultModelDir, parseBackend, rejectUnknown, splitArgs, type BackendChoice } from './args.js';
+import { UsageError, commandArgs, defaultModelDir, parseBackend, type BackendChoice } from './args.js';
 import { parseQueueUrl } from '../archive/queue-url.js';
+import { usageLine } from './help.js';
 
-export const WORKER_USAGE =
-  'usage: wnw worker --queue redis://HOST:PORT/NAME --out DIR [--input-root DIR] [--model DIR] [--backend auto|webgpu|cpu] ' +
-  '[--concurrency 1] [--lock-duration 30] [--exit-when-idle]';
+export const WORKER_USAGE = usageLine('worker');
 
 export interface WorkerArgs {
   queue: string;
@@ -31,17 +30,7 @@ function isFolder(path: string): boolean {
 }
 
 export function parseWorkerArgs(argv: string[], cwd = process.cwd()): WorkerArgs {
-  const { flags, positional } = splitArgs(argv, ['exit-when-idle']);
-  rejectUnknown(flags, [
-    'queue',
-    'out',
-    'input-root',
-    'model',
-    'backend',
-    'concurrency',
-    'lock-duration',
-    'exit-when-idle',
-  ]);
+  const { flags, positional } = commandArgs('worker', argv);
   if (positional.length)
     throw new UsageError(`wnw worker takes no inputs (they come from the queue), got "${positional[0]}"`);
   const queue = flags.get('queue');

@@ -14,6 +14,14 @@ describe('bin/wnw.mjs', () => {
     expect(r.stdout).toMatch(/usage: wnw transcribe FILE \[/);
   });
 
+  it('answers --help after a subcommand with its usage and flags, exit 0', () => {
+    const r = run('transcribe', '--help');
+    expect(r.status).toBe(0);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toMatch(/^usage: wnw transcribe FILE \[/);
+    expect(r.stdout).toMatch(/^ {2}--budget R +target r_GPU/m);
+  });
+
   it('exits non-zero with one line for a missing file', () => {
     const r = run('transcribe', '/nonexistent/clip.wav');
     expect(r.status).toBe(1);
