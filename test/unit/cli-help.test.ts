@@ -145,7 +145,7 @@ describe('usage errors', () => {
       [['live', '--simulate', 'x.wav', '--tick', '0'], '--tick takes a positive number, got "0"'],
       [['batch', 'in', '--out', 'o', '--format', 'docx'], '--format must be one of txt, json, srt, vtt, got "docx"'],
       [
-        ['worker', '--queue', 'redis://h:6379/q', '--concurrency', '0'],
+        ['worker', '--queue', 'redis://h:6379/q', '--out', '.', '--concurrency', '0'],
         '--concurrency takes a whole number from 1 to 64, got "0"',
       ],
       [['convert', 'a', 'b', '--quant', 'q8'], 'weights must be one of f32, f16, q4, got "q8"'],
@@ -233,7 +233,7 @@ describe('the flag table', () => {
       shown('batch', 'attempts'),
       shown('batch', 'backoff'),
     ]);
-    const w = parseWorkerArgs(['--queue', 'redis://h:6379/q']);
+    const w = parseWorkerArgs(['--queue', 'redis://h:6379/q', '--out', '.']);
     expect([String(w.concurrency), String(w.lockSeconds), w.backend]).toEqual([
       shown('worker', 'concurrency'),
       shown('worker', 'lock-duration'),
