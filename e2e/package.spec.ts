@@ -50,12 +50,21 @@ function freePort(): Promise<number> {
 /** A Vite server (dev or preview) in the app, once it answers. */
 async function serve(mode: 'dev' | 'preview'): Promise<string> {
   const port = await freePort();
-  const args = mode === 'dev' ? ['vite', '--port', String(port), '--strictPort'] : ['vite', 'preview', '--port', String(port), '--strictPort'];
+  const args =
+    mode === 'dev'
+      ? ['vite', '--port', String(port), '--strictPort']
+      : ['vite', 'preview', '--port', String(port), '--strictPort'];
   const child = spawn('npx', args, { cwd: app, stdio: 'ignore', detached: true });
   servers.push(child);
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 120; i++) {
-    if (await fetch(url).then((r) => r.ok, () => false)) return url;
+    if (
+      await fetch(url).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return url;
     await new Promise((r) => setTimeout(r, 500));
   }
   throw new Error(`vite ${mode} did not answer on ${url}`);
@@ -113,9 +122,27 @@ test.beforeAll(() => {
       `${(info.unpackedSize / 2 ** 20).toFixed(1)} MiB unpacked, ${info.files.length} files`,
   );
   const paths = info.files.map((f) => f.path);
-  for (const banned of [/^training\//, /^test\//, /^e2e\//, /^public\/test-sets\//, /^calibration-data\//, /^src\//, /fixtures\//])
-    expect(paths.filter((p) => banned.test(p)), String(banned)).toEqual([]);
-  for (const needed of ['dist/lib/wnw.js', 'dist/lib/index.d.ts', 'dist/lib/node.js', 'dist/lib/worker.js', 'dist/lib/cli.js', 'bin/wnw.mjs'])
+  for (const banned of [
+    /^training\//,
+    /^test\//,
+    /^e2e\//,
+    /^public\/test-sets\//,
+    /^calibration-data\//,
+    /^src\//,
+    /fixtures\//,
+  ])
+    expect(
+      paths.filter((p) => banned.test(p)),
+      String(banned),
+    ).toEqual([]);
+  for (const needed of [
+    'dist/lib/wnw.js',
+    'dist/lib/index.d.ts',
+    'dist/lib/node.js',
+    'dist/lib/worker.js',
+    'dist/lib/cli.js',
+    'bin/wnw.mjs',
+  ])
     expect(paths).toContain(needed);
   expect(paths.some((p) => p.startsWith('shaders/') && p.endsWith('.wgsl'))).toBe(true);
   expect(paths).toContain('public/models/wnw-ref/decoder.safetensors');
@@ -136,7 +163,15 @@ test.beforeAll(() => {
 
 test.afterAll(async () => {
   for (const b of browsers) await b.close().catch(() => {});
-  for (const s of servers) if (s.pid) (() => { try { process.kill(-s.pid!, 'SIGTERM'); } catch { /* gone */ } })();
+  for (const s of servers)
+    if (s.pid)
+      (() => {
+        try {
+          process.kill(-s.pid!, 'SIGTERM');
+        } catch {
+          /* gone */
+        }
+      })();
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
@@ -160,8 +195,14 @@ test('Node: a script imports wnw and wnw/node and transcribes; the installed CLI
   expect(vtt.startsWith('WEBVTT')).toBe(true);
   expect(vtt).toMatch(/\d\d:\d\d:\d\d\.\d\d\d --> \d\d:\d\d:\d\d\.\d\d\d/);
 
-  const gpu = spawnSync('npx', ['wnw', 'transcribe', clip, '--backend', 'webgpu'], { cwd: nodeApp, encoding: 'utf8', timeout: 300_000 });
-  console.log(`wnw --backend webgpu: status ${gpu.status}, signal ${gpu.signal}; ${gpu.stderr.trim().split('\n').pop()}`);
+  const gpu = spawnSync('npx', ['wnw', 'transcribe', clip, '--backend', 'webgpu'], {
+    cwd: nodeApp,
+    encoding: 'utf8',
+    timeout: 300_000,
+  });
+  console.log(
+    `wnw --backend webgpu: status ${gpu.status}, signal ${gpu.signal}; ${gpu.stderr.trim().split('\n').pop()}`,
+  );
   expect(gpu.signal).toBeNull();
   expect(gpu.status).toBe(1);
   expect(gpu.stderr).toMatch(/WebGPU is not available \(Dawn/);
@@ -182,8 +223,13 @@ test('a Vite + TypeScript app type-checks, builds without Node code, and transcr
     expect(code, f).not.toMatch(/ioredis|bullmq|mpg123-decoder|dawn\.node/);
   }
   const js = readdirSync(assets).filter((f) => f.endsWith('.js'));
-  expect(js.some((f) => /worker/i.test(f)), `a worker chunk among ${js.join(', ')}`).toBe(true);
-  console.log(`app bundle: ${(bytes / 2 ** 20).toFixed(1)} MiB in ${readdirSync(assets).length} files (${js.length} JavaScript)`);
+  expect(
+    js.some((f) => /worker/i.test(f)),
+    `a worker chunk among ${js.join(', ')}`,
+  ).toBe(true);
+  console.log(
+    `app bundle: ${(bytes / 2 ** 20).toFixed(1)} MiB in ${readdirSync(assets).length} files (${js.length} JavaScript)`,
+  );
 
   const url = await serve('preview');
   const gpu = await launch(true);

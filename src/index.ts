@@ -4,20 +4,25 @@
  * decoding off the page's thread) and call `transcribe` on what it returns, or `open` a
  * recording once for many requests (transcribe, translate, ask, subtitles).
  *
- * This entry holds what a page needs: loading, transcribing, the typed errors, the "will
- * it fit?" check before a load, `toMono16k` and the user-facing types. Writing a KV policy,
- * the policy registry, the transcriber class and the evaluation hooks live in `wnw/research`
- * (src/research.ts), so this surface stays small (test/unit/package.test.ts holds it to 30 names).
+ * This entry holds everything a page uses: loading (in the page or a worker, one
+ * `Transcriber` either way), recordings and their requests, live captions, the typed errors,
+ * the "will it fit?" check before a load, `toMono16k` and every type those name. Writing a
+ * KV policy, the policy registry, the transcriber class and the evaluation hooks live in
+ * `wnw/research` (src/research.ts), for evaluation and policy authors.
  */
-export { loadTranscriber } from './transcribe/transcriber.js';
+export { loadTranscriber } from './transcribe/load.js';
 export { loadTranscriberInWorker } from './worker/client.js';
 export type {
   AudioInput,
+  LiveRecording,
   LoadOptions,
+  ModelInfo,
   PolicyName,
   ProgressEvent,
+  PromptStats,
   Recording,
   RecordingOptions,
+  RequestOptions,
   StepStats,
   TranscribeOptions,
   Transcriber,
@@ -25,6 +30,12 @@ export type {
   TranscriptionStats,
   Word,
 } from './types.js';
+// Live captions: the options, the committed text as it comes, and the result at stop.
+export type { LiveOptions, LiveResult, LiveStats, LiveText, LiveTick } from './transcribe/live.js';
+// The load's formats (LoadOptions.kvPrecision, weightFormat).
+export type { KvPrecision } from './kv/precision.js';
+export type { WeightFormat } from './model/quant.js';
+// Branch on `code`; the subclasses carry what a page may show (a cancel's text, the bytes a model needs).
 export {
   WnwError,
   ModelLoadError,

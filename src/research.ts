@@ -6,12 +6,10 @@
  * sizing helpers behind the fit check, and subtitles (SRT, WebVTT) cut from a result's dated
  * words. The page's names are imported from `wnw` itself.
  */
-export { WnwTranscriber } from './transcribe/transcriber.js';
-// Live transcription (WnwTranscriber.live): each tick decodes over a bounded window of the audio.
-export type { LiveOptions, LiveRecording, LiveResult, LiveStats, LiveText, LiveTick } from './transcribe/live.js';
-// The same through `loadTranscriberInWorker`: its transcriber's `live`, whose recording is asked through the worker.
-export type { LiveSession, LiveSessionResult, WorkerTranscriber } from './worker/client.js';
-export type { Probe, RequestOptions, PromptStats } from './types.js';
+export { WnwTranscriber, loadTranscriber as loadWnwTranscriber } from './transcribe/transcriber.js';
+// A live recording on this thread, over the class's live host.
+export { WnwLiveRecording } from './transcribe/live.js';
+export type { Probe } from './types.js';
 // The fit check's arguments and answer in full (the page's entry has checkFit and memoryNeed).
 export type { MemoryNeed, MemoryNeedRequest } from './backend/webgpu/fit.js';
 export type { KvPolicy, PlanLag, PolicyOptions } from './policy/types.js';
@@ -32,7 +30,5 @@ export { POLICIES, hasFixedBudget, needsHeads, policyBudget } from './policy/reg
 // The fit check's parts: the decoder's weight bytes per format, and which tensors a binding cannot hold.
 export { decoderWeightBytes, type WeightBytes } from './model/packed-weights.js';
 export { weightBindingProblems, type DeviceLimits, type FitProblem } from './backend/webgpu/fit.js';
-export type { WeightFormat } from './model/quant.js';
-export type { KvPrecision } from './kv/precision.js';
 // Subtitles from a result's dated words (what `wnw transcribe --format srt|vtt` prints).
 export { subtitleCues, toSrt, toVtt, type SubtitleCue, type SubtitleOptions } from './transcribe/subtitles.js';

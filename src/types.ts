@@ -1,5 +1,6 @@
 /** The public surface's types: what `loadTranscriber` takes and `transcribe` returns. */
 import type { BackendKind } from './backend/types.js';
+import type { LiveOptions, LiveResult } from './transcribe/live.js';
 import type { KvPrecision } from './kv/precision.js';
 import type { WeightFormat } from './model/quant.js';
 import type { PolicyName } from './policy/registry.js';
@@ -281,6 +282,38 @@ export type AudioInput =
   | Float32Array
   | { getChannelData(i: number): Float32Array; numberOfChannels: number; sampleRate: number; length: number };
 
+/** What a page shows of the loaded model. */
+export interface ModelInfo {
+  /** config.json's name, or the Hugging Face model type. */
+  readonly name: string;
+  /** The Hugging Face family (`voxtral`, `qwen2_audio`, `qwen2_5_omni`); null for wnw's own folders. */
+  readonly family: string | null;
+  /** The longest recording the model's positions hold, in seconds (a transcription's prompt and reply included). */
+  readonly maxAudioSeconds: number;
+  /** What it does besides transcribing: answer questions, translate (its prompt recipe has them). */
+  readonly can: { readonly ask: boolean; readonly translate: boolean };
+  /** Whether the folder has heads.json: WnW and AudioKV need it, the full cache and the other policies do not. */
+  readonly heads: boolean;
+  /** What turns audio into embeddings, and where (e.g. "ONNX audio encoder (onnxruntime-web, wasm)"). */
+  readonly audioRoute: string;
+}
+
+/**
+ * Live captions: audio appended as it comes, the committed text said through
+ * `LiveOptions.onText`, and at `stop` the whole recording open for requests.
+ */
+export interface LiveRecording {
+  /** Seconds of audio appended so far. */
+  readonly audioSeconds: number;
+  /** 16 kHz mono samples; resolves when the ticks they call for have run. The caller's array stays its own. */
+  append(samples: Float32Array): Promise<void>;
+  stop(): Promise<LiveResult>;
+}
+
+/**
+ * What `loadTranscriber` and `loadTranscriberInWorker` return: a page switches between the
+ * two by changing the call.
+ */
 export interface Transcriber {
   /** What runs the decoder, e.g. "WebGPU (…)" or "CPU (TypeScript reference decoder)". */
   readonly backend: string;
@@ -298,7 +331,13 @@ export interface Transcriber {
    * new `open` disposes the one before.
    */
   open(input: AudioInput, options?: RecordingOptions): Promise<Recording>;
+  /** Live captions from audio appended as it comes (docs/usage.md#live). */
+  live(options?: LiveOptions): LiveRecording;
+  readonly modelInfo: ModelInfo;
+  /** Frees every GPU buffer (and, in a worker, the worker). */
   dispose(): void;
+  /** `await using asr = await loadTranscriber(…)` disposes it at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 export interface RecordingOptions {

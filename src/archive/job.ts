@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { OutputFormat } from '../output-formats.js';
 import type { PolicyName } from '../index.js';
-import type { KvPrecision, WeightFormat } from '../research.js';
+import type { KvPrecision, WeightFormat } from '../index.js';
 
 /** Options a manifest line may set for its recording; the command line sets them for the rest. */
 export interface RecordingOptions {

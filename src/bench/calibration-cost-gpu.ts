@@ -14,7 +14,7 @@ import { promptLength } from '../model/config.js';
 import { randomEmbeddings } from '../model/testing.js';
 import { createPolicy } from '../policy/registry.js';
 import { randomPackedWeights, shapeConfig } from './shapes.js';
-import type { WeightFormat } from '../research.js';
+import type { WeightFormat } from '../index.js';
 
 export interface GpuForwardRequest {
   shape: string;

@@ -29,7 +29,7 @@ import { answerCe } from '../calibrate/sensitivity.js';
 import { forwardsPerClip } from '../calibrate/cost.js';
 import { DECODER_SHAPES, shapeConfig } from './shapes.js';
 import type { GpuForwardRequest, GpuForwardRow } from './calibration-cost-gpu.js';
-import type { WeightFormat } from '../research.js';
+import type { WeightFormat } from '../index.js';
 
 export interface CostOptions {
   shape: string;

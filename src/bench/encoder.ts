@@ -24,7 +24,7 @@ import {
 import type { WebGpuWhisperEncoder as WebGpuWhisperEncoderType } from '../encoder/webgpu.js';
 import { randomArray, rng } from '../model/testing.js';
 import { FAMILIES } from '../model/families/registry.js';
-import type { WeightFormat } from '../research.js';
+import type { WeightFormat } from '../index.js';
 
 export const ENCODER_SHAPES: Record<string, WhisperEncoderConfig> = {
   'whisper-large-v3-shape': { nMels: 128, dModel: 1280, layers: 32, heads: 20, ffnDim: 5120, maxSourcePositions: 1500 },

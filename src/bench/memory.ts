@@ -33,7 +33,7 @@ import { parseWhisperEncoderConfig } from '../encoder/whisper-config.js';
 import { towerBytes } from '../encoder/sizing.js';
 import { TEXT_TOKENS_PER_SECOND, defaultMaxNewTokens, maxAudioTokens, poolBytes } from '../backend/webgpu/fit.js';
 import { memoryNeed } from '../index.js';
-import type { WeightFormat } from '../research.js';
+import type { WeightFormat } from '../index.js';
 
 interface RowBase {
   model: string;

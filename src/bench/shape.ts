@@ -19,7 +19,7 @@ import { DECODER_SHAPES, randomPackedWeights, shapeConfig } from './shapes.js';
 
 export { DECODER_SHAPES, randomPackedWeights, shapeConfig };
 import { syntheticHeads, timeFullAndWnw, type PolicyTiming } from './decode.js';
-import type { KvPrecision, WeightFormat } from '../research.js';
+import type { KvPrecision, WeightFormat } from '../index.js';
 
 export interface ShapeBenchOptions {
   shape: string;

@@ -8,7 +8,7 @@ import { FAMILIES } from '../model/families/registry.js';
 import { matrixFormat, packedDecoderFrom, concatRows, type PackedDecoderWeights } from '../model/packed-weights.js';
 import { pack, type PackedMatrix } from '../model/quant.js';
 import { randomArray, referenceConfig, rng } from '../model/testing.js';
-import type { WeightFormat } from '../research.js';
+import type { WeightFormat } from '../index.js';
 
 /** Text-decoder shapes of the released checkpoints (docs: real-backbones.md), from the family records. */
 export const DECODER_SHAPES: Record<string, Partial<ModelConfig> & { totalLayers: number }> = Object.fromEntries(

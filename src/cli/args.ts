@@ -14,7 +14,7 @@ import type { AudioEncoderChoice } from '../model/hf/onnx-audio.js';
 import { isLanguageOption, LANGUAGE_FORMS } from '../model/text/language.js';
 import { PROMPT_TASKS, type PromptTask } from '../model/text/prompt.js';
 import type { PolicyName } from '../index.js';
-import type { KvPrecision, WeightFormat } from '../research.js';
+import type { KvPrecision, WeightFormat } from '../index.js';
 import {
   UsageError,
   parseAudioEncoder,

@@ -20,7 +20,7 @@ import { Q4_GROUP, quantizeTensor, rowWords } from '../model/quant.js';
 import { UsageError, commandArgs, parseWeightFormat } from './args.js';
 import { usageLine } from './help.js';
 import { ModelLoadError } from '../index.js';
-import type { WeightFormat } from '../research.js';
+import type { WeightFormat } from '../index.js';
 
 export const CONVERT_USAGE = usageLine('convert');
 

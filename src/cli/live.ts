@@ -10,7 +10,7 @@ import type { Readable } from 'node:stream';
 import type { LiveArgs } from './args.js';
 import { loadFor, oneLine, progressDrawer, readAudio, type CliIo } from './file-run.js';
 import { WnwTranscriber } from '../transcribe/transcriber.js';
-import type { LiveRecording } from '../transcribe/live.js';
+import type { WnwLiveRecording } from '../transcribe/live.js';
 
 export { LIVE_USAGE, parseLiveArgs } from './args.js';
 
@@ -65,7 +65,7 @@ export async function liveCommand(args: LiveArgs, io: CliIo, stdin: Readable = p
   }
 }
 
-async function feedFile(live: LiveRecording, audio: Float32Array, speed: number | undefined, signal?: AbortSignal) {
+async function feedFile(live: WnwLiveRecording, audio: Float32Array, speed: number | undefined, signal?: AbortSignal) {
   const step = Math.round(CHUNK_SECONDS * SAMPLE_RATE);
   const t0 = performance.now();
   for (let at = 0; at < audio.length && !signal?.aborted; at += step) {
@@ -81,7 +81,7 @@ async function feedFile(live: LiveRecording, audio: Float32Array, speed: number 
   }
 }
 
-async function feedStdin(live: LiveRecording, stdin: Readable, signal?: AbortSignal) {
+async function feedStdin(live: WnwLiveRecording, stdin: Readable, signal?: AbortSignal) {
   let carry: Uint8Array = new Uint8Array(0);
   for await (const buf of stdin as AsyncIterable<Uint8Array>) {
     if (signal?.aborted) break;

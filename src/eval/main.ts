@@ -47,7 +47,7 @@ import { fidelityPlot } from './plot.js';
 import { fidelityMeans } from './fidelity.js';
 import { fullReference, teacherForced, type FullReference } from './teacher-forced.js';
 import { forEvaluation } from '../policy/registry.js';
-import type { KvPrecision } from '../research.js';
+import type { KvPrecision } from '../index.js';
 
 export interface EvalArgs {
   /** Clip folders; with more than one, clip ids are prefixed by the folder name. */

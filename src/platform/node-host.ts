@@ -63,16 +63,30 @@ async function probeAdapter(dawn: string): Promise<ProbedAdapter | null> {
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
     const timer = setTimeout(() => child.kill('SIGKILL'), PROBE_TIMEOUT_MS);
-    child.on('error', (e) => (clearTimeout(timer), reject(new NoWebGpuError(`cannot start Node to probe Dawn (${e.message})`, NODE_HELP))));
+    child.on(
+      'error',
+      (e) => (
+        clearTimeout(timer),
+        reject(new NoWebGpuError(`cannot start Node to probe Dawn (${e.message})`, NODE_HELP))
+      ),
+    );
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       const tail = err.trim().split('\n').slice(-2).join(' ').slice(0, 300);
       if (signal)
         return reject(
-          new NoWebGpuError(`Dawn stopped with ${signal} while looking for a GPU adapter${tail ? ` (${tail})` : ''}`, NODE_HELP),
+          new NoWebGpuError(
+            `Dawn stopped with ${signal} while looking for a GPU adapter${tail ? ` (${tail})` : ''}`,
+            NODE_HELP,
+          ),
         );
       if (code !== 0)
-        return reject(new NoWebGpuError(`Dawn failed while looking for a GPU adapter (exit ${code}${tail ? `: ${tail}` : ''})`, NODE_HELP));
+        return reject(
+          new NoWebGpuError(
+            `Dawn failed while looking for a GPU adapter (exit ${code}${tail ? `: ${tail}` : ''})`,
+            NODE_HELP,
+          ),
+        );
       try {
         resolve(JSON.parse(out.trim().split('\n').pop() ?? 'null') as ProbedAdapter | null);
       } catch {
@@ -89,7 +103,8 @@ async function openDawn(): Promise<GPU> {
   const probed = await probeAdapter(dawn);
   if (!probed) throw new NoWebGpuError('Dawn found no GPU adapter', NODE_HELP);
   const { software, name } = describeAdapter({ info: probed } as unknown as GPUAdapter);
-  if (software) throw new NoWebGpuError(`Dawn found only a software adapter (${name}), which it does not run reliably`, NODE_HELP);
+  if (software)
+    throw new NoWebGpuError(`Dawn found only a software adapter (${name}), which it does not run reliably`, NODE_HELP);
   const mod = (await import(dawn)) as { create(o: string[]): GPU; globals: object };
   Object.assign(globalThis, mod.globals);
   return mod.create([]);

@@ -14,8 +14,7 @@
  */
 import { WnwError } from '../errors.js';
 import type { TextTokenizer } from '../model/text/types.js';
-import type { Probe, TranscribeOptions, TranscriptionResult, Word } from '../types.js';
-import type { WnwRecording } from './recording.js';
+import type { LiveRecording, Probe, Recording, TranscribeOptions, TranscriptionResult, Word } from '../types.js';
 import type { ReplyWrapper } from '../model/families/types.js';
 import { ReplyUnwrapper } from './reply.js';
 import { quantile } from '../quantile.js';
@@ -97,7 +96,7 @@ export interface LiveResult {
    * The whole audio, open for questions and subtitles; null where it could not be opened
    * (`recordingError` says why: a recording past the model's positions): the text stays.
    */
-  recording: WnwRecording | null;
+  recording: Recording | null;
   recordingError?: Error;
 }
 
@@ -113,7 +112,7 @@ export interface LiveHost {
     maxNewTokens: number | undefined,
   ): Promise<TranscriptionResult>;
   /** The audio opened as a recording. */
-  open(samples: Float32Array): Promise<WnwRecording>;
+  open(samples: Float32Array): Promise<Recording>;
 }
 
 /**
@@ -141,7 +140,8 @@ interface CommittedWord {
   end: number;
 }
 
-export class LiveRecording {
+/** A live recording on this thread, over a transcriber's `LiveHost`. */
+export class WnwLiveRecording implements LiveRecording {
   private readonly audio = new SampleLog();
   private tickedAt = 0;
   private committed: number[] = [];
@@ -233,7 +233,7 @@ export class LiveRecording {
       windowSecondsMax: this.ticks.reduce((m, t) => Math.max(m, t.windowS), 0),
       audioSeconds: this.audioSeconds,
     };
-    let recording: WnwRecording | null = null;
+    let recording: Recording | null = null;
     let recordingError: Error | undefined;
     try {
       recording = await this.host.open(this.audio.range(0, this.audio.length));

@@ -30,7 +30,7 @@ import { languageCode } from '../model/text/language.js';
 import { createPolicy, needsHeads, policyBudget } from '../policy/registry.js';
 import { wordTimingHeads } from '../policy/timing-heads.js';
 import { runRequest, runTranscription, type RunInput, type RunOutcome } from './run.js';
-import { LiveRecording, type LiveHost, type LiveOptions } from './live.js';
+import { WnwLiveRecording, type LiveHost, type LiveOptions } from './live.js';
 import { checkLoadOptions, checkRecordingOptions, checkTranscribeOptions, show } from './options.js';
 import {
   WnwRecording,
@@ -51,6 +51,7 @@ import type {
   TranscribeOptions,
   TranscriptionResult,
   Transcriber,
+  ModelInfo,
 } from '../types.js';
 
 const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
@@ -123,8 +124,8 @@ export class WnwTranscriber implements Transcriber {
    * A live recording (live.ts): audio appended as it comes, a hypothesis each tick, the
    * words two agree on committed; a hypothesis attends a bounded window of the audio.
    */
-  live(options: LiveOptions = {}): LiveRecording {
-    return new LiveRecording(this.liveHost(options), options);
+  live(options: LiveOptions = {}): WnwLiveRecording {
+    return new WnwLiveRecording(this.liveHost(options), options);
   }
 
   /** What a live recording runs on this transcriber: its hypotheses, and the recording it opens at stop. */
@@ -491,6 +492,23 @@ export class WnwTranscriber implements Transcriber {
     this.lastEncoding = null;
     this.recording?.dispose('this recording was disposed with its transcriber; load a new one');
     this.freeEngine();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.dispose();
+  }
+
+  get modelInfo(): ModelInfo {
+    const { config, family, heads } = this.model;
+    const recipe = family?.prompt;
+    return {
+      name: config.name,
+      family: family?.modelType ?? null,
+      maxAudioSeconds: maxAudioTokens(config) / config.audio.tokensPerSecond,
+      can: { ask: !!recipe, translate: !!recipe?.translation },
+      heads: !!heads,
+      audioRoute: this.route.label,
+    };
   }
 }
 

@@ -5,7 +5,7 @@
  * forward. The transcriber comes from `deps.load`, so the same page runs the engine in a
  * worker or on the main thread.
  */
-import { hasFixedBudget, policyBudget, type KvPrecision, type WorkerTranscriber } from '../research.js';
+import { hasFixedBudget, policyBudget } from '../research.js';
 import { microphoneRefused, wireFileInput, wireRecorder, wireSamples, type Clip } from './audio-input.js';
 import { WEBGPU_HELP, describeError, webGpuMissing, type UiMessage } from './messages.js';
 import { localFolderBytes } from '../model/local-folder.js';
@@ -15,11 +15,11 @@ import { LivePane, Pane, ProgressView, StatsView, formatBytes, formatSeconds } f
 import { canCapture, captureMicrophone, type Capture } from './live-capture.js';
 import { TideChart } from './tide-chart.js';
 import { RequestsPanel, reuseLine, type PanelOptions } from './requests-panel.js';
-import type { LoadOptions, PolicyName, Recording, Transcriber, TranscriptionResult } from '../index.js';
+import type { KvPrecision, LoadOptions, PolicyName, Recording, Transcriber, TranscriptionResult } from '../index.js';
 
 export interface AppDeps {
   /** `inPage`: a folder picked from disk, whose Files live in this page (see model-source.ts). */
-  load(options: LoadOptions, inPage?: boolean): Promise<WorkerTranscriber>;
+  load(options: LoadOptions, inPage?: boolean): Promise<Transcriber>;
   /** Any audio the browser decodes, to 16 kHz mono; throws a BAD_AUDIO error otherwise. */
   decode(blob: Blob): Promise<Float32Array>;
   wer(reference: string, hypothesis: string): number;
@@ -89,7 +89,7 @@ export class App {
   private readonly modelSource: ModelSource;
   private readonly calibration: CalibratePanel;
   /** Loaded for one (model, backend, KV precision) choice: `key`. */
-  private transcriber: { key: string; asr: Promise<WorkerTranscriber> } | null = null;
+  private transcriber: { key: string; asr: Promise<Transcriber> } | null = null;
   private abort: AbortController | null = null;
   /** Set while the live button records: it stops the live recording instead of starting one. */
   private liveRunning = false;
@@ -415,7 +415,7 @@ export class App {
     );
   }
 
-  private getTranscriber(): Promise<WorkerTranscriber> {
+  private getTranscriber(): Promise<Transcriber> {
     const backend = this.ui.backend.value;
     const kvPrecision = this.ui.kv.value as KvPrecision;
     const model = this.model;

@@ -12,13 +12,12 @@ import { toMono16k } from '../audio/index.js';
 import { loadTranscriberInWorker } from '../worker/client.js';
 import { App } from './app.js';
 import { siteUrl } from './audio-input.js';
-import type { LoadOptions } from '../index.js';
-import type { WorkerTranscriber } from '../research.js';
+import type { LoadOptions, Transcriber } from '../index.js';
 
 const params = new URLSearchParams(location.search);
 let useWorker = params.get('worker') !== '0' && typeof Worker !== 'undefined';
 
-async function load(options: LoadOptions, inPage = false): Promise<WorkerTranscriber> {
+async function load(options: LoadOptions, inPage = false): Promise<Transcriber> {
   if (useWorker && !inPage) {
     try {
       return await loadTranscriberInWorker(options);

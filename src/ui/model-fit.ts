@@ -17,8 +17,8 @@ import type { Json } from '../model/families/types.js';
 import { readHfConfig } from '../model/hf/load.js';
 import { configLayout, decoderFormat } from '../model/loader.js';
 import { readPackedMarker } from '../model/packed-folder.js';
-import type { FitVerdict } from '../index.js';
-import { decoderWeightBytes, type DeviceLimits, type KvPrecision, type WeightFormat } from '../research.js';
+import type { FitVerdict, KvPrecision, WeightFormat } from '../index.js';
+import { decoderWeightBytes, type DeviceLimits } from '../research.js';
 
 export type { FitVerdict };
 

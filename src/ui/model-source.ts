@@ -8,8 +8,8 @@
 import { filesToFolder, registerLocalFolder, releaseLocalFolder } from '../model/local-folder.js';
 import { adapterLimits, clipFit, summarizeModel, type ClipContext, type ModelSummary } from './model-fit.js';
 import { formatBytes, formatSeconds } from './readouts.js';
-import type { FitVerdict } from '../index.js';
-import type { DeviceLimits, KvPrecision } from '../research.js';
+import type { FitVerdict, KvPrecision } from '../index.js';
+import type { DeviceLimits } from '../research.js';
 
 export interface ChosenModel {
   /** What LoadOptions.model gets: a URL or a `wnw-files://` address. */

@@ -4,8 +4,7 @@
  */
 import type { ProgressPhase } from '../types.js';
 import { formatBytes, progressNote } from '../transcribe/progress-note.js';
-import type { ProgressEvent, StepStats, TranscriptionResult } from '../index.js';
-import type { LiveSessionResult, LiveText } from '../research.js';
+import type { LiveResult, LiveText, ProgressEvent, StepStats, TranscriptionResult } from '../index.js';
 
 export { formatBytes, progressNote };
 
@@ -261,7 +260,7 @@ export class LivePane {
   }
 
   /** The live recording stopped: all of its text is committed. */
-  finish(r: LiveSessionResult): void {
+  finish(r: LiveResult): void {
     this.committed.textContent = r.text;
     this.tentative.textContent = '';
     const s = r.stats;

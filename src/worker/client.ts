@@ -18,6 +18,7 @@ import type {
   TranscriptionResult,
 } from '../types.js';
 import type { LiveOptions, LiveResult } from '../transcribe/live.js';
+import type { LiveRecording } from '../types.js';
 import type {
   FromWorker,
   SerializedError,
@@ -76,23 +77,6 @@ export function defaultWorker(): Worker {
 /** How long a cancelled run may take to answer before its worker is stopped by force. */
 export const CANCEL_GRACE_MS = 3000;
 
-/** What `live` returns through a worker: a LiveRecording's shape (live.ts). */
-export interface LiveSession {
-  /** Seconds of audio appended so far. */
-  readonly audioSeconds: number;
-  /** 16 kHz mono samples; resolves when the ticks they call for have run. The caller's array stays its own. */
-  append(samples: Float32Array): Promise<void>;
-  stop(): Promise<LiveSessionResult>;
-}
-
-/** A live recording's result: its `recording` is open in the worker, asked through the page like `open`'s. */
-export type LiveSessionResult = Omit<LiveResult, 'recording'> & { recording: Recording | null };
-
-/** `loadTranscriberInWorker`'s transcriber: a Transcriber that also records live (WnwTranscriber.live). */
-export interface WorkerTranscriber extends Transcriber {
-  live(options?: LiveOptions): LiveSession;
-}
-
 /** What a worker says once its model is loaded. */
 type Loaded = Extract<FromWorker, { type: 'loaded' }>;
 
@@ -123,7 +107,11 @@ class WorkerHandle {
               'otherwise pass loadTranscriberInWorker a second argument that makes the worker from where you serve it',
       );
       for (const h of this.handlers.values())
-        h({ type: 'failed', id: -1, error: { name: 'WnwError', code: 'WORKER_FAILED', message: this.crashed.message } });
+        h({
+          type: 'failed',
+          id: -1,
+          error: { name: 'WnwError', code: 'WORKER_FAILED', message: this.crashed.message },
+        });
     });
     this.ready = new Promise<Loaded>((resolve, reject) => {
       let kill: ReturnType<typeof setTimeout> | undefined;
@@ -231,11 +219,11 @@ function partialResult(
 export async function loadTranscriberInWorker(
   options: LoadOptions,
   makeWorker: () => Worker = defaultWorker,
-): Promise<WorkerTranscriber> {
+): Promise<Transcriber> {
   // The load's signal cancels this first load only; a reload after a forced stop has none.
   const { onProgress, signal, ...rest } = options;
   let handle = new WorkerHandle(makeWorker(), rest, onProgress, signal);
-  const { backend, backendReason } = await handle.ready.catch((e: unknown) => {
+  const { backend, backendReason, modelInfo } = await handle.ready.catch((e: unknown) => {
     handle.worker.terminate();
     throw e;
   });
@@ -373,7 +361,7 @@ export async function loadTranscriberInWorker(
    * A live recording in the current worker. Its audio is kept here too, as `open` keeps its
    * input: the recording it ends in opens again in a worker restarted after a forced stop.
    */
-  function live(options: LiveOptions): LiveSession {
+  function live(options: LiveOptions): LiveRecording {
     const { onText, probe, ...data } = options;
     if (probe)
       throw new WnwError('BAD_ARGUMENT', 'a live probe is a hook, called in its thread: use loadTranscriber for it');
@@ -420,7 +408,7 @@ export async function loadTranscriberInWorker(
           (m, done) => m.type === 'live-appended' && (done(), true),
         );
       },
-      async stop(): Promise<LiveSessionResult> {
+      async stop(): Promise<LiveResult> {
         if (stopped) throw new WnwError('BAD_ARGUMENT', 'this live recording was stopped already');
         stopped = true;
         try {
@@ -444,9 +432,18 @@ export async function loadTranscriberInWorker(
     };
   }
 
+  function dispose() {
+    const s = handle;
+    // Terminate once the worker has freed its GPU buffers, or after a grace period if it hangs.
+    const kill = setTimeout(() => s.worker.terminate(), 5000);
+    const id = s.open(() => (clearTimeout(kill), s.worker.terminate()));
+    s.send({ type: 'dispose', id });
+  }
+
   return {
     backend,
     backendReason,
+    modelInfo,
     live: (options: LiveOptions = {}) => live(options),
     transcribe: (input: AudioInput, opts: TranscribeOptions = {}): Promise<TranscriptionResult> =>
       call(
@@ -459,12 +456,9 @@ export async function loadTranscriberInWorker(
     async open(input: AudioInput, opts: RecordingOptions = {}): Promise<Recording> {
       return recording(await openIn(input, opts), input, opts.system);
     },
-    dispose() {
-      const s = handle;
-      // Terminate once the worker has freed its GPU buffers, or after a grace period if it hangs.
-      const kill = setTimeout(() => s.worker.terminate(), 5000);
-      const id = s.open(() => (clearTimeout(kill), s.worker.terminate()));
-      s.send({ type: 'dispose', id });
+    dispose,
+    async [Symbol.asyncDispose]() {
+      dispose();
     },
   };
 }

@@ -5,6 +5,7 @@
  */
 import type {
   LoadOptions,
+  ModelInfo,
   Probe,
   ProgressEvent,
   Recording,
@@ -76,7 +77,7 @@ export type WorkerRequest =
 
 export type FromWorker =
   | { type: 'progress'; id: number; event: ProgressEvent }
-  | { type: 'loaded'; id: number; backend: string; backendReason: string | null }
+  | { type: 'loaded'; id: number; backend: string; backendReason: string | null; modelInfo: ModelInfo }
   | { type: 'token'; id: number; text: string; token: number }
   | { type: 'step'; id: number; stats: StepStats }
   | { type: 'result'; id: number; result: Omit<TranscriptionResult, 'error'>; error?: SerializedError }

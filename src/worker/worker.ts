@@ -5,7 +5,7 @@
  * One transcriber per worker; transcriptions run one at a time, in arrival order.
  */
 import { loadTranscriber, type WnwTranscriber } from '../transcribe/transcriber.js';
-import type { LiveRecording } from '../transcribe/live.js';
+import type { WnwLiveRecording } from '../transcribe/live.js';
 import { WnwError } from '../errors.js';
 import type { ProgressEvent, Recording, TranscribeOptions, TranscriptionResult } from '../types.js';
 import { serializeError, type FromWorker, type ToWorker } from './protocol.js';
@@ -39,9 +39,9 @@ function recordingOf(id: number): Recording {
  * The live recordings not stopped yet, by the id of their `live-start`. A start that failed
  * is kept as its rejection: the appends and the stop that name it answer with its error.
  */
-const lives = new Map<number, Promise<LiveRecording>>();
+const lives = new Map<number, Promise<WnwLiveRecording>>();
 
-function liveOf(id: number): Promise<LiveRecording> {
+function liveOf(id: number): Promise<WnwLiveRecording> {
   return lives.get(id) ?? Promise.reject(new WnwError('BAD_ARGUMENT', 'this live recording was stopped'));
 }
 
@@ -98,7 +98,13 @@ async function handle(m: ToWorker): Promise<void> {
       transcriber = loading;
       try {
         const asr = await loading;
-        post({ type: 'loaded', id: m.id, backend: asr.backend, backendReason: asr.backendReason });
+        post({
+          type: 'loaded',
+          id: m.id,
+          backend: asr.backend,
+          backendReason: asr.backendReason,
+          modelInfo: asr.modelInfo,
+        });
       } catch (e) {
         transcriber = null;
         post({ type: 'failed', id: m.id, error: serializeError(e) });

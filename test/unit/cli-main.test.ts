@@ -16,6 +16,7 @@ import type {
 import { tempDir } from '../helpers/temp.js';
 import { statedLimitWarnings } from '../../src/model/families/limits.js';
 import { voxtral } from '../../src/model/families/voxtral.js';
+import { fakeTranscriberRest } from '../helpers/fake-transcriber.js';
 
 // A stand-in for loadTranscriber, local to this test: the CLI's job is argument handling,
 // I/O and exit codes, which must not wait for a trained model.
@@ -24,7 +25,7 @@ function fakeLoad(seen: { load?: LoadOptions; call?: TranscribeOptions; disposed
     seen.load = o;
     return {
       backend: 'CPU (TypeScript)',
-      backendReason: null,
+      ...fakeTranscriberRest,
       dispose: () => void (seen.disposed = true),
       open: () => Promise.reject(new Error('this fake transcribes only')),
       async transcribe(input, call = {}): Promise<TranscriptionResult> {

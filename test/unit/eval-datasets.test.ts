@@ -8,6 +8,7 @@ import { encodeWav } from '../../src/audio/wav.js';
 import { toMono16k } from '../../src/audio/decode.js';
 import type { Transcriber, TranscriptionResult } from '../../src/types.js';
 import { tempDir } from '../helpers/temp.js';
+import { fakeTranscriberRest } from '../helpers/fake-transcriber.js';
 
 /** A 16 kHz WAV of `seconds` at a constant level, so clips differ by length and mixing is checkable. */
 function wav(path: string, seconds: number, level = 0.25) {
@@ -50,7 +51,7 @@ function textGrid(name: string, intervals: [number, number, string][]) {
 function fakeLoad(hyps: Map<number, string>, calls: unknown[] = []) {
   return async (): Promise<Transcriber> => ({
     backend: 'fake',
-    backendReason: null,
+    ...fakeTranscriberRest,
     open: () => Promise.reject(new Error('this fake transcribes only')),
     dispose() {},
     async transcribe(input, call = {}): Promise<TranscriptionResult> {

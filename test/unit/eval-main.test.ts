@@ -8,6 +8,7 @@ import { ContextTooLongError } from '../../src/errors.js';
 import type { LoadOptions, TranscribeOptions, Transcriber, TranscriptionResult } from '../../src/types.js';
 import { tempDir } from '../helpers/temp.js';
 import { forEvaluation } from '../../src/policy/registry.js';
+import { fakeTranscriberRest } from '../helpers/fake-transcriber.js';
 
 // A stand-in for loadTranscriber, local to this test. It "transcribes" by echoing the
 // reference stored in the file, dropping the last word for any policy but 'full', so
@@ -21,7 +22,7 @@ function fakeLoad(calls: TranscribeOptions[], loads: LoadOptions[]) {
     loads.push(o);
     return {
       backend: 'fake',
-      backendReason: null,
+      ...fakeTranscriberRest,
       open: () => Promise.reject(new Error('this fake transcribes only')),
       dispose() {},
       async transcribe(input, call = {}): Promise<TranscriptionResult> {

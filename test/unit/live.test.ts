@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agreedTokens, LiveRecording, type LiveHost, type LiveText } from '../../src/transcribe/live.js';
+import { agreedTokens, WnwLiveRecording, type LiveHost, type LiveText } from '../../src/transcribe/live.js';
 import { loadTranscriber } from '../../src/transcribe/transcriber.js';
 import { toMono16k } from '../../src/audio/decode.js';
 import { parseLiveArgs } from '../../src/cli/args.js';
@@ -77,7 +77,7 @@ describe('LiveRecording', () => {
       ],
       calls,
     );
-    const live = new LiveRecording(host, { tickSeconds: 1, maxLagSeconds: 100, onText: (t) => texts.push(t) });
+    const live = new WnwLiveRecording(host, { tickSeconds: 1, maxLagSeconds: 100, onText: (t) => texts.push(t) });
     for (let i = 0; i < 3; i++) await live.append(new Float32Array(10));
     const done = await live.stop();
     expect(calls.map((c) => c.heard)).toEqual([1, 2, 3, 3]);
@@ -102,7 +102,7 @@ describe('LiveRecording', () => {
       ],
       calls,
     );
-    const live = new LiveRecording(host, { tickSeconds: 1, maxLagSeconds: 2 });
+    const live = new WnwLiveRecording(host, { tickSeconds: 1, maxLagSeconds: 2 });
     for (let i = 0; i < 4; i++) await live.append(new Float32Array(10));
     // At 3 s heard, the first word (ending at 1 s) is 2 s behind: committed as tick 3 has it.
     expect(calls[3].committed).toEqual([1]);
@@ -112,22 +112,25 @@ describe('LiveRecording', () => {
 
   it('refuses bad options and calls after stop, and a failed tick fails stop', async () => {
     const host = scriptedHost([[1]], []);
-    expect(() => new LiveRecording(host, { tickSeconds: 0 })).toThrow(/tickSeconds must be a positive/);
-    expect(() => new LiveRecording(host, { hypothesisTokens: 1.5 })).toThrow(/hypothesisTokens must be a positive/);
-    expect(() => new LiveRecording(host, { maxLagSeconds: -1 })).toThrow(/maxLagSeconds must be a positive/);
-    const live = new LiveRecording(host, { tickSeconds: 1 });
+    expect(() => new WnwLiveRecording(host, { tickSeconds: 0 })).toThrow(/tickSeconds must be a positive/);
+    expect(() => new WnwLiveRecording(host, { hypothesisTokens: 1.5 })).toThrow(/hypothesisTokens must be a positive/);
+    expect(() => new WnwLiveRecording(host, { maxLagSeconds: -1 })).toThrow(/maxLagSeconds must be a positive/);
+    const live = new WnwLiveRecording(host, { tickSeconds: 1 });
     await expect(live.append([0, 0] as unknown as Float32Array)).rejects.toThrow(/Float32Array/);
     await live.stop();
     await expect(live.append(new Float32Array(1))).rejects.toThrow(/stopped/);
     await expect(live.stop()).rejects.toThrow(/stopped already/);
     // Audio the model cannot hold as one recording: stop keeps the text and says why there is no recording.
-    const tooLong = new LiveRecording({ ...host, open: () => Promise.reject(new Error('CONTEXT_TOO_LONG: 64.9 min')) });
+    const tooLong = new WnwLiveRecording({
+      ...host,
+      open: () => Promise.reject(new Error('CONTEXT_TOO_LONG: 64.9 min')),
+    });
     await tooLong.append(new Float32Array(10));
     const kept = await tooLong.stop();
     expect(kept.text).toBe('the');
     expect(kept.recording).toBeNull();
     expect(kept.recordingError?.message).toMatch(/CONTEXT_TOO_LONG/);
-    const failing = new LiveRecording({ ...host, hypothesis: () => Promise.reject(new Error('device lost')) });
+    const failing = new WnwLiveRecording({ ...host, hypothesis: () => Promise.reject(new Error('device lost')) });
     await failing.append(new Float32Array(20));
     await expect(failing.stop()).rejects.toThrow(/device lost/);
   });
@@ -173,7 +176,7 @@ describe('the moving window', () => {
 
   it('keeps each hypothesis within windowSeconds, its text starting at its audio, and loses no word', async () => {
     const calls: { from: number; heard: number; committed: number[]; aligned: boolean }[] = [];
-    const live = new LiveRecording(talkHost(calls), { tickSeconds: 1, windowSeconds: 8, maxLagSeconds: 2 });
+    const live = new WnwLiveRecording(talkHost(calls), { tickSeconds: 1, windowSeconds: 8, maxLagSeconds: 2 });
     const seconds = Math.ceil(spokenEnd(N - 1)) + 1;
     for (let s = 0; s < seconds; s++) await live.append(Float32Array.from({ length: RATE }, (_, i) => s * RATE + i));
     const done = await live.stop();

@@ -8,6 +8,7 @@ import { CancelledError, DeviceLostError, ModelLoadError, WnwError } from '../..
 import { serializeError, type FromWorker, type ToWorker } from '../../src/worker/protocol.js';
 import { deserializeError, loadTranscriberInWorker } from '../../src/worker/client.js';
 import type { TranscriptionStats } from '../../src/types.js';
+import { FAKE_MODEL_INFO } from '../helpers/fake-transcriber.js';
 
 const roundTrip = (e: Error) => deserializeError(JSON.parse(JSON.stringify(serializeError(e))));
 
@@ -49,7 +50,8 @@ function fakeWorker(sent: ToWorker[]): () => Worker {
       postMessage(m: ToWorker) {
         // What a real postMessage does first: a function anywhere in the message is a DataCloneError.
         sent.push(structuredClone(m));
-        if (m.type === 'load') reply({ type: 'loaded', id: m.id, backend: 'fake', backendReason: null });
+        if (m.type === 'load')
+          reply({ type: 'loaded', id: m.id, backend: 'fake', backendReason: null, modelInfo: FAKE_MODEL_INFO });
         if (m.type === 'transcribe')
           reply({
             type: 'result',

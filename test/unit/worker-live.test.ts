@@ -10,14 +10,15 @@ import { toMono16k } from '../../src/audio/decode.js';
 import { WnwError } from '../../src/errors.js';
 import { loadTranscriber, type WnwTranscriber } from '../../src/transcribe/transcriber.js';
 import type { LiveText } from '../../src/transcribe/live.js';
-import { loadTranscriberInWorker, type LiveSession, type WorkerTranscriber } from '../../src/worker/client.js';
+import { loadTranscriberInWorker } from '../../src/worker/client.js';
+import type { LiveRecording, Transcriber } from '../../src/types.js';
 import { inProcessWorker } from '../helpers/in-process-worker.js';
 
 const MODEL = join(process.cwd(), 'public', 'models', 'wnw-ref');
 const CHUNK = 8000;
 
 /** Appends the clip half a second at a time, each append waited for (the same ticks on any machine), then stops. */
-async function feed(live: LiveSession, samples: Float32Array) {
+async function feed(live: LiveRecording, samples: Float32Array) {
   for (let i = 0; i < samples.length; i += CHUNK) await live.append(samples.subarray(i, i + CHUNK));
   expect(live.audioSeconds).toBeCloseTo(samples.length / 16000, 6);
   return live.stop();
@@ -27,7 +28,7 @@ async function feed(live: LiveSession, samples: Float32Array) {
 const shown = (texts: LiveText[]) => texts.map(({ committed, tentative }) => ({ committed, tentative }));
 
 describe('a live recording through the worker', () => {
-  let asr: WorkerTranscriber;
+  let asr: Transcriber;
   let here: WnwTranscriber;
   let samples: Float32Array;
   beforeAll(async () => {
