@@ -108,8 +108,7 @@ export async function createBackend(
     // Weights the GPU cannot bind need another format, not the CPU (a 3B model there is unusably slow): said, not worked around.
     // A cancel or a lost device is the caller's to see, not a reason to fall back.
     if (e instanceof ModelTooBigError || e instanceof CancelledError || e instanceof DeviceLostError) throw e;
-    if (on.explicit)
-      throw e instanceof WnwError ? e : new NoWebGpuError(e instanceof Error ? e.message : String(e));
+    if (on.explicit) throw e instanceof WnwError ? e : new NoWebGpuError(e instanceof Error ? e.message : String(e));
     opts.onFallback?.(e instanceof Error ? e.message : String(e));
     return new CpuBackend(config, weights, cpuOptions);
   }

@@ -18,8 +18,7 @@ const backend = (params.get('backend') ?? 'auto') as NonNullable<LoadOptions['ba
 
 async function run(): Promise<Outcome> {
   const options: LoadOptions = { model: '/models/wnw-ref', backend };
-  const asr: Transcriber =
-    how === 'worker' ? await loadTranscriberInWorker(options) : await loadTranscriber(options);
+  const asr: Transcriber = how === 'worker' ? await loadTranscriberInWorker(options) : await loadTranscriber(options);
   try {
     const audio = await (await fetch('/clip.wav')).arrayBuffer();
     const r = await asr.transcribe(audio);
