@@ -49,6 +49,7 @@ export interface LoadOptions {
    * against PyTorch), 'onnx' makes a missing graph an error.
    */
   audioEncoder?: 'onnx' | 'audio-tower';
+  /** The KV policy of every call (default 'wnw', which needs the folder's heads.json; 'full' needs none). */
   policy?: PolicyName;
   /** Target r_GPU: share of the audio KV kept on the GPU (ignored by 'full'). */
   budget?: number;
@@ -90,6 +91,7 @@ export interface LoadOptions {
    * turns this off. Default true. `clearWeightCache()` empties it.
    */
   cache?: boolean;
+  /** The load's phases as they go: download, convert, upload, compile, with bytes or pipelines where known. */
   onProgress?: (e: ProgressEvent) => void;
   /**
    * Cancels the load: the download, convert and upload stop at their next progress event,
@@ -202,9 +204,13 @@ export interface PromptStats {
 }
 
 export interface TranscribeOptions {
+  /** Cancels the call: it resolves with the text decoded so far and `error` a CancelledError. */
   signal?: AbortSignal;
+  /** Each decoded token's text as it comes (and its id). */
   onToken?: (text: string, token: number) => void;
+  /** Each decode step's figures: r_GPU, CPU→GPU bytes, the anchors' focus, the tidal segments on the GPU. */
   onStep?: (s: StepStats) => void;
+  /** The call's phases: encode, prefill, decode. */
   onProgress?: (e: ProgressEvent) => void;
   /** Override the load-time policy/budget for this call. */
   policy?: PolicyName;
@@ -218,6 +224,7 @@ export interface TranscribeOptions {
   task?: 'transcribe' | 'translate';
   /** The language code a translation is into ("de"); task 'translate' only, where it is required. */
   targetLanguage?: string;
+  /** Override the load-time target r_GPU for this call. */
   budget?: number;
   /**
    * The policy's method options, e.g. { topChunks: 4 } for wnw (docs/wnw-method.md); ablations are
@@ -341,7 +348,9 @@ export interface Transcriber {
 }
 
 export interface RecordingOptions {
+  /** Cancels the encode: `open` rejects with a CancelledError. */
   signal?: AbortSignal;
+  /** The encode's progress. */
   onProgress?: (e: ProgressEvent) => void;
   /**
    * The system message of every request on the recording (chat-template models): one for

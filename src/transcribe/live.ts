@@ -47,6 +47,7 @@ export interface LiveOptions extends Pick<TranscribeOptions, 'policy' | 'budget'
    * back all the words after it.
    */
   maxLagSeconds?: number;
+  /** After each tick: the committed text so far and the latest hypothesis's tentative tail. */
   onText?: (text: LiveText) => void;
 }
 
