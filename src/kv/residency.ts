@@ -5,9 +5,9 @@
  * by both backends; they only move the bytes (PageStorage).
  *
  * Audio and text live in separate pages of the same per-head table: text pages are
- * appended densely and released only when the text is rewound (`truncateText`); audio pages are packed densely at prefill and
- * each recall batch of one head gets fresh pages, so releasing a recalled segment
- * frees whole pages.
+ * appended densely and released only when the text is rewound (`truncateText`); audio pages are packed densely at prefill, and
+ * a recall fills the holes that releases left in the head's audio pages before it takes
+ * fresh pages.
  *
  * Text KV is taken on demand: a generated token's page comes from its shard's free list
  * (pages that releases freed included), and a shard out of pages grows by `growPages`

@@ -1,7 +1,7 @@
 /**
  * "Will it fit this device?" from the config alone, before any weight is read or buffer
  * made: the decoder's weights in their format, the session's prefill and decode buffers
- * and the KV pool the plan allocates for a recording (the same sizing `WebGpuBackend.plan()`
+ * and the KV pool the plan allocates for a recording (the same sizing the WebGPU backend's pool layout
  * and `npm run bench -- --memory` use), against the adapter's limits.
  *
  * Two kinds of limit. Per buffer (`maxStorageBufferBindingSize`, `maxBufferSize`): the
