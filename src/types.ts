@@ -49,7 +49,10 @@ export interface LoadOptions {
    * against PyTorch), 'onnx' makes a missing graph an error.
    */
   audioEncoder?: 'onnx' | 'audio-tower';
-  /** The KV policy of every call (default 'wnw', which needs the folder's heads.json; 'full' needs none). */
+  /**
+   * The KV policy of every call. Default: 'wnw' where the folder has its heads.json, else
+   * 'full' (said through onProgress); 'wnw' or 'audiokv' asked for without it is a BAD_ARGUMENT.
+   */
   policy?: PolicyName;
   /** Target r_GPU: share of the audio KV kept on the GPU (ignored by 'full'). */
   budget?: number;

@@ -37,6 +37,8 @@ export { OUTPUT_FORMATS, type OutputFormat } from '../output-formats.js';
 export interface TranscribeArgs {
   file: string;
   policy: PolicyName;
+  /** Why the policy is not the default one, when --policy was not given (defaultPolicy). */
+  policyNote?: string;
   budget: number;
   backend: BackendChoice;
   kv: KvPrecision;
@@ -139,6 +141,21 @@ export function defaultWeightFormat(model: string): WeightFormat {
   return isWeightFormat(packed) ? packed : 'q4';
 }
 
+/**
+ * The policy when --policy is not given: WnW where the folder has its heads.json, else the
+ * full cache (a downloaded folder has none until `wnw calibrate` writes it), with the line
+ * that says so.
+ */
+export function defaultPolicy(model: string): { policy: PolicyName; note?: string } {
+  if (existsSync(join(model, 'heads.json'))) return { policy: 'wnw' };
+  return {
+    policy: 'full',
+    note:
+      `${model} has no heads.json, so this runs the full cache; WnW needs the head triage first ` +
+      `(npx wnw calibrate --model ${model}), or pass --policy to choose`,
+  };
+}
+
 export const TRANSCRIBE_USAGE = usageLine('transcribe');
 
 export type LoadArgs = Omit<TranscribeArgs, 'file' | 'format' | 'task' | 'targetLanguage'>;
@@ -152,7 +169,9 @@ function parseLoadArgs(flags: Map<string, string>, cwd: string): LoadArgs {
   const weights = flags.get('weights');
   const audioWeights = flags.get('audio-weights');
   return {
-    policy: parsePolicy(flags.get('policy') ?? 'wnw'),
+    ...(flags.has('policy')
+      ? { policy: parsePolicy(flags.get('policy')!) }
+      : (({ policy, note }) => ({ policy, ...(note ? { policyNote: note } : {}) }))(defaultPolicy(model))),
     budget: parseBudget(flags.get('budget') ?? '0.2'),
     backend: parseBackend(flags.get('backend') ?? 'auto'),
     kv: parseKvPrecision(flags.get('kv') ?? 'f32'),

@@ -93,6 +93,7 @@ export async function loadFor(
     onProgress,
   });
   clear();
+  if (args.policyNote) io.stderr(`wnw: ${args.policyNote}\n`);
   // Said every time, not only for auto: a CPU fallback is 10-100x slower and people should know why.
   io.stderr(
     `wnw: backend ${asr.backend}${args.backend === 'auto' ? ` (auto${asr.backendReason ? `: ${asr.backendReason}` : ''})` : ''}; ` +

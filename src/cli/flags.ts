@@ -55,7 +55,8 @@ export const FLAGS: readonly FlagSpec[] = [
     value: choices(POLICIES),
     commands: LOADING,
     default: 'wnw',
-    description: "KV cache policy; wnw and audiokv need the folder's heads.json, from wnw calibrate",
+    description:
+      "KV cache policy; wnw and audiokv need the folder's heads.json (wnw calibrate writes it): without --policy, a folder with none runs full",
   },
   {
     name: 'budget',

@@ -604,7 +604,7 @@ export async function loadTranscriber(options: LoadOptions): Promise<WnwTranscri
 }
 
 async function load(options: LoadOptions, cancel: ReturnType<typeof cancellableProgress>): Promise<WnwTranscriber> {
-  const policy = options.policy ?? 'wnw';
+  let policy = options.policy ?? 'wnw';
   const budget = options.budget ?? 0.2;
   if (!(typeof budget === 'number' && budget > 0 && budget <= 1))
     throw new WnwError('BAD_ARGUMENT', `budget must be in (0, 1], got ${show(budget)}`);
@@ -657,7 +657,14 @@ async function load(options: LoadOptions, cancel: ReturnType<typeof cancellableP
     );
   }
   if (needsHeads(policy) && !model.heads) {
-    throw new WnwError('BAD_ARGUMENT', missingHeads(policy, options.model));
+    if (options.policy !== undefined) throw new WnwError('BAD_ARGUMENT', missingHeads(policy, options.model));
+    // The default on a folder without its head triage (a fresh download): the full cache, said once.
+    policy = 'full';
+    tell({
+      phase: 'compile',
+      fraction: 1,
+      detail: `no heads.json in ${options.model}: the full cache runs (WnW needs the head triage: npx wnw calibrate)`,
+    });
   }
   const onFallback = (reason: string) => {
     fallback = reason;
