@@ -10,18 +10,40 @@
  * kv/summary.ts).
  */
 import { slotBias } from '../kv/summary.js';
+import { dequantizeTile, tileRows, type Matrix } from './matrix.js';
 
 export const EMPTY_SLOT = -1;
 
-/** out[r] = sum_c W[r, c] * x[c]. Four rows at a time: one read of x serves four dot products. */
+/**
+ * out[r] = sum_c W[r, c] * x[c]. Four rows at a time: one read of x serves four dot products.
+ * A packed W runs the same loop over one dequantised tile of rows after another.
+ */
 export function matvec(
-  w: Float32Array,
+  w: Matrix,
   rows: number,
   cols: number,
   x: Float32Array,
   out: Float32Array,
   xOffset = 0,
 ): void {
+  if (w instanceof Float32Array) {
+    matvecF32(w, rows, cols, x, out, xOffset);
+    return;
+  }
+  checkPacked(w, rows, cols);
+  const T = tileRows(cols);
+  for (let r0 = 0; r0 < rows; r0 += T) {
+    const n = Math.min(T, rows - r0);
+    matvecF32(dequantizeTile(w, r0, n), n, cols, x, out.subarray(r0, r0 + n), xOffset);
+  }
+}
+
+function checkPacked(w: Exclude<Matrix, Float32Array>, rows: number, cols: number): void {
+  if (w.rows !== rows || w.cols !== cols)
+    throw new RangeError(`a [${w.rows}, ${w.cols}] ${w.format} matrix used as [${rows}, ${cols}]`);
+}
+
+function matvecF32(w: Float32Array, rows: number, cols: number, x: Float32Array, out: Float32Array, xOffset: number) {
   let r = 0;
   for (; r + 4 <= rows; r += 4) {
     const b0 = r * cols;
@@ -57,13 +79,30 @@ export function matvec(
  * each loaded value feeds several accumulators; the sums are the same dot products as
  * matvec's, in the same order, so prefill and decode agree bit for bit.
  */
-export function matmul(
+export function matmul(w: Matrix, rows: number, cols: number, x: Float32Array, n: number, out: Float32Array): void {
+  if (w instanceof Float32Array) {
+    matmulF32(w, rows, cols, x, n, out, rows, 0);
+    return;
+  }
+  checkPacked(w, rows, cols);
+  // Tile by tile: each tile of rows is dequantised once and serves every input row.
+  const T = tileRows(cols);
+  for (let r0 = 0; r0 < rows; r0 += T) {
+    const t = Math.min(T, rows - r0);
+    matmulF32(dequantizeTile(w, r0, t), t, cols, x, n, out, rows, r0);
+  }
+}
+
+/** matmul of a [rows, cols] W into columns [outCol, outCol + rows) of out, whose rows are `outStride` long. */
+function matmulF32(
   w: Float32Array,
   rows: number,
   cols: number,
   x: Float32Array,
   n: number,
   out: Float32Array,
+  outStride: number,
+  outCol: number,
 ): void {
   let i = 0;
   for (; i + 2 <= n; i += 2) {
@@ -99,8 +138,8 @@ export function matmul(
         a12 += w2 * v;
         a13 += w3 * v;
       }
-      const o0 = i * rows + r;
-      const o1 = o0 + rows;
+      const o0 = i * outStride + outCol + r;
+      const o1 = o0 + outStride;
       out[o0] = a00;
       out[o0 + 1] = a01;
       out[o0 + 2] = a02;
@@ -118,11 +157,14 @@ export function matmul(
         a0 += w[b + c] * x[x0 + c];
         a1 += w[b + c] * x[x1 + c];
       }
-      out[i * rows + r] = a0;
-      out[(i + 1) * rows + r] = a1;
+      out[i * outStride + outCol + r] = a0;
+      out[(i + 1) * outStride + outCol + r] = a1;
     }
   }
-  for (; i < n; i++) matvec(w, rows, cols, x, out.subarray(i * rows, (i + 1) * rows), i * cols);
+  for (; i < n; i++) {
+    const o = i * outStride + outCol;
+    matvecF32(w, rows, cols, x, out.subarray(o, o + rows), i * cols);
+  }
 }
 
 /** Adds `bias` [width] to each of n rows of x [n, width]: the q/k/v biases of the Qwen2 family, before RoPE. */
