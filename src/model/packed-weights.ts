@@ -16,15 +16,7 @@
  * f16 (which would add a quarter to its 2.1 GiB q4 decoder); and the gather dequantises
  * one row per token, a negligible cost.
  */
-import {
-  colsMultiple,
-  dequantize,
-  pack,
-  rowBytes,
-  sliceRows,
-  type PackedMatrix,
-  type WeightFormat,
-} from './quant.js';
+import { colsMultiple, dequantize, pack, rowBytes, sliceRows, type PackedMatrix, type WeightFormat } from './quant.js';
 import type { ModelConfig } from './config.js';
 import type { DecoderWeights, LayerWeights } from './weights.js';
 
@@ -108,7 +100,10 @@ export function packDecoderWeights(c: ModelConfig, w: DecoderWeights, format: We
   return { format, embed, layers, norm: w.norm, lmHead };
 }
 
-/** Rows of several matrices of one format and K, stacked (a row's words never depend on its neighbours). */
+/**
+ * Rows of several matrices of one format and K, stacked (a row's words never depend on its
+ * neighbours). Parts already adjacent in one buffer, in order, are stacked as a view of it.
+ */
 export function concatRows(name: string, parts: PackedMatrix[]): PackedMatrix {
   const { format, cols } = parts[0];
   const odd = parts.find((m) => m.format !== format || m.cols !== cols);
@@ -116,6 +111,22 @@ export function concatRows(name: string, parts: PackedMatrix[]): PackedMatrix {
     throw new RangeError(
       `${name}: cannot stack a ${odd.format} [${odd.rows}, ${odd.cols}] matrix under ${format} [*, ${cols}] ones`,
     );
+  const first = parts[0].data;
+  const adjacent = parts.every(
+    (m, i) =>
+      i === 0 ||
+      (m.data.buffer === first.buffer &&
+        m.data.byteOffset === parts[i - 1].data.byteOffset + parts[i - 1].data.byteLength),
+  );
+  if (adjacent) {
+    const length = parts.reduce((n, m) => n + m.data.length, 0);
+    return {
+      format,
+      rows: parts.reduce((n, m) => n + m.rows, 0),
+      cols,
+      data: new Uint32Array(first.buffer, first.byteOffset, length),
+    };
+  }
   const data = new Uint32Array(parts.reduce((n, m) => n + m.data.length, 0));
   let o = 0;
   for (const m of parts) {

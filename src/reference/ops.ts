@@ -18,14 +18,7 @@ export const EMPTY_SLOT = -1;
  * out[r] = sum_c W[r, c] * x[c]. Four rows at a time: one read of x serves four dot products.
  * A packed W runs the same loop over one dequantised tile of rows after another.
  */
-export function matvec(
-  w: Matrix,
-  rows: number,
-  cols: number,
-  x: Float32Array,
-  out: Float32Array,
-  xOffset = 0,
-): void {
+export function matvec(w: Matrix, rows: number, cols: number, x: Float32Array, out: Float32Array, xOffset = 0): void {
   if (w instanceof Float32Array) {
     matvecF32(w, rows, cols, x, out, xOffset);
     return;

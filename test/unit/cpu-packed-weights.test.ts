@@ -1,8 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
 import { kvHeadCount, type ModelConfig } from '../../src/model/config.js';
-import { decoderShapeConfig, randomArray, randomDecoderWeights, randomEmbeddings, rng } from '../../src/model/testing.js';
 import {
+  decoderShapeConfig,
+  randomArray,
+  randomDecoderWeights,
+  randomEmbeddings,
+  rng,
+} from '../../src/model/testing.js';
+import {
+  concatRows,
   decoderWeightBytes,
   packDecoderWeights,
   packedViews,
@@ -99,16 +106,14 @@ describe('packed matrices in the CPU products', () => {
 async function decode(c: ModelConfig, w: DecoderWeights | PackedDecoderWeights, steps: number) {
   const A = 40;
   const be = new CpuBackend(c, w);
-  const open = (layered: boolean) => {
-    const opts = {
+  const pre = await be
+    .open({
       audioLength: A,
       maxNewTokens: steps + 1,
       request: { decodeHeads: [0, 1], prefillQueries: c.instruction.length },
       returnLogits: true,
-    };
-    return layered ? be.openByLayer(opts) : be.open(opts);
-  };
-  const pre = await open(false).prefill(randomEmbeddings(c, A, 5));
+    })
+    .prefill(randomEmbeddings(c, A, 5));
   const all = Int32Array.from({ length: A }, (_, i) => i);
   const session = await pre.place({
     heads: Array.from({ length: kvHeadCount(c) }, () => ({ gpu: all, cpu: new Int32Array(0) })),
@@ -164,4 +169,58 @@ describe('the CPU backend keeps packed weights packed', () => {
     expect(v.embed).toBe(p.embed);
     expect(v.lmHead).toBe(p.lmHead);
   });
+});
+
+describe('loading a converted folder for the CPU', () => {
+  it('stacking parts already adjacent in one buffer is a view of it; other parts are copied', () => {
+    const a = randomPacked('q4', 8, 64, 1);
+    const b = randomPacked('q4', 4, 64, 2);
+    const whole = new Uint32Array(a.data.length + b.data.length);
+    whole.set(a.data);
+    whole.set(b.data, a.data.length);
+    const inPlace = [
+      { ...a, data: whole.subarray(0, a.data.length) },
+      { ...b, data: whole.subarray(a.data.length) },
+    ];
+    const viewed = concatRows('x', inPlace);
+    expect(viewed.data.buffer).toBe(whole.buffer);
+    expect(viewed.rows).toBe(12);
+    const copied = concatRows('x', [a, b]);
+    expect(copied.data.buffer).not.toBe(a.data.buffer);
+    expect(Array.from(copied.data)).toEqual(Array.from(whole));
+    // Out of order is not adjacent: copied, in the order asked.
+    const swapped = concatRows('x', [inPlace[1], inPlace[0]]);
+    expect(swapped.data.buffer).not.toBe(whole.buffer);
+    expect(Array.from(swapped.data.subarray(0, b.data.length))).toEqual(Array.from(b.data));
+  });
+
+  it('stacks Wqkv and gate_up in one buffer each, and a CPU backend on it holds the packed bytes and no more', async () => {
+    const { ensureMiniatures } = await import('../helpers/miniatures.js');
+    const { tempDir } = await import('../helpers/temp.js');
+    const { convertFolder } = await import('../../src/cli/convert.js');
+    const { loadModel } = await import('../../src/model/loader.js');
+    const { join } = await import('node:path');
+    const out = tempDir('wnw-cpu-packed-');
+    await convertFolder({ from: join(await ensureMiniatures(), 'voxtral'), to: out, format: 'q4' });
+    const model = await loadModel(out);
+    const p = model.packed!;
+    const c = model.config;
+    const QD = c.numHeads * c.headDim;
+    const KVD = c.numKvHeads * c.headDim;
+    for (const l of p.layers) {
+      // Each stack owns its buffer whole: no part is left in a larger one.
+      for (const m of [l.qkv, l.gateUp]) expect(m.data.byteLength).toBe(m.data.buffer.byteLength);
+      expect(l.qkv.rows).toBe(QD + 2 * KVD);
+      expect(l.gateUp.rows).toBe(2 * c.intermediateSize);
+    }
+    const buffers = new Set<ArrayBufferLike>();
+    for (const m of [p.embed, p.lmHead, ...p.layers.flatMap((l) => [l.qkv, l.o, l.gateUp, l.down])])
+      buffers.add(m.data.buffer);
+    let held = 0;
+    for (const b of buffers) held += b.byteLength;
+    const matrices = packedWeightBytes(p);
+    expect(held).toBe(matrices.total - matrices.byFormat.f32);
+    // And a CPU backend on it holds exactly those bytes (plus the f32 norms).
+    expect(new CpuBackend(c, p).weightBytes()).toBe(matrices.total);
+  }, 300_000);
 });
