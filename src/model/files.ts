@@ -16,7 +16,7 @@ export const isNode = (): boolean =>
  * browser bundle neither resolves nor warns about modules its code never loads.
  */
 export function nodeBuiltin<T>(
-  name: 'node:fs' | 'node:fs/promises' | 'node:module' | 'node:path' | 'node:url',
+  name: 'node:fs' | 'node:fs/promises' | 'node:module' | 'node:os' | 'node:path' | 'node:url',
 ): Promise<T> {
   return import(/* @vite-ignore */ name) as Promise<T>;
 }
