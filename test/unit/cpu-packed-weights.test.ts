@@ -224,3 +224,39 @@ describe('loading a converted folder for the CPU', () => {
     expect(new CpuBackend(c, p).weightBytes()).toBe(matrices.total);
   }, 300_000);
 });
+
+describe('loading our own layout', () => {
+  it('the f32 decoder is views into the file buffer read once, not copies beside it', async () => {
+    const { encodeSafeTensors } = await import('../../src/model/safetensors.js');
+    const { decoderTensorShapes } = await import('../../src/model/config.js');
+    const { loadDecoderWeights } = await import('../../src/model/weights.js');
+    const c = decoderShapeConfig('voxtral');
+    const w = randomDecoderWeights(c, 5);
+    const tensors: Record<string, { data: Float32Array; shape: number[] }> = {};
+    const byName: Record<string, Float32Array> = {
+      'embed_tokens.weight': w.embed,
+      'lm_head.weight': w.lmHead,
+      'norm.weight': w.norm,
+    };
+    w.layers.forEach((l, i) => {
+      const p = `layers.${i}.`;
+      Object.assign(byName, {
+        [p + 'attn_norm.weight']: l.attnNorm,
+        [p + 'q_proj.weight']: l.q,
+        [p + 'k_proj.weight']: l.k,
+        [p + 'v_proj.weight']: l.v,
+        [p + 'o_proj.weight']: l.o,
+        [p + 'mlp_norm.weight']: l.mlpNorm,
+        [p + 'gate_proj.weight']: l.gate,
+        [p + 'up_proj.weight']: l.up,
+        [p + 'down_proj.weight']: l.down,
+      });
+    });
+    for (const [name, shape] of decoderTensorShapes(c)) tensors[name] = { data: byName[name], shape };
+    const file = encodeSafeTensors(tensors);
+    const got = loadDecoderWeights(c, file);
+    for (const a of [got.embed, got.lmHead, got.norm, got.layers[1].q, got.layers[1].down]) expect(a.buffer).toBe(file);
+    expect(differing(got.layers[1].gate, w.layers[1].gate)).toBe(0);
+    expect(differing(got.embed, w.embed)).toBe(0);
+  });
+});
