@@ -1,9 +1,10 @@
 /**
  * A weight matrix as the CPU decoder reads it: f32 values, or a packed f16/q4 matrix
- * (src/model/quant.ts) whose rows are dequantised a tile at a time as a product reads them.
- * A tile holds exactly the f32 values `dequantize` would give, and the products run the same
- * f32 kernels over it, so a packed matrix gives bit for bit the results of its dequantised
- * copy without that copy ever existing (Voxtral's q4 decoder is 2.1 GiB packed, 15 GiB in f32).
+ * (src/model/quant.ts) whose rows are dequantised a tile at a time as a product reads them
+ * (a q4 matvec dequantises each weight where it multiplies it: ops.ts). A tile holds exactly
+ * the f32 values `dequantize` would give, and the products run the same f32 kernels over it,
+ * so a packed matrix gives bit for bit the results of its dequantised copy without that copy
+ * ever existing (Voxtral's q4 decoder is 2.1 GiB packed, 15 GiB in f32).
  */
 import { dequantizeRow, type PackedMatrix } from '../model/quant.js';
 
