@@ -71,6 +71,13 @@ export interface LoadOptions {
    * cannot hold is then refused before any weight is read, with the minutes that would fit.
    */
   audioSeconds?: number;
+  /**
+   * Bytes of host memory the CPU backend may take (its weights, KV and prefill): a model
+   * that needs more is a ModelTooBigError before any weight is read. Default: the
+   * WNW_HOST_MEMORY_BYTES environment variable where set, else in Node the memory the system
+   * has available, bounded by the process's cgroup limit; in a browser no host check.
+   */
+  hostMemoryBytes?: number;
   /** What the KV pool stores keys and values as: 'f32' (default) or 'f16' (half the GPU KV memory and recall traffic). */
   kvPrecision?: KvPrecision;
   /**

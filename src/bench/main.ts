@@ -5,6 +5,7 @@
  * `npm run bench -- --host [--shape voxtral-mini-3b] [--minutes 30] [--stand-in]`: the page's own time per decode step (./host-main.ts).
  * `npm run bench -- --memory [--weights q4] [--kv f16]`: GPU memory of the released backbones per recording length (./memory.ts).
  * `npm run bench -- --calibration-cost [--layers 1]`: a calibration forward at a real backbone's shapes, and the run's time (./calibration-cost.ts).
+ * `npm run bench -- --cpu-load MODEL_DIR [--seconds 5] [--tokens 4] [--host-memory BYTES]`: host memory and time of a CPU load and decode (./cpu-load.ts).
  * `npm run bench -- --session`: one recording, many requests: time to a second request's first token, a recording's CPU memory (./session.ts).
  *
  * Prefill tokens/s and decode ms/token of the reference model at 1, 4 and 10 minutes of
@@ -52,6 +53,8 @@ async function main(): Promise<void> {
     return (await import('./calibration-cost.js')).calibrationCostMain(process.argv, (s) =>
       process.stderr.write(s + '\n'),
     );
+  if (process.argv.includes('--cpu-load'))
+    return (await import('./cpu-load.js')).cpuLoadBenchMain(process.argv, (s) => process.stderr.write(s + '\n'));
   if (process.argv.includes('--session'))
     return (await import('./session.js')).sessionBenchMain(process.argv, (s) => process.stderr.write(s + '\n'));
   if (process.argv.includes('--host'))

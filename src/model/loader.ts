@@ -96,9 +96,16 @@ export interface ModelLoadOptions {
   /**
    * Called once the config is read and checked and before any weight byte is: the decoder's
    * config, the format its matrices will be stored in on the backend, and whether the
-   * lm_head is the embedding's table. A throw ends the load there (the transcriber's fit check).
+   * lm_head is the embedding's table; `load.packAtLoad`: the decoder is packed as it is read
+   * (an upstream folder with weightFormat f16 or q4: one f32 tensor at a time beside the packed
+   * ones). A throw ends the load there (the transcriber's fit check, host memory included).
    */
-  beforeWeights?: (config: ModelConfig, format: WeightFormat, tied: boolean) => void | Promise<void>;
+  beforeWeights?: (
+    config: ModelConfig,
+    format: WeightFormat,
+    tied: boolean,
+    load: { packAtLoad: boolean },
+  ) => void | Promise<void>;
 }
 
 /**
@@ -139,7 +146,7 @@ export async function loadModel(
       `has ${tokenizer.vocabSize} pieces, config.json says vocab_size ${config.vocabSize}`,
     );
   }
-  await options.beforeWeights?.(config, decoderFormat(null, options.weightFormat), false);
+  await options.beforeWeights?.(config, decoderFormat(null, options.weightFormat), false, { packAtLoad: false });
   const decoderBytes = await readBytes(path('decoder.safetensors'), (l, t) =>
     onProgress?.((0.8 * l) / t, 'decoder weights'),
   );
@@ -182,7 +189,7 @@ async function loadHfModel(
   const marker = await readPackedMarker(base);
   const format = decoderFormat(marker, options.weightFormat);
   const packAtLoad = !marker && format !== 'f32';
-  await options.beforeWeights?.(config, format, info.tiedEmbeddings);
+  await options.beforeWeights?.(config, format, info.tiedEmbeddings, { packAtLoad });
   const dec = marker || packAtLoad ? null : await loadHfDecoder(base, { ...info, config }, onProgress);
   const useCache = options.cache !== false;
   const packed = marker

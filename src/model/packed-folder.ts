@@ -126,6 +126,12 @@ async function readPacked(shard: Shard, name: string, expected: number[]): Promi
   return { format: entry.format, rows, cols, data };
 }
 
+/** The matrices packedDecoderFrom stacks per layer: q/k/v into Wqkv, gate/up into gate_up. */
+const STACKED = [
+  ['q_proj.weight', 'k_proj.weight', 'v_proj.weight'],
+  ['gate_proj.weight', 'up_proj.weight'],
+];
+
 /**
  * The decoder of a converted folder, packed as stored: each tensor is checked against
  * config.json (shape, format, dtype) as it is read; nothing is dequantised.
@@ -171,12 +177,37 @@ export async function loadPackedDecoder(
     const total = [...located].reduce((n, [name, { shard }]) => n + shard.tensors.get(name)!.byteLength, 0);
     const got = new Map<string, PackedMatrix>();
     let fileBytes = 0;
-    for (const [name, { shard, shape }] of located) {
+    const read = async (name: string): Promise<PackedMatrix> => {
+      const { shard, shape } = located.get(name)!;
       const m = await readPacked(shard, name, shape);
       fileBytes += m.data.byteLength;
-      got.set(name, m);
       onProgress?.(fileBytes / total, 'decoder weights (packed)', { loaded: fileBytes, total });
+      return m;
+    };
+    // Wqkv and gate_up are filled as their parts are read, each part let go once copied in,
+    // so packedDecoderFrom finds the parts adjacent and stacks them without a copy: the load
+    // peaks at the packed weights plus one tensor, not plus every layer's stacks again.
+    for (let l = 0; l < c.numLayers; l++) {
+      for (const parts of STACKED) {
+        const names = parts.map((p) => source(`layers.${l}.${p}`));
+        const first = await read(names[0]);
+        const words = rowWords(first.format, first.cols);
+        const stack = new Uint32Array(names.reduce((n, name) => n + located.get(name)!.shape[0], 0) * words);
+        let row = 0;
+        for (let i = 0; i < names.length; i++) {
+          const m = i === 0 ? first : await read(names[i]);
+          // Parts that cannot stack stay apart (concatRows names the mismatch).
+          if (m.format !== first.format || m.cols !== first.cols) {
+            got.set(names[i], m);
+            continue;
+          }
+          stack.set(m.data, row * words);
+          got.set(names[i], { ...m, data: stack.subarray(row * words, (row + m.rows) * words) });
+          row += m.rows;
+        }
+      }
     }
+    for (const name of located.keys()) if (!got.has(name)) got.set(name, await read(name));
     const packed = packedDecoderFrom(c, (internal) => got.get(source(internal))!);
     return { packed, tiedHead, fileBytes };
   } finally {

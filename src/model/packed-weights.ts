@@ -16,7 +16,7 @@
  * f16 (which would add a quarter to its 2.1 GiB q4 decoder); and the gather dequantises
  * one row per token, a negligible cost.
  */
-import { colsMultiple, dequantize, pack, rowBytes, type PackedMatrix, type WeightFormat } from './quant.js';
+import { colsMultiple, dequantize, pack, rowBytes, sliceRows, type PackedMatrix, type WeightFormat } from './quant.js';
 import type { ModelConfig } from './config.js';
 import type { DecoderWeights, LayerWeights } from './weights.js';
 
@@ -100,7 +100,10 @@ export function packDecoderWeights(c: ModelConfig, w: DecoderWeights, format: We
   return { format, embed, layers, norm: w.norm, lmHead };
 }
 
-/** Rows of several matrices of one format and K, stacked (a row's words never depend on its neighbours). */
+/**
+ * Rows of several matrices of one format and K, stacked (a row's words never depend on its
+ * neighbours). Parts already adjacent in one buffer, in order, are stacked as a view of it.
+ */
 export function concatRows(name: string, parts: PackedMatrix[]): PackedMatrix {
   const { format, cols } = parts[0];
   const odd = parts.find((m) => m.format !== format || m.cols !== cols);
@@ -108,6 +111,22 @@ export function concatRows(name: string, parts: PackedMatrix[]): PackedMatrix {
     throw new RangeError(
       `${name}: cannot stack a ${odd.format} [${odd.rows}, ${odd.cols}] matrix under ${format} [*, ${cols}] ones`,
     );
+  const first = parts[0].data;
+  const adjacent = parts.every(
+    (m, i) =>
+      i === 0 ||
+      (m.data.buffer === first.buffer &&
+        m.data.byteOffset === parts[i - 1].data.byteOffset + parts[i - 1].data.byteLength),
+  );
+  if (adjacent) {
+    const length = parts.reduce((n, m) => n + m.data.length, 0);
+    return {
+      format,
+      rows: parts.reduce((n, m) => n + m.rows, 0),
+      cols,
+      data: new Uint32Array(first.buffer, first.byteOffset, length),
+    };
+  }
   const data = new Uint32Array(parts.reduce((n, m) => n + m.data.length, 0));
   let o = 0;
   for (const m of parts) {
@@ -182,6 +201,63 @@ export function unpackDecoderWeights(c: ModelConfig, p: PackedDecoderWeights): D
   });
   const embed = dequantize(p.embed);
   const lmHead = p.lmHead === p.embed ? embed : dequantize(p.lmHead);
+  return { embed, layers, norm: p.norm, lmHead };
+}
+
+/** A matrix the CPU computes with: f32 values, or an f16/q4 one dequantised a tile at a time (reference/matrix.ts). */
+export type ComputeMatrix = Float32Array | PackedMatrix;
+
+type MatrixKey = 'q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down';
+
+export type ComputeLayer = Omit<LayerWeights, MatrixKey> & Record<MatrixKey, ComputeMatrix>;
+
+/**
+ * The decoder as the CPU reads it: DecoderWeights itself, or packed weights whose matrices
+ * stay packed (`packedViews`).
+ */
+export interface ComputeWeights {
+  embed: ComputeMatrix;
+  layers: ComputeLayer[];
+  norm: Float32Array;
+  lmHead: ComputeMatrix;
+}
+
+/** A packed matrix's f32 words as a Float32Array view; f16 and q4 ones as they are. */
+function computeMatrix(m: PackedMatrix): ComputeMatrix {
+  return m.format === 'f32' ? new Float32Array(m.data.buffer, m.data.byteOffset, m.data.length) : m;
+}
+
+/**
+ * Packed weights as the CPU computes with them, with no copy: q, k and v are row ranges of
+ * Wqkv, gate and up of the stacked gate_up (a row range of a packed matrix is a contiguous
+ * run of its words), f32 matrices views of their words. Each product dequantises the rows
+ * it reads as `unpackDecoderWeights` would have, so the results are the same bit for bit.
+ */
+export function packedViews(c: ModelConfig, p: PackedDecoderWeights): ComputeWeights {
+  const QD = c.numHeads * c.headDim;
+  const KVD = c.numKvHeads * c.headDim;
+  const I = c.intermediateSize;
+  const layers = p.layers.map((l): ComputeLayer => {
+    const out: ComputeLayer = {
+      attnNorm: l.attnNorm,
+      q: computeMatrix(sliceRows(l.qkv, 0, QD)),
+      k: computeMatrix(sliceRows(l.qkv, QD, KVD)),
+      v: computeMatrix(sliceRows(l.qkv, QD + KVD, KVD)),
+      o: computeMatrix(l.o),
+      mlpNorm: l.mlpNorm,
+      gate: computeMatrix(sliceRows(l.gateUp, 0, I)),
+      up: computeMatrix(sliceRows(l.gateUp, I, I)),
+      down: computeMatrix(l.down),
+    };
+    if (l.qkvBias) {
+      out.qBias = l.qkvBias.subarray(0, QD);
+      out.kBias = l.qkvBias.subarray(QD, QD + KVD);
+      out.vBias = l.qkvBias.subarray(QD + KVD);
+    }
+    return out;
+  });
+  const embed = computeMatrix(p.embed);
+  const lmHead = p.lmHead === p.embed ? embed : computeMatrix(p.lmHead);
   return { embed, layers, norm: p.norm, lmHead };
 }
 

@@ -106,6 +106,21 @@ export class SafeTensors {
   }
 
   /** The tensor widened to f32, checked against `shape` when given. */
+  /**
+   * Like `f32`, but an aligned F32 tensor is a view into the file's buffer, not a copy: the
+   * decoder loaded from one buffer then holds its bytes once, not twice. The caller must
+   * not modify it (it is the file's memory).
+   */
+  f32View(name: string, shape?: number[]): Float32Array {
+    const t = this.info(name);
+    const at = this.dataStart + t.begin;
+    if (t.dtype === 'F32' && at % 4 === 0 && t.shape.length === (shape ?? t.shape).length) {
+      if (!shape || shape.every((d, i) => d === t.shape[i]))
+        return new Float32Array(this.buf, at, (t.end - t.begin) / 4);
+    }
+    return this.f32(name, shape);
+  }
+
   f32(name: string, shape?: number[]): Float32Array {
     const t = this.info(name);
     if (shape && (shape.length !== t.shape.length || shape.some((d, i) => d !== t.shape[i]))) {

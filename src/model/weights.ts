@@ -69,7 +69,7 @@ export function loadDecoderWeights(
   return assembleWeights(config, (name, shape) => {
     if (!st.has(name))
       throw new ModelLoadError(file, 'tensor is missing (does config.json match these weights?)', name);
-    const w = st.f32(name, shape);
+    const w = st.f32View(name, shape);
     for (let i = 0; i < w.length; i++) {
       if (!Number.isFinite(w[i])) throw new ModelLoadError(file, `non-finite value at element ${i}`, name);
     }

@@ -11,6 +11,7 @@ import { WnwError } from '../errors.js';
 export interface NodeHost {
   readonly fs: typeof import('node:fs');
   readonly fsp: typeof import('node:fs/promises');
+  readonly os: typeof import('node:os');
   /** The WebGPU of Dawn (the `webgpu` package), after a probe in a child process found a usable adapter. */
   gpu(): Promise<GPU>;
   /** onnxruntime-web set up to find its wasm files on disk, one thread. */

@@ -11,6 +11,7 @@
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
+import * as os from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -125,6 +126,7 @@ async function loadOrt(): Promise<typeof Ort> {
 export const nodeHost: NodeHost = {
   fs,
   fsp,
+  os,
   // Asked once a process: a probe costs a Node start, and its answer does not change.
   gpu: () => (dawnGpu ??= openDawn()),
   ort: () => (ort ??= loadOrt()),

@@ -10,18 +10,112 @@
  * kv/summary.ts).
  */
 import { slotBias } from '../kv/summary.js';
+import { dequantizeTile, tileRows, type Matrix } from './matrix.js';
+import { Q4_GROUP, rowWords } from '../model/quant.js';
+import { f16Table } from '../model/f16.js';
 
 export const EMPTY_SLOT = -1;
 
-/** out[r] = sum_c W[r, c] * x[c]. Four rows at a time: one read of x serves four dot products. */
-export function matvec(
-  w: Float32Array,
+/**
+ * out[r] = sum_c W[r, c] * x[c]. Four rows at a time: one read of x serves four dot products.
+ * A packed W runs the same loop over one dequantised tile of rows after another.
+ */
+export function matvec(w: Matrix, rows: number, cols: number, x: Float32Array, out: Float32Array, xOffset = 0): void {
+  if (w instanceof Float32Array) {
+    matvecF32(w, rows, cols, x, out, xOffset);
+    return;
+  }
+  checkPacked(w, rows, cols);
+  if (w.format === 'q4') {
+    matvecQ4(w, rows, cols, x, out, xOffset);
+    return;
+  }
+  const T = tileRows(cols);
+  for (let r0 = 0; r0 < rows; r0 += T) {
+    const n = Math.min(T, rows - r0);
+    matvecF32(dequantizeTile(w, r0, n), n, cols, x, out.subarray(r0, r0 + n), xOffset);
+  }
+}
+
+/**
+ * matvec of a q4 matrix with each weight dequantised where it is used: (code - 8) * scale is
+ * exact in f32 (a 4-bit integer times an f16), so it is the very value `dequantize` stores,
+ * and the sums run over K in the same order as matvecF32's: the same results, bit for bit,
+ * without writing and reading back a tile (a decode step's products read each weight once).
+ */
+function matvecQ4(
+  m: Exclude<Matrix, Float32Array>,
   rows: number,
   cols: number,
   x: Float32Array,
   out: Float32Array,
-  xOffset = 0,
-): void {
+  xOffset: number,
+) {
+  const stride = rowWords('q4', cols);
+  const d = m.data;
+  const t = f16Table();
+  const groups = cols / Q4_GROUP;
+  const scales = cols / 8;
+  let r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const b0 = r * stride;
+    const b1 = b0 + stride;
+    const b2 = b1 + stride;
+    const b3 = b2 + stride;
+    let a0 = 0;
+    let a1 = 0;
+    let a2 = 0;
+    let a3 = 0;
+    for (let g = 0; g < groups; g++) {
+      const si = scales + (g >> 1);
+      const sh = 16 * (g & 1);
+      const s0 = t[(d[b0 + si] >>> sh) & 0xffff];
+      const s1 = t[(d[b1 + si] >>> sh) & 0xffff];
+      const s2 = t[(d[b2 + si] >>> sh) & 0xffff];
+      const s3 = t[(d[b3 + si] >>> sh) & 0xffff];
+      for (let k = 0; k < 4; k++) {
+        const wi = 4 * g + k;
+        const w0 = d[b0 + wi];
+        const w1 = d[b1 + wi];
+        const w2 = d[b2 + wi];
+        const w3 = d[b3 + wi];
+        const xb = xOffset + g * Q4_GROUP + 8 * k;
+        for (let i = 0; i < 8; i++) {
+          const xv = x[xb + i];
+          const q = 4 * i;
+          a0 += (((w0 >>> q) & 15) - 8) * s0 * xv;
+          a1 += (((w1 >>> q) & 15) - 8) * s1 * xv;
+          a2 += (((w2 >>> q) & 15) - 8) * s2 * xv;
+          a3 += (((w3 >>> q) & 15) - 8) * s3 * xv;
+        }
+      }
+    }
+    out[r] = a0;
+    out[r + 1] = a1;
+    out[r + 2] = a2;
+    out[r + 3] = a3;
+  }
+  for (; r < rows; r++) {
+    const b = r * stride;
+    let a = 0;
+    for (let g = 0; g < groups; g++) {
+      const s = t[(d[b + scales + (g >> 1)] >>> (16 * (g & 1))) & 0xffff];
+      for (let k = 0; k < 4; k++) {
+        const w = d[b + 4 * g + k];
+        const xb = xOffset + g * Q4_GROUP + 8 * k;
+        for (let i = 0; i < 8; i++) a += (((w >>> (4 * i)) & 15) - 8) * s * x[xb + i];
+      }
+    }
+    out[r] = a;
+  }
+}
+
+function checkPacked(w: Exclude<Matrix, Float32Array>, rows: number, cols: number): void {
+  if (w.rows !== rows || w.cols !== cols)
+    throw new RangeError(`a [${w.rows}, ${w.cols}] ${w.format} matrix used as [${rows}, ${cols}]`);
+}
+
+function matvecF32(w: Float32Array, rows: number, cols: number, x: Float32Array, out: Float32Array, xOffset: number) {
   let r = 0;
   for (; r + 4 <= rows; r += 4) {
     const b0 = r * cols;
@@ -57,13 +151,30 @@ export function matvec(
  * each loaded value feeds several accumulators; the sums are the same dot products as
  * matvec's, in the same order, so prefill and decode agree bit for bit.
  */
-export function matmul(
+export function matmul(w: Matrix, rows: number, cols: number, x: Float32Array, n: number, out: Float32Array): void {
+  if (w instanceof Float32Array) {
+    matmulF32(w, rows, cols, x, n, out, rows, 0);
+    return;
+  }
+  checkPacked(w, rows, cols);
+  // Tile by tile: each tile of rows is dequantised once and serves every input row.
+  const T = tileRows(cols);
+  for (let r0 = 0; r0 < rows; r0 += T) {
+    const t = Math.min(T, rows - r0);
+    matmulF32(dequantizeTile(w, r0, t), t, cols, x, n, out, rows, r0);
+  }
+}
+
+/** matmul of a [rows, cols] W into columns [outCol, outCol + rows) of out, whose rows are `outStride` long. */
+function matmulF32(
   w: Float32Array,
   rows: number,
   cols: number,
   x: Float32Array,
   n: number,
   out: Float32Array,
+  outStride: number,
+  outCol: number,
 ): void {
   let i = 0;
   for (; i + 2 <= n; i += 2) {
@@ -99,8 +210,8 @@ export function matmul(
         a12 += w2 * v;
         a13 += w3 * v;
       }
-      const o0 = i * rows + r;
-      const o1 = o0 + rows;
+      const o0 = i * outStride + outCol + r;
+      const o1 = o0 + outStride;
       out[o0] = a00;
       out[o0 + 1] = a01;
       out[o0 + 2] = a02;
@@ -118,11 +229,14 @@ export function matmul(
         a0 += w[b + c] * x[x0 + c];
         a1 += w[b + c] * x[x1 + c];
       }
-      out[i * rows + r] = a0;
-      out[(i + 1) * rows + r] = a1;
+      out[i * outStride + outCol + r] = a0;
+      out[(i + 1) * outStride + outCol + r] = a1;
     }
   }
-  for (; i < n; i++) matvec(w, rows, cols, x, out.subarray(i * rows, (i + 1) * rows), i * cols);
+  for (; i < n; i++) {
+    const o = i * outStride + outCol;
+    matvecF32(w, rows, cols, x, out.subarray(o, o + rows), i * cols);
+  }
 }
 
 /** Adds `bias` [width] to each of n rows of x [n, width]: the q/k/v biases of the Qwen2 family, before RoPE. */

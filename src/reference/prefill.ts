@@ -7,11 +7,12 @@
  * stores them for an f16 pool.
  */
 import { audioStart, kvHeadCount, promptLength, type ModelConfig, type PromptIds } from '../model/config.js';
-import type { DecoderWeights } from '../model/weights.js';
+import type { ComputeWeights } from '../model/packed-weights.js';
 import type { AttentionRequest, PolicyLayout } from '../kv/plan.js';
 import { instructionRows, policyLayout } from '../kv/prompt.js';
 import { addBias, causalAttention, matmul, rmsnorm, rope, swiglu } from './ops.js';
 import { roundF16 } from '../kv/precision.js';
+import { matrixRow, type Matrix } from './matrix.js';
 
 export interface PrefillOutput {
   /** Final hidden states [n, hiddenSize] (before the final norm). */
@@ -29,7 +30,7 @@ export interface PrefillOutput {
 /** The prompt's input rows: embed(prefix), the audio embeddings, embed(instruction), embed(suffix). */
 export function promptInputs(
   c: ModelConfig,
-  embed: Float32Array,
+  embed: Matrix,
   audio: Float32Array,
   N: number,
   suffix: number[] = [],
@@ -39,9 +40,9 @@ export function promptInputs(
   const a0 = audioStart(prompt);
   const n = promptLength(prompt, N) + suffix.length;
   const x = new Float32Array(n * D);
-  prompt.prefix.forEach((t, i) => x.set(embed.subarray(t * D, (t + 1) * D), i * D));
+  prompt.prefix.forEach((t, i) => matrixRow(embed, t, D, x, i * D));
   x.set(audio.subarray(0, N * D), a0 * D);
-  [...prompt.instruction, ...suffix].forEach((t, i) => x.set(embed.subarray(t * D, (t + 1) * D), (a0 + N + i) * D));
+  [...prompt.instruction, ...suffix].forEach((t, i) => matrixRow(embed, t, D, x, (a0 + N + i) * D));
   return x;
 }
 
@@ -80,7 +81,7 @@ export interface PrefillExtras {
 
 export function prefillLayers(
   c: ModelConfig,
-  w: DecoderWeights,
+  w: ComputeWeights,
   freqs: Float64Array,
   audio: Float32Array,
   N: number,

@@ -58,6 +58,8 @@ export function checkLoadOptions(o: LoadOptions): void {
   oneOf('audioEncoder', o.audioEncoder, AUDIO_ENCODERS);
   if (o.kvMaxBytes !== undefined && !(isPositive(o.kvMaxBytes) && Number.isInteger(o.kvMaxBytes)))
     bad('kvMaxBytes', o.kvMaxBytes, 'a whole number of bytes above 0');
+  if (o.hostMemoryBytes !== undefined && !(isPositive(o.hostMemoryBytes) && Number.isInteger(o.hostMemoryBytes)))
+    bad('hostMemoryBytes', o.hostMemoryBytes, 'a whole number of bytes above 0');
   if (o.audioSeconds !== undefined && !isPositive(o.audioSeconds))
     bad('audioSeconds', o.audioSeconds, "the recording's length in seconds, above 0");
   languageCode(o.language);

@@ -9,9 +9,11 @@ import { createAudioRoute } from '../route/audio-route.js';
 import type { AudioRoute } from '../route/types.js';
 import { chooseBackend, createBackend, type BackendTarget } from '../backend/create.js';
 import { lostWithin } from '../backend/cancel.js';
+import { availableHostMemory } from '../backend/cpu/host-memory.js';
 import {
   audioTokensOf,
   maxAudioTokens,
+  refuseHostUnfit,
   refuseUnfit,
   reportedDeviceMemoryGiB,
   sureMemoryBytes,
@@ -627,7 +629,7 @@ async function load(options: LoadOptions, cancel: ReturnType<typeof cancellableP
       audioEncoder: options.audioEncoder,
       weightFormat: options.weightFormat,
       ...(options.cache !== undefined ? { cache: options.cache } : {}),
-      beforeWeights: (config, format, tied) => {
+      beforeWeights: async (config, format, tied, { packAtLoad }) => {
         decoderWeights = { format, weightBytes: decoderWeightBytes(config, format, tied).total };
         // A recording known at load (the CLI's) is held against the positions before a weight is read.
         if (options.audioSeconds !== undefined) refusePastPositions(config, options.model, options.audioSeconds);
@@ -646,6 +648,29 @@ async function load(options: LoadOptions, cancel: ReturnType<typeof cancellableP
               }
             : undefined,
         );
+        // On the CPU, weights and KV are host memory: judged against what the host has.
+        if (target.kind === 'cpu') {
+          const available = await availableHostMemory(options.hostMemoryBytes);
+          if (available)
+            refuseHostUnfit(
+              config,
+              {
+                weightFormat: format,
+                tied,
+                packAtLoad,
+                ...(options.audioSeconds !== undefined
+                  ? {
+                      recording: {
+                        audioTokens: audioTokensOf(config, options.audioSeconds),
+                        kvPrecision: options.kvPrecision ?? 'f32',
+                      },
+                    }
+                  : {}),
+              },
+              available,
+              `the decoder of ${config.name} on the CPU`,
+            );
+        }
       },
     },
   );

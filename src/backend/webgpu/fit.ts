@@ -460,3 +460,114 @@ export function refuseUnfit(
   const problems = loadFitProblems(c, format, tied, device);
   if (problems.length) throw new ModelTooBigError(problems, where);
 }
+
+/** What the CPU backend's host memory must hold (`hostMemoryNeed`). */
+export interface HostNeedRequest {
+  weightFormat: WeightFormat;
+  tied: boolean;
+  /**
+   * The decoder is packed while it is read from an upstream folder: one tensor at a time is
+   * widened to f32 beside the packed ones, at most the embedding table.
+   */
+  packAtLoad?: boolean;
+  /** The recording, where known at load: its KV and prefill are held in host memory too. */
+  recording?: {
+    audioTokens: number;
+    kvPrecision: KvPrecision;
+    /** Default: the transcriber's, 6 per second of audio. */
+    maxNewTokens?: number;
+    prompt?: PromptIds;
+  };
+}
+
+export interface HostNeed {
+  /** The decoder weights as the CPU backend holds them (packed where packed). */
+  weightBytes: number;
+  /** Beside the weights while loading (the f32 tensor being packed). */
+  loadBytes: number;
+  /** The prefill's f32 activations for the prompt (one layer's at a time). */
+  prefillBytes: number;
+  /** Every position's K/V: the pool and, under WnW, the offload store hold them all between them. */
+  kvBytes: number;
+  peakBytes: number;
+}
+
+/**
+ * The host memory the CPU backend needs: the weights as held, plus the largest of the load's
+ * transient f32 tensor, the prefill (its activations and the prompt's K/V) and the decode (the
+ * K/V of prompt and generated text, page-rounded per KV head). On the CPU the pool and WnW's
+ * offload store are both host memory, so a policy's budget moves K/V between them and
+ * saves none of it: every position's K/V is counted.
+ */
+export function hostMemoryNeed(c: ModelConfig, r: HostNeedRequest): HostNeed {
+  const weightBytes = decoderWeightBytes(c, r.weightFormat, r.tied).total;
+  const loadBytes = r.packAtLoad ? 4 * c.vocabSize * c.hiddenSize : 0;
+  let prefillBytes = 0;
+  let kvBytes = 0;
+  let promptKv = 0;
+  const rec = r.recording;
+  if (rec) {
+    const prompt = rec.prompt ?? c;
+    const n = promptLength(prompt, rec.audioTokens);
+    const seconds = rec.audioTokens / c.audio.tokensPerSecond;
+    // Text KV is taken as tokens are generated: sized as memoryNeed sizes the pool for it.
+    const text = Math.min(
+      rec.maxNewTokens ?? defaultMaxNewTokens(seconds),
+      Math.ceil(TEXT_TOKENS_PER_SECOND * seconds),
+    );
+    const P = segmentLength(c);
+    const qd = c.numHeads * c.headDim;
+    const kvd = c.numKvHeads * c.headDim;
+    // reference/prefill.ts: x, xn, tmp [n, D]; q, att [n, QD]; gate, up [n, I]; k, v [n, KVD];
+    // causalAttention's one KV head's keys and values [n, headDim] and a score row.
+    prefillBytes = 4 * n * (3 * c.hiddenSize + 2 * qd + 2 * c.intermediateSize + 2 * kvd + 2 * c.headDim) + 8 * n;
+    const slot = 2 * c.headDim * kvElementBytes(rec.kvPrecision);
+    const pages = (positions: number) => Math.ceil(positions / P) * P;
+    promptKv = kvHeadCount(c) * pages(n) * slot;
+    kvBytes = kvHeadCount(c) * pages(n + text) * slot;
+  }
+  const peakBytes = weightBytes + Math.max(loadBytes, prefillBytes + promptKv, kvBytes);
+  return { weightBytes, loadBytes, prefillBytes, kvBytes, peakBytes };
+}
+
+/** A host-memory shortfall, in the shape of the device ones (`FitProblem`). */
+export interface HostFitProblem extends Omit<FitProblem, 'limit'> {
+  limit: 'hostMemory';
+}
+
+/**
+ * Throws ModelTooBigError, naming `where`, the bytes the CPU backend needs and the bytes
+ * available (and where that figure comes from), when the need is over what is available.
+ */
+export function refuseHostUnfit(
+  c: ModelConfig,
+  r: HostNeedRequest,
+  available: { bytes: number; source: string },
+  where: string,
+): HostNeed {
+  const need = hostMemoryNeed(c, r);
+  if (need.peakBytes <= available.bytes) return need;
+  const parts = [`${size(need.weightBytes)} of ${r.weightFormat} weights`];
+  if (need.loadBytes) parts.push(`${size(need.loadBytes)} of one f32 tensor while packing at load`);
+  if (r.recording)
+    parts.push(
+      `${size(need.kvBytes)} of ${r.recording.kvPrecision} KV (every position's, pool and offload store together)`,
+    );
+  const fix =
+    r.weightFormat === 'q4'
+      ? 'free memory, use a shorter recording or f16 KV (kvPrecision), or a machine with more memory'
+      : `convert the folder to 4-bit (npx wnw convert HF_DIR OUT_DIR --quant q4) or load it with weightFormat 'q4', or free memory`;
+  const what = 'the CPU backend (host memory)';
+  const message =
+    `${what} needs ${need.peakBytes} bytes (${size(need.peakBytes)}: ${parts.join(', ')}) ` +
+    `but ${available.bytes} bytes (${size(available.bytes)}) are available per ${available.source}: ${fix}.`;
+  const problem: HostFitProblem = {
+    limit: 'hostMemory',
+    what,
+    bytes: need.peakBytes,
+    limitBytes: available.bytes,
+    advice: fix,
+    message,
+  };
+  throw new ModelTooBigError([problem], where);
+}
