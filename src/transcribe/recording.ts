@@ -66,6 +66,8 @@ export interface Resumption {
   conversation: Conversation;
   feed: readonly number[];
   first?: number;
+  /** `feed` is the placement's own prompt, its rows written over since: they run as its prefill ran them (RunInput.resume.replay). */
+  replay?: boolean;
 }
 
 /** What a recording asks of the transcriber that opened it. */
@@ -193,6 +195,8 @@ export class WnwRecording implements Recording {
       const again = same.placedRows && sameIds(afterAudio, placed.afterAudio);
       const fork = again ? same.audioEnd + afterAudio.length : follows ? same.end : same.audioEnd;
       const feed = again ? [] : ownIds;
+      // The placement's own prompt after a request wrote over its rows: written again as the prefill wrote them.
+      const replay = !again && !follows && feed.length > 0 && sameIds(afterAudio, placed.afterAudio);
       const left = this.host.model.config.maxPositions - fork - feed.length;
       if (left < 1)
         throw new WnwError(
@@ -206,7 +210,7 @@ export class WnwRecording implements Recording {
       if (lost === 0 || (again && lost === placed.lost)) {
         await same.session.rewind(fork);
         placedRows = same.placedRows && fork >= same.audioEnd + placed.afterAudio.length;
-        resume = { conversation: same, feed, ...(again ? { first: placed.first } : {}) };
+        resume = { conversation: same, feed, ...(again ? { first: placed.first } : {}), ...(replay ? { replay } : {}) };
       } else {
         this.drop();
         prompt = { prefix: prompt.prefix, instruction: afterAudio };
