@@ -1,11 +1,14 @@
 /**
  * Same request, same answer: on a recording, a request repeated with the same options gives
  * the token ids it gave the first time, and those of a freshly opened recording, whatever
- * ran in between, under every policy (reference model, CPU backend). The second transcription
- * reuses the whole prompt as before; what the first request's decode moved (WnW's tidal
- * recalls, the paged policies' chosen pages) goes back to the placement first.
+ * ran in between (CPU backend): every policy on the reference model (two transcriptions), and
+ * on each family's miniature the full cache, WnW at 0.2, SnapKV and Quest around a question.
+ * The reuse of the prompt's positions is what it was; what a request's decode moved (WnW's
+ * tidal recalls, the paged policies' chosen pages) goes back to the placement first.
  */
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toMono16k } from '../../src/audio/decode.js';
@@ -13,6 +16,8 @@ import { loadTranscriber, type WnwTranscriber } from '../../src/transcribe/trans
 import { promptLength } from '../../src/model/config.js';
 import type { PolicyName } from '../../src/policy/registry.js';
 import type { RequestOptions, TranscriptionResult } from '../../src/types.js';
+import { ensureMiniatures, MINIATURE_FAMILIES } from '../helpers/miniatures.js';
+import { withSeededHeads } from '../helpers/seeded-heads.js';
 
 const MODEL = join(process.cwd(), 'public', 'models', 'wnw-ref');
 const CLIP = join(MODEL, 'fixtures', 'clip1.wav');
@@ -102,5 +107,81 @@ describe('same request, same answer on the reference model', () => {
       expect(second.heldAtStart).toEqual(first.heldAtStart);
       fresh.dispose();
     }, 120_000);
+  }
+});
+
+const MAX_NEW = 12;
+
+/** The four policies of the acceptance on the miniatures; Quest on 4-position pages, so a short clip's pages move. */
+const FAMILY_POLICIES: { policy: PolicyName; budget: number; policyOptions?: Record<string, number> }[] = [
+  { policy: 'full', budget: 1 },
+  { policy: 'wnw', budget: 0.2 },
+  { policy: 'snapkv', budget: 0.2 },
+  { policy: 'quest', budget: 0.2, policyOptions: { pageSize: 4 } },
+];
+
+describe("same request, same answer on each family's miniature", () => {
+  let models = '';
+  let tmp = '';
+  let bytes = new Uint8Array(0);
+  beforeAll(async () => {
+    models = await ensureMiniatures();
+    tmp = mkdtempSync(join(tmpdir(), 'wnw-repeat-'));
+    const wav = join(tmp, 'clip.wav');
+    const words = 'the quick brown fox jumps over the lazy dog while the sun sets behind the quiet hills';
+    execFileSync('espeak-ng', ['-w', wav, words], { stdio: 'ignore' });
+    bytes = new Uint8Array(readFileSync(wav));
+  }, 180_000);
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+  for (const family of MINIATURE_FAMILIES) {
+    it(`${family}: transcribe, ask, transcribe: both transcriptions a fresh recording's, under each policy`, async () => {
+      // The heads file is made for the clip's length, which the model's encoding gives.
+      const plain = await loadTranscriber({ model: join(models, family), backend: 'cpu', policy: 'full' });
+      let N: number;
+      try {
+        N = (await plain.open(bytes)).encoding.audioLength;
+      } finally {
+        plain.dispose();
+      }
+      const dir = withSeededHeads(join(models, family), join(tmp, family), plain, N);
+      const t = await loadTranscriber({ model: dir, backend: 'cpu', policy: 'full' });
+      try {
+        const c = t.model.config;
+        const heads = c.numLayers * c.numKvHeads;
+        for (const spec of FAMILY_POLICIES) {
+          const options: RequestOptions = { ...spec, maxNewTokens: MAX_NEW };
+          const rec = await t.open(bytes);
+          expect(rec.can.ask).toBe(true);
+          const first = await logged(heads, () => N, (o) => rec.transcribe(o), options);
+          // The same readouts as the transcriptions' (logits), so the question shares their session.
+          const asked = await rec.ask('What is said?', { ...options, probe: { onLogits: () => {} } });
+          expect(asked.error).toBeUndefined();
+          const second = await logged(heads, () => N, (o) => rec.transcribe(o), options);
+          const afterAudio = rec.lastPrompt!.afterAudio.length;
+          const fresh = await t.open(bytes);
+          const alone = await logged(heads, () => N, (o) => fresh.transcribe(o), options);
+          const what = `${family} ${spec.policy}`;
+          expect(first.r.tokens.length, what).toBe(MAX_NEW);
+          expect(second.r.tokens, what).toEqual(first.r.tokens);
+          expect(alone.r.tokens, what).toEqual(first.r.tokens);
+          expect(worstLogit(first.logits, second.logits), what).toBeLessThan(1e-4);
+          expect(worstLogit(alone.logits, second.logits), what).toBeLessThan(1e-4);
+          expect(second.heldAtStart, what).toEqual(first.heldAtStart);
+          expect(alone.heldAtStart, what).toEqual(first.heldAtStart);
+          // What the second transcription reused: the audio where the question's placement dropped
+          // nothing (its instruction fed again), none where it dropped (the audio placed again).
+          const dropped = spec.policy === 'wnw' || spec.policy === 'snapkv';
+          expect(second.r.stats.prompt, what).toEqual(
+            dropped
+              ? { reusedPositions: 0, prefilledPositions: c.prefix.length + N + afterAudio }
+              : { reusedPositions: c.prefix.length + N, prefilledPositions: afterAudio },
+          );
+          fresh.dispose();
+        }
+      } finally {
+        t.dispose();
+      }
+    }, 180_000);
   }
 });
