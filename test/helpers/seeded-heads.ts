@@ -6,7 +6,12 @@ import { kvHeadCount, segmentLength, type ModelConfig } from '../../src/model/co
 import { linkedCopy } from './miniatures.js';
 
 /** A copy of the miniature in `src` (links to its files) at `dst`, with a heads.json for clips of `audioLength` tokens. */
-export function withSeededHeads(src: string, dst: string, t: { model: { config: ModelConfig } }, audioLength: number): string {
+export function withSeededHeads(
+  src: string,
+  dst: string,
+  t: { model: { config: ModelConfig } },
+  audioLength: number,
+): string {
   linkedCopy(src, dst);
   const c = t.model.config;
   let s = 12345;

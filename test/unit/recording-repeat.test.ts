@@ -16,6 +16,7 @@ import { loadTranscriber, type WnwTranscriber } from '../../src/transcribe/trans
 import { promptLength } from '../../src/model/config.js';
 import type { PolicyName } from '../../src/policy/registry.js';
 import type { RequestOptions, TranscriptionResult } from '../../src/types.js';
+import { subtitlesOf } from '../../src/transcribe/subtitles.js';
 import { ensureMiniatures, MINIATURE_FAMILIES } from '../helpers/miniatures.js';
 import { withSeededHeads } from '../helpers/seeded-heads.js';
 
@@ -83,6 +84,30 @@ describe('same request, same answer on the reference model', () => {
   }, 120_000);
   afterAll(() => asr?.dispose());
 
+  it('cuts subtitles from a result it is given, or from the transcription its options give, whatever ran before', async () => {
+    const options: RequestOptions = { policy: 'wnw', budget: 0.2 };
+    const rec = await asr.open(samples);
+    const first = await rec.transcribe(options);
+    const cut = subtitlesOf('srt', first);
+    expect(cut).toMatch(/^1\r?\n\d\d:\d\d:\d\d,\d\d\d --> /);
+    // A result: its own words, whatever the recording ran (a hand-made one too), and no request.
+    const before = rec.lastPrompt;
+    const made = { ...first, words: [{ word: 'hand-made', start: 0.5, end: 1.5 }] };
+    expect(await rec.subtitles('vtt', made)).toBe('WEBVTT\n\n00:00:00.500 --> 00:00:01.500\nhand-made\n\n');
+    expect(rec.lastPrompt).toBe(before);
+    // Options: the last transcription with them on this placement stands for a new one (none runs)...
+    let tokens = 0;
+    const counted = { ...options, onToken: () => void tokens++ };
+    expect(await rec.subtitles('srt', counted)).toBe(cut);
+    expect(tokens).toBe(0);
+    // ...and after another policy placed the audio, one runs, and gives the same cues.
+    await rec.transcribe({ policy: 'full', maxNewTokens: 5 });
+    expect(await rec.subtitles('srt', counted)).toBe(cut);
+    expect(tokens).toBe(first.tokens.length);
+    await expect(rec.subtitles('ass' as never, first)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+    rec.dispose();
+  }, 120_000);
+
   for (const spec of POLICIES) {
     const name = `${spec.policy}${spec.policyOptions ? ` ${JSON.stringify(spec.policyOptions)}` : ''}`;
     it(`${name}: a second transcription equals the first and a fresh recording's`, async () => {
@@ -94,7 +119,12 @@ describe('same request, same answer on the reference model', () => {
       const first = await logged(heads, N, (o) => rec.transcribe(o), options);
       const second = await logged(heads, N, (o) => rec.transcribe(o), options);
       const fresh = await asr.open(samples);
-      const alone = await logged(heads, () => fresh.encoding.audioLength, (o) => fresh.transcribe(o), options);
+      const alone = await logged(
+        heads,
+        () => fresh.encoding.audioLength,
+        (o) => fresh.transcribe(o),
+        options,
+      );
       expect(first.r.tokens.length).toBeGreaterThan(3);
       expect(second.r.tokens).toEqual(first.r.tokens);
       expect(first.r.tokens).toEqual(alone.r.tokens);
@@ -153,14 +183,29 @@ describe("same request, same answer on each family's miniature", () => {
           const options: RequestOptions = { ...spec, maxNewTokens: MAX_NEW };
           const rec = await t.open(bytes);
           expect(rec.can.ask).toBe(true);
-          const first = await logged(heads, () => N, (o) => rec.transcribe(o), options);
+          const first = await logged(
+            heads,
+            () => N,
+            (o) => rec.transcribe(o),
+            options,
+          );
           // The same readouts as the transcriptions' (logits), so the question shares their session.
           const asked = await rec.ask('What is said?', { ...options, probe: { onLogits: () => {} } });
           expect(asked.error).toBeUndefined();
-          const second = await logged(heads, () => N, (o) => rec.transcribe(o), options);
+          const second = await logged(
+            heads,
+            () => N,
+            (o) => rec.transcribe(o),
+            options,
+          );
           const afterAudio = rec.lastPrompt!.afterAudio.length;
           const fresh = await t.open(bytes);
-          const alone = await logged(heads, () => N, (o) => fresh.transcribe(o), options);
+          const alone = await logged(
+            heads,
+            () => N,
+            (o) => fresh.transcribe(o),
+            options,
+          );
           const what = `${family} ${spec.policy}`;
           expect(first.r.tokens.length, what).toBe(MAX_NEW);
           expect(second.r.tokens, what).toEqual(first.r.tokens);
