@@ -78,7 +78,7 @@ export interface RunOutcome {
   /** The answer's ids whose KV is written (fed to a step), then the ones never fed (at most the last). */
   written: number[];
   pending: number[];
-  /** Of a request that placed the audio (not a resumed one): its placement. */
+  /** Of a request that placed the audio (not a resumed one) and keeps its session open: its placement. */
   placement?: Placement;
 }
 
@@ -475,7 +475,9 @@ export async function runRequest(r: RunInput): Promise<RunOutcome> {
         acc.recalls += moved.recalledPositions;
         acc.releases += moved.releasedPositions;
       }
-      placement = { first, lost: lostPositions(session, r.audioLength), held: heldPositions(session, r.audioLength) };
+      // A recording's next request starts from here; a session closed after this request needs none of it.
+      if (r.keepOpen)
+        placement = { first, lost: lostPositions(session, r.audioLength), held: heldPositions(session, r.audioLength) };
     }
     const live = session!;
     prefillMs = now() - t0;
