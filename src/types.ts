@@ -393,8 +393,14 @@ export interface Recording {
    * transcription only refuse it (BAD_ARGUMENT).
    */
   ask(question: string, options?: RequestOptions & { fresh?: boolean }): Promise<TranscriptionResult>;
-  /** The transcript as SRT or WebVTT cues (a transcription request, or the last one's words). */
-  subtitles(format: 'srt' | 'vtt', options?: RequestOptions): Promise<string>;
+  /**
+   * SRT or WebVTT cues cut from `from`'s dated words where it is a transcription's result (a
+   * live recording's words are not dated: transcribe it first). With request options instead
+   * (or none), from the transcription those options give: the recording's last one where it
+   * ran with the same options on the same placement of the audio (a request repeated there
+   * gives the same answer), else one run now.
+   */
+  subtitles(format: 'srt' | 'vtt', from?: TranscriptionResult | RequestOptions): Promise<string>;
   /** Frees the recording's KV and encoding; later calls are a BAD_ARGUMENT. */
   dispose(): void;
 }

@@ -43,6 +43,8 @@ export class PagedRecallPolicy implements KvPolicy {
   private lo: Float32Array[] = []; // per head: [pages, headDim]
   private hi: Float32Array[] = [];
   private resident: Uint8Array[] = []; // per head, per page
+  /** Per head, the pages the prefill chose (never written: a step replaces a head's `resident`). */
+  private placed: Uint8Array[] = [];
   private B = 0;
   private pages = 0;
 
@@ -77,6 +79,7 @@ export class PagedRecallPolicy implements KvPolicy {
     this.lo = [];
     this.hi = [];
     this.resident = [];
+    this.placed = [];
     const all = range(0, layout.audioLength);
     return layerwise(layout, (obs) => {
       if (!obs.keys)
@@ -106,7 +109,14 @@ export class PagedRecallPolicy implements KvPolicy {
     for (let p = 0; p < T; p++) score[Math.floor(p / P)] += s[p];
     const chosen = this.choose(score);
     this.resident.push(chosen);
+    this.placed.push(chosen);
     return this.positionsOf(chosen);
+  }
+
+  /** Back to the pages the prefill chose (the runtime puts the KV back to match): a next request decides as the first did. */
+  restart(): void {
+    if (!this.layout) throw new Error(`${this.name}: restart before prefill`);
+    this.resident = [...this.placed];
   }
 
   afterStep(obs: StepObservation): StepPlan {

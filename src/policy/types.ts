@@ -42,6 +42,15 @@ export interface KvPolicy {
   afterPrefill?(): StepPlan;
   afterStep(obs: StepObservation): StepPlan;
   /**
+   * Present where `afterStep` keeps state between steps (WnW's chunk schedulers, the paged
+   * policies' chosen pages): back to that state as it was before the first decode step after
+   * the placement (`afterPrefill`'s plan applied). A recording's next request on the same
+   * placement calls it, and the runtime puts the KV back where it was at that step
+   * (run.ts), so the request decides as the first one did, whatever ran in between. A
+   * policy without it has no state a step changes.
+   */
+  restart?(): void;
+  /**
    * The lag a plan of `afterStep` gets: the plan answered from step t's observation takes
    * effect at step t + planLag at the latest. 1 (the default when absent): at step t + 1,
    * so the runtime reads each step back before it queues the next (the GPU idles while the

@@ -10,6 +10,12 @@
  * placed it: a request with other ids after the audio places the audio again, from the
  * kept encoding, as does one with another policy, budget or readouts (docs/usage.md,
  * "One recording, many requests").
+ *
+ * Same request, same answer: every resumed request starts from the placement's state, the
+ * KV its first decode step saw (what a request since recalled released, what it released
+ * recalled) and the policy restarted (KvPolicy.restart), so what ran in between changes
+ * nothing; the placement's own prompt, its rows written over by another request, runs again
+ * as its prefill ran it (run.ts, `replay`).
  */
 import { WnwError } from '../errors.js';
 import type { DecodeSession } from '../backend/types.js';
@@ -17,7 +23,7 @@ import { audioStart, type PromptIds } from '../model/config.js';
 import type { LoadedModel } from '../model/loader.js';
 import type { Recording, RequestOptions, TranscribeOptions, TranscriptionResult } from '../types.js';
 import { lostPositions, type DecodeSetup, type Placement, type RunInput, type RunOutcome } from './run.js';
-import { subtitleCues, toSrt, toVtt } from './subtitles.js';
+import { checkSubtitleFormat, isTranscriptionResult, subtitlesOf } from './subtitles.js';
 
 /** What a request is; a question continues the conversation only after a question. */
 export type RequestKind = 'transcribe' | 'translate' | 'ask';
@@ -66,6 +72,8 @@ export interface Resumption {
   conversation: Conversation;
   feed: readonly number[];
   first?: number;
+  /** `feed` is the placement's own prompt, its rows written over since: they run as its prefill ran them (RunInput.resume.replay). */
+  replay?: boolean;
 }
 
 /** What a recording asks of the transcriber that opened it. */
@@ -97,7 +105,9 @@ export interface RecordingHost {
 export class WnwRecording implements Recording {
   private conversation: Conversation | null = null;
   private disposed: string | null = null;
-  private lastTranscript: { key: string; result: TranscriptionResult } | null = null;
+  /** The last transcription, its options' key and the placement it ran on: what `subtitles` may cut from. */
+  private lastTranscript: { key: string; placement: Conversation['placement']; result: TranscriptionResult } | null =
+    null;
 
   constructor(
     private readonly host: RecordingHost,
@@ -135,14 +145,24 @@ export class WnwRecording implements Recording {
     return this.request({ kind: 'ask', question, fresh: fresh === true }, rest);
   }
 
-  async subtitles(format: 'srt' | 'vtt', asked: RequestOptions = {}): Promise<string> {
-    if (format !== 'srt' && format !== 'vtt')
-      throw new WnwError('BAD_ARGUMENT', `subtitles come as "srt" or "vtt", got ${JSON.stringify(format)}`);
-    const options = { ...this.defaults, ...asked };
-    const key = JSON.stringify([this.host.sessionKey(options), options.language ?? null, options.maxNewTokens]);
-    const done = this.lastTranscript?.key === key ? this.lastTranscript.result : await this.transcribe(options);
-    const cues = subtitleCues(done.words);
-    return format === 'srt' ? toSrt(cues) : toVtt(cues);
+  /**
+   * Cut from `from` where it is a result; else from a transcription with those options. A
+   * request repeated on the same placement gives the answer it gave, so the last
+   * transcription's result stands in for that one where it ran with the same options on the
+   * placement the recording holds now; anything else runs it.
+   */
+  async subtitles(format: 'srt' | 'vtt', from: TranscriptionResult | RequestOptions = {}): Promise<string> {
+    checkSubtitleFormat(format);
+    if (isTranscriptionResult(from)) return subtitlesOf(format, from);
+    const options = { ...this.defaults, ...from };
+    const last = this.lastTranscript;
+    const same = last && last.key === this.transcriptKey(options) && last.placement === this.conversation?.placement;
+    return subtitlesOf(format, same ? last.result : await this.transcribe(options));
+  }
+
+  /** What a transcription's answer depends on besides the placement: its session's key, language and length cap. */
+  private transcriptKey(options: RequestOptions): string {
+    return JSON.stringify([this.host.sessionKey(options), options.language ?? null, options.maxNewTokens ?? null]);
   }
 
   /** Frees the session this recording holds; `why` is what a later call is told. */
@@ -193,6 +213,8 @@ export class WnwRecording implements Recording {
       const again = same.placedRows && sameIds(afterAudio, placed.afterAudio);
       const fork = again ? same.audioEnd + afterAudio.length : follows ? same.end : same.audioEnd;
       const feed = again ? [] : ownIds;
+      // The placement's own prompt after a request wrote over its rows: written again as the prefill wrote them.
+      const replay = !again && !follows && feed.length > 0 && sameIds(afterAudio, placed.afterAudio);
       const left = this.host.model.config.maxPositions - fork - feed.length;
       if (left < 1)
         throw new WnwError(
@@ -206,7 +228,7 @@ export class WnwRecording implements Recording {
       if (lost === 0 || (again && lost === placed.lost)) {
         await same.session.rewind(fork);
         placedRows = same.placedRows && fork >= same.audioEnd + placed.afterAudio.length;
-        resume = { conversation: same, feed, ...(again ? { first: placed.first } : {}) };
+        resume = { conversation: same, feed, ...(again ? { first: placed.first } : {}), ...(replay ? { replay } : {}) };
       } else {
         this.drop();
         prompt = { prefix: prompt.prefix, instruction: afterAudio };
@@ -237,11 +259,10 @@ export class WnwRecording implements Recording {
     } else {
       this.conversation = null;
     }
-    if (p.kind === 'transcribe' && !r.error)
-      this.lastTranscript = {
-        key: JSON.stringify([key, options.language ?? null, options.maxNewTokens]),
-        result: r,
-      };
+    this.lastTranscript =
+      p.kind === 'transcribe' && !r.error && this.conversation
+        ? { key: this.transcriptKey(options), placement: this.conversation.placement, result: r }
+        : this.lastTranscript;
     return r;
   }
 }

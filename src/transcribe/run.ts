@@ -10,7 +10,7 @@ import { policyLayout } from '../kv/prompt.js';
 import { sharedPrefillWindows } from '../policy/registry.js';
 import type { LoadedModel } from '../model/loader.js';
 import { planLagOf, type KvPolicy } from '../policy/types.js';
-import { EMPTY_PLAN, type AttentionRequest, type LayerPrefill, type StepPlan } from '../kv/plan.js';
+import { EMPTY_PLAN, type AttentionRequest, type LayerPrefill, type Move, type StepPlan } from '../kv/plan.js';
 import type {
   Probe,
   ProgressEvent,
@@ -54,6 +54,14 @@ export interface RunInput {
     feed: readonly number[];
     /** Instead of a `feed` (the placement's own prompt again, whose KV it kept): the token that prompt's last row predicted. */
     first?: number;
+    /** The placement's `held`: the KV goes back to it, and the policy restarts, before the request's own steps. */
+    held: Uint8Array;
+    /**
+     * `feed` is the placement's own prompt, whose rows a request since wrote over: its steps
+     * run as the prefill ran those rows, every audio position in view (recalled from CPU
+     * memory for them) and unobserved by the policy. Only where the session dropped nothing.
+     */
+    replay?: boolean;
   };
   /** Leaves the session open at the end for the recording's next request (RunOutcome.open). */
   keepOpen?: boolean;
@@ -70,15 +78,17 @@ export interface RunOutcome {
   /** The answer's ids whose KV is written (fed to a step), then the ones never fed (at most the last). */
   written: number[];
   pending: number[];
-  /** Of a request that placed the audio (not a resumed one): its placement. */
+  /** Of a request that placed the audio (not a resumed one) and keeps its session open: its placement. */
   placement?: Placement;
 }
 
-/** What a request's prefill left: the first token its prompt's last row predicted, and what it dropped. */
+/** What a request's prefill left: the first token its prompt's last row predicted, what it dropped, and what the GPU held when decoding began. */
 export interface Placement {
   first: number;
   /** Audio positions kept in neither GPU nor CPU memory, summed over heads (`lostPositions`). */
   lost: number;
+  /** Per KV head, per audio position (head-major): 1 where it was on the GPU at the first decode step (`heldPositions`). */
+  held: Uint8Array;
 }
 
 /**
@@ -89,6 +99,41 @@ export function lostPositions(session: Pick<DecodeSession, 'residency'>, audioLe
   let lost = 0;
   for (const kept of session.residency().gpuOrCpuPerHead) lost += audioLength - kept;
   return lost;
+}
+
+/** Per KV head, per audio position (head-major): 1 where the session holds it on the GPU now. */
+export function heldPositions(session: DecodeSession, audioLength: number): Uint8Array {
+  const heads = session.residency().gpuPerHead.length;
+  const state = session.residencyState();
+  const held = new Uint8Array(heads * audioLength);
+  for (let h = 0; h < heads; h++)
+    for (let p = 0; p < audioLength; p++) if (state.slotOf(h, p) >= 0) held[h * audioLength + p] = 1;
+  return held;
+}
+
+/**
+ * The plan that makes the session's GPU audio what `held` says (every position where
+ * `held` is 1 when `held` is null): releases what a request recalled since, recalls what it
+ * released (both have CPU copies where the session lost nothing since `held` was taken).
+ */
+function planTo(session: DecodeSession, held: Uint8Array | null, audioLength: number): StepPlan {
+  const heads = session.residency().gpuPerHead.length;
+  const state = session.residencyState();
+  const recall: Move[] = [];
+  const release: Move[] = [];
+  for (let h = 0; h < heads; h++) {
+    const back: number[] = [];
+    const out: number[] = [];
+    for (let p = 0; p < audioLength; p++) {
+      const want = held ? held[h * audioLength + p] === 1 : true;
+      const on = state.slotOf(h, p) >= 0;
+      if (want && !on) back.push(p);
+      else if (!want && on) out.push(p);
+    }
+    if (back.length) recall.push({ head: h, positions: Int32Array.from(back) });
+    if (out.length) release.push({ head: h, positions: Int32Array.from(out) });
+  }
+  return recall.length || release.length ? { recall, release } : EMPTY_PLAN;
 }
 
 const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
@@ -200,6 +245,36 @@ async function feedPrompt(r: RunInput, session: DecodeSession, ids: readonly num
     acc.releases += moved.releasedPositions;
     token = res.token;
   }
+  return token;
+}
+
+/**
+ * A resumed request back at the placement's state: for a `replay`, its prompt's rows written
+ * as the prefill wrote them (every audio position on the GPU, no plan between the steps);
+ * then the KV as it was at the first decode step and the policy restarted. Returns the
+ * replay's first token (undefined without one).
+ */
+async function backToPlacement(
+  r: RunInput,
+  resume: NonNullable<RunInput['resume']>,
+  acc: StepTotals,
+): Promise<number | undefined> {
+  const { session } = resume;
+  const count = (moved: { bytesToGpu: number; recalledPositions: number; releasedPositions: number }) => {
+    acc.bytes += moved.bytesToGpu;
+    acc.recalls += moved.recalledPositions;
+    acc.releases += moved.releasedPositions;
+  };
+  let token: number | undefined;
+  if (resume.replay) {
+    count(await session.apply(planTo(session, null, r.audioLength)));
+    for (const id of resume.feed) {
+      if (r.options.signal?.aborted) throw new CancelledError();
+      token = (await session.step(id)).token;
+    }
+  }
+  r.policy.restart?.();
+  count(await session.apply(planTo(session, resume.held, r.audioLength)));
   return token;
 }
 
@@ -386,7 +461,8 @@ export async function runRequest(r: RunInput): Promise<RunOutcome> {
     let first: number;
     if (resume) {
       r.progress({ phase: 'prefill', fraction: 0, detail: `${resume.feed.length} positions of its own` });
-      first = resume.first ?? (await feedPrompt(r, resume.session, resume.feed, acc));
+      const replayed = await backToPlacement(r, resume, acc);
+      first = replayed ?? resume.first ?? (await feedPrompt(r, resume.session, resume.feed, acc));
     } else {
       const opened = await openSession(r, h, (c) => (close = c));
       session = opened.session;
@@ -399,7 +475,9 @@ export async function runRequest(r: RunInput): Promise<RunOutcome> {
         acc.recalls += moved.recalledPositions;
         acc.releases += moved.releasedPositions;
       }
-      placement = { first, lost: lostPositions(session, r.audioLength) };
+      // A recording's next request starts from here; a session closed after this request needs none of it.
+      if (r.keepOpen)
+        placement = { first, lost: lostPositions(session, r.audioLength), held: heldPositions(session, r.audioLength) };
     }
     const live = session!;
     prefillMs = now() - t0;

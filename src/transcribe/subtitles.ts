@@ -5,7 +5,8 @@
  * (timing.ts), so they are estimates: anything they get wrong (equal or backward times) is
  * clamped rather than trusted, and the output stays a valid file whatever the input.
  */
-import type { Word } from '../types.js';
+import { WnwError } from '../errors.js';
+import type { TranscriptionResult, Word } from '../types.js';
 
 export interface SubtitleCue {
   /** Seconds from the start of the audio, whole milliseconds. */
@@ -194,6 +195,27 @@ function breakLines(words: readonly Timed[], maxLen: number, maxLines: number): 
     return lines.reverse();
   }
   return words.map((x) => x.text);
+}
+
+/** The formats a recording's subtitles come in; anything else is a BAD_ARGUMENT. */
+export function checkSubtitleFormat(format: unknown): asserts format is 'srt' | 'vtt' {
+  if (format !== 'srt' && format !== 'vtt')
+    throw new WnwError('BAD_ARGUMENT', `subtitles come as "srt" or "vtt", got ${JSON.stringify(format)}`);
+}
+
+/**
+ * Whether a subtitles call names the result it cuts from (Recording.subtitles), rather than
+ * the options of a transcription to run: a result has its tokens and dated words.
+ */
+export function isTranscriptionResult(from: unknown): from is TranscriptionResult {
+  const r = from as Partial<TranscriptionResult> | null;
+  return typeof r === 'object' && r !== null && Array.isArray(r.words) && Array.isArray(r.tokens);
+}
+
+/** A result's dated words as SRT or WebVTT. */
+export function subtitlesOf(format: 'srt' | 'vtt', result: Pick<TranscriptionResult, 'words'>): string {
+  const cues = subtitleCues(result.words);
+  return format === 'srt' ? toSrt(cues) : toVtt(cues);
 }
 
 /** SRT: numbered cues, `HH:MM:SS,mmm --> HH:MM:SS,mmm`, each followed by a blank line; '' for no cues. */

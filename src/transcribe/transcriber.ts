@@ -289,7 +289,9 @@ export class WnwTranscriber implements Transcriber {
                 session: resume.conversation.session,
                 setup: resume.conversation.setup,
                 feed: resume.feed,
+                held: resume.conversation.placement.held,
                 ...(resume.first !== undefined ? { first: resume.first } : {}),
+                ...(resume.replay ? { replay: true } : {}),
               },
             }
           : {}),

@@ -19,6 +19,7 @@ import type {
 } from '../types.js';
 import type { LiveOptions, LiveResult } from '../transcribe/live.js';
 import type { LiveRecording } from '../types.js';
+import { checkSubtitleFormat, isTranscriptionResult, subtitlesOf } from '../transcribe/subtitles.js';
 import type {
   FromWorker,
   SerializedError,
@@ -341,12 +342,18 @@ export async function loadTranscriberInWorker(
       translate: (targetLanguage, opts = {}) => request({ kind: 'translate', targetLanguage }, opts),
       ask: (question, { fresh, ...opts } = {}) =>
         request({ kind: 'ask', question, ...(fresh !== undefined ? { fresh } : {}) }, opts),
-      subtitles: (format, opts = {}) =>
-        request<string>(
+      subtitles: async (format, from = {}) => {
+        // A result is cut here: its words are all the cues need.
+        if (isTranscriptionResult(from)) {
+          checkSubtitleFormat(format);
+          return subtitlesOf(format, from);
+        }
+        return request<string>(
           { kind: 'subtitles', format },
-          opts,
+          from,
           (m, done) => m.type === 'subtitles' && (done(m.text), true),
-        ),
+        );
+      },
       dispose() {
         if (closed) return;
         closed = true;

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadTranscriber, type WnwTranscriber } from '../../src/transcribe/transcriber.js';
@@ -24,12 +24,11 @@ import { qwen25Omni } from '../../src/model/families/qwen2-5-omni.js';
 import { familyFor } from '../../src/model/families/registry.js';
 import { HfCheckpoint } from '../../src/model/hf/checkpoint.js';
 import { buildPrompt, loadTextTokenizer, promptIds, readChatTemplate } from '../../src/model/text/index.js';
-import { buildHeadsFile } from '../../src/calibrate/heads-file.js';
-import { kvHeadCount, segmentLength } from '../../src/model/config.js';
 import { WnwError } from '../../src/errors.js';
 import type { WeightFormat } from '../../src/model/quant.js';
 import type { DecoderBackend } from '../../src/backend/types.js';
-import { ensureMiniatures, linkedCopy, MINIATURE_FAMILIES, type MiniatureFamily } from '../helpers/miniatures.js';
+import { ensureMiniatures, MINIATURE_FAMILIES, type MiniatureFamily } from '../helpers/miniatures.js';
+import { withSeededHeads } from '../helpers/seeded-heads.js';
 import { runCliCaptured } from '../helpers/cli.js';
 import { expectWnwDecoded } from '../helpers/expect-wnw.js';
 
@@ -64,27 +63,6 @@ async function referenceEmbeddings(
     await ckpt.close();
   }
   return enc.encode(new WhisperLogMel().compute(samples, pad)).data;
-}
-
-/** A copy of the miniature (links to its files) with a heads.json from seeded scores, as the GPU parity harness builds one. */
-function withSeededHeads(src: string, dst: string, t: WnwTranscriber, audioLength: number): string {
-  linkedCopy(src, dst);
-  const c = t.model.config;
-  let s = 12345;
-  const r = () => (s = (s * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
-  const n = kvHeadCount(c);
-  const heads = buildHeadsFile({
-    model: c.name,
-    numLayers: c.numLayers,
-    numKvHeads: c.numKvHeads,
-    voiceScore: Array.from({ length: n }, () => r()),
-    headSensitivity: Array.from({ length: n }, () => 0.1 + r()),
-    budgets: [0.2],
-    clipLengths: [audioLength],
-    segmentLength: segmentLength(c),
-  });
-  writeFileSync(join(dst, 'heads.json'), JSON.stringify(heads));
-  return dst;
 }
 
 describe('transcribing from a Hugging Face folder', () => {

@@ -35,6 +35,14 @@ export interface ChunkDecision {
   deferred: number[];
 }
 
+/** A scheduler's state at one moment (ChunkScheduler.checkpoint). */
+export interface ChunkCheckpoint {
+  readonly recalled: Uint8Array;
+  readonly lastSelected: Int32Array;
+  readonly segmentAttention: Float32Array;
+  readonly room: number;
+}
+
 export class ChunkScheduler {
   readonly segments: number;
   readonly chunks: number;
@@ -64,6 +72,23 @@ export class ChunkScheduler {
     this.lastSelected = new Int32Array(this.segments).fill(-1);
     this.selectedNow = new Uint8Array(this.segments);
     this.segmentAttention = new Float32Array(this.segments);
+  }
+
+  /** What a later `restore` returns the scheduler to: the recalled segments, their last selections and the room left. */
+  checkpoint(): ChunkCheckpoint {
+    return {
+      recalled: this.recalled.slice(),
+      lastSelected: this.lastSelected.slice(),
+      segmentAttention: this.segmentAttention.slice(),
+      room: this.room,
+    };
+  }
+
+  restore(c: ChunkCheckpoint): void {
+    this.recalled.set(c.recalled);
+    this.lastSelected.set(c.lastSelected);
+    this.segmentAttention.set(c.segmentAttention);
+    this.room = c.room;
   }
 
   /** Chunk scores: mean of A_τ over each chunk's positions. */

@@ -25,7 +25,7 @@ import type { HeadRoles, HeadsFile } from '../../model/heads.js';
 import { EVALUATION_OPTIONS, type KvPolicy, type PlanLag, type PolicyOptions } from '../types.js';
 import { checkBudget, complement, evaluationOnly, NONE, retainedCount, selectByRetention } from '../select.js';
 import { layerwise, prefillAllLayers } from '../layered.js';
-import { ChunkScheduler, type ChunkDecision, type ChunkOptions } from './chunks.js';
+import { ChunkScheduler, type ChunkCheckpoint, type ChunkDecision, type ChunkOptions } from './chunks.js';
 import { chunkOptionsFor, recallReserve } from './recall.js';
 import { recallGroups, shareRoom, type RecallGroup } from './recall-groups.js';
 import { segmentSummaries, summarySlots } from './summaries.js';
@@ -95,6 +95,13 @@ export class WnwPolicy implements KvPolicy {
   private anchorPrefill: Float32Array[] = [];
   /** The plan for before the first decode step (afterPrefill), once. */
   private initial: StepPlan = EMPTY_PLAN;
+  /** The schedulers as the placement left them (its recall before the first step made): what `restart` returns to. */
+  private placed?: { schedulers: ChunkCheckpoint[]; lastDecision?: ChunkDecision };
+  /**
+   * The observation step the schedulers count from: a session numbers its steps over every
+   * request of a recording, the δ of a release counts from the placement's (or restart's) first.
+   */
+  private stepBase?: number;
 
   constructor(opts: PolicyOptions) {
     this.budget = checkBudget(this.name, opts.budget);
@@ -306,12 +313,27 @@ export class WnwPolicy implements KvPolicy {
             scheduler.step(this.anchorSum(group.anchors.map((a) => this.anchorPrefill[a])), -1),
           )
         : EMPTY_PLAN;
+    this.placed = { schedulers: this.groups.map((g) => g.scheduler.checkpoint()), lastDecision: this.lastDecision };
+    this.stepBase = undefined;
   }
 
   afterPrefill(): StepPlan {
     const p = this.initial;
     this.initial = EMPTY_PLAN;
     return p;
+  }
+
+  /**
+   * Back to the schedulers' state before the placement's first decode step, its recall
+   * before that step made (the runtime puts the tidal heads' KV back to match): a
+   * recording's next request on the same placement decides as its first did.
+   */
+  restart(): void {
+    if (!this.placed) throw new Error('wnw: restart before prefill');
+    this.groups.forEach((g, i) => g.scheduler.restore(this.placed!.schedulers[i]));
+    this.lastDecision = this.placed.lastDecision;
+    this.initial = EMPTY_PLAN;
+    this.stepBase = undefined;
   }
 
   private anchorsOverBudget(rGpu: number): WnwError {
@@ -345,11 +367,12 @@ export class WnwPolicy implements KvPolicy {
     if (this.roles.tidal.length === 0) return EMPTY_PLAN;
     if (obs.chunks && this.groups.length !== 1)
       throw new Error(`wnw: step ${obs.step} brought one chunk choice for ${this.groups.length} recall groups`);
+    const step = obs.step - (this.stepBase ??= obs.step);
     // The device's chunk choice (one group: every anchor), or A_τ summed over the group's anchors.
     return this.plan((group, scheduler) =>
       obs.chunks
-        ? scheduler.stepChunks(obs.chunks, obs.step, obs.segmentSums)
-        : scheduler.step(this.anchorSum(group.anchors.map((a) => obs.weights[a])), obs.step),
+        ? scheduler.stepChunks(obs.chunks, step, obs.segmentSums)
+        : scheduler.step(this.anchorSum(group.anchors.map((a) => obs.weights[a])), step),
     );
   }
 
