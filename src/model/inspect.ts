@@ -165,9 +165,20 @@ function facts(base: string, c: ModelConfig, headsJson: boolean) {
     headDim: c.headDim,
     maxPositions: c.maxPositions,
     audioTokensPerSecond: c.audio.tokensPerSecond,
-    maxAudioSeconds: Math.max(0, c.maxPositions - promptLength(c, 0)) / c.audio.tokensPerSecond,
+    maxAudioSeconds: secondsOf(Math.max(0, c.maxPositions - promptLength(c, 0)), c.audio.tokensPerSecond),
     headsJson,
   };
+}
+
+/**
+ * The longest length in seconds that is at most `tokens` audio tokens as the fit check and
+ * the loader count them (`ceil(seconds × rate)`): `tokens / rate` rounded down where the
+ * division's rounding would make it one token more.
+ */
+function secondsOf(tokens: number, rate: number): number {
+  let s = tokens / rate;
+  while (Math.ceil(s * rate) > tokens) s -= s * 2 ** -50;
+  return s;
 }
 
 /** The formats a load can ask for and the decoder's bytes in each: a converted folder keeps its own. */
