@@ -52,7 +52,7 @@ export {
 export { toMono16k } from './audio/decode.js';
 // "Will it fit?" before loading: what a model folder holds, and the verdict for a recording on this device.
 export { inspectModel, type AudioEncoderSummary, type ModelSummary } from './model/inspect.js';
-export { adapterLimits, checkFit, type FitOptions } from './model/fit-check.js';
+export { adapterLimits, checkFit, fitDevice, type FitOptions } from './model/fit-check.js';
 export { memoryNeed, type DeviceLimits, type FitDevice, type FitVerdict } from './backend/webgpu/fit.js';
 // A model folder picked from disk, loaded in this page (its Files are not the worker's).
 export { openLocalFolder, localFolderBytes, releaseLocalFolder, type LocalFolder } from './model/local-folder.js';

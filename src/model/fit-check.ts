@@ -75,10 +75,10 @@ export interface FitOptions {
   /** `LoadOptions.weightFormat` (default 'f32'); a converted folder keeps its own whatever is asked, as its load does. */
   weightFormat?: WeightFormat;
   /**
-   * The device: the WebGPU adapter's limits (`adapterLimits()`; null where the CPU backend
-   * will run) and the memory the browser reports (`navigator.deviceMemory`), or the exact
-   * bytes the run may take (`memoryBytes`). Default: no adapter limits and the memory this
-   * page reports, i.e. the CPU backend's view; pass the adapter's for a WebGPU load.
+   * The device: the WebGPU adapter's limits (null where the CPU backend will run) and the
+   * memory the browser reports, as `fitDevice()` gives them, or the exact bytes the run may
+   * take (`memoryBytes`). Default: no adapter limits and the memory this page reports, i.e.
+   * the CPU backend's view; pass `await fitDevice()` for a WebGPU load.
    */
   device?: FitDevice;
 }
@@ -139,6 +139,15 @@ export function checkFit(summary: ModelSummary, options: FitOptions): FitVerdict
     { seconds, kvPrecision: options.kv ?? 'f32', budget: policyBudget(policy, budget) },
     options.device ?? { limits: null, deviceMemoryGiB: reportedDeviceMemoryGiB() },
   );
+}
+
+/**
+ * This page's device as `checkFit` takes it: the WebGPU adapter's limits (null without one:
+ * the CPU backend runs then) and the memory the browser reports (`navigator.deviceMemory`).
+ */
+export async function fitDevice(gpu?: GPU): Promise<FitDevice> {
+  const deviceMemoryGiB = reportedDeviceMemoryGiB();
+  return { limits: await adapterLimits(gpu), ...(deviceMemoryGiB !== undefined ? { deviceMemoryGiB } : {}) };
 }
 
 /** The adapter's per-buffer limits, or null without WebGPU or an adapter (the CPU backend runs then). */

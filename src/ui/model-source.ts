@@ -6,12 +6,12 @@
  * Before any weight is read the panel shows what the folder holds and whether it fits.
  */
 import {
-  adapterLimits,
   checkFit,
+  fitDevice,
   inspectModel,
   openLocalFolder,
   releaseLocalFolder,
-  type DeviceLimits,
+  type FitDevice,
   type FitOptions,
   type FitVerdict,
   type ModelSummary,
@@ -52,8 +52,8 @@ export class ModelSource {
     fit: $('model-fit'),
   };
   private summary: ModelSummary | null = null;
-  /** The WebGPU adapter's limits, asked once (null: no adapter, the CPU backend runs). */
-  private readonly limits: Promise<DeviceLimits | null> = adapterLimits();
+  /** The WebGPU adapter's limits (null: no adapter, the CPU backend runs) and the memory the browser reports, asked once. */
+  private readonly device: Promise<FitDevice> = fitDevice();
   private localBase = '';
   private seq = 0;
 
@@ -161,18 +161,13 @@ export class ModelSource {
     const s = this.summary;
     if (!s) return;
     const seq = this.seq;
-    void this.limits.then((limits) => {
+    void this.device.then((device) => {
       if (seq !== this.seq || this.summary !== s) return;
       const { seconds, backend, ...run } = this.cb.context();
       const secs = seconds > 0 ? seconds : Math.min(DEFAULT_SECONDS, s.maxAudioSeconds);
-      const deviceMemoryGiB = (navigator as Navigator & { deviceMemory?: number }).deviceMemory;
       let v: FitVerdict;
       try {
-        v = checkFit(s, {
-          seconds: secs,
-          ...run,
-          device: { limits: backend === 'cpu' ? null : limits, deviceMemoryGiB },
-        });
+        v = checkFit(s, { seconds: secs, ...run, device: backend === 'cpu' ? { ...device, limits: null } : device });
       } catch (e) {
         // A clip past the model's positions: the run would be refused the same way.
         this.ui.fit.hidden = true;
