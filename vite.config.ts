@@ -26,27 +26,35 @@ const LIB_EXTERNAL = [
 const DEMO_EXTERNAL = [/\/src\/audio\/node-decode\.ts$/];
 
 /**
- * The library's worker is an entry of its own (dist/lib/worker.js), and the published code
- * starts it with the pattern every bundler follows, `new Worker(new URL('./worker.js',
- * import.meta.url), { type: 'module' })`, so a consumer's bundler emits it beside the app.
- * Vite would otherwise build it here into an absolute `/assets/worker-<hash>.js` URL that no
- * consumer serves: the source's URL is hidden from Vite's worker transform while the library
- * builds, and written back as the literal once the chunks are rendered.
+ * The library's workers are entries of their own (dist/lib/worker.js, and the browser
+ * calibration's dist/lib/calibrate-worker.js), and the published code starts each with the
+ * pattern every bundler follows, `new Worker(new URL('./worker.js', import.meta.url), { type:
+ * 'module' })`, so a consumer's bundler emits it beside the app. Vite would otherwise build
+ * it here into an absolute `/assets/worker-<hash>.js` URL that no consumer serves: the
+ * source's URL is hidden from Vite's worker transform while the library builds, and written
+ * back as the literal once the chunks are rendered.
  */
 function publishedWorkerUrl(): Plugin {
   const source = "new URL('./worker.ts', import.meta.url)";
-  const hidden = "new URL('./' + 'worker.js', import.meta.url)";
+  // The module that starts each worker, and the entry's file name the published URL names.
+  const starters: Record<string, string> = {
+    '/src/worker/client.ts': 'worker.js',
+    '/src/calibrate/browser.ts': 'calibrate-worker.js',
+  };
   return {
     name: 'wnw-published-worker-url',
     enforce: 'pre',
     transform(code, id) {
-      if (!id.endsWith('/src/worker/client.ts')) return null;
-      if (!code.includes(source)) throw new Error(`src/worker/client.ts no longer starts its worker with ${source}`);
-      return code.replace(source, hidden);
+      const starter = Object.keys(starters).find((s) => id.endsWith(s));
+      if (!starter) return null;
+      if (!code.includes(source)) throw new Error(`${starter.slice(1)} no longer starts its worker with ${source}`);
+      return code.replace(source, `new URL('./' + '${starters[starter]}', import.meta.url)`);
     },
     renderChunk(code) {
-      const rendered = /new URL\((["'])\.\/\1 \+ (["'])worker\.js\2, import\.meta\.url\)/;
-      return rendered.test(code) ? code.replace(rendered, 'new URL("./worker.js", import.meta.url)') : null;
+      const rendered = /new URL\((["'])\.\/\1 \+ (["'])((?:calibrate-)?worker\.js)\2, import\.meta\.url\)/g;
+      return rendered.test(code)
+        ? code.replace(rendered, (_m, _a, _b, file) => `new URL("./${file}", import.meta.url)`)
+        : null;
     },
   };
 }
@@ -79,7 +87,7 @@ export default defineConfig(({ mode }) => ({
       ? {
           outDir: 'dist/lib',
           // The entries by where they run: wnw (a page or a worker), research, node (Node scripts), and
-          // the worker and the CLI; the code they share goes into chunks that each imports, so a
+          // the workers and the CLI; the code they share goes into chunks that each imports, so a
           // module only Node reaches lands only in chunks only Node entries import.
           lib: {
             entry: {
@@ -87,6 +95,7 @@ export default defineConfig(({ mode }) => ({
               research: resolve(import.meta.dirname, 'src/research.ts'),
               node: resolve(import.meta.dirname, 'src/node.ts'),
               worker: resolve(import.meta.dirname, 'src/worker/worker.ts'),
+              'calibrate-worker': resolve(import.meta.dirname, 'src/calibrate/worker.ts'),
               cli: resolve(import.meta.dirname, 'src/cli/main.ts'),
               // The archive queue's worker thread (src/archive/queue-worker.ts starts it by this name).
               'transcription-thread': resolve(import.meta.dirname, 'src/archive/transcription-thread.ts'),

@@ -50,6 +50,13 @@ export {
   type WnwErrorCode,
 } from './errors.js';
 export { toMono16k } from './audio/decode.js';
-// "Will it fit?" before loading, from the model's config and the adapter's limits.
-export { checkFit, memoryNeed, type FitVerdict } from './backend/webgpu/fit.js';
+// "Will it fit?" before loading: what a model folder holds, and the verdict for a recording on this device.
+export { inspectModel, type AudioEncoderSummary, type ModelSummary } from './model/inspect.js';
+export { adapterLimits, checkFit, fitDevice, type FitOptions } from './model/fit-check.js';
+export { memoryNeed, type DeviceLimits, type FitDevice, type FitVerdict } from './backend/webgpu/fit.js';
+// A model folder picked from disk, loaded in this page (its Files are not the worker's).
+export { openLocalFolder, localFolderBytes, releaseLocalFolder, type LocalFolder } from './model/local-folder.js';
+// Live capture at the microphone's rate to the 16 kHz a live recording takes; a load's progress in words.
+export { StreamResampler } from './audio/resample.js';
+export { formatBytes, progressNote } from './transcribe/progress-note.js';
 export { clearWeightCache } from './model/weight-cache.js';

@@ -10,7 +10,7 @@ export { WnwTranscriber, loadTranscriber as loadWnwTranscriber } from './transcr
 // A live recording on this thread, over the class's live host.
 export { WnwLiveRecording } from './transcribe/live.js';
 export type { Probe } from './types.js';
-// The fit check's arguments and answer in full (the page's entry has checkFit and memoryNeed).
+// The fit check's arguments and answer in full (the page's entry has inspectModel, checkFit and memoryNeed).
 export type { MemoryNeed, MemoryNeedRequest } from './backend/webgpu/fit.js';
 export type { KvPolicy, PlanLag, PolicyOptions } from './policy/types.js';
 export type {
@@ -29,6 +29,21 @@ export type { HeadRoles, HeadsFile } from './model/heads.js';
 export { POLICIES, hasFixedBudget, needsHeads, policyBudget } from './policy/registry.js';
 // The fit check's parts: the decoder's weight bytes per format, and which tensors a binding cannot hold.
 export { decoderWeightBytes, type WeightBytes } from './model/packed-weights.js';
-export { weightBindingProblems, type DeviceLimits, type FitProblem } from './backend/webgpu/fit.js';
+export { weightBindingProblems, type FitProblem } from './backend/webgpu/fit.js';
+// The judge behind wnw's checkFit, on a config (a ModelSummary's) and the load's sizes as they are.
+export { checkFit as checkConfigFit } from './backend/webgpu/fit.js';
+// Word error rate, as the evaluation scores transcripts.
+export { wer } from './eval/wer.js';
+// Calibrating a folder's heads.json in the browser, in a worker of its own (the demo's "calibrate for WnW").
+export {
+  clipsFromFiles,
+  forwardsPerClip,
+  headsState,
+  siteClips,
+  startCalibration,
+  type CalibrationProgress,
+  type CalibrationRun,
+  type WireClip,
+} from './calibrate/browser.js';
 // Subtitles from a result's dated words (what `wnw transcribe --format srt|vtt` prints).
 export { subtitleCues, toSrt, toVtt, type SubtitleCue, type SubtitleOptions } from './transcribe/subtitles.js';

@@ -4,6 +4,7 @@
  * every reader in files.ts serves them through the same calls as URLs and paths.
  * The files stay where they are until a reader slices the bytes it needs.
  */
+import { WnwError } from '../errors.js';
 
 const SCHEME = 'wnw-files://';
 interface Folder {
@@ -89,5 +90,64 @@ export function localFile(source: string): LocalLookup | undefined {
     folder: folder?.name ?? `a folder no longer open (${id})`,
     file: folder?.files.get(path) ?? null,
     counted: (n) => folder && (folder.bytesRead += n),
+  };
+}
+
+/** A folder picked from disk, registered for this page's loads. */
+export interface LocalFolder {
+  /** What `LoadOptions.model` and `inspectModel` take: the folder's `wnw-files://` address, valid in this page only. */
+  model: string;
+  name: string;
+  files: number;
+  /** The size of all its files. */
+  bytes: number;
+}
+
+/**
+ * The part of a directory handle a walk needs: TypeScript's DOM library leaves a handle's
+ * async iteration to DOM.AsyncIterable, which not every consumer's configuration has.
+ */
+interface WalkableDirectory {
+  readonly kind: 'directory';
+  readonly name: string;
+  values(): AsyncIterable<
+    WalkableDirectory | { readonly kind: 'file'; readonly name: string; getFile(): Promise<File> }
+  >;
+}
+
+/** Every file under a directory handle, keyed by its path inside it. */
+async function directoryFiles(dir: WalkableDirectory, prefix = ''): Promise<[string, File][]> {
+  const out: [string, File][] = [];
+  for await (const entry of dir.values()) {
+    const path = `${prefix}${entry.name}`;
+    if (entry.kind === 'file') out.push([path, await entry.getFile()]);
+    else out.push(...(await directoryFiles(entry, `${path}/`)));
+  }
+  return out;
+}
+
+/**
+ * Registers a folder the user picked, as a directory handle (`showDirectoryPicker()`, a
+ * drop's `getAsFileSystemHandle()`) or the Files of `<input type="file" webkitdirectory>`.
+ * Nothing is read until a load or `inspectModel` asks; `releaseLocalFolder(model)` forgets
+ * it. The address is this page's: a worker does not share the Files, so a picked folder
+ * loads with `loadTranscriber`, not `loadTranscriberInWorker`.
+ */
+export async function openLocalFolder(picked: FileSystemDirectoryHandle | Iterable<File>): Promise<LocalFolder> {
+  const handle = picked as Partial<WalkableDirectory> | null;
+  const isDirectory = handle?.kind === 'directory' && typeof handle.values === 'function';
+  if (!isDirectory && typeof (picked as Partial<Iterable<File>> | null)?.[Symbol.iterator] !== 'function')
+    throw new WnwError(
+      'BAD_ARGUMENT',
+      'openLocalFolder takes a directory handle (showDirectoryPicker()) or the Files of a directory input; pick the model folder itself',
+    );
+  const { name, files } = isDirectory
+    ? { name: handle!.name!, files: await directoryFiles(handle as WalkableDirectory) }
+    : filesToFolder(picked as Iterable<File>);
+  return {
+    model: registerLocalFolder(name, files),
+    name,
+    files: files.length,
+    bytes: files.reduce((a, [, f]) => a + f.size, 0),
   };
 }

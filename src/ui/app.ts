@@ -5,17 +5,24 @@
  * forward. The transcriber comes from `deps.load`, so the same page runs the engine in a
  * worker or on the main thread.
  */
-import { hasFixedBudget, policyBudget } from '../research.js';
+import { hasFixedBudget } from '../research.js';
 import { microphoneRefused, wireFileInput, wireRecorder, wireSamples, type Clip } from './audio-input.js';
 import { WEBGPU_HELP, describeError, webGpuMissing, type UiMessage } from './messages.js';
-import { localFolderBytes } from '../model/local-folder.js';
 import { ModelSource, type ChosenModel } from './model-source.js';
 import { CalibratePanel } from './calibrate-panel.js';
 import { LivePane, Pane, ProgressView, StatsView, formatBytes, formatSeconds } from './readouts.js';
 import { canCapture, captureMicrophone, type Capture } from './live-capture.js';
 import { TideChart } from './tide-chart.js';
 import { RequestsPanel, reuseLine, type PanelOptions } from './requests-panel.js';
-import type { KvPrecision, LoadOptions, PolicyName, Recording, Transcriber, TranscriptionResult } from '../index.js';
+import {
+  localFolderBytes,
+  type KvPrecision,
+  type LoadOptions,
+  type PolicyName,
+  type Recording,
+  type Transcriber,
+  type TranscriptionResult,
+} from '../index.js';
 
 export interface AppDeps {
   /** `inPage`: a folder picked from disk, whose Files live in this page (see model-source.ts). */
@@ -150,8 +157,9 @@ export class App {
         // The first run of a click sizes the pool: in compare mode that is the full cache.
         context: () => ({
           seconds: this.audio ? this.audio.length / this.deps.sampleRate : 0,
-          kvPrecision: this.ui.kv.value as KvPrecision,
-          budget: policyBudget(this.plan()[0].policy, this.plan()[0].budget),
+          kv: this.ui.kv.value as KvPrecision,
+          policy: this.plan()[0].policy,
+          budget: this.plan()[0].budget,
           backend: this.ui.backend.value,
         }),
       },

@@ -15,8 +15,8 @@ import {
   startCalibration,
   type CalibrationProgress,
   type CalibrationRun,
-} from '../calibrate/browser.js';
-import type { ModelConfig } from '../model/config.js';
+} from '../research.js';
+import type { ModelSummary } from '../index.js';
 import { siteUrl } from './audio-input.js';
 import type { ChosenModel } from './model-source.js';
 import { formatSeconds } from './readouts.js';
@@ -60,7 +60,7 @@ export class CalibratePanel {
     headsText: $('calibrate-heads-text'),
     download: $<HTMLAnchorElement>('calibrate-download'),
   };
-  private model: { m: ChosenModel; config: ModelConfig } | null = null;
+  private model: { m: ChosenModel; config: ModelSummary['config'] } | null = null;
   private run: CalibrationRun | null = null;
   private running = false;
   private seq = 0;
@@ -96,7 +96,7 @@ export class CalibratePanel {
   }
 
   /** A chosen folder whose config was read: says where its heads come from, and offers a calibration where it has none. */
-  async offer(m: ChosenModel, config: ModelConfig): Promise<void> {
+  async offer(m: ChosenModel, config: ModelSummary['config']): Promise<void> {
     const seq = ++this.seq;
     const state = await headsState(m.url).catch(() => 'none' as const);
     if (seq !== this.seq) return;

@@ -3,7 +3,7 @@
  * AudioContext, an AudioWorklet that posts blocks of about a quarter second, and the
  * project's band-limited resampler when the context does not run at 16 kHz.
  */
-import { StreamResampler } from '../audio/resample.js';
+import { StreamResampler } from '../index.js';
 
 export interface Capture {
   /** The rate the browser captures at (16000 where it honoured the request, then nothing is resampled). */

@@ -3,16 +3,13 @@
  * the page; `?worker=0` runs it on the main thread instead, and a worker that cannot
  * start at all falls back to the main thread on its own. `?model=URL` picks the model.
  * A model folder picked from disk loads on the main thread: its File objects are
- * registered in this page's realm (src/model/local-folder.ts), which a worker does not share.
+ * registered in this page's realm (`openLocalFolder`), which a worker does not share.
  */
 import './style.css';
-import { wer } from '../eval/wer.js';
-// The decoder alone, not index.ts: the engine loads in the worker, and the page's own bundle should not carry it.
-import { toMono16k } from '../audio/index.js';
-import { loadTranscriberInWorker } from '../worker/client.js';
+import { wer } from '../research.js';
+import { loadTranscriberInWorker, toMono16k, type LoadOptions, type Transcriber } from '../index.js';
 import { App } from './app.js';
 import { siteUrl } from './audio-input.js';
-import type { LoadOptions, Transcriber } from '../index.js';
 
 const params = new URLSearchParams(location.search);
 let useWorker = params.get('worker') !== '0' && typeof Worker !== 'undefined';

@@ -5,11 +5,18 @@
  * range by range as the loader asks, so nothing is uploaded and no shard is read whole.
  * Before any weight is read the panel shows what the folder holds and whether it fits.
  */
-import { filesToFolder, registerLocalFolder, releaseLocalFolder } from '../model/local-folder.js';
-import { adapterLimits, clipFit, summarizeModel, type ClipContext, type ModelSummary } from './model-fit.js';
+import {
+  checkFit,
+  fitDevice,
+  inspectModel,
+  openLocalFolder,
+  releaseLocalFolder,
+  type FitDevice,
+  type FitOptions,
+  type FitVerdict,
+  type ModelSummary,
+} from '../index.js';
 import { formatBytes, formatSeconds } from './readouts.js';
-import type { FitVerdict, KvPrecision } from '../index.js';
-import type { DeviceLimits } from '../research.js';
 
 export interface ChosenModel {
   /** What LoadOptions.model gets: a URL or a `wnw-files://` address. */
@@ -26,8 +33,8 @@ export interface ModelSourceCallbacks {
   onSummary?(m: ChosenModel, s: ModelSummary): void;
   /** The verdict of a folder that does not fit (shown as a notice, loading is still allowed). */
   onTooBig(v: FitVerdict): void;
-  /** Seconds of the current clip (0: none yet), the KV precision, the run's r_GPU (1: full cache) and backend. */
-  context(): Omit<ClipContext, 'seconds'> & { seconds: number; backend: string };
+  /** Seconds of the current clip (0: none yet), the KV precision, the first run's policy and budget, and the backend. */
+  context(): Required<Pick<FitOptions, 'kv' | 'policy' | 'budget'>> & { seconds: number; backend: string };
 }
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -45,8 +52,8 @@ export class ModelSource {
     fit: $('model-fit'),
   };
   private summary: ModelSummary | null = null;
-  /** The WebGPU adapter's limits, asked once (null: no adapter, the CPU backend runs). */
-  private readonly limits: Promise<DeviceLimits | null> = adapterLimits();
+  /** The WebGPU adapter's limits (null: no adapter, the CPU backend runs) and the memory the browser reports, asked once. */
+  private readonly device: Promise<FitDevice> = fitDevice();
   private localBase = '';
   private seq = 0;
 
@@ -72,14 +79,15 @@ export class ModelSource {
     this.ui.dir.addEventListener('change', () => {
       const list = this.ui.dir.files;
       if (!list?.length) return;
-      const { name, files } = filesToFolder(Array.from(list));
-      const url = registerLocalFolder(name, files);
-      const bytes = files.reduce((a, [, f]) => a + f.size, 0);
-      void this.choose({
-        url,
-        label: `${name} (${files.length} files, ${formatBytes(bytes)}, from this computer)`,
-        local: true,
-      });
+      void openLocalFolder(Array.from(list)).then(
+        (f) =>
+          this.choose({
+            url: f.model,
+            label: `${f.name} (${f.files} files, ${formatBytes(f.bytes)}, from this computer)`,
+            local: true,
+          }),
+        (e: unknown) => this.cb.onError(e),
+      );
     });
     // A folder given by the page's address is a served folder like one typed in: its summary (and the calibration offer, where it has no heads) show at once.
     if (describeInitial) void this.choose(initial, true);
@@ -98,7 +106,7 @@ export class ModelSource {
     this.cb.onModel(m);
     if (m.url === this.shippedUrl && !describe) return;
     try {
-      const s = await summarizeModel(m.url);
+      const s = await inspectModel(m.url);
       if (seq !== this.seq) return;
       this.summary = s;
       this.showSummary(s, m.local);
@@ -153,16 +161,19 @@ export class ModelSource {
     const s = this.summary;
     if (!s) return;
     const seq = this.seq;
-    void this.limits.then((limits) => {
+    void this.device.then((device) => {
       if (seq !== this.seq || this.summary !== s) return;
-      const { seconds, kvPrecision, budget, backend } = this.cb.context();
-      const secs = seconds > 0 ? seconds : DEFAULT_SECONDS;
-      const deviceMemoryGiB = (navigator as Navigator & { deviceMemory?: number }).deviceMemory;
-      const v = clipFit(
-        s,
-        { seconds: secs, kvPrecision, budget },
-        { limits: backend === 'cpu' ? null : limits, deviceMemoryGiB },
-      );
+      const { seconds, backend, ...run } = this.cb.context();
+      const secs = seconds > 0 ? seconds : Math.min(DEFAULT_SECONDS, s.maxAudioSeconds);
+      let v: FitVerdict;
+      try {
+        v = checkFit(s, { seconds: secs, ...run, device: backend === 'cpu' ? { ...device, limits: null } : device });
+      } catch (e) {
+        // A clip past the model's positions: the run would be refused the same way.
+        this.ui.fit.hidden = true;
+        this.cb.onError(e);
+        return;
+      }
       this.ui.fit.textContent = `For ${seconds > 0 ? 'this clip' : 'a clip'} of ${formatSeconds(secs)}: ${v.text}`;
       this.ui.fit.dataset.fits = v.fits === null ? 'unknown' : String(v.fits);
       this.ui.fit.hidden = false;

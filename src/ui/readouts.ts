@@ -2,9 +2,17 @@
  * The page's live numbers: a progress bar per phase, the statistics strip, and the
  * transcript panes (one, or two in compare mode). Plain DOM; each piece owns its nodes.
  */
-import type { ProgressPhase } from '../types.js';
-import { formatBytes, progressNote } from '../transcribe/progress-note.js';
-import type { LiveResult, LiveText, ProgressEvent, StepStats, TranscriptionResult } from '../index.js';
+import {
+  formatBytes,
+  progressNote,
+  type LiveResult,
+  type LiveText,
+  type ProgressEvent,
+  type StepStats,
+  type TranscriptionResult,
+} from '../index.js';
+
+type ProgressPhase = ProgressEvent['phase'];
 
 export { formatBytes, progressNote };
 

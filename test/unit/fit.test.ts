@@ -16,7 +16,8 @@ import { hfModelConfig } from '../../src/model/hf/config.js';
 import { decoderWeightBytes } from '../../src/model/packed-weights.js';
 import { decoderShapeConfig } from '../../src/model/testing.js';
 import { promptLength } from '../../src/model/config.js';
-import { clipFit, summarizeModel } from '../../src/ui/model-fit.js';
+import { clipFit } from '../../src/model/fit-check.js';
+import { summarizeModel } from '../../src/model/inspect.js';
 import { tempDir } from '../helpers/temp.js';
 
 const MiB = 2 ** 20;

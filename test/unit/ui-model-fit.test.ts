@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { memoryNeed } from '../../src/backend/webgpu/fit.js';
 import { decoderWeightBytes } from '../../src/model/packed-weights.js';
 import { referenceConfig } from '../../src/model/testing.js';
-import { clipFit, summarizeModel, type ModelSummary } from '../../src/ui/model-fit.js';
+import { clipFit } from '../../src/model/fit-check.js';
+import { summarizeModel, type ModelSizing } from '../../src/model/inspect.js';
 import { ModelLoadError } from '../../src/errors.js';
 import { loadModel } from '../../src/model/loader.js';
 import { writeFileSync } from 'node:fs';
@@ -10,10 +11,9 @@ import { join } from 'node:path';
 import { tempDir } from '../helpers/temp.js';
 
 const MiB = 2 ** 20;
-const summary = (over: Partial<ModelSummary> = {}): ModelSummary => {
+const summary = (over: Partial<ModelSizing> = {}): ModelSizing => {
   const config = referenceConfig();
   return {
-    family: 'wnw (own layout)',
     config,
     weightFormat: 'f32',
     weightBytes: decoderWeightBytes(config, 'f32').total,
