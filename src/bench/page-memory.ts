@@ -76,12 +76,12 @@ export function chromiumMemory(root: number): ProcessMemory[] {
 const mib = (x: number) => `${(x / 1024).toFixed(2)} GiB`;
 
 function line(label: string, procs: ProcessMemory[]): string {
-  // The page's renderer is the largest (Chromium may keep a spare one).
-  const top = (t: string) => procs.filter((p) => p.type === t).sort((a, b) => b.rssMiB - a.rssMiB)[0];
-  const r = top('renderer');
-  const g = top('gpu-process');
-  const show = (p: ProcessMemory | undefined) => (p ? `${mib(p.rssMiB)} (peak ${mib(p.hwmMiB)})` : 'absent');
-  return `${label.padEnd(22)} renderer ${show(r)}   gpu-process ${show(g)}`;
+  // Every renderer is listed, largest first: the page's is the largest (Chromium may keep a spare one).
+  const show = (t: string) => {
+    const ps = procs.filter((p) => p.type === t).sort((a, b) => b.rssMiB - a.rssMiB);
+    return ps.length ? ps.map((p) => `${mib(p.rssMiB)} (peak ${mib(p.hwmMiB)}, pid ${p.pid})`).join(' + ') : 'absent';
+  };
+  return `${label.padEnd(22)} renderer ${show('renderer')}   gpu-process ${show('gpu-process')}`;
 }
 
 export async function pageMemoryMain(argv: string[], log: (s: string) => void): Promise<void> {
