@@ -4,7 +4,9 @@
  * on the WebGPU backend and prints the resident memory of Chromium's renderer and GPU
  * processes (VmRSS, and VmHWM, the peak so far, from /proc/<pid>/status): after the load,
  * then every few seconds while a short clip is transcribed. What a page keeps of uploaded
- * weights shows in the renderer; what the device holds, in the GPU process.
+ * weights shows in the renderer; what the device holds, in the GPU process. Chromium
+ * resets VmHWM now and then (its own peak metrics), so the largest RSS sampled per
+ * process is printed at the end too.
  *
  * The folder is served by vite (`/@fs/`, Range requests answered) to the harness page
  * e2e/harness/page-memory.html. The policy is WnW where the folder has heads.json, else the
@@ -73,13 +75,23 @@ export function chromiumMemory(root: number): ProcessMemory[] {
   return out;
 }
 
+/** The largest RSS each process showed in any sample. */
+const largest = new Map<number, ProcessMemory>();
+
+function sample(root: number): ProcessMemory[] {
+  const procs = chromiumMemory(root);
+  for (const p of procs) if ((largest.get(p.pid)?.rssMiB ?? -1) < p.rssMiB) largest.set(p.pid, p);
+  return procs;
+}
+
 const mib = (x: number) => `${(x / 1024).toFixed(2)} GiB`;
 
-function line(label: string, procs: ProcessMemory[]): string {
+function line(label: string, procs: ProcessMemory[], peaks = true): string {
   // Every renderer is listed, largest first: the page's is the largest (Chromium may keep a spare one).
   const show = (t: string) => {
     const ps = procs.filter((p) => p.type === t).sort((a, b) => b.rssMiB - a.rssMiB);
-    return ps.length ? ps.map((p) => `${mib(p.rssMiB)} (peak ${mib(p.hwmMiB)}, pid ${p.pid})`).join(' + ') : 'absent';
+    const one = (p: ProcessMemory) => `${mib(p.rssMiB)} (${peaks ? `peak ${mib(p.hwmMiB)}, ` : ''}pid ${p.pid})`;
+    return ps.length ? ps.map(one).join(' + ') : 'absent';
   };
   return `${label.padEnd(22)} renderer ${show('renderer')}   gpu-process ${show('gpu-process')}`;
 }
@@ -116,7 +128,7 @@ export async function pageMemoryMain(argv: string[], log: (s: string) => void): 
     });
     const pm = 'wnwPageMemory';
     log(`page-memory: ${model} (${cache ? 'weight cache on' : 'weight cache off'}), WebGPU on SwiftShader in ${exe}`);
-    log(line('before load', chromiumMemory(process.pid)));
+    log(line('before load', sample(process.pid)));
     let loading = true;
     const loaded = page.evaluate(
       ([k, req]) => (window as unknown as Record<string, { load(r: unknown): Promise<unknown> }>)[k].load(req),
@@ -126,20 +138,20 @@ export async function pageMemoryMain(argv: string[], log: (s: string) => void): 
     const sampler = (async () => {
       for (let t = 0; loading; t++) {
         await new Promise((r) => setTimeout(r, 5000));
-        if (loading) log(line(`loading, ${(t + 1) * 5} s`, chromiumMemory(process.pid)));
+        if (loading) log(line(`loading, ${(t + 1) * 5} s`, sample(process.pid)));
       }
     })();
     const r = (await loaded.finally(() => (loading = false))) as { seconds: number; events: string[] };
     await sampler;
     for (const e of r.events) log(`  ${e}`);
-    log(line(`after load (${r.seconds.toFixed(0)} s)`, chromiumMemory(process.pid)));
+    log(line(`after load (${r.seconds.toFixed(0)} s)`, sample(process.pid)));
     await page.evaluate(
       ([k, req]) => (window as unknown as Record<string, { start(r: unknown): void }>)[k].start(req),
       [pm, { seconds: clipSeconds, maxNewTokens: 8 }] as const,
     );
     for (let t = 5; t <= runSeconds; t += 5) {
       await new Promise((res) => setTimeout(res, 5000));
-      log(line(`running, ${t} s`, chromiumMemory(process.pid)));
+      log(line(`running, ${t} s`, sample(process.pid)));
     }
     const end = (await page.evaluate(
       (k) => (window as unknown as Record<string, { stop(): Promise<unknown> }>)[k].stop(),
@@ -147,7 +159,8 @@ export async function pageMemoryMain(argv: string[], log: (s: string) => void): 
     )) as { how: string; events: string[] };
     for (const e of end.events.slice(-5)) log(`  ${e}`);
     log(`run ${end.how}`);
-    log(line('at the end', chromiumMemory(process.pid)));
+    log(line('at the end', sample(process.pid)));
+    log(line('largest sampled RSS', [...largest.values()], false));
   } finally {
     await browser.close();
     await server.close();
