@@ -246,6 +246,19 @@ export async function readCachedWeights(key: string, c: ModelConfig): Promise<Pa
   }
 }
 
+/** Whether the origin's storage quota has `bytes` to spare (true where the browser does not say). */
+async function roomFor(bytes: number): Promise<boolean> {
+  const est = (globalThis as { navigator?: { storage?: { estimate?: () => Promise<StorageEstimate> } } }).navigator
+    ?.storage?.estimate;
+  if (typeof est !== 'function') return true;
+  try {
+    const { quota, usage } = await est.call(navigator.storage);
+    return quota === undefined || quota - (usage ?? 0) >= bytes;
+  } catch {
+    return true;
+  }
+}
+
 /** An entry's manifest, or null where there is none that fits `key`. */
 async function readManifest(dir: FileSystemDirectoryHandle, key: string): Promise<Manifest | null> {
   const manifest = JSON.parse(await (await (await dir.getFileHandle('manifest.json')).getFile()).text()) as Manifest;
@@ -341,29 +354,37 @@ export async function storeCachedSource(
   onBytes?: (loaded: number, total: number) => void,
   opts: StreamOptions = {},
 ): Promise<boolean> {
-  const dir = await entryDir(key, true);
-  if (!dir) return false;
   const entries = sourceEntries(s);
   const total = entries.reduce((n, [, m]) => n + streamedMatrixBytes(m), 0);
+  // Where the origin's quota cannot take the entry (a private window's is small), nothing is downloaded for it.
+  if (!(await roomFor(total))) return false;
+  const dir = await entryDir(key, true);
+  if (!dir) return false;
+  // A read of the source (or a cancel) is the caller's error; a failed write only means no entry.
   let sourceFailure: unknown = null;
   try {
     const manifestEntries: ManifestEntry[] = [];
     const bin = await (await dir.getFileHandle('weights.bin', { create: true })).createWritable();
     let offset = 0;
+    let wrote = false;
     try {
       onBytes?.(0, total);
       for (const [name, m] of entries) {
         const byteLength = streamedMatrixBytes(m);
+        let writeFailure: unknown = null;
         await streamMatrix(
           m,
           async (piece) => {
-            await bin.write(piece);
+            await bin.write(piece).catch((e: unknown) => {
+              writeFailure = e;
+              throw e;
+            });
             onBytes?.(offset + piece.byteLength, total);
             offset += piece.byteLength;
           },
           opts,
         ).catch((e: unknown) => {
-          sourceFailure = e;
+          if (e !== writeFailure) sourceFailure = e;
           throw e;
         });
         manifestEntries.push({
@@ -375,8 +396,11 @@ export async function storeCachedSource(
           byteLength,
         });
       }
+      wrote = true;
     } finally {
-      await bin.close();
+      // A stream that failed is aborted, not closed (closing an errored stream throws over the failure).
+      if (wrote) await bin.close();
+      else await bin.abort().catch(() => {});
     }
     const manifest: Manifest = {
       version: VERSION,
