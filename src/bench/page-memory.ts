@@ -10,8 +10,10 @@
  *
  * The folder is served by vite (`/@fs/`, Range requests answered) to the harness page
  * e2e/harness/page-memory.html. The policy is WnW where the folder has heads.json, else the
- * full cache. `--cache`: the browser's weight cache is used (the first
- * load fills it); default off, so the weights come from the folder. Linux only (/proc).
+ * full cache. `--cache`: the browser's weight cache is used, in a profile on disk (a
+ * private context's OPFS is small and in memory): a first load fills it and is released,
+ * the measured load reads from it; default off, so the weights come from the folder.
+ * Linux only (/proc).
  */
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -117,9 +119,14 @@ export async function pageMemoryMain(argv: string[], log: (s: string) => void): 
   });
   await server.listen();
   const url = server.resolvedUrls?.local[0] ?? 'http://127.0.0.1:5312/';
-  const browser = await chromium.launch({ executablePath: exe, args: chromiumArgs });
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const profile = cache ? mkdtempSync(`${tmpdir()}/wnw-page-memory-`) : null;
+  const context = profile
+    ? await chromium.launchPersistentContext(profile, { executablePath: exe, args: chromiumArgs })
+    : await (await chromium.launch({ executablePath: exe, args: chromiumArgs })).newContext();
   try {
-    const page = await browser.newPage();
+    const page = await context.newPage();
     page.on('console', (m) => m.type() === 'error' && log(`page: ${m.text()}`));
     page.on('crash', () => log('page: the renderer crashed'));
     await page.goto(new URL('e2e/harness/page-memory.html', url).href);
@@ -128,11 +135,19 @@ export async function pageMemoryMain(argv: string[], log: (s: string) => void): 
     });
     const pm = 'wnwPageMemory';
     log(`page-memory: ${model} (${cache ? 'weight cache on' : 'weight cache off'}), WebGPU on SwiftShader in ${exe}`);
+    const policy = existsSync(`${model}/heads.json`) ? 'wnw' : 'full';
+    if (cache) {
+      log('filling the weight cache (a first load, then released)');
+      await page.evaluate(
+        ([k, req]) => (window as unknown as Record<string, { fill(r: unknown): Promise<unknown> }>)[k].fill(req),
+        [pm, { model: `/@fs${model}`, cache, policy }] as const,
+      );
+    }
     log(line('before load', sample(process.pid)));
     let loading = true;
     const loaded = page.evaluate(
       ([k, req]) => (window as unknown as Record<string, { load(r: unknown): Promise<unknown> }>)[k].load(req),
-      [pm, { model: `/@fs${model}`, cache, policy: existsSync(`${model}/heads.json`) ? 'wnw' : 'full' }] as const,
+      [pm, { model: `/@fs${model}`, cache, policy }] as const,
     );
     // Sampled while it loads, so the peak of the load shows beside what stays.
     const sampler = (async () => {
@@ -162,7 +177,9 @@ export async function pageMemoryMain(argv: string[], log: (s: string) => void): 
     log(line('at the end', sample(process.pid)));
     log(line('largest sampled RSS', [...largest.values()], false));
   } finally {
-    await browser.close();
+    await context.close();
+    await context.browser()?.close();
     await server.close();
+    if (profile) rmSync(profile, { recursive: true, force: true });
   }
 }
