@@ -118,7 +118,8 @@ export interface ModelLoadOptions {
    * the browser cache), locate its tensors without reading them and set `source` in place
    * of `packed`: for the WebGPU backend, which streams them in. A miss of the browser cache
    * copies the folder's tensors into it piece by piece first (the download progress), then
-   * streams from there. A folder packed at load is read as without it. Default false.
+   * streams from there. A folder packed at load is packed in memory as without it, and
+   * once stored in the cache, streamed from there (its packed copy let go). Default false.
    */
   stream?: boolean;
 }
@@ -207,13 +208,13 @@ async function loadHfModel(
   await options.beforeWeights?.(config, format, info.tiedEmbeddings);
   const dec = marker || packAtLoad ? null : await loadHfDecoder(base, { ...info, config }, onProgress);
   const useCache = options.cache !== false;
-  const source =
+  let source =
     options.stream && (marker || packAtLoad)
       ? await sourceThroughCache(base, format, config, useCache, onProgress, async () =>
           marker ? (await packedFolderSource(base, info.family, config, info.tiedEmbeddings)).source : null,
         )
       : null;
-  const packed = source
+  let packed = source
     ? undefined
     : marker
       ? await throughCache(
@@ -234,6 +235,12 @@ async function loadHfModel(
             async () => (await loadHfDecoderPacked(base, { ...info, config }, format, onProgress)).packed,
           )
         : undefined;
+  if (options.stream && packAtLoad && packed) {
+    // Packed at load and now in the cache: the page streams from the cache and lets its packed copy go.
+    const key = useCache ? await weightCacheKey(base, format) : null;
+    const cached = key ? await cachedWeightSource(key, config) : null;
+    if (cached) [source, packed] = [cached, undefined];
+  }
   let unpacked: DecoderWeights | undefined;
   const family = info.family;
   const heads = await loadHeads(base, config);
