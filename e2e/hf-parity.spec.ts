@@ -7,10 +7,23 @@
  * the full cache and under WnW at r_GPU 0.2 (see e2e/harness/gpu-hf-cases.ts).
  * The miniatures are written here, on the Node side, before the page asks for them.
  */
-import { relative } from 'node:path';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test, expect, type Page } from '@playwright/test';
+import { existsSync, renameSync, rmSync } from 'node:fs';
 import { ensureMiniatures, MINIATURE_FAMILIES } from '../test/helpers/miniatures.js';
+import { convertFolder } from '../src/cli/convert.js';
+
+/** The Voxtral miniature as `npx wnw convert --quant q4` writes it, kept beside the miniatures (as weight-cache.spec.ts keeps it). */
+async function convertedVoxtral(dir: string): Promise<void> {
+  const out = join(dir, 'converted', 'voxtral-q4');
+  if (existsSync(join(out, 'wnw-weights.json'))) return;
+  const tmp = `${out}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  await convertFolder({ from: join(dir, 'voxtral'), to: tmp, format: 'q4' });
+  if (!existsSync(join(out, 'wnw-weights.json'))) renameSync(tmp, out);
+  else rmSync(tmp, { recursive: true, force: true });
+}
 
 interface CheckResult {
   name: string;
@@ -28,6 +41,7 @@ const shardRequests = { all: 0, whole: [] as string[] };
 test.beforeAll(async ({ browser }) => {
   test.setTimeout(600_000);
   const dir = await ensureMiniatures();
+  await convertedVoxtral(dir);
   // The dev server serves the project root, .cache/ included.
   const root =
     '/' +
@@ -69,6 +83,15 @@ for (const family of MINIATURE_FAMILIES) {
     });
   }
 }
+
+test('hf parity_hf_voxtral_q4_streamed: a converted folder streamed into the GPU decodes as the CPU does', async () => {
+  const r = await page.evaluate(
+    (n) => (window as unknown as { wnwGpu: { run(n: string): Promise<CheckResult> } }).wnwGpu.run(n),
+    'parity_hf_voxtral_q4_streamed',
+  );
+  console.log(`parity_hf_voxtral_q4_streamed: ${r.pass ? 'ok' : 'FAIL'} ${r.detail} (${Math.round(r.ms)} ms)`);
+  expect(r.pass, r.detail).toBe(true);
+});
 
 test('hf shards were read by range, never whole', () => {
   console.log(`safetensors requests: ${shardRequests.all}, without Range: ${shardRequests.whole.length}`);

@@ -96,3 +96,73 @@ for (const [family, format, options] of [
     expect(r.afterClear?.fromCache).toBe(false);
   });
 }
+
+// A converted folder is copied into the cache piece by piece; one packed at load is packed in memory, stored, then let go.
+for (const family of ['converted/voxtral-q4', 'voxtral'] as const) {
+  test(`weight cache, streamed (the WebGPU path): ${family} q4 fills it, the load and the next stream from it`, async ({
+    page,
+  }) => {
+    test.setTimeout(300_000);
+    const dir = await ensureMiniatures();
+    if (family.startsWith('converted/')) await convertedVoxtral(dir);
+    const root =
+      '/' +
+      relative(fileURLToPath(new URL('..', import.meta.url)), dir)
+        .split('\\')
+        .join('/');
+    page.on('console', (m) => {
+      if (m.type() === 'error') console.log('[page]', m.text());
+    });
+    type Streamed = {
+      first: {
+        ranges: number;
+        fromCache: boolean;
+        packed: boolean;
+        where: string | null;
+        progress: { loaded: number; total: number } | null;
+      };
+      second: {
+        ranges: number;
+        bytes: number;
+        fromCache: boolean;
+        packed: boolean;
+        where: string | null;
+        same: boolean;
+      };
+    };
+    let r: Streamed | null = null;
+    for (let attempt = 0; !r; attempt++) {
+      await page.goto('/e2e/harness/weight-cache.html');
+      await page.waitForFunction(() => document.getElementById('status')?.textContent === 'ready', null, {
+        timeout: 120_000,
+      });
+      try {
+        r = await page.evaluate(
+          (u) =>
+            (
+              window as unknown as { wnwWeightCache: { runStreamed(u: string, f: string): Promise<Streamed> } }
+            ).wnwWeightCache.runStreamed(u, 'q4'),
+          `${root}/${family}`,
+        );
+      } catch (e) {
+        if (attempt > 0 || !/context was destroyed/.test(String(e))) throw e;
+      }
+    }
+    console.log(`streamed ${family}: ${JSON.stringify(r)}`);
+    // The first load read the shards' decoder tensors into the cache (download progress to the end) and streams from there.
+    expect(r.first.ranges).toBeGreaterThan(0);
+    expect(r.first.fromCache).toBe(false);
+    expect(r.first.packed).toBe(false);
+    expect(r.first.where).toBe('the browser cache');
+    expect(r.first.progress?.total).toBeGreaterThan(0);
+    expect(r.first.progress?.loaded).toBe(r.first.progress?.total);
+    expect(r.second).toEqual({
+      ranges: 0,
+      bytes: 0,
+      fromCache: true,
+      packed: false,
+      where: 'the browser cache',
+      same: true,
+    });
+  });
+}

@@ -35,7 +35,8 @@ import { createPolicy } from '../../src/policy/registry.js';
 import { planLagOf } from '../../src/policy/types.js';
 import { rng } from '../../src/model/testing.js';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
-import { packDecoderWeights } from '../../src/model/packed-weights.js';
+import { packDecoderWeights, type PackedDecoderWeights } from '../../src/model/packed-weights.js';
+import type { PackedWeightSource } from '../../src/model/packed-source.js';
 import { WebGpuBackend, type WebGpuBackendOptions } from '../../src/backend/webgpu/backend.js';
 import { gpu, nmse, type CheckResult } from './gpu-util.js';
 
@@ -68,6 +69,11 @@ export interface ParityCase {
   weightParts?: { embed: number; lmHead: number };
   /** Both backends get the weights already packed in backend.weightFormat (a converted folder's path). */
   prepacked?: boolean;
+  /**
+   * A converted folder's decoder: the CPU computes with it `packed` in memory, the GPU
+   * streams it from its files (`source`, src/model/packed-source.ts); `weights` is unused.
+   */
+  streamed?: { packed: PackedDecoderWeights; source: PackedWeightSource };
   /**
    * Both backends prefill layer by layer (prefillByLayer), placing each layer's plan before
    * the next layer runs ('full' and 'wnw' modes); the GPU's allocation peak is checked.
@@ -387,14 +393,16 @@ export async function runParity(pc: ParityCase): Promise<CheckResult> {
   };
   // The CPU reference stores K/V at the same precision as the GPU pool.
   // ... and computes with the weights the GPU reads (dequantised f16 / q4 matrices).
-  const weights = pc.prepacked ? packDecoderWeights(c, pc.weights, pc.backend?.weightFormat ?? 'f32') : pc.weights;
+  const weights =
+    pc.streamed?.packed ??
+    (pc.prepacked ? packDecoderWeights(c, pc.weights, pc.backend?.weightFormat ?? 'f32') : pc.weights);
   const cpu = new CpuBackend(c, weights, {
     kvPrecision: pc.backend?.kvPrecision,
     weightFormat: pc.backend?.weightFormat,
     kvGrowPages: pc.backend?.kvGrowPages,
   });
   const ref = await trace(cpu, pc, opts, driver);
-  const gpuBackend = await WebGpuBackend.create(c, weights, { ...pc.backend, context: ctx });
+  const gpuBackend = await WebGpuBackend.create(c, pc.streamed?.source ?? weights, { ...pc.backend, context: ctx });
   const sizes = gpuBackend.memoryNeed(opts, !!pc.layered);
   const blocks = Math.ceil(sizes.promptLength / sizes.prefillChunk);
   // The GPU sizes its session for the session's prompt, not the config's.

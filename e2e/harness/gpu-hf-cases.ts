@@ -62,6 +62,49 @@ async function hfParity(family: Family, mode: 'full' | 'wnw'): Promise<CheckResu
   return { ...r, name, detail: `${shape}; loaded in ${Math.round(ms)} ms; ${r.detail}`, ms: performance.now() - t0 };
 }
 
-export const hfTests: Record<string, () => Promise<CheckResult>> = Object.fromEntries(
-  FAMILIES.flatMap((f) => (['full', 'wnw'] as const).map((m) => [`parity_hf_${f}_${m}`, () => hfParity(f, m)])),
-);
+/**
+ * The Voxtral miniature converted to q4 (`npx wnw convert`, written by the spec under
+ * converted/voxtral-q4): the GPU streams its decoder from the shards piece by piece
+ * (loadModel's `stream`), the CPU computes with it read
+ * whole; tokens and logits must agree as for any other parity case.
+ */
+async function streamedParity(): Promise<CheckResult> {
+  const name = 'parity_hf_voxtral_q4_streamed';
+  const root = new URLSearchParams(location.search).get('hf');
+  if (!root)
+    return { name, pass: false, detail: 'no miniatures folder: open the page as gpu.html?hf=<URL path>', ms: 0 };
+  const t0 = performance.now();
+  const url = joinModelPath(root, 'converted/voxtral-q4');
+  const [inMemory, streamed] = await Promise.all([
+    loadModel(url, undefined, { cache: false }),
+    loadModel(url, undefined, { cache: false, stream: true }),
+  ]);
+  if (!inMemory.packed || !streamed.source || streamed.packed)
+    return {
+      name,
+      pass: false,
+      detail: 'the converted folder did not load packed, or its stream load held weights',
+      ms: 0,
+    };
+  const c = inMemory.config;
+  const r = await runParity({
+    name: 'voxtral q4 miniature, decoder streamed from its converted shards',
+    config: c,
+    weights: inMemory.weights,
+    streamed: { packed: inMemory.packed, source: streamed.source },
+    audio: randomEmbeddings(c, AUDIO_TOKENS, 23),
+    steps: STEPS,
+    mode: 'full',
+    // Bindings of 1 MiB split the embedding and head into row parts that the 4 MiB pieces straddle.
+    backend: { weightFormat: 'q4', maxBindingBytes: 1 << 20 },
+    weightParts: { embed: 2, lmHead: 2 },
+  });
+  return { ...r, name, ms: performance.now() - t0 };
+}
+
+export const hfTests: Record<string, () => Promise<CheckResult>> = {
+  ...Object.fromEntries(
+    FAMILIES.flatMap((f) => (['full', 'wnw'] as const).map((m) => [`parity_hf_${f}_${m}`, () => hfParity(f, m)])),
+  ),
+  parity_hf_voxtral_q4_streamed: streamedParity,
+};

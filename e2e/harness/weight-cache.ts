@@ -8,6 +8,7 @@ import { clearWeightCache } from '../../src/index.js';
 import { loadModel } from '../../src/model/loader.js';
 import type { PackedDecoderWeights } from '../../src/model/packed-weights.js';
 import type { PackedMatrix, WeightFormat } from '../../src/model/quant.js';
+import { readPackedSource } from '../../src/model/packed-source.js';
 
 let rangeReads = 0;
 let rangeBytes = 0;
@@ -105,5 +106,57 @@ async function run(url: string, format: WeightFormat, options: boolean) {
   return out;
 }
 
-(window as unknown as { wnwWeightCache: unknown }).wnwWeightCache = { run };
+/**
+ * Loads with `stream` (the WebGPU path): the first fills the cache from the shards, the
+ * second locates the cache's entry without a Range request; the second's source, read
+ * whole, is the folder's decoder as a load without `stream` gives it.
+ */
+async function runStreamed(url: string, format: WeightFormat) {
+  await clearWeightCache();
+  const streamLoad = async () => {
+    const [r0, b0] = [rangeReads, rangeBytes];
+    const details: string[] = [];
+    let progress: { loaded: number; total: number } | null = null;
+    const m = await loadModel(
+      url,
+      (_, d, b) => {
+        details.push(d);
+        progress = b ?? progress;
+      },
+      { weightFormat: format, stream: true },
+    );
+    return {
+      m,
+      ranges: rangeReads - r0,
+      bytes: rangeBytes - b0,
+      fromCache: details.some((d) => d.includes('browser cache')),
+      progress,
+    };
+  };
+  const first = await streamLoad();
+  const second = await streamLoad();
+  const reference = await load(url, format, false);
+  const read = second.m.source ? await readPackedSource(second.m.source) : null;
+  const out = {
+    first: {
+      ranges: first.ranges,
+      fromCache: first.fromCache,
+      packed: first.m.packed !== undefined,
+      where: first.m.source?.where ?? null,
+      progress: first.progress,
+    },
+    second: {
+      ranges: second.ranges,
+      bytes: second.bytes,
+      fromCache: second.fromCache,
+      packed: second.m.packed !== undefined,
+      where: second.m.source?.where ?? null,
+      same: !!read && samePacked(read, reference.packed),
+    },
+  };
+  await clearWeightCache();
+  return out;
+}
+
+(window as unknown as { wnwWeightCache: unknown }).wnwWeightCache = { run, runStreamed };
 document.getElementById('status')!.textContent = 'ready';

@@ -12,6 +12,7 @@ import type { DecoderBackend } from './types.js';
 import type { KvPrecision } from '../kv/precision.js';
 import type { WeightFormat } from '../model/quant.js';
 import type { PackedDecoderWeights } from '../model/packed-weights.js';
+import { isPackedSource, readPackedSource, type PackedWeightSource } from '../model/packed-source.js';
 import type { DeviceLimits } from './webgpu/fit.js';
 
 export interface CreateBackendOptions {
@@ -78,10 +79,14 @@ export async function chooseBackend(
   }
 }
 
-/** The decoder backend on `target` (default: `chooseBackend(opts)`). */
+/**
+ * The decoder backend on `target` (default: `chooseBackend(opts)`). Weights given as a
+ * source (src/model/packed-source.ts) are streamed into the GPU; the CPU, which computes
+ * from memory, reads them whole first.
+ */
 export async function createBackend(
   config: ModelConfig,
-  weights: DecoderWeights | PackedDecoderWeights,
+  weights: DecoderWeights | PackedDecoderWeights | PackedWeightSource,
   opts: CreateBackendOptions = {},
   target?: BackendTarget,
 ): Promise<DecoderBackend> {
@@ -91,7 +96,9 @@ export async function createBackend(
     weightFormat: opts.weightFormat,
   };
   const on = target ?? (await chooseBackend(opts));
-  if (on.kind === 'cpu') return new CpuBackend(config, weights, cpuOptions);
+  const inMemory = async () =>
+    isPackedSource(weights) ? await readPackedSource(weights, { signal: opts.signal }) : weights;
+  if (on.kind === 'cpu') return new CpuBackend(config, await inMemory(), cpuOptions);
   try {
     const gpu = await import('./webgpu/index.js');
     return await gpu.createWebGpuBackend(config, weights, {
@@ -110,6 +117,6 @@ export async function createBackend(
     if (e instanceof ModelTooBigError || e instanceof CancelledError || e instanceof DeviceLostError) throw e;
     if (on.explicit) throw e instanceof WnwError ? e : new NoWebGpuError(e instanceof Error ? e.message : String(e));
     opts.onFallback?.(e instanceof Error ? e.message : String(e));
-    return new CpuBackend(config, weights, cpuOptions);
+    return new CpuBackend(config, await inMemory(), cpuOptions);
   }
 }

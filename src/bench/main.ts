@@ -7,6 +7,7 @@
  * `npm run bench -- --calibration-cost [--layers 1]`: a calibration forward at a real backbone's shapes, and the run's time (./calibration-cost.ts).
  * `npm run bench -- --cpu-load MODEL_DIR [--seconds 5] [--tokens 4] [--host-memory BYTES]`: host memory and time of a CPU load and decode (./cpu-load.ts).
  * `npm run bench -- --session`: one recording, many requests: time to a second request's first token, a recording's CPU memory (./session.ts).
+ * `npm run bench -- --page-memory --model DIR [--cache]`: a folder loaded in headless Chromium on WebGPU, the renderer's and GPU process's resident memory (./page-memory.ts).
  *
  * Prefill tokens/s and decode ms/token of the reference model at 1, 4 and 10 minutes of
  * audio, full cache vs WnW at r_GPU 0.2, for every backend this machine reaches. Numbers
@@ -57,6 +58,8 @@ async function main(): Promise<void> {
     return (await import('./cpu-load.js')).cpuLoadBenchMain(process.argv, (s) => process.stderr.write(s + '\n'));
   if (process.argv.includes('--session'))
     return (await import('./session.js')).sessionBenchMain(process.argv, (s) => process.stderr.write(s + '\n'));
+  if (process.argv.includes('--page-memory'))
+    return (await import('./page-memory.js')).pageMemoryMain(process.argv, (s) => process.stderr.write(s + '\n'));
   if (process.argv.includes('--host'))
     return (await import('./host-main.js')).hostBenchMain(process.argv, (s) => process.stderr.write(s + '\n'));
   if (process.argv.includes('--shape')) return shapeBenchMain(process.argv, (s) => process.stderr.write(s + '\n'));

@@ -21,10 +21,17 @@ import { readHfOnnxEncoder, type AudioEncoderChoice, type HfOnnxEncoder } from '
 import type { TextTokenizer } from './text/types.js';
 import { Tokenizer } from './tokenizer.js';
 import { loadDecoderWeights, type DecoderWeights } from './weights.js';
-import { loadPackedDecoder, readPackedMarker, type PackedMarker } from './packed-folder.js';
+import { loadPackedDecoder, packedFolderSource, readPackedMarker, type PackedMarker } from './packed-folder.js';
+import { sourceWeightBytes, type PackedWeightSource } from './packed-source.js';
 import { packedWeightBytes, unpackDecoderWeights, type PackedDecoderWeights } from './packed-weights.js';
 import type { WeightFormat } from './quant.js';
-import { readCachedWeights, storeCachedWeights, weightCacheKey } from './weight-cache.js';
+import {
+  cachedWeightSource,
+  readCachedWeights,
+  storeCachedSource,
+  storeCachedWeights,
+  weightCacheKey,
+} from './weight-cache.js';
 import { readStoredHeads } from './heads-store.js';
 
 /** Where the audio encoder comes from. */
@@ -62,6 +69,13 @@ export interface LoadedModel {
    * and `weights` dequantises it on first use only.
    */
   packed?: PackedDecoderWeights;
+  /**
+   * With `stream`: the packed decoder as byte ranges of its files (a converted folder's
+   * shards, or the browser cache's entry), not read; the WebGPU backend streams them into
+   * its buffers, so the page holds no copy of the weights. `packed` and `weights` are then
+   * absent (`weights` fails saying so).
+   */
+  source?: PackedWeightSource;
 }
 
 /**
@@ -106,6 +120,15 @@ export interface ModelLoadOptions {
     tied: boolean,
     load: { packAtLoad: boolean },
   ) => void | Promise<void>;
+  /**
+   * Where the decoder is packed already (a folder converted by `npx wnw convert`, or one in
+   * the browser cache), locate its tensors without reading them and set `source` in place
+   * of `packed`: for the WebGPU backend, which streams them in. A miss of the browser cache
+   * copies the folder's tensors into it piece by piece first (the download progress), then
+   * streams from there. A folder packed at load is packed in memory as without it, and
+   * once stored in the cache, streamed from there (its packed copy let go). Default false.
+   */
+  stream?: boolean;
 }
 
 /**
@@ -192,25 +215,39 @@ async function loadHfModel(
   await options.beforeWeights?.(config, format, info.tiedEmbeddings, { packAtLoad });
   const dec = marker || packAtLoad ? null : await loadHfDecoder(base, { ...info, config }, onProgress);
   const useCache = options.cache !== false;
-  const packed = marker
-    ? await throughCache(
-        base,
-        marker.format,
-        config,
-        useCache,
-        onProgress,
-        async () => (await loadPackedDecoder(base, info.family, config, info.tiedEmbeddings, onProgress)).packed,
-      )
-    : packAtLoad
+  let source =
+    options.stream && (marker || packAtLoad)
+      ? await sourceThroughCache(base, format, config, useCache, onProgress, async () =>
+          marker ? (await packedFolderSource(base, info.family, config, info.tiedEmbeddings)).source : null,
+        )
+      : null;
+  let packed = source
+    ? undefined
+    : marker
       ? await throughCache(
           base,
-          format,
+          marker.format,
           config,
           useCache,
           onProgress,
-          async () => (await loadHfDecoderPacked(base, { ...info, config }, format, onProgress)).packed,
+          async () => (await loadPackedDecoder(base, info.family, config, info.tiedEmbeddings, onProgress)).packed,
         )
-      : undefined;
+      : packAtLoad
+        ? await throughCache(
+            base,
+            format,
+            config,
+            useCache,
+            onProgress,
+            async () => (await loadHfDecoderPacked(base, { ...info, config }, format, onProgress)).packed,
+          )
+        : undefined;
+  if (options.stream && packAtLoad && packed) {
+    // Packed at load and now in the cache: the page streams from the cache and lets its packed copy go.
+    const key = useCache ? await weightCacheKey(base, format) : null;
+    const cached = key ? await cachedWeightSource(key, config) : null;
+    if (cached) [source, packed] = [cached, undefined];
+  }
   let unpacked: DecoderWeights | undefined;
   const family = info.family;
   const heads = await loadHeads(base, config);
@@ -229,10 +266,20 @@ async function loadHfModel(
     family,
     heads,
     get weights() {
+      if (source)
+        throw new ModelLoadError(
+          base,
+          'the decoder was loaded to be streamed to the GPU (stream: true), so its weights are not in memory; load it without `stream` to read them',
+        );
       return dec?.weights ?? (unpacked ??= unpackDecoderWeights(config, packed!));
     },
-    weightBytes: packed ? packedWeightBytes(packed).total : f32Bytes(dec!.weights),
+    weightBytes: source
+      ? sourceWeightBytes(source).total
+      : packed
+        ? packedWeightBytes(packed).total
+        : f32Bytes(dec!.weights),
     ...(packed ? { packed } : {}),
+    ...(source ? { source } : {}),
   };
   return Object.defineProperties(model, {
     tokenizer: {
@@ -280,6 +327,39 @@ async function throughCache(
   const packed = await load();
   if (key) await storeCachedWeights(key, packed);
   return packed;
+}
+
+/**
+ * A packed decoder as a source to stream from (see ModelLoadOptions.stream): the browser
+ * cache's entry where there is one; else the converted folder's (`locate`), copied into the
+ * cache first where there is one to fill, so the next load reads no shard. Null: a folder
+ * packed at load and not in the cache, read into memory as without `stream`.
+ */
+async function sourceThroughCache(
+  base: string,
+  format: WeightFormat,
+  config: ModelConfig,
+  useCache: boolean,
+  onProgress: LoadProgress | undefined,
+  locate: () => Promise<PackedWeightSource | null>,
+): Promise<PackedWeightSource | null> {
+  const key = useCache ? await weightCacheKey(base, format) : null;
+  const cached = key ? await cachedWeightSource(key, config) : null;
+  if (cached) {
+    onProgress?.(1, `decoder weights (${format}, from the browser cache)`);
+    return cached;
+  }
+  const folder = await locate();
+  if (!folder) return null;
+  if (key) {
+    const stored = await storeCachedSource(key, folder, (loaded, total) =>
+      onProgress?.(total ? loaded / total : 1, 'decoder weights (packed)', { loaded, total }),
+    );
+    const fromCache = stored ? await cachedWeightSource(key, config) : null;
+    if (fromCache) return fromCache;
+  }
+  onProgress?.(1, 'decoder weights (packed, read as they upload)');
+  return folder;
 }
 
 /** Bytes the decoder's f32 weights occupy (a tied head counted once). */

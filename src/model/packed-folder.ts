@@ -16,6 +16,8 @@ import { decoderTensorShapes, type ModelConfig } from './config.js';
 import { upstreamTensorName } from './families/common.js';
 import type { HfFamily } from './families/types.js';
 import { exists, joinModelPath, openRanged, readJson, type RangedFile } from './files.js';
+import { packedSourceFrom, streamedMatrix, type PackedWeightSource, type StreamedMatrix } from './packed-source.js';
+import { streamedFile, type StreamedFile } from './stream-range.js';
 import { packedDecoderFrom, type PackedDecoderWeights } from './packed-weights.js';
 import { rowWords, type PackedMatrix, type WeightFormat } from './quant.js';
 import { isWeightFormat } from './packed-weights.js';
@@ -92,8 +94,12 @@ async function openShard(path: string): Promise<Shard> {
   }
 }
 
-/** Reads one packed tensor, checking its metadata against the shape the config implies. */
-async function readPacked(shard: Shard, name: string, expected: number[]): Promise<PackedMatrix> {
+/** One packed tensor's shape and place in its shard, its metadata checked against the shape the config implies. */
+function checkPacked(
+  shard: Shard,
+  name: string,
+  expected: number[],
+): { format: WeightFormat; rows: number; cols: number; t: ShardTensor } {
   const path = shard.file.source;
   const t = shard.tensors.get(name)!;
   let entry: PackedEntry;
@@ -114,16 +120,14 @@ async function readPacked(shard: Shard, name: string, expected: number[]): Promi
   if (expected.length !== 2 && entry.format !== 'f32')
     throw new ModelLoadError(path, `is a vector stored as ${entry.format}; vectors are f32`, name);
   const words = rowWords(entry.format, cols);
-  if (t.dtype !== 'U32' || t.shape.join(',') !== `${rows},${words}`) {
+  if (t.dtype !== 'U32' || t.shape.join(',') !== `${rows},${words}` || t.byteLength !== rows * words * 4) {
     throw new ModelLoadError(
       path,
       `is ${t.dtype} [${t.shape}], a ${entry.format} [${expected}] tensor is U32 [${rows}, ${words}]`,
       name,
     );
   }
-  const bytes = await shard.file.read(t.offset, t.byteLength);
-  const data = new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
-  return { format: entry.format, rows, cols, data };
+  return { format: entry.format, rows, cols, t };
 }
 
 /** The matrices packedDecoderFrom stacks per layer: q/k/v into Wqkv, gate/up into gate_up. */
@@ -132,23 +136,32 @@ const STACKED = [
   ['gate_proj.weight', 'up_proj.weight'],
 ];
 
-/**
- * The decoder of a converted folder, packed as stored: each tensor is checked against
- * config.json (shape, format, dtype) as it is read; nothing is dequantised.
- */
-export async function loadPackedDecoder(
-  base: string,
-  family: HfFamily,
-  c: ModelConfig,
-  tiedEmbeddings: boolean,
-  onProgress?: (fraction: number, detail: string, bytes: { loaded: number; total: number }) => void,
-): Promise<{ packed: PackedDecoderWeights; tiedHead: boolean; fileBytes: number }> {
+/** Reads one packed tensor, checked as checkPacked checks it. */
+async function readPacked(shard: Shard, name: string, expected: number[]): Promise<PackedMatrix> {
+  const { format, rows, cols, t } = checkPacked(shard, name, expected);
+  const bytes = await shard.file.read(t.offset, t.byteLength);
+  const data = new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+  return { format, rows, cols, data };
+}
+
+/** Every decoder tensor of a converted folder, located in its shard (headers read, no tensor bytes). */
+interface Located {
+  located: Map<string, { shard: Shard; shape: number[] }>;
+  /** The upstream name an internal tensor is read from (a tied head: the embedding's). */
+  source: (internal: string) => string;
+  tiedHead: boolean;
+  total: number;
+  close: () => Promise<void>;
+}
+
+async function locatePacked(base: string, family: HfFamily, c: ModelConfig, tiedEmbeddings: boolean): Promise<Located> {
   const indexFile = joinModelPath(base, 'model.safetensors.index.json');
   const single = joinModelPath(base, 'model.safetensors');
   const weightMap: Record<string, string> = (await exists(indexFile))
     ? (((await readJson(indexFile)) as { weight_map?: Record<string, string> }).weight_map ?? {})
     : {};
   const shards = new Map<string, Shard>();
+  const close = async () => void (await Promise.all([...shards.values()].map((s) => s.file.close())));
   const shardOf = async (name: string): Promise<Shard | null> => {
     const file = weightMap[name] ?? (Object.keys(weightMap).length ? null : 'model.safetensors');
     if (!file) return null;
@@ -175,6 +188,54 @@ export async function loadPackedDecoder(
       located.set(name, { shard, shape });
     }
     const total = [...located].reduce((n, [name, { shard }]) => n + shard.tensors.get(name)!.byteLength, 0);
+    return { located, source, tiedHead, total, close };
+  } catch (e) {
+    await close();
+    throw e;
+  }
+}
+
+/**
+ * The decoder of a converted folder as a source to stream from (src/model/packed-source.ts):
+ * every tensor located and checked against config.json (shape, format, dtype) from the
+ * shard headers alone; no tensor byte is read.
+ */
+export async function packedFolderSource(
+  base: string,
+  family: HfFamily,
+  c: ModelConfig,
+  tiedEmbeddings: boolean,
+): Promise<{ source: PackedWeightSource; tiedHead: boolean; fileBytes: number }> {
+  const { located, source, tiedHead, total, close } = await locatePacked(base, family, c, tiedEmbeddings);
+  try {
+    const files = new Map<Shard, StreamedFile>();
+    const got = new Map<string, StreamedMatrix>();
+    for (const [name, { shard, shape }] of located) {
+      const { format, rows, cols, t } = checkPacked(shard, name, shape);
+      let file = files.get(shard);
+      if (!file) files.set(shard, (file = streamedFile(shard.file.source)));
+      got.set(name, streamedMatrix(format, rows, cols, { file, offset: t.offset, byteLength: t.byteLength, name }));
+    }
+    const where = [...new Set([...files.values()].map((f) => f.source))].join(', ');
+    return { source: packedSourceFrom(c, where, (internal) => got.get(source(internal))!), tiedHead, fileBytes: total };
+  } finally {
+    await close();
+  }
+}
+
+/**
+ * The decoder of a converted folder, packed as stored: each tensor is checked against
+ * config.json (shape, format, dtype) as it is read; nothing is dequantised.
+ */
+export async function loadPackedDecoder(
+  base: string,
+  family: HfFamily,
+  c: ModelConfig,
+  tiedEmbeddings: boolean,
+  onProgress?: (fraction: number, detail: string, bytes: { loaded: number; total: number }) => void,
+): Promise<{ packed: PackedDecoderWeights; tiedHead: boolean; fileBytes: number }> {
+  const { located, source, tiedHead, total, close } = await locatePacked(base, family, c, tiedEmbeddings);
+  try {
     const got = new Map<string, PackedMatrix>();
     let fileBytes = 0;
     const read = async (name: string): Promise<PackedMatrix> => {
@@ -211,6 +272,6 @@ export async function loadPackedDecoder(
     const packed = packedDecoderFrom(c, (internal) => got.get(source(internal))!);
     return { packed, tiedHead, fileBytes };
   } finally {
-    await Promise.all([...shards.values()].map((s) => s.file.close()));
+    await close();
   }
 }

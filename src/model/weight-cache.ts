@@ -18,6 +18,14 @@ import type { ModelConfig } from './config.js';
 import type { PackedDecoderWeights, PackedLayer } from './packed-weights.js';
 import { isWeightFormat } from './packed-weights.js';
 import type { PackedMatrix, WeightFormat } from './quant.js';
+import {
+  streamMatrix,
+  streamedMatrixBytes,
+  type PackedWeightSource,
+  type StreamedLayer,
+  type StreamedMatrix,
+} from './packed-source.js';
+import { streamedBlob, type StreamOptions } from './stream-range.js';
 
 const ROOT = 'wnw-weights';
 const VERSION = 1;
@@ -235,6 +243,180 @@ export async function readCachedWeights(key: string, c: ModelConfig): Promise<Pa
     return { format: manifest.format, embed, layers, norm: vec('norm'), lmHead };
   } catch {
     return null;
+  }
+}
+
+/** Whether the origin's storage quota has `bytes` to spare (true where the browser does not say). */
+async function roomFor(bytes: number): Promise<boolean> {
+  const est = (globalThis as { navigator?: { storage?: { estimate?: () => Promise<StorageEstimate> } } }).navigator
+    ?.storage?.estimate;
+  if (typeof est !== 'function') return true;
+  try {
+    const { quota, usage } = await est.call(navigator.storage);
+    return quota === undefined || quota - (usage ?? 0) >= bytes;
+  } catch {
+    return true;
+  }
+}
+
+/** An entry's manifest, or null where there is none that fits `key`. */
+async function readManifest(dir: FileSystemDirectoryHandle, key: string): Promise<Manifest | null> {
+  const manifest = JSON.parse(await (await (await dir.getFileHandle('manifest.json')).getFile()).text()) as Manifest;
+  return manifest.version === VERSION && manifest.key === key && isWeightFormat(manifest.format) ? manifest : null;
+}
+
+/**
+ * The weights cached under `key` for config `c` as a source to stream from
+ * (src/model/packed-source.ts): the manifest is read, no tensor byte is; null where there is
+ * no entry or it does not fit the config.
+ */
+export async function cachedWeightSource(key: string, c: ModelConfig): Promise<PackedWeightSource | null> {
+  const dir = await entryDir(key, false);
+  if (!dir) return null;
+  try {
+    const manifest = await readManifest(dir, key);
+    if (!manifest) return null;
+    const blob = await (await dir.getFileHandle('weights.bin')).getFile();
+    const file = streamedBlob('weights.bin (the browser cache of packed weights)', blob);
+    const got = new Map<string, StreamedMatrix>();
+    for (const e of manifest.entries) {
+      const m: StreamedMatrix = {
+        format: e.format,
+        rows: e.rows,
+        cols: e.cols,
+        ranges: [{ file, offset: e.offset, byteLength: e.byteLength, name: e.name }],
+      };
+      if (e.offset + e.byteLength > blob.size || streamedMatrixBytes(m) !== e.byteLength) return null;
+      got.set(e.name, m);
+    }
+    const mat = (name: string): StreamedMatrix => {
+      const m = got.get(name);
+      if (!m) throw new RangeError(`cached weights lack ${name}`);
+      return m;
+    };
+    const D = c.hiddenSize;
+    const layers = Array.from({ length: c.numLayers }, (_, i): StreamedLayer => ({
+      attnNorm: mat(`${i}.attn_norm`),
+      qkv: mat(`${i}.qkv`),
+      o: mat(`${i}.o`),
+      mlpNorm: mat(`${i}.mlp_norm`),
+      gateUp: mat(`${i}.gate_up`),
+      down: mat(`${i}.down`),
+      ...(c.attentionBias ? { qkvBias: mat(`${i}.qkv_bias`) } : {}),
+    }));
+    const embed = mat('embed');
+    const lmHead = manifest.tied ? embed : mat('lm_head');
+    if (embed.rows !== c.vocabSize || embed.cols !== D || layers.some((l) => l.qkv.cols !== D || l.down.rows !== D))
+      return null;
+    return {
+      kind: 'packed-source',
+      format: manifest.format,
+      embed,
+      layers,
+      norm: mat('norm'),
+      lmHead,
+      where: 'the browser cache',
+    };
+  } catch {
+    return null;
+  }
+}
+
+function sourceEntries(s: PackedWeightSource): [string, StreamedMatrix][] {
+  const out: [string, StreamedMatrix][] = [
+    ['embed', s.embed],
+    ['norm', s.norm],
+  ];
+  if (s.lmHead !== s.embed) out.push(['lm_head', s.lmHead]);
+  s.layers.forEach((l, i) => {
+    out.push(
+      [`${i}.attn_norm`, l.attnNorm],
+      [`${i}.qkv`, l.qkv],
+      [`${i}.o`, l.o],
+      [`${i}.mlp_norm`, l.mlpNorm],
+      [`${i}.gate_up`, l.gateUp],
+      [`${i}.down`, l.down],
+    );
+    if (l.qkvBias) out.push([`${i}.qkv_bias`, l.qkvBias]);
+  });
+  return out;
+}
+
+/**
+ * Stores the weights of a source under `key`, streamed piece by piece from their files into
+ * the entry (never held whole), with the same layout as storeCachedWeights. False where
+ * nothing could be stored (no OPFS, a full quota: no entry is left); a read error of the
+ * source, or a cancel, is thrown after the partial entry is removed.
+ */
+export async function storeCachedSource(
+  key: string,
+  s: PackedWeightSource,
+  onBytes?: (loaded: number, total: number) => void,
+  opts: StreamOptions = {},
+): Promise<boolean> {
+  const entries = sourceEntries(s);
+  const total = entries.reduce((n, [, m]) => n + streamedMatrixBytes(m), 0);
+  // Where the origin's quota cannot take the entry (a private window's is small), nothing is downloaded for it.
+  if (!(await roomFor(total))) return false;
+  const dir = await entryDir(key, true);
+  if (!dir) return false;
+  // A read of the source (or a cancel) is the caller's error; a failed write only means no entry.
+  let sourceFailure: unknown = null;
+  try {
+    const manifestEntries: ManifestEntry[] = [];
+    const bin = await (await dir.getFileHandle('weights.bin', { create: true })).createWritable();
+    let offset = 0;
+    let wrote = false;
+    try {
+      onBytes?.(0, total);
+      for (const [name, m] of entries) {
+        const byteLength = streamedMatrixBytes(m);
+        let writeFailure: unknown = null;
+        await streamMatrix(
+          m,
+          async (piece) => {
+            await bin.write(piece).catch((e: unknown) => {
+              writeFailure = e;
+              throw e;
+            });
+            onBytes?.(offset + piece.byteLength, total);
+            offset += piece.byteLength;
+          },
+          opts,
+        ).catch((e: unknown) => {
+          if (e !== writeFailure) sourceFailure = e;
+          throw e;
+        });
+        manifestEntries.push({
+          name,
+          format: m.format,
+          rows: m.rows,
+          cols: m.cols,
+          offset: offset - byteLength,
+          byteLength,
+        });
+      }
+      wrote = true;
+    } finally {
+      // A stream that failed is aborted, not closed (closing an errored stream throws over the failure).
+      if (wrote) await bin.close();
+      else await bin.abort().catch(() => {});
+    }
+    const manifest: Manifest = {
+      version: VERSION,
+      key,
+      format: s.format,
+      tied: s.lmHead === s.embed,
+      entries: manifestEntries,
+    };
+    const w = await (await dir.getFileHandle('manifest.json', { create: true })).createWritable();
+    await w.write(JSON.stringify(manifest));
+    await w.close();
+    return true;
+  } catch (e) {
+    await removeEntry(key);
+    if (sourceFailure) throw e;
+    return false;
   }
 }
 

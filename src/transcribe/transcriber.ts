@@ -8,6 +8,7 @@ import { toMono16k } from '../audio/decode.js';
 import { createAudioRoute } from '../route/audio-route.js';
 import type { AudioRoute } from '../route/types.js';
 import { chooseBackend, createBackend, type BackendTarget } from '../backend/create.js';
+import type { PackedWeightSource } from '../model/packed-source.js';
 import { lostWithin } from '../backend/cancel.js';
 import { availableHostMemory } from '../backend/cpu/host-memory.js';
 import {
@@ -631,6 +632,8 @@ async function load(options: LoadOptions, cancel: ReturnType<typeof cancellableP
       audioEncoder: options.audioEncoder,
       weightFormat: options.weightFormat,
       ...(options.cache !== undefined ? { cache: options.cache } : {}),
+      // The GPU takes a packed decoder streamed from its files: the page keeps no copy of it.
+      stream: target.kind === 'webgpu',
       beforeWeights: async (config, format, tied, { packAtLoad }) => {
         decoderWeights = { format, weightBytes: decoderWeightBytes(config, format, tied).total };
         // A recording known at load (the CLI's) is held against the positions before a weight is read.
@@ -699,7 +702,8 @@ async function load(options: LoadOptions, cancel: ReturnType<typeof cancellableP
   };
   if (fallback !== undefined) onFallback(fallback);
   // Packed weights go to the backend as they are (dequantising them would undo the packing).
-  const weights = model.packed ?? packForBackend(model, options.weightFormat, progress);
+  // A source is streamed again by the rebuild after a device loss; the CPU fallback reads it whole.
+  const weights = model.source ?? model.packed ?? packForBackend(model, options.weightFormat, progress);
   const build = (on: BackendTarget | undefined, signal: AbortSignal | undefined) =>
     buildEngine(
       model,
@@ -727,7 +731,7 @@ async function load(options: LoadOptions, cancel: ReturnType<typeof cancellableP
  */
 async function buildEngine(
   model: LoadedModel,
-  weights: DecoderWeights | PackedDecoderWeights,
+  weights: DecoderWeights | PackedDecoderWeights | PackedWeightSource,
   options: LoadOptions,
   target: BackendTarget | undefined,
   signal: AbortSignal | undefined,

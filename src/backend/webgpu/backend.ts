@@ -31,6 +31,7 @@ import {
   type WeightBytes,
 } from '../../model/packed-weights.js';
 import type { WeightFormat } from '../../model/quant.js';
+import { isPackedSource, sourceFormats, type PackedWeightSource } from '../../model/packed-source.js';
 import { cancellableUpload, settleCreation } from '../cancel.js';
 
 export interface WebGpuBackendOptions {
@@ -101,7 +102,7 @@ export class WebGpuBackend implements DecoderBackend<WebGpuDecodeSession> {
   /** Acquires the device, compiles every pipeline and uploads the weights. */
   static async create(
     config: ModelConfig,
-    weights: DecoderWeights | PackedDecoderWeights,
+    weights: DecoderWeights | PackedDecoderWeights | PackedWeightSource,
     options: WebGpuBackendOptions = {},
   ): Promise<WebGpuBackend> {
     const ctx = options.context ?? (await GpuContext.acquire(options.acquire));
@@ -124,6 +125,7 @@ export class WebGpuBackend implements DecoderBackend<WebGpuDecodeSession> {
     }
     const cache = new PipelineCache(ctx, options.shaderLoader);
     cache.onCompiled = options.onCompile;
+    // A source is streamed into the device by the upload, never held here.
     const packed = 'format' in weights ? weights : packDecoderWeights(config, weights, options.weightFormat ?? 'f32');
     const P = segmentLength(config);
     const loading = Kernels.load(cache, config, P, undefined, options.kvPrecision);
@@ -133,7 +135,7 @@ export class WebGpuBackend implements DecoderBackend<WebGpuDecodeSession> {
       config,
       modelConstants(config, P, options.kvPrecision),
       loading,
-      packedFormats(packed),
+      isPackedSource(packed) ? sourceFormats(packed) : packedFormats(packed),
     );
     weightKernels.catch(() => {}); // awaited by the upload; a failed upload must not leave it unhandled
     options.onCompile?.(0, cache.size);
@@ -146,6 +148,7 @@ export class WebGpuBackend implements DecoderBackend<WebGpuDecodeSession> {
       bindingLimit(ctx, options.maxBindingBytes),
       weightKernels,
       onUpload,
+      { signal: options.signal },
     );
     const [kernels, gpuWeights] = await settleCreation(ctx, loading, upload, options.signal, !options.context);
     return new WebGpuBackend(config, ctx, kernels, gpuWeights, options, !options.context);

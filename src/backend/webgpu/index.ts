@@ -2,6 +2,7 @@
 import type { ModelConfig } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
 import type { PackedDecoderWeights } from '../../model/packed-weights.js';
+import type { PackedWeightSource } from '../../model/packed-source.js';
 import { WebGpuBackend, type WebGpuBackendOptions } from './backend.js';
 
 export { WebGpuBackend, type WebGpuBackendOptions } from './backend.js';
@@ -17,7 +18,7 @@ export interface CreateWebGpuOptions extends Omit<WebGpuBackendOptions, 'require
 
 export function createWebGpuBackend(
   config: ModelConfig,
-  weights: DecoderWeights | PackedDecoderWeights,
+  weights: DecoderWeights | PackedDecoderWeights | PackedWeightSource,
   opts: CreateWebGpuOptions = {},
 ): Promise<WebGpuBackend> {
   const { allowSoftware, ...rest } = opts;

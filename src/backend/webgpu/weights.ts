@@ -10,14 +10,29 @@
  * gather and the head's matvec run one dispatch per part. A tied head is the embedding's
  * own parts. Layer matrices are read whole by their kernels (fused SwiGLU reads a row of
  * gate and of up, the QKV kernel a row per head lane), so each must fit one binding.
+ *
+ * Weights come either in memory (packed at load) or as a source of byte ranges in files
+ * (src/model/packed-source.ts): then each buffer is made at its final size and the ranges
+ * are streamed into it with `queue.writeBuffer` a few MiB at a time, so the page never holds
+ * the weights, and keeps nothing of them once uploaded.
  */
 import type { ModelConfig } from '../../model/config.js';
 import { packedWeightBytes, type PackedDecoderWeights, type WeightBytes } from '../../model/packed-weights.js';
 import type { PackedMatrix } from '../../model/quant.js';
-import { ModelTooBigError } from '../../errors.js';
+import { CancelledError, ModelTooBigError } from '../../errors.js';
 import { matrixBindingProblem } from './fit.js';
 import type { GpuContext } from '../../gpu/device.js';
-import { destroyMatrix, uploadMatrix, type GpuMatrix } from './weight-formats.js';
+import { destroyMatrix, uploadMatrix, type GpuMatrix, type GpuMatrixPart } from './weight-formats.js';
+import {
+  isPackedSource,
+  sourceWeightBytes,
+  streamMatrix,
+  streamedMatrixBytes,
+  type PackedWeightSource,
+  type StreamedMatrix,
+} from '../../model/packed-source.js';
+import { rowBytes, splitRows } from '../../model/quant.js';
+import type { StreamOptions } from '../../model/stream-range.js';
 import type { WeightKernelsOf } from './weight-kernels.js';
 
 export interface GpuLayer {
@@ -63,11 +78,13 @@ export class GpuWeights {
   static async upload(
     ctx: GpuContext,
     c: ModelConfig,
-    w: PackedDecoderWeights,
+    w: PackedDecoderWeights | PackedWeightSource,
     maxBindingBytes: number,
     kernels: WeightKernelsOf | Promise<WeightKernelsOf>,
     onUpload?: (loaded: number, total: number) => void,
+    stream: StreamOptions = {},
   ): Promise<GpuWeights> {
+    if (isPackedSource(w)) return GpuWeights.uploadStreamed(ctx, c, w, maxBindingBytes, kernels, onUpload, stream);
     const limits = { maxStorageBufferBindingSize: maxBindingBytes, maxBufferSize: maxBindingBytes };
     w.layers.forEach((l, i) => {
       if (c.attentionBias && !l.qkvBias)
@@ -126,6 +143,109 @@ export class GpuWeights {
     }
   }
 
+  /** `upload` from a source: every buffer at its final size, filled piece by piece as its ranges stream in. */
+  private static async uploadStreamed(
+    ctx: GpuContext,
+    c: ModelConfig,
+    w: PackedWeightSource,
+    maxBindingBytes: number,
+    kernels: WeightKernelsOf | Promise<WeightKernelsOf>,
+    onUpload: ((loaded: number, total: number) => void) | undefined,
+    stream: StreamOptions,
+  ): Promise<GpuWeights> {
+    const limits = { maxStorageBufferBindingSize: maxBindingBytes, maxBufferSize: maxBindingBytes };
+    w.layers.forEach((l, i) => {
+      if (c.attentionBias && !l.qkvBias)
+        throw new RangeError(`layer ${i}: the config says q/k/v biases but the weights have none`);
+      for (const [name, m] of [
+        ['qkv', l.qkv],
+        ['o_proj', l.o],
+        ['gate_up', l.gateUp],
+        ['down_proj', l.down],
+      ] as const) {
+        const p = matrixBindingProblem(`layers.${i}.${name}`, m.format, m.rows, m.cols, limits);
+        if (p) throw new ModelTooBigError([p], `the decoder of ${c.name}`);
+      }
+    });
+    const made: GpuMatrix[] = [];
+    const vectors: GPUBuffer[] = [];
+    const memory = sourceWeightBytes(w);
+    const total = memory.total;
+    let loaded = 0;
+    const writer = new QueueWriter(ctx.device.queue);
+    onUpload?.(0, total);
+    try {
+      const fill = async (m: StreamedMatrix, parts: GpuMatrixPart[]) => {
+        const per = rowBytes(m.format, m.cols);
+        await streamMatrix(
+          m,
+          async (piece, at) => {
+            for (const p of parts) {
+              const [p0, p1] = [p.row0 * per, (p.row0 + p.rows) * per];
+              const from = Math.max(at, p0);
+              const to = Math.min(at + piece.byteLength, p1);
+              if (to > from) writer.write(p.buffer, from - p0, piece, from - at, to - from);
+            }
+            await writer.settle();
+            onUpload?.((loaded += piece.byteLength), total);
+          },
+          stream,
+        );
+      };
+      const matrix = async (name: string, m: StreamedMatrix) => {
+        const plan = splitRows(m.format, m.rows, m.cols, maxBindingBytes);
+        const bytes = streamedMatrixBytes(m);
+        const parts: GpuMatrixPart[] = [];
+        const g: GpuMatrix = { name, format: m.format, rows: m.rows, cols: m.cols, parts, bytes };
+        made.push(g);
+        await ctx.allocating(name, bytes, () => {
+          plan.forEach((p, i) => {
+            const label = plan.length > 1 ? `${name}[${i}]` : name;
+            const size = p.rows * rowBytes(m.format, m.cols);
+            parts.push({ ...p, buffer: ctx.buffer(label, size, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST) });
+          });
+        });
+        await fill(m, parts);
+        return g;
+      };
+      const vector = async (name: string, m: StreamedMatrix) => {
+        const bytes = streamedMatrixBytes(m);
+        const b = await ctx.allocating(name, bytes, () => ctx.buffer(name, bytes));
+        vectors.push(b);
+        await fill(m, [{ row0: 0, rows: 1, buffer: b }]);
+        return b;
+      };
+      const embed = await matrix('embed_tokens.weight', w.embed);
+      const layers: GpuLayer[] = [];
+      for (let i = 0; i < w.layers.length; i++) {
+        const l = w.layers[i];
+        const p = `layers.${i}.`;
+        layers.push({
+          attnNorm: await vector(p + 'attn_norm.weight', l.attnNorm),
+          qkv: await matrix(p + 'qkv', l.qkv),
+          ...(l.qkvBias ? { qkvBias: await vector(p + 'qkv_bias', l.qkvBias) } : {}),
+          o: await matrix(p + 'o_proj.weight', l.o),
+          mlpNorm: await vector(p + 'mlp_norm.weight', l.mlpNorm),
+          gateUp: await matrix(p + 'gate_up', l.gateUp),
+          down: await matrix(p + 'down_proj.weight', l.down),
+        });
+      }
+      const norm = await vector('norm.weight', w.norm);
+      const lmHead = w.lmHead === w.embed ? embed : await matrix('lm_head.weight', w.lmHead);
+      const noBias = await ctx.allocating('no_bias', 16, () =>
+        ctx.buffer('no_bias', 16, undefined, new Float32Array(4)),
+      );
+      vectors.push(noBias);
+      await writer.drain();
+      return new GpuWeights(ctx, embed, layers, norm, lmHead, memory, noBias, await kernels);
+    } catch (e) {
+      for (const m of made) destroyMatrix(ctx, m);
+      for (const b of vectors) ctx.destroy(b);
+      // A download stopped by the signal is the upload's cancel.
+      throw e instanceof CancelledError && !e.phase ? new CancelledError('', 'upload') : e;
+    }
+  }
+
   destroy(): void {
     destroyMatrix(this.ctx, this.embed);
     for (const l of this.layers) {
@@ -137,5 +257,31 @@ export class GpuWeights {
     this.ctx.destroy(this.norm);
     if (this.lmHead !== this.embed) destroyMatrix(this.ctx, this.lmHead);
     this.ctx.destroy(this.noBias);
+  }
+}
+
+/**
+ * `queue.writeBuffer` with the bytes in flight bounded: each write copies its piece into
+ * staging memory the device consumes later, so after every WINDOW bytes the writer waits for
+ * the queue to take them, lest the staging of gigabytes pile up before the device catches up.
+ */
+class QueueWriter {
+  static readonly WINDOW = 64 << 20;
+  private pending = 0;
+
+  constructor(private readonly queue: GPUQueue) {}
+
+  write(buffer: GPUBuffer, offset: number, data: Uint8Array<ArrayBuffer>, dataOffset: number, size: number): void {
+    this.queue.writeBuffer(buffer, offset, data, dataOffset, size);
+    this.pending += size;
+  }
+
+  async settle(): Promise<void> {
+    if (this.pending >= QueueWriter.WINDOW) await this.drain();
+  }
+
+  async drain(): Promise<void> {
+    this.pending = 0;
+    await this.queue.onSubmittedWorkDone();
   }
 }
