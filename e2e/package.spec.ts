@@ -5,6 +5,7 @@
  *  - a Vite + TypeScript app type-checks (strict), builds, and transcribes the shipped clip in
  *    headless Chromium through `loadTranscriber` and `loadTranscriberInWorker`, with WebGPU
  *    (SwiftShader) and with WebGPU off; the same app under `vite dev` loads WebGPU;
+ *  - a webpack 5 app with no configuration bundles the worker and transcribes through it;
  *  - a plain Node ESM script imports `wnw` and `wnw/node` and transcribes;
  *  - `npx wnw transcribe CLIP --json` and `--format vtt` run from the installed package with no
  *    dev dependency present, and `--backend webgpu` (Dawn installed, no hardware GPU) is a
@@ -15,6 +16,9 @@ import { expect, test, chromium, type Browser } from '@playwright/test';
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { readFile } from 'node:fs/promises';
+import { extname } from 'node:path';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromiumArgs } from '../playwright.config.js';
@@ -29,7 +33,9 @@ let work: string;
 let tarball: string;
 let app: string;
 let nodeApp: string;
+let webpackApp: string;
 const servers: ChildProcess[] = [];
+const httpServers: Server[] = [];
 const browsers: Browser[] = [];
 
 function run(cmd: string, args: string[], cwd: string, timeout = 600_000): string {
@@ -152,6 +158,8 @@ test.beforeAll(() => {
   nodeApp = join(work, 'node-app');
   cpSync(join(repo, 'test/package/vite-app'), app, { recursive: true });
   cpSync(join(repo, 'test/package/node-app'), nodeApp, { recursive: true });
+  webpackApp = join(work, 'webpack-app');
+  cpSync(join(repo, 'test/package/webpack-app'), webpackApp, { recursive: true });
   run('npm', [...NPM_INSTALL, tarball], app);
   run('npm', [...NPM_INSTALL], app);
   // Dawn is an optional peer: a Node user who wants WebGPU installs it beside wnw.
@@ -163,6 +171,7 @@ test.beforeAll(() => {
 
 test.afterAll(async () => {
   for (const b of browsers) await b.close().catch(() => {});
+  for (const s of httpServers) s.close();
   for (const s of servers)
     if (s.pid)
       (() => {
@@ -270,4 +279,46 @@ test('the same app under vite dev loads WebGPU and transcribes', async () => {
   expect(dev.error).toBeUndefined();
   expect(dev.backend).toMatch(/WebGPU/);
   expect(dev.text).toBe(expected);
+});
+
+/** The files under `root`, served as a static host serves a built app. */
+async function serveStatic(root: string): Promise<string> {
+  const port = await freePort();
+  const types: Record<string, string> = {
+    '.html': 'text/html',
+    '.js': 'text/javascript',
+    '.mjs': 'text/javascript',
+    '.wasm': 'application/wasm',
+    '.json': 'application/json',
+  };
+  const server = createHttpServer(async (req, res) => {
+    const path = decodeURIComponent(new URL(req.url ?? '/', 'http://host').pathname);
+    const file = join(root, path.endsWith('/') ? `${path}index.html` : path);
+    if (!file.startsWith(root)) return void res.writeHead(403).end();
+    try {
+      const body = await readFile(file);
+      res.writeHead(200, { 'content-type': types[extname(file)] ?? 'application/octet-stream' }).end(body);
+    } catch {
+      res.writeHead(404).end();
+    }
+  });
+  httpServers.push(server);
+  await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
+  return `http://127.0.0.1:${port}`;
+}
+
+test('a webpack 5 app with no configuration bundles the worker and transcribes through it', async () => {
+  test.skip(!expected, 'the Node run gives the text the page must match');
+  run('npm', [...NPM_INSTALL, tarball], webpackApp);
+  run('npx', ['webpack', '--mode', 'production'], webpackApp);
+  cpSync(join(webpackApp, 'node_modules/wnw/public/models/wnw-ref'), join(webpackApp, 'models/wnw-ref'), {
+    recursive: true,
+  });
+  cpSync(clip, join(webpackApp, 'clip.wav'));
+  const url = await serveStatic(webpackApp);
+  const browser = browsers[1] ?? (await launch(false));
+  const out = await transcribeIn(browser, `${url}/`);
+  expect(out.error).toBeUndefined();
+  expect(out.backend).toMatch(/CPU/);
+  expect(out.text).toBe(expected);
 });

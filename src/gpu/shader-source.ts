@@ -34,7 +34,10 @@ export const defaultShaderLoader: ShaderLoader = async (file) => {
     if (src === undefined) throw new Error(`shader ${file} is not in shaders/`);
     return src;
   }
-  return nodeHost(`loading the shader ${file}`).fsp.readFile(new URL(`../../shaders/${file}`, import.meta.url), 'utf8');
+  // The base in a variable: a bundler would take `new URL(template, import.meta.url)` for assets
+  // to emit, every shader a second time, for a branch that only runs unbundled.
+  const here = import.meta.url;
+  return nodeHost(`loading the shader ${file}`).fsp.readFile(new URL(`../../shaders/${file}`, here), 'utf8');
 };
 
 const INCLUDE = /^\/\/#include\s+(\S+\.wgsl)\s*$/;
