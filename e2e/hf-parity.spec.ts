@@ -7,6 +7,8 @@
  * the full cache and under WnW at r_GPU 0.2 (see e2e/harness/gpu-hf-cases.ts).
  * The miniatures are written here, on the Node side, before the page asks for them.
  */
+// This spec converts and reads model folders on disk in Node, as a script that imports wnw/node does.
+import '../src/platform/node-host.js';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test, expect, type Page } from '@playwright/test';

@@ -3,6 +3,8 @@
  * copy): it transcribes, and after a device loss the next run streams it again from the
  * shards and gives the same tokens (e2e/harness/stream-upload.ts).
  */
+// This spec converts and reads model folders on disk in Node, as a script that imports wnw/node does.
+import '../src/platform/node-host.js';
 import { existsSync, renameSync, rmSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';

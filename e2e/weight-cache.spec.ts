@@ -4,6 +4,8 @@
  * reads no shard bytes (no Range request) and gives the very same packed weights;
  * `cache: false` and `clearWeightCache()` read the shards again (e2e/harness/weight-cache.ts).
  */
+// This spec converts and reads model folders on disk in Node, as a script that imports wnw/node does.
+import '../src/platform/node-host.js';
 import { existsSync, renameSync, rmSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
