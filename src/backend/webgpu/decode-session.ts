@@ -23,6 +23,7 @@ import type { CompiledReadouts } from '../readouts.js';
 import type { SessionShape } from '../session.js';
 import type { Kernels } from './kernels.js';
 import { GpuPool } from './pool.js';
+import type { EncodedWrites } from './step-writes.js';
 import { poolLayout, residencyShape, shardedLayout, stagingBytes, type PoolLayout } from './pool-layout.js';
 import { placePlan, runPrefill } from './prefill.js';
 import { LayerPlacer } from './layered.js';
@@ -353,6 +354,8 @@ export class WebGpuDecodeSession implements DecodeSession {
     this.nextPos = buffers.sizes.promptLength;
     this.stepGeneration = pool.generation;
     this.ring = new StepRing(buffers.ring, () => buffers.moreReadback());
+    // Rows recalled from here on, and changed positions and tables, ride in the step's own encoder (step-writes.ts).
+    pool.startDecode(e.kernels.scatterRows, stagingBytes(pool.layout.bytes));
   }
 
   /** The session's KV pool: its pages, shards and bytes. */
@@ -403,13 +406,12 @@ export class WebGpuDecodeSession implements DecodeSession {
       q.writeBuffer(this.buffers.tokenIn, 0, this.tokenIn);
       bytes += 4;
     }
-    // Rows recalled from here on, and changed positions and tables, ride in the step's own encoder (row-staging.ts).
-    pool.stageWrites(stagingBytes(pool.layout.bytes));
     bytes += pool.flush(res);
     const splits = Math.max(1, Math.ceil(GpuPool.maxPages(res) / kernels.pagesPerSplit));
-    q.submit([step.encode(splits, slot, (enc) => pool.encodeStaged(enc))]);
+    let writes = null as EncodedWrites | null;
+    q.submit([step.encode(splits, slot, (enc) => (writes = pool.encodeWrites(enc)))]);
     // Before the readback's map: the upload is mapped again no later than the step is read.
-    pool.stagedSubmitted();
+    writes?.submitted();
     this.submitted++;
     this.ring.submitted({
       slot,
@@ -473,7 +475,7 @@ export class WebGpuDecodeSession implements DecodeSession {
 
   async apply(plan: StepPlan): Promise<TransferStats> {
     this.life.check();
-    // Recalled rows are copied into the next step's upload now (row-staging.ts); positions and tables join them at its submit.
+    // Recalled rows are copied into the next step's upload now (step-writes.ts); positions and tables join them at its submit.
     const moved = await this.res.apply(plan);
     this.pendingBytes += moved.bytesToGpu;
     return moved;
