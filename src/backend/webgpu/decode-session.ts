@@ -120,7 +120,7 @@ export class WebGpuSessionParts {
     return this.placeWith(plan, (pool, residency, text) => {
       const { gathers, transfer } = residency.applyPrefill(plan, text, rows);
       writeKeptRows(pool, gathers, rows, this.e.config.headDim);
-      pool.flush(residency);
+      pool.flush(residency.pool);
       return transfer;
     });
   }
@@ -200,7 +200,7 @@ export class WebGpuSessionParts {
     }
     const residency = placer.residency;
     residency.attach(made.pool);
-    made.pool.flush(residency);
+    made.pool.flush(residency.pool);
     const transfer = { bytesToGpu: 0, bytesToCpu: placer.bytesToCpu, recalledPositions: 0, releasedPositions: 0 };
     const session = this.startDecode(made.pool, made.step, residency, transfer, r.token);
     return { token: r.token, logits: r.logits, plan, session };
@@ -294,19 +294,13 @@ function writeKeptRows(pool: GpuPool, gathers: Gather[], rows: KvSource, headDim
 /** The decode step over `pool`, reading back what the session's readouts ask. */
 function decodeStep(e: WebGpuEngine, shape: SessionShape, buffers: SessionBuffers, pool: GpuPool): DecodeStep {
   const req = shape.request;
-  return new DecodeStep(
-    e.ctx,
-    e.config,
-    e.kernels,
-    e.weights,
-    buffers,
-    pool,
-    req.decodeHeads,
-    !!req.decodeQueries,
-    !!shape.returnLogits,
-    req.decodeWeights !== false,
-    !!req.decodeChunks?.segmentSums,
-  );
+  return new DecodeStep(e, buffers, pool, {
+    decodeHeads: req.decodeHeads,
+    decodeQueries: !!req.decodeQueries,
+    returnLogits: !!shape.returnLogits,
+    copyWeights: req.decodeWeights !== false,
+    segmentSums: !!req.decodeChunks?.segmentSums,
+  });
 }
 
 /** What a submitted step knew, for its read: its counters but the waits. */
@@ -319,6 +313,8 @@ export class WebGpuDecodeSession implements DecodeSession {
   private nextPos: number;
   private steps = 0;
   private submitted = 0;
+  /** Whether the pool stages the step's writes (from the first submit on). */
+  private decoding = false;
   /** Rewound since the last submit: a step fed null has no token on the device to take. */
   private rewound = false;
   /** Steps queued for readback, and the step that reads a slot. */
@@ -354,8 +350,6 @@ export class WebGpuDecodeSession implements DecodeSession {
     this.nextPos = buffers.sizes.promptLength;
     this.stepGeneration = pool.generation;
     this.ring = new StepRing(buffers.ring, () => buffers.moreReadback());
-    // Rows recalled from here on, and changed positions and tables, ride in the step's own encoder (step-writes.ts).
-    pool.startDecode(e.kernels.scatterRows, stagingBytes(pool.layout.bytes));
   }
 
   /** The session's KV pool: its pages, shards and bytes. */
@@ -379,6 +373,12 @@ export class WebGpuDecodeSession implements DecodeSession {
     // The first step fed null takes the prefill's token, which the CPU has read already.
     const fed = token ?? (this.submitted === 0 ? this.first : null);
     ctx.check();
+    // Rows recalled from here on, and changed positions and tables, ride in the step's own
+    // encoder (step-writes.ts): its buffers are made once the prefill's are gone.
+    if (!this.decoding) {
+      this.pool.startDecode(kernels.scatterRows, stagingBytes(this.pool.layout.bytes));
+      this.decoding = true;
+    }
     const slot = this.ring.nextSlot();
     const pos = this.nextPos++;
     const res = this.res;
@@ -406,8 +406,8 @@ export class WebGpuDecodeSession implements DecodeSession {
       q.writeBuffer(this.buffers.tokenIn, 0, this.tokenIn);
       bytes += 4;
     }
-    bytes += pool.flush(res);
-    const splits = Math.max(1, Math.ceil(GpuPool.maxPages(res) / kernels.pagesPerSplit));
+    bytes += pool.flush(res.pool);
+    const splits = Math.max(1, Math.ceil(res.pool.longestTable() / kernels.pagesPerSplit));
     let writes = null as EncodedWrites | null;
     q.submit([step.encode(splits, slot, (enc) => (writes = pool.encodeWrites(enc)))]);
     // Before the readback's map: the upload is mapped again no later than the step is read.

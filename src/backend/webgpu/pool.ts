@@ -14,8 +14,8 @@ import { SCATTER_POSITIONS, SCATTER_TABLES } from '../../reference/scatter-rows.
 import { PageTables, tableEntries } from './page-tables.js';
 import type { ModelConfig } from '../../model/config.js';
 import { groupSize, kvHeadCount } from '../../model/config.js';
-import type { PageStorage, Residency } from '../../kv/residency.js';
-import type { PoolShard } from '../../kv/pool.js';
+import type { PageStorage } from '../../kv/residency.js';
+import type { KvPool, PoolShard } from '../../kv/pool.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { shardedLayout, type PoolLayout } from './pool-layout.js';
 import { packF16 } from '../../kv/precision.js';
@@ -350,15 +350,18 @@ export class GpuPool implements PageStorage {
     }
   }
 
-  /** Uploads changed positions and, if the page tables changed, their changed entries. Before each submit. Returns the bytes written. */
-  flush(res: Residency): number {
+  /**
+   * Uploads changed positions and, where the allocator's page tables changed, their changed
+   * entries. Before each submit. Returns the bytes written.
+   */
+  flush(pages: KvPool): number {
     const q = this.ctx.device.queue;
     let bytes = this.writeDirty(true) + this.unflushed;
     this.unflushed = 0;
     const t = this.pageTables;
-    if (t.pending || res.pool.changedCount) {
-      const n = t.update(res.pool);
-      res.pool.clearChanges();
+    if (t.pending || pages.changedCount) {
+      const n = t.update(pages);
+      pages.clearChanges();
       const data = t.data;
       for (let r = 0; r < n; r++) {
         const a = t.runs[2 * r];
@@ -407,13 +410,6 @@ export class GpuPool implements PageStorage {
     for (let i = 0; i < pages.length; i++) this.dirtyLo[pages[i]] = -1;
     this.dirtyCount = 0;
     return bytes;
-  }
-
-  /** The most pages any head holds: sizes the split-K grid of this step. */
-  static maxPages(res: Residency): number {
-    let m = 0;
-    for (let h = 0; h < res.pool.heads; h++) m = Math.max(m, res.pageTable(h).length);
-    return m;
   }
 
   destroy(): void {
