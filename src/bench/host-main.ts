@@ -160,7 +160,7 @@ export function formatStandInRows(rows: StandInRow[]): string {
       (r) =>
         `| ${r.runtime} | ${r.minutes} min (${r.audioTokens}) | ${r.policy}${r.policy === 'full' ? '' : `@${r.budget}`} | ` +
         `${r.evictMiB} | ${f(r.ms.median)} | ${f(r.ms.p95)} | ${f(r.ms.min)} | ` +
-        `${STAND_IN_PHASES.map((k) => f(r.ms.medianByPhase[k])).join(' | ')} | ${r.recalledPerStep.toFixed(0)} | ${r.copiesPerStep.toFixed(0)} | ${r.dispatchesPerStep.toFixed(0)} |`,
+        `${STAND_IN_PHASES.map((k) => f(r.ms.medianByPhase[k])).join(' | ')} | ${r.recalledPerStep.toFixed(0)} | ${r.copiesPerStep.toFixed(2)} | ${r.dispatchesPerStep.toFixed(2)} |`,
     ),
   ].join('\n');
 }

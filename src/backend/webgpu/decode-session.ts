@@ -218,7 +218,10 @@ export class WebGpuSessionParts {
       failure,
     } = e.scoped(
       () => {
-        const pool = new GpuPool(e.ctx, e.config, layout, this.buffers.exportIndex, shardBuffers, e.bindLimit);
+        const pool = new GpuPool(e.ctx, e.config, layout, this.buffers.exportIndex, {
+          shardBuffers,
+          limit: e.bindLimit,
+        });
         try {
           return [pool, decodeStep(e, this.shape, this.buffers, pool)] as const;
         } catch (err) {

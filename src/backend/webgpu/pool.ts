@@ -93,18 +93,23 @@ export class GpuPool implements PageStorage {
   /** A decode step's writes, encoded by the step (step-writes.ts); null while placing the prefill. */
   private writes: StepWrites | null = null;
 
+  /** Bytes one binding holds, which growth keeps to. */
+  private readonly limit: number;
+
   /**
-   * `shardBuffers`: the shards' K/V buffers when made already (a per-layer prefill filled
-   * them); the pool owns them from here. `limit`: bytes one binding holds, which growth keeps to.
+   * `made.shardBuffers`: the shards' K/V buffers when made already (a per-layer prefill
+   * filled them); the pool owns them from here. `made.limit`: bytes one binding holds
+   * (default unbounded).
    */
   constructor(
     private readonly ctx: GpuContext,
     private readonly c: ModelConfig,
     public layout: PoolLayout,
     private readonly exportIndex: Uint32Array,
-    shardBuffers?: { k: GPUBuffer; v: GPUBuffer }[],
-    private readonly limit = Infinity,
+    made: { shardBuffers?: { k: GPUBuffer; v: GPUBuffer }[]; limit?: number } = {},
   ) {
+    const { shardBuffers, limit = Infinity } = made;
+    this.limit = limit;
     const { pageSize, shards } = layout;
     this.pageSize = pageSize;
     this.heads = kvHeadCount(c);

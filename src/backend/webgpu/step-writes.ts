@@ -107,7 +107,8 @@ export class StepWrites {
     private readonly op: ScatterRows,
     into: WriteTargets,
   ) {
-    if (capacity <= INDEX_BYTES) throw new RangeError(`step writes need more than ${INDEX_BYTES} bytes, got ${capacity}`);
+    if (capacity <= INDEX_BYTES)
+      throw new RangeError(`step writes need more than ${INDEX_BYTES} bytes, got ${capacity}`);
     this.mapBytes = Math.min(capacity - INDEX_BYTES, FIRST_MAP);
     this.landing = ctx.buffer('kv.landing', capacity);
     this.shardRows = new Int32Array(into.k.length);
@@ -187,7 +188,15 @@ export class StepWrites {
    * `shard` (counted from the shard's first slot), in the pool's element format; false when
    * they do not fit.
    */
-  addRows(shard: number, slot: number, rows: number, headDim: number, elementBytes: number, k: Float32Array, v: Float32Array): boolean {
+  addRows(
+    shard: number,
+    slot: number,
+    rows: number,
+    headDim: number,
+    elementBytes: number,
+    k: Float32Array,
+    v: Float32Array,
+  ): boolean {
     const n = rows * headDim;
     const bytes = n * elementBytes;
     if (bytes % 4 !== 0) return false;
