@@ -136,9 +136,10 @@ describe("a step's KV writes", () => {
     s.encode(d.enc)!.submitted();
     expect(d.uploads.length).toBe(1);
     expect(d.queueWrites()).toBe(0);
-    expect(d.copies.map((c) => [c.src, c.dst])).toEqual([
-      ['kv.upload', 'kv.landing'],
-      ['kv.upload', 'kv.landing'],
+    // The index (header and four entries) after the data in the upload, before it in the landing buffer.
+    expect(d.copies).toEqual([
+      { src: 'kv.upload', dst: 'kv.landing', size: 16 + 4 * 16 },
+      { src: 'kv.upload', dst: 'kv.landing', size: 2 * 32 + 2 * 16 + 12 + 8 },
     ]);
     expect(d.dispatches).toEqual([0, 1]);
     const f32 = (b: { mem: Uint8Array }) => new Float32Array(b.mem.buffer);
@@ -188,15 +189,13 @@ describe("a step's KV writes", () => {
     const row = Float32Array.from([1, 2, 3, 4]);
     expect(s.addRows(0, 0, 1, 4, 4, row, row)).toBe(true);
     s.encode(d.enc)!.submitted();
-    expect(d.uploads.map((w) => w.mapped)).toEqual([INDEX_BYTES + MiB]);
-    // Mapped again at what the step asked for (1.5 MiB and a row) and a quarter more.
+    expect(d.uploads.map((w) => w.mapped)).toEqual([MiB]);
+    // Mapped again at what the step asked for (1.5 MiB and a row, with their two index entries
+    // and the index's header) and a quarter more.
     await new Promise((r) => setTimeout(r, 0));
     expect(s.addRows(0, 0, big.length / 4, 4, 4, big, big)).toBe(true);
     s.encode(d.enc);
-    expect(d.uploads.map((w) => w.mapped)).toEqual([
-      INDEX_BYTES + MiB,
-      INDEX_BYTES + Math.ceil(((1.5 * MiB + 32) * 1.25) / 4) * 4,
-    ]);
+    expect(d.uploads.map((w) => w.mapped)).toEqual([MiB, Math.ceil(((1.5 * MiB + 32 + 3 * 16) * 1.25) / 4) * 4]);
     expect(d.queueWrites()).toBe(0);
   });
 

@@ -6,8 +6,10 @@
  * rows (one a step for a pool of one shard), however many runs of rows the step moves.
  * A mapped upload can only be a copy source in WebGPU, hence the landing buffer.
  *
- * The upload's first `INDEX_BYTES` are the index table (src/reference/scatter-rows.ts
- * gives its layout and what the kernel does with it); the rows and words follow. A run's
+ * The landing buffer's first `INDEX_BYTES` hold the index table (src/reference/scatter-rows.ts
+ * gives its layout and what the kernel does with it); the rows and words follow. The upload
+ * holds the rows and words first and the step's index after them, written at the encode
+ * from a table kept here, so a step maps and hands over only the entries it made. A run's
  * keys and values are staged back to back, as the kernel reads them.
  *
  * Two uploads are taken in turn (one may still be read by the step in flight). `encode`
@@ -37,14 +39,22 @@ import type { ScatterRows } from './ops.js';
 
 /** Index entries a step stages at most: a run is at most a page, so 8,191 runs are 200,000 rows at 25 a page. */
 export const MAX_ENTRIES = 8191;
-/** Bytes of the index table at the upload's start; rows and words follow. */
+/** Bytes of the index table at the landing buffer's start; rows and words follow. */
 export const INDEX_BYTES = 4 * (INDEX_HEADER_WORDS + ENTRY_WORDS * MAX_ENTRIES);
 
 /** Upload buffers taken in turn. */
 const UPLOADS = 2;
 
-/** The data range mapped before any step has staged: 1 MiB, a few hundred recalled rows. */
+/** The range mapped before any step has staged: 1 MiB, a few hundred recalled rows. */
 const FIRST_MAP = 2 ** 20;
+
+const ENTRY_BYTES = 4 * ENTRY_WORDS;
+const INDEX_HEADER_BYTES = 4 * INDEX_HEADER_WORDS;
+
+/** Bytes of an index table of `entries` entries. */
+function indexBytes(entries: number): number {
+  return INDEX_HEADER_BYTES + ENTRY_BYTES * entries;
+}
 
 /** Which buffer a run of words goes into. */
 export type WordTarget = typeof SCATTER_POSITIONS | typeof SCATTER_TABLES;
@@ -61,7 +71,7 @@ interface Upload {
   buffer: GPUBuffer;
   /** Mapped and not yet written this turn. */
   ready: boolean;
-  /** Bytes of its mapped range (index table included). */
+  /** Bytes of its mapped range. */
   size: number;
 }
 
@@ -79,11 +89,12 @@ export class EncodedWrites {
 }
 
 export class StepWrites {
-  /** The mapped range of `uploads[current]`, as bytes and as the index's words; null until the step's first write. */
+  /** The mapped range of `uploads[current]`; null until the step's first write. */
   private data: Uint8Array | null = null;
-  private index: Uint32Array | null = null;
+  /** The step's index table, copied into the upload after its data at the encode. */
+  private readonly index = new Uint32Array(INDEX_BYTES / 4);
   private current = -1;
-  /** Bytes of rows and words staged after the index this step. */
+  /** Bytes of rows and words staged this step. */
   private used = 0;
   private entries = 0;
   /** Per shard, the row entries staged this step (shards without any are not dispatched). */
@@ -95,10 +106,10 @@ export class StepWrites {
   private dispatches: Dispatch[] = [];
   private uniforms: GPUBuffer[] = [];
   private half = new Uint16Array(0);
-  /** Data bytes an upload maps from now on (after the index). */
+  /** Bytes an upload maps from now on. */
   private mapBytes: number;
-  /** Data bytes this step asked to stage, those refused for want of a mapped range included. */
-  private asked = 0;
+  /** Bytes this step asked to stage (its index entries included), those refused for want of a mapped range too. */
+  private asked = INDEX_HEADER_BYTES;
 
   constructor(
     private readonly ctx: GpuContext,
@@ -109,7 +120,7 @@ export class StepWrites {
   ) {
     if (capacity <= INDEX_BYTES)
       throw new RangeError(`step writes need more than ${INDEX_BYTES} bytes, got ${capacity}`);
-    this.mapBytes = Math.min(capacity - INDEX_BYTES, FIRST_MAP);
+    this.mapBytes = Math.min(capacity, FIRST_MAP);
     this.landing = ctx.buffer('kv.landing', capacity);
     this.shardRows = new Int32Array(into.k.length);
     this.bind(into);
@@ -140,7 +151,7 @@ export class StepWrites {
   }
 
   private map(u: Upload): void {
-    u.size = INDEX_BYTES + this.mapBytes;
+    u.size = this.mapBytes;
     u.buffer.mapAsync(GPUMapMode.WRITE, 0, u.size).then(
       () => (u.ready = true),
       // A destroyed buffer or a lost device: never ready, writes go up directly.
@@ -156,29 +167,37 @@ export class StepWrites {
     const u = this.uploads[i];
     u.ready = false;
     this.current = i;
-    const range = u.buffer.getMappedRange(0, u.size);
-    this.data = new Uint8Array(range);
-    this.index = new Uint32Array(range, 0, INDEX_BYTES / 4);
+    this.data = new Uint8Array(u.buffer.getMappedRange(0, u.size));
     return this.data;
   }
 
-  /** The mapped range where `bytes` more data and one more entry fit, counted as asked for either way. */
+  /**
+   * The mapped range where `bytes` more data and one more entry fit (in the upload, with the
+   * index after the data, and in the landing buffer, after the index's region), counted as
+   * asked for either way.
+   */
   private room(bytes: number): Uint8Array | null {
-    this.asked += bytes;
+    this.asked += bytes + ENTRY_BYTES;
     const data = this.target();
-    return data && this.entries < MAX_ENTRIES && INDEX_BYTES + this.used + bytes <= data.length ? data : null;
+    const end = this.used + bytes;
+    return data &&
+      this.entries < MAX_ENTRIES &&
+      end + indexBytes(this.entries + 1) <= data.length &&
+      INDEX_BYTES + end <= this.capacity
+      ? data
+      : null;
   }
 
   private entry(dst: number, src: number, n: number, tag: number): void {
     const at = INDEX_HEADER_WORDS + ENTRY_WORDS * this.entries++;
-    const ix = this.index!;
+    const ix = this.index;
     ix[at] = dst;
     ix[at + 1] = src;
     ix[at + 2] = n;
     ix[at + 3] = tag;
   }
 
-  /** Word of the landing buffer where the next staged byte goes. */
+  /** Word of the landing buffer where the next staged byte lands. */
   private get nextWord(): number {
     return (INDEX_BYTES + this.used) / 4;
   }
@@ -210,8 +229,8 @@ export class StepWrites {
       }
     };
     this.entry(slot, this.nextWord, rows, shard);
-    put(k, INDEX_BYTES + this.used);
-    put(v, INDEX_BYTES + this.used + bytes);
+    put(k, this.used);
+    put(v, this.used + bytes);
     this.used += 2 * bytes;
     this.shardRows[shard]++;
     return true;
@@ -224,7 +243,7 @@ export class StepWrites {
     const data = this.room(2 * bytes);
     if (!data) return false;
     this.entry(slot, this.nextWord, rows, shard);
-    const at = INDEX_BYTES + this.used;
+    const at = this.used;
     if (run.v === run.k + bytes) data.set(run.bytes.subarray(run.k, run.k + 2 * bytes), at);
     else {
       data.set(run.bytes.subarray(run.k, run.k + bytes), at);
@@ -241,13 +260,13 @@ export class StepWrites {
     const data = this.room(bytes);
     if (!data) return false;
     this.entry(at, this.nextWord, count, SCATTER_WORDS | target);
-    data.set(new Uint8Array(from.buffer, from.byteOffset + first * 4, bytes), INDEX_BYTES + this.used);
+    data.set(new Uint8Array(from.buffer, from.byteOffset + first * 4, bytes), this.used);
     this.used += bytes;
     this.wordEntries++;
     return true;
   }
 
-  /** Bytes staged this step (rows and words, the index not counted). */
+  /** Bytes of rows and words staged this step (the index not counted). */
   get pending(): number {
     return this.used;
   }
@@ -257,24 +276,22 @@ export class StepWrites {
    * `enc` (before the step's own compute pass); null where nothing was staged.
    */
   encode(enc: GPUCommandEncoder): EncodedWrites | null {
-    const refused = this.asked > this.used;
+    const refused = this.asked > this.used + indexBytes(this.entries);
     if (refused)
-      this.mapBytes = Math.min(
-        this.capacity - INDEX_BYTES,
-        Math.max(this.mapBytes, Math.ceil((this.asked * 1.25) / 4) * 4),
-      );
-    this.asked = 0;
+      this.mapBytes = Math.min(this.capacity, Math.max(this.mapBytes, Math.ceil((this.asked * 1.25) / 4) * 4));
+    this.asked = INDEX_HEADER_BYTES;
     // A taken upload too small for this step is mapped again at the new size, used or not.
     if (this.entries === 0 && !(refused && this.data)) return null;
     const i = this.current;
     const buffer = this.uploads[i].buffer;
-    if (this.index) this.index[0] = this.entries;
-    buffer.unmap();
     const entries = this.entries;
     if (entries > 0) {
-      const indexBytes = 4 * (INDEX_HEADER_WORDS + ENTRY_WORDS * entries);
-      enc.copyBufferToBuffer(buffer, 0, this.landing, 0, indexBytes);
-      if (this.used) enc.copyBufferToBuffer(buffer, INDEX_BYTES, this.landing, INDEX_BYTES, this.used);
+      this.index[0] = entries;
+      const ib = indexBytes(entries);
+      this.data!.set(new Uint8Array(this.index.buffer, 0, ib), this.used);
+      buffer.unmap();
+      enc.copyBufferToBuffer(buffer, this.used, this.landing, 0, ib);
+      enc.copyBufferToBuffer(buffer, 0, this.landing, INDEX_BYTES, this.used);
       const [x, y] = grid(entries);
       const pass = enc.beginComputePass({ label: 'kv step writes' });
       for (let s = 0; s < this.dispatches.length; s++) {
@@ -285,9 +302,8 @@ export class StepWrites {
         record(pass, d);
       }
       pass.end();
-    }
+    } else buffer.unmap();
     this.data = null;
-    this.index = null;
     this.current = -1;
     this.entries = 0;
     this.wordEntries = 0;
