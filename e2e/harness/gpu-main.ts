@@ -6,6 +6,7 @@ import { hfTests } from './gpu-hf-cases.js';
 import { weightKernelTests } from './gpu-weight-kernels.js';
 import { chunkSelectTests } from './gpu-chunk-select.js';
 import { focusTests } from './gpu-focus.js';
+import { scatterTests } from './gpu-scatter.js';
 import { exposeChecks } from './gpu-util.js';
 
 // A source edit during a run is taken here rather than by a full page reload, which would
@@ -20,4 +21,5 @@ exposeChecks({
   ...hfTests,
   ...chunkSelectTests,
   ...focusTests,
+  ...scatterTests,
 });

@@ -19,6 +19,7 @@
  * attention (both are printed).
  */
 import { GpuPool } from '../backend/webgpu/pool.js';
+import { ScatterRows } from '../backend/webgpu/ops.js';
 import { poolLayout, residencyShape, stagingBytes } from '../backend/webgpu/pool-layout.js';
 import type { GpuContext } from '../gpu/device.js';
 import { Residency } from '../kv/residency.js';
@@ -48,8 +49,10 @@ export interface StandInRow {
   /** Per step: the three phases' sum (median, p95, least), and each phase's median. */
   ms: { median: number; p95: number; min: number; medianByPhase: Record<StandInPhase, number> };
   recalledPerStep: number;
-  /** Buffer copies the step's upload recorded (rows, positions, page tables). */
+  /** Buffer copies the step's writes recorded (its upload into the landing buffer). */
   copiesPerStep: number;
+  /** Scatter dispatches the step's writes recorded (one per pool shard holding rows of the step). */
+  dispatchesPerStep: number;
 }
 
 export interface StandInRequest extends HostPageRequest {
@@ -83,8 +86,9 @@ function webGpuFlags(): void {
  * uploads), and whose queue and encoders only count: the page's side of each call, none of
  * the device's.
  */
-function standInContext(): { ctx: GpuContext; copies: () => number } {
+function standInContext(): { ctx: GpuContext; copies: () => number; dispatches: () => number } {
   let copies = 0;
+  let dispatches = 0;
   const buffer = (_label: string, size: number, usage = 0) => {
     let mapped: ArrayBuffer | null = null;
     return {
@@ -101,11 +105,32 @@ function standInContext(): { ctx: GpuContext; copies: () => number } {
   };
   const device = {
     queue: { writeBuffer: () => {}, submit: () => {} },
-    createCommandEncoder: () => ({ copyBufferToBuffer: () => void copies++, finish: () => ({}) }),
+    createCommandEncoder: () => ({
+      copyBufferToBuffer: () => void copies++,
+      beginComputePass: () => ({
+        setPipeline: () => {},
+        setBindGroup: () => {},
+        dispatchWorkgroups: () => void dispatches++,
+        end: () => {},
+      }),
+      finish: () => ({}),
+    }),
     pushErrorScope: () => {},
     popErrorScope: () => Promise.resolve(null),
   };
-  return { ctx: { buffer, destroy: () => {}, device } as unknown as GpuContext, copies: () => copies };
+  const ctx = {
+    buffer,
+    uniform: (label: string, values: ArrayLike<number>) => buffer(label, 4 * values.length),
+    bindGroup: () => ({}),
+    destroy: () => {},
+    device,
+  };
+  return { ctx: ctx as unknown as GpuContext, copies: () => copies, dispatches: () => dispatches };
+}
+
+/** The scatter's op over a pipeline the stand-in never runs. */
+function standInScatter(ctx: GpuContext): ScatterRows {
+  return new ScatterRows(ctx, {} as GPUComputePipeline);
 }
 
 /** Writes every cache line of `memory` once: what a software adapter's compute does to the caches between steps. */
@@ -133,7 +158,7 @@ export async function standInPolicy(
   const P = segmentLength(c);
   const prompt = sessionPrompt(c, {});
   const text = textPositions(prompt, A);
-  const { ctx, copies } = standInContext();
+  const { ctx, copies, dispatches } = standInContext();
   // Laid out and grown as a WebGPU session's pool (decode-session.ts placeWith), without a binding limit.
   const lay = poolLayout(
     c,
@@ -147,7 +172,7 @@ export async function standInPolicy(
   const res = new Residency(residencyShape(c, lay, prompt, A, { growPages: GROWTH_PAGES_PER_HEAD }), pool);
   // The rows' values are never read here: the store keeps zeros.
   res.applyPrefill(plan, text, () => {});
-  pool.flush(res);
+  pool.flush(res.pool);
   const memory = evictMiB > 0 ? new Uint8Array(evictMiB * 2 ** 20) : null;
   const segments = Math.ceil(A / P);
   const top = options.request.decodeChunks?.topChunks ?? 0;
@@ -156,7 +181,8 @@ export async function standInPolicy(
   const phases: Record<StandInPhase, number>[] = [];
   let recalled = 0;
   let copied = 0;
-  pool.stageWrites(stagingBytes(lay.bytes));
+  let scattered = 0;
+  pool.startDecode(standInScatter(ctx), stagingBytes(lay.bytes));
   if (policy.afterPrefill) res.apply(policy.afterPrefill());
   for (let s = 0; s < total; s++) {
     // The uploads' maps resolve between steps, as a device's do.
@@ -168,22 +194,22 @@ export async function standInPolicy(
       (_, i) => (center + (i % 2 ? -1 : 1) * Math.ceil(i / 2) + segments) % segments,
     );
     const before = copies();
+    const dispatchedBefore = dispatches();
     const t0 = performance.now();
     const p = policy.afterStep({ step: s, weights: [], chunks });
     const t1 = performance.now();
     const moved = res.apply(p);
     const t2 = performance.now();
     res.appendText(text.length + A + s, slots, true);
-    pool.stageWrites(stagingBytes(pool.layout.bytes));
-    pool.flush(res);
-    GpuPool.maxPages(res);
-    pool.encodeStaged(enc);
-    pool.stagedSubmitted();
+    pool.flush(res.pool);
+    res.pool.longestTable();
+    pool.encodeWrites(enc)?.submitted();
     const t3 = performance.now();
     if (s < WARMUP) continue;
     phases.push({ plan: t1 - t0, staging: t2 - t1, tables: t3 - t2 });
     recalled += moved.recalledPositions;
     copied += copies() - before;
+    scattered += dispatches() - dispatchedBefore;
   }
   pool.destroy();
   const sums = summary(phases.map((p) => p.plan + p.staging + p.tables));
@@ -206,6 +232,7 @@ export async function standInPolicy(
     },
     recalledPerStep: recalled / phases.length,
     copiesPerStep: copied / phases.length,
+    dispatchesPerStep: scattered / phases.length,
   };
 }
 

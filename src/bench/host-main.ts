@@ -154,13 +154,13 @@ async function standInRows(req: StandInRequest, backends: HostBenchOptions['back
 export function formatStandInRows(rows: StandInRow[]): string {
   const f = (x: number) => x.toFixed(3);
   return [
-    `| runtime | audio | policy | caches evicted (MiB) | ms median | p95 | min | ${STAND_IN_PHASES.join(' | ')} | recalled/step | copies/step |`,
-    `|${'---|'.repeat(12)}`,
+    `| runtime | audio | policy | caches evicted (MiB) | ms median | p95 | min | ${STAND_IN_PHASES.join(' | ')} | recalled/step | copies/step | scatter dispatches/step |`,
+    `|${'---|'.repeat(13)}`,
     ...rows.map(
       (r) =>
         `| ${r.runtime} | ${r.minutes} min (${r.audioTokens}) | ${r.policy}${r.policy === 'full' ? '' : `@${r.budget}`} | ` +
         `${r.evictMiB} | ${f(r.ms.median)} | ${f(r.ms.p95)} | ${f(r.ms.min)} | ` +
-        `${STAND_IN_PHASES.map((k) => f(r.ms.medianByPhase[k])).join(' | ')} | ${r.recalledPerStep.toFixed(0)} | ${r.copiesPerStep.toFixed(0)} |`,
+        `${STAND_IN_PHASES.map((k) => f(r.ms.medianByPhase[k])).join(' | ')} | ${r.recalledPerStep.toFixed(0)} | ${r.copiesPerStep.toFixed(2)} | ${r.dispatchesPerStep.toFixed(2)} |`,
     ),
   ].join('\n');
 }

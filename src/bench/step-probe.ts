@@ -1,7 +1,8 @@
 /**
  * Counts and times what the page asks of WebGPU during decode steps, without a counter in
  * the runtime: the bench wraps the device and its queue (own properties shadowing the
- * prototype's methods) before a session is opened, so every buffer, bind group, write,
+ * prototype's methods), and the buffers' and encoders' classes once (their prototypes'
+ * `mapAsync` and `finish`), before a session is opened, so every buffer, bind group, write,
  * encoder, submit and map of the session goes through here. Each call is timed where it
  * names a phase of the step: encoding (from `createCommandEncoder` to `finish` returning,
  * less the writes inside it), staging (writes while an encoder is open: rows the step's
@@ -32,9 +33,37 @@ export class StepProbe {
   private openEncoders = 0;
   private readonly restore: (() => void)[] = [];
 
+  /** Per open encoder: when it was made and the staging time by then. */
+  private readonly open = new WeakMap<object, { t0: number; staged: number }>();
+  /** The objects (prototypes, or a stand-in's own objects) whose method is wrapped already, per method. */
+  private readonly wrapped = new Map<string, Set<object>>();
+
   constructor(device: GPUDevice) {
     const q = device.queue;
     const self = this;
+    const mapAsync = (orig: (...a: unknown[]) => unknown) =>
+      function (this: GPUBuffer, ...args: Parameters<GPUBuffer['mapAsync']>) {
+        self.counts.mapAsync++;
+        // The step writes' upload is mapped for writing: only reads are a step's readback.
+        if (!(args[0] & GPUMapMode.READ)) return orig.apply(this, args);
+        const entry = { at: NaN };
+        self.maps.push(entry);
+        return (orig.apply(this, args) as Promise<undefined>).then(() => {
+          entry.at = now();
+          return undefined;
+        });
+      };
+    const finish = (orig: (...a: unknown[]) => unknown) =>
+      function (this: GPUCommandEncoder, fd?: GPUCommandBufferDescriptor) {
+        const cb = orig.call(this, fd);
+        const o = self.open.get(this);
+        if (o) {
+          self.open.delete(this);
+          self.openEncoders--;
+          self.times.encoding += now() - o.t0 - (self.times.staging - o.staged);
+        }
+        return cb;
+      };
     this.wrap(
       device,
       'createBuffer',
@@ -42,19 +71,9 @@ export class StepProbe {
         function (this: GPUDevice, d: GPUBufferDescriptor) {
           self.counts.createBuffer++;
           const b = orig.call(this, d) as GPUBuffer;
-          const map = b.mapAsync;
-          // Per buffer: the readback ring's slots are made after the probe (the session's open).
-          b.mapAsync = function (this: GPUBuffer, ...args: Parameters<GPUBuffer['mapAsync']>) {
-            self.counts.mapAsync++;
-            // The staged rows' upload is mapped for writing: only reads are a step's readback.
-            if (!(args[0] & GPUMapMode.READ)) return map.apply(this, args);
-            const entry = { at: NaN };
-            self.maps.push(entry);
-            return map.apply(this, args).then(() => {
-              entry.at = now();
-              return undefined;
-            });
-          };
+          // The readback ring's slots are made after the probe (the session's open): their
+          // class's method is wrapped once, at the first buffer, not buffer by buffer.
+          self.wrapOnce(b, 'mapAsync', mapAsync);
           return b;
         },
     );
@@ -73,16 +92,10 @@ export class StepProbe {
       (orig) =>
         function (this: GPUDevice, d?: GPUCommandEncoderDescriptor) {
           const t0 = now();
-          const stagedBefore = self.times.staging;
           const enc = orig.call(this, d) as GPUCommandEncoder;
+          self.wrapOnce(enc, 'finish', finish);
+          self.open.set(enc, { t0, staged: self.times.staging });
           self.openEncoders++;
-          const finish = enc.finish;
-          enc.finish = function (this: GPUCommandEncoder, fd?: GPUCommandBufferDescriptor) {
-            const cb = finish.call(this, fd);
-            self.openEncoders--;
-            self.times.encoding += now() - t0 - (self.times.staging - stagedBefore);
-            return cb;
-          };
           return enc;
         },
     );
@@ -110,6 +123,23 @@ export class StepProbe {
           return r;
         },
     );
+  }
+
+  /**
+   * Wraps `key` where `obj` finds it: its class's prototype (a browser's or Dawn's objects),
+   * once for every object of the class, or `obj` itself where it holds the method (a stand-in).
+   * Setting a method on each native object would change its shape every step, at a cost the
+   * bench would count as host time.
+   */
+  private wrapOnce(obj: object, key: string, make: (orig: (...a: unknown[]) => unknown) => unknown): void {
+    let owner: object | null = obj;
+    while (owner && !Object.prototype.hasOwnProperty.call(owner, key)) owner = Object.getPrototypeOf(owner);
+    if (!owner || owner === Object.prototype) return;
+    const done = this.wrapped.get(key) ?? new Set<object>();
+    this.wrapped.set(key, done);
+    if (done.has(owner)) return;
+    done.add(owner);
+    this.wrap(owner as Record<string, unknown>, key, make);
   }
 
   private wrap<T extends object, K extends keyof T & string>(
@@ -141,8 +171,9 @@ export class StepProbe {
     this.maps.length = 0;
   }
 
-  /** The device and queue as they were. */
+  /** The device, its queue and the classes' methods as they were. */
   detach(): void {
     for (const r of this.restore.splice(0).reverse()) r();
+    this.wrapped.clear();
   }
 }

@@ -206,6 +206,13 @@ export class KvPool {
     this.free[this.shardOf[head]].push(page);
   }
 
+  /** The most pages any head holds (the decode attention's split-K grid follows it). */
+  longestTable(): number {
+    let m = 0;
+    for (let h = 0; h < this.heads; h++) m = Math.max(m, this.tables[h].length);
+    return m;
+  }
+
   /** Page ids of a head, in table order. */
   pageTable(head: number): readonly number[] {
     return this.tables[head];

@@ -85,13 +85,13 @@ function fullCacheSteps(minutes: number, steps: number) {
     pool,
   );
   res.applyPrefill(plan, text, () => {});
-  pool.flush(res);
+  pool.flush(res.pool);
   const slots = new Int32Array(heads);
   const perStep: number[] = [];
   for (let t = 0; t < steps; t++) {
     const before = f.written();
     res.appendText(start + A + 7 + t, slots);
-    pool.flush(res);
+    pool.flush(res.pool);
     f.ctx.device.queue.submit([]);
     perStep.push(f.written() - before);
   }

@@ -23,6 +23,7 @@ import type { CompiledReadouts } from '../readouts.js';
 import type { SessionShape } from '../session.js';
 import type { Kernels } from './kernels.js';
 import { GpuPool } from './pool.js';
+import type { EncodedWrites } from './step-writes.js';
 import { poolLayout, residencyShape, shardedLayout, stagingBytes, type PoolLayout } from './pool-layout.js';
 import { placePlan, runPrefill } from './prefill.js';
 import { LayerPlacer } from './layered.js';
@@ -119,7 +120,7 @@ export class WebGpuSessionParts {
     return this.placeWith(plan, (pool, residency, text) => {
       const { gathers, transfer } = residency.applyPrefill(plan, text, rows);
       writeKeptRows(pool, gathers, rows, this.e.config.headDim);
-      pool.flush(residency);
+      pool.flush(residency.pool);
       return transfer;
     });
   }
@@ -199,7 +200,7 @@ export class WebGpuSessionParts {
     }
     const residency = placer.residency;
     residency.attach(made.pool);
-    made.pool.flush(residency);
+    made.pool.flush(residency.pool);
     const transfer = { bytesToGpu: 0, bytesToCpu: placer.bytesToCpu, recalledPositions: 0, releasedPositions: 0 };
     const session = this.startDecode(made.pool, made.step, residency, transfer, r.token);
     return { token: r.token, logits: r.logits, plan, session };
@@ -217,7 +218,10 @@ export class WebGpuSessionParts {
       failure,
     } = e.scoped(
       () => {
-        const pool = new GpuPool(e.ctx, e.config, layout, this.buffers.exportIndex, shardBuffers, e.bindLimit);
+        const pool = new GpuPool(e.ctx, e.config, layout, this.buffers.exportIndex, {
+          shardBuffers,
+          limit: e.bindLimit,
+        });
         try {
           return [pool, decodeStep(e, this.shape, this.buffers, pool)] as const;
         } catch (err) {
@@ -293,19 +297,13 @@ function writeKeptRows(pool: GpuPool, gathers: Gather[], rows: KvSource, headDim
 /** The decode step over `pool`, reading back what the session's readouts ask. */
 function decodeStep(e: WebGpuEngine, shape: SessionShape, buffers: SessionBuffers, pool: GpuPool): DecodeStep {
   const req = shape.request;
-  return new DecodeStep(
-    e.ctx,
-    e.config,
-    e.kernels,
-    e.weights,
-    buffers,
-    pool,
-    req.decodeHeads,
-    !!req.decodeQueries,
-    !!shape.returnLogits,
-    req.decodeWeights !== false,
-    !!req.decodeChunks?.segmentSums,
-  );
+  return new DecodeStep(e, buffers, pool, {
+    decodeHeads: req.decodeHeads,
+    decodeQueries: !!req.decodeQueries,
+    returnLogits: !!shape.returnLogits,
+    copyWeights: req.decodeWeights !== false,
+    segmentSums: !!req.decodeChunks?.segmentSums,
+  });
 }
 
 /** What a submitted step knew, for its read: its counters but the waits. */
@@ -318,6 +316,8 @@ export class WebGpuDecodeSession implements DecodeSession {
   private nextPos: number;
   private steps = 0;
   private submitted = 0;
+  /** Whether the pool stages the step's writes (from the first submit on). */
+  private decoding = false;
   /** Rewound since the last submit: a step fed null has no token on the device to take. */
   private rewound = false;
   /** Steps queued for readback, and the step that reads a slot. */
@@ -376,6 +376,12 @@ export class WebGpuDecodeSession implements DecodeSession {
     // The first step fed null takes the prefill's token, which the CPU has read already.
     const fed = token ?? (this.submitted === 0 ? this.first : null);
     ctx.check();
+    // Rows recalled from here on, and changed positions and tables, ride in the step's own
+    // encoder (step-writes.ts): its buffers are made once the prefill's are gone.
+    if (!this.decoding) {
+      this.pool.startDecode(kernels.scatterRows, stagingBytes(this.pool.layout.bytes));
+      this.decoding = true;
+    }
     const slot = this.ring.nextSlot();
     const pos = this.nextPos++;
     const res = this.res;
@@ -403,13 +409,12 @@ export class WebGpuDecodeSession implements DecodeSession {
       q.writeBuffer(this.buffers.tokenIn, 0, this.tokenIn);
       bytes += 4;
     }
-    // Rows recalled from here on, and changed positions and tables, ride in the step's own encoder (row-staging.ts).
-    pool.stageWrites(stagingBytes(pool.layout.bytes));
-    bytes += pool.flush(res);
-    const splits = Math.max(1, Math.ceil(GpuPool.maxPages(res) / kernels.pagesPerSplit));
-    q.submit([step.encode(splits, slot, (enc) => pool.encodeStaged(enc))]);
+    bytes += pool.flush(res.pool);
+    const splits = Math.max(1, Math.ceil(res.pool.longestTable() / kernels.pagesPerSplit));
+    let writes = null as EncodedWrites | null;
+    q.submit([step.encode(splits, slot, (enc) => (writes = pool.encodeWrites(enc)))]);
     // Before the readback's map: the upload is mapped again no later than the step is read.
-    pool.stagedSubmitted();
+    writes?.submitted();
     this.submitted++;
     this.ring.submitted({
       slot,
@@ -473,7 +478,7 @@ export class WebGpuDecodeSession implements DecodeSession {
 
   async apply(plan: StepPlan): Promise<TransferStats> {
     this.life.check();
-    // Recalled rows are copied into the next step's upload now (row-staging.ts); positions and tables join them at its submit.
+    // Recalled rows are copied into the next step's upload now (step-writes.ts); positions and tables join them at its submit.
     const moved = await this.res.apply(plan);
     this.pendingBytes += moved.bytesToGpu;
     return moved;

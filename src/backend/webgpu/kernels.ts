@@ -7,7 +7,7 @@
 import type { KvPrecision } from '../../kv/precision.js';
 import { groupSize, type ModelConfig } from '../../model/config.js';
 import type { Constants, PipelineCache } from '../../gpu/pipelines.js';
-import { Argmax, Embed, KvGather, RmsNorm, Swiglu } from './ops.js';
+import { Argmax, Embed, KvGather, RmsNorm, ScatterRows, Swiglu } from './ops.js';
 import {
   AppendPositions,
   AttnExport,
@@ -85,6 +85,8 @@ export class Kernels {
     readonly chunkSelect: ChunkSelect,
     /** Word timing's focus from the exported anchors' attention (focus.wgsl). */
     readonly focusTop: FocusTop,
+    /** A decode step's KV writes from its one upload (scatter_rows.wgsl). */
+    readonly scatterRows: ScatterRows,
   ) {}
 
   get pagesPerSplit(): number {
@@ -112,16 +114,16 @@ export class Kernels {
     let done = 0;
     const counted = <T>(p: Promise<T>): Promise<T> => {
       p.then(
-        () => onCompile?.(++done / 20),
+        () => onCompile?.(++done / 21),
         () => {},
       );
       return p;
     };
     const get = (file: string, entry: string) => counted(cache.get(file, entry, k));
     onCompile?.(0);
-    // The products are 5 of the 20 pipelines, in the f32 weight format of the reference model.
+    // The products are 5 of the 21 pipelines, in the f32 weight format of the reference model.
     const products = loadProductOps(cache, 'f32', k, counted);
-    const [e, rn, sw, am, qkv, ap, rs, ga, as, ar, ae, ca, ps, cs, fo] = await Promise.all([
+    const [e, rn, sw, am, qkv, ap, rs, ga, as, ar, ae, ca, ps, cs, fo, sc] = await Promise.all([
       get('embed.wgsl', 'embed'),
       get('rmsnorm.wgsl', 'rmsnorm'),
       get('swiglu.wgsl', 'swiglu'),
@@ -137,6 +139,7 @@ export class Kernels {
       get('attention_prefill.wgsl', 'prefill_scores'),
       get('chunk_select.wgsl', 'chunk_select'),
       get('focus.wgsl', 'focus_top'),
+      get('scatter_rows.wgsl', 'scatter_rows'),
     ]);
     return new Kernels(
       k,
@@ -157,6 +160,7 @@ export class Kernels {
       new PrefillScores(ctx, ps, 'prefill_scores', c),
       new ChunkSelect(ctx, cs, 'chunk_select'),
       new FocusTop(ctx, fo, 'focus_top'),
+      new ScatterRows(ctx, sc),
     );
   }
 }

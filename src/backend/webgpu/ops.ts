@@ -117,3 +117,26 @@ export class KvGather extends Op {
     );
   }
 }
+
+/**
+ * scatter_rows.wgsl: a step's landing buffer (index table, rows, words) written into one
+ * shard's K and V (its rows) and, where `words`, into the positions and the page tables.
+ * The grid is the step's entry count, set on the dispatch as each step is encoded.
+ */
+export class ScatterRows extends Op {
+  constructor(ctx: GpuContext, pipeline: GPUComputePipeline) {
+    super(ctx, pipeline, 'scatter_rows');
+  }
+
+  run(
+    b: { landing: Binding; kPool: Binding; vPool: Binding; positions: Binding; tables: Binding },
+    p: { shard: number; words: boolean },
+    u: UniformOf,
+  ): Dispatch {
+    this.need('landing', b.landing, 16);
+    return this.dispatch(
+      [b.landing, b.kPool, b.vPool, b.positions, b.tables, u('u.scatter', [p.shard, p.words ? 1 : 0, 0, 0])],
+      1,
+    );
+  }
+}

@@ -204,7 +204,8 @@ export function residencyShape(
 }
 
 /**
- * Bytes of each of the two upload buffers for decode-time row writes (row-staging.ts): a
+ * Bytes of each of the two upload buffers, and of the landing buffer, of a decode step's KV
+ * writes (step-writes.ts), its index table included: a
  * sixteenth of the pool, between 1 MiB and 16 MiB (a step recalling more writes the rest
  * directly, a `writeBuffer` per run of rows). 16 MiB holds 16,384 recalled positions of f32 K and V at
  * head_dim 128: WnW at 0.2 over 30 minutes of Voxtral recalls up to about 5,000 a step

@@ -8,12 +8,14 @@
  * once. Slots are pool-wide; a kernel that touches one layer binds that layer's shard
  * and subtracts its first slot (`baseSlot`).
  */
-import { RowStaging } from './row-staging.js';
+import { StepWrites, type EncodedWrites } from './step-writes.js';
+import type { ScatterRows } from './ops.js';
+import { SCATTER_POSITIONS, SCATTER_TABLES } from '../../reference/scatter-rows.js';
 import { PageTables, tableEntries } from './page-tables.js';
 import type { ModelConfig } from '../../model/config.js';
 import { groupSize, kvHeadCount } from '../../model/config.js';
-import type { PageStorage, Residency } from '../../kv/residency.js';
-import type { PoolShard } from '../../kv/pool.js';
+import type { PageStorage } from '../../kv/residency.js';
+import type { KvPool, PoolShard } from '../../kv/pool.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { shardedLayout, type PoolLayout } from './pool-layout.js';
 import { packF16 } from '../../kv/precision.js';
@@ -88,21 +90,26 @@ export class GpuPool implements PageStorage {
   private readonly shardOfLayer: Int32Array;
   private shardOfPage!: Int32Array;
   private half = new Uint16Array(0);
-  /** Decode-time row writes batched for the step's encoder (stageWrites); null while placing the prefill. */
-  private staging: RowStaging | null = null;
+  /** A decode step's writes, encoded by the step (step-writes.ts); null while placing the prefill. */
+  private writes: StepWrites | null = null;
+
+  /** Bytes one binding holds, which growth keeps to. */
+  private readonly limit: number;
 
   /**
-   * `shardBuffers`: the shards' K/V buffers when made already (a per-layer prefill filled
-   * them); the pool owns them from here. `limit`: bytes one binding holds, which growth keeps to.
+   * `made.shardBuffers`: the shards' K/V buffers when made already (a per-layer prefill
+   * filled them); the pool owns them from here. `made.limit`: bytes one binding holds
+   * (default unbounded).
    */
   constructor(
     private readonly ctx: GpuContext,
     private readonly c: ModelConfig,
     public layout: PoolLayout,
     private readonly exportIndex: Uint32Array,
-    shardBuffers?: { k: GPUBuffer; v: GPUBuffer }[],
-    private readonly limit = Infinity,
+    made: { shardBuffers?: { k: GPUBuffer; v: GPUBuffer }[]; limit?: number } = {},
   ) {
+    const { shardBuffers, limit = Infinity } = made;
+    this.limit = limit;
     const { pageSize, shards } = layout;
     this.pageSize = pageSize;
     this.heads = kvHeadCount(c);
@@ -173,12 +180,12 @@ export class GpuPool implements PageStorage {
     }
     this.layout = shardedLayout(this.c, shards, this.pageSize, this.limit, old.elementBytes);
     const device = this.ctx.device;
-    // Staged rows go into the old buffers first, then move with them.
-    if (this.staging?.pending) {
-      const enc = device.createCommandEncoder({ label: 'kv staged rows' });
-      this.staging.encode(enc, this.k, this.v);
+    // Staged writes go into the old buffers first, then move with them.
+    if (this.writes?.pending) {
+      const enc = device.createCommandEncoder({ label: 'kv staged writes' });
+      const encoded = this.writes.encode(enc);
       device.queue.submit([enc.finish()]);
-      this.staging.submitted();
+      encoded?.submitted();
       this.submits++;
     }
     // Positions not yet uploaded go into the old buffer, which moves with the pages below.
@@ -202,6 +209,7 @@ export class GpuPool implements PageStorage {
       });
       this.makeSlotBuffers();
       this.moveSlots(old, kept);
+      this.writes?.bind(this);
     } finally {
       const bytes = this.layout.bytes;
       this.growthFailure = device
@@ -265,21 +273,18 @@ export class GpuPool implements PageStorage {
   }
 
   /**
-   * From now on rows written into pages are staged and copied by the next decode step's
-   * encoder (row-staging.ts); `capacity` bytes at most a step, the rest written directly.
+   * Decoding starts: from now on rows, positions and table entries written into the pool
+   * are staged for the next step's encoder (step-writes.ts), `capacity` bytes at most a
+   * step, the rest written directly.
    */
-  stageWrites(capacity: number): void {
-    this.staging ??= new RowStaging(this.ctx, capacity);
+  startDecode(scatter: ScatterRows, capacity: number): void {
+    if (this.writes) throw new Error('the KV pool has started decoding already');
+    this.writes = new StepWrites(this.ctx, capacity, scatter, this);
   }
 
-  /** Records the staged rows' copies on the step's encoder (before its compute pass). */
-  encodeStaged(enc: GPUCommandEncoder): void {
-    this.staging?.encode(enc, this.k, this.v);
-  }
-
-  /** The step holding the staged rows' copies is submitted: their upload may be mapped again. */
-  stagedSubmitted(): void {
-    this.staging?.submitted();
+  /** Records the step's staged writes on its encoder (before its compute pass); null where there were none. */
+  encodeWrites(enc: GPUCommandEncoder): EncodedWrites | null {
+    return this.writes?.encode(enc) ?? null;
   }
 
   writeRows(slot: number, count: number, k: Float32Array, v: Float32Array): void {
@@ -288,7 +293,7 @@ export class GpuPool implements PageStorage {
     const first = this.layout.shards[s].firstPage * this.pageSize;
     const n = count * this.headDim;
     const eb = this.layout.elementBytes;
-    if (this.staging?.add(s, (slot - first) * this.headDim * eb, n, eb, k, v)) {
+    if (this.writes?.addRows(s, slot - first, count, this.headDim, eb, k, v)) {
       this.bytesWritten += 2 * eb * n;
       return;
     }
@@ -308,9 +313,10 @@ export class GpuPool implements PageStorage {
 
   writeStoredRows(slot: number, count: number, run: StoredRun): void {
     const s = this.shardOfPage[Math.floor(slot / this.pageSize)];
-    const at = (slot - this.layout.shards[s].firstPage * this.pageSize) * this.headDim * this.layout.elementBytes;
+    const inShard = slot - this.layout.shards[s].firstPage * this.pageSize;
     this.bytesWritten += 2 * run.length;
-    if (this.staging?.addRun(s, at, run)) return;
+    if (this.writes?.addRun(s, inShard, count, run)) return;
+    const at = inShard * this.headDim * this.layout.elementBytes;
     const { bytes } = run;
     this.ctx.device.queue.writeBuffer(this.k[s], at, bytes.buffer, bytes.byteOffset + run.k, run.length);
     this.ctx.device.queue.writeBuffer(this.v[s], at, bytes.buffer, bytes.byteOffset + run.v, run.length);
@@ -349,20 +355,23 @@ export class GpuPool implements PageStorage {
     }
   }
 
-  /** Uploads changed positions and, if the page tables changed, their changed entries. Before each submit. Returns the bytes written. */
-  flush(res: Residency): number {
+  /**
+   * Uploads changed positions and, where the allocator's page tables changed, their changed
+   * entries. Before each submit. Returns the bytes written.
+   */
+  flush(pages: KvPool): number {
     const q = this.ctx.device.queue;
     let bytes = this.writeDirty(true) + this.unflushed;
     this.unflushed = 0;
     const t = this.pageTables;
-    if (t.pending || res.pool.changedCount) {
-      const n = t.update(res.pool);
-      res.pool.clearChanges();
+    if (t.pending || pages.changedCount) {
+      const n = t.update(pages);
+      pages.clearChanges();
       const data = t.data;
       for (let r = 0; r < n; r++) {
         const a = t.runs[2 * r];
         const b = t.runs[2 * r + 1];
-        if (!this.staging?.addWords(this.tables, a * 4, data, a, b - a))
+        if (!this.writes?.addWords(SCATTER_TABLES, a, data, a, b - a))
           q.writeBuffer(this.tables, a * 4, data.buffer, data.byteOffset + a * 4, (b - a) * 4);
         bytes += (b - a) * 4;
       }
@@ -382,7 +391,7 @@ export class GpuPool implements PageStorage {
     if (m && pages.length) {
       const P = this.pageSize;
       const write = (a: number, b: number) => {
-        if (!staged || !this.staging?.addWords(this.positions, a * 4, m, a, b - a))
+        if (!staged || !this.writes?.addWords(SCATTER_POSITIONS, a, m, a, b - a))
           q.writeBuffer(this.positions, a * 4, m.buffer, m.byteOffset + a * 4, (b - a) * 4);
         bytes += (b - a) * 4;
       };
@@ -408,17 +417,10 @@ export class GpuPool implements PageStorage {
     return bytes;
   }
 
-  /** The most pages any head holds: sizes the split-K grid of this step. */
-  static maxPages(res: Residency): number {
-    let m = 0;
-    for (let h = 0; h < res.pool.heads; h++) m = Math.max(m, res.pageTable(h).length);
-    return m;
-  }
-
   destroy(): void {
     for (const b of [...this.k, ...this.v, this.positions, this.tables, this.scores, this.partials])
       this.ctx.destroy(b);
-    this.staging?.destroy();
+    this.writes?.destroy();
   }
 }
 

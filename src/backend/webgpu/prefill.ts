@@ -355,6 +355,6 @@ export async function placePlan(
     summaryPlacement(c, plan.fitting, (l) => kv.get(l)!.q),
   );
   gatherIntoPool(ctx, c, k, pool, p, gathers);
-  pool.flush(residency);
+  pool.flush(residency.pool);
   return transfer;
 }

@@ -15,6 +15,25 @@ import type { GpuWeights } from './weights.js';
 import type { RawReadings } from '../readouts.js';
 import { focusOfReadback } from './attention-ops.js';
 
+/** What a decode step runs on: the device, the model's shape, its kernels and weights. */
+export interface StepEngine {
+  readonly ctx: GpuContext;
+  readonly config: ModelConfig;
+  readonly kernels: Kernels;
+  readonly weights: GpuWeights;
+}
+
+/** What a step copies back for the CPU, as the session's request asks. */
+export interface StepReads {
+  decodeHeads: number[];
+  decodeQueries: boolean;
+  returnLogits: boolean;
+  /** The exported weights themselves (not only reduced to chunks). */
+  copyWeights: boolean;
+  /** The chunk heads' weights per segment (the tide chart). */
+  segmentSums: boolean;
+}
+
 export class DecodeStep {
   private readonly dispatches: Dispatch[][] = []; // per layer, then the head
   private readonly head: Dispatch[] = [];
@@ -35,19 +54,21 @@ export class DecodeStep {
   readonly layout: ReadbackLayout;
   dispatchCount = 0;
 
+  private readonly ctx: GpuContext;
+  private readonly returnLogits: boolean;
+  private readonly segmentSums: boolean;
+
   constructor(
-    private readonly ctx: GpuContext,
-    c: ModelConfig,
-    k: Kernels,
-    w: GpuWeights,
+    e: StepEngine,
     private readonly b: SessionBuffers,
     pool: GpuPool,
-    decodeHeads: number[],
-    decodeQueries: boolean,
-    private readonly returnLogits: boolean,
-    copyWeights = true,
-    private readonly segmentSums = false,
+    reads: StepReads,
   ) {
+    const { ctx, config: c, kernels: k, weights: w } = e;
+    const { decodeHeads, decodeQueries, copyWeights } = reads;
+    this.ctx = ctx;
+    this.returnLogits = reads.returnLogits;
+    this.segmentSums = reads.segmentSums;
     const G = groupSize(c);
     const A = b.sizes.audioLength;
     const own: GPUBuffer[] = [];
@@ -128,11 +149,11 @@ export class DecodeStep {
           decodeHeads,
           decodeQueries,
           decodeWeights: copyWeights,
-          decodeChunks: ch ? { ...ch.spec, segmentSums } : undefined,
+          decodeChunks: ch ? { ...ch.spec, segmentSums: this.segmentSums } : undefined,
           decodeFocus: fo ?? undefined,
           prefillQueries: 0,
         },
-        returnLogits,
+        returnLogits: this.returnLogits,
       },
       A,
     );
