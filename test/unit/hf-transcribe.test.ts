@@ -286,10 +286,25 @@ describe('transcribing from a Hugging Face folder', () => {
     expect(json.stats.encodeMs).toBeGreaterThan(0);
     expect(json.stats.encoderBytes).toBeGreaterThan(0);
     expect(['eos', 'length-guard']).toContain(json.stats.stoppedBy);
-    // The default policy is WnW: without heads.json the CLI says how to calibrate and fails.
-    const wnw = await runCliCaptured(['transcribe', wav, '--model', dir, '--backend', 'cpu', '--json']);
+    // WnW asked for by name: without heads.json the CLI says how to calibrate and fails.
+    const wnw = await runCliCaptured([
+      'transcribe',
+      wav,
+      '--model',
+      dir,
+      '--backend',
+      'cpu',
+      '--policy',
+      'wnw',
+      '--json',
+    ]);
     expect(wnw.code).toBe(1);
     expect(wnw.out).toBe('');
     expect(wnw.err).toContain('npm run calibrate -- --model');
+    // No policy asked for: a first run on a fresh download runs the full cache and says why, in one line.
+    const first = await runCliCaptured(['transcribe', wav, '--model', dir, '--backend', 'cpu', '--json']);
+    expect(first.code).toBe(0);
+    expect((JSON.parse(first.out) as { stats: { policy: string } }).stats.policy).toBe('full');
+    expect(first.err).toMatch(/has no heads\.json, so this runs the full cache/);
   }, 120_000);
 });
