@@ -18,7 +18,7 @@
  */
 import type { ModelConfig } from '../../model/config.js';
 import { packedWeightBytes, type PackedDecoderWeights, type WeightBytes } from '../../model/packed-weights.js';
-import type { PackedMatrix } from '../../model/quant.js';
+import type { PackedMatrix, WeightFormat } from '../../model/quant.js';
 import { CancelledError, ModelTooBigError } from '../../errors.js';
 import { matrixBindingProblem } from './fit.js';
 import type { GpuContext } from '../../gpu/device.js';
@@ -85,20 +85,7 @@ export class GpuWeights {
     stream: StreamOptions = {},
   ): Promise<GpuWeights> {
     if (isPackedSource(w)) return GpuWeights.uploadStreamed(ctx, c, w, maxBindingBytes, kernels, onUpload, stream);
-    const limits = { maxStorageBufferBindingSize: maxBindingBytes, maxBufferSize: maxBindingBytes };
-    w.layers.forEach((l, i) => {
-      if (c.attentionBias && !l.qkvBias)
-        throw new RangeError(`layer ${i}: the config says q/k/v biases but the weights have none`);
-      for (const [name, m] of [
-        ['qkv', l.qkv],
-        ['o_proj', l.o],
-        ['gate_up', l.gateUp],
-        ['down_proj', l.down],
-      ] as const) {
-        const p = matrixBindingProblem(`layers.${i}.${name}`, m.format, m.rows, m.cols, limits);
-        if (p) throw new ModelTooBigError([p], `the decoder of ${c.name}`);
-      }
-    });
+    checkBindings(c, w, maxBindingBytes);
     const made: GpuMatrix[] = [];
     const vectors: GPUBuffer[] = [];
     const total = packedWeightBytes(w).total;
@@ -111,30 +98,17 @@ export class GpuWeights {
         onUpload?.((loaded += g.bytes), total);
         return g;
       };
-      const vector = async (name: string, data: Float32Array, weight = true) => {
+      const vector = async (name: string, data: Float32Array) => {
         const b = await ctx.allocating(name, data.byteLength, () => ctx.buffer(name, data.byteLength, undefined, data));
         vectors.push(b);
-        if (weight) onUpload?.((loaded += data.byteLength), total);
+        onUpload?.((loaded += data.byteLength), total);
         return b;
       };
-      const embed = await matrix('embed_tokens.weight', w.embed);
-      const layers: GpuLayer[] = [];
-      for (let i = 0; i < w.layers.length; i++) {
-        const l = w.layers[i];
-        const p = `layers.${i}.`;
-        layers.push({
-          attnNorm: await vector(p + 'attn_norm.weight', l.attnNorm),
-          qkv: await matrix(p + 'qkv', l.qkv),
-          ...(l.qkvBias ? { qkvBias: await vector(p + 'qkv_bias', l.qkvBias) } : {}),
-          o: await matrix(p + 'o_proj.weight', l.o),
-          mlpNorm: await vector(p + 'mlp_norm.weight', l.mlpNorm),
-          gateUp: await matrix(p + 'gate_up', l.gateUp),
-          down: await matrix(p + 'down_proj.weight', l.down),
-        });
-      }
-      const norm = await vector('norm.weight', w.norm);
-      const lmHead = w.lmHead === w.embed ? embed : await matrix('lm_head.weight', w.lmHead);
-      const noBias = await vector('no_bias', new Float32Array(4), false);
+      const { embed, layers, norm, lmHead } = await placeDecoder(w, matrix, vector);
+      const noBias = await ctx.allocating('no_bias', 16, () =>
+        ctx.buffer('no_bias', 16, undefined, new Float32Array(4)),
+      );
+      vectors.push(noBias);
       return new GpuWeights(ctx, embed, layers, norm, lmHead, packedWeightBytes(w), noBias, await kernels);
     } catch (e) {
       for (const m of made) destroyMatrix(ctx, m);
@@ -153,20 +127,7 @@ export class GpuWeights {
     onUpload: ((loaded: number, total: number) => void) | undefined,
     stream: StreamOptions,
   ): Promise<GpuWeights> {
-    const limits = { maxStorageBufferBindingSize: maxBindingBytes, maxBufferSize: maxBindingBytes };
-    w.layers.forEach((l, i) => {
-      if (c.attentionBias && !l.qkvBias)
-        throw new RangeError(`layer ${i}: the config says q/k/v biases but the weights have none`);
-      for (const [name, m] of [
-        ['qkv', l.qkv],
-        ['o_proj', l.o],
-        ['gate_up', l.gateUp],
-        ['down_proj', l.down],
-      ] as const) {
-        const p = matrixBindingProblem(`layers.${i}.${name}`, m.format, m.rows, m.cols, limits);
-        if (p) throw new ModelTooBigError([p], `the decoder of ${c.name}`);
-      }
-    });
+    checkBindings(c, w, maxBindingBytes);
     const made: GpuMatrix[] = [];
     const vectors: GPUBuffer[] = [];
     const memory = sourceWeightBytes(w);
@@ -215,23 +176,7 @@ export class GpuWeights {
         await fill(m, [{ row0: 0, rows: 1, buffer: b }]);
         return b;
       };
-      const embed = await matrix('embed_tokens.weight', w.embed);
-      const layers: GpuLayer[] = [];
-      for (let i = 0; i < w.layers.length; i++) {
-        const l = w.layers[i];
-        const p = `layers.${i}.`;
-        layers.push({
-          attnNorm: await vector(p + 'attn_norm.weight', l.attnNorm),
-          qkv: await matrix(p + 'qkv', l.qkv),
-          ...(l.qkvBias ? { qkvBias: await vector(p + 'qkv_bias', l.qkvBias) } : {}),
-          o: await matrix(p + 'o_proj.weight', l.o),
-          mlpNorm: await vector(p + 'mlp_norm.weight', l.mlpNorm),
-          gateUp: await matrix(p + 'gate_up', l.gateUp),
-          down: await matrix(p + 'down_proj.weight', l.down),
-        });
-      }
-      const norm = await vector('norm.weight', w.norm);
-      const lmHead = w.lmHead === w.embed ? embed : await matrix('lm_head.weight', w.lmHead);
+      const { embed, layers, norm, lmHead } = await placeDecoder(w, matrix, vector);
       const noBias = await ctx.allocating('no_bias', 16, () =>
         ctx.buffer('no_bias', 16, undefined, new Float32Array(4)),
       );
@@ -284,4 +229,68 @@ class QueueWriter {
     this.pending = 0;
     await this.queue.onSubmittedWorkDone();
   }
+}
+
+/** A decoder's tensors by role, whatever holds them (packed in memory, or a source to stream). */
+interface DecoderOf<M, V> {
+  embed: M;
+  layers: readonly {
+    attnNorm: V;
+    qkv: M;
+    qkvBias?: V;
+    o: M;
+    mlpNorm: V;
+    gateUp: M;
+    down: M;
+  }[];
+  norm: V;
+  lmHead: M;
+}
+
+/** Every layer's matrices against one binding's limit, before the first buffer is made. */
+function checkBindings(
+  c: ModelConfig,
+  w: DecoderOf<{ format: WeightFormat; rows: number; cols: number }, unknown>,
+  maxBindingBytes: number,
+): void {
+  const limits = { maxStorageBufferBindingSize: maxBindingBytes, maxBufferSize: maxBindingBytes };
+  w.layers.forEach((l, i) => {
+    if (c.attentionBias && !l.qkvBias)
+      throw new RangeError(`layer ${i}: the config says q/k/v biases but the weights have none`);
+    for (const [name, m] of [
+      ['qkv', l.qkv],
+      ['o_proj', l.o],
+      ['gate_up', l.gateUp],
+      ['down_proj', l.down],
+    ] as const) {
+      const p = matrixBindingProblem(`layers.${i}.${name}`, m.format, m.rows, m.cols, limits);
+      if (p) throw new ModelTooBigError([p], `the decoder of ${c.name}`);
+    }
+  });
+}
+
+/** The decoder's buffers in upload order, made by `matrix` and `vector` from whatever holds them; a tied head is the embedding's. */
+async function placeDecoder<M, V>(
+  w: DecoderOf<M, V>,
+  matrix: (name: string, m: M) => Promise<GpuMatrix>,
+  vector: (name: string, v: V) => Promise<GPUBuffer>,
+): Promise<{ embed: GpuMatrix; layers: GpuLayer[]; norm: GPUBuffer; lmHead: GpuMatrix }> {
+  const embed = await matrix('embed_tokens.weight', w.embed);
+  const layers: GpuLayer[] = [];
+  for (let i = 0; i < w.layers.length; i++) {
+    const l = w.layers[i];
+    const p = `layers.${i}.`;
+    layers.push({
+      attnNorm: await vector(p + 'attn_norm.weight', l.attnNorm),
+      qkv: await matrix(p + 'qkv', l.qkv),
+      ...(l.qkvBias ? { qkvBias: await vector(p + 'qkv_bias', l.qkvBias) } : {}),
+      o: await matrix(p + 'o_proj.weight', l.o),
+      mlpNorm: await vector(p + 'mlp_norm.weight', l.mlpNorm),
+      gateUp: await matrix(p + 'gate_up', l.gateUp),
+      down: await matrix(p + 'down_proj.weight', l.down),
+    });
+  }
+  const norm = await vector('norm.weight', w.norm);
+  const lmHead = w.lmHead === w.embed ? embed : await matrix('lm_head.weight', w.lmHead);
+  return { embed, layers, norm, lmHead };
 }
