@@ -86,6 +86,20 @@ for (const family of MINIATURE_FAMILIES) {
   }
 }
 
+for (const family of MINIATURE_FAMILIES) {
+  for (const format of ['f32', 'q4']) {
+    const name = `triage_hf_${family}_${format}`;
+    test(`hf ${name}: the WebGPU head triage writes the CPU reference's roles`, async () => {
+      const r = await page.evaluate(
+        (n) => (window as unknown as { wnwGpu: { run(n: string): Promise<CheckResult> } }).wnwGpu.run(n),
+        name,
+      );
+      console.log(`${name}: ${r.pass ? 'ok' : 'FAIL'} ${r.detail} (${Math.round(r.ms)} ms)`);
+      expect(r.pass, r.detail).toBe(true);
+    });
+  }
+}
+
 test('hf parity_hf_voxtral_q4_streamed: a converted folder streamed into the GPU decodes as the CPU does', async () => {
   const r = await page.evaluate(
     (n) => (window as unknown as { wnwGpu: { run(n: string): Promise<CheckResult> } }).wnwGpu.run(n),

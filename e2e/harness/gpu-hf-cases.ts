@@ -12,6 +12,7 @@ import { kvHeadCount } from '../../src/model/config.js';
 import { randomEmbeddings } from '../../src/model/testing.js';
 import { runParity } from './gpu-decoder.js';
 import type { CheckResult } from './gpu-util.js';
+import { triageParity } from './gpu-triage.js';
 
 const FAMILIES = ['voxtral', 'qwen2_audio', 'qwen2_5_omni'] as const;
 type Family = (typeof FAMILIES)[number];
@@ -102,7 +103,20 @@ async function streamedParity(): Promise<CheckResult> {
   return { ...r, name, ms: performance.now() - t0 };
 }
 
+/** The head triage on WebGPU against the CPU reference, on the family's miniature in `format`. */
+async function hfTriage(family: Family, format: 'f32' | 'q4'): Promise<CheckResult> {
+  const name = `triage_hf_${family}_${format}`;
+  const root = new URLSearchParams(location.search).get('hf');
+  if (!root)
+    return { name, pass: false, detail: 'no miniatures folder: open the page as gpu.html?hf=<URL path>', ms: 0 };
+  const { model } = await load(family, root);
+  return triageParity(name, model, format);
+}
+
 export const hfTests: Record<string, () => Promise<CheckResult>> = {
+  ...Object.fromEntries(
+    FAMILIES.flatMap((f) => (['f32', 'q4'] as const).map((q) => [`triage_hf_${f}_${q}`, () => hfTriage(f, q)])),
+  ),
   ...Object.fromEntries(
     FAMILIES.flatMap((f) => (['full', 'wnw'] as const).map((m) => [`parity_hf_${f}_${m}`, () => hfParity(f, m)])),
   ),

@@ -223,7 +223,11 @@ export function runTime(
   clips: number,
   directions: number,
 ): number {
-  return clips * forwardsPerClip({ numLayers: r.totalLayers, numKvHeads: r.numKvHeads }, directions) * msPerForward;
+  return (
+    clips *
+    forwardsPerClip({ numLayers: r.totalLayers, numKvHeads: r.numKvHeads }, 'finite-difference', directions) *
+    msPerForward
+  );
 }
 
 export function formatCostReport(r: CostReport): string {
@@ -237,7 +241,7 @@ export function formatCostReport(r: CostReport): string {
     '|---|---|---|---|---|---|---|---|',
   ];
   const F = [1, 2, 4]
-    .map((m) => forwardsPerClip({ numLayers: r.totalLayers, numKvHeads: r.numKvHeads }, m))
+    .map((m) => forwardsPerClip({ numLayers: r.totalLayers, numKvHeads: r.numKvHeads }, 'finite-difference', m))
     .join(' / ');
   const row = (name: string, x: { layers: number; msPerLayer: number; gflops: number; msPerForward: number }) =>
     lines.push(

@@ -17,6 +17,7 @@ import {
   type PartialFile,
   type PartialStore,
   type SensitivitySettings,
+  type TriageEstimator,
 } from './runtime.js';
 import type { HeadsFile } from '../research.js';
 
@@ -55,7 +56,8 @@ export interface RuntimeCalibration {
   limit?: number;
   /** heads.json to write; default MODEL/heads.json. */
   out?: string;
-  /** Random directions per head for the HS estimate; default 4. */
+  estimator?: TriageEstimator;
+  /** Random directions per head for the finite-difference estimate; default 4. */
   directions?: number;
   step?: number;
   /** Audio positions perturbed together (sensitivity.ts `blockSize`); default all of a clip's. */
@@ -71,7 +73,7 @@ export function partialPath(out: string): string {
 }
 
 /**
- * Runs the calibration and writes heads.json with `sensitivityEstimator: 'finite-difference'`.
+ * Runs the calibration and writes heads.json (its `sensitivityEstimator` says which estimate).
  * Returns the heads file, or null when stopped by `signal` (the partial file stays).
  */
 export async function calibrateRuntime(
@@ -84,6 +86,7 @@ export async function calibrateRuntime(
   // Made before the first clip, not found missing after its minutes of work.
   mkdirSync(dirname(out), { recursive: true });
   const heads = await calibrateClips(model, encode, clips.map(fileClip), {
+    estimator: o.estimator,
     directions: o.directions,
     step: o.step,
     blockSize: o.blockSize,

@@ -15,6 +15,7 @@ import type { WordSpan } from './voice-score.js';
 import { buildHeadsFile } from './heads-file.js';
 import { forwardsPerClip } from './cost.js';
 import { clipSensitivity, type ClipSensitivity } from './sensitivity.js';
+import { directTriage } from './direct-sensitivity.js';
 import { VoiceScoreAccumulator, type ClipVoice } from './voice-score.js';
 import type { HeadsFile } from '../research.js';
 
@@ -41,7 +42,19 @@ export interface ClipResult {
   sensitivity?: ClipSensitivity;
 }
 
+/**
+ * How a clip's Head Sensitivity is estimated: 'direct-path' (two forwards a clip,
+ * direct-sensitivity.ts) or 'finite-difference' (M random directions per KV head,
+ * sensitivity.ts).
+ */
+export type TriageEstimator = 'direct-path' | 'finite-difference';
+
+/** The estimator a calibration uses unless asked for another (chosen on calibration clips: docs/calibrate-real-model.md). */
+export const DEFAULT_ESTIMATOR: TriageEstimator = 'direct-path';
+
 export interface SensitivitySettings {
+  estimator: TriageEstimator;
+  /** Random directions per head ('finite-difference' only). */
   directions: number;
   step?: number;
   seed?: number;
@@ -74,7 +87,11 @@ export async function calibrateClipSamples(
     : (clip.tokens ?? model.tokenizer.encode(clip.text));
   const tok = model.text ?? model.tokenizer;
   const wordOf = tokenWordIndex(tokens.map((t) => tok.pieceText(t)));
-  const rows = answerAttention(c, model.weights, embeddings, N, tokens);
+  const answer = [...tokens, c.stopTokens[0]];
+  // The direct path's second forward keeps the same attention rows the Voice Score reads.
+  const direct =
+    sensitivity?.estimator === 'direct-path' ? directTriage(c, model.weights, embeddings, N, answer) : undefined;
+  const rows = direct ? direct.rows : answerAttention(c, model.weights, embeddings, N, tokens);
   const vs = new VoiceScoreAccumulator({
     numLayers: c.numLayers,
     numHeads: c.numHeads,
@@ -87,8 +104,10 @@ export async function calibrateClipSamples(
   });
   const voice = vs.endClip();
   onStage?.({ stage: 'voice' });
-  const hs = sensitivity
-    ? clipSensitivity(c, model.weights, embeddings, N, [...tokens, c.stopTokens[0]], {
+  const hs = direct
+    ? direct.sensitivity
+    : sensitivity
+    ? clipSensitivity(c, model.weights, embeddings, N, answer, {
         directions: sensitivity.directions,
         step: sensitivity.step,
         blockSize: sensitivity.blockSize ?? undefined,
@@ -115,7 +134,7 @@ export interface PartialStore {
 
 export interface PartialFile {
   model: string;
-  settings: { directions: number; step: number; blockSize: number | null };
+  settings: { estimator: TriageEstimator; directions: number; step: number; blockSize: number | null };
   clips: ClipResult[];
 }
 
@@ -138,7 +157,9 @@ export interface CalibrationProgress {
 export { forwardsPerClip };
 
 export interface RuntimeCalibrationOptions {
-  /** Random directions per head for the HS estimate; default 4. */
+  /** How the Head Sensitivity is estimated; default `DEFAULT_ESTIMATOR`. */
+  estimator?: TriageEstimator;
+  /** Random directions per head for the finite-difference estimate; default 4. */
   directions?: number;
   step?: number;
   /** Audio positions perturbed together (sensitivity.ts `blockSize`); default all of a clip's. */
@@ -165,7 +186,12 @@ export async function calibrateClips(
 ): Promise<HeadsFile | null> {
   const c = model.config;
   if (clips.length === 0) throw new RangeError('no calibration clips');
-  const settings = { directions: o.directions ?? 4, step: o.step ?? 1e-2, blockSize: o.blockSize ?? null };
+  const settings = {
+    estimator: o.estimator ?? DEFAULT_ESTIMATOR,
+    directions: o.directions ?? 4,
+    step: o.step ?? 1e-2,
+    blockSize: o.blockSize ?? null,
+  };
   const now = o.now ?? clock;
   const saved = new Map<string, ClipResult>();
   const p = await o.store?.load();
@@ -175,7 +201,7 @@ export async function calibrateClips(
   // The expected time: each clip costs forwardsPerClip forwards, each about as long as the
   // clip's prompt (audio tokens known once encoded; until then the mean of those known). The
   // time per forward is measured on this run's own passes, so it holds for this machine.
-  const perClip = forwardsPerClip(c, settings.directions);
+  const perClip = forwardsPerClip(c, settings.estimator, settings.directions);
   // Audio tokens per clip: encoded (exact), else from its stated seconds, scaled by what
   // encoding gave the others (an encoder may pad: Voxtral's gives 375 tokens to any clip under 30 s).
   const stated = new Map(
@@ -244,7 +270,7 @@ export async function calibrateClips(
         // Head d's perturbations; the first head also carries the unperturbed pass before it.
         account(
           s.stage === 'voice'
-            ? 1
+            ? forwardsPerClip(c, settings.estimator, 0) - (settings.estimator === 'direct-path' ? 0 : 1)
             : (s.done === 1 ? 1 : 0) +
                 (settings.directions * (c.numLayers - Math.floor((s.done - 1) / c.numKvHeads))) / c.numLayers,
         );
@@ -256,13 +282,13 @@ export async function calibrateClips(
     results.push(r);
     report(nHeads, perClip, { seconds: (now() - t0) / 1000, reused });
   }
-  const heads = combineClips(c, results);
+  const heads = combineClips(c, results, settings.estimator);
   await o.store?.clear();
   return heads;
 }
 
 /** heads.json from the clips' results: VS over clips, HS averaged over all answer tokens. */
-export function combineClips(c: ModelConfig, results: ClipResult[]): HeadsFile {
+export function combineClips(c: ModelConfig, results: ClipResult[], estimator: TriageEstimator): HeadsFile {
   const vs = new VoiceScoreAccumulator({
     numLayers: c.numLayers,
     numHeads: c.numHeads,
@@ -283,7 +309,7 @@ export function combineClips(c: ModelConfig, results: ClipResult[]): HeadsFile {
     numKvHeads: c.numKvHeads,
     voiceScore: vs.result().voiceScore,
     headSensitivity: Array.from(hsSum, (s) => s / (hsTokens || 1)),
-    sensitivityEstimator: 'finite-difference',
+    sensitivityEstimator: estimator,
     clipLengths: results.map((r) => r.audioLength),
     segmentLength: segmentLength(c),
   });

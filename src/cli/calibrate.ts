@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { UsageError, commandArgs } from './args.js';
 import { usageLine } from './help.js';
+import type { TriageEstimator } from '../calibrate/runtime.js';
 
 export const CALIBRATE_USAGE = usageLine('calibrate');
 
@@ -17,6 +18,7 @@ export interface CalibrateArgs {
   clips: string;
   limit?: number;
   out: string;
+  estimator?: TriageEstimator;
   directions?: number;
   blockSize?: number;
   language?: string;
@@ -36,11 +38,17 @@ export function parseCalibrateArgs(argv: string[], cwd = process.cwd()): Calibra
     return n;
   };
   const dir = resolve(cwd, model);
+  const estimator = flags.get('estimator');
+  if (estimator !== undefined && estimator !== 'direct-path' && estimator !== 'finite-difference')
+    throw new UsageError(`--estimator must be direct-path or finite-difference, got "${estimator}"`);
+  if (estimator !== 'finite-difference' && (flags.has('directions') || flags.has('block')))
+    throw new UsageError('--directions and --block set the finite-difference estimate: add --estimator finite-difference');
   return {
     model: dir,
     clips: resolve(cwd, flags.get('clips') ?? 'calibration-data'),
     limit: count('limit'),
     out: resolve(cwd, flags.get('out') ?? join(dir, 'heads.json')),
+    ...(estimator ? { estimator } : {}),
     directions: count('directions'),
     blockSize: count('block'),
     language: flags.get('language'),
@@ -64,6 +72,7 @@ export async function calibrateCommand(
       clipsDir: a.clips,
       limit: a.limit,
       out: a.out,
+      estimator: a.estimator,
       directions: a.directions,
       blockSize: a.blockSize,
       signal: io.signal,

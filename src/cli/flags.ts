@@ -278,11 +278,19 @@ export const FLAGS: readonly FlagSpec[] = [
     description: 'where heads.json is written; a stopped run resumes from FILE.partial.json',
   },
   {
+    name: 'estimator',
+    value: 'direct-path|finite-difference',
+    commands: ['calibrate'],
+    default: 'direct-path',
+    description:
+      'how the Head Sensitivity is estimated: direct-path, two forwards a clip; finite-difference, the full estimate with M directions per KV head',
+  },
+  {
     name: 'directions',
     value: 'M',
     commands: ['calibrate'],
     default: '4',
-    description: 'random directions per head for the Head Sensitivity estimate',
+    description: 'random directions per head for the finite-difference estimate',
   },
   {
     name: 'block',

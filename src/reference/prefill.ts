@@ -70,6 +70,8 @@ export interface PrefillExtras {
   kvF16?: boolean;
   /** Sees the residual stream [n, hiddenSize] entering each layer (read only: copy what is kept). */
   onLayerInput?: (layer: number, x: Float32Array) => void;
+  /** Sees a layer's post-RoPE queries and its attention output per query head, before the output projection (both [n, numHeads * headDim], read only). */
+  onAttention?: (layer: number, q: Float32Array, attention: Float32Array, v: Float32Array) => void;
   /** May change a layer's post-RoPE keys [n, numKvHeads * headDim] in place before its attention reads them. */
   onKeys?: (layer: number, k: Float32Array) => void;
   /**
@@ -160,6 +162,7 @@ export function prefillLayers(
         ? { fromRow: extras.capture.fromRow, onRow: (h, i, e, sum) => extras.capture!.onRow(l, h, i, e, sum) }
         : undefined,
     );
+    extras.onAttention?.(l, q, att, v);
     matmul(L.o, D, qd, att, n, tmp);
     for (let i = 0; i < n * D; i++) x[i] += tmp[i];
     rmsnorm(x, L.mlpNorm, c.rmsNormEps, D, n, xn);

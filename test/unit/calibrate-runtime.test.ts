@@ -22,11 +22,16 @@ import { kvHeadCount } from '../../src/model/config.js';
 import { pythonHasOnnx, toneWav, writeTinyModel } from '../helpers/tiny-model.js';
 
 describe('forwards a clip costs', () => {
-  it('2 + M · H_kv · Σ_l (L − l) / L', () => {
-    expect(forwardsPerClip({ numLayers: 2, numKvHeads: 4 }, 1)).toBe(8);
-    expect(forwardsPerClip({ numLayers: 4, numKvHeads: 2 }, 4)).toBe(22);
+  it('finite differences: 2 + M · H_kv · Σ_l (L − l) / L', () => {
+    expect(forwardsPerClip({ numLayers: 2, numKvHeads: 4 }, 'finite-difference', 1)).toBe(8);
+    expect(forwardsPerClip({ numLayers: 4, numKvHeads: 2 }, 'finite-difference', 4)).toBe(22);
     // Voxtral-Mini-3B: 30 layers of 8 KV heads.
-    expect(forwardsPerClip({ numLayers: 30, numKvHeads: 8 }, 2)).toBe(250);
+    expect(forwardsPerClip({ numLayers: 30, numKvHeads: 8 }, 'finite-difference', 2)).toBe(250);
+  });
+
+  it('the direct path: two forwards, whatever the heads', () => {
+    expect(forwardsPerClip({ numLayers: 30, numKvHeads: 8 }, 'direct-path', 2)).toBe(2);
+    expect(forwardsPerClip({ numLayers: 4, numKvHeads: 8 }, 'direct-path', 0)).toBe(2);
   });
 });
 
@@ -64,7 +69,7 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
     let t = 0;
     const seen: CalibrationProgress[] = [];
     const heads = await calibrateClips(model, encode, clips, {
-      directions: 1,
+      estimator: 'finite-difference', directions: 1,
       now: () => (t += 5),
       onProgress: (p) => seen.push(p),
     });
@@ -95,7 +100,7 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
       let t = 0;
       const seen: CalibrationProgress[] = [];
       await calibrateClips(model, encode, clips.slice(0, 2), {
-        directions: 1,
+        estimator: 'finite-difference', directions: 1,
         now: () => (t += ms),
         onProgress: (p) => seen.push(p),
       });
@@ -109,7 +114,7 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
   it("a clip's stated seconds weigh it before it is encoded; without them it counts as a typical clip", async () => {
     const afterFirst = async (two: ClipSource[]) => {
       const seen: CalibrationProgress[] = [];
-      await calibrateClips(model, encode, two, { directions: 1, onProgress: (p) => seen.push(p) });
+      await calibrateClips(model, encode, two, { estimator: 'finite-difference', directions: 1, onProgress: (p) => seen.push(p) });
       return seen.find((p) => p.clip === 1 && p.finished)!.fraction;
     };
     const [short, long] = [clips[0], clips[1]];
@@ -125,11 +130,11 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
   });
 
   it('stopped after a clip, resumes from the store and ends with the heads of a run never stopped', async () => {
-    const whole = await calibrateClips(model, encode, clips, { directions: 1 });
+    const whole = await calibrateClips(model, encode, clips, { estimator: 'finite-difference', directions: 1 });
     const store = memoryStore();
     const stop = new AbortController();
     const first = await calibrateClips(model, encode, clips, {
-      directions: 1,
+      estimator: 'finite-difference', directions: 1,
       store,
       signal: stop.signal,
       onProgress: (p) => p.finished && stop.abort(),
@@ -138,7 +143,7 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
     expect(store.value?.clips.map((c) => c.id)).toEqual(['c1']);
     const reused: Array<[string, boolean]> = [];
     const second = await calibrateClips(model, encode, clips, {
-      directions: 1,
+      estimator: 'finite-difference', directions: 1,
       store,
       onProgress: (p) => p.finished && reused.push([p.id, p.finished.reused]),
     });
@@ -152,12 +157,39 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
     expect(second).toEqual(whole);
   });
 
+  it('the direct path by default: two forwards a clip, its estimator named in heads.json, resumed as the other', async () => {
+    let t = 0;
+    const seen: CalibrationProgress[] = [];
+    const store = memoryStore();
+    const stop = new AbortController();
+    const first = await calibrateClips(model, encode, clips, {
+      store,
+      signal: stop.signal,
+      now: () => (t += 5),
+      onProgress: (p) => {
+        seen.push(p);
+        if (p.finished) stop.abort();
+      },
+    });
+    expect(first).toBeNull();
+    expect(store.value?.settings.estimator).toBe('direct-path');
+    // One event after the clip's two forwards, one when it is finished.
+    expect(seen.map((p) => [p.id, p.head, !!p.finished])).toEqual([
+      ['c1', 0, false],
+      ['c1', kvHeadCount(model.config), true],
+    ]);
+    const heads = await calibrateClips(model, encode, clips, { store });
+    expect(heads?.sensitivityEstimator).toBe('direct-path');
+    expect(heads && headsFileFault(heads, kvHeadCount(model.config))).toBeUndefined();
+    expect(heads).toEqual(await calibrateClips(model, encode, clips));
+  });
+
   it('finished clips of other settings are not reused; of the same settings they are', async () => {
     const reusedWith = async (directions: number) => {
       const store = memoryStore();
       store.value = {
         model: model.config.name,
-        settings: { directions: 2, step: 0.01, blockSize: null },
+        settings: { estimator: 'finite-difference', directions: 2, step: 0.01, blockSize: null },
         clips: [
           {
             id: 'c1',
@@ -169,6 +201,7 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
       };
       const reused: boolean[] = [];
       await calibrateClips(model, encode, clips.slice(0, 1), {
+        estimator: 'finite-difference',
         directions,
         store,
         onProgress: (p) => p.finished && reused.push(p.finished.reused),

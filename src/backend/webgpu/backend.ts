@@ -4,7 +4,7 @@
  * uses), so both backends see identical page tables for identical plans.
  */
 import { NoWebGpuError } from '../../errors.js';
-import { segmentLength, type ModelConfig } from '../../model/config.js';
+import { promptLength, segmentLength, type ModelConfig, type PromptIds } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
 import { GROWTH_PAGES_PER_HEAD, growthOptions } from '../../kv/sizing.js';
 import type { DecoderBackend, LayeredPrefill, SessionOptions, WholePrefill } from '../types.js';
@@ -33,6 +33,8 @@ import {
 import type { WeightFormat } from '../../model/quant.js';
 import { isPackedSource, sourceFormats, type PackedWeightSource } from '../../model/packed-source.js';
 import { cancellableUpload, settleCreation } from '../cancel.js';
+import { TriageKernels } from './triage-ops.js';
+import type { ClipTriage } from './triage.js';
 
 export interface WebGpuBackendOptions {
   /** An existing context (shared with other work, or made by a test); default: acquire one. */
@@ -74,6 +76,9 @@ export class WebGpuBackend implements DecoderBackend<WebGpuDecodeSession> {
   /** What its sessions use of the backend. */
   private readonly engine: WebGpuEngine;
 
+  /** The triage's kernels, compiled by the first triage. */
+  private triageKernels: Promise<TriageKernels> | null = null;
+
   private constructor(
     readonly config: ModelConfig,
     readonly ctx: GpuContext,
@@ -81,6 +86,7 @@ export class WebGpuBackend implements DecoderBackend<WebGpuDecodeSession> {
     private readonly weights: GpuWeights,
     private readonly options: WebGpuBackendOptions,
     private readonly ownsContext: boolean,
+    private readonly cache: PipelineCache,
   ) {
     this.label = ctx.info.label;
     const elementBytes = kvElementBytes(options.kvPrecision ?? 'f32');
@@ -151,7 +157,7 @@ export class WebGpuBackend implements DecoderBackend<WebGpuDecodeSession> {
       { signal: options.signal },
     );
     const [kernels, gpuWeights] = await settleCreation(ctx, loading, upload, options.signal, !options.context);
-    return new WebGpuBackend(config, ctx, kernels, gpuWeights, options, !options.context);
+    return new WebGpuBackend(config, ctx, kernels, gpuWeights, options, !options.context, cache);
   }
 
   /**
@@ -201,6 +207,37 @@ export class WebGpuBackend implements DecoderBackend<WebGpuDecodeSession> {
   } {
     const parts = this.start(opts, true);
     return { place: (plan, rows) => parts.placeUnfilled(plan, rows), close: () => parts.close() };
+  }
+
+  /**
+   * Head triage of one clip with the weights on the device (triage.ts): `answer` is the
+   * transcript's ids and the stop token, teacher-forced after `prompt`'s instruction.
+   * Closes the open session; the next `open` makes a new one.
+   */
+  async triage(
+    audio: Float32Array,
+    audioLength: number,
+    answer: number[],
+    prompt: PromptIds = this.config,
+  ): Promise<ClipTriage> {
+    if (answer.length === 0) throw new RangeError('no answer tokens to take the CE on');
+    const forced = { prefix: prompt.prefix, instruction: [...prompt.instruction, ...answer.slice(0, -1)] };
+    const parts = this.start(
+      { audioLength, maxNewTokens: 1, request: { decodeHeads: [], prefillQueries: 0 }, prompt: forced },
+      true,
+    );
+    try {
+      this.triageKernels ??= TriageKernels.load(
+        this.cache,
+        this.config,
+        modelConstants(this.config, segmentLength(this.config), this.options.kvPrecision),
+        [this.weights.lmHead.format, ...this.weights.layers.map((l) => l.o.format)],
+      );
+      return await parts.triage(await this.triageKernels, audio, answer, promptLength(prompt, audioLength) - 1);
+    } finally {
+      parts.close();
+      this.live = null;
+    }
   }
 
   /** Sizes and allocates a session (ContextTooLongError before any GPU work). */

@@ -8,7 +8,7 @@
  * submit) and read by `read` (its readback slot mapped). Nothing in `submit` waits for the
  * GPU: a loop may queue step t + 1 before it reads step t.
  */
-import { kvHeadCount, type ModelConfig } from '../../model/config.js';
+import { audioStart, kvHeadCount, type ModelConfig } from '../../model/config.js';
 import { Residency, type KvSource } from '../../kv/residency.js';
 import { checkPoolLimit, grownTextPages, poolNeed } from '../../kv/sizing.js';
 import { slotBytes } from '../../kv/precision.js';
@@ -27,6 +27,8 @@ import type { EncodedWrites } from './step-writes.js';
 import { poolLayout, residencyShape, shardedLayout, stagingBytes, type PoolLayout } from './pool-layout.js';
 import { placePlan, runPrefill } from './prefill.js';
 import { LayerPlacer } from './layered.js';
+import { runTriage, type ClipTriage } from './triage.js';
+import type { TriageKernels } from './triage-ops.js';
 import type { PrefillBuffers, SessionBuffers } from './session-buffers.js';
 import { DecodeStep } from './step.js';
 import { StepRing } from './step-ring.js';
@@ -101,6 +103,22 @@ export class WebGpuSessionParts {
     };
     this.prefillToken = r.token;
     return { token: r.token, logits: r.logits, observation };
+  }
+
+  /**
+   * Head triage of one clip (triage.ts) over this session's prompt, which is the
+   * teacher-forced [prefix][audio][instruction][answer without its last token]; the answer
+   * rows begin at `first`. The session has nothing to decode afterwards: close it.
+   */
+  async triage(tk: TriageKernels, audioEmbeddings: Float32Array, answer: number[], first: number): Promise<ClipTriage> {
+    const { ctx, config: c, kernels, weights } = this.e;
+    const failed = await this.allocation;
+    if (failed) throw failed;
+    this.checkEmbeddings(audioEmbeddings);
+    ctx.check();
+    const A = this.shape.audioLength;
+    const rows = { first, rows: answer.length, audioStart: audioStart(this.buffers.sizes.prompt), audioLength: A };
+    return runTriage(ctx, c, kernels, tk, weights, this.buffers, this.prefillBuffers!, audioEmbeddings, answer, rows);
   }
 
   async place(plan: PrefillPlan): Promise<WebGpuDecodeSession> {

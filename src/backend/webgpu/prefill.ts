@@ -35,7 +35,7 @@ export interface GpuPrefillOutput {
 }
 
 /** Copies [buffer, bytes, source offset = 0] parts into one staging buffer and maps it. */
-async function readBack(ctx: GpuContext, parts: [GPUBuffer, number, number?][]): Promise<ArrayBuffer[]> {
+export async function readBack(ctx: GpuContext, parts: [GPUBuffer, number, number?][]): Promise<ArrayBuffer[]> {
   const total = parts.reduce((n, [, b]) => n + Math.ceil(b / 16) * 16, 0);
   const staging = ctx.buffer('prefill.readback', total, GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST);
   const enc = ctx.device.createCommandEncoder();
@@ -71,6 +71,8 @@ export async function runPrefill(
   returnLogits: boolean,
   /** Called once each layer has been submitted, before the next is encoded; its work is queued before the next layer's. */
   onLayer?: (layer: number) => Promise<void>,
+  /** Rows from `first` on have their queries and attention outputs copied out of each layer's blocks ([rows, QD] each; the triage's). */
+  taps?: { first: number; q: GPUBuffer; attn: GPUBuffer },
 ): Promise<GpuPrefillOutput> {
   const A = s.sizes.audioLength;
   const n = s.sizes.promptLength;
@@ -157,6 +159,12 @@ export async function runPrefill(
           4 * (p.heldLayer(l) * iqRows + q0 - iq0) * QD,
           4 * (q1 - q0) * QD,
         );
+      if (taps && r0 + m > taps.first) {
+        const t0 = Math.max(r0, taps.first);
+        const bytes = 4 * (r0 + m - t0) * QD;
+        enc.copyBufferToBuffer(p.q, 4 * (t0 - r0) * QD, taps.q, 4 * (t0 - taps.first) * QD, bytes);
+        enc.copyBufferToBuffer(p.attn, 4 * (t0 - r0) * QD, taps.attn, 4 * (t0 - taps.first) * QD, bytes);
+      }
       if (A > 0 && r0 + m > firstQuery)
         run(enc, k.prefillScores.run({ q: p.q, k: pk, scores: p.scores, ml: p.ml, params: attnU }, A));
       run(

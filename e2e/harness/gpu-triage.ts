@@ -1,0 +1,86 @@
+/**
+ * The head triage on WebGPU against its plain-TS reference (src/calibrate/direct-sensitivity.ts)
+ * on a Hugging Face miniature loaded by `loadModel(url)`: the same teacher-forced clip (random
+ * audio embeddings, random transcript ids + the stop token) through both, in the weights'
+ * format the GPU holds (the CPU computes with the same packed matrices). Compared: every
+ * answer row's audio attention, each KV head's Head Sensitivity, and the roles VS × HS
+ * assigns at r_GPU 0.1 / 0.2 / 0.4 (the Voice Score from synthetic word spans, the same for both).
+ */
+import type { LoadedModel } from '../../src/model/loader.js';
+import { randomEmbeddings, rng } from '../../src/model/testing.js';
+import { packDecoderWeights, packedViews } from '../../src/model/packed-weights.js';
+import type { WeightFormat } from '../../src/model/quant.js';
+import { directTriage } from '../../src/calibrate/direct-sensitivity.js';
+import { VoiceScoreAccumulator } from '../../src/calibrate/voice-score.js';
+import { assignRoles, rankingScore } from '../../src/policy/wnw/triage.js';
+import { WebGpuBackend } from '../../src/backend/webgpu/backend.js';
+import { gpu, type CheckResult } from './gpu-util.js';
+
+const AUDIO_TOKENS = 120;
+const ANSWER = 24;
+/** Relative tolerance of a head's sensitivity (f32 on both sides, different summation orders). */
+const HS_TOLERANCE = 1e-4;
+const ROW_TOLERANCE = 1e-4;
+
+function voiceScore(m: LoadedModel, rows: Float32Array[][], N: number): number[] {
+  const c = m.config;
+  const vs = new VoiceScoreAccumulator({
+    numLayers: c.numLayers,
+    numHeads: c.numHeads,
+    numKvHeads: c.numKvHeads,
+    tokensPerSecond: c.audio.tokensPerSecond,
+  });
+  const seconds = N / c.audio.tokensPerSecond;
+  rows.slice(0, -1).forEach((r, j) => {
+    const start = (j * seconds) / (rows.length - 1);
+    vs.addToken({ start, end: start + seconds / (rows.length - 1) }, N, (q) => r[q]);
+  });
+  return vs.result().voiceScore;
+}
+
+export async function triageParity(name: string, model: LoadedModel, format: WeightFormat): Promise<CheckResult> {
+  const t0 = performance.now();
+  const c = model.config;
+  const packed = packDecoderWeights(c, model.weights, format);
+  const audio = randomEmbeddings(c, AUDIO_TOKENS, 31);
+  const rand = rng(7);
+  const answer = [...Array.from({ length: ANSWER }, () => Math.floor(rand() * c.vocabSize)), c.stopTokens[0]];
+  const ref = directTriage(c, packedViews(c, packed), audio, AUDIO_TOKENS, answer);
+  const { ctx } = await gpu();
+  const backend = await WebGpuBackend.create(c, packed, { context: ctx });
+  const live0 = ctx.liveBytes;
+  let got;
+  try {
+    got = await backend.triage(audio, AUDIO_TOKENS, answer);
+  } finally {
+    backend.dispose();
+  }
+  let rowErr = 0;
+  ref.rows.forEach((r, j) =>
+    r.forEach((a, q) => {
+      for (let p = 0; p < a.length; p++) rowErr = Math.max(rowErr, Math.abs(a[p] - got.rows[j][q][p]));
+    }),
+  );
+  const hsErr = Math.max(
+    ...ref.sensitivity.sum.map((s, h) => Math.abs(s - got.sum[h]) / Math.max(Math.abs(s), 1e-30)),
+  );
+  const vsRef = voiceScore(model, ref.rows, AUDIO_TOKENS);
+  const vsGot = voiceScore(model, got.rows, AUDIO_TOKENS);
+  const roles = [0.1, 0.2, 0.4].map((b) => {
+    const a = assignRoles(rankingScore(vsRef, ref.sensitivity.sum, 'product'), b);
+    const g = assignRoles(rankingScore(vsGot, got.sum, 'product'), b);
+    return JSON.stringify([a.anchors, a.tidal, a.fixed]) === JSON.stringify([g.anchors, g.tidal, g.fixed]);
+  });
+  const ceErr = Math.abs(ref.sensitivity.meanCe - got.meanCe);
+  const pass =
+    rowErr <= ROW_TOLERANCE && hsErr <= HS_TOLERANCE && roles.every(Boolean) && ceErr <= 1e-3 && got.tokens === answer.length;
+  return {
+    name,
+    pass,
+    detail:
+      `${format} weights, ${AUDIO_TOKENS} audio tokens, ${answer.length} answer rows: attention rows max |Δ| ${rowErr.toExponential(2)} (≤ ${ROW_TOLERANCE}), ` +
+      `HS max relative Δ ${hsErr.toExponential(2)} (≤ ${HS_TOLERANCE}), mean CE ${ref.sensitivity.meanCe.toFixed(4)} vs ${got.meanCe.toFixed(4)}, ` +
+      `roles equal at 0.1/0.2/0.4: ${roles.join('/')}; weights on the device ${(live0 / 2 ** 20).toFixed(1)} MiB`,
+    ms: performance.now() - t0,
+  };
+}
