@@ -14,6 +14,10 @@ export { loadTranscriber } from './transcribe/load.js';
 export { loadTranscriberInWorker } from './worker/client.js';
 export type {
   AudioInput,
+  Calibration,
+  CalibrateOptions,
+  CalibrationClip,
+  CalibrationProgress,
   LiveRecording,
   LoadOptions,
   ModelInfo,
@@ -35,6 +39,8 @@ export type { LiveOptions, LiveResult, LiveStats, LiveText, LiveTick } from './t
 // The load's formats (LoadOptions.kvPrecision, weightFormat).
 export type { KvPrecision } from './kv/precision.js';
 export type { WeightFormat } from './model/quant.js';
+// heads.json, as `Transcriber.calibrate` makes it.
+export type { HeadRoles, HeadsFile } from './model/heads.js';
 // Branch on `code`; the subclasses carry what a page may show (a cancel's text, the bytes a model needs).
 export {
   WnwError,

@@ -350,11 +350,66 @@ export interface Transcriber {
   open(input: AudioInput, options?: RecordingOptions): Promise<Recording>;
   /** Live captions from audio appended as it comes (docs/usage.md#live). */
   live(options?: LiveOptions): LiveRecording;
+  /**
+   * The head triage WnW needs (heads.json) for a model that ships none, computed on this
+   * transcriber's own device with the weights it holds: two teacher-forced forwards per clip
+   * (docs/calibrate-real-model.md). Each clip runs as one request among the others, so
+   * transcriptions go on meanwhile (with the full cache until it ends). In a page the finished
+   * clips and the result are kept in the browser for this folder: a stopped run resumes, and
+   * the next load finds the heads. Once it resolves, `policy: 'wnw'` runs with them.
+   */
+  calibrate(clips: CalibrationClip[], options?: CalibrateOptions): Promise<Calibration>;
   readonly modelInfo: ModelInfo;
   /** Frees every GPU buffer (and, in a worker, the worker). */
   dispose(): void;
   /** `await using asr = await loadTranscriber(…)` disposes it at the end of the block. */
   [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** A calibration clip: speech with its transcript and word times (as calibration-data/'s NAME.json beside NAME.wav). */
+export interface CalibrationClip {
+  /** Its name: a resumed run knows the clips it finished by it. */
+  id: string;
+  text: string;
+  /** Each word's span in seconds; a word whose `confidence` is under 0.85 is not scored. */
+  words: Array<{ word: string; start: number; end: number; confidence?: number }>;
+  /** The transcript's token ids, where a clip ships them for this very model (else `text` is tokenised). */
+  tokens?: number[];
+  /** The audio: a URL (fetched when its turn comes), a file's bytes, or a Blob. */
+  audio: string | ArrayBuffer | Uint8Array | Blob;
+  /** Its duration, where known beforehand: weighs it in the time left before it is encoded. */
+  seconds?: number;
+}
+
+/** Where a calibration is and what it expects still to take. */
+export interface CalibrationProgress {
+  /** The clip under way (1-based), of `clips`, and its id. */
+  clip: number;
+  clips: number;
+  id: string;
+  /** KV heads of the current clip whose Head Sensitivity is done, of `heads` (the direct path does them all at once). */
+  head: number;
+  heads: number;
+  /** Share of the run's forwards done (clips kept from an earlier run count as done). */
+  fraction: number;
+  /** Seconds still expected, from this run's measured time per forward; null before the first forward is timed. */
+  secondsLeft: number | null;
+  /** A clip just finished (reused: taken from what a stopped run kept). */
+  finished?: { seconds: number; reused: boolean };
+}
+
+export interface CalibrateOptions {
+  /** Stops between clips: `calibrate` rejects with CANCELLED, and the finished clips stay kept for the next run. */
+  signal?: AbortSignal;
+  onProgress?: (p: CalibrationProgress) => void;
+}
+
+export interface Calibration {
+  /** heads.json's content: save it into the model folder to use it anywhere. */
+  heads: import('./model/heads.js').HeadsFile;
+  /** Whether it was stored in this browser for the folder (a page's next load uses it). */
+  stored: boolean;
+  seconds: number;
 }
 
 export interface RecordingOptions {

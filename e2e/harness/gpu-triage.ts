@@ -61,25 +61,27 @@ export async function triageParity(name: string, model: LoadedModel, format: Wei
       for (let p = 0; p < a.length; p++) rowErr = Math.max(rowErr, Math.abs(a[p] - got.rows[j][q][p]));
     }),
   );
-  const hsErr = Math.max(
-    ...ref.sensitivity.sum.map((s, h) => Math.abs(s - got.sum[h]) / Math.max(Math.abs(s), 1e-30)),
-  );
+  const hsErr = Math.max(...ref.sum.map((s, h) => Math.abs(s - got.sum[h]) / Math.max(Math.abs(s), 1e-30)));
   const vsRef = voiceScore(model, ref.rows, AUDIO_TOKENS);
   const vsGot = voiceScore(model, got.rows, AUDIO_TOKENS);
   const roles = [0.1, 0.2, 0.4].map((b) => {
-    const a = assignRoles(rankingScore(vsRef, ref.sensitivity.sum, 'product'), b);
+    const a = assignRoles(rankingScore(vsRef, ref.sum, 'product'), b);
     const g = assignRoles(rankingScore(vsGot, got.sum, 'product'), b);
     return JSON.stringify([a.anchors, a.tidal, a.fixed]) === JSON.stringify([g.anchors, g.tidal, g.fixed]);
   });
-  const ceErr = Math.abs(ref.sensitivity.meanCe - got.meanCe);
+  const ceErr = Math.abs(ref.meanCe - got.meanCe);
   const pass =
-    rowErr <= ROW_TOLERANCE && hsErr <= HS_TOLERANCE && roles.every(Boolean) && ceErr <= 1e-3 && got.tokens === answer.length;
+    rowErr <= ROW_TOLERANCE &&
+    hsErr <= HS_TOLERANCE &&
+    roles.every(Boolean) &&
+    ceErr <= 1e-3 &&
+    got.tokens === answer.length;
   return {
     name,
     pass,
     detail:
       `${format} weights, ${AUDIO_TOKENS} audio tokens, ${answer.length} answer rows: attention rows max |Δ| ${rowErr.toExponential(2)} (≤ ${ROW_TOLERANCE}), ` +
-      `HS max relative Δ ${hsErr.toExponential(2)} (≤ ${HS_TOLERANCE}), mean CE ${ref.sensitivity.meanCe.toFixed(4)} vs ${got.meanCe.toFixed(4)}, ` +
+      `HS max relative Δ ${hsErr.toExponential(2)} (≤ ${HS_TOLERANCE}), mean CE ${ref.meanCe.toFixed(4)} vs ${got.meanCe.toFixed(4)}, ` +
       `roles equal at 0.1/0.2/0.4: ${roles.join('/')}; weights on the device ${(live0 / 2 ** 20).toFixed(1)} MiB`,
     ms: performance.now() - t0,
   };

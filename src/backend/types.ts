@@ -7,6 +7,7 @@ import type { ModelConfig, PromptIds } from '../model/config.js';
 import type { AttentionRequest, LayerPrefill, PrefillObservation, PrefillPlan, StepPlan } from '../kv/plan.js';
 import type { Readouts, StepReadings } from './readouts.js';
 import type { ResidencyStats, TransferStats } from '../kv/types.js';
+import type { ClipSensitivity } from '../calibrate/sensitivity.js';
 
 export type BackendKind = 'cpu' | 'webgpu';
 
@@ -63,8 +64,21 @@ export interface DecoderBackend<S extends DecodeSession = DecodeSession> {
    * (`LayerPrefill`): the peak is one layer's prompt KV plus the pool.
    */
   openByLayer(options: SessionOptions): LayeredPrefill<S>;
+  /**
+   * Head triage of one clip with the weights this backend holds (the two teacher-forced
+   * forwards of src/calibrate/direct-sensitivity.ts, which is the reference): `answer` is the
+   * transcript's ids and the stop token, forced after `prompt`'s instruction (default the
+   * config's). Closes the open session.
+   */
+  triage(audioEmbeddings: Float32Array, audioLength: number, answer: number[], prompt?: PromptIds): Promise<ClipTriage>;
   /** Frees everything (weights and GPU buffers). */
   dispose(): void;
+}
+
+/** One clip's triage: the Voice Score's attention rows and the Head Sensitivity's sums. */
+export interface ClipTriage extends ClipSensitivity {
+  /** rows[j][layer · numHeads + head]: the audio attention of the row predicting answer[j]. */
+  rows: Float32Array[][];
 }
 
 /** A session before its prefill: sized, nothing run. */

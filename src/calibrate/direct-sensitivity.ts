@@ -27,7 +27,7 @@ import { matrixRow } from '../reference/matrix.js';
 import { matvec, rmsnorm, ropeFrequencies } from '../reference/ops.js';
 import { audioStart, promptLength, type ModelConfig, type PromptIds } from '../model/config.js';
 import type { ComputeWeights } from '../model/packed-weights.js';
-import type { ClipSensitivity } from './sensitivity.js';
+import type { ClipTriage } from '../backend/types.js';
 
 /**
  * ∂CE_t/∂x_t for each answer row (rows from `first` predict answer[t]), through the final
@@ -84,12 +84,6 @@ export function answerResidualGradient(
   return { grad, ce };
 }
 
-export interface DirectTriage {
-  /** rows[j][layer · numHeads + head]: the audio attention of the row predicting answer[j] (the Voice Score's input). */
-  rows: Float32Array[][];
-  sensitivity: ClipSensitivity;
-}
-
 /** One clip's Voice Score rows and direct-path Head Sensitivity (answer: transcript + eos). */
 export function directTriage(
   c: ModelConfig,
@@ -98,7 +92,7 @@ export function directTriage(
   N: number,
   answer: number[],
   prompt: PromptIds = c,
-): DirectTriage {
+): ClipTriage {
   if (answer.length === 0) throw new Error('no answer tokens to take the CE on');
   const T = answer.length;
   const H = c.numHeads;
@@ -173,5 +167,5 @@ export function directTriage(
       }
     },
   });
-  return { rows, sensitivity: { sum, tokens: T, meanCe: ce.reduce((a, b) => a + b, 0) / T } };
+  return { rows, sum, tokens: T, meanCe: ce.reduce((a, b) => a + b, 0) / T };
 }

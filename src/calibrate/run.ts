@@ -7,7 +7,7 @@
 import { readFileSync, renameSync, rmSync, writeFileSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { LoadedModel } from '../model/loader.js';
-import { listCalibrationClips, type CalibrationClip } from './clips.js';
+import { listCalibrationClips, type FolderClip } from './clips.js';
 import {
   calibrateClipSamples,
   calibrateClips,
@@ -24,7 +24,7 @@ import type { HeadsFile } from '../research.js';
 export type { ClipResult, EncodeAudio };
 
 /** A clip of a folder, its audio read from its file. */
-export function fileClip(clip: CalibrationClip): ClipSource {
+export function fileClip(clip: FolderClip): ClipSource {
   return { ...clip, read: async () => new Uint8Array(readFileSync(clip.wav)) };
 }
 
@@ -32,7 +32,7 @@ export function fileClip(clip: CalibrationClip): ClipSource {
 export function calibrateClip(
   model: LoadedModel,
   encode: EncodeAudio,
-  clip: CalibrationClip,
+  clip: FolderClip,
   sensitivity?: SensitivitySettings,
 ): Promise<ClipResult> {
   return calibrateClipSamples(model, encode, fileClip(clip), sensitivity);

@@ -16,8 +16,11 @@ import { buildHeadsFile } from './heads-file.js';
 import { forwardsPerClip } from './cost.js';
 import { clipSensitivity, type ClipSensitivity } from './sensitivity.js';
 import { directTriage } from './direct-sensitivity.js';
+import { packedViews } from '../model/packed-weights.js';
+import type { ClipTriage } from '../backend/types.js';
 import { VoiceScoreAccumulator, type ClipVoice } from './voice-score.js';
 import type { HeadsFile } from '../research.js';
+import type { CalibrationProgress } from '../types.js';
 
 /** Turns a clip's 16 kHz samples into the decoder's audio embeddings. */
 export type EncodeAudio = (samples: Float32Array) => Promise<{ embeddings: Float32Array; audioLength: number }>;
@@ -65,9 +68,20 @@ export interface SensitivitySettings {
 export type ClipStage =
   { stage: 'encode'; audioLength: number } | { stage: 'voice' } | { stage: 'head'; done: number; total: number };
 
+/** The direct path's two forwards on one clip (answer: transcript + stop token): a backend's `triage`. */
+export type TriageForward = (embeddings: Float32Array, audioLength: number, answer: number[]) => Promise<ClipTriage>;
+
+/** The triage on the CPU reference, with the model's weights as loaded (packed ones stay packed). */
+export function referenceTriage(model: LoadedModel): TriageForward {
+  const c = model.config;
+  return async (embeddings, N, answer) =>
+    directTriage(c, model.packed ? packedViews(c, model.packed) : model.weights, embeddings, N, answer);
+}
+
 /**
- * One clip: its VS share and, with `sensitivity`, the forward-only HS (answer: transcript
- * + eos). `onStage` is called as each part finishes.
+ * One clip: its VS share and, with `sensitivity`, the HS (answer: transcript + eos): the
+ * direct path's through `triage` (default the CPU reference), the finite differences' on the
+ * CPU reference. `onStage` is called as each part finishes.
  */
 export async function calibrateClipSamples(
   model: LoadedModel,
@@ -75,6 +89,7 @@ export async function calibrateClipSamples(
   clip: ClipSource,
   sensitivity?: SensitivitySettings,
   onStage?: (s: ClipStage) => void,
+  triage: TriageForward = referenceTriage(model),
 ): Promise<ClipResult> {
   const c = model.config;
   const samples = await toMono16k(await clip.read(), c.audio.sampleRate);
@@ -89,8 +104,7 @@ export async function calibrateClipSamples(
   const wordOf = tokenWordIndex(tokens.map((t) => tok.pieceText(t)));
   const answer = [...tokens, c.stopTokens[0]];
   // The direct path's second forward keeps the same attention rows the Voice Score reads.
-  const direct =
-    sensitivity?.estimator === 'direct-path' ? directTriage(c, model.weights, embeddings, N, answer) : undefined;
+  const direct = sensitivity?.estimator === 'direct-path' ? await triage(embeddings, N, answer) : undefined;
   const rows = direct ? direct.rows : answerAttention(c, model.weights, embeddings, N, tokens);
   const vs = new VoiceScoreAccumulator({
     numLayers: c.numLayers,
@@ -104,17 +118,17 @@ export async function calibrateClipSamples(
   });
   const voice = vs.endClip();
   onStage?.({ stage: 'voice' });
-  const hs = direct
-    ? direct.sensitivity
+  const hs: ClipSensitivity | undefined = direct
+    ? { sum: direct.sum, tokens: direct.tokens, meanCe: direct.meanCe }
     : sensitivity
-    ? clipSensitivity(c, model.weights, embeddings, N, answer, {
-        directions: sensitivity.directions,
-        step: sensitivity.step,
-        blockSize: sensitivity.blockSize ?? undefined,
-        seed: (sensitivity.seed ?? 1) + hashId(clip.id),
-        onHead: (done, total) => onStage?.({ stage: 'head', done, total }),
-      })
-    : undefined;
+      ? clipSensitivity(c, model.weights, embeddings, N, answer, {
+          directions: sensitivity.directions,
+          step: sensitivity.step,
+          blockSize: sensitivity.blockSize ?? undefined,
+          seed: (sensitivity.seed ?? 1) + hashId(clip.id),
+          onHead: (done, total) => onStage?.({ stage: 'head', done, total }),
+        })
+      : undefined;
   return { id: clip.id, audioLength: N, voice, ...(hs ? { sensitivity: hs } : {}) };
 }
 
@@ -139,20 +153,7 @@ export interface PartialFile {
 }
 
 /** Progress of a run: where it is, and the seconds it expects still to take. */
-export interface CalibrationProgress {
-  clip: number;
-  clips: number;
-  id: string;
-  /** KV heads of the current clip whose Head Sensitivity is done, of `heads`. */
-  head: number;
-  heads: number;
-  /** Share of the whole run's forwards done (clips kept from an earlier run count as done). */
-  fraction: number;
-  /** Seconds still expected, from this run's measured time per forward; null before the first forward is timed. */
-  secondsLeft: number | null;
-  /** A clip just finished (reused: taken from the partial store). */
-  finished?: { seconds: number; reused: boolean };
-}
+export type { CalibrationProgress };
 
 export { forwardsPerClip };
 
@@ -165,6 +166,10 @@ export interface RuntimeCalibrationOptions {
   /** Audio positions perturbed together (sensitivity.ts `blockSize`); default all of a clip's. */
   blockSize?: number;
   store?: PartialStore;
+  /** The direct path's forwards; default the CPU reference (a transcriber passes its backend's). */
+  triage?: TriageForward;
+  /** Runs each clip's work (a transcriber queues it between its other requests); default at once. */
+  schedule?: <T>(job: () => Promise<T>) => Promise<T>;
   onProgress?: (p: CalibrationProgress) => void;
   /** Checked between clips: a stop keeps the finished clips in the store for the next run. */
   signal?: AbortSignal;
@@ -260,22 +265,32 @@ export async function calibrateClips(
         mark = t;
         forwards += f;
       };
-      r = await calibrateClipSamples(model, encode, clip, settings, (s) => {
-        if (s.stage === 'encode') {
-          // The encoder is not a decoder forward: its time stays out of the rate.
-          length.set(clip.id, s.audioLength);
-          mark = now();
-          return;
-        }
-        // Head d's perturbations; the first head also carries the unperturbed pass before it.
-        account(
-          s.stage === 'voice'
-            ? forwardsPerClip(c, settings.estimator, 0) - (settings.estimator === 'direct-path' ? 0 : 1)
-            : (s.done === 1 ? 1 : 0) +
-                (settings.directions * (c.numLayers - Math.floor((s.done - 1) / c.numKvHeads))) / c.numLayers,
-        );
-        report(s.stage === 'head' ? s.done : 0, forwards);
-      });
+      const schedule = o.schedule ?? ((job) => job());
+      r = await schedule(() =>
+        calibrateClipSamples(
+          model,
+          encode,
+          clip,
+          settings,
+          (s) => {
+            if (s.stage === 'encode') {
+              // The encoder is not a decoder forward: its time stays out of the rate.
+              length.set(clip.id, s.audioLength);
+              mark = now();
+              return;
+            }
+            // Head d's perturbations; the first head also carries the unperturbed pass before it.
+            account(
+              s.stage === 'voice'
+                ? forwardsPerClip(c, settings.estimator, 0) - (settings.estimator === 'direct-path' ? 0 : 1)
+                : (s.done === 1 ? 1 : 0) +
+                    (settings.directions * (c.numLayers - Math.floor((s.done - 1) / c.numKvHeads))) / c.numLayers,
+            );
+            report(s.stage === 'head' ? s.done : 0, forwards);
+          },
+          o.triage,
+        ),
+      );
       saved.set(clip.id, r);
       await o.store?.save({ model: c.name, settings, clips: [...saved.values()] });
     }

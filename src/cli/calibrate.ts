@@ -1,15 +1,22 @@
 /**
- * `wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--directions M]
- * [--language CODE] [--compare HEADS.json]`: heads.json computed by the runtime alone, the
- * Voice Score from teacher-forced attention and the Head Sensitivity from forward-only
- * finite differences (src/calibrate/sensitivity.ts), on the CPU decoder. Progress per clip
- * on stderr; every finished clip is kept in OUT.partial.json, so a stopped run resumes.
+ * `wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--backend B]
+ * [--estimator direct-path|finite-difference [--directions M] [--block N]] [--language CODE]
+ * [--compare HEADS.json]`: heads.json computed by the runtime alone. By default the head
+ * triage of `Transcriber.calibrate` (two teacher-forced forwards a clip on the backend the
+ * transcriber runs, src/calibrate/direct-sensitivity.ts); `--estimator finite-difference` the
+ * forward-only finite differences (src/calibrate/sensitivity.ts) on the CPU reference. Progress
+ * per clip on stderr; every finished clip is kept in OUT.partial.json, so a stopped run resumes.
  */
-import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { UsageError, commandArgs } from './args.js';
+import { mkdirSync, openAsBlob, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { UsageError, commandArgs, parseBackend } from './args.js';
+
+/** Clips a calibration takes unless --limit says otherwise: the triage chosen on calibration data (docs/calibrate-real-model.md). */
+export const DEFAULT_CLIPS = 8;
 import { usageLine } from './help.js';
 import type { TriageEstimator } from '../calibrate/runtime.js';
+import type { HeadsFile } from '../model/heads.js';
+import type { BackendChoice } from './args.js';
 
 export const CALIBRATE_USAGE = usageLine('calibrate');
 
@@ -19,6 +26,7 @@ export interface CalibrateArgs {
   limit?: number;
   out: string;
   estimator?: TriageEstimator;
+  backend: BackendChoice;
   directions?: number;
   blockSize?: number;
   language?: string;
@@ -42,11 +50,14 @@ export function parseCalibrateArgs(argv: string[], cwd = process.cwd()): Calibra
   if (estimator !== undefined && estimator !== 'direct-path' && estimator !== 'finite-difference')
     throw new UsageError(`--estimator must be direct-path or finite-difference, got "${estimator}"`);
   if (estimator !== 'finite-difference' && (flags.has('directions') || flags.has('block')))
-    throw new UsageError('--directions and --block set the finite-difference estimate: add --estimator finite-difference');
+    throw new UsageError(
+      '--directions and --block set the finite-difference estimate: add --estimator finite-difference',
+    );
   return {
     model: dir,
     clips: resolve(cwd, flags.get('clips') ?? 'calibration-data'),
-    limit: count('limit'),
+    limit: count('limit') ?? DEFAULT_CLIPS,
+    backend: parseBackend(flags.get('backend') ?? 'auto'),
     out: resolve(cwd, flags.get('out') ?? join(dir, 'heads.json')),
     ...(estimator ? { estimator } : {}),
     directions: count('directions'),
@@ -61,41 +72,100 @@ export async function calibrateCommand(
   a: CalibrateArgs,
   io: { stdout: (s: string) => void; stderr: (s: string) => void; signal?: AbortSignal },
 ): Promise<number> {
+  const { partialPath } = await import('../calibrate/run.js');
+  const heads = await ((a.estimator ?? 'direct-path') === 'direct-path' ? onTranscriber(a, io) : onReference(a, io));
+  if (!heads) {
+    io.stderr(`calibrate: stopped; finished clips are in ${partialPath(a.out)} and the next run resumes from them\n`);
+    return 130;
+  }
+  mkdirSync(dirname(a.out), { recursive: true });
+  writeFileSync(a.out, JSON.stringify(heads, null, 1) + '\n');
+  io.stderr(`calibrate: wrote ${a.out}\n`);
+  if (a.compare) {
+    const { compareCalibrations } = await import('../calibrate/compare.js');
+    const { parseHeadsFile } = await import('../policy/wnw/triage.js');
+    const ref = parseHeadsFile(
+      JSON.parse(readFileSync(a.compare, 'utf8')),
+      heads.numLayers,
+      heads.numKvHeads,
+      a.compare,
+    );
+    for (const line of compareCalibrations(ref, heads)) io.stdout(`${line}\n`);
+  }
+  return 0;
+}
+
+type Io = Parameters<typeof calibrateCommand>[1];
+
+/** The default triage: `Transcriber.calibrate` on the backend `--backend` picks, with the weights it loads. */
+async function onTranscriber(a: CalibrateArgs, io: Io): Promise<HeadsFile | null> {
+  const { loadTranscriber } = await import('../transcribe/transcriber.js');
+  const { listCalibrationClips } = await import('../calibrate/clips.js');
+  const { fileStore, partialPath } = await import('../calibrate/run.js');
+  const { CancelledError } = await import('../errors.js');
+  const files = await listCalibrationClips(a.clips, a.limit);
+  const clips = await Promise.all(
+    files.map(async (f) => ({
+      id: f.id,
+      text: f.text,
+      words: f.words,
+      ...(f.tokens ? { tokens: f.tokens } : {}),
+      // A Blob backed by the file: read when the clip's turn comes.
+      audio: await openAsBlob(f.wav),
+    })),
+  );
+  const t = await loadTranscriber({
+    model: a.model,
+    policy: 'full',
+    backend: a.backend,
+    ...(a.language ? { language: a.language } : {}),
+  });
+  try {
+    io.stderr(
+      `calibrate: ${clips.length} clip${clips.length === 1 ? '' : 's'}, two forwards each, on ${t.backend}` +
+        `${t.backendReason ? ` (${t.backendReason})` : ''}\n`,
+    );
+    const r = await t.calibrate(
+      clips,
+      {
+        signal: io.signal,
+        onProgress: (p) =>
+          p.finished &&
+          io.stderr(
+            `calibrate: clip ${p.clip}/${p.clips} ${p.id} ${p.finished.reused ? '(saved earlier)' : `${p.finished.seconds.toFixed(1)} s`}\n`,
+          ),
+      },
+      fileStore(partialPath(a.out)),
+    );
+    return r.heads;
+  } catch (e) {
+    if (e instanceof CancelledError) return null;
+    throw e;
+  } finally {
+    t.dispose();
+  }
+}
+
+/** The finite-difference estimate, on the CPU reference decoder (f32). */
+async function onReference(a: CalibrateArgs, io: Io): Promise<HeadsFile | null> {
   const { loadModel } = await import('../model/loader.js');
   const { createAudioRoute } = await import('../route/audio-route.js');
-  const { calibrateRuntime, partialPath } = await import('../calibrate/run.js');
+  const { calibrateRuntime } = await import('../calibrate/run.js');
   const model = await loadModel(a.model, undefined, { language: a.language });
   const route = await createAudioRoute(model, { file: join(a.model, 'encoder.onnx') });
   try {
-    const heads = await calibrateRuntime(model, (s) => route.encode(s), {
+    return await calibrateRuntime(model, (s) => route.encode(s), {
       modelDir: a.model,
       clipsDir: a.clips,
       limit: a.limit,
       out: a.out,
-      estimator: a.estimator,
+      estimator: 'finite-difference',
       directions: a.directions,
       blockSize: a.blockSize,
       signal: io.signal,
       onClip: (done, total, id, seconds, reused) =>
         io.stderr(`calibrate: clip ${done}/${total} ${id} ${reused ? '(saved earlier)' : `${seconds.toFixed(1)} s`}\n`),
     });
-    if (!heads) {
-      io.stderr(`calibrate: stopped; finished clips are in ${partialPath(a.out)} and the next run resumes from them\n`);
-      return 130;
-    }
-    io.stderr(`calibrate: wrote ${a.out}\n`);
-    if (a.compare) {
-      const { compareCalibrations } = await import('../calibrate/compare.js');
-      const { parseHeadsFile } = await import('../policy/wnw/triage.js');
-      const ref = parseHeadsFile(
-        JSON.parse(readFileSync(a.compare, 'utf8')),
-        heads.numLayers,
-        heads.numKvHeads,
-        a.compare,
-      );
-      for (const line of compareCalibrations(ref, heads)) io.stdout(`${line}\n`);
-    }
-    return 0;
   } finally {
     await route.dispose();
   }

@@ -68,7 +68,7 @@ export const FLAGS: readonly FlagSpec[] = [
   {
     name: 'backend',
     value: choices(BACKENDS),
-    commands: [...LOADING, 'worker'],
+    commands: [...LOADING, 'worker', 'calibrate'],
     default: 'auto',
     description: 'auto takes a hardware GPU through WebGPU when there is one, else the CPU, and says which',
   },
@@ -267,7 +267,7 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'limit',
     value: 'N',
     commands: ['calibrate'],
-    default: 'all',
+    default: '8',
     description: 'calibrate on the first N clips',
   },
   {

@@ -43,9 +43,14 @@ import {
   type Resumption,
 } from './recording.js';
 import { sessionPrompt } from '../kv/prompt.js';
+import { calibrateOn } from './calibrate.js';
+import type { PartialStore } from '../calibrate/runtime.js';
 import { conversationSystem } from '../model/text/index.js';
 import type {
   AudioInput,
+  CalibrateOptions,
+  Calibration,
+  CalibrationClip,
   LoadOptions,
   PolicyName,
   ProgressEvent,
@@ -179,6 +184,30 @@ export class WnwTranscriber implements Transcriber {
         }),
       open: (samples) => this.serial(() => this.openNow(samples, {}, placing)),
     };
+  }
+
+  /**
+   * The head triage on this transcriber's backend (calibrate.ts): each clip is one job of the
+   * queue. `store` keeps finished clips where the caller says (the CLI's file); omitted, in
+   * the browser's storage where there is one.
+   */
+  calibrate(clips: CalibrationClip[], options: CalibrateOptions = {}, store?: PartialStore): Promise<Calibration> {
+    if (this.disposed) throw new WnwError('BAD_ARGUMENT', 'this transcriber was disposed; load a new one');
+    return calibrateOn(
+      {
+        model: this.model,
+        encode: (samples) => this.route.encode(samples),
+        triage: (embeddings, audioLength, answer) => {
+          // The backend holds one session: the recording's, if one is open, is closed by the triage's.
+          this.recording?.drop();
+          return this.decoder.triage(embeddings, audioLength, answer);
+        },
+        serial: (job) => this.serial(job),
+      },
+      clips,
+      options,
+      store,
+    );
   }
 
   /** Runs `job` after every call queued before it: the backend holds one session. */

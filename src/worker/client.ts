@@ -7,6 +7,9 @@
 import { CancelledError, DeviceLostError, WnwError, type WnwErrorCode } from '../errors.js';
 import type {
   AudioInput,
+  CalibrateOptions,
+  Calibration,
+  CalibrationClip,
   LoadOptions,
   PolicyName,
   Recording,
@@ -228,6 +231,8 @@ export async function loadTranscriberInWorker(
     handle.worker.terminate();
     throw e;
   });
+  /** The model as loaded, and whether it has heads since a calibration. */
+  let info = modelInfo;
 
   /**
    * Sends one run (`message` for the id it gets) and streams its tokens, steps and progress
@@ -439,6 +444,38 @@ export async function loadTranscriberInWorker(
     };
   }
 
+  /** The triage in the worker, clip by clip between its other requests; a cancel stops it between clips. */
+  async function calibrate(clips: CalibrationClip[], opts: CalibrateOptions = {}): Promise<Calibration> {
+    if (handle.crashed) throw handle.crashed;
+    const s = handle;
+    await s.ready;
+    // A URL is the page's: the worker's own address would resolve a relative one elsewhere.
+    const here = typeof location !== 'undefined' ? location.href : undefined;
+    const wire = Array.isArray(clips)
+      ? clips.map((c) => (typeof c?.audio === 'string' && here ? { ...c, audio: new URL(c.audio, here).href } : c))
+      : clips;
+    const { signal, onProgress: onCalibrateProgress } = opts;
+    return new Promise<Calibration>((resolve, reject) => {
+      const finish = () => {
+        s.close(id);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      const id = s.open((m) => {
+        if (m.type === 'calibrate-progress') onCalibrateProgress?.(m.progress);
+        else if (m.type === 'failed') (finish(), reject(deserializeError(m.error)));
+        else if (m.type === 'calibrated') {
+          finish();
+          info = { ...info, heads: true };
+          resolve(m.calibration);
+        }
+      });
+      const onAbort = () => s.send({ type: 'cancel', id });
+      signal?.addEventListener('abort', onAbort, { once: true });
+      s.send({ type: 'calibrate', id, clips: wire });
+      if (signal?.aborted) onAbort();
+    });
+  }
+
   function dispose() {
     const s = handle;
     // Terminate once the worker has freed its GPU buffers, or after a grace period if it hangs.
@@ -450,8 +487,11 @@ export async function loadTranscriberInWorker(
   return {
     backend,
     backendReason,
-    modelInfo,
+    get modelInfo() {
+      return info;
+    },
     live: (options: LiveOptions = {}) => live(options),
+    calibrate,
     transcribe: (input: AudioInput, opts: TranscribeOptions = {}): Promise<TranscriptionResult> =>
       call(
         opts,

@@ -4,6 +4,9 @@
  * the WnwError `code` and are rebuilt on the page side.
  */
 import type {
+  Calibration,
+  CalibrationClip,
+  CalibrationProgress,
   LoadOptions,
   ModelInfo,
   Probe,
@@ -65,6 +68,8 @@ export type ToWorker =
   | { type: 'live-start'; id: number; options: WorkerLiveOptions }
   | { type: 'live-append'; id: number; live: number; samples: Float32Array }
   | { type: 'live-stop'; id: number; live: number }
+  /** Runs between the other requests, clip by clip: a cancel stops it between clips. */
+  | { type: 'calibrate'; id: number; clips: CalibrationClip[] }
   | { type: 'cancel'; id: number }
   | { type: 'dispose'; id: number };
 
@@ -94,6 +99,8 @@ export type FromWorker =
       opened: { audioSeconds: number; can: Recording['can'] } | null;
       recordingError?: SerializedError;
     }
+  | { type: 'calibrate-progress'; id: number; progress: CalibrationProgress }
+  | { type: 'calibrated'; id: number; calibration: Calibration }
   | { type: 'failed'; id: number; error: SerializedError }
   | { type: 'disposed'; id: number };
 

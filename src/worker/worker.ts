@@ -188,6 +188,26 @@ async function handle(m: ToWorker): Promise<void> {
       recordings.get(m.recording)?.dispose();
       recordings.delete(m.recording);
       return;
+    case 'calibrate': {
+      // Not queued as a whole: each clip joins the transcriber's queue, so requests sent meanwhile run between clips.
+      const abort = new AbortController();
+      running.set(m.id, abort);
+      answer(m.id, async () => {
+        try {
+          if (!transcriber) throw new Error('load the model first');
+          const calibration = await (
+            await transcriber
+          ).calibrate(m.clips, {
+            signal: abort.signal,
+            onProgress: (progress) => post({ type: 'calibrate-progress', id: m.id, progress }),
+          });
+          post({ type: 'calibrated', id: m.id, calibration });
+        } finally {
+          running.delete(m.id);
+        }
+      });
+      return;
+    }
     case 'cancel':
       running.get(m.id)?.abort();
       return;

@@ -16,5 +16,8 @@ export const fakeTranscriberRest = {
   live: (): never => {
     throw new Error('this fake does not record live');
   },
+  calibrate: (): never => {
+    throw new Error('this fake does not calibrate');
+  },
   async [Symbol.asyncDispose]() {},
 };

@@ -28,7 +28,15 @@ import { checkPoolLimit, GROWTH_PAGES_PER_HEAD, growthOptions, poolNeed } from '
 import { kvElementBytes, slotBytes, type KvPrecision } from '../../kv/precision.js';
 import type { TransferStats } from '../../kv/types.js';
 import type { LayerPrefill, PrefillPlan } from '../../kv/plan.js';
-import type { DecoderBackend, LayeredPrefill, LayeredPrefillResult, SessionOptions, WholePrefill } from '../types.js';
+import type {
+  ClipTriage,
+  DecoderBackend,
+  LayeredPrefill,
+  LayeredPrefillResult,
+  SessionOptions,
+  WholePrefill,
+} from '../types.js';
+import { directTriage } from '../../calibrate/direct-sensitivity.js';
 import {
   addBias,
   argmax,
@@ -476,6 +484,11 @@ export class CpuBackend implements DecoderBackend<CpuDecodeSession> {
       logits: s.returnLogits ? Float32Array.from(this.logits) : undefined,
       readings: { weights: req.decodeWeights === false ? [] : weights, queries, ...reduced },
     };
+  }
+
+  async triage(audio: Float32Array, audioLength: number, answer: number[], prompt?: PromptIds): Promise<ClipTriage> {
+    this.live = null;
+    return directTriage(this.config, this.weights, audio, audioLength, answer, prompt);
   }
 
   dispose(): void {

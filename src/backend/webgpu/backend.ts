@@ -34,7 +34,7 @@ import type { WeightFormat } from '../../model/quant.js';
 import { isPackedSource, sourceFormats, type PackedWeightSource } from '../../model/packed-source.js';
 import { cancellableUpload, settleCreation } from '../cancel.js';
 import { TriageKernels } from './triage-ops.js';
-import type { ClipTriage } from './triage.js';
+import type { ClipTriage } from '../types.js';
 
 export interface WebGpuBackendOptions {
   /** An existing context (shared with other work, or made by a test); default: acquire one. */

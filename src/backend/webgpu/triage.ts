@@ -23,16 +23,7 @@ import type { PrefillBuffers, SessionBuffers } from './session-buffers.js';
 import type { GpuWeights } from './weights.js';
 import { readBack, runPrefill } from './prefill.js';
 import type { AnswerRows, TriageKernels } from './triage-ops.js';
-
-/** What the triage of one clip gives: the Voice Score's rows and the per-head sensitivity sums. */
-export interface ClipTriage {
-  /** rows[j][layer · numHeads + head]: the audio attention of the row predicting answer[j]. */
-  rows: Float32Array[][];
-  /** Per KV head (flat layer · numKvHeads + head): the sum over answer tokens of the mean per-position norm. */
-  sum: number[];
-  tokens: number;
-  meanCe: number;
-}
+import type { ClipTriage } from '../types.js';
 
 /** Bytes the triage adds to a session sized for its teacher-forced prompt (the fit check counts them). */
 export function triageBytes(c: ModelConfig, answerRows: number, audioLength: number): number {
