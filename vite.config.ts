@@ -26,8 +26,7 @@ const LIB_EXTERNAL = [
 const DEMO_EXTERNAL = [/\/src\/audio\/node-decode\.ts$/];
 
 /**
- * The library's workers are entries of their own (dist/lib/worker.js, and the browser
- * calibration's dist/lib/calibrate-worker.js), and the published code starts each with the
+ * The library's worker is an entry of its own (dist/lib/worker.js), and the published code starts it with the
  * pattern every bundler follows, `new Worker(new URL('./worker.js', import.meta.url), { type:
  * 'module' })`, so a consumer's bundler emits it beside the app. Vite would otherwise build
  * it here into an absolute `/assets/worker-<hash>.js` URL that no consumer serves: the
@@ -39,7 +38,6 @@ function publishedWorkerUrl(): Plugin {
   // The module that starts each worker, and the entry's file name the published URL names.
   const starters: Record<string, string> = {
     '/src/worker/client.ts': 'worker.js',
-    '/src/calibrate/browser.ts': 'calibrate-worker.js',
   };
   return {
     name: 'wnw-published-worker-url',
@@ -95,7 +93,6 @@ export default defineConfig(({ mode }) => ({
               research: resolve(import.meta.dirname, 'src/research.ts'),
               node: resolve(import.meta.dirname, 'src/node.ts'),
               worker: resolve(import.meta.dirname, 'src/worker/worker.ts'),
-              'calibrate-worker': resolve(import.meta.dirname, 'src/calibrate/worker.ts'),
               cli: resolve(import.meta.dirname, 'src/cli/main.ts'),
               // The archive queue's worker thread (src/archive/queue-worker.ts starts it by this name).
               'transcription-thread': resolve(import.meta.dirname, 'src/archive/transcription-thread.ts'),

@@ -1,11 +1,12 @@
 /**
  * "Calibrate for WnW" in the demo page, as a person would do it: a Hugging Face folder
- * without heads.json, picked from disk, cannot run WnW; the page calibrates it (one clip of
- * the site's calibration set, one direction per head: the smallest run that goes through
- * every stage) in a worker of its own, showing progress per clip and per head and the time
- * left; WnW then runs; after a reload the same folder goes straight to WnW with the heads
- * stored in the browser, and no calibration starts. One page, one browser context (the
- * stored heads live in its private storage).
+ * without heads.json, picked from disk, cannot run WnW; the page triages its heads on the
+ * WebGPU backend (the transcriber's own, SwiftShader here) from four clips of the site's
+ * calibration set, stating the cost first and showing progress per clip with the time left;
+ * stopped after its first clips, it resumes from them; WnW then runs on the same
+ * transcriber; after a reload the same folder goes straight to WnW with the heads stored in
+ * the browser, and no triage starts. One page, one browser context (the stored heads live in
+ * its private storage).
  */
 import { expect, test, type Page } from '@playwright/test';
 import { existsSync } from 'node:fs';
@@ -22,7 +23,7 @@ async function pickFolder(page: Page, folder: string, state: string): Promise<vo
   await expect(page.locator('#calibrate')).toHaveAttribute('data-state', state, { timeout: 30_000 });
 }
 
-/** A 3 s clip, WnW at 0.2 on the CPU backend, to the end of the run. */
+/** A 3 s clip, WnW at 0.2 on the WebGPU backend, to the end of the run. */
 async function runWnw(page: Page): Promise<void> {
   await page.setInputFiles('#file-input', {
     name: 'sample1-head.wav',
@@ -32,7 +33,7 @@ async function runWnw(page: Page): Promise<void> {
   await expect(page.locator('#start')).toBeEnabled({ timeout: 60_000 });
   await page.selectOption('#policy', 'wnw');
   await page.selectOption('#budget', '0.2');
-  await page.selectOption('#backend', 'cpu');
+  await page.selectOption('#backend', 'webgpu');
   await page.click('#start');
   await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', /done|partial|failed/, {
     timeout: 180_000,
@@ -64,34 +65,54 @@ test('a picked Hugging Face folder without heads.json is calibrated in the page,
   await page.evaluate(() => {
     const seen: string[] = [];
     (window as unknown as { calibrationTexts: string[] }).calibrationTexts = seen;
-    const watch = (id: string) =>
-      new MutationObserver(() => seen.push(`${id}: ${document.getElementById(id)!.textContent}`)).observe(
-        document.getElementById(id)!,
-        { childList: true, characterData: true, subtree: true },
-      );
-    watch('calibrate-run-text');
-    watch('calibrate-heads-text');
+    // Each text as it was set: several may be set in one task, before the observer runs.
+    new MutationObserver((records) => {
+      for (const r of records) for (const n of r.addedNodes) seen.push(n.textContent ?? '');
+    }).observe(document.getElementById('calibrate-run-text')!, { childList: true });
   });
-  await page.selectOption('#calibrate-count', '1');
-  await page.selectOption('#calibrate-directions', '1');
-  // 2 layers × 4 KV heads, one direction: 2 + 1 · 4 · (2 + 1) / 2 = 8 forwards per clip.
-  await expect(page.locator('#calibrate-expect')).toContainText('Each clip costs 8 forwards');
+  const texts = () => page.evaluate(() => (window as unknown as { calibrationTexts: string[] }).calibrationTexts);
+  await page.selectOption('#backend', 'webgpu');
+  await page.selectOption('#calibrate-count', '4');
+  // Two teacher-forced forwards a clip, whatever the heads.
+  await expect(page.locator('#calibrate-expect')).toContainText('Each clip costs 2 teacher-forced forwards');
+  await expect(page.locator('#calibrate-expect')).toContainText('8 for 4 clips');
   const t0 = Date.now();
   await page.click('#calibrate-start');
+  // Stopped once the first clip is done: the clip under way finishes, the next ones do not start.
+  await expect(page.locator('#calibrate-run-text')).toContainText(/clip 1 of 4 \(calib001\) · \d+ %/, {
+    timeout: 180_000,
+  });
+  await page.click('#calibrate-stop');
+  await expect(page.locator('#calibrate')).toHaveAttribute('data-state', 'none', { timeout: 180_000 });
+  await expect(page.locator('#calibrate-run-text')).toContainText('stopped: the finished clips are kept');
+  const stoppedAt = (await texts()).filter((t) => / · \d+ % · /.test(t)).at(-1)!;
+  const kept = Number(/^clip (\d) of 4/.exec(stoppedAt)![1]);
+  expect(kept, stoppedAt).toBeLessThan(4);
+  // Resumed: the kept clips are not computed again.
+  await page.click('#calibrate-start');
   await expect(page.locator('#calibrate')).toHaveAttribute('data-state', /stored|unstored|none/, { timeout: 180_000 });
-  console.log(`calibration in the page: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  console.log(
+    `triage in the page (4 clips, stopped after ${kept} and resumed): ${((Date.now() - t0) / 1000).toFixed(1)} s`,
+  );
   await expect(page.locator('#calibrate')).toHaveAttribute('data-state', 'stored');
   await expect(page.locator('#calibrate-state')).toContainText('stored in this browser');
   await expect(page.locator('#calibrate-download')).toBeVisible();
-  // Off the main thread: in the calibration worker.
-  expect(workers.filter((u) => u.includes('calibrate/worker'))).toHaveLength(1);
-  const texts = await page.evaluate(() => (window as unknown as { calibrationTexts: string[] }).calibrationTexts);
-  // Per head: every one of the 8 KV heads reported in turn; per clip, with the time left once a forward was timed.
-  for (let h = 1; h <= 8; h++) expect(texts).toContain(`calibrate-heads-text: ${h} of 8`);
+  const all = await texts();
+  for (let i = 1; i <= kept; i++)
+    expect(
+      all.some((t) => t.startsWith(`clip ${i} of 4 (calib00${i}) · kept from the stopped run`)),
+      all.join('\n'),
+    ).toBe(true);
   expect(
-    texts.some((t) => /^calibrate-run-text: clip 1 of 1 \(calib001\) · \d+ % · about [\d.:]+ (s|min) left$/.test(t)),
-    texts.join('\n'),
+    all.some((t) => t.startsWith(`clip ${kept + 1} of 4 (calib00${kept + 1}) · kept`)),
+    all.join('\n'),
+  ).toBe(false);
+  expect(
+    all.some((t) => /^clip [1-4] of 4 \(calib00[1-4]\) · \d+ % · about [\d.:]+ (s|min) left$/.test(t)),
+    all.join('\n'),
   ).toBe(true);
+  // On the transcriber's WebGPU backend: the page ran no worker of its own for it.
+  expect(workers.filter((u) => /calibrat/.test(u))).toEqual([]);
 
   // WnW now runs on the same loaded page.
   await runWnw(page);
@@ -107,6 +128,8 @@ test('a picked Hugging Face folder without heads.json is calibrated in the page,
   await runWnw(page);
   await expect(page.locator('[data-pane="main"]')).toHaveAttribute('data-done', 'done');
   await expect(page.locator('#notice')).toBeHidden();
-  expect(workers.slice(before).filter((u) => u.includes('calibrate/worker'))).toEqual([]);
+  expect(workers.slice(before).filter((u) => /calibrat/.test(u))).toEqual([]);
+  // No triage ran after the reload.
+  await expect(page.locator('#calibrate-progress')).toBeHidden();
   expect(errors).toEqual([]);
 });

@@ -7,8 +7,9 @@
 // the layer's K/V are read where the prefill left them.
 //   answer_attention: a [T, H, audioLength], the softmax weight of each audio position.
 //   logit_grad:       one answer row's softmax minus its one-hot target, over the vocabulary,
-//                     and its CE.
-//   norm_grad:        back through the final RMSNorm: r = ∂CE/∂x of one answer row.
+//                     into its row of dl [T, VOCAB], and its CE.
+//   norm_grad:        back through the final RMSNorm: r = ∂CE/∂x of one answer row, from its
+//                     row of gy = dl W_U [T, D].
 //   head_sensitivity: per (answer row, KV head) the mean over audio positions of
 //                     ‖Σ_h a_h,τ ((v_τ − o_h)·δ_h) / √d · q_h‖ (δ = W_Oᵀ r).
 // Constants: H, HKV, HD, GROUP, QD, KVD, D, VOCAB, SCALE, EPS, KV_F16.
@@ -23,8 +24,8 @@ struct Params { first: u32, rows: u32, audioStart: u32, audioLength: u32, row: u
 @group(0) @binding(2) var<storage, read> kvWords: array<vec2<u32>>; // a layer's K or V [n, KVD], pool precision
 @group(0) @binding(3) var<storage, read> ml: array<f32>;         // [n, H, 2] of the prefill
 @group(0) @binding(4) var<storage, read_write> a: array<f32>;    // [T, H, audioLength]
-@group(0) @binding(5) var<storage, read> vecIn: array<f32>;      // logits [VOCAB] / gy [D]
-@group(0) @binding(6) var<storage, read_write> vecOut: array<f32>; // dl [VOCAB] / r [T, D]
+@group(0) @binding(5) var<storage, read> vecIn: array<f32>;      // one row's logits [VOCAB] / gy [T, D]
+@group(0) @binding(6) var<storage, read_write> vecOut: array<f32>; // dl [T, VOCAB] / r [T, D]
 @group(0) @binding(7) var<storage, read_write> ce: array<f32>;   // [T]
 @group(0) @binding(8) var<storage, read> hidden: array<f32>;     // final hidden states [n, D]
 @group(0) @binding(9) var<storage, read> normW: array<f32>;      // [D]
@@ -90,7 +91,7 @@ fn reduceSum(lid: u32, v: f32) -> f32 {
   return r;
 }
 
-// One workgroup: vecIn holds the row's logits; dl into vecOut, the CE into ce[row].
+// One workgroup: vecIn holds the row's logits; its dl row into vecOut, the CE into ce[row].
 @compute @workgroup_size(256)
 fn logit_grad(@builtin(local_invocation_index) lid: u32) {
   var m = -3.0e38;
@@ -102,13 +103,13 @@ fn logit_grad(@builtin(local_invocation_index) lid: u32) {
   for (var c = lid; c < VOCAB; c += 256u) {
     var g = exp(vecIn[c] - m) / s;
     if (c == p.tgt) { g -= 1.0; }
-    vecOut[c] = g;
+    vecOut[p.row * VOCAB + c] = g;
   }
   if (lid == 0u) { ce[p.row] = m + log(s) - vecIn[p.tgt]; }
 }
 
-// One workgroup: vecIn holds gy = W_Uᵀ dl of answer row p.row, whose hidden state is row
-// first + row; y = w ⊙ x / rms(x) gives ∂y_i/∂x_j = w_i (δ_ij / rms − x_i x_j / (D rms³)).
+// One workgroup: answer row p.row, whose hidden state is row first + row and whose gy is
+// vecIn's row; y = w ⊙ x / rms(x) gives ∂y_i/∂x_j = w_i (δ_ij / rms − x_i x_j / (D rms³)).
 @compute @workgroup_size(256)
 fn norm_grad(@builtin(local_invocation_index) lid: u32) {
   let xb = (p.first + p.row) * D;
@@ -117,13 +118,13 @@ fn norm_grad(@builtin(local_invocation_index) lid: u32) {
   for (var d = lid; d < D; d += 256u) {
     let x = hidden[xb + d];
     ss += x * x;
-    dt += normW[d] * vecIn[d] * x;
+    dt += normW[d] * vecIn[p.row * D + d] * x;
   }
   ss = reduceSum(lid, ss);
   dt = reduceSum(lid, dt);
   let rms = sqrt(ss / f32(D) + EPS);
   for (var d = lid; d < D; d += 256u) {
-    vecOut[p.row * D + d] = normW[d] * vecIn[d] / rms - hidden[xb + d] * dt / (f32(D) * rms * rms * rms);
+    vecOut[p.row * D + d] = normW[d] * vecIn[p.row * D + d] / rms - hidden[xb + d] * dt / (f32(D) * rms * rms * rms);
   }
 }
 

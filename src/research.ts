@@ -25,7 +25,6 @@ export type {
   StepObservation,
   StepPlan,
 } from './kv/plan.js';
-export type { HeadRoles, HeadsFile } from './model/heads.js';
 export { POLICIES, hasFixedBudget, needsHeads, policyBudget } from './policy/registry.js';
 // The fit check's parts: the decoder's weight bytes per format, and which tensors a binding cannot hold.
 export { decoderWeightBytes, type WeightBytes } from './model/packed-weights.js';
@@ -34,16 +33,7 @@ export { weightBindingProblems, type FitProblem } from './backend/webgpu/fit.js'
 export { checkFit as checkConfigFit } from './backend/webgpu/fit.js';
 // Word error rate, as the evaluation scores transcripts.
 export { wer } from './eval/wer.js';
-// Calibrating a folder's heads.json in the browser, in a worker of its own (the demo's "calibrate for WnW").
-export {
-  clipsFromFiles,
-  forwardsPerClip,
-  headsState,
-  siteClips,
-  startCalibration,
-  type CalibrationProgress,
-  type CalibrationRun,
-  type WireClip,
-} from './calibrate/browser.js';
+// A page's calibration clips for Transcriber.calibrate, and where a folder's heads come from (the demo's "calibrate for WnW").
+export { clipsFromFiles, forwardsPerClip, headsState, siteClips } from './calibrate/browser.js';
 // Subtitles from a result's dated words (what `wnw transcribe --format srt|vtt` prints).
 export { subtitleCues, toSrt, toVtt, type SubtitleCue, type SubtitleOptions } from './transcribe/subtitles.js';

@@ -399,6 +399,8 @@ export interface CalibrationProgress {
 }
 
 export interface CalibrateOptions {
+  /** The clips' language (a code such as "en"), for a model whose prompt names it; default the load's. */
+  language?: string;
   /** Stops between clips: `calibrate` rejects with CANCELLED, and the finished clips stay kept for the next run. */
   signal?: AbortSignal;
   onProgress?: (p: CalibrationProgress) => void;

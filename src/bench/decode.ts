@@ -14,7 +14,7 @@ import { buildHeadsFile } from '../calibrate/heads-file.js';
 import { createPolicy, sharedPrefillWindows } from '../policy/registry.js';
 import { wordTimingHeads } from '../policy/timing-heads.js';
 import type { PolicyName } from '../index.js';
-import type { HeadsFile } from '../research.js';
+import type { HeadsFile } from '../model/heads.js';
 
 export interface PolicyTiming {
   policy: PolicyName;

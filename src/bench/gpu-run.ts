@@ -16,7 +16,7 @@ import { packedWeightBytes } from '../model/packed-weights.js';
 import { randomEmbeddings } from '../model/testing.js';
 import { syntheticHeads, timeFullAndWnw, type PolicyTiming } from './decode.js';
 import { DECODER_SHAPES, randomPackedWeights, shapeConfig } from './shapes.js';
-import type { HeadsFile } from '../research.js';
+import type { HeadsFile } from '../model/heads.js';
 import type { WebGpuBackend } from '../backend/webgpu/backend.js';
 import { hostRunOf, hostTimes, type HostRow } from './host.js';
 

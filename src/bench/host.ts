@@ -18,7 +18,7 @@ import { rope, ropeFrequencies } from '../reference/ops.js';
 import { rng } from '../model/testing.js';
 import type { PolicyLayout, PrefillObservation } from '../kv/plan.js';
 import { planLagOf } from '../policy/types.js';
-import type { HeadsFile } from '../research.js';
+import type { HeadsFile } from '../model/heads.js';
 import type { KvPrecision } from '../index.js';
 import type { PolicyName } from '../index.js';
 import { packedWeightBytes } from '../model/packed-weights.js';

@@ -33,7 +33,7 @@ import { benchWebGpu } from './webgpu.js';
 import { encoderBenchMain } from './encoder.js';
 import { shapeBenchMain } from './shape.js';
 import { runMemory } from './memory.js';
-import type { HeadsFile } from '../research.js';
+import type { HeadsFile } from '../model/heads.js';
 
 interface Row extends PolicyTiming {
   backend: string;

@@ -4,7 +4,7 @@
  */
 import type { PolicyTiming } from './decode.js';
 import { timeFullAndWnw, type TimingOptions } from './decode.js';
-import type { HeadsFile } from '../research.js';
+import type { HeadsFile } from '../model/heads.js';
 import type { KvPrecision } from '../index.js';
 
 export type GpuRow = PolicyTiming & { backend: string; minutes: number; audioTokens: number; msPerTokenVsFull: number };

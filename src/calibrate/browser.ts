@@ -1,21 +1,15 @@
 /**
- * The page side of the calibration worker (worker.ts): which clips to calibrate on (the
- * site's calibration set, chosen as `wnw calibrate --limit N` chooses from a folder, or the
- * user's own WAV + JSON pairs), whether a folder already has heads, and a run that reports
- * progress and can be stopped. Nothing here computes: the worker does.
+ * A page's calibration clips for `Transcriber.calibrate`: the site's calibration set, chosen
+ * as `wnw calibrate --limit N` chooses from a folder, or the user's own WAV + JSON pairs; and
+ * whether a folder already has heads. Nothing here computes: the transcriber does.
  */
 // From its module, not the entry: the page's bundle carries no engine (main.ts loads it lazily).
 import { WnwError } from '../errors.js';
 import { exists, joinModelPath } from '../model/files.js';
 import { readStoredHeads } from '../model/heads-store.js';
-import { localFolderFiles } from '../model/local-folder.js';
-import { deserializeError } from '../worker/client.js';
-import type { CalibrateRequest, FromCalibrateWorker, WireClip } from './protocol.js';
 import { forwardsPerClip } from './cost.js';
-import type { CalibrationProgress } from './runtime.js';
-import type { HeadsFile } from '../research.js';
+import type { CalibrationClip } from '../types.js';
 
-export type { CalibrationProgress, WireClip };
 export { forwardsPerClip };
 
 /** Where a folder's heads come from: heads.json in it, one stored by an earlier calibration in this browser, or none. */
@@ -24,7 +18,7 @@ export async function headsState(base: string): Promise<'folder' | 'stored' | 'n
   return (await readStoredHeads(base)) !== null ? 'stored' : 'none';
 }
 
-type ClipJson = Pick<WireClip, 'text' | 'words' | 'tokens'>;
+type ClipJson = Pick<CalibrationClip, 'text' | 'words' | 'tokens'>;
 
 function checkClip(json: unknown, name: string): ClipJson {
   const j = json as Partial<ClipJson> | null;
@@ -51,7 +45,7 @@ export async function siteClipNames(base: URL): Promise<Array<{ name: string; se
 }
 
 /** The first `limit` clips of the site's calibration set: transcripts fetched now, audio by URL in the worker. */
-export async function siteClips(base: URL, limit: number): Promise<WireClip[]> {
+export async function siteClips(base: URL, limit: number): Promise<CalibrationClip[]> {
   const names = (await siteClipNames(base)).slice(0, limit);
   return Promise.all(
     names.map(async ({ name: id, seconds }) => {
@@ -69,9 +63,9 @@ export async function siteClips(base: URL, limit: number): Promise<WireClip[]> {
 }
 
 /** The user's own clips: NAME.wav beside NAME.json, paired by name (other files are left out). */
-export async function clipsFromFiles(files: File[]): Promise<WireClip[]> {
+export async function clipsFromFiles(files: File[]): Promise<CalibrationClip[]> {
   const wav = new Map(files.filter((f) => /\.wav$/i.test(f.name)).map((f) => [f.name.replace(/\.wav$/i, ''), f]));
-  const clips: WireClip[] = [];
+  const clips: CalibrationClip[] = [];
   for (const f of files.filter((x) => /\.json$/i.test(x.name)).sort((a, b) => a.name.localeCompare(b.name))) {
     const id = f.name.replace(/\.json$/i, '');
     const audio = wav.get(id);
@@ -91,65 +85,4 @@ export async function clipsFromFiles(files: File[]): Promise<WireClip[]> {
         'with NAME.json ({ "text", "words": [{ "word", "start", "end" }] }) beside it',
     );
   return clips;
-}
-
-export interface CalibrationRun {
-  done: Promise<{ heads: HeadsFile; stored: boolean; seconds: number }>;
-  /** Ends the worker at once (the clips it finished stay stored for the next run); `done` rejects with CANCELLED. */
-  stop(): void;
-}
-
-export function defaultCalibrationWorker(): Worker {
-  return new Worker(new URL('./worker.ts', import.meta.url), { type: 'module', name: 'wnw-calibrate' });
-}
-
-/**
- * Calibrates the folder at `base` (a URL, or a picked folder's `wnw-files://` address) in a
- * worker of its own. The heads file it makes is stored in this browser for the folder.
- */
-export function startCalibration(
-  base: string,
-  clips: WireClip[],
-  o: {
-    directions: number;
-    language?: string;
-    onStatus?: (text: string) => void;
-    onProgress?: (p: CalibrationProgress) => void;
-  },
-  makeWorker: () => Worker = defaultCalibrationWorker,
-): CalibrationRun {
-  const picked = localFolderFiles(base);
-  const req: CalibrateRequest = {
-    model: picked ? { kind: 'picked', name: picked.name, files: [...picked.files] } : { kind: 'url', url: base },
-    clips,
-    directions: o.directions,
-    ...(o.language ? { language: o.language } : {}),
-  };
-  const worker = makeWorker();
-  let fail: (e: unknown) => void = () => {};
-  const done = new Promise<{ heads: HeadsFile; stored: boolean; seconds: number }>((resolve, reject) => {
-    fail = reject;
-    worker.addEventListener('message', (e: MessageEvent<FromCalibrateWorker>) => {
-      const m = e.data;
-      if (m.type === 'status') o.onStatus?.(m.text);
-      else if (m.type === 'progress') o.onProgress?.(m.progress);
-      else {
-        worker.terminate();
-        if (m.type === 'done') resolve(m);
-        else reject(deserializeError(m.error));
-      }
-    });
-    worker.addEventListener('error', (e: ErrorEvent) => {
-      worker.terminate();
-      reject(new Error(`the calibration worker failed: ${e.message || 'could not start'}`));
-    });
-  });
-  worker.postMessage(req);
-  return {
-    done,
-    stop() {
-      worker.terminate();
-      fail(deserializeError({ name: 'CancelledError', message: 'calibration stopped', code: 'CANCELLED' }));
-    },
-  };
 }

@@ -4,7 +4,7 @@
  * sensitivity (the same Voice Score for both, so only the sensitivity differs).
  */
 import { assignRoles, rankingScore } from '../policy/wnw/triage.js';
-import type { HeadsFile } from '../research.js';
+import type { HeadsFile } from '../model/heads.js';
 
 /** Ranks from 0, ties sharing their mean rank. */
 function ranks(a: readonly number[]): number[] {

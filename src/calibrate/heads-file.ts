@@ -16,7 +16,7 @@ import {
   type RoleOptions,
   type Selection,
 } from '../policy/wnw/triage.js';
-import type { HeadRoles, HeadsFile } from '../research.js';
+import type { HeadRoles, HeadsFile } from '../model/heads.js';
 
 /** The paper's budgets, plus 0.1 (docs/evaluation.md's tables report WnW there too). */
 export const DEFAULT_BUDGETS = [0.1, 0.2, 0.4, 0.6, 0.8];

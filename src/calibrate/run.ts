@@ -19,7 +19,7 @@ import {
   type SensitivitySettings,
   type TriageEstimator,
 } from './runtime.js';
-import type { HeadsFile } from '../research.js';
+import type { HeadsFile } from '../model/heads.js';
 
 export type { ClipResult, EncodeAudio };
 

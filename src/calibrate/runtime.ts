@@ -19,7 +19,7 @@ import { directTriage } from './direct-sensitivity.js';
 import { packedViews } from '../model/packed-weights.js';
 import type { ClipTriage } from '../backend/types.js';
 import { VoiceScoreAccumulator, type ClipVoice } from './voice-score.js';
-import type { HeadsFile } from '../research.js';
+import type { HeadsFile } from '../model/heads.js';
 import type { CalibrationProgress } from '../types.js';
 
 /** Turns a clip's 16 kHz samples into the decoder's audio embeddings. */

@@ -193,14 +193,18 @@ export class WnwTranscriber implements Transcriber {
    */
   calibrate(clips: CalibrationClip[], options: CalibrateOptions = {}, store?: PartialStore): Promise<Calibration> {
     if (this.disposed) throw new WnwError('BAD_ARGUMENT', 'this transcriber was disposed; load a new one');
+    const language = options.language !== undefined ? languageCode(options.language) : this.defaults.language;
+    const prompt = this.promptFor(language, {});
+    prompt.catch(() => {}); // awaited by the first clip
     return calibrateOn(
       {
         model: this.model,
         encode: (samples) => this.route.encode(samples),
-        triage: (embeddings, audioLength, answer) => {
+        triage: async (embeddings, audioLength, answer) => {
+          const p = await prompt;
           // The backend holds one session: the recording's, if one is open, is closed by the triage's.
           this.recording?.drop();
-          return this.decoder.triage(embeddings, audioLength, answer);
+          return this.decoder.triage(embeddings, audioLength, answer, p);
         },
         serial: (job) => this.serial(job),
       },

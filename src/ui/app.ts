@@ -130,12 +130,11 @@ export class App {
     this.ui.backend.addEventListener('change', () => this.dropTranscriber());
     this.model = { url: deps.modelUrl, label: deps.modelLabel ?? 'the shipped model', local: false };
     this.calibration = new CalibratePanel({
+      // A folder without heads loads for the full cache whatever the policy chosen; each run then asks for its own.
+      transcriber: () => this.getTranscriber('full'),
       onBusy: (busy) => this.modelSource.setDisabled(busy || !!this.abort),
-      // The loaded transcriber read the folder's heads at load: the next run loads again and finds the stored ones.
-      onCalibrated: () => (
-        this.dropTranscriber(),
-        (this.ui.status.textContent = 'Calibrated: WnW can run on this model.')
-      ),
+      // The transcriber holds the heads it made: WnW runs on it from now on.
+      onCalibrated: () => (this.ui.status.textContent = 'Calibrated: WnW can run on this model.'),
       onError: (e) => this.show(describeError(e, this.context())),
     });
     this.modelSource = new ModelSource(
@@ -423,7 +422,8 @@ export class App {
     );
   }
 
-  private getTranscriber(): Promise<Transcriber> {
+  /** The transcriber of the chosen (model, backend, KV precision), loaded for `policy` (default the first run's). */
+  private getTranscriber(policy: PolicyName = this.plan()[0].policy): Promise<Transcriber> {
     const backend = this.ui.backend.value;
     const kvPrecision = this.ui.kv.value as KvPrecision;
     const model = this.model;
@@ -438,7 +438,7 @@ export class App {
           kvPrecision,
           // Each run passes its own policy; loading checks only what the first run needs
           // (a folder without heads.json loads for the full cache).
-          policy: this.plan()[0].policy,
+          policy,
           budget: 0.2,
           onProgress: (e) => {
             // A folder from disk counts the bytes its readers take, files' headers included; other

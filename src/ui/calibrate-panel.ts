@@ -1,30 +1,24 @@
 /**
  * "Calibrate for WnW": a folder the user chose (served or picked from disk) that has no
  * heads.json cannot run WnW, whose head triage comes from a calibration. The panel offers
- * the runtime's own calibration (src/calibrate/: Voice Score and the forward-only Head
- * Sensitivity) on the site's calibration set or the user's clips, runs it in a worker of
- * its own, shows progress per clip and per head with the time it expects, and stores the
- * result in this browser beside the cached weights: the next visit finds it and goes
- * straight to WnW.
+ * the transcriber's own (`Transcriber.calibrate`: two forwards a clip on the device and with
+ * the weights the page transcribes with) on the site's calibration set or the user's clips,
+ * states its cost before it starts, shows progress per clip with the time it expects, and
+ * the result is stored in this browser beside the cached weights: the next visit finds it
+ * and goes straight to WnW. Transcriptions asked for meanwhile run between clips.
  */
-import {
-  clipsFromFiles,
-  forwardsPerClip,
-  headsState,
-  siteClips,
-  startCalibration,
-  type CalibrationProgress,
-  type CalibrationRun,
-} from '../research.js';
-import type { ModelSummary } from '../index.js';
+import { clipsFromFiles, forwardsPerClip, headsState, siteClips } from '../research.js';
+import type { CalibrationProgress, ModelSummary, Transcriber } from '../index.js';
 import { siteUrl } from './audio-input.js';
 import type { ChosenModel } from './model-source.js';
 import { formatSeconds } from './readouts.js';
 
 export interface CalibratePanelCallbacks {
+  /** The page's transcriber for the chosen model and backend (loaded on first use): the calibration runs on it. */
+  transcriber(): Promise<Transcriber>;
   /** A calibration starts (true) or ends (false): the model choice stays as it is meanwhile. */
   onBusy(busy: boolean): void;
-  /** Heads were stored for the folder: the next load uses them. */
+  /** The transcriber has its heads (and they were stored for the folder, or not). */
   onCalibrated(stored: boolean): void;
   onError(e: unknown): void;
 }
@@ -49,25 +43,22 @@ export class CalibratePanel {
     count: $<HTMLSelectElement>('calibrate-count'),
     files: $<HTMLInputElement>('calibrate-files'),
     language: $<HTMLInputElement>('calibrate-language'),
-    directions: $<HTMLSelectElement>('calibrate-directions'),
     expect: $('calibrate-expect'),
     start: $<HTMLButtonElement>('calibrate-start'),
     stop: $<HTMLButtonElement>('calibrate-stop'),
     progress: $('calibrate-progress'),
     runBar: $<HTMLProgressElement>('calibrate-bar-run'),
     runText: $('calibrate-run-text'),
-    headsBar: $<HTMLProgressElement>('calibrate-bar-heads'),
-    headsText: $('calibrate-heads-text'),
     download: $<HTMLAnchorElement>('calibrate-download'),
   };
   private model: { m: ChosenModel; config: ModelSummary['config'] } | null = null;
-  private run: CalibrationRun | null = null;
+  private run: AbortController | null = null;
   private running = false;
   private seq = 0;
 
   constructor(private readonly cb: CalibratePanelCallbacks) {
     this.ui.start.addEventListener('click', () => void this.calibrate());
-    this.ui.stop.addEventListener('click', () => this.run?.stop());
+    this.ui.stop.addEventListener('click', () => this.run?.abort());
     // Choosing clip files is choosing to calibrate on them.
     this.ui.files.addEventListener('change', () => {
       const own = this.ui.root.querySelector<HTMLInputElement>('input[name="calibrate-source"][value="own"]');
@@ -75,7 +66,6 @@ export class CalibratePanel {
     });
     for (const c of [
       this.ui.count,
-      this.ui.directions,
       this.ui.files,
       ...Array.from(this.ui.root.querySelectorAll('input[name="calibrate-source"]')),
     ]) {
@@ -128,15 +118,13 @@ export class CalibratePanel {
   private showExpectation(): void {
     if (!this.model) return;
     const c = this.model.config;
-    const M = Number(this.ui.directions.value);
     const clips =
       this.source() === 'site' ? Number(this.ui.count.value) : ownClipCount(Array.from(this.ui.files.files ?? []));
-    const per = forwardsPerClip(c, M);
+    const per = forwardsPerClip(c, 'direct-path', 0);
     this.ui.expect.textContent =
-      `Each clip costs ${per.toFixed(0)} forwards of the decoder ` +
-      `(${c.numLayers} layers × ${c.numKvHeads} KV heads, ${M} direction${M === 1 ? '' : 's'} each), ` +
-      `${clips ? `${(per * clips).toFixed(0)} for ${clips} clip${clips === 1 ? '' : 's'}` : 'times the clips'}, on this computer's CPU (in the background). ` +
-      'The time they take is measured on the first clip and shown as the run goes; a stopped run resumes from its finished clips.';
+      `Each clip costs ${per} teacher-forced forwards of the decoder (${c.numLayers} layers, whatever its ${c.numLayers * c.numKvHeads} KV heads), ` +
+      `${clips ? `${per * clips} for ${clips} clip${clips === 1 ? '' : 's'}` : 'times the clips'}, on the device and with the weights chosen above. ` +
+      'Their time is measured on the first clip and shown as the run goes; transcriptions run between clips, and a stopped run resumes from its finished clips.';
   }
 
   private async calibrate(): Promise<void> {
@@ -148,9 +136,7 @@ export class CalibratePanel {
     this.ui.stop.disabled = false;
     this.ui.progress.hidden = false;
     this.ui.runBar.value = 0;
-    this.ui.headsBar.value = 0;
-    this.ui.runText.textContent = 'starting…';
-    this.ui.headsText.textContent = '';
+    this.ui.runText.textContent = 'loading the model…';
     this.ui.root.dataset.state = 'calibrating';
     try {
       const clips =
@@ -158,13 +144,14 @@ export class CalibratePanel {
           ? await siteClips(SITE_CALIBRATION(), Number(this.ui.count.value))
           : await clipsFromFiles(Array.from(this.ui.files.files ?? []));
       const language = this.ui.language.value.trim() || undefined;
-      this.run = startCalibration(target.m.url, clips, {
-        directions: Number(this.ui.directions.value),
-        language,
-        onStatus: (text) => (this.ui.runText.textContent = text),
+      const run = (this.run = new AbortController());
+      const asr = await this.cb.transcriber();
+      this.ui.runText.textContent = `starting on ${asr.backend}…`;
+      const r = await asr.calibrate(clips, {
+        ...(language ? { language } : {}),
+        signal: run.signal,
         onProgress: (p) => this.showProgress(p),
       });
-      const r = await this.run.done;
       this.ui.runBar.value = 1;
       this.ui.root.dataset.state = r.stored ? 'stored' : 'unstored';
       this.ui.offer.hidden = r.stored;
@@ -202,10 +189,8 @@ export class CalibratePanel {
         : p.secondsLeft === null
           ? 'timing the first forward…'
           : `about ${formatSeconds(p.secondsLeft)} left`;
-    this.ui.runText.textContent = `clip ${p.clip} of ${p.clips} (${p.id}) · ${Math.round(p.fraction * 100)} % · ${left}`;
+    const kept = p.finished?.reused ? ' · kept from the stopped run' : '';
+    this.ui.runText.textContent = `clip ${p.clip} of ${p.clips} (${p.id})${kept} · ${Math.round(p.fraction * 100)} % · ${left}`;
     this.ui.runText.dataset.clip = String(p.clip);
-    this.ui.headsBar.value = p.heads ? p.head / p.heads : 0;
-    this.ui.headsText.textContent = `${p.head} of ${p.heads}`;
-    this.ui.headsText.dataset.head = String(p.head);
   }
 }

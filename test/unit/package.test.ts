@@ -69,6 +69,9 @@ describe('the entries', () => {
       'FitVerdict',
       'adapterLimits',
       'openLocalFolder',
+      'HeadsFile',
+      'Calibration',
+      'CalibrationClip',
     ])
       expect(page).toContain(name);
     for (const name of [
@@ -78,12 +81,11 @@ describe('the entries', () => {
       'PolicyLayout',
       'PrefillPlan',
       'StepPlan',
-      'HeadsFile',
       'POLICIES',
     ])
       expect(research).toContain(name);
     for (const name of ['hasFixedBudget', 'needsHeads', 'policyBudget', 'Probe']) expect(research).toContain(name);
-    for (const name of ['checkConfigFit', 'wer', 'startCalibration']) expect(research).toContain(name);
+    for (const name of ['checkConfigFit', 'wer', 'siteClips']) expect(research).toContain(name);
     expect(page.filter((n) => research.includes(n))).toEqual([]);
     expect(new Set([...page, ...research]).size).toBe(page.length + research.length);
   });
@@ -133,12 +135,6 @@ describe('the ES module build', () => {
     const page = closure(join('dist', 'lib', 'wnw.js'));
     expect(page.files.map((f) => f.split('/').pop())).toContain('worker.js');
     expect(page.code.some((c) => c.includes('new Worker(new URL("./worker.js", import.meta.url)'))).toBe(true);
-    // The browser calibration's worker, which wnw/research starts, by the same pattern.
-    const research = closure(join('dist', 'lib', 'research.js'));
-    expect(research.files.map((f) => f.split('/').pop())).toContain('calibrate-worker.js');
-    expect(research.code.some((c) => c.includes('new Worker(new URL("./calibrate-worker.js", import.meta.url)'))).toBe(
-      true,
-    );
     // What a page's bundler follows from `wnw`: no Node module, no Dawn, no Redis client, no Node audio decoder.
     expect([...page.bare].sort()).toEqual(['onnxruntime-web/webgpu']);
     for (const c of page.code) expect(c).not.toMatch(/["']node:[a-z_/]+["']|bullmq|ioredis|mpg123-decoder/);

@@ -33,8 +33,8 @@ export function triageBytes(c: ModelConfig, answerRows: number, audioLength: num
     4 *
     (3 * T * QD + // queries, attention outputs, δ
       2 * T * c.hiddenSize + // normed rows, r
-      c.vocabSize + // dl
-      c.hiddenSize + // gy
+      T * c.vocabSize + // dl
+      T * c.hiddenSize + // gy
       T + // CE
       T * c.numHeads * audioLength + // attention rows
       T * c.numKvHeads) // sensitivity sums
@@ -71,8 +71,8 @@ export async function runTriage(
     const delta = buf('delta', T * QD);
     const hn = buf('normed', T * D);
     const rg = buf('r', T * D);
-    const dl = buf('dl', c.vocabSize);
-    const gy = buf('gy', D);
+    const dl = buf('dl', T * c.vocabSize);
+    const gy = buf('gy', T * D);
     const ce = buf('ce', T);
     const a = buf('a', T * H * N);
     const hs = buf('hs', T * HKV);
@@ -89,14 +89,14 @@ export async function runTriage(
     const enc = ctx.device.createCommandEncoder({ label: 'triage gradient' });
     run(enc, [k.rmsnorm.run({ x: p.x, w: w.norm, y: hn }, { rows: T, inRow0: r.first }, u)]);
     const head = w.kernels(w.lmHead.format);
-    for (let t = 0; t < T; t++) {
+    for (let t = 0; t < T; t++)
       run(enc, [
         ...head.matvec.run({ w: w.lmHead, x: hn, y: s.logits }, u, t * D),
         tk.logitGrad({ logits: s.logits, dl, ce }, r, t, answer[t], u),
-        ...tk.matmulT(w.lmHead.format).run({ w: w.lmHead, x: dl, y: gy }, 1, u),
-        tk.normGrad({ gy, r: rg, hidden: p.x, norm: w.norm }, r, t, u),
       ]);
-    }
+    // Every row's dl back through the LM head at once: one pass over the head's weights.
+    run(enc, tk.matmulT(w.lmHead.format).run({ w: w.lmHead, x: dl, y: gy }, T, u));
+    for (let t = 0; t < T; t++) run(enc, [tk.normGrad({ gy, r: rg, hidden: p.x, norm: w.norm }, r, t, u)]);
     ctx.device.queue.submit([enc.finish()]);
     const rows: Float32Array[][] = answer.map(() => new Array<Float32Array>(c.numLayers * H));
     const sum = new Array<number>(c.numLayers * HKV).fill(0);
