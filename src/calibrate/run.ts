@@ -17,7 +17,6 @@ import {
   type PartialFile,
   type PartialStore,
   type SensitivitySettings,
-  type TriageEstimator,
 } from './runtime.js';
 import type { HeadsFile } from '../model/heads.js';
 
@@ -56,7 +55,6 @@ export interface RuntimeCalibration {
   limit?: number;
   /** heads.json to write; default MODEL/heads.json. */
   out?: string;
-  estimator?: TriageEstimator;
   /** Random directions per head for the finite-difference estimate; default 4. */
   directions?: number;
   step?: number;
@@ -73,7 +71,8 @@ export function partialPath(out: string): string {
 }
 
 /**
- * Runs the calibration and writes heads.json (its `sensitivityEstimator` says which estimate).
+ * Runs the finite-difference calibration on the CPU reference and writes heads.json (the
+ * direct path runs through `Transcriber.calibrate`, on the transcriber's backend).
  * Returns the heads file, or null when stopped by `signal` (the partial file stays).
  */
 export async function calibrateRuntime(
@@ -86,7 +85,7 @@ export async function calibrateRuntime(
   // Made before the first clip, not found missing after its minutes of work.
   mkdirSync(dirname(out), { recursive: true });
   const heads = await calibrateClips(model, encode, clips.map(fileClip), {
-    estimator: o.estimator,
+    estimator: 'finite-difference',
     directions: o.directions,
     step: o.step,
     blockSize: o.blockSize,

@@ -159,7 +159,6 @@ async function onReference(a: CalibrateArgs, io: Io): Promise<HeadsFile | null> 
       clipsDir: a.clips,
       limit: a.limit,
       out: a.out,
-      estimator: 'finite-difference',
       directions: a.directions,
       blockSize: a.blockSize,
       signal: io.signal,
