@@ -1,6 +1,8 @@
 /**
  * `npm run bench -- --calibration-cost [--shape voxtral-mini-3b] [--layers 1] [--audio-tokens 375]
  *                  [--answer 100] [--ce-tokens 8] [--backends cpu,webgpu] [--weights f16] [--reps 2] [--json]`
+ * `npm run bench -- --calibration-cost --modelled [--json]`: the default triage's cost at the
+ * shape's real size from its FLOPs (cost.ts `triageFlops`), nothing run.
  *
  * What one forward of the runtime's calibration costs at a real backbone's shapes, measured,
  * and what a whole calibration of that model would then take, estimated. A forward of the
@@ -26,7 +28,9 @@ import { randomDecoderWeights, randomEmbeddings } from '../model/testing.js';
 import { prefillLayers } from '../reference/prefill.js';
 import { ropeFrequencies } from '../reference/ops.js';
 import { answerCe } from '../calibrate/sensitivity.js';
-import { forwardsPerClip } from '../calibrate/cost.js';
+import { DEFAULT_TRIAGE_CLIPS, forwardsPerClip, headFlops, layerFlops, triageFlops } from '../calibrate/cost.js';
+
+export { layerFlops };
 import { DECODER_SHAPES, shapeConfig } from './shapes.js';
 import type { GpuForwardRequest, GpuForwardRow } from './calibration-cost-gpu.js';
 import type { WeightFormat } from '../index.js';
@@ -81,18 +85,33 @@ export function parseCostArgs(argv: string[]): CostOptions {
   };
 }
 
-/** FLOPs of one layer over n rows: the projections and the MLP (2 per multiply-add), and causal attention (QKᵀ and AV over n(n+1)/2 pairs). */
-export function layerFlops(c: ModelConfig, n: number): number {
-  const D = c.hiddenSize;
-  const qd = c.numHeads * c.headDim;
-  const kvd = c.numKvHeads * c.headDim;
-  const matrices = D * (qd + 2 * kvd) + qd * D + 3 * D * c.intermediateSize;
-  return 2 * n * matrices + 2 * 2 * qd * ((n * (n + 1)) / 2);
+/** FLOPs of the CE on T answer rows: the lm_head's V × D product per row. */
+export const ceFlops = headFlops;
+
+export interface ModelledTriage {
+  shape: string;
+  clips: number;
+  forwards: number;
+  /** The triage's FLOPs a clip over its two forwards, halved. */
+  tflopPerForward: number;
+  /** Minutes of the whole triage at a sustained 2 and 10 TFLOP/s. */
+  minutesAt: { '2': number; '10': number };
 }
 
-/** FLOPs of the CE on T answer rows: the lm_head's V × D product per row. */
-export function ceFlops(c: ModelConfig, T: number): number {
-  return 2 * T * c.vocabSize * c.hiddenSize;
+/** The default triage's cost at a shape's real size, from its FLOPs alone: nothing runs. */
+export function modelledTriage(o: Pick<CostOptions, 'shape' | 'audioTokens' | 'answer'>): ModelledTriage {
+  const c = shapeConfig(o.shape, DECODER_SHAPES[o.shape].totalLayers);
+  const n = promptLength(c, o.audioTokens) + o.answer - 1;
+  const perClip = triageFlops(c, n, o.answer, o.audioTokens);
+  const clips = DEFAULT_TRIAGE_CLIPS;
+  const minutes = (tflops: number) => (clips * perClip) / (tflops * 1e12) / 60;
+  return {
+    shape: o.shape,
+    clips,
+    forwards: clips * forwardsPerClip(c, 'direct-path', 0),
+    tflopPerForward: perClip / 2 / 1e12,
+    minutesAt: { '2': minutes(2), '10': minutes(10) },
+  };
 }
 
 /** K layers of random f32 weights; the V × D embedding and lm_head filled by a cheap hash (their values do not change the time). */
@@ -261,6 +280,16 @@ export function formatCostReport(r: CostReport): string {
 
 export async function calibrationCostMain(argv: string[], log: (s: string) => void): Promise<void> {
   const o = parseCostArgs(argv);
+  if (argv.includes('--modelled')) {
+    const m = modelledTriage(o);
+    console.log(
+      o.json
+        ? JSON.stringify(m, null, 1)
+        : `The default triage (${m.clips} clips, ${m.forwards} forwards, ${m.tflopPerForward.toFixed(2)} TFLOP each) of ${m.shape}: ` +
+            `${m.minutesAt['2'].toFixed(2)} min at 2 TFLOP/s, ${m.minutesAt['10'].toFixed(2)} min at 10 TFLOP/s.`,
+    );
+    return;
+  }
   const r = await runCalibrationCost(o, log);
   console.log(o.json ? JSON.stringify(r, null, 1) : formatCostReport(r));
 }

@@ -19,3 +19,36 @@ export function forwardsPerClip(
   for (let l = 0; l < L; l++) layers += L - l;
   return 2 + (directions * c.numKvHeads * layers) / L;
 }
+
+/** Clips a triage takes unless asked otherwise (the CLI's --limit, the demo's count): chosen on calibration data (docs/calibrate-real-model.md). */
+export const DEFAULT_TRIAGE_CLIPS = 8;
+
+/** FLOPs of one layer over n rows: the projections and the MLP (2 per multiply-add), and causal attention (QKᵀ and AV over n(n+1)/2 pairs). */
+export function layerFlops(c: ModelConfig, n: number): number {
+  const D = c.hiddenSize;
+  const qd = c.numHeads * c.headDim;
+  const kvd = c.numKvHeads * c.headDim;
+  const matrices = D * (qd + 2 * kvd) + qd * D + 3 * D * c.intermediateSize;
+  return 2 * n * matrices + 2 * 2 * qd * ((n * (n + 1)) / 2);
+}
+
+/** FLOPs of the LM head on T rows: its V × D product per row. */
+export function headFlops(c: ModelConfig, T: number): number {
+  return 2 * T * c.vocabSize * c.hiddenSize;
+}
+
+/**
+ * FLOPs of the direct path's triage of one clip (direct-sensitivity.ts, backend/webgpu/triage.ts)
+ * over n prompt rows with T answer rows and N audio tokens: two forwards of the layers; the LM
+ * head on the answer rows and back through it; per layer δ = W_Oᵀ r, the answer rows' audio
+ * attention and the key gradients' norms.
+ */
+export function triageFlops(c: ModelConfig, n: number, T: number, N: number): number {
+  const qd = c.numHeads * c.headDim;
+  const perLayer =
+    2 * T * c.hiddenSize * qd + // δ
+    2 * T * c.numHeads * N * c.headDim + // answer attention
+    T * N * c.numHeads * 4 * c.headDim + // per query head: v·δ and its share of the key gradient
+    T * N * c.numKvHeads * 2 * c.headDim; // the norms
+  return 2 * c.numLayers * layerFlops(c, n) + 2 * headFlops(c, T) + c.numLayers * perLayer;
+}

@@ -10,6 +10,7 @@ import {
   formatCostReport,
   layerFlops,
   parseCostArgs,
+  modelledTriage,
   runTime,
   type CostReport,
 } from '../../src/bench/calibration-cost.js';
@@ -77,5 +78,21 @@ describe('calibration cost arithmetic', () => {
     const text = formatCostReport(r);
     expect(text).toContain('| CPU reference decoder (f32, TypeScript) | 1 | 60000 | 1.7 | 1860000 | 126 / 250 / 498 |');
     expect(text).toMatch(/Measured: the layer times/);
+  });
+
+  it("the default triage at Voxtral-Mini-3B's shape: 8 clips of two forwards, each a forward's FLOPs plus the gradient's extras", () => {
+    const m = modelledTriage(parseCostArgs(['--calibration-cost', '--modelled']));
+    expect(m).toMatchObject({ shape: 'voxtral-mini-3b', clips: 8, forwards: 16 });
+    // 479 rows: [prefix][375 audio][instruction][99 answer inputs]; a forward's layers and the LM head on the answer.
+    const n = 479;
+    const forward = 30 * layerFlops(c, n);
+    const extrasPerClip =
+      2 * ceFlops(c, 100) +
+      30 * (2 * 100 * c.hiddenSize * 4096 + 2 * 100 * 32 * 375 * 128 + 100 * 375 * 32 * 4 * 128 + 100 * 375 * 8 * 2 * 128);
+    expect(m.tflopPerForward * 1e12).toBeCloseTo((2 * forward + extrasPerClip) / 2, -6);
+    expect(m.minutesAt['2']).toBeCloseTo((8 * (2 * forward + extrasPerClip)) / 2e12 / 60, 9);
+    expect(m.minutesAt['10']).toBeCloseTo(m.minutesAt['2'] / 5, 9);
+    // The issue's bound: at most 3 minutes on a 2 TFLOP/s adapter (the finite differences' default: 54).
+    expect(m.minutesAt['2']).toBeLessThanOrEqual(3);
   });
 });
