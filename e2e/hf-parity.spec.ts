@@ -106,6 +106,15 @@ for (const [family, format] of [
   }
 }
 
+test("hf triage_memory_voxtral_shape: the triage's GPU peak is the fit check's figure", async () => {
+  const r = await page.evaluate(
+    (n) => (window as unknown as { wnwGpu: { run(n: string): Promise<CheckResult> } }).wnwGpu.run(n),
+    'triage_memory_voxtral_shape',
+  );
+  console.log(`triage_memory_voxtral_shape: ${r.pass ? 'ok' : 'FAIL'} ${r.detail} (${Math.round(r.ms)} ms)`);
+  expect(r.pass, r.detail).toBe(true);
+});
+
 test('hf parity_hf_voxtral_q4_streamed: a converted folder streamed into the GPU decodes as the CPU does', async () => {
   const r = await page.evaluate(
     (n) => (window as unknown as { wnwGpu: { run(n: string): Promise<CheckResult> } }).wnwGpu.run(n),

@@ -12,7 +12,7 @@ import { kvHeadCount } from '../../src/model/config.js';
 import { randomEmbeddings } from '../../src/model/testing.js';
 import { runParity } from './gpu-decoder.js';
 import type { CheckResult } from './gpu-util.js';
-import { triageParity } from './gpu-triage.js';
+import { triageMemory, triageParity } from './gpu-triage.js';
 
 const FAMILIES = ['voxtral', 'qwen2_audio', 'qwen2_5_omni'] as const;
 type Family = (typeof FAMILIES)[number];
@@ -121,4 +121,5 @@ export const hfTests: Record<string, () => Promise<CheckResult>> = {
     FAMILIES.flatMap((f) => (['full', 'wnw'] as const).map((m) => [`parity_hf_${f}_${m}`, () => hfParity(f, m)])),
   ),
   parity_hf_voxtral_q4_streamed: streamedParity,
+  triage_memory_voxtral_shape: triageMemory,
 };

@@ -15,6 +15,10 @@ import { VoiceScoreAccumulator } from '../../src/calibrate/voice-score.js';
 import { assignRoles, rankingScore } from '../../src/policy/wnw/triage.js';
 import { WebGpuBackend } from '../../src/backend/webgpu/backend.js';
 import { gpu, type CheckResult } from './gpu-util.js';
+import { shapeConfig, randomPackedWeights } from '../../src/bench/shapes.js';
+import { decoderWeightBytes } from '../../src/model/packed-weights.js';
+import { triagePeakBytes } from '../../src/backend/webgpu/fit.js';
+import { bindingLimits } from '../../src/backend/webgpu/weight-formats.js';
 
 const AUDIO_TOKENS = 120;
 const ANSWER = 24;
@@ -83,6 +87,50 @@ export async function triageParity(name: string, model: LoadedModel, format: Wei
       `${format} weights, ${AUDIO_TOKENS} audio tokens, ${answer.length} answer rows: attention rows max |Δ| ${rowErr.toExponential(2)} (≤ ${ROW_TOLERANCE}), ` +
       `HS max relative Δ ${hsErr.toExponential(2)} (≤ ${HS_TOLERANCE}), mean CE ${ref.meanCe.toFixed(4)} vs ${got.meanCe.toFixed(4)}, ` +
       `roles equal at 0.1/0.2/0.4: ${roles.join('/')}; weights on the device ${(live0 / 2 ** 20).toFixed(1)} MiB`,
+    ms: performance.now() - t0,
+  };
+}
+
+/**
+ * The triage's GPU memory at Voxtral-Mini-3B's widths (one of its 30 layers: hidden 3,072,
+ * 32 × 128 queries, 8 KV heads, MLP 8,192; random q4 weights; a quarter of its vocabulary,
+ * 32,768 entries, which only scales the embedding, the head and dl): the live bytes at the
+ * triage's peak, by allocation, against the fit check's figure (src/backend/webgpu/fit.ts
+ * `triagePeakBytes`) for the same clip.
+ */
+export async function triageMemory(): Promise<CheckResult> {
+  const name = 'triage_memory_voxtral_shape';
+  const t0 = performance.now();
+  const c = { ...shapeConfig('voxtral-mini-3b', 1), vocabSize: 32_768 };
+  const packed = randomPackedWeights(c, 'q4', 3);
+  const { ctx } = await gpu();
+  const base = ctx.liveBytes;
+  const backend = await WebGpuBackend.create(c, packed, { context: ctx });
+  const weights = ctx.liveBytes - base;
+  const N = 24;
+  const answer = [11, 12, 13, 14, 15, c.stopTokens[0]];
+  let peak = 0;
+  try {
+    ctx.resetPeak();
+    await backend.triage(randomEmbeddings(c, N, 5), N, answer);
+    peak = ctx.peakBytes - base;
+  } finally {
+    backend.dispose();
+  }
+  const weightBytes = decoderWeightBytes(c, 'q4', packed.lmHead === packed.embed).total;
+  const figure = triagePeakBytes(c, weightBytes, N, answer.length, 'f32', bindingLimits(ctx));
+  const off = (peak - figure) / figure;
+  // The triage's own share (session, its buffers, the readback), beside the weights that dominate the total.
+  const own = peak - weights;
+  const ownFigure = figure - weightBytes;
+  const ownOff = (own - ownFigure) / ownFigure;
+  const mib = (b: number) => `${(b / 2 ** 20).toFixed(2)} MiB`;
+  return {
+    name,
+    pass: Math.abs(off) <= 0.02 && Math.abs(ownOff) <= 0.02,
+    detail:
+      `live at the peak ${mib(peak)}, the fit check's ${mib(figure)} (${(100 * off).toFixed(2)} %); ` +
+      `beside the weights ${mib(own)} against ${mib(ownFigure)} (${(100 * ownOff).toFixed(2)} %); both within ±2 %`,
     ms: performance.now() - t0,
   };
 }

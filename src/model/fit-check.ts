@@ -28,6 +28,8 @@ export interface ClipContext {
   kvPrecision: KvPrecision;
   /** r_GPU of the run's policy; 1 for the full cache. */
   budget: number;
+  /** The folder has no heads.json: the verdict covers the head triage the page would run first. */
+  triage?: boolean;
 }
 
 /**
@@ -55,6 +57,7 @@ export function clipFit(s: ModelSizing, clip: ClipContext, device: FitDevice): F
       audioTokens,
       kvPrecision: clip.kvPrecision,
       budget: clip.budget,
+      ...(clip.triage ? { triage: true } : {}),
       ...(audioTower ? { audioTower } : {}),
     },
     device,
@@ -136,7 +139,7 @@ export function checkFit(summary: ModelSummary, options: FitOptions): FitVerdict
     );
   return clipFit(
     { ...summary, weightFormat, weightBytes },
-    { seconds, kvPrecision: options.kv ?? 'f32', budget: policyBudget(policy, budget) },
+    { seconds, kvPrecision: options.kv ?? 'f32', budget: policyBudget(policy, budget), triage: !summary.headsJson },
     options.device ?? { limits: null, deviceMemoryGiB: reportedDeviceMemoryGiB() },
   );
 }

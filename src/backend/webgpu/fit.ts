@@ -69,6 +69,63 @@ export interface MemoryNeedRequest {
   audioTower?: TowerBytes;
   /** The prompt around the audio (a language's); default the config's. */
   prompt?: PromptIds;
+  /** The folder has no heads.json: the page will triage it (Transcriber.calibrate), whose peak `peakBytes` then covers too. */
+  triage?: boolean;
+}
+
+/** Seconds of the longest calibration clip the fit check sizes a triage for (Voxtral pads every clip to 30 s). */
+export const TRIAGE_CLIP_SECONDS = 30;
+
+/** Bytes the triage adds to a session sized for its teacher-forced prompt (triage.ts's buffers). */
+export function triageBytes(c: ModelConfig, answerRows: number, audioLength: number): number {
+  const T = answerRows;
+  const QD = c.numHeads * c.headDim;
+  return (
+    4 *
+    (3 * T * QD + // queries, attention outputs, δ
+      2 * T * c.hiddenSize + // normed rows, r
+      T * c.vocabSize + // dl
+      T * c.hiddenSize + // gy
+      T + // CE
+      T * c.numHeads * audioLength + // attention rows
+      T * c.numKvHeads) // sensitivity sums
+  );
+}
+
+/**
+ * The GPU memory the head triage of one clip holds at its peak (triage.ts): the weights, a
+ * session sized for the teacher-forced prompt of `audioTokens` and `answerRows` (one layer's
+ * K/V, no pool), the triage's own buffers and the readback of a layer's attention rows.
+ */
+export function triagePeakBytes(
+  c: ModelConfig,
+  weightBytes: number,
+  audioTokens: number,
+  answerRows: number,
+  kvPrecision: KvPrecision,
+  limits: DeviceLimits = UNBOUNDED_LIMITS,
+  prompt: PromptIds = c,
+): number {
+  const forced = {
+    prefix: prompt.prefix,
+    instruction: [...prompt.instruction, ...new Array<number>(answerRows - 1).fill(0)],
+  };
+  const s = sessionSizes(
+    c,
+    {
+      audioLength: audioTokens,
+      maxNewTokens: 1,
+      request: { decodeHeads: [], prefillQueries: 0 },
+      prompt: forced,
+      layered: true,
+    },
+    limits,
+    undefined,
+    kvElementBytes(kvPrecision),
+  );
+  const pad = (b: number) => Math.max(16, Math.ceil(b / 16) * 16);
+  const readback = pad(4 * answerRows * c.numHeads * audioTokens) + pad(4 * answerRows * c.numKvHeads);
+  return weightBytes + s.prefillBytes + s.decodeBytes + triageBytes(c, answerRows, audioTokens) + readback;
 }
 
 /** One phase's peak: the prefill (pool as it stands then) or the decode (the final pool). */
@@ -101,6 +158,8 @@ export interface MemoryNeed {
   peakBytes: number;
   /** The same with the full cache's pool, so a comparison needs no second plan. */
   peakFull: number;
+  /** The peak of a head triage (triagePeakBytes) of a TRIAGE_CLIP_SECONDS clip; in the peaks where the request asks for a triage. */
+  triageBytes: number;
 }
 
 /** The transcriber's default cap on generated tokens for `seconds` of audio: 6 a second, at least 8 (a length guard, not a reserve). */
@@ -239,7 +298,17 @@ export function memoryNeed(c: ModelConfig, r: MemoryNeedRequest, limits: DeviceL
     decode: base + p.decode.bytes + layerKv(pages),
     encode,
   });
-  const peak = (x: PhasePeaks) => Math.max(x.prefill, x.decode, x.encode);
+  // A clip of TRIAGE_CLIP_SECONDS and its transcript at TEXT_TOKENS_PER_SECOND, plus the stop token.
+  const triage = triagePeakBytes(
+    c,
+    weightBytes,
+    audioTokensOf(c, TRIAGE_CLIP_SECONDS),
+    Math.ceil(TEXT_TOKENS_PER_SECOND * TRIAGE_CLIP_SECONDS) + 1,
+    r.kvPrecision,
+    limits,
+    prompt,
+  );
+  const peak = (x: PhasePeaks) => Math.max(x.prefill, x.decode, x.encode, r.triage ? triage : 0);
   const at = phases(pool, full ? after.full : after.atBudget, full ? 0 : stagedKv);
   const ofFull = phases(poolFull, after.full, 0);
   return {
@@ -256,6 +325,7 @@ export function memoryNeed(c: ModelConfig, r: MemoryNeedRequest, limits: DeviceL
     phasesFull: ofFull,
     peakBytes: peak(at),
     peakFull: peak(ofFull),
+    triageBytes: triage,
   };
 }
 

@@ -23,16 +23,17 @@ function params(u: UniformOf, r: AnswerRows, row = 0, target = 0): GPUBuffer {
   return u('u.triage', [r.first, r.rows, r.audioStart, r.audioLength, row, target, 0, 0]);
 }
 
-/** Y[n, cols] (+)= X[n, rows] W over every row part of W (matmul_t.wgsl). */
+/** Y[n, cols] (+)= X[n, rows] W over every row part of W (matmul_t.wgsl; cols % 8 == 0). */
 export class MatmulT extends Op {
   run(b: { w: GpuMatrix; x: GPUBuffer; y: GPUBuffer }, n: number, u: UniformOf): Dispatch[] {
     const { w, x, y } = b;
+    if (w.cols % 8 !== 0) throw new RangeError(`${this.name}: ${w.name} has ${w.cols} columns, not a multiple of 8`);
     this.need('x', x, 4 * n * w.rows);
     this.need('y', y, 4 * n * w.cols);
     return w.parts.map((p, i) =>
       this.dispatch(
         [p.buffer, x, y, u(`${w.name}.t`, [p.rows, w.cols, n, p.row0, w.rows, i > 0 ? 1 : 0])],
-        Math.ceil(w.cols / 64),
+        Math.ceil(w.cols / 512),
         n,
       ),
     );

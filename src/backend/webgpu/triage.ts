@@ -25,22 +25,6 @@ import { readBack, runPrefill } from './prefill.js';
 import type { AnswerRows, TriageKernels } from './triage-ops.js';
 import type { ClipTriage } from '../types.js';
 
-/** Bytes the triage adds to a session sized for its teacher-forced prompt (the fit check counts them). */
-export function triageBytes(c: ModelConfig, answerRows: number, audioLength: number): number {
-  const T = answerRows;
-  const QD = c.numHeads * c.headDim;
-  return (
-    4 *
-    (3 * T * QD + // queries, attention outputs, δ
-      2 * T * c.hiddenSize + // normed rows, r
-      T * c.vocabSize + // dl
-      T * c.hiddenSize + // gy
-      T + // CE
-      T * c.numHeads * audioLength + // attention rows
-      T * c.numKvHeads) // sensitivity sums
-  );
-}
-
 export async function runTriage(
   ctx: GpuContext,
   c: ModelConfig,
