@@ -20,6 +20,7 @@ export const OPTION_TYPES = {
   RequestOptions: 'src/types.ts',
   RecordingOptions: 'src/types.ts',
   LiveOptions: 'src/transcribe/live.ts',
+  CalibrateOptions: 'src/types.ts',
 } as const;
 export type OptionType = keyof typeof OPTION_TYPES;
 

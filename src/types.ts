@@ -403,6 +403,7 @@ export interface CalibrateOptions {
   language?: string;
   /** Stops between clips: `calibrate` rejects with CANCELLED, and the finished clips stay kept for the next run. */
   signal?: AbortSignal;
+  /** After each clip's forwards and as each clip finishes: the clip, the share done, the seconds left. */
   onProgress?: (p: CalibrationProgress) => void;
 }
 
