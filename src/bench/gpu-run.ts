@@ -5,11 +5,13 @@
  * (and WnW with its plans two steps late, which the loop pipelines), per recording length.
  * From the two Ks: the marginal cost of a layer, t(K=2) − t(K=1), the 30-layer model's
  * ms/token it implies, and the weight-bandwidth floor (bytes a step reads / bandwidth); on
- * a hardware adapter also the page's host time per step at all 30 layers (./host.ts).
+ * a hardware adapter also the page's host time per step at all 30 layers (./host.ts) and the
+ * head triage of one clip (the backend's `triage`), against its modelled cost.
  * Browser-safe: no Node imports.
  */
 import type { DecoderBackend } from '../backend/types.js';
-import type { ModelConfig } from '../model/config.js';
+import { promptLength, type ModelConfig } from '../model/config.js';
+import { DEFAULT_TRIAGE_CLIPS, triageFlops } from '../calibrate/cost.js';
 import type { DecoderWeights } from '../model/weights.js';
 import type { PackedDecoderWeights } from '../model/packed-weights.js';
 import { packedWeightBytes } from '../model/packed-weights.js';
@@ -77,7 +79,55 @@ export interface GpuBenchReport {
   layerCosts: LayerCost[];
   /** The page's own time per step at all the shape's layers (./host.ts), beside the GPU's; empty on a software adapter. */
   host: HostRow[];
+  /** The head triage of one 30 s clip (375 audio tokens, 100 answer tokens) at K = 1 and 2 layers, and extrapolated; null on a software adapter. */
+  triage: TriageTiming | null;
   seconds: number;
+}
+
+export interface TriageTiming {
+  /** Median ms of one clip's triage at K = 1 and K = 2 layers. */
+  msAtLayers: [number, number];
+  /** K = 1 plus (layers − 1) times the marginal layer: one clip at the whole model's layers. */
+  fullModelMsPerClip: number;
+  /** The whole model's triage FLOPs a clip over that time. */
+  tflops: number;
+  /** The default triage (DEFAULT_TRIAGE_CLIPS clips) at that rate, in minutes. */
+  defaultMinutes: number;
+}
+
+/** Times `Transcriber.calibrate`'s per-clip work (the backend's triage) at the shape's widths, K = 1 and 2 layers. */
+async function timeTriage(make: MakeBackend, log: (s: string) => void): Promise<TriageTiming> {
+  const shape = DECODER_SHAPES[GPU_BENCH_SHAPE];
+  const N = 375;
+  const T = 101;
+  const ms: number[] = [];
+  for (const K of [1, 2]) {
+    const c = shapeConfig(GPU_BENCH_SHAPE, K);
+    const b = await make(c, randomPackedWeights(c, 'q4'));
+    try {
+      const audio = randomEmbeddings(c, N, 9);
+      const answer = [...Array.from({ length: T - 1 }, (_, i) => 10 + i), c.stopTokens[0]];
+      const times: number[] = [];
+      for (let rep = 0; rep < 3; rep++) {
+        const t0 = performance.now();
+        await b.triage(audio, N, answer);
+        if (rep > 0) times.push(performance.now() - t0);
+      }
+      ms.push(times.sort((x, y) => x - y)[Math.floor(times.length / 2)]);
+      log(`bench:gpu triage K=${K}: ${ms.at(-1)!.toFixed(0)} ms a clip`);
+    } finally {
+      b.dispose();
+    }
+  }
+  const full = ms[0] + (shape.totalLayers - 1) * (ms[1] - ms[0]);
+  const c = shapeConfig(GPU_BENCH_SHAPE, shape.totalLayers);
+  const flops = triageFlops(c, promptLength(c, N) + T - 1, T, N);
+  return {
+    msAtLayers: [ms[0], ms[1]],
+    fullModelMsPerClip: full,
+    tflops: flops / (full / 1000) / 1e12,
+    defaultMinutes: (DEFAULT_TRIAGE_CLIPS * full) / 60_000,
+  };
 }
 
 /** Makes a backend on the adapter at hand for a config and its weights. */
@@ -191,6 +241,10 @@ export async function runGpuBench(
       fullModelFloorMs: floor(fullBytes),
     });
   }
+  let triage: TriageTiming | null = null;
+  if (software)
+    skipped.push('the head triage at the shape: software adapter (npm run bench -- --calibration-cost --modelled)');
+  else triage = await timeTriage(make, log);
   const host: HostRow[] = [];
   if (software)
     skipped.push(`host time per step at all ${shape.totalLayers} layers: software adapter (npm run bench -- --host)`);
@@ -224,6 +278,7 @@ export async function runGpuBench(
     rows,
     layerCosts,
     host,
+    triage,
     seconds: (performance.now() - t0) / 1000,
   };
 }

@@ -122,6 +122,13 @@ export function formatGpuReport(r: GpuBenchReport): string {
     ),
   ];
   if (r.host.length) lines.push('', 'Host time per step (ms), all layers:', '', formatHostRows(r.host));
+  if (r.triage)
+    lines.push(
+      '',
+      `Head triage of one 30 s clip: ${r.triage.msAtLayers.map((m) => m.toFixed(0)).join(' / ')} ms at K = 1 / 2 layers, ` +
+        `${(r.triage.fullModelMsPerClip / 1000).toFixed(2)} s at all ${r.totalLayers} (${r.triage.tflops.toFixed(2)} TFLOP/s): ` +
+        `the default triage in ${r.triage.defaultMinutes.toFixed(2)} min (modelled at 2 TFLOP/s: npm run bench -- --calibration-cost --modelled).`,
+    );
   if (r.skipped.length) lines.push('', `Not run: ${r.skipped.join('; ')}.`);
   return lines.join('\n');
 }
