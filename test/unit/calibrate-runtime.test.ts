@@ -69,7 +69,8 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
     let t = 0;
     const seen: CalibrationProgress[] = [];
     const heads = await calibrateClips(model, encode, clips, {
-      estimator: 'finite-difference', directions: 1,
+      estimator: 'finite-difference',
+      directions: 1,
       now: () => (t += 5),
       onProgress: (p) => seen.push(p),
     });
@@ -100,7 +101,8 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
       let t = 0;
       const seen: CalibrationProgress[] = [];
       await calibrateClips(model, encode, clips.slice(0, 2), {
-        estimator: 'finite-difference', directions: 1,
+        estimator: 'finite-difference',
+        directions: 1,
         now: () => (t += ms),
         onProgress: (p) => seen.push(p),
       });
@@ -114,7 +116,11 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
   it("a clip's stated seconds weigh it before it is encoded; without them it counts as a typical clip", async () => {
     const afterFirst = async (two: ClipSource[]) => {
       const seen: CalibrationProgress[] = [];
-      await calibrateClips(model, encode, two, { estimator: 'finite-difference', directions: 1, onProgress: (p) => seen.push(p) });
+      await calibrateClips(model, encode, two, {
+        estimator: 'finite-difference',
+        directions: 1,
+        onProgress: (p) => seen.push(p),
+      });
       return seen.find((p) => p.clip === 1 && p.finished)!.fraction;
     };
     const [short, long] = [clips[0], clips[1]];
@@ -134,7 +140,8 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
     const store = memoryStore();
     const stop = new AbortController();
     const first = await calibrateClips(model, encode, clips, {
-      estimator: 'finite-difference', directions: 1,
+      estimator: 'finite-difference',
+      directions: 1,
       store,
       signal: stop.signal,
       onProgress: (p) => p.finished && stop.abort(),
@@ -143,7 +150,8 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
     expect(store.value?.clips.map((c) => c.id)).toEqual(['c1']);
     const reused: Array<[string, boolean]> = [];
     const second = await calibrateClips(model, encode, clips, {
-      estimator: 'finite-difference', directions: 1,
+      estimator: 'finite-difference',
+      directions: 1,
       store,
       onProgress: (p) => p.finished && reused.push([p.id, p.finished.reused]),
     });

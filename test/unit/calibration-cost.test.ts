@@ -88,7 +88,8 @@ describe('calibration cost arithmetic', () => {
     const forward = 30 * layerFlops(c, n);
     const extrasPerClip =
       2 * ceFlops(c, 100) +
-      30 * (2 * 100 * c.hiddenSize * 4096 + 2 * 100 * 32 * 375 * 128 + 100 * 375 * 32 * 4 * 128 + 100 * 375 * 8 * 2 * 128);
+      30 *
+        (2 * 100 * c.hiddenSize * 4096 + 2 * 100 * 32 * 375 * 128 + 100 * 375 * 32 * 4 * 128 + 100 * 375 * 8 * 2 * 128);
     expect(m.tflopPerForward * 1e12).toBeCloseTo((2 * forward + extrasPerClip) / 2, -6);
     expect(m.minutesAt['2']).toBeCloseTo((8 * (2 * forward + extrasPerClip)) / 2e12 / 60, 9);
     expect(m.minutesAt['10']).toBeCloseTo(m.minutesAt['2'] / 5, 9);
