@@ -54,6 +54,8 @@ async function main(): Promise<void> {
     return (await import('./calibration-cost.js')).calibrationCostMain(process.argv, (s) =>
       process.stderr.write(s + '\n'),
     );
+  if (process.argv.includes('--triage-host-memory'))
+    return (await import('./triage-host.js')).triageHostMain(process.argv, (s) => process.stderr.write(s + '\n'));
   if (process.argv.includes('--cpu-load'))
     return (await import('./cpu-load.js')).cpuLoadBenchMain(process.argv, (s) => process.stderr.write(s + '\n'));
   if (process.argv.includes('--session'))
