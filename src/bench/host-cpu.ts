@@ -172,7 +172,7 @@ export async function standInPolicy(
   const res = new Residency(residencyShape(c, lay, prompt, A, { growPages: GROWTH_PAGES_PER_HEAD }), pool);
   // The rows' values are never read here: the store keeps zeros.
   res.applyPrefill(plan, text, () => {});
-  pool.flush(res.pool);
+  pool.flush(res.pages);
   const memory = evictMiB > 0 ? new Uint8Array(evictMiB * 2 ** 20) : null;
   const segments = Math.ceil(A / P);
   const top = options.request.decodeChunks?.topChunks ?? 0;
@@ -201,8 +201,8 @@ export async function standInPolicy(
     const moved = res.apply(p);
     const t2 = performance.now();
     res.appendText(text.length + A + s, slots, true);
-    pool.flush(res.pool);
-    res.pool.longestTable();
+    pool.flush(res.pages);
+    res.pages.longestTable();
     pool.encodeWrites(enc)?.submitted();
     const t3 = performance.now();
     if (s < WARMUP) continue;

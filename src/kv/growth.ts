@@ -1,9 +1,9 @@
 /**
  * How a pool grows for text on demand (Residency.reserve): which shards add pages, and
- * how per-slot or per-page state follows the shards' new page ids (KvPool.grow).
+ * how per-slot or per-page state follows the shards' new page ids (PageAllocator.grow).
  */
 import { ContextTooLongError } from '../errors.js';
-import type { KvPool, PoolShard } from './pool.js';
+import type { PageAllocator, PoolShard } from './page-allocator.js';
 
 /**
  * Pages to add per shard so that shard s has `need[s]` free pages: `growPages` per head
@@ -11,7 +11,7 @@ import type { KvPool, PoolShard } from './pool.js';
  * shortfall near the `maxPages` budget. Null when every shard has its pages already.
  * Throws ContextTooLongError where even the shortfall passes the budget.
  */
-export function growthFor(pool: KvPool, need: Int32Array, growPages: number, maxPages = Infinity): Int32Array | null {
+export function growthFor(pool: PageAllocator, need: Int32Array, growPages: number, maxPages = Infinity): Int32Array | null {
   const add = new Int32Array(need.length);
   const short = new Int32Array(need.length);
   need.forEach((n, s) => {

@@ -6,7 +6,7 @@
  * start; a freed slot becomes a hole its head's next recall may take, and a page whose
  * last slot is freed goes back to the pool. It knows nothing of plans or CPU copies.
  */
-import { KvPool, type PoolShard } from './pool.js';
+import { PageAllocator, type PoolShard } from './page-allocator.js';
 import { movePages } from './growth.js';
 
 export const EMPTY = -1;
@@ -37,12 +37,12 @@ export class PageSlots {
   private readonly textCount: Int32Array;
 
   constructor(
-    readonly pool: KvPool,
+    readonly pages: PageAllocator,
     heads: number,
   ) {
-    this.positions = new Int32Array(pool.numPages * pool.pageSize).fill(EMPTY);
-    this.live = new Int32Array(pool.numPages);
-    this.kind = new Uint8Array(pool.numPages);
+    this.positions = new Int32Array(pages.numPages * pages.pageSize).fill(EMPTY);
+    this.live = new Int32Array(pages.numPages);
+    this.kind = new Uint8Array(pages.numPages);
     this.holes = Array.from({ length: heads }, () => []);
     this.textTail = new Int32Array(heads).fill(EMPTY);
     this.textSlots = Array.from({ length: heads }, () => new Int32Array(64));
@@ -50,7 +50,7 @@ export class PageSlots {
   }
 
   private get pageSize(): number {
-    return this.pool.pageSize;
+    return this.pages.pageSize;
   }
 
   /** Whether the head's next text slot needs a fresh page. */
@@ -61,7 +61,7 @@ export class PageSlots {
   allocText(head: number): number {
     let slot = this.textTail[head];
     if (slot === EMPTY) {
-      const page = this.pool.allocPage(head);
+      const page = this.pages.allocPage(head);
       this.textPages++;
       this.kind[page] = TEXT;
       slot = page * this.pageSize;
@@ -94,7 +94,7 @@ export class PageSlots {
       this.positions[slot] = EMPTY;
       const page = Math.floor(slot / this.pageSize);
       if (--this.live[page] === 0) {
-        this.pool.freePage(head, page);
+        this.pages.freePage(head, page);
         this.kind[page] = FREE;
         this.textPages--;
       }
@@ -120,7 +120,7 @@ export class PageSlots {
     for (let i = 0; i < count; i++) {
       const s = i % P;
       if (s === 0) {
-        page = this.pool.allocPage(head);
+        page = this.pages.allocPage(head);
         this.kind[page] = AUDIO;
       }
       out[at + i] = page * P + s;
@@ -198,7 +198,7 @@ export class PageSlots {
       const page = Math.floor(slots[i] / P);
       if (this.live[page] > 0) this.holes[head].push(slots[i]);
       else if (this.kind[page] === AUDIO) {
-        this.pool.freePage(head, page);
+        this.pages.freePage(head, page);
         this.kind[page] = FREE;
       }
     }
@@ -206,16 +206,16 @@ export class PageSlots {
 
   /** A shard of `pages` fresh pages for heads [firstHead, firstHead + heads), after every existing page. */
   addShard(firstHead: number, heads: number, pages: number): PoolShard {
-    const s = this.pool.addShard(firstHead, heads, pages);
+    const s = this.pages.addShard(firstHead, heads, pages);
     const extend = <T extends Int32Array | Uint8Array>(a: T, n: number, fill: number, make: (n: number) => T): T => {
       const b = make(n);
       b.fill(fill);
       b.set(a);
       return b;
     };
-    this.positions = extend(this.positions, this.pool.numPages * this.pageSize, EMPTY, (n) => new Int32Array(n));
-    this.live = extend(this.live, this.pool.numPages, 0, (n) => new Int32Array(n));
-    this.kind = extend(this.kind, this.pool.numPages, FREE, (n) => new Uint8Array(n));
+    this.positions = extend(this.positions, this.pages.numPages * this.pageSize, EMPTY, (n) => new Int32Array(n));
+    this.live = extend(this.live, this.pages.numPages, 0, (n) => new Int32Array(n));
+    this.kind = extend(this.kind, this.pages.numPages, FREE, (n) => new Uint8Array(n));
     return s;
   }
 
@@ -225,15 +225,15 @@ export class PageSlots {
    * slots took (the caller moves what it keeps of them).
    */
   grow(add: Int32Array): { before: PoolShard[]; shiftOf: (head: number) => number } {
-    const before = this.pool.shards.map((s) => ({ ...s }));
-    const shifts = this.pool.grow(add);
+    const before = this.pages.shards.map((s) => ({ ...s }));
+    const shifts = this.pages.grow(add);
     const P = this.pageSize;
-    const pages = this.pool.numPages;
+    const pages = this.pages.numPages;
     this.positions = movePages(this.positions, before, shifts, P, new Int32Array(pages * P).fill(EMPTY));
     this.live = movePages(this.live, before, shifts, 1, new Int32Array(pages));
     this.kind = movePages(this.kind, before, shifts, 1, new Uint8Array(pages));
     const shiftOf = (h: number) => {
-      const shard = this.pool.shardIndexOf(h);
+      const shard = this.pages.shardIndexOf(h);
       return shard === -1 ? 0 : shifts[shard] * P;
     };
     this.holes.forEach((holes, h) => {
@@ -249,6 +249,6 @@ export class PageSlots {
 
   private isHole(head: number, slot: number): boolean {
     const page = Math.floor(slot / this.pageSize);
-    return this.pool.ownerOf(page) === head && this.kind[page] === AUDIO && this.positions[slot] === EMPTY;
+    return this.pages.ownerOf(page) === head && this.kind[page] === AUDIO && this.positions[slot] === EMPTY;
   }
 }

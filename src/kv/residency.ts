@@ -15,7 +15,7 @@
  * is held for text that is never generated. Growth runs before a step's or a plan's
  * allocations, never inside one, since it moves the shards' page ids.
  */
-import { KvPool, type PoolShard } from './pool.js';
+import { PageAllocator, type PoolShard } from './page-allocator.js';
 import { growthFor } from './growth.js';
 import { EMPTY, PageSlots } from './page-slots.js';
 import { OffloadStore } from './offload.js';
@@ -36,7 +36,7 @@ export interface ResidencyShape {
   headDim: number;
   pageSize: number;
   numPages: number;
-  /** The pool's shards (see KvPool); default one for all heads. */
+  /** The pool's shards (see PageAllocator); default one for all heads. */
   shards?: PoolShard[];
   /** Bytes of one stored key or value element in the pool (kv/precision.ts); default 4 (f32). */
   kvElementBytes?: number;
@@ -49,7 +49,7 @@ export interface ResidencyShape {
 }
 
 export class Residency {
-  readonly pool: KvPool;
+  readonly pages: PageAllocator;
   readonly offload: OffloadStore;
   /** Pages, their slots and what each slot holds (kv/page-slots.ts). */
   private readonly slots: PageSlots;
@@ -90,7 +90,7 @@ export class Residency {
   ) {
     const { heads, headDim, pageSize, numPages, audioLength, shards } = shape;
     this.rowBytes = 2 * headDim * (shape.kvElementBytes ?? 4);
-    this.pool = new KvPool({
+    this.pages = new PageAllocator({
       heads,
       pageSize,
       numPages,
@@ -98,7 +98,7 @@ export class Residency {
       shards,
     });
     this.offload = new OffloadStore(headDim, audioLength, undefined, shape.kvElementBytes ?? 4);
-    this.slots = new PageSlots(this.pool, heads);
+    this.slots = new PageSlots(this.pages, heads);
     this.audioSlot = Array.from({ length: heads }, () => new Int32Array(audioLength).fill(EMPTY));
     this.gpuCount = new Int32Array(heads);
     this.headRows = new Int32Array(heads);
@@ -252,9 +252,9 @@ export class Residency {
   appendText(seqPos: number, out: Int32Array, placed = false): Int32Array {
     if (this.shape.growPages) {
       // Shards are added during a layered prefill, never during decode: sized once a session.
-      if (this.shardPages.length !== this.pool.shards.length) this.shardPages = new Int32Array(this.pool.shards.length);
+      if (this.shardPages.length !== this.pages.shards.length) this.shardPages = new Int32Array(this.pages.shards.length);
       const need = this.shardPages.fill(0);
-      for (let h = 0; h < this.shape.heads; h++) if (this.slots.needsTextPage(h)) need[this.pool.shardIndexOf(h)]++;
+      for (let h = 0; h < this.shape.heads; h++) if (this.slots.needsTextPage(h)) need[this.pages.shardIndexOf(h)]++;
       this.reserve(need);
     }
     for (let h = 0; h < this.shape.heads; h++) {
@@ -333,12 +333,12 @@ export class Residency {
    */
   private reserveForRecall(recall: readonly Move[]): void {
     const P = this.pageSize;
-    const shards = this.pool.shards.length;
+    const shards = this.pages.shards.length;
     if (this.shardPages.length !== shards) this.shardPages = new Int32Array(shards);
     const most = this.shardPages.fill(0);
-    for (const { head, positions } of recall) most[this.pool.shardIndexOf(head)] += Math.ceil(positions.length / P);
+    for (const { head, positions } of recall) most[this.pages.shardIndexOf(head)] += Math.ceil(positions.length / P);
     let fits = true;
-    for (let s = 0; s < shards; s++) if (most[s] > this.pool.freeIn(s)) fits = false;
+    for (let s = 0; s < shards; s++) if (most[s] > this.pages.freeIn(s)) fits = false;
     if (fits) return;
     // The fresh pages allocAudio will take: rows past the holes of the head's audio pages.
     const rows = this.headRows.fill(0);
@@ -348,7 +348,7 @@ export class Residency {
     }
     const need = most.fill(0);
     for (let h = 0; h < rows.length; h++)
-      if (rows[h]) need[this.pool.shardIndexOf(h)] += Math.ceil(Math.max(0, rows[h] - this.slots.usableHoles(h)) / P);
+      if (rows[h]) need[this.pages.shardIndexOf(h)] += Math.ceil(Math.max(0, rows[h] - this.slots.usableHoles(h)) / P);
     this.reserve(need);
   }
 
@@ -432,8 +432,8 @@ export class Residency {
       gpuOrCpuPerHead: gpuOrCpu,
       rGpu: sum(this.gpuCount) / total,
       rGpuCpu: sum(gpuOrCpu) / total,
-      gpuBytesInUse: this.pool.usedPages * this.pool.bytesPerPage,
-      gpuBytesCapacity: this.pool.capacity * this.pool.bytesPerPage,
+      gpuBytesInUse: this.pages.usedPages * this.pages.bytesPerPage,
+      gpuBytesCapacity: this.pages.capacity * this.pages.bytesPerPage,
       textPages: this.slots.textPages,
       cpuBytes: this.offload.bytes,
     };
@@ -441,12 +441,12 @@ export class Residency {
 
   /** Slots per head (pages of the head's table), for kernels and tests. */
   pageTable(head: number): readonly number[] {
-    return this.pool.pageTable(head);
+    return this.pages.pageTable(head);
   }
 
   /** The pool-wide slot a head's shard starts at. */
   private firstSlot(head: number): number {
-    return this.pool.shards[this.pool.shardIndexOf(head)].firstPage * this.pageSize;
+    return this.pages.shards[this.pages.shardIndexOf(head)].firstPage * this.pageSize;
   }
 
   private bind(head: number, pos: number, slot: number): void {
@@ -457,7 +457,7 @@ export class Residency {
   /** Grows the shards with fewer free pages than `need[s]` (kv/growth.ts growthFor). */
   private reserve(need: Int32Array): void {
     // Storage that cannot grow leaves allocPage to report the full pool.
-    const add = this.storage.grow ? growthFor(this.pool, need, this.shape.growPages ?? 0, this.shape.maxPages) : null;
+    const add = this.storage.grow ? growthFor(this.pages, need, this.shape.growPages ?? 0, this.shape.maxPages) : null;
     if (add) this.grow(add);
   }
 
@@ -468,7 +468,7 @@ export class Residency {
       const d = shiftOf(h);
       if (d) this.recallable.shift(h, d);
     }
-    if (!this.storage.grow!(before, this.pool.shards))
+    if (!this.storage.grow!(before, this.pages.shards))
       this.storage.syncPositions(0, this.positions.length, this.positions);
     this.growths++;
   }

@@ -3,7 +3,7 @@
  * provides, the prefill rows it reads from, the gathers it performs and how it makes
  * summary slots. The residency decides placement; these are the backend's side of it.
  */
-import type { PoolShard } from './pool.js';
+import type { PoolShard } from './page-allocator.js';
 import type { SummaryFit } from './summary.js';
 import type { StoredRun } from './offload.js';
 
@@ -20,7 +20,7 @@ export interface PageStorage {
   /** Makes the given slots' positions (from `positions`, the residency mirror) visible to attention. */
   syncPositions(firstSlot: number, count: number, positions: Int32Array): void;
   /**
-   * The pool grew (KvPool.grow): shard i's pages `from[i]` are now `to[i]`, the old ones
+   * The pool grew (PageAllocator.grow): shard i's pages `from[i]` are now `to[i]`, the old ones
    * at the start of the new range. Storage without it makes a fixed pool. True when the
    * storage moved the slots' positions with the pages itself (else every slot is synced).
    */

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { EMPTY, Residency, type PageStorage } from '../../src/kv/residency.js';
-import type { PoolShard } from '../../src/kv/pool.js';
+import type { PoolShard } from '../../src/kv/page-allocator.js';
 import { ContextTooLongError } from '../../src/errors.js';
 import { CpuBackend } from '../../src/backend/cpu/backend.js';
 import type { CpuDecodeSession } from '../../src/backend/cpu/decode-session.js';
@@ -74,7 +74,7 @@ function setup(maxPages?: number) {
 function check(r: Residency, storage: MovingStorage, heads: number, A: number, text: number[]) {
   const bad: string[] = [];
   for (let h = 0; h < heads; h++) {
-    const shard = r.pool.shards[r.pool.shardIndexOf(h)];
+    const shard = r.pages.shards[r.pages.shardIndexOf(h)];
     for (const page of r.pageTable(h))
       if (page < shard.firstPage || page >= shard.firstPage + shard.pages)
         bad.push(`head ${h}: page ${page} outside its shard`);
@@ -119,8 +119,8 @@ describe('text KV on demand', () => {
     // Text slots kept their rows through every move.
     for (let h = 0; h < heads; h++) expect(storage.k[out[h] * hd]).toBe(-129);
     // Growth adds growPages per head at a time: less than that is ever left unused per shard.
-    const used = r.pool.usedPages;
-    expect(r.pool.capacity - used).toBeLessThan(2 * heads + 2);
+    const used = r.pages.usedPages;
+    expect(r.pages.capacity - used).toBeLessThan(2 * heads + 2);
     expect(r.stats().textPages).toBe(heads * Math.ceil(31 / P));
   });
 
@@ -129,17 +129,17 @@ describe('text KV on demand', () => {
     const out = new Int32Array(heads);
     let seq = 100;
     // Fill the free pages: the prompt's text page (4 slots left) and 4 free pages per shard = 2 per head.
-    while (r.pool.freePages > 0 || (seq - 100) % P !== 4) r.appendText(seq++, out);
+    while (r.pages.freePages > 0 || (seq - 100) % P !== 4) r.appendText(seq++, out);
     const growths = r.growths;
     // Every head drops its first 5 kept positions: page 0 of each head's audio empties.
     r.apply({
       release: Array.from({ length: heads }, (_, head) => ({ head, positions: Int32Array.of(0, 3, 6, 9, 12) })),
       recall: [],
     });
-    expect(r.pool.freePages).toBe(heads);
+    expect(r.pages.freePages).toBe(heads);
     for (let i = 0; i < P; i++) r.appendText(seq++, out);
     expect(r.growths).toBe(growths);
-    expect(r.pool.freePages).toBe(0);
+    expect(r.pages.freePages).toBe(0);
   });
 
   it('grows for a recall only where its rows pass the holes of the head and the free pages', () => {
@@ -147,7 +147,7 @@ describe('text KV on demand', () => {
     const out = new Int32Array(heads);
     let seq = 100;
     const text = [0];
-    while (r.pool.freePages > 0 || (seq - 100) % P !== 4) {
+    while (r.pages.freePages > 0 || (seq - 100) % P !== 4) {
       r.appendText(seq, out);
       for (let h = 0; h < heads; h++)
         storage.writeRows(out[h], 1, new Float32Array(hd).fill(-seq), new Float32Array(hd));
@@ -156,15 +156,15 @@ describe('text KV on demand', () => {
     const growths = r.growths;
     // Head 1 leaves 3 of the 5 positions of its first audio page, the page stays: 3 holes, no free page.
     r.apply({ release: [{ head: 1, positions: Int32Array.of(0, 3, 6) }], recall: [] });
-    expect(r.pool.freePages).toBe(0);
+    expect(r.pages.freePages).toBe(0);
     // Back into its holes (a fresh page each for the bound, none in fact): no growth.
     r.apply({ release: [], recall: [{ head: 1, positions: Int32Array.of(1, 3, 6) }] });
     expect(r.growths).toBe(growths);
     // Past the holes left (3 in its last audio page, from the prefill): head 1's shard grows, the other does not.
-    const other = r.pool.shards[1].pages;
+    const other = r.pages.shards[1].pages;
     r.apply({ release: [], recall: [{ head: 1, positions: Int32Array.of(0, 2, 4, 5, 7) }] });
     expect(r.growths).toBe(growths + 1);
-    expect(r.pool.shards[1].pages).toBe(other);
+    expect(r.pages.shards[1].pages).toBe(other);
     check(r, storage, heads, A, text);
   });
 
@@ -175,7 +175,7 @@ describe('text KV on demand', () => {
     expect(() => {
       for (let t = 0; t < 100; t++) r.appendText(seq++, out);
     }).toThrow(ContextTooLongError);
-    expect(r.pool.capacity).toBeLessThanOrEqual(18);
+    expect(r.pages.capacity).toBeLessThanOrEqual(18);
   });
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { KvPool } from '../../src/kv/pool.js';
+import { PageAllocator } from '../../src/kv/page-allocator.js';
 import { EMPTY, Residency } from '../../src/kv/residency.js';
 import { ArrayPageStorage } from '../helpers/page-store.js';
 import { ContextTooLongError } from '../../src/errors.js';
@@ -44,9 +44,9 @@ function checkSlots(r: Residency, storage: ArrayPageStorage, heads: number, audi
   expect(bad.slice(0, 5)).toEqual([]);
 }
 
-describe('KvPool', () => {
+describe('PageAllocator', () => {
   it('allocates from the free list, frees, and refuses past capacity with a typed error', () => {
-    const pool = new KvPool({ heads: 2, pageSize: 25, numPages: 3, bytesPerPage: 100 });
+    const pool = new PageAllocator({ heads: 2, pageSize: 25, numPages: 3, bytesPerPage: 100 });
     const a = pool.allocPage(0);
     const b = pool.allocPage(1);
     pool.allocPage(1);
@@ -88,13 +88,13 @@ describe('Residency', () => {
     expect(s0.rGpuCpu).toBe(1);
     // Recall a whole 25-token segment of CPU positions in head 2, then release it: pages come back.
     const seg = Int32Array.from(plan.heads[2].cpu.filter((p) => p >= 500 && p < 525));
-    const pagesBefore = r.pool.usedPages;
+    const pagesBefore = r.pages.usedPages;
     const t = r.apply({ recall: [{ head: 2, positions: seg }], release: [] });
     expect(t.recalledPositions).toBe(seg.length);
     expect(t.bytesToGpu).toBe(seg.length * 8 * hd);
     checkSlots(r, storage, heads, N);
     r.apply({ recall: [], release: [{ head: 2, positions: seg }] });
-    expect(r.pool.usedPages).toBe(pagesBefore);
+    expect(r.pages.usedPages).toBe(pagesBefore);
     // Random churn: page count per head stays within ceil(peak live / pageSize) + text pages.
     for (let step = 0; step < 50; step++) {
       const h = Math.floor(rand() * heads);

@@ -5,7 +5,7 @@
  * plan, splits only when it must and never makes a buffer past the limit.
  */
 import { describe, expect, it } from 'vitest';
-import { KvPool } from '../../src/kv/pool.js';
+import { PageAllocator } from '../../src/kv/page-allocator.js';
 import { Residency, type PageStorage } from '../../src/kv/residency.js';
 import { poolNeed } from '../../src/kv/sizing.js';
 import { ContextTooLongError } from '../../src/errors.js';
@@ -17,9 +17,9 @@ import { slotBytes } from '../../src/kv/precision.js';
 
 const noStorage: PageStorage = { writeRows() {}, syncPositions() {} };
 
-describe('KvPool shards', () => {
+describe('PageAllocator shards', () => {
   it('gives each head pages of its own shard only, and names the shard that is full', () => {
-    const pool = new KvPool({
+    const pool = new PageAllocator({
       heads: 4,
       pageSize: 10,
       numPages: 12,
@@ -46,7 +46,7 @@ describe('KvPool shards', () => {
 
   it('rejects shards that overlap, leave a head out or run past the pages', () => {
     const make = (shards: { firstHead: number; heads: number; firstPage: number; pages: number }[]) => () =>
-      new KvPool({ heads: 4, pageSize: 10, numPages: 8, bytesPerPage: 100, shards });
+      new PageAllocator({ heads: 4, pageSize: 10, numPages: 8, bytesPerPage: 100, shards });
     expect(
       make([
         { firstHead: 0, heads: 2, firstPage: 0, pages: 4 },
@@ -298,7 +298,7 @@ describe('a pool grown layer by layer (per-layer prefill)', () => {
       { heads, headDim: 4, pageSize: P, numPages: 0, shards: [], audioStart: 1, audioLength: N },
       noStorage,
     );
-    expect(() => grown.pool.allocPage(0)).toThrow(/no pool shard/);
+    expect(() => grown.pages.allocPage(0)).toThrow(/no pool shard/);
     const shards = [];
     for (let l = 0; l < heads / perLayer; l++) {
       const layer = plan.heads.slice(l * perLayer, (l + 1) * perLayer);
@@ -309,7 +309,7 @@ describe('a pool grown layer by layer (per-layer prefill)', () => {
     expect(() => grown.addShard(0, 1, 3)).toThrow(/has pages already/);
     grown.attach({ writeRows() {}, syncPositions: (first, count) => synced.push([first, count]) });
     expect(synced).toEqual([[0, need.total * P]]);
-    expect(grown.pool.capacity).toBe(need.total);
+    expect(grown.pages.capacity).toBe(need.total);
     const out = new Int32Array(heads);
     for (let step = 0; step < 20; step++) {
       const h = step % heads;

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { EMPTY, Residency, type PageStorage } from '../../src/kv/residency.js';
-import type { PoolShard } from '../../src/kv/pool.js';
+import type { PoolShard } from '../../src/kv/page-allocator.js';
 import { pagedAttention } from '../../src/reference/ops.js';
 import { summaryEntry } from '../../src/kv/summary.js';
 import { WnwPolicy } from '../../src/policy/wnw/policy.js';

@@ -10,7 +10,7 @@ import { GpuPool } from '../../src/backend/webgpu/pool.js';
 import { PageTables, TABLE_SLACK } from '../../src/backend/webgpu/page-tables.js';
 import { poolLayout, residencyShards } from '../../src/backend/webgpu/pool-layout.js';
 import { Residency } from '../../src/kv/residency.js';
-import { KvPool } from '../../src/kv/pool.js';
+import { PageAllocator } from '../../src/kv/page-allocator.js';
 import { poolNeed } from '../../src/kv/sizing.js';
 import { shapeConfig } from '../../src/bench/shapes.js';
 import { audioStart, kvHeadCount, segmentLength } from '../../src/model/config.js';
@@ -85,13 +85,13 @@ function fullCacheSteps(minutes: number, steps: number) {
     pool,
   );
   res.applyPrefill(plan, text, () => {});
-  pool.flush(res.pool);
+  pool.flush(res.pages);
   const slots = new Int32Array(heads);
   const perStep: number[] = [];
   for (let t = 0; t < steps; t++) {
     const before = f.written();
     res.appendText(start + A + 7 + t, slots);
-    pool.flush(res.pool);
+    pool.flush(res.pages);
     f.ctx.device.queue.submit([]);
     perStep.push(f.written() - before);
   }
@@ -122,7 +122,7 @@ describe("the pool's uploads per decode step", () => {
     const pos = new Int32Array(bytesOf(pool.positions).buffer.slice(0));
     expect(Array.from(pos.subarray(0, res.positions.length))).toEqual(Array.from(res.positions));
     const t = new Uint32Array(bytesOf(pool.tables).buffer.slice(0));
-    for (let h = 0; h < res.pool.heads; h++) {
+    for (let h = 0; h < res.pages.heads; h++) {
       const [off, count] = [t[h * 4], t[h * 4 + 1]];
       expect(Array.from(t.subarray(off, off + count))).toEqual([...res.pageTable(h)]);
     }
@@ -131,7 +131,7 @@ describe("the pool's uploads per decode step", () => {
 
 describe('page tables with room per head', () => {
   it('write every list once, then only what changed; a list outgrowing its room lays all out anew', () => {
-    const pool = new KvPool({ heads: 2, pageSize: 4, numPages: 100, bytesPerPage: 1 });
+    const pool = new PageAllocator({ heads: 2, pageSize: 4, numPages: 100, bytesPerPage: 1 });
     const t = new PageTables(2, 2 * 4 + 100 + 2 * TABLE_SLACK, [0xffffffff, 0]);
     const read = new Set<number>();
     // The pool as the update sees it, noting which heads' lists it reads.

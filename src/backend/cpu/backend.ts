@@ -506,7 +506,7 @@ export class CpuBackend implements DecoderBackend<CpuDecodeSession> {
 
   private ensureScratch(res: Residency): void {
     let max = 0;
-    for (let h = 0; h < res.pool.heads; h++) max = Math.max(max, res.pageTable(h).length);
+    for (let h = 0; h < res.pages.heads; h++) max = Math.max(max, res.pageTable(h).length);
     const need = max * res.pageSize;
     if (this.attScratch.scores.length < need) this.attScratch.scores = new Float64Array(need * 2);
   }

@@ -1,6 +1,6 @@
 /** The CPU backend's KV pool storage: the pages' keys and values in plain arrays. */
 import type { PageStorage } from '../../kv/residency.js';
-import type { PoolShard } from '../../kv/pool.js';
+import type { PoolShard } from '../../kv/page-allocator.js';
 import { roundF16 } from '../../kv/precision.js';
 
 /** One shard of the pool: the K/V of slots [firstSlot, firstSlot + k.length / headDim). */

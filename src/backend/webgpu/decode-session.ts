@@ -139,7 +139,7 @@ export class WebGpuSessionParts {
     return this.placeWith(plan, (pool, residency, text) => {
       const { gathers, transfer } = residency.applyPrefill(plan, text, rows);
       writeKeptRows(pool, gathers, rows, this.e.config.headDim);
-      pool.flush(residency.pool);
+      pool.flush(residency.pages);
       return transfer;
     });
   }
@@ -219,7 +219,7 @@ export class WebGpuSessionParts {
     }
     const residency = placer.residency;
     residency.attach(made.pool);
-    made.pool.flush(residency.pool);
+    made.pool.flush(residency.pages);
     const transfer = { bytesToGpu: 0, bytesToCpu: placer.bytesToCpu, recalledPositions: 0, releasedPositions: 0 };
     const session = this.startDecode(made.pool, made.step, residency, transfer, r.token);
     return { token: r.token, logits: r.logits, plan, session };
@@ -428,8 +428,8 @@ export class WebGpuDecodeSession implements DecodeSession {
       q.writeBuffer(this.buffers.tokenIn, 0, this.tokenIn);
       bytes += 4;
     }
-    bytes += pool.flush(res.pool);
-    const splits = Math.max(1, Math.ceil(res.pool.longestTable() / kernels.pagesPerSplit));
+    bytes += pool.flush(res.pages);
+    const splits = Math.max(1, Math.ceil(res.pages.longestTable() / kernels.pagesPerSplit));
     let writes = null as EncodedWrites | null;
     q.submit([step.encode(splits, slot, (enc) => (writes = pool.encodeWrites(enc)))]);
     // Before the readback's map: the upload is mapped again no later than the step is read.

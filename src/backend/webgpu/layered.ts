@@ -120,7 +120,7 @@ export class LayerPlacer {
       this.d.limit,
       this.d.elementBytes,
     );
-    const total = (this.residency.pool.numPages + pages) * P * slotBytes(hd, this.d.elementBytes);
+    const total = (this.residency.pages.numPages + pages) * P * slotBytes(hd, this.d.elementBytes);
     checkPoolLimit(total, this.d.maxBytes, `${A} audio tokens under this plan (at layer ${l})`);
     const shard = this.residency.addShard(l * H, H, pages);
     this.shards.push({ firstLayer: l, layers: 1, firstPage: shard.firstPage, pages });

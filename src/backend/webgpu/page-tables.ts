@@ -7,7 +7,7 @@
  * a flush writes the entries that changed, a few bytes, where a packed table shifted every
  * later head's list and was written whole (tens of KB at 10 minutes of audio).
  */
-import { UNCHANGED } from '../../kv/pool.js';
+import { UNCHANGED } from '../../kv/page-allocator.js';
 
 /** Spare entries after each head's list: a head outgrowing them lays every list out anew (written whole). */
 export const TABLE_SLACK = 16;
@@ -20,7 +20,7 @@ export function tableEntries(heads: number, capacityPages: number): number {
 /** Entries closer than this to the next changed run are written with it: fewer writes, few wasted bytes. */
 const MERGE_GAP = 8;
 
-/** The tables and what changed in them since the last update (KvPool's change record). */
+/** The tables and what changed in them since the last update (PageAllocator's change record). */
 export interface TableSource {
   pageTable(h: number): readonly number[];
   readonly changedFrom: Int32Array;

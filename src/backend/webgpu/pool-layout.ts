@@ -11,7 +11,7 @@
  */
 import { ContextTooLongError } from '../../errors.js';
 import { audioStart, groupSize, kvHeadCount, type ModelConfig, type PromptIds } from '../../model/config.js';
-import type { PoolShard } from '../../kv/pool.js';
+import type { PoolShard } from '../../kv/page-allocator.js';
 import type { ResidencyShape } from '../../kv/residency.js';
 import { slotBytes } from '../../kv/precision.js';
 import { pagesPerSplit } from './kernels.js';

@@ -15,7 +15,7 @@ import { PageTables, tableEntries } from './page-tables.js';
 import type { ModelConfig } from '../../model/config.js';
 import { groupSize, kvHeadCount } from '../../model/config.js';
 import type { PageStorage } from '../../kv/residency.js';
-import type { KvPool, PoolShard } from '../../kv/pool.js';
+import type { PageAllocator, PoolShard } from '../../kv/page-allocator.js';
 import type { GpuContext } from '../../gpu/device.js';
 import { shardedLayout, type PoolLayout } from './pool-layout.js';
 import { packF16 } from '../../kv/precision.js';
@@ -359,7 +359,7 @@ export class GpuPool implements PageStorage {
    * Uploads changed positions and, where the allocator's page tables changed, their changed
    * entries. Before each submit. Returns the bytes written.
    */
-  flush(pages: KvPool): number {
+  flush(pages: PageAllocator): number {
     const q = this.ctx.device.queue;
     let bytes = this.writeDirty(true) + this.unflushed;
     this.unflushed = 0;

@@ -363,6 +363,6 @@ export async function placePlan(
     summaryPlacement(c, plan.fitting, (l) => kv.get(l)!.q),
   );
   gatherIntoPool(ctx, c, k, pool, p, gathers);
-  pool.flush(residency.pool);
+  pool.flush(residency.pages);
   return transfer;
 }

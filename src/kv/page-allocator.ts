@@ -1,7 +1,8 @@
 /**
- * The KV pool allocator, in the spirit of vLLM's block manager: a fixed number of
+ * The KV pool's page allocator, in the spirit of vLLM's block manager: a fixed number of
  * pages of `pageSize` slots, one page table per KV head (flat head = layer *
- * numKvHeads + kvHead), and a free list. It knows nothing of policies, positions or
+ * numKvHeads + kvHead), and a free list (which position sits where is the residency's; the
+ * bytes are the backends' storage, the GPU's `GpuPool`). It knows nothing of policies, positions or
  * storage; backends own the bytes and mirror the page tables to wherever attention
  * reads them.
  *
@@ -17,7 +18,7 @@
  */
 import { ContextTooLongError } from '../errors.js';
 
-/** `KvPool.changedFrom` of a head whose table has not changed. */
+/** `PageAllocator.changedFrom` of a head whose table has not changed. */
 export const UNCHANGED = 0x7fffffff;
 
 export interface PoolShape {
@@ -39,7 +40,7 @@ export interface PoolShard {
   pages: number;
 }
 
-export class KvPool {
+export class PageAllocator {
   readonly heads: number;
   readonly pageSize: number;
   /** Page ids run over [0, numPages); with shards, pages between shards are never handed out. */
