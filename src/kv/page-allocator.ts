@@ -1,10 +1,9 @@
 /**
  * The KV pool's page allocator, in the spirit of vLLM's block manager: a fixed number of
  * pages of `pageSize` slots, one page table per KV head (flat head = layer *
- * numKvHeads + kvHead), and a free list (which position sits where is the residency's; the
- * bytes are the backends' storage, the GPU's `GpuPool`). It knows nothing of policies, positions or
- * storage; backends own the bytes and mirror the page tables to wherever attention
- * reads them.
+ * numKvHeads + kvHead), and a free list. It knows nothing of policies, positions (the
+ * residency's) or storage: backends own the bytes (the GPU's are `GpuPool`) and mirror the
+ * page tables to wherever attention reads them.
  *
  * Page size: the runtime uses WnW's segment length n_s = ceil(2 s * audio tokens/s)
  * (25 slots at 12.5 tokens/s). A recalled segment then fills exactly one page and its
