@@ -68,6 +68,16 @@ test.beforeAll(async ({ browser }) => {
   });
 });
 
+/** Runs a harness case in the page and expects it to pass, its detail printed. */
+async function check(name: string): Promise<void> {
+  const r = await page.evaluate(
+    (n) => (window as unknown as { wnwGpu: { run(n: string): Promise<CheckResult> } }).wnwGpu.run(n),
+    name,
+  );
+  console.log(`${name}: ${r.pass ? 'ok' : 'FAIL'} ${r.detail} (${Math.round(r.ms)} ms)`);
+  expect(r.pass, r.detail).toBe(true);
+}
+
 test.afterAll(async () => {
   await page?.close();
 });
@@ -76,12 +86,7 @@ for (const family of MINIATURE_FAMILIES) {
   for (const mode of ['full', 'wnw']) {
     const name = `parity_hf_${family}_${mode}`;
     test(`hf ${name}`, async () => {
-      const r = await page.evaluate(
-        (n) => (window as unknown as { wnwGpu: { run(n: string): Promise<CheckResult> } }).wnwGpu.run(n),
-        name,
-      );
-      console.log(`${name}: ${r.pass ? 'ok' : 'FAIL'} ${r.detail} (${Math.round(r.ms)} ms)`);
-      expect(r.pass, r.detail).toBe(true);
+      await check(name);
     });
   }
 }
@@ -93,35 +98,18 @@ for (const [family, format] of [
   ['qwen2_audio', 'f32'],
   ['qwen2_5_omni', 'q4'],
 ] as const) {
-  {
-    const name = `triage_hf_${family}_${format}`;
-    test(`hf ${name}: the WebGPU head triage writes the CPU reference's roles`, async () => {
-      const r = await page.evaluate(
-        (n) => (window as unknown as { wnwGpu: { run(n: string): Promise<CheckResult> } }).wnwGpu.run(n),
-        name,
-      );
-      console.log(`${name}: ${r.pass ? 'ok' : 'FAIL'} ${r.detail} (${Math.round(r.ms)} ms)`);
-      expect(r.pass, r.detail).toBe(true);
-    });
-  }
+  const name = `triage_hf_${family}_${format}`;
+  test(`hf ${name}: the WebGPU head triage writes the CPU reference's roles`, async () => {
+    await check(name);
+  });
 }
 
 test("hf triage_memory_voxtral_shape: the triage's GPU peak is the fit check's figure", async () => {
-  const r = await page.evaluate(
-    (n) => (window as unknown as { wnwGpu: { run(n: string): Promise<CheckResult> } }).wnwGpu.run(n),
-    'triage_memory_voxtral_shape',
-  );
-  console.log(`triage_memory_voxtral_shape: ${r.pass ? 'ok' : 'FAIL'} ${r.detail} (${Math.round(r.ms)} ms)`);
-  expect(r.pass, r.detail).toBe(true);
+  await check('triage_memory_voxtral_shape');
 });
 
 test('hf parity_hf_voxtral_q4_streamed: a converted folder streamed into the GPU decodes as the CPU does', async () => {
-  const r = await page.evaluate(
-    (n) => (window as unknown as { wnwGpu: { run(n: string): Promise<CheckResult> } }).wnwGpu.run(n),
-    'parity_hf_voxtral_q4_streamed',
-  );
-  console.log(`parity_hf_voxtral_q4_streamed: ${r.pass ? 'ok' : 'FAIL'} ${r.detail} (${Math.round(r.ms)} ms)`);
-  expect(r.pass, r.detail).toBe(true);
+  await check('parity_hf_voxtral_q4_streamed');
 });
 
 test('hf shards were read by range, never whole', () => {

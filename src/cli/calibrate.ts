@@ -78,8 +78,6 @@ export async function calibrateCommand(
     io.stderr(`calibrate: stopped; finished clips are in ${partialPath(a.out)} and the next run resumes from them\n`);
     return 130;
   }
-  mkdirSync(dirname(a.out), { recursive: true });
-  writeFileSync(a.out, JSON.stringify(heads, null, 1) + '\n');
   io.stderr(`calibrate: wrote ${a.out}\n`);
   if (a.compare) {
     const { compareCalibrations } = await import('../calibrate/compare.js');
@@ -137,6 +135,8 @@ async function onTranscriber(a: CalibrateArgs, io: Io): Promise<HeadsFile | null
       },
       fileStore(partialPath(a.out)),
     );
+    mkdirSync(dirname(a.out), { recursive: true });
+    writeFileSync(a.out, JSON.stringify(r.heads, null, 1) + '\n');
     return r.heads;
   } catch (e) {
     if (e instanceof CancelledError) return null;
@@ -146,7 +146,7 @@ async function onTranscriber(a: CalibrateArgs, io: Io): Promise<HeadsFile | null
   }
 }
 
-/** The finite-difference estimate, on the CPU reference decoder (f32). */
+/** The finite-difference estimate, on the CPU reference decoder (f32); calibrateRuntime writes the file. */
 async function onReference(a: CalibrateArgs, io: Io): Promise<HeadsFile | null> {
   const { loadModel } = await import('../model/loader.js');
   const { createAudioRoute } = await import('../route/audio-route.js');

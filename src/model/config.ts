@@ -51,6 +51,11 @@ export interface PromptIds {
   readonly instruction: readonly number[];
 }
 
+/** The prompt with `suffix` appended after its instruction: the triage's teacher forcing (its rows predict the answer). */
+export function teacherForced(p: PromptIds, suffix: readonly number[]): PromptIds {
+  return { prefix: p.prefix, instruction: [...p.instruction, ...suffix] };
+}
+
 /** Where audio position 0 sits in the prompt. */
 export function audioStart(p: PromptIds): number {
   return p.prefix.length;

@@ -4,7 +4,7 @@
  * uses), so both backends see identical page tables for identical plans.
  */
 import { NoWebGpuError } from '../../errors.js';
-import { promptLength, segmentLength, type ModelConfig, type PromptIds } from '../../model/config.js';
+import { promptLength, segmentLength, teacherForced, type ModelConfig, type PromptIds } from '../../model/config.js';
 import type { DecoderWeights } from '../../model/weights.js';
 import { GROWTH_PAGES_PER_HEAD, growthOptions } from '../../kv/sizing.js';
 import type { DecoderBackend, LayeredPrefill, SessionOptions, WholePrefill } from '../types.js';
@@ -221,7 +221,7 @@ export class WebGpuBackend implements DecoderBackend<WebGpuDecodeSession> {
     prompt: PromptIds = this.config,
   ): Promise<ClipTriage> {
     if (answer.length === 0) throw new RangeError('no answer tokens to take the CE on');
-    const forced = { prefix: prompt.prefix, instruction: [...prompt.instruction, ...answer.slice(0, -1)] };
+    const forced = teacherForced(prompt, answer.slice(0, -1));
     const parts = this.start(
       { audioLength, maxNewTokens: 1, request: { decodeHeads: [], prefillQueries: 0 }, prompt: forced },
       true,

@@ -15,7 +15,14 @@
  * fit, found with the same sizing, so the answer is a length to try and not only a no.
  */
 import { ContextTooLongError, ModelTooBigError } from '../../errors.js';
-import { kvHeadCount, promptLength, segmentLength, type ModelConfig, type PromptIds } from '../../model/config.js';
+import {
+  kvHeadCount,
+  promptLength,
+  segmentLength,
+  teacherForced,
+  type ModelConfig,
+  type PromptIds,
+} from '../../model/config.js';
 import { decoderWeightBytes } from '../../model/packed-weights.js';
 import type { WeightFormat } from '../../model/quant.js';
 import {
@@ -106,10 +113,7 @@ export function triagePeakBytes(
   limits: DeviceLimits = UNBOUNDED_LIMITS,
   prompt: PromptIds = c,
 ): number {
-  const forced = {
-    prefix: prompt.prefix,
-    instruction: [...prompt.instruction, ...new Array<number>(answerRows - 1).fill(0)],
-  };
+  const forced = teacherForced(prompt, new Array<number>(answerRows - 1).fill(0));
   const s = sessionSizes(
     c,
     {
