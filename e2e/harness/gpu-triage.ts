@@ -96,7 +96,7 @@ export async function triageParity(name: string, model: LoadedModel, format: Wei
  * 32 × 128 queries, 8 KV heads, MLP 8,192; random q4 weights; a quarter of its vocabulary,
  * 32,768 entries, which only scales the embedding, the head and dl): the live bytes at the
  * triage's peak, by allocation, against the fit check's figure (src/backend/webgpu/fit.ts
- * `triagePeakBytes`) for the same clip.
+ * `triagePeakBytes`) for the same clip; and its values against the plain-TS reference.
  */
 export async function triageMemory(): Promise<CheckResult> {
   const name = 'triage_memory_voxtral_shape';
@@ -109,14 +109,24 @@ export async function triageMemory(): Promise<CheckResult> {
   const weights = ctx.liveBytes - base;
   const N = 24;
   const answer = [11, 12, 13, 14, 15, c.stopTokens[0]];
+  const audio = randomEmbeddings(c, N, 5);
   let peak = 0;
+  let got;
   try {
     ctx.resetPeak();
-    await backend.triage(randomEmbeddings(c, N, 5), N, answer);
+    got = await backend.triage(audio, N, answer);
     peak = ctx.peakBytes - base;
   } finally {
     backend.dispose();
   }
+  // The values too, at these widths: the transposed products over a 3,072 × 4,096 W_O and the
+  // 32,768 × 3,072 head, against the plain-TS reference on the same packed weights.
+  const ref = directTriage(c, packedViews(c, packed), audio, N, answer);
+  const hsErr = Math.max(...ref.sum.map((x, h) => Math.abs(x - got.sum[h]) / Math.max(Math.abs(x), 1e-30)));
+  let rowErr = 0;
+  ref.rows.forEach((r, j) =>
+    r.forEach((a, q) => a.forEach((x, p) => (rowErr = Math.max(rowErr, Math.abs(x - got.rows[j][q][p]))))),
+  );
   const weightBytes = decoderWeightBytes(c, 'q4', packed.lmHead === packed.embed).total;
   const figure = triagePeakBytes(c, weightBytes, N, answer.length, 'f32', bindingLimits(ctx));
   const off = (peak - figure) / figure;
@@ -127,8 +137,9 @@ export async function triageMemory(): Promise<CheckResult> {
   const mib = (b: number) => `${(b / 2 ** 20).toFixed(2)} MiB`;
   return {
     name,
-    pass: Math.abs(off) <= 0.02 && Math.abs(ownOff) <= 0.02,
+    pass: Math.abs(off) <= 0.02 && Math.abs(ownOff) <= 0.02 && hsErr <= HS_TOLERANCE && rowErr <= ROW_TOLERANCE,
     detail:
+      `HS max relative Δ to the reference ${hsErr.toExponential(2)} (≤ ${HS_TOLERANCE}), attention rows ${rowErr.toExponential(2)} (≤ ${ROW_TOLERANCE}); ` +
       `live at the peak ${mib(peak)}, the fit check's ${mib(figure)} (${(100 * off).toFixed(2)} %); ` +
       `beside the weights ${mib(own)} against ${mib(ownFigure)} (${(100 * ownOff).toFixed(2)} %); both within ±2 %`,
     ms: performance.now() - t0,
