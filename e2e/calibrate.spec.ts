@@ -73,8 +73,8 @@ test('a picked Hugging Face folder without heads.json is calibrated in the page,
   const texts = () => page.evaluate(() => (window as unknown as { calibrationTexts: string[] }).calibrationTexts);
   await page.selectOption('#backend', 'webgpu');
   await page.selectOption('#calibrate-count', '4');
-  // Two teacher-forced forwards a clip, whatever the heads.
-  await expect(page.locator('#calibrate-expect')).toContainText('Each clip costs 2 teacher-forced forwards');
+  // One teacher-forced forward a clip and its answer rows' backward, whatever the heads.
+  await expect(page.locator('#calibrate-expect')).toContainText('Each clip costs one teacher-forced forward');
   await expect(page.locator('#calibrate-expect')).toContainText('8 for 4 clips');
   const t0 = Date.now();
   await page.click('#calibrate-start');

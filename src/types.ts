@@ -387,7 +387,7 @@ export interface CalibrationProgress {
   clip: number;
   clips: number;
   id: string;
-  /** KV heads of the current clip whose Head Sensitivity is done, of `heads` (the direct path does them all at once). */
+  /** KV heads of the current clip whose Head Sensitivity is done, of `heads` (the answer path does them all at once). */
   head: number;
   heads: number;
   /** Share of the run's forwards done (clips kept from an earlier run count as done). */

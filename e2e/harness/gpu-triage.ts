@@ -1,5 +1,5 @@
 /**
- * The head triage on WebGPU against its plain-TS reference (src/calibrate/direct-sensitivity.ts)
+ * The head triage on WebGPU against its plain-TS reference (src/calibrate/answer-path.ts)
  * on a Hugging Face miniature loaded by `loadModel(url)`: the same teacher-forced clip (random
  * audio embeddings, random transcript ids + the stop token) through both, in the weights'
  * format the GPU holds (the CPU computes with the same packed matrices). Compared: every
@@ -10,7 +10,7 @@ import type { LoadedModel } from '../../src/model/loader.js';
 import { randomEmbeddings, rng } from '../../src/model/testing.js';
 import { packDecoderWeights, packedViews } from '../../src/model/packed-weights.js';
 import type { WeightFormat } from '../../src/model/quant.js';
-import { directTriage } from '../../src/calibrate/direct-sensitivity.js';
+import { answerPathTriage } from '../../src/calibrate/answer-path.js';
 import { VoiceScoreAccumulator } from '../../src/calibrate/voice-score.js';
 import { assignRoles, rankingScore } from '../../src/policy/wnw/triage.js';
 import { WebGpuBackend } from '../../src/backend/webgpu/backend.js';
@@ -49,7 +49,7 @@ export async function triageParity(name: string, model: LoadedModel, format: Wei
   const audio = randomEmbeddings(c, AUDIO_TOKENS, 31);
   const rand = rng(7);
   const answer = [...Array.from({ length: ANSWER }, () => Math.floor(rand() * c.vocabSize)), c.stopTokens[0]];
-  const ref = directTriage(c, packedViews(c, packed), audio, AUDIO_TOKENS, answer);
+  const ref = answerPathTriage(c, packedViews(c, packed), audio, AUDIO_TOKENS, answer);
   const { ctx } = await gpu();
   const backend = await WebGpuBackend.create(c, packed, { context: ctx });
   const live0 = ctx.liveBytes;
@@ -92,7 +92,8 @@ export async function triageParity(name: string, model: LoadedModel, format: Wei
 }
 
 /**
- * The triage's GPU memory at Voxtral-Mini-3B's widths (one of its 30 layers: hidden 3,072,
+ * The triage's GPU memory at Voxtral-Mini-3B's widths (two of its 30 layers, so the backward
+ * crosses a layer through the queries, the MLP and both norms: hidden 3,072,
  * 32 × 128 queries, 8 KV heads, MLP 8,192; random q4 weights; a quarter of its vocabulary,
  * 32,768 entries, which only scales the embedding, the head and dl): the live bytes at the
  * triage's peak, by allocation, against the fit check's figure (src/backend/webgpu/fit.ts
@@ -101,7 +102,7 @@ export async function triageParity(name: string, model: LoadedModel, format: Wei
 export async function triageMemory(): Promise<CheckResult> {
   const name = 'triage_memory_voxtral_shape';
   const t0 = performance.now();
-  const c = { ...shapeConfig('voxtral-mini-3b', 1), vocabSize: 32_768 };
+  const c = { ...shapeConfig('voxtral-mini-3b', 2), vocabSize: 32_768 };
   const packed = randomPackedWeights(c, 'q4', 3);
   const { ctx } = await gpu();
   const base = ctx.liveBytes;
@@ -119,9 +120,10 @@ export async function triageMemory(): Promise<CheckResult> {
   } finally {
     backend.dispose();
   }
-  // The values too, at these widths: the transposed products over a 3,072 × 4,096 W_O and the
-  // 32,768 × 3,072 head, against the plain-TS reference on the same packed weights.
-  const ref = directTriage(c, packedViews(c, packed), audio, N, answer);
+  // The values too, at these widths: the transposed products over the 32,768 × 3,072 head and
+  // each layer's W_O, W_QKV, gate, up and down (3,072 × 8,192), against the plain-TS reference
+  // on the same packed weights.
+  const ref = answerPathTriage(c, packedViews(c, packed), audio, N, answer);
   const hsErr = Math.max(...ref.sum.map((x, h) => Math.abs(x - got.sum[h]) / Math.max(Math.abs(x), 1e-30)));
   let rowErr = 0;
   ref.rows.forEach((r, j) =>

@@ -65,8 +65,8 @@ export interface DecoderBackend<S extends DecodeSession = DecodeSession> {
    */
   openByLayer(options: SessionOptions): LayeredPrefill<S>;
   /**
-   * Head triage of one clip with the weights this backend holds (the two teacher-forced
-   * forwards of src/calibrate/direct-sensitivity.ts, which is the reference): `answer` is the
+   * Head triage of one clip with the weights this backend holds (the teacher-forced forward
+   * and answer-row backward of src/calibrate/answer-path.ts, which is the reference): `answer` is the
    * transcript's ids and the stop token, forced after `prompt`'s instruction (default the
    * config's). Closes the open session.
    */

@@ -108,7 +108,7 @@ export function modelledTriage(o: Pick<CostOptions, 'shape' | 'audioTokens' | 'a
   return {
     shape: o.shape,
     clips,
-    forwards: clips * forwardsPerClip(c, 'direct-path', 0),
+    forwards: clips * forwardsPerClip(c, 'answer-path', 0),
     tflopPerForward: perClip / 2 / 1e12,
     minutesAt: { '2': minutes(2), '10': minutes(10) },
   };

@@ -1,8 +1,11 @@
 /** What a calibration costs, in decoder forwards (no engine code: the page's own bundle imports it). */
 import type { ModelConfig } from '../model/config.js';
+import type { TriageEstimator } from './runtime.js';
 
 /**
- * Forward passes one clip costs, in full decoder forwards. 'direct-path': two teacher-forced
+ * Forward passes one clip costs, in full decoder forwards. 'answer-path': one teacher-forced
+ * pass, whose answer rows' backward costs about one more pass over the weights for those rows
+ * alone (answer-path.ts; in `triageFlops`, not here). 'direct-path': two teacher-forced
  * passes, the second keeping the Voice Score's rows (direct-sensitivity.ts).
  * 'finite-difference': the Voice Score's teacher-forced pass, the Head Sensitivity's
  * unperturbed pass, then per KV head of layer l, M forwards of the layers from l on
@@ -10,9 +13,10 @@ import type { ModelConfig } from '../model/config.js';
  */
 export function forwardsPerClip(
   c: Pick<ModelConfig, 'numLayers' | 'numKvHeads'>,
-  estimator: 'direct-path' | 'finite-difference',
+  estimator: TriageEstimator,
   directions: number,
 ): number {
+  if (estimator === 'answer-path') return 1;
   if (estimator === 'direct-path') return 2;
   const L = c.numLayers;
   let layers = 0;
@@ -38,17 +42,21 @@ export function headFlops(c: ModelConfig, T: number): number {
 }
 
 /**
- * FLOPs of the direct path's triage of one clip (direct-sensitivity.ts, backend/webgpu/triage.ts)
- * over n prompt rows with T answer rows and N audio tokens: two forwards of the layers; the LM
- * head on the answer rows and back through it; per layer δ = W_Oᵀ r, the answer rows' audio
- * attention and the key gradients' norms.
+ * FLOPs of the answer path's triage of one clip (answer-path.ts, backend/webgpu/triage.ts)
+ * over n prompt rows with T answer rows and N audio tokens: one forward of the layers; the LM
+ * head on the answer rows and back through it; per layer, for the T rows, the MLP and W_O
+ * again and back through them, through the queries' softmax over the n keys and W_Q, the
+ * answer rows' audio attention and the key gradients' norms.
  */
 export function triageFlops(c: ModelConfig, n: number, T: number, N: number): number {
+  const D = c.hiddenSize;
   const qd = c.numHeads * c.headDim;
   const perLayer =
-    2 * T * c.hiddenSize * qd + // δ
+    2 * T * D * c.intermediateSize * 5 + // gate and up again, and back through down, gate and up
+    2 * T * D * qd * 3 + // W_O o again, δ = W_Oᵀ r and W_Qᵀ dq
+    2 * T * c.numHeads * n * c.headDim * 3 + // the queries' scores again, v·δ and dq
     2 * T * c.numHeads * N * c.headDim + // answer attention
     T * N * c.numHeads * 4 * c.headDim + // per query head: v·δ and its share of the key gradient
     T * N * c.numKvHeads * 2 * c.headDim; // the norms
-  return 2 * c.numLayers * layerFlops(c, n) + 2 * headFlops(c, T) + c.numLayers * perLayer;
+  return c.numLayers * layerFlops(c, n) + 2 * headFlops(c, T) + c.numLayers * perLayer;
 }

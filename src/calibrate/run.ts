@@ -55,6 +55,8 @@ export interface RuntimeCalibration {
   limit?: number;
   /** heads.json to write; default MODEL/heads.json. */
   out?: string;
+  /** The reference-only estimates; default 'finite-difference'. */
+  estimator?: 'direct-path' | 'finite-difference';
   /** Random directions per head for the finite-difference estimate; default 4. */
   directions?: number;
   step?: number;
@@ -71,8 +73,8 @@ export function partialPath(out: string): string {
 }
 
 /**
- * Runs the finite-difference calibration on the CPU reference and writes heads.json (the
- * direct path runs through `Transcriber.calibrate`, on the transcriber's backend).
+ * Runs the finite-difference (or direct-path) calibration on the CPU reference and writes
+ * heads.json (the answer path runs through `Transcriber.calibrate`, on the transcriber's backend).
  * Returns the heads file, or null when stopped by `signal` (the partial file stays).
  */
 export async function calibrateRuntime(
@@ -85,7 +87,7 @@ export async function calibrateRuntime(
   // Made before the first clip, not found missing after its minutes of work.
   mkdirSync(dirname(out), { recursive: true });
   const heads = await calibrateClips(model, encode, clips.map(fileClip), {
-    estimator: 'finite-difference',
+    estimator: o.estimator ?? 'finite-difference',
     directions: o.directions,
     step: o.step,
     blockSize: o.blockSize,

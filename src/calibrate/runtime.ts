@@ -16,6 +16,7 @@ import { buildHeadsFile } from './heads-file.js';
 import { forwardsPerClip } from './cost.js';
 import { clipSensitivity, type ClipSensitivity } from './sensitivity.js';
 import { directTriage } from './direct-sensitivity.js';
+import { answerPathTriage } from './answer-path.js';
 import { packedViews } from '../model/packed-weights.js';
 import type { ClipTriage } from '../backend/types.js';
 import { VoiceScoreAccumulator, type ClipVoice } from './voice-score.js';
@@ -46,14 +47,15 @@ export interface ClipResult {
 }
 
 /**
- * How a clip's Head Sensitivity is estimated: 'direct-path' (two forwards a clip,
- * direct-sensitivity.ts) or 'finite-difference' (M random directions per KV head,
- * sensitivity.ts).
+ * How a clip's Head Sensitivity is estimated: 'answer-path' (one forward and a backward of
+ * the answer rows, answer-path.ts; what a backend's `triage` runs), 'direct-path' (two
+ * forwards a clip, direct-sensitivity.ts) or 'finite-difference' (M random directions per KV
+ * head, sensitivity.ts); the last two on the CPU reference.
  */
-export type TriageEstimator = 'direct-path' | 'finite-difference';
+export type TriageEstimator = 'answer-path' | 'direct-path' | 'finite-difference';
 
 /** The estimator a calibration uses unless asked for another (chosen on calibration clips: docs/calibrate-real-model.md). */
-export const DEFAULT_ESTIMATOR: TriageEstimator = 'direct-path';
+export const DEFAULT_ESTIMATOR: TriageEstimator = 'answer-path';
 
 export interface SensitivitySettings {
   estimator: TriageEstimator;
@@ -68,20 +70,21 @@ export interface SensitivitySettings {
 export type ClipStage =
   { stage: 'encode'; audioLength: number } | { stage: 'voice' } | { stage: 'head'; done: number; total: number };
 
-/** The direct path's two forwards on one clip (answer: transcript + stop token): a backend's `triage`. */
+/** The answer path's forward and backward on one clip (answer: transcript + stop token): a backend's `triage`. */
 export type TriageForward = (embeddings: Float32Array, audioLength: number, answer: number[]) => Promise<ClipTriage>;
 
-/** The triage on the CPU reference, with the model's weights as loaded (packed ones stay packed). */
-export function referenceTriage(model: LoadedModel): TriageForward {
+/** A triage on the CPU reference, with the model's weights as loaded (packed ones stay packed). */
+export function referenceTriage(model: LoadedModel, estimator: 'answer-path' | 'direct-path' = 'answer-path'): TriageForward {
   const c = model.config;
+  const run = estimator === 'answer-path' ? answerPathTriage : directTriage;
   return async (embeddings, N, answer) =>
-    directTriage(c, model.packed ? packedViews(c, model.packed) : model.weights, embeddings, N, answer);
+    run(c, model.packed ? packedViews(c, model.packed) : model.weights, embeddings, N, answer);
 }
 
 /**
  * One clip: its VS share and, with `sensitivity`, the HS (answer: transcript + eos): the
- * direct path's through `triage` (default the CPU reference), the finite differences' on the
- * CPU reference. `onStage` is called as each part finishes.
+ * answer path's through `triage` (default the CPU reference), the direct path's and the
+ * finite differences' on the CPU reference. `onStage` is called as each part finishes.
  */
 export async function calibrateClipSamples(
   model: LoadedModel,
@@ -103,8 +106,14 @@ export async function calibrateClipSamples(
   const tok = model.text ?? model.tokenizer;
   const wordOf = tokenWordIndex(tokens.map((t) => tok.pieceText(t)));
   const answer = [...tokens, c.stopTokens[0]];
-  // The direct path's second forward keeps the same attention rows the Voice Score reads.
-  const direct = sensitivity?.estimator === 'direct-path' ? await triage(embeddings, N, answer) : undefined;
+  // The triage's forward keeps the same attention rows the Voice Score reads.
+  const forward =
+    sensitivity?.estimator === 'answer-path'
+      ? triage
+      : sensitivity?.estimator === 'direct-path'
+        ? referenceTriage(model, 'direct-path')
+        : undefined;
+  const direct = forward ? await forward(embeddings, N, answer) : undefined;
   const rows = direct ? direct.rows : answerAttention(c, model.weights, embeddings, N, tokens);
   const vs = new VoiceScoreAccumulator({
     numLayers: c.numLayers,
@@ -166,7 +175,7 @@ export interface RuntimeCalibrationOptions {
   /** Audio positions perturbed together (sensitivity.ts `blockSize`); default all of a clip's. */
   blockSize?: number;
   store?: PartialStore;
-  /** The direct path's forwards; default the CPU reference (a transcriber passes its backend's). */
+  /** The answer path's forward and backward; default the CPU reference (a transcriber passes its backend's). */
   triage?: TriageForward;
   /** Runs each clip's work (a transcriber queues it between its other requests); default at once. */
   schedule?: <T>(job: () => Promise<T>) => Promise<T>;
@@ -282,7 +291,7 @@ export async function calibrateClips(
             // Head d's perturbations; the first head also carries the unperturbed pass before it.
             account(
               s.stage === 'voice'
-                ? forwardsPerClip(c, settings.estimator, 0) - (settings.estimator === 'direct-path' ? 0 : 1)
+                ? forwardsPerClip(c, settings.estimator, 0) - (settings.estimator === 'finite-difference' ? 1 : 0)
                 : (s.done === 1 ? 1 : 0) +
                     (settings.directions * (c.numLayers - Math.floor((s.done - 1) / c.numKvHeads))) / c.numLayers,
             );

@@ -1,10 +1,11 @@
 /**
  * `wnw calibrate --model DIR [--clips DIR] [--limit N] [--out FILE] [--backend B]
- * [--estimator direct-path|finite-difference [--directions M] [--block N]] [--language CODE]
- * [--compare HEADS.json]`: heads.json computed by the runtime alone. By default the head
- * triage of `Transcriber.calibrate` (two teacher-forced forwards a clip on the backend the
- * transcriber runs, src/calibrate/direct-sensitivity.ts); `--estimator finite-difference` the
- * forward-only finite differences (src/calibrate/sensitivity.ts) on the CPU reference. Progress
+ * [--estimator answer-path|direct-path|finite-difference [--directions M] [--block N]]
+ * [--language CODE] [--compare HEADS.json]`: heads.json computed by the runtime alone. By
+ * default the head triage of `Transcriber.calibrate` (one teacher-forced forward a clip and a
+ * backward of its answer rows, on the backend the transcriber runs, src/calibrate/answer-path.ts);
+ * `--estimator direct-path` (src/calibrate/direct-sensitivity.ts) and `finite-difference` (the
+ * forward-only finite differences, src/calibrate/sensitivity.ts) run on the CPU reference. Progress
  * per clip on stderr; every finished clip is kept in OUT.partial.json, so a stopped run resumes.
  */
 import { mkdirSync, openAsBlob, readFileSync, writeFileSync } from 'node:fs';
@@ -47,8 +48,8 @@ export function parseCalibrateArgs(argv: string[], cwd = process.cwd()): Calibra
   };
   const dir = resolve(cwd, model);
   const estimator = flags.get('estimator');
-  if (estimator !== undefined && estimator !== 'direct-path' && estimator !== 'finite-difference')
-    throw new UsageError(`--estimator must be direct-path or finite-difference, got "${estimator}"`);
+  if (estimator !== undefined && estimator !== 'answer-path' && estimator !== 'direct-path' && estimator !== 'finite-difference')
+    throw new UsageError(`--estimator must be answer-path, direct-path or finite-difference, got "${estimator}"`);
   if (estimator !== 'finite-difference' && (flags.has('directions') || flags.has('block')))
     throw new UsageError(
       '--directions and --block set the finite-difference estimate: add --estimator finite-difference',
@@ -73,7 +74,7 @@ export async function calibrateCommand(
   io: { stdout: (s: string) => void; stderr: (s: string) => void; signal?: AbortSignal },
 ): Promise<number> {
   const { partialPath } = await import('../calibrate/run.js');
-  const heads = await ((a.estimator ?? 'direct-path') === 'direct-path' ? onTranscriber(a, io) : onReference(a, io));
+  const heads = await (a.estimator === undefined || a.estimator === 'answer-path' ? onTranscriber(a, io) : onReference(a, a.estimator, io));
   if (!heads) {
     io.stderr(`calibrate: stopped; finished clips are in ${partialPath(a.out)} and the next run resumes from them\n`);
     return 130;
@@ -120,7 +121,7 @@ async function onTranscriber(a: CalibrateArgs, io: Io): Promise<HeadsFile | null
   });
   try {
     io.stderr(
-      `calibrate: ${clips.length} clip${clips.length === 1 ? '' : 's'}, two forwards each, on ${t.backend}` +
+      `calibrate: ${clips.length} clip${clips.length === 1 ? '' : 's'}, one forward and an answer-row backward each, on ${t.backend}` +
         `${t.backendReason ? ` (${t.backendReason})` : ''}\n`,
     );
     const r = await t.calibrate(
@@ -146,8 +147,12 @@ async function onTranscriber(a: CalibrateArgs, io: Io): Promise<HeadsFile | null
   }
 }
 
-/** The finite-difference estimate, on the CPU reference decoder (f32); calibrateRuntime writes the file. */
-async function onReference(a: CalibrateArgs, io: Io): Promise<HeadsFile | null> {
+/** The direct-path and finite-difference estimates, on the CPU reference decoder; calibrateRuntime writes the file. */
+async function onReference(
+  a: CalibrateArgs,
+  estimator: 'direct-path' | 'finite-difference',
+  io: Io,
+): Promise<HeadsFile | null> {
   const { loadModel } = await import('../model/loader.js');
   const { createAudioRoute } = await import('../route/audio-route.js');
   const { calibrateRuntime } = await import('../calibrate/run.js');
@@ -159,6 +164,7 @@ async function onReference(a: CalibrateArgs, io: Io): Promise<HeadsFile | null> 
       clipsDir: a.clips,
       limit: a.limit,
       out: a.out,
+      estimator,
       directions: a.directions,
       blockSize: a.blockSize,
       signal: io.signal,

@@ -279,11 +279,11 @@ export const FLAGS: readonly FlagSpec[] = [
   },
   {
     name: 'estimator',
-    value: 'direct-path|finite-difference',
+    value: 'answer-path|direct-path|finite-difference',
     commands: ['calibrate'],
-    default: 'direct-path',
+    default: 'answer-path',
     description:
-      'how the Head Sensitivity is estimated: direct-path, two forwards a clip; finite-difference, the full estimate with M directions per KV head',
+      'how the Head Sensitivity is estimated: answer-path, one forward and a backward of the answer rows a clip; direct-path, two forwards a clip, the direct path to the LM head only; finite-difference, M random directions per KV head (both on the CPU reference)',
   },
   {
     name: 'directions',

@@ -6,10 +6,12 @@ export type HeadRanking = 'product' | 'voice' | 'sensitivity';
  * How `headSensitivity` was measured: 'gradient', the exact ‖∂CE/∂K_audio‖ by autograd
  * (training/head_sensitivity.py); 'finite-difference', the runtime's forward-only estimate
  * from random key perturbations (src/calibrate/sensitivity.ts), on a different scale;
- * 'direct-path', the gradient along the direct path to the LM head only, from two forwards a
- * clip (src/calibrate/direct-sensitivity.ts).
+ * 'answer-path', the gradient along every path that stays on the answer rows, from one forward
+ * and a backward of the answer rows (src/calibrate/answer-path.ts); 'direct-path', the gradient
+ * along the direct path to the LM head only, from two forwards a clip
+ * (src/calibrate/direct-sensitivity.ts).
  */
-export const SENSITIVITY_ESTIMATORS = ['gradient', 'finite-difference', 'direct-path'] as const;
+export const SENSITIVITY_ESTIMATORS = ['gradient', 'finite-difference', 'answer-path', 'direct-path'] as const;
 export type SensitivityEstimator = (typeof SENSITIVITY_ESTIMATORS)[number];
 
 /** heads.json written by `npm run calibrate` next to the model. */

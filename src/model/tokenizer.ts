@@ -2,8 +2,8 @@
  * The SentencePiece vocabulary exported as tokenizer.json:
  * `{"type":"sentencepiece","model":..., "pieces":[...], "bos","eos","pad","unk"}`,
  * pieces indexed by id ("▁" marks a word start; `<0xNN>` byte pieces, if the model has
- * byte fallback, carry raw UTF-8 bytes). Decoding is what the runtime needs; `encode`
- * is a greedy longest match, enough for tests and prompts, not SentencePiece's Viterbi.
+ * byte fallback, carry raw UTF-8 bytes). `encode` is SentencePiece's own for a BPE model
+ * (the reference model's) and a greedy longest match for any other.
  */
 import { ModelLoadError } from '../errors.js';
 import { readJson } from './files.js';
@@ -159,38 +159,62 @@ export class Tokenizer implements TextTokenizer {
   }
 
   /**
-   * Greedy longest-match encoding with SentencePiece's dummy prefix ("hello world" ->
-   * "▁hello▁world"). Characters no piece covers fall back to byte pieces, else unk.
+   * Encoding with SentencePiece's dummy prefix ("hello world" -> "▁hello▁world"). A 'bpe'
+   * model encodes as SentencePiece's BPE does: from single characters, merge again and again
+   * the adjacent pair whose join is the best-scored piece, leftmost first; a BPE model's pieces
+   * are stored in merge order (score −id), so the best is the lowest id. Any other model is
+   * encoded by greedy longest match (not SentencePiece's Viterbi, which needs the scores).
+   * Characters no piece covers fall back to byte pieces, else unk.
    */
   encode(text: string, opts: { bos?: boolean; eos?: boolean } = {}): number[] {
     const norm = WORD + text.trim().split(/\s+/).filter(Boolean).join(WORD);
+    const symbols = this.model === 'bpe' ? this.merge(Array.from(norm)) : this.longestMatch(norm);
     const out: number[] = [];
     if (opts.bos) out.push(this.bos);
     const utf8 = new TextEncoder();
-    let i = 0;
-    while (i < norm.length) {
-      let found = -1;
-      let len = Math.min(this.maxLen, norm.length - i);
-      for (; len > 0; len--) {
-        const id = this.index.get(norm.slice(i, i + len));
-        if (id !== undefined) {
-          found = id;
-          break;
-        }
-      }
-      if (found >= 0) {
-        out.push(found);
-        i += len;
+    for (const sym of symbols) {
+      const id = this.index.get(sym);
+      if (id !== undefined) {
+        out.push(id);
         continue;
       }
-      const cp = norm.codePointAt(i) ?? 0;
-      const ch = String.fromCodePoint(cp);
-      const bytes = utf8.encode(ch);
-      if (bytes.every((b) => this.byteId[b] >= 0)) bytes.forEach((b) => out.push(this.byteId[b]));
-      else out.push(this.unk);
-      i += ch.length;
+      for (const ch of sym) {
+        const bytes = utf8.encode(ch);
+        if (bytes.every((b) => this.byteId[b] >= 0)) bytes.forEach((b) => out.push(this.byteId[b]));
+        else out.push(this.unk);
+      }
     }
     if (opts.eos) out.push(this.eos);
+    return out;
+  }
+
+  private merge(symbols: string[]): string[] {
+    for (;;) {
+      let at = -1;
+      let best = Infinity;
+      for (let i = 0; i + 1 < symbols.length; i++) {
+        const id = this.index.get(symbols[i] + symbols[i + 1]);
+        if (id !== undefined && id < best) {
+          best = id;
+          at = i;
+        }
+      }
+      if (at < 0) return symbols;
+      symbols.splice(at, 2, symbols[at] + symbols[at + 1]);
+    }
+  }
+
+  /** The longest piece at each place; a character no piece starts with stands alone. */
+  private longestMatch(norm: string): string[] {
+    const out: string[] = [];
+    let i = 0;
+    while (i < norm.length) {
+      let len = Math.min(this.maxLen, norm.length - i);
+      for (; len > 0; len--) if (this.index.has(norm.slice(i, i + len))) break;
+      if (len === 0) len = String.fromCodePoint(norm.codePointAt(i) ?? 0).length;
+      out.push(norm.slice(i, i + len));
+      i += len;
+    }
     return out;
   }
 }

@@ -1,5 +1,5 @@
 /**
- * `Transcriber.calibrate`: the head triage (src/calibrate/runtime.ts, the direct path) run by
+ * `Transcriber.calibrate`: the head triage (src/calibrate/runtime.ts, the answer path) run by
  * a transcriber on its own backend, so the weights it already holds serve both. Each clip is
  * one job in the transcriber's queue: a transcription asked for meanwhile waits for at most
  * the clip under way. In a page, the finished clips are kept in the origin private file
@@ -96,7 +96,7 @@ export async function calibrateOn(
   const t0 = performance.now();
   const inBrowser = store === undefined;
   const heads = await calibrateClips(host.model, host.encode, sources, {
-    estimator: 'direct-path',
+    estimator: 'answer-path',
     store: store ?? (await browserStore(host.model.base)),
     triage: host.triage,
     schedule: (job) => host.serial(job),

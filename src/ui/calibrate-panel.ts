@@ -1,7 +1,7 @@
 /**
  * "Calibrate for WnW": a folder the user chose (served or picked from disk) that has no
  * heads.json cannot run WnW, whose head triage comes from a calibration. The panel offers
- * the transcriber's own (`Transcriber.calibrate`: two forwards a clip on the device and with
+ * the transcriber's own (`Transcriber.calibrate`: one forward a clip and its answer rows' backward, on the device and with
  * the weights the page transcribes with) on the site's calibration set or the user's clips,
  * states its cost before it starts, shows progress per clip with the time it expects, and
  * the result is stored in this browser beside the cached weights: the next visit finds it
@@ -120,10 +120,10 @@ export class CalibratePanel {
     const c = this.model.config;
     const clips =
       this.source() === 'site' ? Number(this.ui.count.value) : ownClipCount(Array.from(this.ui.files.files ?? []));
-    const per = forwardsPerClip(c, 'direct-path', 0);
+    const per = forwardsPerClip(c, 'answer-path', 0);
     this.ui.expect.textContent =
-      `Each clip costs ${per} teacher-forced forwards of the decoder (${c.numLayers} layers, whatever its ${c.numLayers * c.numKvHeads} KV heads), ` +
-      `${clips ? `${per * clips} for ${clips} clip${clips === 1 ? '' : 's'}` : 'times the clips'}, on the device and with the weights chosen above. ` +
+      `Each clip costs ${per === 1 ? 'one teacher-forced forward' : `${per} teacher-forced forwards`} of the decoder (${c.numLayers} layers, whatever its ${c.numLayers * c.numKvHeads} KV heads) and a backward of its answer rows, ` +
+      `${clips ? `${per * clips} forward${per * clips === 1 ? '' : 's'} for ${clips} clip${clips === 1 ? '' : 's'}` : 'times the clips'}, on the device and with the weights chosen above. ` +
       'Their time is measured on the first clip and shown as the run goes; transcriptions run between clips, and a stopped run resumes from its finished clips.';
   }
 

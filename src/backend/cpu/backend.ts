@@ -36,7 +36,7 @@ import type {
   SessionOptions,
   WholePrefill,
 } from '../types.js';
-import { directTriage } from '../../calibrate/direct-sensitivity.js';
+import { answerPathTriage } from '../../calibrate/answer-path.js';
 import {
   addBias,
   argmax,
@@ -488,7 +488,7 @@ export class CpuBackend implements DecoderBackend<CpuDecodeSession> {
 
   async triage(audio: Float32Array, audioLength: number, answer: number[], prompt?: PromptIds): Promise<ClipTriage> {
     this.live = null;
-    return directTriage(this.config, this.weights, audio, audioLength, answer, prompt);
+    return answerPathTriage(this.config, this.weights, audio, audioLength, answer, prompt);
   }
 
   dispose(): void {

@@ -83,26 +83,46 @@ export interface MemoryNeedRequest {
 /** Seconds of the longest calibration clip the fit check sizes a triage for (Voxtral pads every clip to 30 s). */
 export const TRIAGE_CLIP_SECONDS = 30;
 
-/** Bytes the triage adds to a session sized for its teacher-forced prompt (triage.ts's buffers). */
-export function triageBytes(c: ModelConfig, answerRows: number, audioLength: number): number {
+/**
+ * Bytes the triage adds to a session sized for its teacher-forced prompt of n rows (triage.ts's
+ * buffers): per layer the answer rows' input, queries and attention outputs and the layer's K
+ * and V (in the pool's precision), and the backward's rows.
+ */
+export function triageBytes(
+  c: ModelConfig,
+  answerRows: number,
+  audioLength: number,
+  promptRows: number,
+  kvBytes: number,
+): number {
   const T = answerRows;
+  const n = promptRows;
+  const D = c.hiddenSize;
   const QD = c.numHeads * c.headDim;
+  const KVD = c.numKvHeads * c.headDim;
+  const I = c.intermediateSize;
+  const perLayer = 4 * T * (D + 2 * QD) + 2 * kvBytes * n * KVD;
   return (
+    c.numLayers * perLayer +
     4 *
-    (3 * T * QD + // queries, attention outputs, δ
-      2 * T * c.hiddenSize + // normed rows, r
-      T * c.vocabSize + // dl
-      T * c.hiddenSize + // gy
-      T + // CE
-      T * c.numHeads * audioLength + // attention rows
-      T * c.numKvHeads) // sensitivity sums
+      (5 * T * D + // normed rows, gy, r twice, the attention's residual
+        T * D + // the gradient at a norm's output
+        T * c.vocabSize + // dl
+        T + // CE
+        5 * T * I + // gate and up, their gradient, the activation's
+        T * QD + // δ
+        T * c.numHeads * n + // score gradients
+        T * (QD + 2 * KVD) + // dqkv
+        T * c.numHeads * audioLength + // attention rows
+        T * c.numKvHeads) // sensitivity sums
   );
 }
 
 /**
  * The GPU memory the head triage of one clip holds at its peak (triage.ts): the weights, a
  * session sized for the teacher-forced prompt of `audioTokens` and `answerRows` (one layer's
- * K/V, no pool), the triage's own buffers and the readback of a layer's attention rows.
+ * K/V, no pool), the triage's own buffers (every layer's K/V among them) and the readback of
+ * a layer's attention rows.
  */
 export function triagePeakBytes(
   c: ModelConfig,
@@ -129,7 +149,14 @@ export function triagePeakBytes(
   );
   const pad = (b: number) => Math.max(16, Math.ceil(b / 16) * 16);
   const readback = pad(4 * answerRows * c.numHeads * audioTokens) + pad(4 * answerRows * c.numKvHeads);
-  return weightBytes + s.prefillBytes + s.decodeBytes + triageBytes(c, answerRows, audioTokens) + readback;
+  const n = promptLength(forced, audioTokens);
+  return (
+    weightBytes +
+    s.prefillBytes +
+    s.decodeBytes +
+    triageBytes(c, answerRows, audioTokens, n, kvElementBytes(kvPrecision)) +
+    readback
+  );
 }
 
 /** One phase's peak: the prefill (pool as it stands then) or the decode (the final pool). */

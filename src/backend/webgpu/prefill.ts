@@ -71,8 +71,12 @@ export async function runPrefill(
   returnLogits: boolean,
   /** Called once each layer has been submitted, before the next is encoded; its work is queued before the next layer's. */
   onLayer?: (layer: number) => Promise<void>,
-  /** Rows from `first` on have their queries and attention outputs copied out of each layer's blocks ([rows, QD] each; the triage's). */
-  taps?: { first: number; q: GPUBuffer; attn: GPUBuffer },
+  /**
+   * Rows from `first` on have, per layer, their input (the residual stream entering it,
+   * [rows, D]), queries and attention outputs ([rows, QD] each) copied out into `of(layer)`'s
+   * buffers (the triage's).
+   */
+  taps?: { first: number; of: (layer: number) => { input: GPUBuffer; q: GPUBuffer; attn: GPUBuffer } },
 ): Promise<GpuPrefillOutput> {
   const A = s.sizes.audioLength;
   const n = s.sizes.promptLength;
@@ -120,6 +124,8 @@ export async function runPrefill(
   for (let l = 0; l < c.numLayers; l++) {
     const L = w.layers[l];
     const { k: pk, v: pv } = p.kvOf(l);
+    const tap = taps?.of(l);
+    if (taps && tap) enc.copyBufferToBuffer(p.x, 4 * taps.first * D, tap.input, 0, 4 * (n - taps.first) * D);
     for (const { r0, m } of blocks) {
       const x = rowsOf(p.x, D, r0, m);
       const attnU = prefillAttentionUniform(u, {
@@ -159,11 +165,11 @@ export async function runPrefill(
           4 * (p.heldLayer(l) * iqRows + q0 - iq0) * QD,
           4 * (q1 - q0) * QD,
         );
-      if (taps && r0 + m > taps.first) {
+      if (taps && tap && r0 + m > taps.first) {
         const t0 = Math.max(r0, taps.first);
         const bytes = 4 * (r0 + m - t0) * QD;
-        enc.copyBufferToBuffer(p.q, 4 * (t0 - r0) * QD, taps.q, 4 * (t0 - taps.first) * QD, bytes);
-        enc.copyBufferToBuffer(p.attn, 4 * (t0 - r0) * QD, taps.attn, 4 * (t0 - taps.first) * QD, bytes);
+        enc.copyBufferToBuffer(p.q, 4 * (t0 - r0) * QD, tap.q, 4 * (t0 - taps.first) * QD, bytes);
+        enc.copyBufferToBuffer(p.attn, 4 * (t0 - r0) * QD, tap.attn, 4 * (t0 - taps.first) * QD, bytes);
       }
       if (A > 0 && r0 + m > firstQuery)
         run(enc, k.prefillScores.run({ q: p.q, k: pk, scores: p.scores, ml: p.ml, params: attnU }, A));
