@@ -28,7 +28,7 @@ import { randomDecoderWeights, randomEmbeddings } from '../model/testing.js';
 import { prefillLayers } from '../reference/prefill.js';
 import { ropeFrequencies } from '../reference/ops.js';
 import { answerCe } from '../calibrate/sensitivity.js';
-import { DEFAULT_TRIAGE_CLIPS, forwardsPerClip, headFlops, layerFlops, triageFlops } from '../calibrate/cost.js';
+import { DEFAULT_ESTIMATOR, DEFAULT_TRIAGE_CLIPS, forwardsPerClip, headFlops, layerFlops, triageFlops } from '../calibrate/cost.js';
 
 export { layerFlops };
 import { DECODER_SHAPES, shapeConfig } from './shapes.js';
@@ -92,7 +92,7 @@ export interface ModelledTriage {
   shape: string;
   clips: number;
   forwards: number;
-  /** The triage's FLOPs a clip over its two forwards, halved. */
+  /** The triage's FLOPs a clip (its forward and the answer rows' backward) per forward a clip. */
   tflopPerForward: number;
   /** Minutes of the whole triage at a sustained 2 and 10 TFLOP/s. */
   minutesAt: { '2': number; '10': number };
@@ -104,12 +104,13 @@ export function modelledTriage(o: Pick<CostOptions, 'shape' | 'audioTokens' | 'a
   const n = promptLength(c, o.audioTokens) + o.answer - 1;
   const perClip = triageFlops(c, n, o.answer, o.audioTokens);
   const clips = DEFAULT_TRIAGE_CLIPS;
+  const forwards = forwardsPerClip(c, DEFAULT_ESTIMATOR, 0);
   const minutes = (tflops: number) => (clips * perClip) / (tflops * 1e12) / 60;
   return {
     shape: o.shape,
     clips,
-    forwards: clips * forwardsPerClip(c, 'answer-path', 0),
-    tflopPerForward: perClip / 2 / 1e12,
+    forwards: clips * forwards,
+    tflopPerForward: perClip / forwards / 1e12,
     minutesAt: { '2': minutes(2), '10': minutes(10) },
   };
 }

@@ -1,6 +1,16 @@
 /** What a calibration costs, in decoder forwards (no engine code: the page's own bundle imports it). */
 import type { ModelConfig } from '../model/config.js';
-import type { TriageEstimator } from './runtime.js';
+
+/**
+ * How a clip's Head Sensitivity is estimated: 'answer-path' (one forward and a backward of
+ * the answer rows, answer-path.ts; what a backend's `triage` runs), 'direct-path' (two
+ * forwards a clip, direct-sensitivity.ts) or 'finite-difference' (M random directions per KV
+ * head, sensitivity.ts); the last two on the CPU reference.
+ */
+export type TriageEstimator = 'answer-path' | 'direct-path' | 'finite-difference';
+
+/** The estimator a calibration uses unless asked for another (chosen on calibration clips: docs/calibrate-real-model.md). */
+export const DEFAULT_ESTIMATOR: TriageEstimator = 'answer-path';
 
 /**
  * Forward passes one clip costs, in full decoder forwards. 'answer-path': one teacher-forced

@@ -13,7 +13,7 @@ import type { LoadedModel } from '../model/loader.js';
 import { answerAttention, tokenWordIndex } from './attention.js';
 import type { WordSpan } from './voice-score.js';
 import { buildHeadsFile } from './heads-file.js';
-import { forwardsPerClip } from './cost.js';
+import { DEFAULT_ESTIMATOR, forwardsPerClip, type TriageEstimator } from './cost.js';
 import { clipSensitivity, type ClipSensitivity } from './sensitivity.js';
 import { directTriage } from './direct-sensitivity.js';
 import { answerPathTriage } from './answer-path.js';
@@ -46,16 +46,7 @@ export interface ClipResult {
   sensitivity?: ClipSensitivity;
 }
 
-/**
- * How a clip's Head Sensitivity is estimated: 'answer-path' (one forward and a backward of
- * the answer rows, answer-path.ts; what a backend's `triage` runs), 'direct-path' (two
- * forwards a clip, direct-sensitivity.ts) or 'finite-difference' (M random directions per KV
- * head, sensitivity.ts); the last two on the CPU reference.
- */
-export type TriageEstimator = 'answer-path' | 'direct-path' | 'finite-difference';
-
-/** The estimator a calibration uses unless asked for another (chosen on calibration clips: docs/calibrate-real-model.md). */
-export const DEFAULT_ESTIMATOR: TriageEstimator = 'answer-path';
+export { DEFAULT_ESTIMATOR, type TriageEstimator };
 
 export interface SensitivitySettings {
   estimator: TriageEstimator;

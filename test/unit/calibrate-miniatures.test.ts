@@ -1,7 +1,7 @@
 /**
  * `wnw calibrate` on each Hugging Face miniature (random weights) writes a heads.json that
  * `wnw transcribe --policy wnw` then decodes with: one short spoken clip, the default triage
- * (the direct path), both commands through the CLI in-process on the CPU. The transcript is nonsense; what
+ * (the answer path), both commands through the CLI in-process on the CPU. The transcript is nonsense; what
  * is checked is that the file loads and WnW runs on it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -68,11 +68,11 @@ describe('wnw calibrate on the miniatures, then wnw transcribe --policy wnw with
       const model = await loadModel(dir);
       const { numLayers, numKvHeads } = model.config;
       const heads = parseHeadsFile(JSON.parse(readFileSync(join(dir, 'heads.json'), 'utf8')), numLayers, numKvHeads);
-      expect(heads.sensitivityEstimator).toBe('direct-path');
+      expect(heads.sensitivityEstimator).toBe('answer-path');
       expect(heads.headSensitivity.every((x) => Number.isFinite(x) && x >= 0)).toBe(true);
       expect(heads.headSensitivity.some((x) => x > 0)).toBe(true);
       // What the loader hands WnW is this file.
-      expect(model.heads?.sensitivityEstimator).toBe('direct-path');
+      expect(model.heads?.sensitivityEstimator).toBe('answer-path');
       expect(model.heads?.headSensitivity).toEqual(heads.headSensitivity);
 
       const tr = await runCliCaptured([

@@ -29,9 +29,10 @@ describe('forwards a clip costs', () => {
     expect(forwardsPerClip({ numLayers: 30, numKvHeads: 8 }, 'finite-difference', 2)).toBe(250);
   });
 
-  it('the direct path: two forwards, whatever the heads', () => {
+  it('the answer path: one forward, whatever the heads (its answer-row backward is in the FLOPs); the direct path two', () => {
+    expect(forwardsPerClip({ numLayers: 30, numKvHeads: 8 }, 'answer-path', 2)).toBe(1);
+    expect(forwardsPerClip({ numLayers: 4, numKvHeads: 8 }, 'answer-path', 0)).toBe(1);
     expect(forwardsPerClip({ numLayers: 30, numKvHeads: 8 }, 'direct-path', 2)).toBe(2);
-    expect(forwardsPerClip({ numLayers: 4, numKvHeads: 8 }, 'direct-path', 0)).toBe(2);
   });
 });
 
@@ -165,7 +166,7 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
     expect(second).toEqual(whole);
   });
 
-  it('the direct path by default: two forwards a clip, its estimator named in heads.json, resumed as the other', async () => {
+  it('the answer path by default: one forward a clip, its estimator named in heads.json, resumed as the other', async () => {
     let t = 0;
     const seen: CalibrationProgress[] = [];
     const store = memoryStore();
@@ -180,14 +181,14 @@ describe.skipIf(!pythonHasOnnx())('calibrateClips', () => {
       },
     });
     expect(first).toBeNull();
-    expect(store.value?.settings.estimator).toBe('direct-path');
-    // One event after the clip's two forwards, one when it is finished.
+    expect(store.value?.settings.estimator).toBe('answer-path');
+    // One event after the clip's forward and backward, one when it is finished.
     expect(seen.map((p) => [p.id, p.head, !!p.finished])).toEqual([
       ['c1', 0, false],
       ['c1', kvHeadCount(model.config), true],
     ]);
     const heads = await calibrateClips(model, encode, clips, { store });
-    expect(heads?.sensitivityEstimator).toBe('direct-path');
+    expect(heads?.sensitivityEstimator).toBe('answer-path');
     expect(heads && headsFileFault(heads, kvHeadCount(model.config))).toBeUndefined();
     expect(heads).toEqual(await calibrateClips(model, encode, clips));
   });

@@ -68,13 +68,13 @@ describe('Transcriber.calibrate on the reference model', () => {
     expect(r.stats.policy).toBe('full');
     expect(order.indexOf('transcribe')).toBeLessThan(order.indexOf('calib003'));
     expect(cal.stored).toBe(false);
-    expect(cal.heads.sensitivityEstimator).toBe('direct-path');
+    expect(cal.heads.sensitivityEstimator).toBe('answer-path');
     expect(asr.modelInfo.heads).toBe(true);
     // The same clips through the runtime on the CPU reference, without a transcriber.
     const model = await loadModel(defaultModelDir());
     const route = await createAudioRoute(model, { file: join(defaultModelDir(), 'encoder.onnx') });
     try {
-      const ref = await calibrateClips(model, (s) => route.encode(s), clipSources(clips), { estimator: 'direct-path' });
+      const ref = await calibrateClips(model, (s) => route.encode(s), clipSources(clips), { estimator: 'answer-path' });
       expect(cal.heads).toEqual(ref);
     } finally {
       await route.dispose();
