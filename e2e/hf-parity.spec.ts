@@ -104,6 +104,13 @@ for (const [family, format] of [
   });
 }
 
+for (const family of MINIATURE_FAMILIES) {
+  const name = `calibrate_hf_${family}`;
+  test(`hf ${name}: loadTranscriber → calibrate on WebGPU → transcribe with WnW`, async () => {
+    await check(name);
+  });
+}
+
 test("hf triage_memory_voxtral_shape: at Voxtral's widths the triage's GPU peak is the fit check's figure, its values the reference's", async () => {
   await check('triage_memory_voxtral_shape');
 });

@@ -13,7 +13,10 @@ at a time through a batched backward (one-hot incoming gradients; the same
 numbers; on a 12 s calibration clip here the gradients took 17 s one by one,
 15 s at 16, 11.5 s at 64, whose memory grows with batch x clip length^2).
 Use --pooled to take the gradient of the clip's mean CE instead (one backward
-per clip; cheaper approximation).
+per clip; cheaper approximation). --answer-path detaches every layer's values
+as well as its keys: the gradient then flows only along the answer rows'
+queries, attention outputs and MLPs, the quantity the runtime's triage computes
+(src/calibrate/answer-path.ts; our own folders only).
 Output: {"num_layers", "num_kv_heads", "head_sensitivity": [L*Hkv floats,
 head = layer*num_kv_heads + kv_head], "clips", "mode"}.
 
@@ -89,6 +92,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--pooled", action="store_true")
+    ap.add_argument("--answer-path", action="store_true",
+                    help="values detached too: the runtime's answer-path estimate (our own folders)")
     ap.add_argument("--batch", type=int, default=None,
                     help="answer tokens per batched backward (1: one backward each; default 16, Hugging Face folders 1)")
     ap.add_argument("--sp-model", default=None, help="default: MODEL/sentencepiece.model")
@@ -102,6 +107,8 @@ def main():
     sys.path.insert(0, os.path.join(HERE, "hf"))
     from sensitivity import is_hf_folder, run as run_hf
     if is_hf_folder(a.model):
+        if a.answer_path:
+            ap.error("--answer-path reads our own folders (the reference model); a Hugging Face folder takes the gradient")
         result = run_hf(a)
         json.dump(result, open(a.out, "w"), indent=1)
         print("wrote", a.out)
@@ -140,7 +147,7 @@ def main():
             keys[i] = k
             return k
 
-        logits = dec(h, key_hook=hook)[0]
+        logits = dec(h, key_hook=hook, value_hook=(lambda v: v.detach()) if a.answer_path else None)[0]
         start = 1 + N + len(instr)
         tg = torch.tensor(ids + [eos])
         lg = logits[start - 1:start - 1 + len(tg)]
@@ -158,7 +165,8 @@ def main():
         print(f"{n}: N={N} answer tokens={len(tg)} mean CE {float(ce.mean()):.3f}", flush=True)
     hs = (total / max(1, count)).reshape(-1)
     json.dump({"num_layers": L, "num_kv_heads": Hkv, "head_sensitivity": [float(v) for v in hs],
-               "clips": len(names), "mode": "pooled" if a.pooled else "per-token"}, open(a.out, "w"), indent=1)
+               "clips": len(names), "mode": ("pooled" if a.pooled else "per-token") + (", answer-path" if a.answer_path else "")},
+              open(a.out, "w"), indent=1)
     print("wrote", a.out)
 
 

@@ -220,7 +220,7 @@ class DecLayer(nn.Module):
         self.guide_heads = None
         self.guided_att = None
 
-    def forward(self, h, cos, sin, mask, cache=None, key_hook=None):
+    def forward(self, h, cos, sin, mask, cache=None, key_hook=None, value_hook=None):
         B, L, _ = h.shape
         x = self.attn_norm(h)
         q = self.q_proj(x).view(B, L, self.H, self.hd).transpose(1, 2)
@@ -230,6 +230,8 @@ class DecLayer(nn.Module):
         k = apply_rope(k, cos, sin)
         if key_hook is not None:
             k = key_hook(k)
+        if value_hook is not None:
+            v = value_hook(v)
         if cache is not None:
             if cache.get("k") is not None:
                 k = torch.cat([cache["k"], k], dim=2)
@@ -261,7 +263,7 @@ class Decoder(nn.Module):
         self.lm_head = nn.Linear(cfg["hidden_size"], cfg["vocab_size"], bias=False)
         nn.init.normal_(self.embed_tokens.weight, std=0.02)
 
-    def forward(self, h, start_pos=0, caches=None, key_hook=None, logits_from=None, positions=None):
+    def forward(self, h, start_pos=0, caches=None, key_hook=None, logits_from=None, positions=None, value_hook=None):
         """h [B, L, D] input embeddings (audio already spliced in).
         Returns logits for positions logits_from: (or all). `positions` [L] or
         [B, L] (training only) replaces the position ids start_pos.. of RoPE."""
@@ -286,7 +288,8 @@ class Decoder(nn.Module):
             mask = torch.triu(mask, diagonal=past + 1)
         for i, layer in enumerate(self.layers):
             h = layer(h, cos, sin, mask, cache=None if caches is None else caches[i],
-                      key_hook=None if key_hook is None else (lambda k, i=i: key_hook(i, k)))
+                      key_hook=None if key_hook is None else (lambda k, i=i: key_hook(i, k)),
+                      value_hook=value_hook)
         h = self.norm(h)
         if logits_from is not None:
             h = h[:, logits_from:]

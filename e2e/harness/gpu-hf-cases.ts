@@ -13,6 +13,7 @@ import { randomEmbeddings } from '../../src/model/testing.js';
 import { runParity } from './gpu-decoder.js';
 import type { CheckResult } from './gpu-util.js';
 import { triageMemory, triageParity } from './gpu-triage.js';
+import { loadTranscriber, type CalibrationClip } from '../../src/index.js';
 
 const FAMILIES = ['voxtral', 'qwen2_audio', 'qwen2_5_omni'] as const;
 type Family = (typeof FAMILIES)[number];
@@ -113,7 +114,64 @@ async function hfTriage(family: Family, format: 'f32' | 'q4'): Promise<CheckResu
   return triageParity(name, model, format);
 }
 
+/** Calibration clips served from the project's calibration-data/ (the page's own origin). */
+async function servedClips(ids: string[]): Promise<CalibrationClip[]> {
+  return Promise.all(
+    ids.map(async (id) => {
+      const meta = (await (await fetch(`/calibration-data/${id}.json`)).json()) as Pick<
+        CalibrationClip,
+        'text' | 'words'
+      >;
+      return { id, text: meta.text, words: meta.words, audio: `/calibration-data/${id}.wav` };
+    }),
+  );
+}
+
+/**
+ * A user's flow on the family's miniature, in this page: `loadTranscriber` on the folder's URL
+ * with WebGPU and the full cache, `calibrate` on a clip, then `transcribe` with WnW on another.
+ * That the GPU's triage is the CPU reference's is `triage_hf_*`'s to check; here the heads
+ * must come from the answer path on the GPU and WnW must run with them at once.
+ */
+async function hfCalibrate(family: Family): Promise<CheckResult> {
+  const name = `calibrate_hf_${family}`;
+  const root = new URLSearchParams(location.search).get('hf');
+  if (!root)
+    return { name, pass: false, detail: 'no miniatures folder: open the page as gpu.html?hf=<URL path>', ms: 0 };
+  const t0 = performance.now();
+  const asr = await loadTranscriber({
+    model: joinModelPath(root, family),
+    policy: 'full',
+    backend: 'webgpu',
+    cache: false,
+  });
+  try {
+    const cal = await asr.calibrate(await servedClips(['calib001']));
+    const audio = await (await fetch('/calibration-data/calib003.wav')).arrayBuffer();
+    const r = await asr.transcribe(audio, { policy: 'wnw', budget: 0.2, maxNewTokens: 8 });
+    const anchors = cal.heads.roles['0.2']?.anchors.length ?? 0;
+    const pass =
+      /^webgpu/i.test(asr.backend) &&
+      cal.heads.sensitivityEstimator === 'answer-path' &&
+      anchors > 0 &&
+      asr.modelInfo.heads &&
+      !r.error &&
+      r.stats.policy === 'wnw';
+    return {
+      name,
+      pass,
+      detail:
+        `calibrated on ${asr.backend} in ${cal.seconds.toFixed(1)} s: estimator ${cal.heads.sensitivityEstimator}, ${anchors} anchors at r_GPU 0.2; ` +
+        `then transcribed with ${r.error ? `error ${r.error.message}` : `${r.stats.policy}, ${r.tokens.length} tokens`}`,
+      ms: performance.now() - t0,
+    };
+  } finally {
+    asr.dispose();
+  }
+}
+
 export const hfTests: Record<string, () => Promise<CheckResult>> = {
+  ...Object.fromEntries(FAMILIES.map((f) => [`calibrate_hf_${f}`, () => hfCalibrate(f)])),
   ...Object.fromEntries(
     FAMILIES.flatMap((f) => (['f32', 'q4'] as const).map((q) => [`triage_hf_${f}_${q}`, () => hfTriage(f, q)])),
   ),

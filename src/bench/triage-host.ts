@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- --triage-host-memory [--layers 1]`: the host memory the CPU backend's head
- * triage (the direct path's two forwards, src/calibrate/direct-sensitivity.ts) holds at
+ * triage (the answer path's forward and answer-row backward, src/calibrate/answer-path.ts) holds at
  * Voxtral-Mini-3B's widths (K of its 30 layers, the 131,072-entry vocabulary, random q4
  * weights), against the packed weights: the resident set's peak above the process's own
  * before the weights, as a multiple of their bytes. An f32 copy of the decoder would put it

@@ -154,24 +154,32 @@ export function answerPathTriage(
   const qs: Float32Array[] = [];
   const os: Float32Array[] = [];
   const rows: Float32Array[][] = answer.map(() => new Array<Float32Array>(L * H));
-  const out = prefillLayers(c, w, freqs, audio, N, { decodeHeads: [], prefillQueries: 0 }, {
-    prompt,
-    suffix: answer.slice(0, -1),
-    keepKv: true,
-    capture: {
-      fromRow: first,
-      onRow: (layer, head, i, e, s) => {
-        const a = new Float32Array(N);
-        for (let p = 0; p < N; p++) a[p] = e[a0 + p] / s;
-        rows[i - first][layer * H + head] = a;
+  const out = prefillLayers(
+    c,
+    w,
+    freqs,
+    audio,
+    N,
+    { decodeHeads: [], prefillQueries: 0 },
+    {
+      prompt,
+      suffix: answer.slice(0, -1),
+      keepKv: true,
+      capture: {
+        fromRow: first,
+        onRow: (layer, head, i, e, s) => {
+          const a = new Float32Array(N);
+          for (let p = 0; p < N; p++) a[p] = e[a0 + p] / s;
+          rows[i - first][layer * H + head] = a;
+        },
+      },
+      onLayerInput: (_, x) => input.push(rowsOf(x, D)),
+      onAttention: (_, q, att) => {
+        qs.push(rowsOf(q, qd));
+        os.push(rowsOf(att, qd));
       },
     },
-    onLayerInput: (_, x) => input.push(rowsOf(x, D)),
-    onAttention: (_, q, att) => {
-      qs.push(rowsOf(q, qd));
-      os.push(rowsOf(att, qd));
-    },
-  });
+  );
   const { grad, ce } = answerResidualGradient(c, w, out.hidden, first, answer);
   let r = Float64Array.from(grad);
   const sum = new Array<number>(L * HKV).fill(0);
@@ -211,7 +219,13 @@ export function answerPathTriage(
     transposedProduct(W.up, F, D, dDown, T, dx);
     const rMid = Float64Array.from(r);
     for (let t = 0; t < T; t++)
-      rmsnormBackward(mid.subarray(t * D, (t + 1) * D), W.mlpNorm, c.rmsNormEps, dx.subarray(t * D, (t + 1) * D), rMid.subarray(t * D, (t + 1) * D));
+      rmsnormBackward(
+        mid.subarray(t * D, (t + 1) * D),
+        W.mlpNorm,
+        c.rmsNormEps,
+        dx.subarray(t * D, (t + 1) * D),
+        rMid.subarray(t * D, (t + 1) * D),
+      );
     const delta = new Float64Array(T * qd);
     transposedProduct(W.o, D, qd, rMid, T, delta);
     keyGradientNorms(c, qs[l], os[l], (t, h) => rows[t][l * H + h], V, delta, T, a0, N, sum, l * HKV);
@@ -231,7 +245,7 @@ export function answerPathTriage(
           if (score[j] > max) max = score[j];
         }
         let z = 0;
-        for (let j = 0; j <= i; j++) z += (score[j] = Math.exp(score[j] - max));
+        for (let j = 0; j <= i; j++) z += score[j] = Math.exp(score[j] - max);
         let od = 0;
         for (let d = 0; d < hd; d++) od += os[l][qo + d] * delta[qo + d];
         for (let j = 0; j <= i; j++) {
@@ -255,7 +269,13 @@ export function answerPathTriage(
     const dxq = new Float64Array(T * D);
     transposedProduct(W.q, qd, D, dq, T, dxq);
     for (let t = 0; t < T; t++)
-      rmsnormBackward(input[l].subarray(t * D, (t + 1) * D), W.attnNorm, c.rmsNormEps, dxq.subarray(t * D, (t + 1) * D), rMid.subarray(t * D, (t + 1) * D));
+      rmsnormBackward(
+        input[l].subarray(t * D, (t + 1) * D),
+        W.attnNorm,
+        c.rmsNormEps,
+        dxq.subarray(t * D, (t + 1) * D),
+        rMid.subarray(t * D, (t + 1) * D),
+      );
     r = rMid;
   }
   return { rows, sum, tokens: T, meanCe: ce.reduce((x, y) => x + y, 0) / T };

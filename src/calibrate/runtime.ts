@@ -65,7 +65,10 @@ export type ClipStage =
 export type TriageForward = (embeddings: Float32Array, audioLength: number, answer: number[]) => Promise<ClipTriage>;
 
 /** A triage on the CPU reference, with the model's weights as loaded (packed ones stay packed). */
-export function referenceTriage(model: LoadedModel, estimator: 'answer-path' | 'direct-path' = 'answer-path'): TriageForward {
+export function referenceTriage(
+  model: LoadedModel,
+  estimator: 'answer-path' | 'direct-path' = 'answer-path',
+): TriageForward {
   const c = model.config;
   const run = estimator === 'answer-path' ? answerPathTriage : directTriage;
   return async (embeddings, N, answer) =>

@@ -48,7 +48,12 @@ export function parseCalibrateArgs(argv: string[], cwd = process.cwd()): Calibra
   };
   const dir = resolve(cwd, model);
   const estimator = flags.get('estimator');
-  if (estimator !== undefined && estimator !== 'answer-path' && estimator !== 'direct-path' && estimator !== 'finite-difference')
+  if (
+    estimator !== undefined &&
+    estimator !== 'answer-path' &&
+    estimator !== 'direct-path' &&
+    estimator !== 'finite-difference'
+  )
     throw new UsageError(`--estimator must be answer-path, direct-path or finite-difference, got "${estimator}"`);
   if (estimator !== 'finite-difference' && (flags.has('directions') || flags.has('block')))
     throw new UsageError(
@@ -74,7 +79,9 @@ export async function calibrateCommand(
   io: { stdout: (s: string) => void; stderr: (s: string) => void; signal?: AbortSignal },
 ): Promise<number> {
   const { partialPath } = await import('../calibrate/run.js');
-  const heads = await (a.estimator === undefined || a.estimator === 'answer-path' ? onTranscriber(a, io) : onReference(a, a.estimator, io));
+  const heads = await (a.estimator === undefined || a.estimator === 'answer-path'
+    ? onTranscriber(a, io)
+    : onReference(a, a.estimator, io));
   if (!heads) {
     io.stderr(`calibrate: stopped; finished clips are in ${partialPath(a.out)} and the next run resumes from them\n`);
     return 130;

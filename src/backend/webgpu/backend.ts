@@ -231,7 +231,9 @@ export class WebGpuBackend implements DecoderBackend<WebGpuDecodeSession> {
         this.cache,
         this.config,
         modelConstants(this.config, segmentLength(this.config), this.options.kvPrecision),
-        [this.weights.lmHead, ...this.weights.layers.flatMap((l) => [l.o, l.down, l.gateUp, l.qkv])].map((m) => m.format),
+        [this.weights.lmHead, ...this.weights.layers.flatMap((l) => [l.o, l.down, l.gateUp, l.qkv])].map(
+          (m) => m.format,
+        ),
       );
       return await parts.triage(await this.triageKernels, audio, answer, promptLength(prompt, audioLength) - 1);
     } finally {

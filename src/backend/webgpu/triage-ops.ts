@@ -19,8 +19,21 @@ export interface AnswerRows {
   audioLength: number;
 }
 
-function params(u: UniformOf, r: AnswerRows, o: { row?: number; target?: number; acc?: boolean; n?: number } = {}): GPUBuffer {
-  return u('u.triage', [r.first, r.rows, r.audioStart, r.audioLength, o.row ?? 0, o.target ?? 0, o.acc ? 1 : 0, o.n ?? 0]);
+function params(
+  u: UniformOf,
+  r: AnswerRows,
+  o: { row?: number; target?: number; acc?: boolean; n?: number } = {},
+): GPUBuffer {
+  return u('u.triage', [
+    r.first,
+    r.rows,
+    r.audioStart,
+    r.audioLength,
+    o.row ?? 0,
+    o.target ?? 0,
+    o.acc ? 1 : 0,
+    o.n ?? 0,
+  ]);
 }
 
 /** Y[n, cols] (+)= X[n, rows] W over every row part of W (matmul_t.wgsl; cols % 8 == 0); `acc` adds to Y. */
@@ -128,7 +141,12 @@ export class TriageKernels {
   }
 
   /** The query columns of dqkv [T, QD + 2 KVD]: Σ_j coef_j k_j, back through RoPE. */
-  queryBack(b: { coef: Binding; k: Binding; rope: Binding; dqkv: Binding }, r: AnswerRows, n: number, u: UniformOf): Dispatch {
+  queryBack(
+    b: { coef: Binding; k: Binding; rope: Binding; dqkv: Binding },
+    r: AnswerRows,
+    n: number,
+    u: UniformOf,
+  ): Dispatch {
     return this.dispatchOf(
       'query_back',
       { 0: params(u, r, { n }), 2: b.k, 15: b.coef, 16: b.rope, 17: b.dqkv },
