@@ -75,7 +75,7 @@ test('a picked Hugging Face folder without heads.json is calibrated in the page,
   await page.selectOption('#calibrate-count', '4');
   // One teacher-forced forward a clip and its answer rows' backward, whatever the heads.
   await expect(page.locator('#calibrate-expect')).toContainText('Each clip costs one teacher-forced forward');
-  await expect(page.locator('#calibrate-expect')).toContainText('8 for 4 clips');
+  await expect(page.locator('#calibrate-expect')).toContainText('4 forwards for 4 clips');
   const t0 = Date.now();
   await page.click('#calibrate-start');
   // Stopped once the first clip is done: the clip under way finishes, the next ones do not start.

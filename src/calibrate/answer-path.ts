@@ -12,7 +12,7 @@
  *   1. the forward over [prefix][audio][instruction][answer] keeps each layer's K and V
  *      and, per answer row, the layer's input, post-RoPE queries and attention output;
  *   2. r = ∂CE_t/∂x_t at the final hidden state (the LM head and the final norm,
- *      direct-sensitivity.ts), then layer by layer downwards: through the MLP and its norm
+ *      key-gradient.ts), then layer by layer downwards: through the MLP and its norm
  *      to the attention's residual, δ = W_Oᵀ r per query head, the key gradient
  *
  *        ∂CE_t/∂k_τ = Σ_{h in the KV head's group} a_t,h,τ ((v_τ − o_t,h) · δ_t,h) / √d · q_t,h,
@@ -26,104 +26,17 @@
  * of the answer rows is the Voice Score's, so that is the clip's whole triage.
  */
 import { prefillLayers } from '../reference/prefill.js';
-import { matrixRow, type Matrix } from '../reference/matrix.js';
 import { matvec, rmsnorm, ropeFrequencies } from '../reference/ops.js';
 import { audioStart, promptLength, type ModelConfig, type PromptIds } from '../model/config.js';
 import type { ComputeWeights } from '../model/packed-weights.js';
 import type { ClipTriage } from '../backend/types.js';
-import { answerResidualGradient } from './direct-sensitivity.js';
-
-/** out[t] (+)= Wᵀ y[t] for T rows: W [rows, cols], y [T, rows], out [T, cols]; one pass over W. */
-export function transposedProduct(
-  w: Matrix,
-  rows: number,
-  cols: number,
-  y: ArrayLike<number>,
-  T: number,
-  out: Float64Array,
-): void {
-  const row = new Float32Array(cols);
-  for (let i = 0; i < rows; i++) {
-    matrixRow(w, i, cols, row);
-    for (let t = 0; t < T; t++) {
-      const g = y[t * rows + i];
-      if (g === 0) continue;
-      const o = t * cols;
-      for (let j = 0; j < cols; j++) out[o + j] += g * row[j];
-    }
-  }
-}
-
-/** ∂/∂x of y = w ⊙ x / rms(x) applied to gy, one row of D: ∂y_i/∂x_j = w_i (δ_ij / rms − x_i x_j / (D rms³)). */
-export function rmsnormBackward(
-  x: ArrayLike<number>,
-  weight: Float32Array,
-  eps: number,
-  gy: ArrayLike<number>,
-  out: Float64Array,
-  D = weight.length,
-): void {
-  let ss = 0;
-  for (let d = 0; d < D; d++) ss += x[d] * x[d];
-  const rms = Math.sqrt(ss / D + eps);
-  let dot = 0;
-  for (let d = 0; d < D; d++) dot += weight[d] * gy[d] * x[d];
-  for (let d = 0; d < D; d++) out[d] += (weight[d] * gy[d]) / rms - (x[d] * dot) / (D * rms * rms * rms);
-}
-
-/**
- * The per-answer-row, per-KV-head sum over audio positions of ‖∂CE_t/∂k_τ‖ / N for one layer,
- * from the answer rows' queries q and attention outputs o ([T, numHeads · headDim]), their
- * audio attention a[t][head] (N), the layer's V ([n, numKvHeads · headDim]) and δ = W_Oᵀ r.
- */
-export function keyGradientNorms(
-  c: ModelConfig,
-  q: Float32Array,
-  o: Float32Array,
-  a: (t: number, head: number) => Float32Array,
-  v: Float32Array,
-  delta: Float64Array,
-  T: number,
-  a0: number,
-  N: number,
-  into: number[],
-  at: number,
-): void {
-  const hd = c.headDim;
-  const g = c.numHeads / c.numKvHeads;
-  const qd = c.numHeads * hd;
-  const kvd = c.numKvHeads * hd;
-  const scale = 1 / Math.sqrt(hd);
-  const G = new Float64Array(hd);
-  for (let kh = 0; kh < c.numKvHeads; kh++) {
-    let total = 0;
-    for (let t = 0; t < T; t++) {
-      // (o_t,h · δ_t,h) once per query head; (v_τ · δ_t,h) per position below.
-      const oDelta = new Float64Array(g);
-      for (let j = 0; j < g; j++) {
-        const h = kh * g + j;
-        for (let d = 0; d < hd; d++) oDelta[j] += o[t * qd + h * hd + d] * delta[t * qd + h * hd + d];
-      }
-      let norms = 0;
-      for (let p = 0; p < N; p++) {
-        G.fill(0);
-        const vo = (a0 + p) * kvd + kh * hd;
-        for (let j = 0; j < g; j++) {
-          const h = kh * g + j;
-          let vDelta = 0;
-          for (let d = 0; d < hd; d++) vDelta += v[vo + d] * delta[t * qd + h * hd + d];
-          const coef = a(t, h)[p] * (vDelta - oDelta[j]) * scale;
-          for (let d = 0; d < hd; d++) G[d] += coef * q[t * qd + h * hd + d];
-        }
-        let n2 = 0;
-        for (let d = 0; d < hd; d++) n2 += G[d] * G[d];
-        norms += Math.sqrt(n2);
-      }
-      total += norms / N;
-    }
-    into[at + kh] = total;
-  }
-}
+import {
+  answerResidualGradient,
+  answerRowsCapture,
+  keyGradientNorms,
+  rmsnormBackward,
+  transposedProduct,
+} from './key-gradient.js';
 
 /** One clip's Voice Score rows and answer-path Head Sensitivity (answer: transcript + eos). */
 export function answerPathTriage(
