@@ -140,6 +140,16 @@ fn swiglu_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   vecOut[t * 2u * INTER + INTER + c] = dm * g * sg;
 }
 
+// v · δ: the value row starting at group vb (of four dims) against δ's head vector at b.
+fn valueDelta(vb: u32, b: u32) -> f32 {
+  var s = 0.0;
+  for (var d = 0u; d < HD4; d++) {
+    let v = v4(vb + d);
+    s += (v.x * delta[b + 4u * d] + v.y * delta[b + 4u * d + 1u]) + (v.z * delta[b + 4u * d + 2u] + v.w * delta[b + 4u * d + 3u]);
+  }
+  return s;
+}
+
 fn score(qb: u32, j: u32, kh: u32) -> f32 {
   let kb = j * KVD4 + kh * HD4;
   var dot = 0.0;
@@ -171,14 +181,7 @@ fn query_grad(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     if (j >= p.audioStart && j < p.audioStart + p.audioLength) {
       a[(t * H + h) * p.audioLength + j - p.audioStart] = pj;
     }
-    let vb = j * KVD4 + kh * HD4;
-    var vd = 0.0;
-    for (var d = 0u; d < HD4; d++) {
-      let v = v4(vb + d);
-      vd += (v.x * delta[qb + 4u * d] + v.y * delta[qb + 4u * d + 1u]) +
-            (v.z * delta[qb + 4u * d + 2u] + v.w * delta[qb + 4u * d + 3u]);
-    }
-    coef[(t * H + h) * p.n + j] = pj * (vd - od) * SCALE;
+    coef[(t * H + h) * p.n + j] = pj * (valueDelta(j * KVD4 + kh * HD4, qb) - od) * SCALE;
   }
 }
 
@@ -229,13 +232,7 @@ fn head_sensitivity(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
     for (var j = 0u; j < GROUP; j++) {
       let h = kh * GROUP + j;
       let b = t * QD + h * HD;
-      var vDelta = 0.0;
-      for (var d = 0u; d < HD4; d++) {
-        let v = v4(vb + d);
-        vDelta += (v.x * delta[b + 4u * d] + v.y * delta[b + 4u * d + 1u]) +
-                  (v.z * delta[b + 4u * d + 2u] + v.w * delta[b + 4u * d + 3u]);
-      }
-      let cf = aIn[(t * H + h) * p.audioLength + tau] * (vDelta - oDelta[j]) * SCALE;
+      let cf = aIn[(t * H + h) * p.audioLength + tau] * (valueDelta(vb, b) - oDelta[j]) * SCALE;
       for (var d = 0u; d < HD; d++) { g[d] += cf * q[b + d]; }
     }
     var n2 = 0.0;
