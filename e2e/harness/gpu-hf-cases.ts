@@ -13,7 +13,8 @@ import { randomEmbeddings } from '../../src/model/testing.js';
 import { runParity } from './gpu-decoder.js';
 import type { CheckResult } from './gpu-util.js';
 import { triageMemory, triageParity } from './gpu-triage.js';
-import { loadTranscriber, type CalibrationClip } from '../../src/index.js';
+import { loadTranscriber } from '../../src/index.js';
+import { siteClips } from './site-clips.js';
 
 const FAMILIES = ['voxtral', 'qwen2_audio', 'qwen2_5_omni'] as const;
 type Family = (typeof FAMILIES)[number];
@@ -114,19 +115,6 @@ async function hfTriage(family: Family, format: 'f32' | 'q4'): Promise<CheckResu
   return triageParity(name, model, format);
 }
 
-/** Calibration clips served from the project's calibration-data/ (the page's own origin). */
-async function servedClips(ids: string[]): Promise<CalibrationClip[]> {
-  return Promise.all(
-    ids.map(async (id) => {
-      const meta = (await (await fetch(`/calibration-data/${id}.json`)).json()) as Pick<
-        CalibrationClip,
-        'text' | 'words'
-      >;
-      return { id, text: meta.text, words: meta.words, audio: `/calibration-data/${id}.wav` };
-    }),
-  );
-}
-
 /**
  * A user's flow on the family's miniature, in this page: `loadTranscriber` on the folder's URL
  * with WebGPU and the full cache, `calibrate` on a clip, then `transcribe` with WnW on another.
@@ -146,7 +134,7 @@ async function hfCalibrate(family: Family): Promise<CheckResult> {
     cache: false,
   });
   try {
-    const cal = await asr.calibrate(await servedClips(['calib001']));
+    const cal = await asr.calibrate(await siteClips(['calib001']));
     const audio = await (await fetch('/calibration-data/calib003.wav')).arrayBuffer();
     const r = await asr.transcribe(audio, { policy: 'wnw', budget: 0.2, maxNewTokens: 8 });
     const anchors = cal.heads.roles['0.2']?.anchors.length ?? 0;

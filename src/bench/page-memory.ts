@@ -1,9 +1,11 @@
 /**
- * `npm run bench -- --page-memory --model DIR [--cache] [--run-seconds 20] [--clip-seconds 5]`:
+ * `npm run bench -- --page-memory --model DIR [--cache] [--run-seconds 20] [--clip-seconds 5] [--calibrate N]`:
  * loads a model folder in headless Chromium (SwiftShader, the flags of playwright.config.ts)
  * on the WebGPU backend and prints the resident memory of Chromium's renderer and GPU
  * processes (VmRSS, and VmHWM, the peak so far, from /proc/<pid>/status): after the load,
- * then every few seconds while a short clip is transcribed. What a page keeps of uploaded
+ * then every few seconds while a short clip is transcribed, or with `--calibrate N` while
+ * the transcriber triages its heads on the first N clips of calibration-data/ (to the end
+ * of the triage, however long: `--run-seconds` bounds a transcription only). What a page keeps of uploaded
  * weights shows in the renderer; what the device holds, in the GPU process. Chromium
  * resets VmHWM now and then (its own peak metrics), so the largest RSS sampled per
  * process is printed at the end too.
@@ -106,6 +108,7 @@ export async function pageMemoryMain(argv: string[], log: (s: string) => void): 
   const cache = argv.includes('--cache');
   const runSeconds = Number(arg(argv, 'run-seconds', '20'));
   const clipSeconds = Number(arg(argv, 'clip-seconds', '5'));
+  const calibrate = Number(arg(argv, 'calibrate', '0'));
   const exe = process.env.WNW_CHROMIUM ?? '/usr/bin/chromium';
   if (!existsSync(exe)) throw new Error(`no Chromium at ${exe} (set WNW_CHROMIUM)`);
   const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -162,11 +165,13 @@ export async function pageMemoryMain(argv: string[], log: (s: string) => void): 
     log(line(`after load (${r.seconds.toFixed(0)} s)`, sample(process.pid)));
     await page.evaluate(
       ([k, req]) => (window as unknown as Record<string, { start(r: unknown): void }>)[k].start(req),
-      [pm, { seconds: clipSeconds, maxNewTokens: 8 }] as const,
+      [pm, { seconds: clipSeconds, maxNewTokens: 8, calibrate }] as const,
     );
-    for (let t = 5; t <= runSeconds; t += 5) {
+    const running = () =>
+      page.evaluate((k) => (window as unknown as Record<string, { running(): boolean }>)[k].running(), pm);
+    for (let t = 5; calibrate ? await running() : t <= runSeconds; t += 5) {
       await new Promise((res) => setTimeout(res, 5000));
-      log(line(`running, ${t} s`, sample(process.pid)));
+      log(line(`${calibrate ? 'triage' : 'running'}, ${t} s`, sample(process.pid)));
     }
     const end = (await page.evaluate(
       (k) => (window as unknown as Record<string, { stop(): Promise<unknown> }>)[k].stop(),
